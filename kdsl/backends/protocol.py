@@ -1,0 +1,65 @@
+"""The Backend protocol: what a backend package implements (DESIGN principle 7).
+
+A backend is any object with these members, registered in the entry-point
+group ``kdsl.backends`` (name -> object or zero-argument factory) or at run
+time with ``kdsl.register_backend``.  Dispatch calls, per (signature, schedule):
+
+1. ``backend.schedule(sched, hints)`` unless the user gave an explicit schedule
+   function for this backend: apply the backend's default schedule and the
+   user's hints (``kdsl.schedule.hints.apply_hints`` does the generic part).
+2. ``backend.compile(request)`` -> a ``Compiled``; ``request.lower()`` runs the
+   core pass pipeline plus ``extra_passes`` and returns the ``LoweredFunc``.
+3. ``compiled(inputs, outputs, scalars)`` per call: arrays in the backend's
+   array kind, scalars in ``graph.scalars`` order.  Outputs are preallocated
+   by dispatch (``backend.empty``) or given by the user with ``out=``.
+
+``source(request)`` returns what the backend compiles (text), for
+``kernel.source``.  Codegen must be pure; only ``compile`` may need tools or a
+device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+
+@dataclass
+class CompileRequest:
+    """Everything a backend needs to build one specialisation of a kernel."""
+
+    graph: Any                 # kdsl.graph.Graph
+    schedule: Any              # kdsl.schedule.Schedule, hints/defaults already applied
+    signature: Any             # kdsl.runtime.signature.Signature (hashable)
+    out_contiguous: tuple = () # per output: written through compact C strides?
+    options: dict = field(default_factory=dict)
+
+    def lower(self, extra_passes: Sequence = ()):
+        """Run the core lowering pipeline (plus ``extra_passes``) on the schedule."""
+        from ..passes.pipeline import lower
+        return lower(self.schedule, extra_passes=extra_passes, out_contiguous=self.out_contiguous)
+
+
+@runtime_checkable
+class Compiled(Protocol):
+    def __call__(self, inputs: list, outputs: list, scalars: list) -> None: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """See the module docstring.  ``device`` is "host" (numpy arrays) or "cuda"."""
+
+    name: str
+    device: str
+
+    def schedule(self, sched, hints: Sequence) -> None: ...
+
+    def compile(self, request: CompileRequest) -> Compiled: ...
+
+    def source(self, request: CompileRequest) -> str: ...
+
+    def accepts(self, array) -> bool: ...
+
+    def empty(self, shape: tuple, dtype, like=None): ...
+
+
+CompiledFn = Callable[[list, list, list], None]

@@ -1,0 +1,161 @@
+"""The stage graph: what tracing produces and what schedules act on.
+
+A ``Graph`` has parameters (input ``Tensor``s and scalar ``Var``s, in call
+order), ``Stage``s in topological order and output tensors.  A stage computes
+one tensor: ``out[axes] = body`` where ``body`` is an expression over the
+stage's spatial axes, possibly a ``Reduce`` at its root over its reduce axes.
+Reads of other tensors are ``TensorRead`` nodes.  Shapes are expressions over
+the graph's shape variables (``Var``) or constants.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .dtypes import DType
+from .errors import SourceLoc
+from .ir import nodes as n
+from .ir.visitor import Visitor, collect
+
+
+@dataclass(eq=False)
+class Input:
+    """Marks a tensor as the ``index``-th argument of the kernel.
+
+    ``contiguous``: the argument is C-contiguous (its layout class), so its
+    strides follow from its shape; otherwise strides are call-time scalars.
+    """
+
+    index: int
+    contiguous: bool = True
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A tensor of the graph: an input (``op`` is ``Input``) or a stage's output."""
+
+    name: str
+    shape: tuple
+    dtype: DType
+    op: object  # Input | Stage
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_input(self) -> bool:
+        return isinstance(self.op, Input)
+
+    @property
+    def stage(self) -> "Stage | None":
+        return None if self.is_input else self.op
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, {self.dtype.name}, ndim={self.ndim})"
+
+
+@dataclass(eq=False)
+class Stage:
+    """``output[axes] = body`` (a Reduce at the root of ``body`` reduces over ``reduce_axes``)."""
+
+    name: str
+    axes: tuple
+    reduce_axes: tuple
+    body: n.Expr
+    dtype: DType
+    loc: SourceLoc | None = None
+    output: Tensor = None
+    #: what made it: "compute", an op name ("sum", "matmul", ...), "rfactor", "cache_read", ...
+    origin: str = "compute"
+
+    def __post_init__(self):
+        if self.output is None:
+            shape = tuple(ax.dom.extent for ax in self.axes)
+            self.output = Tensor(self.name, shape, self.dtype, self)
+
+    @property
+    def is_reduction(self) -> bool:
+        return isinstance(self.body, n.Reduce)
+
+    @property
+    def all_axes(self) -> tuple:
+        return tuple(self.axes) + tuple(self.reduce_axes)
+
+    def reads(self) -> list:
+        """The tensors this stage reads, each once, in order of first use."""
+        out = []
+        for r in collect(self.body, lambda x: isinstance(x, n.TensorRead)):
+            if r.tensor not in out:
+                out.append(r.tensor)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Stage({self.name})"
+
+
+@dataclass(frozen=True, eq=False)
+class Constraint:
+    """A call-time check ``lhs == rhs`` on shapes (from broadcasting, matmul, ...)."""
+
+    lhs: n.Expr
+    rhs: n.Expr
+    message: str
+    loc: SourceLoc | None = None
+
+
+@dataclass(eq=False)
+class Graph:
+    """A traced kernel: parameters, stages (topological order) and outputs."""
+
+    name: str
+    params: tuple          # Tensor (input) or Var (scalar argument), in call order
+    stages: list
+    outputs: tuple
+    constraints: list = field(default_factory=list)
+    #: the user's function's source location (for messages)
+    loc: SourceLoc | None = None
+
+    @property
+    def inputs(self) -> tuple:
+        return tuple(p for p in self.params if isinstance(p, Tensor))
+
+    @property
+    def scalars(self) -> tuple:
+        return tuple(p for p in self.params if isinstance(p, n.Var))
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def readers(self, tensor: Tensor) -> list:
+        return [s for s in self.stages if tensor in s.reads()]
+
+    def shape_vars(self) -> list:
+        """The symbolic sizes the inputs' shapes use, in parameter order."""
+        seen = []
+        for t in self.inputs:
+            for e in t.shape:
+                for v in collect(e, lambda x: isinstance(x, n.Var)):
+                    if v not in seen:
+                        seen.append(v)
+        return seen
+
+
+def topological(stages: list, outputs) -> list:
+    """Order ``stages`` so that producers come before their readers (stable)."""
+    order, seen = [], set()
+
+    def visit(s):
+        if id(s) in seen:
+            return
+        seen.add(id(s))
+        for t in s.reads():
+            if t.stage is not None:
+                visit(t.stage)
+        order.append(s)
+
+    for s in stages:
+        visit(s)
+    return order

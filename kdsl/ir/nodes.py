@@ -1,0 +1,393 @@
+"""Every IR node class of kdsl, in one closed module (DESIGN principle 1).
+
+Expressions serve both the stage graph (where they may hold ``TensorRead`` and
+``Reduce``) and the loop IR (where those are replaced by ``Load`` and loops).
+Nodes are frozen dataclasses without behaviour beyond checking their own
+invariants.  ``Var``, ``IterVar``, ``Buffer`` and ``Combiner`` compare by
+identity: names are only printing hints.  Source locations never take part in
+equality.  Kinds are enums.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import dtypes as dt
+from ..dtypes import DType
+
+
+# ----------------------------------------------------------------- enums
+class BinOp(enum.Enum):
+    """Binary arithmetic.  DIV is true division (floats); FLOORDIV/MOD follow Python's signs."""
+
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    DIV = "/"
+    FLOORDIV = "//"
+    MOD = "%"
+    POW = "**"
+    MIN = "min"
+    MAX = "max"
+    AND = "&"   # bitwise on ints, logical on bool
+    OR = "|"
+    XOR = "^"
+
+
+class CmpOp(enum.Enum):
+    EQ = "=="
+    NE = "!="
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+
+
+class UnOp(enum.Enum):
+    """Unary operations, math functions included (computed in the operand's dtype)."""
+
+    NEG = "-"
+    NOT = "~"        # bitwise not on ints, logical not on bool
+    ABS = "abs"
+    EXP = "exp"
+    LOG = "log"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    SIN = "sin"
+    COS = "cos"
+    TANH = "tanh"
+    ERF = "erf"
+    SIGMOID = "sigmoid"
+    ISNAN = "isnan"  # result dtype bool
+    FLOOR = "floor"
+    CEIL = "ceil"
+
+
+class IterKind(enum.Enum):
+    SPATIAL = "spatial"
+    REDUCE = "reduce"
+
+
+class ForKind(enum.Enum):
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+    BOUND = "bound"   # bound to a GPU block/thread/vthread index: see For.thread
+
+
+class ThreadTag(enum.Enum):
+    BLOCK_X = "blockIdx.x"
+    BLOCK_Y = "blockIdx.y"
+    BLOCK_Z = "blockIdx.z"
+    THREAD_X = "threadIdx.x"
+    THREAD_Y = "threadIdx.y"
+    THREAD_Z = "threadIdx.z"
+    VTHREAD_X = "vthread.x"
+    VTHREAD_Y = "vthread.y"
+
+    @property
+    def is_block(self) -> bool:
+        return self.value.startswith("blockIdx")
+
+    @property
+    def is_thread(self) -> bool:
+        return self.value.startswith("threadIdx")
+
+    @property
+    def is_vthread(self) -> bool:
+        return self.value.startswith("vthread")
+
+
+class Scope(enum.Enum):
+    GLOBAL = "global"
+    SHARED = "shared"
+    LOCAL = "local"
+
+
+# ----------------------------------------------------------------- expressions
+@dataclass(frozen=True)
+class Expr:
+    """Base of all expressions; every expression has a dtype."""
+
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    """A scalar variable (loop index, shape, stride or scalar argument); identity-compared."""
+
+    name: str = "v"
+
+    def __repr__(self) -> str:
+        return f"Var({self.name})"
+
+
+def var(name: str, dtype: DType = dt.index) -> Var:
+    return Var(dtype, name)
+
+
+@dataclass(frozen=True)
+class Const(Expr):
+    """A literal of ``dtype`` (value is a Python bool/int/float)."""
+
+    value: Any = 0
+
+    def __post_init__(self):
+        if not isinstance(self.value, (bool, int, float)):
+            raise TypeError(f"Const value must be a Python scalar, got {type(self.value).__name__}")
+
+
+def const(value, dtype: DType | None = None) -> Const:
+    if dtype is None:
+        dtype = dt.bool_ if isinstance(value, bool) else dt.index if isinstance(value, int) else dt.float64
+    if dtype.is_bool:
+        value = bool(value)
+    elif dtype.is_int:
+        value = int(value)
+    else:
+        value = float(value)
+    return Const(dtype, value)
+
+
+@dataclass(frozen=True)
+class Binary(Expr):
+    op: BinOp = BinOp.ADD
+    a: Expr = None
+    b: Expr = None
+
+
+@dataclass(frozen=True)
+class Compare(Expr):
+    """A comparison; its dtype is always bool."""
+
+    op: CmpOp = CmpOp.EQ
+    a: Expr = None
+    b: Expr = None
+
+
+@dataclass(frozen=True)
+class Unary(Expr):
+    op: UnOp = UnOp.NEG
+    a: Expr = None
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    """``t if cond else f`` evaluated without branching semantics (both sides are pure)."""
+
+    cond: Expr = None
+    t: Expr = None
+    f: Expr = None
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    a: Expr = None
+
+
+@dataclass(frozen=True)
+class Load(Expr):
+    """Read ``buffer[indices]`` (logical, multi-dimensional indices; strides live on the buffer)."""
+
+    buffer: "Buffer" = None
+    indices: tuple = ()
+
+
+@dataclass(frozen=True)
+class TensorRead(Expr):
+    """Stage-graph only: read element ``indices`` of a graph tensor (kdsl.graph.Tensor)."""
+
+    tensor: Any = None
+    indices: tuple = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Range:
+    """The half-open interval [min, min + extent)."""
+
+    min: Expr
+    extent: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class IterVar:
+    """An axis of a stage: a variable, its domain and whether it is spatial or a reduction."""
+
+    var: Var
+    dom: Range
+    kind: IterKind = IterKind.SPATIAL
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    def __repr__(self) -> str:
+        return f"IterVar({self.var.name}, {self.kind.value})"
+
+
+@dataclass(frozen=True, eq=False)
+class Combiner:
+    """A commutative, associative reduction: result_j(lhs, rhs) with identity per value.
+
+    ``lhs``/``rhs`` are Vars standing for the accumulator and the new value
+    (one per reduced value: argmax reduces (index, value) pairs).
+    ``identity`` holds one expression per value, already in the value's dtype.
+    """
+
+    name: str
+    lhs: tuple
+    rhs: tuple
+    result: tuple
+    identity: tuple
+
+
+@dataclass(frozen=True)
+class Reduce(Expr):
+    """Stage-graph only: reduce ``sources`` over ``axes`` with ``combiner``.
+
+    ``value_index`` picks which of the combiner's values this expression is
+    (argmax: 0 is the index, 1 the value).  ``condition`` (or None) masks elements.
+    """
+
+    combiner: Combiner = None
+    sources: tuple = ()
+    axes: tuple = ()
+    condition: Expr | None = None
+    value_index: int = 0
+
+
+# ----------------------------------------------------------------- buffers
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    """A block of memory: arguments (``param=True``) or temporaries with a scope.
+
+    ``strides`` are in elements, one expression per dimension (may be negative);
+    ``None`` means compact row-major.
+    """
+
+    name: str
+    dtype: DType
+    shape: tuple
+    strides: tuple | None = None
+    scope: Scope = Scope.GLOBAL
+    param: bool = False
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name}, {self.dtype.name}, {self.scope.value})"
+
+
+# ----------------------------------------------------------------- statements
+@dataclass(frozen=True)
+class Stmt:
+    """Base of all statements."""
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """``for var in [min, min+extent)`` of ``kind``; BOUND loops carry their ``thread`` tag."""
+
+    var: Var
+    min: Expr
+    extent: Expr
+    kind: ForKind
+    body: Stmt
+    thread: ThreadTag | None = None
+
+    def __post_init__(self):
+        if (self.kind is ForKind.BOUND) != (self.thread is not None):
+            raise ValueError("a BOUND loop needs a thread tag and only a BOUND loop has one")
+
+
+@dataclass(frozen=True)
+class IfThenElse(Stmt):
+    cond: Expr
+    then: Stmt
+    otherwise: Stmt | None = None
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    buffer: Buffer
+    indices: tuple
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Allocate(Stmt):
+    """Allocate ``buffer`` (shape, dtype and scope on the buffer) for the extent of ``body``.
+
+    ``double_buffer`` asks backends to multi-buffer it across ``stages`` copies.
+    """
+
+    buffer: Buffer
+    body: Stmt
+    stages: int = 1
+
+
+@dataclass(frozen=True)
+class LetStmt(Stmt):
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class Seq(Stmt):
+    stmts: tuple
+
+    def __post_init__(self):
+        for s in self.stmts:
+            if not isinstance(s, Stmt):
+                raise TypeError(f"Seq holds statements, got {type(s).__name__}")
+
+
+@dataclass(frozen=True)
+class Barrier(Stmt):
+    """Synchronise the threads of a block (between phases that exchange shared memory)."""
+
+    scope: Scope = Scope.SHARED
+
+
+@dataclass(frozen=True)
+class Evaluate(Stmt):
+    """Evaluate an expression for its effect (used for intrinsic calls)."""
+
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Intrinsic(Stmt):
+    """A backend intrinsic (tensorize target) on buffers, e.g. a WMMA fragment op.
+
+    ``name`` identifies it (``wmma.load_a``...), ``args`` are expressions or buffers.
+    """
+
+    name: str
+    args: tuple = ()
+
+
+# ----------------------------------------------------------------- functions
+@dataclass(frozen=True, eq=False)
+class LoweredFunc:
+    """A lowered kernel: parameters in call order and the loop-nest body.
+
+    ``inputs``/``outputs`` are param buffers; ``scalars`` the scalar Vars a call
+    must supply (shape sizes, strides, scalar arguments), in a fixed order.
+    """
+
+    name: str
+    inputs: tuple
+    outputs: tuple
+    scalars: tuple
+    body: Stmt
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def buffers(self) -> tuple:
+        return self.inputs + self.outputs
+
+
+EXPR_TYPES = (Var, Const, Binary, Compare, Unary, Select, Cast, Load, TensorRead, Reduce)
+STMT_TYPES = (For, IfThenElse, Store, Allocate, LetStmt, Seq, Barrier, Evaluate, Intrinsic)

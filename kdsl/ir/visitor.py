@@ -1,0 +1,145 @@
+"""Traversal of IR trees by dispatch table (DESIGN principle 5).
+
+``Mutator`` rebuilds a tree bottom-up; a subclass overrides ``visit_<Class>``
+for the nodes it cares about and inherits a generic rebuild for the rest.
+A mutator returns the very same object when nothing below it changed, so
+passes can cheaply tell whether they did anything.  ``Visitor`` walks without
+rebuilding.  Children are the fields holding nodes, tuples of nodes, Ranges
+and IterVars; Buffers and Combiners are leaves (walk them explicitly if needed).
+"""
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+
+from . import nodes as n
+
+_NODE_BASES = (n.Expr, n.Stmt)
+
+
+@lru_cache(maxsize=None)
+def _child_fields(cls) -> tuple:
+    """Names of the fields of ``cls`` that may hold sub-nodes."""
+    skip = {"dtype", "name", "op", "kind", "thread", "buffer", "combiner", "tensor", "value_index",
+            "stages", "scope"}
+    if cls is n.Const:
+        return ()
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in skip)
+
+
+def _is_node(x) -> bool:
+    return isinstance(x, _NODE_BASES)
+
+
+class Visitor:
+    """Walk a tree, calling ``visit_<Class>(node)`` where defined, else ``generic``."""
+
+    def __init__(self):
+        self._table = {}
+
+    def visit(self, node):
+        fn = self._table.get(type(node))
+        if fn is None:
+            fn = getattr(self, "visit_" + type(node).__name__, self.generic)
+            self._table[type(node)] = fn
+        return fn(node)
+
+    def generic(self, node):
+        for name in _child_fields(type(node)):
+            self._visit_value(getattr(node, name))
+
+    def _visit_value(self, v):
+        if _is_node(v):
+            self.visit(v)
+        elif isinstance(v, tuple):
+            for x in v:
+                self._visit_value(x)
+        elif isinstance(v, n.Range):
+            self.visit(v.min)
+            self.visit(v.extent)
+        elif isinstance(v, n.IterVar):
+            self._visit_value(v.dom)
+
+
+class Mutator:
+    """Rebuild a tree, calling ``visit_<Class>(node)`` where defined, else ``generic``.
+
+    ``generic`` mutates the children and returns ``node`` itself when none changed.
+    """
+
+    def __init__(self):
+        self._table = {}
+
+    def visit(self, node):
+        fn = self._table.get(type(node))
+        if fn is None:
+            fn = getattr(self, "visit_" + type(node).__name__, self.generic)
+            self._table[type(node)] = fn
+        return fn(node)
+
+    def generic(self, node):
+        changes = {}
+        for name in _child_fields(type(node)):
+            old = getattr(node, name)
+            new = self._mutate_value(old)
+            if new is not old:
+                changes[name] = new
+        if not changes:
+            return node
+        return dataclasses.replace(node, **changes)
+
+    def _mutate_value(self, v):
+        if _is_node(v):
+            return self.visit(v)
+        if isinstance(v, tuple):
+            out = tuple(self._mutate_value(x) for x in v)
+            return v if all(a is b for a, b in zip(out, v)) else out
+        if isinstance(v, n.Range):
+            mn, ex = self.visit(v.min), self.visit(v.extent)
+            return v if (mn is v.min and ex is v.extent) else n.Range(mn, ex)
+        return v
+
+
+class Substitute(Mutator):
+    """Replace Vars by expressions (``mapping``: Var -> Expr)."""
+
+    def __init__(self, mapping: dict):
+        super().__init__()
+        self.mapping = mapping
+
+    def visit_Var(self, v):
+        return self.mapping.get(v, v)
+
+
+def substitute(node, mapping: dict):
+    """``node`` with every Var in ``mapping`` replaced (same object if none occurs)."""
+    if not mapping:
+        return node
+    return Substitute(mapping).visit(node)
+
+
+class _Collect(Visitor):
+    def __init__(self, pred):
+        super().__init__()
+        self.pred, self.found = pred, []
+
+    def generic(self, node):
+        if self.pred(node):
+            self.found.append(node)
+        super().generic(node)
+
+
+def collect(node, pred) -> list:
+    """All nodes below (and including) ``node`` for which ``pred`` holds, in pre-order."""
+    c = _Collect(pred)
+    c.visit(node)
+    return c.found
+
+
+def free_vars(node) -> set:
+    """The Vars used in ``node`` (loop variables bound inside are included)."""
+    return set(collect(node, lambda x: isinstance(x, n.Var)))
+
+
+def uses_var(node, v) -> bool:
+    return any(x is v for x in collect(node, lambda x: isinstance(x, n.Var)))
