@@ -69,9 +69,20 @@ class Stage:
     origin: str = "compute"
 
     def __post_init__(self):
+        shape = tuple(ax.dom.extent for ax in self.axes)
         if self.output is None:
-            shape = tuple(ax.dom.extent for ax in self.axes)
             self.output = Tensor(self.name, shape, self.dtype, self)
+        # A multi-value reduction (argmax reduces (index, value)) keeps one tensor per
+        # combiner value; ``output`` is the one at ``body.value_index``.
+        self.values = (self.output,)
+        if isinstance(self.body, n.Reduce) and len(self.body.combiner.result) > 1:
+            vals = []
+            for j, ident in enumerate(self.body.combiner.identity):
+                if j == self.body.value_index:
+                    vals.append(self.output)
+                else:
+                    vals.append(Tensor(f"{self.name}.v{j}", shape, ident.dtype, self))
+            self.values = tuple(vals)
 
     @property
     def is_reduction(self) -> bool:

@@ -120,6 +120,10 @@ class Var(Expr):
 
     name: str = "v"
 
+    # eq=False alone would inherit Expr's field-wise __eq__/__hash__: compare by identity.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
     def __repr__(self) -> str:
         return f"Var({self.name})"
 
@@ -387,6 +391,10 @@ class LoweredFunc:
     @property
     def buffers(self) -> tuple:
         return self.inputs + self.outputs
+
+    def __str__(self) -> str:
+        from .printer import format_func
+        return format_func(self)
 
 
 EXPR_TYPES = (Var, Const, Binary, Compare, Unary, Select, Cast, Load, TensorRead, Reduce)

@@ -1,0 +1,52 @@
+"""What schedule primitives record (DESIGN principle 3: schedules are data).
+
+Primitives check legality when called and append these records; the lowering
+pass ``schedule_ops`` turns them into loops.  Relations are TVM's: a split
+turns one IterVar into (outer, inner), a fuse two into one.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ..ir import nodes as n
+
+
+@dataclass(frozen=True, eq=False)
+class Split:
+    """``parent = outer * inner_extent + inner``; give ``factor`` (inner extent) or ``nparts``."""
+
+    parent: n.IterVar
+    outer: n.IterVar
+    inner: n.IterVar
+    factor: int | None
+    nparts: int | None
+
+
+@dataclass(frozen=True, eq=False)
+class Fuse:
+    """``fused = outer * extent(inner) + inner``."""
+
+    outer: n.IterVar
+    inner: n.IterVar
+    fused: n.IterVar
+
+
+class AttachKind(enum.Enum):
+    ROOT = "root"
+    INLINE = "inline"
+    AT = "at"
+
+
+@dataclass(frozen=True)
+class IterAttr:
+    """How one leaf axis becomes a loop."""
+
+    kind: n.ForKind = n.ForKind.SERIAL
+    thread: n.ThreadTag | None = None
+
+
+@dataclass(frozen=True)
+class Tensorize:
+    axis: n.IterVar
+    intrin: object

@@ -1,0 +1,246 @@
+"""The schedule of a whole kernel: stage handles plus graph-rewriting primitives.
+
+``Schedule(graph)`` copies the graph's stages so that rewriting primitives
+(``rfactor``, ``cache_read``, ``cache_write``) never touch the traced graph,
+which is shared between backends.
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..graph import Graph, Stage, Tensor, topological
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.visitor import Mutator, substitute
+from .records import AttachKind, Fuse, Split
+from .stage import StageSchedule, _new_iv, as_scope
+
+
+class _RetargetReads(Mutator):
+    """Point TensorReads at other tensors (old Tensor -> new Tensor)."""
+
+    def __init__(self, mapping: dict):
+        super().__init__()
+        self.mapping = mapping
+
+    def visit_TensorRead(self, r):
+        r2 = self.generic(r)
+        t = self.mapping.get(r2.tensor)
+        if t is None:
+            return r2
+        return n.TensorRead(r2.dtype, t, r2.indices)
+
+
+def retarget(expr, mapping: dict):
+    return _RetargetReads(mapping).visit(expr) if mapping else expr
+
+
+def _copy_stage(st: Stage) -> Stage:
+    new = Stage(st.name, st.axes, st.reduce_axes, st.body, st.dtype, st.loc, origin=st.origin)
+    return new
+
+
+class Schedule:
+    """Stage handles by name (``s["B"]``), ``s.stages``, ``s.outputs`` and graph primitives."""
+
+    def __init__(self, graph: Graph):
+        mapping, stages = {}, []
+        for st in graph.stages:
+            new = _copy_stage(st)
+            for old_t, new_t in zip(st.values, new.values):
+                mapping[old_t] = new_t
+            stages.append(new)
+        for st in stages:
+            st.body = retarget(st.body, mapping)
+        self.graph = Graph(graph.name, graph.params, stages, tuple(mapping.get(t, t) for t in graph.outputs),
+                           list(graph.constraints), graph.loc)
+        self._handles = {st: StageSchedule(self, st) for st in stages}
+        #: hints that only backends interpret (threads, cache, stages, tensor_cores), per stage name
+        self.backend_hints: dict = {}
+
+    # ------------------------------------------------------------ lookup
+    def __getitem__(self, key) -> StageSchedule:
+        if isinstance(key, StageSchedule):
+            return key
+        if isinstance(key, Tensor) and key.stage is not None:
+            key = key.stage
+        if isinstance(key, Stage):
+            if key in self._handles:
+                return self._handles[key]
+            key = key.name
+        for st, h in self._handles.items():
+            if st.name == key:
+                return h
+        names = ", ".join(st.name for st in self.graph.stages)
+        inputs = ", ".join(t.name for t in self.graph.inputs)
+        raise ScheduleError(f"there is no stage {key!r}; stages: {names}"
+                            + (f" (inputs, which have no stage: {inputs})" if inputs else ""))
+
+    @property
+    def stages(self) -> list:
+        return [self._handles[st] for st in self.graph.stages]
+
+    @property
+    def outputs(self) -> list:
+        return [self._handles[t.stage] for t in self.graph.outputs]
+
+    def output_tensors(self) -> tuple:
+        return self.graph.outputs
+
+    def reads(self, reader: StageSchedule, producer: StageSchedule) -> bool:
+        return any(t in reader.stage.reads() for t in producer.stage.values)
+
+    def _insert_before(self, new: Stage, anchor: Stage):
+        i = self.graph.stages.index(anchor)
+        self.graph.stages.insert(i, new)
+        self.graph.stages[:] = topological(self.graph.stages, self.graph.outputs)
+        self._handles[new] = StageSchedule(self, new)
+        return self._handles[new]
+
+    def _tensor(self, t) -> Tensor:
+        if isinstance(t, Tensor):
+            return t
+        if isinstance(t, StageSchedule):
+            return t.stage.output
+        for x in self.graph.inputs:
+            if x.name == t:
+                return x
+        return self[t].stage.output
+
+    # ------------------------------------------------------------ rfactor
+    def rfactor(self, stage, axis, factor_axis: int = 0) -> StageSchedule:
+        """Split a reduction into partial results over ``axis`` (a new stage ``<B>.rf``).
+
+        The partials become a spatial dimension of the new stage at position
+        ``factor_axis``; the original stage then reduces over them.
+        """
+        h = self[stage]
+        st = h.stage
+        if not st.is_reduction:
+            raise ScheduleError(f"rfactor: stage {st.name} is not a reduction")
+        ax = h._leaf(axis, "rfactor")
+        if ax.kind is not n.IterKind.REDUCE:
+            raise ScheduleError(f"rfactor: {ax.name} is a spatial axis; give one of the reduction axes "
+                                f"({', '.join(a.name for a in h.leaf if a.kind is n.IterKind.REDUCE)})")
+        if h.attach is not AttachKind.ROOT or any(a.kind is n.IterKind.REDUCE for a in h.attrs):
+            raise ScheduleError(f"rfactor: call it before attaching or binding reduction axes of {st.name}")
+        if not 0 <= factor_axis <= len(st.axes):
+            raise ScheduleError(f"rfactor: factor_axis must be in 0..{len(st.axes)}, got {factor_axis}")
+        red = st.body
+        # root reduce var -> expression over reduce leaves, plus guards of uneven splits
+        value, guards = _reduce_root_values(h)
+        reduce_leaves = [a for a in h.leaf if a.kind is n.IterKind.REDUCE]
+        rf_iv = _new_iv(ax.name, ax.dom.extent, n.IterKind.SPATIAL)
+        new_sp = [_new_iv(a.name, a.dom.extent, n.IterKind.SPATIAL) for a in st.axes]
+        new_red = [_new_iv(a.name, a.dom.extent, n.IterKind.REDUCE) for a in reduce_leaves if a is not ax]
+        leaf_map = {ax.var: rf_iv.var}
+        leaf_map.update({a.var: b.var for a, b in zip([a for a in reduce_leaves if a is not ax], new_red)})
+        root_map = {a.var: b.var for a, b in zip(st.axes, new_sp)}
+        for r in st.reduce_axes:
+            root_map[r.var] = substitute(value[r], leaf_map)
+        cond = mk.all_of([substitute(g, leaf_map) for g in guards]
+                         + ([substitute(red.condition, root_map)] if red.condition is not None else []))
+        sp_axes = list(new_sp)
+        sp_axes.insert(factor_axis, rf_iv)
+        bf_body = n.Reduce(red.dtype, red.combiner, tuple(substitute(s_, root_map) for s_ in red.sources),
+                           tuple(new_red), cond, red.value_index)
+        bf = Stage(st.name + ".rf", tuple(sp_axes), tuple(new_red), bf_body, st.dtype, st.loc, origin="rfactor")
+        # the original stage now reduces the partials
+        kv = _new_iv(ax.name + ".v", ax.dom.extent, n.IterKind.REDUCE)
+        idx = [a.var for a in st.axes]
+        idx.insert(factor_axis, kv.var)
+        sources = tuple(n.TensorRead(t.dtype, t, tuple(idx)) for t in bf.values)
+        st.body = n.Reduce(red.dtype, red.combiner, sources, (kv,), None, red.value_index)
+        st.reduce_axes = (kv,)
+        h.relations = [r for r in h.relations if _relation_kind(r) is n.IterKind.SPATIAL]
+        h.leaf = [a for a in h.leaf if a.kind is n.IterKind.SPATIAL] + [kv]
+        h.attrs = {a: v for a, v in h.attrs.items() if a.kind is n.IterKind.SPATIAL}
+        return self._insert_before(bf, st)
+
+    # ------------------------------------------------------------ caches
+    def cache_read(self, tensor, scope, readers) -> StageSchedule:
+        """A copy of ``tensor`` in ``scope`` that ``readers`` read instead of it (``<A>.<scope>``)."""
+        t = self._tensor(tensor)
+        sc = as_scope(scope)
+        if isinstance(readers, (StageSchedule, str, Stage)):
+            readers = [readers]
+        rs = [self[r] for r in readers]
+        for r in rs:
+            if t not in r.stage.reads():
+                raise ScheduleError(f"cache_read: stage {r.name} does not read {t.name}",
+                                    hint=f"readers of {t.name}: "
+                                    + ", ".join(s.name for s in self.graph.stages if t in s.reads()))
+        axes = tuple(_new_iv(f"ax{d}", e, n.IterKind.SPATIAL) for d, e in enumerate(t.shape))
+        body = n.TensorRead(t.dtype, t, tuple(a.var for a in axes))
+        cache = Stage(f"{t.name}.{sc.value}", axes, (), body, t.dtype, None, origin="cache_read")
+        for r in rs:
+            r.stage.body = retarget(r.stage.body, {t: cache.output})
+        h = self._insert_before(cache, rs[0].stage)
+        h.scope = sc
+        return h
+
+    def cache_write(self, stage, scope) -> StageSchedule:
+        """Compute ``stage`` into a ``scope`` buffer (``<B>.<scope>``) that B then copies out."""
+        h = self[stage]
+        st = h.stage
+        if h.relations or h.attach is not AttachKind.ROOT or h.attrs:
+            raise ScheduleError(f"cache_write: call it on stage {st.name} before other primitives on it")
+        sc = as_scope(scope)
+        sp = [_new_iv(a.name, a.dom.extent, n.IterKind.SPATIAL) for a in st.axes]
+        rd = [_new_iv(a.name, a.dom.extent, n.IterKind.REDUCE) for a in st.reduce_axes]
+        mapping = {a.var: b.var for a, b in zip(st.axes + st.reduce_axes, sp + rd)}
+        body = substitute(st.body, mapping)
+        if isinstance(body, n.Reduce):
+            body = n.Reduce(body.dtype, body.combiner, body.sources, tuple(rd), body.condition, body.value_index)
+        cache = Stage(f"{st.name}.{sc.value}", tuple(sp), tuple(rd), body, st.dtype, st.loc, origin="cache_write")
+        st.body = n.TensorRead(st.dtype, cache.output, tuple(a.var for a in st.axes))
+        st.reduce_axes = ()
+        st.values = (st.output,)
+        h.leaf = list(st.axes)
+        ch = self._insert_before(cache, st)
+        ch.scope = sc
+        return ch
+
+
+def _relation_kind(rel) -> n.IterKind:
+    return rel.parent.kind if isinstance(rel, Split) else rel.outer.kind
+
+
+def leaf_values(h: StageSchedule, root_extent=None) -> tuple[dict, list]:
+    """Express every root axis of a stage through its leaf axes.
+
+    Returns ``(value, guards)``: ``value[root]`` is an index expression (relative
+    to the root's domain minimum) over leaf vars, and ``guards`` the conditions
+    that uneven splits need.  ``root_extent`` maps root IterVars to the extent
+    to use (a bound-inferred region); default: the root's own domain.
+    """
+    extent = {}
+    for a in list(h.stage.axes) + list(h.stage.reduce_axes):
+        extent[a] = (root_extent or {}).get(a, a.dom.extent)
+    for rel in h.relations:  # forward: extents of derived axes
+        if isinstance(rel, Split):
+            pe = extent[rel.parent]
+            if rel.factor is not None:
+                extent[rel.outer], extent[rel.inner] = mk.ceildiv(pe, rel.factor), mk.as_expr(rel.factor)
+            else:
+                extent[rel.outer], extent[rel.inner] = mk.as_expr(rel.nparts), mk.ceildiv(pe, rel.nparts)
+        else:
+            extent[rel.fused] = mk.mul(extent[rel.outer], extent[rel.inner])
+    value = {a: a.var for a in h.leaf}
+    guards = []
+    for rel in reversed(h.relations):  # backward: values of parents
+        if isinstance(rel, Split):
+            pv = mk.add(mk.mul(value[rel.outer], extent[rel.inner]), value[rel.inner])
+            value[rel.parent] = pv
+            guards.append((mk.lt(pv, extent[rel.parent]), rel))
+        else:
+            f = value[rel.fused]
+            value[rel.outer] = mk.floordiv(f, extent[rel.inner])
+            value[rel.inner] = mk.mod(f, extent[rel.inner])
+    return value, extent, guards
+
+
+def _reduce_root_values(h: StageSchedule):
+    value, _, guards = leaf_values(h)
+    out = {r: mk.add(r.dom.min, value[r]) for r in h.stage.reduce_axes}
+    red_guards = [g for g, rel in guards if rel.parent.kind is n.IterKind.REDUCE]
+    return out, red_guards

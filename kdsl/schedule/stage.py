@@ -1,0 +1,279 @@
+"""Per-stage schedule state and the primitives that act on one stage.
+
+A ``StageSchedule`` (what ``s["B"]`` returns) keeps the relations (splits,
+fuses), the ordered leaf axes, how each leaf becomes a loop, and where the
+stage is attached.  Every primitive validates at the call and raises
+``ScheduleError`` naming what exists and what would work.
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..ir import make as mk
+from ..ir import nodes as n
+from .records import AttachKind, Fuse, IterAttr, Split, Tensorize
+
+_TAGS = {t.value: t for t in n.ThreadTag}
+_SCOPES = {s.value: s for s in n.Scope}
+
+
+def _new_iv(name: str, extent, kind: n.IterKind) -> n.IterVar:
+    return n.IterVar(n.var(name), n.Range(mk.as_expr(0), mk.as_expr(extent)), kind)
+
+
+def as_scope(scope) -> n.Scope:
+    if isinstance(scope, n.Scope):
+        return scope
+    if scope in _SCOPES:
+        return _SCOPES[scope]
+    raise ScheduleError(f"unknown memory scope {scope!r}", hint=f"use one of {sorted(_SCOPES)}")
+
+
+class StageSchedule:
+    """The schedule of one stage: ``split``, ``fuse``, ``reorder``, ``bind``, ``compute_at``..."""
+
+    def __init__(self, sched, stage):
+        self.sched = sched
+        self.stage = stage
+        self.relations: list = []
+        self.leaf: list = list(stage.axes) + list(stage.reduce_axes)
+        self.attrs: dict = {}
+        self.attach = AttachKind.ROOT
+        self.attach_stage: StageSchedule | None = None
+        self.attach_axis: n.IterVar | None = None
+        self.scope: n.Scope | None = None
+        self.store_predicate: n.Expr | None = None
+        self.buffer_stages = 1
+        self.tensorized: Tensorize | None = None
+
+    # ------------------------------------------------------------ introspection
+    @property
+    def name(self) -> str:
+        return self.stage.name
+
+    @property
+    def axes(self) -> tuple:
+        """The stage's spatial root axes (as defined, before splits)."""
+        return tuple(self.stage.axes)
+
+    @property
+    def reduce_axes(self) -> tuple:
+        """The stage's reduction root axes (after ``rfactor``: the new factored axis)."""
+        return tuple(self.stage.reduce_axes)
+
+    @property
+    def leaf_axes(self) -> tuple:
+        """The current loop order, outermost first."""
+        return tuple(self.leaf)
+
+    @property
+    def op(self):
+        return self.stage
+
+    def __repr__(self) -> str:
+        return f"<stage {self.name}: loops {', '.join(a.name for a in self.leaf)}>"
+
+    def _describe(self) -> str:
+        return f"stage {self.name} has loop axes {', '.join(a.name for a in self.leaf) or '(none)'}"
+
+    def axis(self, name: str) -> n.IterVar:
+        """The leaf axis called ``name`` (``"i0"``, ``"k.outer"``)."""
+        for a in self.leaf:
+            if a.name == name:
+                return a
+        raise ScheduleError(f"{self._describe()}; there is no axis {name!r}")
+
+    def _leaf(self, ax, what: str) -> n.IterVar:
+        if isinstance(ax, str):
+            return self.axis(ax)
+        if not isinstance(ax, n.IterVar):
+            raise ScheduleError(f"{what} takes an axis of stage {self.name} "
+                                f"(e.g. s[{self.name!r}].axes[0]), got {type(ax).__name__}")
+        if ax not in self.leaf:
+            if self._is_root_axis(ax) or any(ax in (r.parent, getattr(r, 'outer', None), getattr(r, 'inner', None))
+                                             for r in self.relations):
+                raise ScheduleError(f"{what}: axis {ax.name} was already split or fused; {self._describe()}",
+                                    hint="use the axes that split/fuse returned")
+            raise ScheduleError(f"{what}: axis {ax.name} does not belong to stage {self.name}; "
+                                f"{self._describe()}")
+        return ax
+
+    def _is_root_axis(self, ax) -> bool:
+        return ax in self.stage.axes or ax in self.stage.reduce_axes
+
+    def _check_unbound(self, ax, what):
+        attr = self.attrs.get(ax)
+        if attr is not None and attr.kind is not n.ForKind.SERIAL:
+            raise ScheduleError(f"{what}: axis {ax.name} of stage {self.name} is already {attr.kind.value}"
+                                + (f" to {attr.thread.value}" if attr.thread else ""),
+                                hint=f"{what} it before marking it")
+
+    # ------------------------------------------------------------ loop structure
+    def split(self, axis, factor: int | None = None, nparts: int | None = None):
+        """Split ``axis`` into (outer, inner): inner has extent ``factor``, or outer ``nparts``."""
+        ax = self._leaf(axis, "split")
+        self._check_unbound(ax, "split")
+        if (factor is None) == (nparts is None):
+            raise ScheduleError("split takes exactly one of factor= or nparts=",
+                                hint=f"s[{self.name!r}].split(axis, factor=16)")
+        val = factor if factor is not None else nparts
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise ScheduleError(f"split factor must be a positive int, got {val!r}")
+        ext = ax.dom.extent
+        if factor is not None:
+            outer_ext, inner_ext = mk.ceildiv(ext, factor), factor
+        else:
+            outer_ext, inner_ext = nparts, mk.ceildiv(ext, nparts)
+        outer = _new_iv(ax.name + ".outer", outer_ext, ax.kind)
+        inner = _new_iv(ax.name + ".inner", inner_ext, ax.kind)
+        self.relations.append(Split(ax, outer, inner, factor, nparts))
+        i = self.leaf.index(ax)
+        self.leaf[i:i + 1] = [outer, inner]
+        return outer, inner
+
+    def fuse(self, *axes):
+        """Fuse consecutive axes (outermost first) into one."""
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        if len(axes) < 2:
+            raise ScheduleError("fuse takes at least two axes")
+        ivs = [self._leaf(a, "fuse") for a in axes]
+        pos = [self.leaf.index(a) for a in ivs]
+        if pos != list(range(pos[0], pos[0] + len(pos))):
+            raise ScheduleError(f"fuse needs adjacent axes in loop order; {self._describe()}",
+                                hint="reorder them next to each other first")
+        if len({a.kind for a in ivs}) != 1:
+            raise ScheduleError("fuse cannot mix spatial and reduction axes")
+        for a in ivs:
+            self._check_unbound(a, "fuse")
+        fused = ivs[0]
+        for nxt in ivs[1:]:
+            ext = mk.mul(fused.dom.extent, nxt.dom.extent)
+            new = _new_iv(f"{fused.name}.{nxt.name}.fused", ext, fused.kind)
+            self.relations.append(Fuse(fused, nxt, new))
+            fused = new
+        self.leaf[pos[0]:pos[-1] + 1] = [fused]
+        return fused
+
+    def reorder(self, *axes):
+        """Put the given axes in this order, in the loop positions they occupy now."""
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        ivs = [self._leaf(a, "reorder") for a in axes]
+        if len(set(map(id, ivs))) != len(ivs):
+            raise ScheduleError("reorder got the same axis twice")
+        slots = sorted(self.leaf.index(a) for a in ivs)
+        for slot, a in zip(slots, ivs):
+            self.leaf[slot] = a
+
+    def tile(self, x, y, x_factor: int, y_factor: int):
+        """Split x and y and order them (x.outer, y.outer, x.inner, y.inner)."""
+        xo, xi = self.split(x, factor=x_factor)
+        yo, yi = self.split(y, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def _mark(self, axis, kind: n.ForKind, what: str, thread=None):
+        ax = self._leaf(axis, what)
+        self.attrs[ax] = IterAttr(kind, thread)
+        return ax
+
+    def parallel(self, axis):
+        """Run iterations of ``axis`` on several CPU threads."""
+        ax = self._leaf(axis, "parallel")
+        if ax.kind is n.IterKind.REDUCE:
+            raise ScheduleError(f"parallel: {ax.name} is a reduction axis of stage {self.name}; "
+                                "iterations would race on the result",
+                                hint=f"s.rfactor(s[{self.name!r}], axis) makes a parallel partial reduction")
+        self._mark(ax, n.ForKind.PARALLEL, "parallel")
+
+    def vectorize(self, axis):
+        """Turn ``axis`` into SIMD lanes (best with a constant extent)."""
+        ax = self._leaf(axis, "vectorize")
+        if ax.kind is n.IterKind.REDUCE:
+            raise ScheduleError(f"vectorize: {ax.name} is a reduction axis of stage {self.name}",
+                                hint="rfactor the reduction and vectorize the factored (spatial) axis")
+        self._mark(ax, n.ForKind.VECTORIZED, "vectorize")
+
+    def unroll(self, axis):
+        """Unroll ``axis`` (best with a small constant extent)."""
+        self._mark(axis, n.ForKind.UNROLLED, "unroll")
+
+    def bind(self, axis, tag: str):
+        """Bind ``axis`` to a GPU index: blockIdx.x|y|z, threadIdx.x|y|z or vthread.x|y."""
+        ax = self._leaf(axis, "bind")
+        t = _TAGS.get(tag if isinstance(tag, str) else getattr(tag, "value", None))
+        if t is None:
+            raise ScheduleError(f"bind: unknown thread tag {tag!r}", hint=f"use one of {', '.join(_TAGS)}")
+        if ax.kind is n.IterKind.REDUCE and not t.is_thread:
+            raise ScheduleError(f"bind: reduction axis {ax.name} can only be bound to threadIdx "
+                                f"(a cross-thread reduction), not {t.value}")
+        for other, attr in self.attrs.items():
+            if attr.thread is t and other is not ax and other in self.leaf:
+                raise ScheduleError(f"bind: {t.value} is already bound to axis {other.name} of stage {self.name}")
+        self._mark(ax, n.ForKind.BOUND, "bind", t)
+
+    # ------------------------------------------------------------ placement
+    def compute_at(self, other, axis):
+        """Compute this stage inside loop ``axis`` of ``other`` (a consumer or a producer of it)."""
+        if not isinstance(other, StageSchedule):
+            other = self.sched[other]
+        if other is self:
+            raise ScheduleError(f"compute_at: stage {self.name} cannot be attached to itself")
+        ax = other._leaf(axis, "compute_at")
+        g = self.sched
+        if g.reads(other, self):
+            if self.stage.output in self.sched.output_tensors():
+                raise ScheduleError(f"compute_at: {self.name} is a kernel output; only intermediate "
+                                    "stages can be computed inside their consumers")
+        elif g.reads(self, other):
+            pass  # a consumer computed inside its producer's loop
+        else:
+            raise ScheduleError(f"compute_at: stage {self.name} neither reads nor is read by stage {other.name}",
+                                hint="attach a stage to a loop of its consumer (or of its producer)")
+        self.attach, self.attach_stage, self.attach_axis = AttachKind.AT, other, ax
+
+    def compute_inline(self):
+        """Substitute this elementwise stage into every reader (no buffer, no loops)."""
+        if self.stage.is_reduction:
+            raise ScheduleError(f"compute_inline: {self.name} is a reduction and cannot be inlined",
+                                hint="compute_at it inside its consumer instead")
+        if self.stage.output in self.sched.output_tensors():
+            raise ScheduleError(f"compute_inline: {self.name} is a kernel output and cannot be inlined")
+        self.attach, self.attach_stage, self.attach_axis = AttachKind.INLINE, None, None
+
+    def compute_root(self):
+        """Compute this stage in its own loop nest at the top level (the default)."""
+        self.attach, self.attach_stage, self.attach_axis = AttachKind.ROOT, None, None
+
+    def set_scope(self, scope):
+        """Keep this stage's buffer in ``global``, ``shared`` or ``local`` memory."""
+        self.scope = as_scope(scope)
+
+    def double_buffer(self):
+        """Keep two copies of this stage's buffer so loads overlap compute (same as pipeline(2))."""
+        self.pipeline(2)
+
+    def pipeline(self, stages: int):
+        """Multi-buffer this stage's buffer across ``stages`` iterations (cp.async on CUDA)."""
+        if isinstance(stages, bool) or not isinstance(stages, int) or stages < 2:
+            raise ScheduleError(f"pipeline needs stages >= 2, got {stages!r}")
+        if self.attach is not AttachKind.AT:
+            raise ScheduleError(f"pipeline: stage {self.name} must first be attached with compute_at "
+                                "inside the loop it is pipelined over")
+        self.buffer_stages = stages
+
+    def tensorize(self, axis, intrin):
+        """Replace the loop nest below ``axis`` by a tensor intrinsic (``kd.intrin.wmma``)."""
+        from .intrin import WMMA
+        ax = self._leaf(axis, "tensorize")
+        if not isinstance(intrin, WMMA):
+            raise ScheduleError(f"tensorize takes an intrinsic such as kd.intrin.wmma(16, 16, 16), got {intrin!r}")
+        self.tensorized = Tensorize(ax, intrin)
+
+    def set_store_predicate(self, cond):
+        """Store results only where ``cond`` holds (an expression over this stage's axes)."""
+        expr = cond.__kdsl_expr__() if hasattr(cond, "__kdsl_expr__") else cond
+        if not isinstance(expr, n.Expr) or not expr.dtype.is_bool:
+            raise ScheduleError("set_store_predicate takes a boolean expression of axis variables",
+                                hint="e.g. B.set_store_predicate(B.reduce_axes[0].var == 0)")
+        self.store_predicate = expr
