@@ -174,11 +174,6 @@ def _apply_one(sched, h, hv, hint):
             inners.append(i)
         rest = [a for a in h.leaf if a not in outers and a not in inners]
         h.reorder(*(sorted(outers, key=h.leaf.index) + rest + sorted(inners, key=h.leaf.index)))
-    p = hv.get("parallel")
-    if p is True:
-        h.parallel(h.leaf[0])
-    elif isinstance(p, str):
-        h.parallel(_resolve_axis(h, p, hint))
     v = hv.get("vectorize")
     if isinstance(v, str):
         h.vectorize(_resolve_axis(h, v, hint, outer=False))
@@ -189,6 +184,11 @@ def _apply_one(sched, h, hv, hint):
         _, vi = h.split(sp[-1], factor=v)
         h.reorder(*([a for a in h.leaf if a is not vi] + [vi]))
         h.vectorize(vi)
+    p = hv.get("parallel")
+    if p is True:
+        h.parallel(h.leaf[0])
+    elif isinstance(p, str):
+        h.parallel(_resolve_axis(h, p, hint))
     u = hv.get("unroll")
     if isinstance(u, (str, list, tuple)):
         for name in ([u] if isinstance(u, str) else u):
