@@ -393,6 +393,10 @@ class LoweredFunc:
         return self.inputs + self.outputs
 
     def __str__(self) -> str:
+        from .printer import format_func   # late: the printer imports this module
+        return format_func(self)
+
+    def __str__(self) -> str:
         from .printer import format_func
         return format_func(self)
 

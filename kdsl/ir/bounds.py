@@ -1,0 +1,402 @@
+"""Interval analysis of integer index expressions: bounds, access regions, their unions.
+
+``ranges`` map Var -> ``kdsl.ir.nodes.Range(min, extent)`` (the half-open
+[min, min + extent), as loops and axes carry them) or an inclusive ``(lo, hi)``
+tuple whose sides are ints, Exprs or None (unbounded).  Bounds are inclusive
+and may be symbolic: a Var without a range is its own bound, and range
+endpoints may mention other Vars.  Vars are eliminated in dependency order
+(a var before the vars its range mentions), so ``i - n`` with i in [0, n)
+bounds to [-n, -1]... then to a constant upper bound -1.
+"""
+from __future__ import annotations
+
+import threading
+
+from ..errors import KdslError
+from . import nodes as n
+from .visitor import free_vars
+
+B = n.BinOp
+
+
+class Unbounded(KdslError, ValueError):
+    """The analysis cannot bound an expression (non-affine use or an unbounded range)."""
+
+
+class RangeMap:
+    """Normalised ranges: Var -> (lo | None, hi | None), inclusive; immutable once built."""
+
+    __slots__ = ("bounds", "_levels")
+
+    def __init__(self, bounds: dict):
+        self.bounds = bounds
+        self._levels = None
+
+    @staticmethod
+    def of(ranges) -> "RangeMap":
+        """Accept None, a RangeMap or a dict of Range / (lo, hi) tuples."""
+        if ranges is None:
+            return _EMPTY
+        if isinstance(ranges, RangeMap):
+            return ranges
+        out = {}
+        for v, r in ranges.items():
+            if isinstance(r, n.Range):
+                out[v] = (r.min, _end(r.min, r.extent))
+            else:
+                lo, hi = r
+                out[v] = (_as_bound(lo, v.dtype), _as_bound(hi, v.dtype))
+        return RangeMap(out)
+
+    def with_range(self, v: n.Var, mn: n.Expr, extent: n.Expr) -> "RangeMap":
+        return self.with_bounds(v, mn, _end(mn, extent))
+
+    def with_bounds(self, v: n.Var, lo, hi) -> "RangeMap":
+        d = dict(self.bounds)
+        d[v] = (lo, hi)
+        return RangeMap(d)
+
+    @property
+    def levels(self) -> dict:
+        """Var -> elimination round: a var's round is after those of vars whose range use it."""
+        if self._levels is None:
+            users: dict = {v: [] for v in self.bounds}
+            for u, (lo, hi) in self.bounds.items():
+                for side in (lo, hi):
+                    if side is not None:
+                        for w in free_vars(side):
+                            if w in users and w is not u:
+                                users[w].append(u)
+            levels: dict = {}
+
+            def level(v, stack):
+                if v in levels:
+                    return levels[v]
+                if v in stack:   # a cycle: break it here
+                    return 0
+                stack.add(v)
+                lv = 1 + max((level(u, stack) for u in users[v]), default=-1)
+                stack.discard(v)
+                levels[v] = lv
+                return lv
+
+            for v in self.bounds:
+                level(v, set())
+            self._levels = levels
+        return self._levels
+
+
+_EMPTY = RangeMap({})
+
+
+def _as_bound(x, d):
+    if x is None or isinstance(x, n.Expr):
+        return x
+    return n.Const(d, int(x))
+
+
+def _end(mn, extent):
+    """mn + extent - 1, simplified (the inclusive end of a Range)."""
+    from .simplify import is_index_type, linear, Linear
+    if is_index_type(mn.dtype) and extent.dtype is mn.dtype:
+        return linear(mn).add(linear(extent)).add(Linear(mn.dtype, const=-1)).to_expr()
+    one = n.Const(extent.dtype, 1)
+    return n.Binary(mn.dtype, B.SUB, n.Binary(mn.dtype, B.ADD, mn, extent), one)
+
+
+# ----------------------------------------------------------------- interval arithmetic
+class _Iv:
+    """One bounding round: ``elim`` are the vars replaced by their range this round."""
+
+    def __init__(self, rm: RangeMap, elim: frozenset, depth: int):
+        self.rm, self.elim, self.depth = rm, elim, depth
+        self.table = {
+            n.Const: lambda e: (e, e), n.Var: self._var, n.Binary: self._binary,
+            n.Unary: self._unary, n.Select: self._select, n.Cast: self._cast,
+        }
+
+    # -- helpers on possibly-None symbolic bounds
+    def s(self, e):
+        if e is None:
+            return None
+        from .simplify import simplify
+        return simplify(e, self.rm, _depth=self.depth + 1)
+
+    def op(self, op, a, b):
+        if a is None or b is None:
+            return None
+        return self.s(n.Binary(a.dtype, op, a, b))
+
+    def c(self, v, d):
+        return n.Const(d, v)
+
+    def nonneg(self, x) -> bool:
+        """x >= 0 provably."""
+        if x is None:
+            return False
+        if type(x) is n.Const:
+            return x.value >= 0
+        lo = interval(x, self.rm, self.depth + 1)[0]
+        return type(lo) is n.Const and lo.value >= 0
+
+    def nonpos(self, x) -> bool:
+        if x is None:
+            return False
+        if type(x) is n.Const:
+            return x.value <= 0
+        hi = interval(x, self.rm, self.depth + 1)[1]
+        return type(hi) is n.Const and hi.value <= 0
+
+    # -- nodes
+    def __call__(self, e):
+        from .simplify import is_index_type
+        if not is_index_type(e.dtype):
+            return _dtype_range(e.dtype)
+        fn = self.table.get(type(e))
+        return fn(e) if fn is not None else _dtype_range(e.dtype)
+
+    def _var(self, v):
+        if v in self.elim:   # an unbounded side keeps the var: it is its own bound
+            lo, hi = self.rm.bounds[v]
+            return (v if lo is None else lo), (v if hi is None else hi)
+        return v, v
+
+    def _linear(self, e):
+        from .simplify import linear, Linear
+        lin = linear(e)
+        lo, hi = Linear(e.dtype, const=lin.const), Linear(e.dtype, const=lin.const)
+        for t, k in lin.terms.items():
+            tl, th = (t, t) if (type(t) is n.Var and t not in self.elim) else self._nonlinear(t)
+            if k < 0:
+                tl, th = th, tl
+            lo = None if (lo is None or tl is None) else lo.add(linear(tl).scale(k))
+            hi = None if (hi is None or th is None) else hi.add(linear(th).scale(k))
+        return (None if lo is None else self.s(lo.to_expr()),
+                None if hi is None else self.s(hi.to_expr()))
+
+    def _binary(self, e):
+        op = e.op
+        if op in (B.ADD, B.SUB) or (op is B.MUL and (type(e.a) is n.Const or type(e.b) is n.Const)):
+            return self._linear(e)
+        return self._nonlinear(e)
+
+    def _nonlinear(self, e):
+        if type(e) is not n.Binary:
+            if type(e) is n.Unary and e.op is n.UnOp.NEG:
+                return self._linear(e)
+            return self(e)
+        op = e.op
+        if op in (B.ADD, B.SUB):
+            return self._linear(e)
+        (al, ah), (bl, bh) = self(e.a), self(e.b)
+        if op is B.MUL:
+            return self._mul(al, ah, bl, bh)
+        if op is B.FLOORDIV:
+            return self._floordiv(e, al, ah, bl, bh)
+        if op is B.MOD:
+            return self._mod(e, al, ah, bl, bh)
+        if op is B.MIN:
+            return self.op(B.MIN, al, bl), self._one_sided(B.MIN, ah, bh)
+        if op is B.MAX:
+            return self._one_sided(B.MAX, al, bl), self.op(B.MAX, ah, bh)
+        return _dtype_range(e.dtype)
+
+    def _one_sided(self, op, a, b):
+        """min/max where a None side is the neutral infinity."""
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return self.op(op, a, b)
+
+    def _mul(self, al, ah, bl, bh):
+        m, MIN, MAX = self.op, B.MIN, B.MAX
+        ap, an, bp, bn = self.nonneg(al), self.nonpos(ah), self.nonneg(bl), self.nonpos(bh)
+        if ap and bp:
+            return m(B.MUL, al, bl), m(B.MUL, ah, bh)
+        if ap and bn:
+            return m(B.MUL, ah, bl), m(B.MUL, al, bh)
+        if an and bp:
+            return m(B.MUL, al, bh), m(B.MUL, ah, bl)
+        if an and bn:
+            return m(B.MUL, ah, bh), m(B.MUL, al, bl)
+        if ap:   # for fixed a >= 0, a*b is within [a*bl, a*bh]: linear in a
+            return (m(MIN, m(B.MUL, al, bl), m(B.MUL, ah, bl)),
+                    m(MAX, m(B.MUL, al, bh), m(B.MUL, ah, bh)))
+        if bp:
+            return (m(MIN, m(B.MUL, al, bl), m(B.MUL, al, bh)),
+                    m(MAX, m(B.MUL, ah, bl), m(B.MUL, ah, bh)))
+        corners = [m(B.MUL, x, y) for x in (al, ah) for y in (bl, bh)]
+        if any(c is None for c in corners):
+            return None, None
+        lo, hi = corners[0], corners[0]
+        for c in corners[1:]:
+            lo, hi = m(MIN, lo, c), m(MAX, hi, c)
+        return lo, hi
+
+    def _floordiv(self, e, al, ah, bl, bh):
+        d, m = e.dtype, self.op
+        if type(e.b) is n.Const:
+            c = e.b.value
+            if c > 0:
+                return m(B.FLOORDIV, al, e.b), m(B.FLOORDIV, ah, e.b)
+            if c < 0:
+                return m(B.FLOORDIV, ah, e.b), m(B.FLOORDIV, al, e.b)
+            return None, None
+        if not self.nonneg(self.op(B.SUB, bl, self.c(1, d))):
+            return None, None
+        if self.nonneg(al):   # a >= 0, b >= 1: a // b decreases in b
+            lo = m(B.FLOORDIV, al, bh) if bh is not None else self.c(0, d)
+            return lo, m(B.FLOORDIV, ah, bl)
+        return (m(B.MIN, m(B.FLOORDIV, al, bl), m(B.FLOORDIV, al, bh)),
+                m(B.MAX, m(B.FLOORDIV, ah, bl), m(B.FLOORDIV, ah, bh)))
+
+    def _mod(self, e, al, ah, bl, bh):
+        d, m = e.dtype, self.op
+        zero = self.c(0, d)
+        if type(e.b) is n.Const:
+            c = e.b.value
+            if c <= 0:
+                return (None, None) if c == 0 else (self.c(c + 1, d), zero)
+            if type(al) is n.Const and type(ah) is n.Const and al.value // c == ah.value // c:
+                q = al.value // c * c
+                return self.c(al.value - q, d), self.c(ah.value - q, d)
+            if self.nonneg(al):
+                if self.nonneg(m(B.SUB, self.c(c - 1, d), ah)):
+                    return al, ah   # already within [0, c)
+                return zero, self._one_sided(B.MIN, self.c(c - 1, d), ah)
+            return zero, self.c(c - 1, d)
+        if not self.nonneg(self.op(B.SUB, bl, self.c(1, d))):
+            return None, None
+        top = m(B.SUB, bh, self.c(1, d))
+        if self.nonneg(al):
+            return zero, self._one_sided(B.MIN, ah, top)
+        return zero, top
+
+    def _unary(self, e):
+        if e.op is n.UnOp.NEG:
+            return self._linear(e)
+        if e.op is n.UnOp.ABS:
+            al, ah = self(e.a)
+            if self.nonneg(al):
+                return al, ah
+            neg = lambda x: None if x is None else self.s(n.Unary(x.dtype, n.UnOp.NEG, x))  # noqa: E731
+            if self.nonpos(ah):
+                return neg(ah), neg(al)
+            return self.c(0, e.dtype), self.op(B.MAX, neg(al), ah)
+        return _dtype_range(e.dtype)
+
+    def _select(self, e):
+        from .simplify import simplify
+        cond = simplify(e.cond, self.rm, _depth=self.depth + 1)
+        if type(cond) is n.Const:
+            return self(e.t if cond.value else e.f)
+        (tl, th), (fl, fh) = self(e.t), self(e.f)
+        return self.op(B.MIN, tl, fl), self.op(B.MAX, th, fh)
+
+    def _cast(self, e):
+        src = e.a.dtype
+        if src.is_bool:
+            return self.c(0, e.dtype), self.c(1, e.dtype)
+        if src.is_int:   # index arithmetic does not overflow: the value carries over
+            lo, hi = (self(e.a) if src is e.dtype or src.bits > 16 else _dtype_range(src, True))
+            cast = lambda x: None if x is None else self.s(n.Cast(e.dtype, x))  # noqa: E731
+            return cast(lo), cast(hi)
+        return _dtype_range(e.dtype)
+
+
+def _dtype_range(d, force: bool = False):
+    """The representable range of narrow int dtypes (wider ones: unbounded)."""
+    if d.is_int and (d.bits <= 16 or force):
+        import numpy as np
+        info = np.iinfo(d.np)
+        return n.Const(d, int(info.min)), n.Const(d, int(info.max))
+    return None, None
+
+
+#: interval() calls one top-level query may make: nested min/max/select bounds can
+#: otherwise blow up exponentially; past the budget, answers are just "unknown".
+BUDGET = 200
+_budget = threading.local()
+
+
+def reset_budget() -> None:
+    """Start a fresh work budget (called by the public entry points)."""
+    _budget.left = BUDGET
+
+
+def interval(e: n.Expr, rm: RangeMap, depth: int = 0):
+    """Inclusive (lo, hi) of ``e`` over ``rm``; a side is None where unbounded."""
+    from .simplify import MAX_DEPTH
+    left = getattr(_budget, "left", BUDGET)
+    if depth > MAX_DEPTH + 1 or left <= 0:
+        return None, None
+    _budget.left = left - 1
+    levels = rm.levels
+    rounds = sorted(set(levels.values()))
+    lo = hi = e
+    first = True
+    for r in rounds or [None]:
+        elim = frozenset(v for v, lv in levels.items() if lv == r)
+        if not first:
+            present = (free_vars(lo) if lo is not None else set()) | \
+                      (free_vars(hi) if hi is not None else set())
+            if not (present & elim):
+                continue
+        if first:
+            lo, hi = _Iv(rm, elim, depth)(e)
+        else:
+            iv = _Iv(rm, elim, depth)
+            lo = iv(lo)[0] if lo is not None else None
+            hi = iv(hi)[1] if hi is not None else None
+        first = False
+    return lo, hi
+
+
+def bound(expr: n.Expr, ranges=None) -> tuple:
+    """Inclusive symbolic (lo, hi) of an integer expression over ``ranges``.
+
+    Raises ``Unbounded`` when a side cannot be bounded.
+    """
+    reset_budget()
+    lo, hi = interval(expr, RangeMap.of(ranges))
+    if lo is None or hi is None:
+        from .printer import format_expr
+        side = "lower" if lo is None else "upper"
+        raise Unbounded(f"no {side} bound for {format_expr(expr)}")
+    return lo, hi
+
+
+def _extent(lo, hi):
+    from .simplify import simplify
+    d = lo.dtype
+    return simplify(n.Binary(d, B.ADD, n.Binary(d, B.SUB, hi, lo), n.Const(d, 1)))
+
+
+def region(indices, ranges=None) -> list:
+    """Per index, the Range (min, extent) it covers over ``ranges`` (bound inference)."""
+    rm = RangeMap.of(ranges)
+    out = []
+    for idx in indices:
+        reset_budget()
+        lo, hi = bound(idx, rm)
+        out.append(n.Range(lo, _extent(lo, hi)))
+    return out
+
+
+def union_region(r1, r2, ranges=None) -> list:
+    """The per-dimension hull of two regions (lists of Range)."""
+    from .simplify import simplify
+    if len(r1) != len(r2):
+        raise ValueError(f"union of regions of {len(r1)} and {len(r2)} dimensions")
+    rm = RangeMap.of(ranges)
+    out = []
+    for a, b in zip(r1, r2):
+        d = a.min.dtype
+        lo = simplify(n.Binary(d, B.MIN, a.min, b.min), rm)
+        hi = simplify(n.Binary(d, B.MAX, _end(a.min, a.extent), _end(b.min, b.extent)), rm)
+        out.append(n.Range(lo, _extent(lo, hi)))
+    return out
+
+
+__all__ = ["Unbounded", "RangeMap", "interval", "bound", "region", "union_region"]

@@ -1,0 +1,403 @@
+"""Readable, Python-like text for IR: the debugging UI and a test oracle (DESIGN principle 6).
+
+Names on Vars, Buffers and graph Tensors are only hints: a ``Namer`` gives
+every object one name, unique within one printed unit (``i``, ``i_1``...).
+Parentheses are minimal under Python's precedence rules, so the text reads
+like Python.  Constants carry their dtype where it is not obvious:
+``3`` (int64), ``int32(3)``, ``1.0`` (float64), ``1.0f`` (float32),
+``1.0h`` (float16), ``bfloat16(1.0)``, ``float32(inf)``.
+"""
+from __future__ import annotations
+
+import enum
+import math
+
+from .. import dtypes as dt
+from . import nodes as n
+
+INDENT = "  "
+
+
+class Namer:
+    """Unique display names for identity-compared objects (Vars, Buffers, Tensors).
+
+    ``reserve`` first gives each distinct hint to the first object carrying it, so
+    that an object literally named ``i_1`` keeps its name; the others get suffixes.
+    """
+
+    def __init__(self):
+        self._names: dict[int, str] = {}
+        self._keep: list = []   # keep objects alive so their ids stay unique
+        self._used: set[str] = set()
+
+    def reserve(self, objs) -> None:
+        """Give each object whose hint is still free exactly that hint, in order."""
+        for obj in objs:
+            base = getattr(obj, "name", None) or "v"
+            if id(obj) not in self._names and base not in self._used:
+                self._used.add(base)
+                self._names[id(obj)] = base
+                self._keep.append(obj)
+
+    def __call__(self, obj, hint: str | None = None) -> str:
+        key = id(obj)
+        name = self._names.get(key)
+        if name is None:
+            base = hint if hint is not None else getattr(obj, "name", None) or "v"
+            base = base or "v"
+            name, k = base, 0
+            while name in self._used:
+                k += 1
+                name = f"{base}_{k}"
+            self._used.add(name)
+            self._names[key] = name
+            self._keep.append(obj)
+        return name
+
+
+def named_objects(node) -> list:
+    """Vars, Buffers and graph Tensors below ``node`` in pre-order (for ``Namer.reserve``)."""
+    from .visitor import collect
+    out = []
+
+    def visit(x):
+        if isinstance(x, n.Var):
+            out.append(x)
+        elif isinstance(x, (n.Load, n.Store, n.Allocate)):
+            out.append(x.buffer)
+        elif isinstance(x, n.TensorRead):
+            out.append(x.tensor)
+        elif isinstance(x, n.Reduce):
+            out.extend(ax.var for ax in x.axes)
+        elif isinstance(x, n.Intrinsic):
+            stack = list(x.args)
+            while stack:
+                a = stack.pop(0)
+                if isinstance(a, n.Buffer):
+                    out.append(a)
+                elif isinstance(a, tuple):
+                    stack[:0] = list(a)
+        elif isinstance(x, n.Buffer):
+            out.append(x)
+        return False
+
+    collect(node, visit)
+    return out
+
+
+# Python precedence, low to high; atoms (names, calls, subscripts) are highest.
+_P_TERNARY, _P_OR, _P_AND, _P_NOT, _P_CMP = 1, 2, 3, 4, 5
+_P_BOR, _P_BXOR, _P_BAND, _P_ADD, _P_MUL, _P_UNARY, _P_POW, _P_ATOM = 6, 7, 8, 10, 11, 12, 13, 20
+
+_BIN_PREC = {
+    n.BinOp.ADD: _P_ADD, n.BinOp.SUB: _P_ADD, n.BinOp.MUL: _P_MUL, n.BinOp.DIV: _P_MUL,
+    n.BinOp.FLOORDIV: _P_MUL, n.BinOp.MOD: _P_MUL, n.BinOp.POW: _P_POW,
+    n.BinOp.AND: _P_BAND, n.BinOp.OR: _P_BOR, n.BinOp.XOR: _P_BXOR,
+}
+_FLOAT_SUFFIX = {"float32": "f", "float16": "h", "float64": ""}
+
+
+def _is_ceildiv(e: n.Binary) -> bool:
+    """``(x + (c-1)) // c`` for a constant c > 1: what ``make.ceildiv`` builds."""
+    a, b = e.a, e.b
+    return (e.op is n.BinOp.FLOORDIV and type(b) is n.Const and e.dtype.is_int and b.value > 1
+            and type(a) is n.Binary and a.op is n.BinOp.ADD and type(a.b) is n.Const
+            and a.b.value == b.value - 1)
+
+
+def format_const(c: n.Const) -> str:
+    """A constant with its dtype made visible where Python's reading would differ."""
+    d, v = c.dtype, c.value
+    if d.is_bool:
+        return "True" if v else "False"
+    if d.is_int:
+        return str(int(v)) if d is dt.index else f"{d.name}({int(v)})"
+    v = float(v)
+    text = repr(v)
+    if not math.isfinite(v) or d.name not in _FLOAT_SUFFIX:
+        return f"{d.name}({text})"
+    return text + _FLOAT_SUFFIX[d.name]
+
+
+class ExprPrinter:
+    """Formats expressions with one ``Namer``; ``axis_ranges`` shows reduce axes' domains."""
+
+    def __init__(self, namer: Namer | None = None, axis_ranges: bool = False):
+        self.namer = namer if namer is not None else Namer()
+        self.axis_ranges = axis_ranges
+        self._table = {
+            n.Var: self._var, n.Const: self._const, n.Binary: self._binary,
+            n.Compare: self._compare, n.Unary: self._unary, n.Select: self._select,
+            n.Cast: self._cast, n.Load: self._load, n.TensorRead: self._tread,
+            n.Reduce: self._reduce,
+        }
+
+    def __call__(self, e) -> str:
+        return self.fmt(e)[0]
+
+    def fmt(self, e) -> tuple[str, int]:
+        """(text, precedence) of ``e``."""
+        fn = self._table.get(type(e))
+        if fn is None:
+            return f"<{type(e).__name__}?>", _P_ATOM
+        return fn(e)
+
+    def sub(self, e, min_prec: int) -> str:
+        """``e``'s text, parenthesised if it binds looser than ``min_prec``."""
+        text, p = self.fmt(e)
+        return f"({text})" if p < min_prec else text
+
+    def _var(self, v):
+        return self.namer(v), _P_ATOM
+
+    def _const(self, c):
+        text = format_const(c)
+        neg = text.startswith("-")
+        return text, _P_UNARY if neg else _P_ATOM
+
+    def _binary(self, e):
+        op = e.op
+        if op in (n.BinOp.MIN, n.BinOp.MAX):
+            return f"{op.value}({self(e.a)}, {self(e.b)})", _P_ATOM
+        if e.dtype.is_bool and op in (n.BinOp.AND, n.BinOp.OR):
+            p = _P_AND if op is n.BinOp.AND else _P_OR
+            word = "and" if op is n.BinOp.AND else "or"
+            return f"{self.sub(e.a, p)} {word} {self.sub(e.b, p + 1)}", p
+        if _is_ceildiv(e):
+            return f"ceildiv({self(e.a.a)}, {self(e.b)})", _P_ATOM
+        p = _BIN_PREC[op]
+        if op is n.BinOp.POW:   # right-associative; -x**2 is -(x**2) in Python
+            return f"{self.sub(e.a, p + 1)}**{self.sub(e.b, _P_UNARY)}", p
+        if op is n.BinOp.MUL:
+            # (x // 4)*8 rather than x // 4*8: the tight * would mislead the eye
+            a_text, a_prec = self.fmt(e.a)
+            tight = a_prec > p or (type(e.a) is n.Binary and e.a.op is n.BinOp.MUL)
+            return f"{a_text if tight else f'({a_text})'}*{self.sub(e.b, p + 1)}", p
+        return f"{self.sub(e.a, p)} {op.value} {self.sub(e.b, p + 1)}", p
+
+    def _compare(self, e):
+        # comparison operands never chain: a < b < c would mean something else
+        return f"{self.sub(e.a, _P_CMP + 1)} {e.op.value} {self.sub(e.b, _P_CMP + 1)}", _P_CMP
+
+    def _unary(self, e):
+        if e.op is n.UnOp.NEG:
+            return f"-{self.sub(e.a, _P_UNARY)}", _P_UNARY
+        if e.op is n.UnOp.NOT:
+            if e.dtype.is_bool:
+                return f"not {self.sub(e.a, _P_NOT)}", _P_NOT
+            return f"~{self.sub(e.a, _P_UNARY)}", _P_UNARY
+        return f"{e.op.value}({self(e.a)})", _P_ATOM
+
+    def _select(self, e):
+        return f"select({self(e.cond)}, {self(e.t)}, {self(e.f)})", _P_ATOM
+
+    def _cast(self, e):
+        return f"{e.dtype.name}({self(e.a)})", _P_ATOM
+
+    def _indices(self, idx) -> str:
+        return ", ".join(self(i) for i in idx) if idx else "()"
+
+    def _load(self, e):
+        return f"{self.namer(e.buffer)}[{self._indices(e.indices)}]", _P_ATOM
+
+    def _tread(self, e):
+        return f"{self.namer(e.tensor)}[{self._indices(e.indices)}]", _P_ATOM
+
+    def end(self, lo: n.Expr, extent: n.Expr) -> str:
+        """The text of ``lo + extent``, simplified (the end of a half-open range)."""
+        if lo.dtype is not extent.dtype:
+            return f"{self.sub(lo, _P_ADD)} + {self.sub(extent, _P_ADD + 1)}"
+        from .simplify import simplify   # late: simplify imports nothing from here
+        return self(simplify(n.Binary(lo.dtype, n.BinOp.ADD, lo, extent)))
+
+    def format_range(self, r: n.Range) -> str:
+        """``lo..hi`` (half-open) of a Range."""
+        return f"{self(r.min)}..{self.end(r.min, r.extent)}"
+
+    def _reduce(self, e):
+        if len(e.sources) == 1:
+            src = self(e.sources[0])
+        else:
+            src = "(" + ", ".join(self(s) for s in e.sources) + ")"
+        axes = []
+        for ax in e.axes:
+            name = self.namer(ax.var)
+            axes.append(f"{name} in {self.format_range(ax.dom)}" if self.axis_ranges else name)
+        text = f"{getattr(e.combiner, 'name', 'reduce')}({src}, axis=[{', '.join(axes)}]"
+        if e.condition is not None:
+            text += f", where={self(e.condition)}"
+        text += ")"
+        if len(e.sources) > 1:
+            text += f"[{e.value_index}]"
+        return text, _P_ATOM
+
+
+class StmtPrinter:
+    """Formats statements as indented lines, sharing an ``ExprPrinter``'s Namer."""
+
+    def __init__(self, namer: Namer | None = None):
+        self.expr = ExprPrinter(namer)
+        self.namer = self.expr.namer
+        self._table = {
+            n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
+            n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
+            n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
+        }
+
+    def lines(self, s, depth: int, out: list):
+        fn = self._table.get(type(s))
+        if fn is None:
+            out.append(INDENT * depth + f"<{type(s).__name__}?>")
+        else:
+            fn(s, depth, out)
+
+    def block(self, s, depth: int, out: list):
+        """A nested block; an empty one prints ``pass`` so the text stays well-formed."""
+        start = len(out)
+        self.lines(s, depth, out)
+        if len(out) == start:
+            out.append(INDENT * depth + "pass")
+
+    def _for(self, s, depth, out):
+        e = self.expr
+        if isinstance(s.min, n.Const) and s.min.value == 0:
+            rng = f"range({e(s.extent)})"
+        else:
+            rng = f"range({e(s.min)}, {e.end(s.min, s.extent)})"
+        head = f"for {self.namer(s.var)} in {rng}:"
+        if s.kind is n.ForKind.BOUND:
+            head += f"  # bound {s.thread.value}"
+        elif s.kind is not n.ForKind.SERIAL:
+            head += f"  # {s.kind.value}"
+        out.append(INDENT * depth + head)
+        self.block(s.body, depth + 1, out)
+
+    def _if(self, s, depth, out, word="if"):
+        out.append(INDENT * depth + f"{word} {self.expr(s.cond)}:")
+        self.block(s.then, depth + 1, out)
+        other = s.otherwise
+        if other is None:
+            return
+        if isinstance(other, n.IfThenElse):
+            self._if(other, depth, out, "elif")
+        else:
+            out.append(INDENT * depth + "else:")
+            self.block(other, depth + 1, out)
+
+    def _store(self, s, depth, out):
+        e = self.expr
+        out.append(INDENT * depth + f"{self.namer(s.buffer)}[{e._indices(s.indices)}] = {e(s.value)}")
+
+    def buffer_type(self, b: n.Buffer) -> str:
+        """``float32[n, m]`` plus `` strides (s0, s1)`` when the buffer has explicit strides."""
+        e = self.expr
+        text = f"{b.dtype.name}[{', '.join(e(x) for x in b.shape)}]"
+        if b.strides is not None:
+            text += f" strides ({', '.join(e(x) for x in b.strides)})"
+        return text
+
+    def _allocate(self, s, depth, out):
+        b = s.buffer
+        head = f"allocate {self.namer(b)}: {self.buffer_type(b)} {b.scope.value}"
+        if s.stages > 1:
+            head += f", stages={s.stages}"
+        out.append(INDENT * depth + head)
+        self.block(s.body, depth + 1, out)
+
+    def _let(self, s, depth, out):
+        out.append(INDENT * depth + f"let {self.namer(s.var)} = {self.expr(s.value)}")
+        self.lines(s.body, depth, out)
+
+    def _seq(self, s, depth, out):
+        for x in s.stmts:
+            self.lines(x, depth, out)
+
+    def _barrier(self, s, depth, out):
+        out.append(INDENT * depth + f"barrier({s.scope.value})")
+
+    def _evaluate(self, s, depth, out):
+        out.append(INDENT * depth + self.expr(s.value))
+
+    def _arg(self, a) -> str:
+        if isinstance(a, n.Buffer):
+            return self.namer(a)
+        if isinstance(a, n.Expr):
+            return self.expr(a)
+        if isinstance(a, tuple):
+            return "(" + ", ".join(self._arg(x) for x in a) + ")"
+        if isinstance(a, enum.Enum):
+            return a.value
+        return repr(a)
+
+    def _intrinsic(self, s, depth, out):
+        out.append(INDENT * depth + f"{s.name}({', '.join(self._arg(a) for a in s.args)})")
+
+
+def format_expr(e, namer: Namer | None = None) -> str:
+    """One expression as Python-like text."""
+    p = ExprPrinter(namer)
+    p.namer.reserve(named_objects(e))
+    return p(e)
+
+
+def format_stmt(s, namer: Namer | None = None, depth: int = 0) -> str:
+    """A statement as indented lines (no trailing newline)."""
+    out: list = []
+    p = StmtPrinter(namer)
+    p.namer.reserve(named_objects(s))
+    p.lines(s, depth, out)
+    return "\n".join(out)
+
+
+def format_func(f: n.LoweredFunc) -> str:
+    """A lowered function: a ``def`` header with its buffers, then the body.
+
+    Scalars that are not shape or stride expressions of a buffer are listed
+    after the buffers as ``name: dtype``.
+    """
+    p = StmtPrinter()
+    namer = p.namer
+    namer.reserve(list(f.buffers) + list(f.scalars) + named_objects(f.body))
+    shape_vars = set()
+    from .visitor import free_vars
+    for b in f.buffers:
+        for x in tuple(b.shape) + tuple(b.strides or ()):
+            shape_vars |= free_vars(x)
+    params = [f"{namer(b)}: {p.buffer_type(b)}" for b in f.buffers]
+    params += [f"{namer(v)}: {v.dtype.name}" for v in f.scalars if v not in shape_vars]
+    out = [f"def {f.name}({', '.join(params)}):"]
+    p.block(f.body, 1, out)
+    return "\n".join(out)
+
+
+def format_graph(graph) -> str:
+    """A ``kdsl.graph.Graph``: a header with its parameters, then one line per stage.
+
+    ``B[i] = sum(A[i, k], axis=[k in 0..m])``; outputs are listed last.
+    """
+    e = ExprPrinter(axis_ranges=True)
+    namer = e.namer
+    objs = list(graph.params)
+    for prm in graph.params:
+        for x in getattr(prm, "shape", ()):
+            objs.extend(named_objects(x))
+    for s in graph.stages:
+        objs.append(s.output)
+        objs.extend(ax.var for ax in s.all_axes)
+        objs.extend(named_objects(s.body))
+    namer.reserve(objs)
+    params = []
+    for prm in graph.params:
+        if isinstance(prm, n.Var):
+            params.append(f"{namer(prm)}: {prm.dtype.name}")
+        else:
+            params.append(f"{namer(prm)}: {prm.dtype.name}[{', '.join(e(x) for x in prm.shape)}]")
+    out = [f"graph {graph.name}({', '.join(params)}):"]
+    for s in graph.stages:
+        axes = ", ".join(namer(ax.var) for ax in s.axes)
+        line = f"{namer(s.output)}[{axes}] = {e(s.body)}"
+        if s.origin != "compute":
+            line += f"  # {s.origin}"
+        out.append(INDENT + line)
+    out.append(INDENT + "return " + ", ".join(namer(t) for t in graph.outputs))
+    return "\n".join(out)

@@ -1,0 +1,272 @@
+"""Checks of loop-IR invariants, run after every pass under pytest (DESIGN principle 4).
+
+``verify(func)`` raises ``InternalCompilerError`` naming the broken rule and
+printing the offending node: a pass produced IR that no backend may trust.
+Rules: Vars used only inside the scope that defines them (For, LetStmt, or
+``func.scalars``); Load/Store index counts match the buffer; operand dtypes
+agree; no stage-graph nodes (TensorRead, Reduce) remain; no Store to an input;
+temporaries used only inside their Allocate; BOUND loops nest sensibly.
+"""
+from __future__ import annotations
+
+from ..errors import InternalCompilerError
+from . import nodes as n
+from .printer import Namer, format_expr, format_stmt
+from .visitor import free_vars
+
+_MAX_LINES = 12
+
+
+def _show(node, namer) -> str:
+    """The offending node as text, cut to a few lines."""
+    if isinstance(node, n.Expr):
+        return format_expr(node, namer)
+    lines = format_stmt(node, namer).split("\n")
+    if len(lines) > _MAX_LINES:
+        lines = lines[:_MAX_LINES] + ["  ..."]
+    return "\n".join("    " + x for x in lines)
+
+
+class _ExprChecker:
+    """Checks one expression tree; ``scope`` None skips var checks, ``buffer_ok`` buffer checks."""
+
+    def __init__(self, fail, scope=None, buffer_ok=None, graph: bool = False):
+        self.fail, self.scope, self.buffer_ok, self.graph = fail, scope, buffer_ok, graph
+        self.table = {
+            n.Var: self._var, n.Const: lambda e: None, n.Binary: self._binary,
+            n.Compare: self._compare, n.Unary: self._unary, n.Select: self._select,
+            n.Cast: lambda e: self(e.a), n.Load: self._load, n.TensorRead: self._tread,
+            n.Reduce: self._reduce,
+        }
+
+    def __call__(self, e):
+        fn = self.table.get(type(e))
+        if fn is None:
+            self.fail(f"{type(e).__name__} is not an expression", e)
+        fn(e)
+
+    def _var(self, v):
+        if self.scope is not None and v not in self.scope:
+            self.fail(f"variable {v.name!r} is used outside the scope that defines it", v)
+
+    def _binary(self, e):
+        self(e.a)
+        self(e.b)
+        if not (e.a.dtype is e.b.dtype is e.dtype):
+            self.fail(f"dtype mismatch in {e.op.value}: {e.a.dtype} and {e.b.dtype} -> {e.dtype}", e)
+
+    def _compare(self, e):
+        self(e.a)
+        self(e.b)
+        if e.a.dtype is not e.b.dtype or not e.dtype.is_bool:
+            self.fail(f"dtype mismatch in {e.op.value}: {e.a.dtype} and {e.b.dtype} -> {e.dtype}", e)
+
+    def _unary(self, e):
+        self(e.a)
+        want = e.dtype.is_bool if e.op is n.UnOp.ISNAN else e.dtype is e.a.dtype
+        if not want:
+            self.fail(f"dtype mismatch in {e.op.value}: {e.a.dtype} -> {e.dtype}", e)
+
+    def _select(self, e):
+        for x in (e.cond, e.t, e.f):
+            self(x)
+        if not e.cond.dtype.is_bool:
+            self.fail(f"select condition of dtype {e.cond.dtype}", e)
+        if not (e.t.dtype is e.f.dtype is e.dtype):
+            self.fail(f"dtype mismatch in select: {e.t.dtype} and {e.f.dtype} -> {e.dtype}", e)
+
+    def indices(self, buf, idx, node):
+        if len(idx) != len(buf.shape):
+            self.fail(f"{len(idx)} indices for buffer {buf.name!r} of {len(buf.shape)} dimensions",
+                      node)
+        for i in idx:
+            self(i)
+            if not i.dtype.is_int:
+                self.fail(f"index of dtype {i.dtype} into buffer {buf.name!r}", node)
+
+    def _load(self, e):
+        if self.buffer_ok is not None:
+            self.buffer_ok(e.buffer, e)
+        if e.dtype is not e.buffer.dtype:
+            self.fail(f"load of {e.dtype} from buffer {e.buffer.name!r} of {e.buffer.dtype}", e)
+        self.indices(e.buffer, e.indices, e)
+
+    def _tread(self, e):
+        if not self.graph:
+            self.fail("a TensorRead remains in loop IR", e)
+        for i in e.indices:
+            self(i)
+
+    def _reduce(self, e):
+        if not self.graph:
+            self.fail("a Reduce remains in loop IR", e)
+        inner = self
+        if self.scope is not None:
+            inner = _ExprChecker(self.fail, self.scope | {ax.var for ax in e.axes},
+                                 self.buffer_ok, self.graph)
+        for s in e.sources:
+            inner(s)
+        if e.condition is not None:
+            inner(e.condition)
+
+
+def verify_expr(e: n.Expr, scope=None, *, graph: bool = False) -> None:
+    """Check one expression: dtypes, index counts, no graph nodes unless ``graph``.
+
+    ``scope`` (a set of Vars), when given, is where every used Var must be.
+    """
+    namer = Namer()
+
+    def fail(msg, node):
+        raise InternalCompilerError(f"IR verification failed: {msg}\n  in: {_show(node, namer)}")
+
+    _ExprChecker(fail, None if scope is None else set(scope), graph=graph)(e)
+
+
+class _Verifier:
+    """Walks a LoweredFunc's body with the scopes (vars, allocations, thread loops) in force."""
+
+    def __init__(self, func: n.LoweredFunc):
+        self.func = func
+        self.namer = Namer()
+        for b in func.buffers:
+            self.namer(b)
+        self.scope = set(func.scalars)
+        self.allocated: set = set()
+        self.threads: list = []
+        self.stmt = None
+        self.table = {
+            n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
+            n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
+            n.Barrier: lambda s: None, n.Evaluate: lambda s: self.expr(s.value),
+            n.Intrinsic: self._intrinsic,
+        }
+
+    def fail(self, msg, node=None):
+        text = f"IR verification failed in {self.func.name}: {msg}"
+        if node is not None and isinstance(node, n.Expr):
+            text += f"\n  expression: {_show(node, self.namer)}"
+        if self.stmt is not None:
+            text += f"\n  in statement:\n{_show(self.stmt, self.namer)}"
+        raise InternalCompilerError(text)
+
+    def expr(self, e):
+        _ExprChecker(self.fail, self.scope, self.buffer_ok)(e)
+
+    def buffer_ok(self, buf, node=None):
+        if buf.param:
+            if not any(buf is b for b in self.func.buffers):
+                self.fail(f"param buffer {buf.name!r} is not a parameter of the function", node)
+        elif buf not in self.allocated:
+            self.fail(f"buffer {buf.name!r} is used outside its Allocate", node)
+
+    def run(self):
+        for b in self.func.buffers:
+            if not b.param:
+                self.fail(f"function parameter {b.name!r} is not marked param")
+            for x in tuple(b.shape) + tuple(b.strides or ()):
+                for v in free_vars(x):
+                    if v not in self.scope:
+                        self.fail(f"shape or stride of {b.name!r} uses {v.name!r}, "
+                                  f"which is not among the function's scalars", x)
+        self.visit(self.func.body)
+
+    def visit(self, s):
+        fn = self.table.get(type(s))
+        if fn is None:
+            self.fail(f"{type(s).__name__} is not a statement")
+        outer, self.stmt = self.stmt, s
+        try:
+            fn(s)
+        finally:
+            self.stmt = outer
+
+    def _bind(self, v, body):
+        """Visit ``body`` with ``v`` in scope (rebinding a var in scope is an error)."""
+        if v in self.scope:
+            self.fail(f"variable {v.name!r} is bound again inside its own scope")
+        self.scope.add(v)
+        try:
+            self.visit(body)
+        finally:
+            self.scope.discard(v)
+
+    def _for(self, s):
+        self.expr(s.min)
+        self.expr(s.extent)
+        if not (s.min.dtype.is_int and s.extent.dtype.is_int and s.var.dtype.is_int):
+            self.fail("loop var, min and extent must be integers")
+        if s.kind is n.ForKind.BOUND:
+            tag = s.thread
+            if tag in self.threads:
+                self.fail(f"loop bound to {tag.value} nested inside another {tag.value} loop")
+            if tag.is_block and any(t.is_thread for t in self.threads):
+                self.fail(f"loop bound to {tag.value} nested inside a threadIdx loop")
+            self.threads.append(tag)
+        try:
+            self._bind(s.var, s.body)
+        finally:
+            if s.kind is n.ForKind.BOUND:
+                self.threads.pop()
+
+    def _if(self, s):
+        self.expr(s.cond)
+        if not s.cond.dtype.is_bool:
+            self.fail(f"if condition of dtype {s.cond.dtype}", s.cond)
+        self.visit(s.then)
+        if s.otherwise is not None:
+            self.visit(s.otherwise)
+
+    def _store(self, s):
+        buf = s.buffer
+        self.buffer_ok(buf)
+        if buf.param and any(buf is b for b in self.func.inputs):
+            self.fail(f"store to input buffer {buf.name!r}")
+        _ExprChecker(self.fail, self.scope, self.buffer_ok).indices(buf, s.indices, None)
+        self.expr(s.value)
+        if s.value.dtype is not buf.dtype:
+            self.fail(f"store of {s.value.dtype} into buffer {buf.name!r} of {buf.dtype}", s.value)
+
+    def _allocate(self, s):
+        buf = s.buffer
+        if buf.param:
+            self.fail(f"allocation of parameter buffer {buf.name!r}")
+        if buf in self.allocated:
+            self.fail(f"buffer {buf.name!r} allocated again inside its own Allocate")
+        for x in buf.shape:
+            self.expr(x)
+        if s.stages < 1:
+            self.fail(f"allocation with {s.stages} stages")
+        # TODO: check that a LOCAL buffer used inside threadIdx loops is allocated inside them
+        # (per-thread storage); backends place locals per thread today, so this is advisory.
+        self.allocated.add(buf)
+        try:
+            self.visit(s.body)
+        finally:
+            self.allocated.discard(buf)
+
+    def _let(self, s):
+        self.expr(s.value)
+        if s.var.dtype is not s.value.dtype:
+            self.fail(f"let of {s.value.dtype} into variable of {s.var.dtype}", s.value)
+        self._bind(s.var, s.body)
+
+    def _seq(self, s):
+        for x in s.stmts:
+            self.visit(x)
+
+    def _intrinsic(self, s):
+        def walk(a):
+            if isinstance(a, n.Buffer):
+                self.buffer_ok(a)
+            elif isinstance(a, n.Expr):
+                self.expr(a)
+            elif isinstance(a, tuple):
+                for x in a:
+                    walk(x)
+        walk(s.args)
+
+
+def verify(func: n.LoweredFunc) -> None:
+    """Raise InternalCompilerError if ``func`` breaks a loop-IR invariant (see module doc)."""
+    _Verifier(func).run()
