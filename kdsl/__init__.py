@@ -1,0 +1,70 @@
+"""kdsl: numpy-like Python functions compiled into kernels for pluggable backends.
+
+Only public names live here (SPEC.md).  They are imported lazily through the
+module ``__getattr__`` so that ``import kdsl`` stays light (numpy only) and the
+parts behind each name load when first used.
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_FRONT = "kdsl.frontend.api"  # the frontend re-exports its public names there
+
+#: public name -> (module, attribute); attribute None means the module itself.
+#: The one table to fix when a name moves.
+_LAZY = {
+    # kernels and dispatch
+    "kernel": ("kdsl.kernel", "kernel"),
+    "Kernel": ("kdsl.kernel", "Kernel"),
+    "backends": ("kdsl.backends.registry", "backends"),
+    "register_backend": ("kdsl.backends.registry", "register_backend"),
+    "use_backend": ("kdsl.backends.registry", "use_backend"),
+    "get_backend": ("kdsl.backends.registry", "get_backend"),
+    # schedules
+    "schedule": ("kdsl.schedule.hints", "schedule"),
+    "intrin": ("kdsl.schedule.intrin", None),
+    # tracing: index style and numpy style
+    **{name: (_FRONT, name) for name in (
+        "compute", "reduce_axis", "reducer", "sum", "prod", "max", "min", "mean", "argmax",
+        "argmin", "any", "all", "where", "maximum", "minimum", "clip", "exp", "log", "sqrt",
+        "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "matmul", "TensorSpec", "ScalarSpec")},
+    # errors
+    **{name: ("kdsl.errors", name) for name in (
+        "KdslError", "KernelError", "KernelValueError", "ShapeError", "DTypeError",
+        "ArgumentError", "ScheduleError", "BackendNotInstalled", "BackendUnavailable",
+        "BackendCompileError", "InternalCompilerError", "SourceLoc")},
+    # dtypes
+    **{name: ("kdsl.dtypes", name) for name in (
+        "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+        "uint8", "bool_", "DType")},
+}
+
+__all__ = sorted(_LAZY)
+
+# `kernel`, `backends` and `schedule` are also submodule names (kdsl/kernel.py,
+# kdsl/backends/, kdsl/schedule/): bind them now, so that a later `import kdsl.kernel` (etc.)
+# elsewhere cannot replace the public functions with the modules.  All are light.
+from .backends.registry import backends, register_backend, use_backend  # noqa: E402
+from .kernel import Kernel, kernel  # noqa: E402
+
+try:
+    from .schedule.hints import schedule  # noqa: E402
+except Exception:  # not written yet / broken: resolved lazily (and loudly) on first use
+    pass
+
+
+def __getattr__(name: str):
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'kdsl' has no attribute {name!r}") from None
+    mod = importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -396,10 +396,6 @@ class LoweredFunc:
         from .printer import format_func   # late: the printer imports this module
         return format_func(self)
 
-    def __str__(self) -> str:
-        from .printer import format_func
-        return format_func(self)
-
 
 EXPR_TYPES = (Var, Const, Binary, Compare, Unary, Select, Cast, Load, TensorRead, Reduce)
 STMT_TYPES = (For, IfThenElse, Store, Allocate, LetStmt, Seq, Barrier, Evaluate, Intrinsic)

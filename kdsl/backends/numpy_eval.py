@@ -1,0 +1,211 @@
+"""Vectorised numpy evaluation of stage-graph expressions (the semantic oracle).
+
+An expression is evaluated once over a whole index grid: every axis variable
+is bound to an ``np.arange`` shaped to broadcast along its own dimension, so
+one numpy op evaluates the node for every grid point.  Values carry the node's
+dtype after every op (float16 rounds like numpy, integers wrap), except that
+bfloat16 values are held as float32 arrays rounded to bfloat16 after each op.
+
+Semantics shared with the loop-IR interpreter: integers wrap, ``//``/``%``
+floor, integer division by zero gives 0, MIN/MAX propagate NaN, float->int
+casts truncate toward zero.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import InternalCompilerError
+from ..ir import nodes as n
+
+_BF16_MASK = np.uint32(0xFFFF0000)
+
+
+def round_bf16(x) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (ties to even), kept as float32."""
+    x = np.asarray(x, dtype=np.float32)
+    u = x.view(np.uint32)
+    r = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) & _BF16_MASK).view(np.float32)
+    return np.where(np.isnan(x), x, r)
+
+
+def internal_np(d: dt.DType) -> np.dtype:
+    """The numpy dtype that holds values of ``d`` during evaluation."""
+    return np.dtype(np.float32) if d is dt.bfloat16 else d.np
+
+
+def fix(x, d: dt.DType) -> np.ndarray:
+    """``x`` as an array of dtype ``d`` (the cast after each op)."""
+    x = np.asarray(x)
+    if d is dt.bfloat16:
+        return round_bf16(x)
+    npd = d.np
+    return x if x.dtype == npd else x.astype(npd)
+
+
+def to_internal(arr: np.ndarray, d: dt.DType) -> np.ndarray:
+    """An input array in the evaluator's representation (bfloat16 -> float32, no copy otherwise)."""
+    return np.asarray(arr).astype(np.float32) if d is dt.bfloat16 else np.asarray(arr)
+
+
+# ----------------------------------------------------------------- ops
+def _int_pow(a, b):
+    """Integer power with C-like results for negative exponents (1, +-1 or 0)."""
+    neg = b < 0
+    r = np.power(a, np.where(neg, 0, b))
+    if np.any(neg):
+        one = np.ones_like(r)
+        special = np.where(a == 1, one, np.where(a == -1, np.where(b % 2 == 0, one, -one), 0 * one))
+        r = np.where(neg, special, r)
+    return r
+
+
+def _floordiv(a, b):
+    if a.dtype.kind in "iu":
+        return np.where(b == 0, 0, np.floor_divide(a, np.where(b == 0, 1, b)))
+    return np.floor_divide(a, b)
+
+
+def _mod(a, b):
+    if a.dtype.kind in "iu":
+        return np.where(b == 0, 0, np.remainder(a, np.where(b == 0, 1, b)))
+    return np.remainder(a, b)
+
+
+def _pow(a, b):
+    return _int_pow(a, b) if a.dtype.kind in "iu" else np.power(a, b)
+
+
+BINARY = {
+    n.BinOp.ADD: np.add, n.BinOp.SUB: np.subtract, n.BinOp.MUL: np.multiply,
+    n.BinOp.DIV: np.true_divide, n.BinOp.FLOORDIV: _floordiv, n.BinOp.MOD: _mod,
+    n.BinOp.POW: _pow, n.BinOp.MIN: np.minimum, n.BinOp.MAX: np.maximum,
+    n.BinOp.AND: np.bitwise_and, n.BinOp.OR: np.bitwise_or, n.BinOp.XOR: np.bitwise_xor,
+}
+COMPARE = {
+    n.CmpOp.EQ: np.equal, n.CmpOp.NE: np.not_equal, n.CmpOp.LT: np.less,
+    n.CmpOp.LE: np.less_equal, n.CmpOp.GT: np.greater, n.CmpOp.GE: np.greater_equal,
+}
+_ERF = np.frompyfunc(math.erf, 1, 1)  # exact to float64 without scipy
+
+
+def _in_compute(fn):
+    """Run ``fn`` in the compute dtype (16-bit floats in float32) to round once at the end."""
+    def run(x):
+        if x.dtype.kind == "f" and x.dtype.itemsize < 4:
+            return fn(x.astype(np.float32))
+        return fn(x)
+    return run
+
+
+def _not(x):
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+def _rounding(fn):
+    def run(x):
+        return x if x.dtype.kind in "iub" else fn(x)
+    return run
+
+
+UNARY = {
+    n.UnOp.NEG: np.negative, n.UnOp.NOT: _not, n.UnOp.ABS: np.abs,
+    n.UnOp.EXP: np.exp, n.UnOp.LOG: np.log, n.UnOp.SQRT: np.sqrt,
+    n.UnOp.RSQRT: _in_compute(lambda x: 1 / np.sqrt(x)),
+    n.UnOp.SIN: np.sin, n.UnOp.COS: np.cos, n.UnOp.TANH: np.tanh,
+    n.UnOp.ERF: lambda x: np.asarray(_ERF(x.astype(np.float64)), dtype=np.float64),
+    n.UnOp.SIGMOID: _in_compute(lambda x: 1 / (1 + np.exp(-x))),
+    n.UnOp.ISNAN: lambda x: np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_),
+    n.UnOp.FLOOR: _rounding(np.floor), n.UnOp.CEIL: _rounding(np.ceil),
+}
+
+
+# ----------------------------------------------------------------- evaluator
+class ExprEval:
+    """Evaluates expressions over a grid.  ``env``: Var -> array (or Python scalar);
+    ``tensors``: graph Tensor -> array in internal representation; ``reduce_fn``
+    evaluates a ``Reduce`` node (the stage evaluator supplies it)."""
+
+    def __init__(self, env: dict, tensors: dict, reduce_fn=None):
+        self.env, self.tensors, self.reduce_fn = env, tensors, reduce_fn
+        self.select_depth = 0
+        self._table = {
+            n.Var: self._var, n.Const: self._const, n.Binary: self._binary,
+            n.Compare: self._compare, n.Unary: self._unary, n.Select: self._select,
+            n.Cast: self._cast, n.TensorRead: self._read, n.Reduce: self._reduce,
+        }
+
+    def __call__(self, e: n.Expr) -> np.ndarray:
+        fn = self._table.get(type(e))
+        if fn is None:
+            raise InternalCompilerError(f"the numpy backend cannot evaluate {type(e).__name__} "
+                                        "(stage-graph expressions only)")
+        return fn(e)
+
+    def _var(self, e):
+        try:
+            v = self.env[e]
+        except KeyError:
+            raise InternalCompilerError(f"no value for variable {e.name}") from None
+        return v if isinstance(v, np.ndarray) else fix(v, e.dtype)
+
+    def _const(self, e):
+        v = e.value
+        if e.dtype.is_int and not dt.can_cast_value(v, e.dtype):
+            # an out-of-range literal wraps like every other integer value
+            bits = e.dtype.bits
+            v &= (1 << bits) - 1
+            if e.dtype.is_signed and v >= 1 << (bits - 1):
+                v -= 1 << bits
+        return fix(np.asarray(v, dtype=internal_np(e.dtype)), e.dtype)
+
+    def _binary(self, e):
+        a, b = self(e.a), self(e.b)
+        return fix(BINARY[e.op](a, b), e.dtype)
+
+    def _compare(self, e):
+        return np.asarray(COMPARE[e.op](self(e.a), self(e.b)))
+
+    def _unary(self, e):
+        return fix(UNARY[e.op](self(e.a)), e.dtype)
+
+    def _select(self, e):
+        c = self(e.cond)
+        # both sides are evaluated; reads in the side not taken may be out of range
+        self.select_depth += 1
+        try:
+            t, f = self(e.t), self(e.f)
+        finally:
+            self.select_depth -= 1
+        return fix(np.where(c, t, f), e.dtype)
+
+    def _cast(self, e):
+        a = self(e.a)
+        if e.dtype.is_bool:
+            return a != 0
+        return fix(a, e.dtype)  # astype truncates floats toward zero
+
+    def _read(self, e):
+        try:
+            arr = self.tensors[e.tensor]
+        except KeyError:
+            raise InternalCompilerError(f"tensor {e.tensor.name} is read before it is computed") from None
+        idx = tuple(self(i) for i in e.indices)
+        if not idx:
+            return np.asarray(arr[()])
+        try:
+            return np.asarray(arr[idx])
+        except IndexError:
+            if not self.select_depth:
+                raise InternalCompilerError(
+                    f"out-of-range read of tensor {e.tensor.name} (shape {arr.shape})") from None
+            # masked out by the enclosing select: any in-range value will do
+            idx = tuple(np.clip(i, 0, max(s - 1, 0)) for i, s in zip(idx, arr.shape))
+            return np.asarray(arr[idx])
+
+    def _reduce(self, e):
+        if self.reduce_fn is None:
+            raise InternalCompilerError("a Reduce outside a reduction context")
+        return self.reduce_fn(self, e)

@@ -1,0 +1,276 @@
+"""The backend registry: lazy entry-point discovery and the default-backend rule.
+
+Backends come from three places, later ones shadowing earlier ones by name:
+
+1. built-ins of the core (``numpy``), known even when kdsl runs from a
+   checkout that was never pip-installed;
+2. the entry-point group ``kdsl.backends`` of installed distributions
+   (``kdsl-cpu`` registers ``cpu = "kdsl_cpu:backend"``, ``kdsl-cuda`` ``cuda``);
+3. ``register_backend(name, obj)`` at run time.
+
+Only metadata is read until a backend is asked for: ``backends()`` never
+imports a backend module.  An entry point may name a Backend object, a class
+or a zero-argument factory.  A backend whose import fails raises
+``BackendUnavailable`` (cause chained) for that name only.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib
+import threading
+import warnings
+
+from .. import config
+from ..errors import BackendNotInstalled, BackendUnavailable, user_location
+
+GROUP = "kdsl.backends"
+
+#: backends shipped inside the core distribution (module:attr, like an entry point value)
+_BUILTIN = {"numpy": "kdsl.backends.numpy_backend:NumpyBackend"}
+#: backends the kdsl project ships as separate distributions: name -> (directory, distribution)
+_KNOWN_PACKAGES = {"cpu": ("kdsl_cpu", "kdsl-cpu"), "cuda": ("kdsl_cuda", "kdsl-cuda")}
+#: DLPack device types that mean "a CUDA device" (kDLCUDA, kDLCUDAManaged)
+_DLPACK_CUDA = (2, 13)
+
+_lock = threading.RLock()
+_registered: dict = {}     # name -> object given to register_backend (not yet instantiated)
+_loaded: dict = {}         # name -> Backend instance (the fast path of get_backend)
+_failed: dict = {}         # name -> BackendUnavailable (so a broken backend is imported once)
+_entry_points = None       # name -> EntryPoint (read lazily from metadata)
+_auto_default = None       # cached "cpu" or "numpy" (the last step of the default rule)
+_warned_numpy = False
+#: bumped whenever a name may start meaning another backend (kernels key their caches on it)
+_generation = 0
+
+_current = contextvars.ContextVar("kdsl_backend", default=None)
+
+
+# ----------------------------------------------------------------- discovery
+def _discover() -> dict:
+    """Read the ``kdsl.backends`` entry points (metadata only; first one of a name wins)."""
+    global _entry_points
+    eps = _entry_points
+    if eps is None:
+        from importlib.metadata import entry_points
+        eps = {}
+        try:
+            found = entry_points(group=GROUP)
+        except Exception:  # broken metadata of some unrelated distribution
+            found = ()
+        for ep in found:
+            eps.setdefault(ep.name, ep)
+        _entry_points = eps
+    return eps
+
+
+def refresh() -> None:
+    """Forget discovered entry points, loaded backends and failures (after installing one)."""
+    global _entry_points, _auto_default, _generation
+    with _lock:
+        _generation += 1
+        _entry_points = None
+        _auto_default = None
+        _loaded.clear()
+        _failed.clear()
+
+
+def backends() -> list:
+    """Sorted names of installed and registered backends (nothing is imported)."""
+    return sorted(set(_BUILTIN) | set(_discover()) | set(_registered))
+
+
+def is_installed(name: str) -> bool:
+    """Whether ``name`` is known (built in, installed or registered), without importing it."""
+    return name in _registered or name in _discover() or name in _BUILTIN
+
+
+def register_backend(name: str, obj) -> None:
+    """Register a backend at run time (a Backend object, class or factory); shadows ``name``."""
+    global _auto_default, _generation
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"backend name must be a non-empty string, got {name!r}")
+    with _lock:
+        _generation += 1
+        _registered[name] = obj
+        _loaded.pop(name, None)
+        _failed.pop(name, None)
+        _auto_default = None
+
+
+def unregister_backend(name: str) -> None:
+    """Undo ``register_backend`` (installed backends of that name become visible again)."""
+    global _auto_default, _generation
+    with _lock:
+        _generation += 1
+        _registered.pop(name, None)
+        _loaded.pop(name, None)
+        _failed.pop(name, None)
+        _auto_default = None
+
+
+# ----------------------------------------------------------------- loading
+def _instantiate(name: str, obj, origin: str):
+    """A Backend from an object, class or factory."""
+    if isinstance(obj, type):
+        obj = obj()
+    elif not (hasattr(obj, "compile") and hasattr(obj, "schedule")) and callable(obj):
+        obj = obj()
+    missing = [m for m in ("compile", "schedule", "source", "empty") if not hasattr(obj, m)]
+    if missing:
+        raise BackendUnavailable(
+            f"backend {name!r} ({origin}) does not implement the Backend protocol: "
+            f"missing {', '.join(missing)} (see kdsl/backends/protocol.py)")
+    return obj
+
+
+def _load_ref(ref: str):
+    mod, _, attr = ref.partition(":")
+    obj = importlib.import_module(mod)
+    for part in attr.split(".") if attr else ():
+        obj = getattr(obj, part)
+    return obj
+
+
+def _origin(name: str) -> str:
+    ep = _discover().get(name)
+    if ep is None:
+        return f"built in: {_BUILTIN.get(name)}"
+    dist = getattr(ep, "dist", None)
+    where = f" from distribution {dist.name} {dist.version}" if dist is not None else ""
+    return f"entry point {ep.value}{where}"
+
+
+def _load(name: str):
+    registered = name in _registered
+    ep = None if registered else _discover().get(name)
+    if not registered and ep is None and name not in _BUILTIN:
+        raise _not_installed(name)
+    origin = "registered at run time" if registered else _origin(name)
+    try:
+        if registered:
+            obj = _registered[name]
+        else:
+            obj = ep.load() if ep is not None else _load_ref(_BUILTIN[name])
+        return _instantiate(name, obj, origin)
+    except BackendUnavailable:
+        raise
+    except Exception as e:  # ImportError, missing driver, a bug in the backend's __init__ ...
+        hint = ""
+        if isinstance(e, ImportError) and getattr(e, "name", None):
+            hint = f"; the module {e.name!r} is missing (is its package installed?)"
+        raise BackendUnavailable(
+            f"backend {name!r} is installed ({origin}) but could not be loaded: "
+            f"{type(e).__name__}: {e}{hint}") from e
+
+
+def _not_installed(name: str) -> BackendNotInstalled:
+    avail = ", ".join(backends()) or "none"
+    if name in _KNOWN_PACKAGES:
+        directory, dist = _KNOWN_PACKAGES[name]
+        return BackendNotInstalled(
+            f"backend {name!r} is not installed; install it with: pip install ./{directory} "
+            f"(distribution {dist}).  Available backends: {avail}")
+    return BackendNotInstalled(f"unknown backend {name!r}; available backends: {avail}")
+
+
+def get_backend(name):
+    """The Backend called ``name`` (imported on first use).  A Backend object passes through.
+
+    Raises ``BackendNotInstalled`` for unknown names and ``BackendUnavailable`` when
+    the backend is installed but cannot be loaded.
+    """
+    b = _loaded.get(name) if isinstance(name, str) else None
+    if b is not None:
+        return b
+    if not isinstance(name, str):
+        if hasattr(name, "compile") and hasattr(name, "schedule"):
+            return name
+        raise TypeError(f"backend must be a name (one of {backends()}) or a Backend object, "
+                        f"got {type(name).__name__}")
+    with _lock:
+        b = _loaded.get(name)
+        if b is not None:
+            return b
+        if name in _failed:
+            raise _failed[name]
+        try:
+            b = _load(name)
+        except BackendUnavailable as e:
+            _failed[name] = e
+            raise
+        _loaded[name] = b
+        return b
+
+
+# ----------------------------------------------------------------- default rule
+@contextlib.contextmanager
+def use_backend(backend):
+    """Make ``backend`` (a name or Backend object) the default inside a ``with`` block."""
+    if isinstance(backend, str) and not is_installed(backend):
+        raise _not_installed(backend)
+    token = _current.set(backend)
+    try:
+        yield backend
+    finally:
+        _current.reset(token)
+
+
+def current_backend():
+    """The backend set by the innermost ``use_backend`` block (or None)."""
+    return _current.get()
+
+
+def _is_cuda_array(a) -> bool:
+    if hasattr(a, "__cuda_array_interface__"):
+        return True
+    dev = getattr(a, "__dlpack_device__", None)
+    if dev is None:
+        return False
+    try:
+        return int(dev()[0]) in _DLPACK_CUDA
+    except Exception:
+        return False
+
+
+def _automatic() -> str:
+    """'cpu' if installed and loadable, else 'numpy' (with a one-time warning saying why)."""
+    global _auto_default, _warned_numpy
+    name = _auto_default
+    if name is None:
+        reason = "the 'cpu' backend is not installed"
+        name = "numpy"
+        if is_installed("cpu"):
+            try:
+                get_backend("cpu")
+                name = "cpu"
+            except BackendUnavailable as e:  # broken cpu backend: say why, keep working
+                reason = f"the 'cpu' backend is installed but unusable ({e})"
+        _auto_default = name
+        if name == "numpy" and not _warned_numpy:
+            _warned_numpy = True
+            loc = user_location()  # point the warning at the user's call, not at kdsl
+            warnings.warn_explicit(
+                f"kdsl: {reason}, so kernels run on the slow 'numpy' reference backend; install "
+                "it with: pip install ./kdsl_cpu (or choose a backend with backend=, "
+                "kd.use_backend or KDSL_BACKEND)", RuntimeWarning,
+                loc.file if loc else "kdsl", loc.line if loc else 0)
+    return name
+
+
+def default_backend_name(arrays=()) -> str:
+    """The backend rule of SPEC §3 when the call gives no ``backend=``.
+
+    ``use_backend`` context, else ``KDSL_BACKEND``, else the arguments' device
+    (a CUDA array -> "cuda"), else "cpu" if installed, else "numpy".
+    """
+    cur = _current.get()
+    if cur is not None:
+        return cur
+    env = config.backend()
+    if env is not None:
+        return env
+    for a in arrays:
+        if type(a).__module__ != "numpy" and _is_cuda_array(a):
+            return "cuda"
+    return _automatic()

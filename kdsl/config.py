@@ -1,0 +1,77 @@
+"""Every ``KDSL_*`` environment variable, read in one place (DESIGN principle 10).
+
+Values are read on demand (``config()`` builds a fresh frozen snapshot each
+time), so tests and users may change the environment between calls.  Code
+that sits on a hot path reads a snapshot once and keeps it.
+
+| variable           | meaning                                   | default           |
+|--------------------|-------------------------------------------|-------------------|
+| KDSL_BACKEND       | default backend name                      | unset (automatic) |
+| KDSL_DUMP          | print IR and source as kernels compile    | off               |
+| KDSL_CACHE         | ``0`` disables the on-disk cache          | on                |
+| KDSL_CACHE_DIR     | on-disk cache directory                   | ~/.cache/kdsl     |
+| KDSL_NUM_THREADS   | CPU worker threads                        | os.cpu_count()    |
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    if value is None:
+        return default
+    return value.strip().lower() not in _FALSE
+
+
+@dataclass(frozen=True)
+class Config:
+    """A snapshot of kdsl's environment configuration."""
+
+    backend: str | None
+    dump: bool
+    cache: bool
+    cache_dir: str
+    num_threads: int
+
+
+def backend() -> str | None:
+    """``KDSL_BACKEND``: the default backend name, or None when unset/empty."""
+    v = os.environ.get("KDSL_BACKEND", "").strip()
+    return v or None
+
+
+def dump() -> bool:
+    """``KDSL_DUMP``: print lowered IR and backend source as kernels compile."""
+    return _flag(os.environ.get("KDSL_DUMP"), False)
+
+
+def cache_enabled() -> bool:
+    """``KDSL_CACHE``: the on-disk cache is on unless this is 0/false/off."""
+    return _flag(os.environ.get("KDSL_CACHE"), True)
+
+
+def cache_dir() -> str:
+    """``KDSL_CACHE_DIR``: where the on-disk cache lives (default ``~/.cache/kdsl``)."""
+    v = os.environ.get("KDSL_CACHE_DIR", "").strip()
+    return os.path.abspath(os.path.expanduser(v or os.path.join("~", ".cache", "kdsl")))
+
+
+def num_threads() -> int:
+    """``KDSL_NUM_THREADS``: CPU worker threads (default: all cores; invalid values ignored)."""
+    v = os.environ.get("KDSL_NUM_THREADS", "").strip()
+    if v:
+        try:
+            n = int(v)
+            if n >= 1:
+                return n
+        except ValueError:
+            pass
+    return os.cpu_count() or 1
+
+
+def config() -> Config:
+    """Read every variable now and return a frozen snapshot."""
+    return Config(backend(), dump(), cache_enabled(), cache_dir(), num_threads())

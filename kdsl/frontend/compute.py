@@ -1,0 +1,90 @@
+"""Index style: ``kd.compute(shape, fcompute, name=None)`` and ``kd.reduce_axis``.
+
+``fcompute`` receives one spatial axis per dimension, named after its
+parameters; axes are 0-d weak int64 traced values, so ``i + di``,
+``A[i + di, j]`` and ``kd.exp(A[i, k])`` reuse the array machinery.
+"""
+from __future__ import annotations
+
+import inspect
+
+from ..errors import KernelError, ShapeError, user_location
+from ..ir import make as mk
+from ..ir import nodes as n
+from . import context
+from .array import Array, from_tensor, index_expr, scalar
+from .ops import asarray
+from .stages import make_stage, new_axis
+
+
+def _axis_proxy(iv: n.IterVar) -> Array:
+    return scalar(iv.var, weak=True, op=iv.name, iv=iv)
+
+
+def reduce_axis(dom, name=None) -> Array:
+    """A reduction axis over ``range(extent)`` or ``range(lo, hi)`` (usable as an index)."""
+    if isinstance(dom, (tuple, list)):
+        if len(dom) != 2:
+            raise KernelError("reduce_axis takes an extent or a (lo, hi) pair",
+                              hint="kd.reduce_axis(m) or kd.reduce_axis((1, m))")
+        lo, hi = index_expr(dom[0], "bound"), index_expr(dom[1], "bound")
+        extent = mk.sub(hi, lo)
+    else:
+        lo, extent = mk.as_expr(0), index_expr(dom, "extent")
+    iv = n.IterVar(n.var(name or "k"), n.Range(lo, extent), n.IterKind.REDUCE)
+    ctx = context.active()
+    if ctx is not None:
+        ctx.ivs[iv.var] = iv
+    return _axis_proxy(iv)
+
+
+def _arity(fcompute, ndim: int) -> list:
+    """The axis names for ``fcompute``'s parameters; KernelError if it takes the wrong number."""
+    try:
+        sig = inspect.signature(fcompute)
+    except (TypeError, ValueError):
+        return [f"i{j}" for j in range(ndim)]
+    names, varargs = [], False
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            if p.default is p.empty or len(names) < ndim:
+                names.append(p.name)
+        elif p.kind is p.VAR_POSITIONAL:
+            varargs = True
+    if varargs and len(names) <= ndim:
+        return names + [f"i{j}" for j in range(len(names), ndim)]
+    if len(names) != ndim:
+        raise KernelError(f"the compute function takes {len(names)} argument(s) but the shape has "
+                          f"{ndim} dimension(s)",
+                          hint=f"give it one parameter per dimension, e.g. lambda "
+                               f"{', '.join(f'i{j}' for j in range(ndim)) or ''}: ...")
+    return names
+
+
+def compute(shape, fcompute, name=None) -> Array:
+    """A stage ``out[axes] = fcompute(*axes)`` named ``name`` (default ``compute``)."""
+    ctx = context.current()
+    loc = user_location()
+    if not isinstance(shape, (tuple, list)):
+        shape = (shape,)
+    dims = [index_expr(s, "size") for s in shape]
+    for d in dims:
+        if isinstance(d, n.Const) and d.value < 0:
+            raise ShapeError(f"negative size {d.value} in kd.compute's shape", loc=loc,
+                             hint="sizes must be >= 0")
+    names = _arity(fcompute, len(dims))
+    axes = tuple(new_axis(ctx, nm, d) for nm, d in zip(names, dims))
+    result = fcompute(*[_axis_proxy(ax) for ax in axes])
+    if isinstance(result, (tuple, list)):
+        raise KernelError("kd.compute's function must return one scalar expression, got a "
+                          f"{type(result).__name__}", loc=loc,
+                          hint="use one kd.compute per output")
+    r = asarray(result)
+    if r.ndim != 0:
+        raise ShapeError(f"kd.compute's function must return a scalar (0-d) expression, got a "
+                         f"{r.ndim}-d array", loc=loc,
+                         hint="index every dimension of the arrays it reads, e.g. A[i, j]")
+    body = r.at(())
+    t = make_stage(ctx, ctx.unique(name or "compute"), "compute", axes, body, loc)
+    return from_tensor(t)
+

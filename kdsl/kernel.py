@@ -1,0 +1,265 @@
+"""``kd.kernel``: the decorator and the Kernel object users call.
+
+A call builds a cheap key from its arguments (dtypes, ranks, size-1 dims,
+layout classes, scalar kinds), looks up the launcher compiled for (backend,
+key) and runs it.  A miss validates the arguments, traces, schedules and
+compiles once per key under a lock of its own; calls themselves take no lock.
+Kernels pickle by reference (module + qualified name).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+
+import numpy as np
+
+from .backends import registry as _reg
+from .errors import (ArgumentError, KdslError, KdslUserError, KernelError, reraise_for_user,
+                     user_frames_only, user_location)
+from .runtime import dispatch
+from .runtime.signature import arg_key, out_key, signature_from_args, signature_from_specs
+
+_RESERVED = ("backend", "out", "stream")
+
+
+def _hint(target, fn, loc):
+    try:
+        from .schedule.hints import Hint
+    except ImportError:  # schedules not there yet: a stand-in with the same fields
+        from types import SimpleNamespace as Hint
+    return Hint(target=target, hints={}, fn=fn, loc=loc)
+
+
+class Kernel:
+    """A traced-and-compiled-on-demand kernel; call it like the function it wraps."""
+
+    def __init__(self, fn, *, specialize=False, constants=()):
+        functools.update_wrapper(self, fn, updated=())
+        params = list(inspect.signature(fn).parameters.values())
+        bad = [p.name for p in params if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if bad:
+            raise KernelError(f"kernel {fn.__name__}: parameters must be plain positional ones, "
+                              f"got {', '.join(bad)}", hint="take each array as its own parameter")
+        self.fn = fn
+        self.arg_names = tuple(p.name for p in params)
+        clash = [a for a in self.arg_names if a in _RESERVED]
+        if clash:
+            raise KernelError(f"kernel {fn.__name__}: parameter name {clash[0]!r} is reserved "
+                              f"({', '.join(_RESERVED)} are keywords of every kernel call)",
+                              hint="rename the parameter")
+        constants = (constants,) if isinstance(constants, str) else tuple(constants)
+        unknown = [c for c in constants if c not in self.arg_names]
+        if unknown:
+            raise KernelError(f"kernel {fn.__name__}: constants names {unknown[0]!r}, which is not "
+                              f"a parameter; parameters: {', '.join(self.arg_names)}")
+        self.specialize, self.constants = bool(specialize), constants
+        self._nargs = len(self.arg_names)
+        self._const = tuple(a in constants for a in self.arg_names)
+        self._any_const = any(self._const)
+        # graph.params are the non-constant arguments, in call order
+        self._param_pos = tuple(i for i, c in enumerate(self._const) if not c)
+        self._hints = list(getattr(fn, "__kdsl_schedules__", ()))
+        self._cache = {}       # (backend, gen, arg keys..., out key) -> launcher
+        self._graphs = {}      # (signature params, specialize) -> Graph
+        self._locks = {}
+        self._lock = threading.Lock()
+        self._version = 0
+
+    # ------------------------------------------------------------- calling
+    def __call__(self, *args, backend=None, out=None, stream=None):
+        if backend is None:
+            backend = _reg.default_backend_name(args)
+        launch = None
+        if len(args) == self._nargs and not self._any_const:
+            spec = self.specialize
+            key = [backend, _reg._generation]
+            for a in args:
+                if type(a) is np.ndarray:
+                    sh = a.shape
+                    key.append((a.dtype, sh if spec else tuple([s == 1 for s in sh]) if 1 in sh
+                                else len(sh), a.flags.c_contiguous))
+                else:
+                    key.append(arg_key(a, spec, False))
+            if out is not None:
+                key.append(out_key(out))
+            launch = self._cache.get(tuple(key))
+        try:
+            if launch is None:
+                launch = self._miss(args, backend, out)
+            return launch(args, out, stream)
+        except KdslUserError as e:
+            # re-raised here so that only this frame of kdsl stays in the user's traceback
+            raise e.with_traceback(user_frames_only(e.__traceback__)) from None
+
+    def _miss(self, args, backend, out):
+        """Validate the arguments, then compile (once per key) and return the launcher."""
+        key = self._key(args, backend, out)
+        return self._cache.get(key) or self._build(key, args, backend, out)
+
+    def _key(self, args, backend, out):
+        if len(args) != self._nargs:
+            raise ArgumentError(
+                f"{self.__name__}() takes {self._nargs} argument(s) "
+                f"({', '.join(self.arg_names)}) but {len(args)} were given",
+                hint="pass one array or scalar per parameter, positionally")
+        key = [backend, _reg._generation]
+        for a, name, const in zip(args, self.arg_names, self._const):
+            k = arg_key(a, self.specialize, const)
+            if k is None and const:
+                raise ArgumentError(f"{self.__name__}: constant argument {name!r} must be "
+                                    f"hashable, got {type(a).__name__}",
+                                    hint="pass a tuple instead of a list")
+            if k is None:
+                raise ArgumentError(f"{self.__name__}: argument {name!r} must be an array or a "
+                                    f"Python scalar, got {type(a).__name__}",
+                                    hint="pass a numpy array (np.asarray(x)) or a device array")
+            if type(a) is np.ndarray:  # the same form as the fast path builds
+                sh = a.shape
+                k = (a.dtype, sh if self.specialize else tuple([s == 1 for s in sh]) if 1 in sh
+                     else len(sh), a.flags.c_contiguous)
+            key.append(k)
+        if out is not None:
+            key.append(out_key(out))
+        return tuple(key)
+
+    def _lock_for(self, key):
+        with self._lock:
+            lk = self._locks.get(key)
+            if lk is None:
+                lk = self._locks[key] = threading.Lock()
+            return lk
+
+    def _graph(self, sig):
+        gkey = (sig.params, sig.specialize)
+        g = self._graphs.get(gkey)
+        if g is None:
+            g = self._trace(sig)
+            self._graphs[gkey] = g
+        return g
+
+    def _trace(self, sig):
+        try:
+            return dispatch.trace_graph(self.fn, sig.specs(), name=self.__name__,
+                                        constants=self.constants)
+        except KdslError:
+            raise
+        except (ValueError, TypeError, IndexError) as e:
+            # e.g. `n, m = A.shape` given a 3-D array: say which call and signature
+            raise ArgumentError(
+                f"{self.__name__}: tracing for arguments {sig.describe()} failed: "
+                f"{type(e).__name__}: {e}",
+                hint="check the arguments' ranks and dtypes against what the kernel expects "
+                     f"({', '.join(self.arg_names)})") from e
+
+    def _build(self, key, args, backend, out):
+        be = _reg.get_backend(backend)
+        version = self._version
+        with self._lock_for(key):
+            launch = self._cache.get(key)
+            if launch is not None:
+                return launch
+            loc = user_location()
+            sig = signature_from_args(args, self.arg_names, self.constants, self.specialize,
+                                      out, loc)
+            graph = self._graph(sig)
+            if out is not None:
+                self._check_out(graph, out)
+            _req, compiled = dispatch.compile_for(self, be, sig, graph)
+            mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
+            launch = dispatch.build_launcher(self.__name__, graph, be, compiled, self.arg_names,
+                                             self._param_pos, mode)
+            if version == self._version:
+                self._cache[key] = launch
+            return launch
+
+    def _check_out(self, graph, out):
+        outs = out if isinstance(out, tuple) else (out,)
+        if len(outs) != len(graph.outputs):
+            raise ArgumentError(f"{self.__name__} returns {len(graph.outputs)} array(s) but "
+                                f"out= gives {len(outs)}",
+                                hint="pass one array per result (a tuple for several)")
+        from .dtypes import as_dtype
+        from .runtime.arrays import array_info
+        for j, (o, t) in enumerate(zip(outs, graph.outputs)):
+            info = array_info(o)
+            if info is None:
+                raise ArgumentError(f"out= entry {j} must be an array, got {type(o).__name__}")
+            try:
+                d = as_dtype(info[0])
+            except TypeError:
+                d = None
+            if d is not t.dtype:
+                raise ArgumentError(f"{self.__name__}: out= array {j} has dtype {info[0]}, but "
+                                    f"the result has dtype {t.dtype.name}",
+                                    hint=f"allocate out with dtype {t.dtype.name}")
+            if len(info[1]) != len(t.shape):
+                raise ArgumentError(f"{self.__name__}: out= array {j} has {len(info[1])} dims, "
+                                    f"but the result has {len(t.shape)}")
+
+    # ------------------------------------------------------------- looking inside
+    def _inspect(self, args, backend):
+        from .frontend.spec import ScalarSpec, TensorSpec
+        if backend is None:
+            backend = _reg.default_backend_name(
+                [a for a in args if not isinstance(a, (TensorSpec, ScalarSpec))])
+        be = _reg.get_backend(backend)
+        if len(args) != self._nargs:
+            self._key(args, backend, None)  # raises the count error
+        specs = []
+        for a, name, const in zip(args, self.arg_names, self._const):
+            if isinstance(a, (TensorSpec, ScalarSpec)):
+                specs.append(a)
+            else:
+                one = signature_from_args((a,), (name,), self.constants, self.specialize, None)
+                specs.extend(one.specs())
+        sig = signature_from_specs(specs)
+        graph = self._graph(sig)
+        return be, dispatch.prepare(self, be, sig, graph)
+
+    def lower(self, *args_or_specs, backend=None):
+        """The lowered loop-nest IR (a LoweredFunc; ``print`` it) for these arguments or specs."""
+        try:
+            be, req = self._inspect(args_or_specs, backend)
+            return dispatch.lower_request(be, req)
+        except KdslUserError as e:
+            reraise_for_user(e)
+
+    def source(self, *args_or_specs, backend=None) -> str:
+        """What the backend compiles (LLVM IR, CUDA C++, the stage graph for numpy)."""
+        try:
+            be, req = self._inspect(args_or_specs, backend)
+            return be.source(req)
+        except KdslUserError as e:
+            reraise_for_user(e)
+
+    # ------------------------------------------------------------- schedules
+    def schedule(self, target):
+        """Decorator: ``kernel.schedule("cuda")(fn, ...)`` adds explicit schedule functions."""
+        def add(*fns):
+            loc = user_location()
+            for f in fns:
+                self._add_schedule(_hint(target, f, loc))
+            return fns[0] if len(fns) == 1 else fns
+        return add
+
+    def _add_schedule(self, hint):
+        """Add a Hint (declarative or explicit); compiled specialisations are dropped."""
+        with self._lock:
+            self._hints.append(hint)
+            self._version += 1
+            self._cache = {}
+
+    # ------------------------------------------------------------- misc
+    def __reduce__(self):
+        return self.__qualname__  # pickle by reference: module + qualified name
+
+    def __repr__(self) -> str:
+        return f"<kdsl.kernel {self.__module__}.{self.__qualname__}>"
+
+
+def kernel(fn=None, *, specialize=False, constants=()):
+    """Decorator making a kernel of ``fn``: ``@kd.kernel`` or ``@kd.kernel(specialize=True)``."""
+    if fn is None:
+        return lambda f: Kernel(f, specialize=specialize, constants=constants)
+    return Kernel(fn, specialize=specialize, constants=constants)

@@ -1,0 +1,52 @@
+"""What dispatch needs to know about an array argument, whatever library made it.
+
+``array_info(a)`` gives (numpy dtype, shape, C-contiguous?) for numpy arrays,
+objects exposing ``__cuda_array_interface__`` (CuPy, PyTorch, Numba, kdsl_cuda
+DeviceArray) or ``__array_interface__``, and None for anything else.  Nothing
+here imports a GPU library.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def c_strides(shape, itemsize: int) -> tuple:
+    """Byte strides of a C-contiguous array of ``shape``."""
+    out, acc = [], itemsize
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(out))
+
+
+def is_c_contiguous(shape, strides, itemsize: int) -> bool:
+    """Whether byte ``strides`` are C order (size-1 dims and empty arrays match anything)."""
+    if strides is None or any(s == 0 for s in shape):
+        return True
+    expect = c_strides(shape, itemsize)
+    return all(n == 1 or a == b for n, a, b in zip(shape, strides, expect))
+
+
+def _from_interface(iface: dict):
+    dtype = np.dtype(iface["typestr"])
+    shape = tuple(int(s) for s in iface["shape"])
+    return dtype, shape, is_c_contiguous(shape, iface.get("strides"), dtype.itemsize)
+
+
+def array_info(a):
+    """(numpy dtype, shape, C-contiguous) of an array argument, or None if ``a`` is not one."""
+    if type(a) is np.ndarray or isinstance(a, np.ndarray):
+        return a.dtype, a.shape, a.flags.c_contiguous
+    for attr in ("__cuda_array_interface__", "__array_interface__"):
+        iface = getattr(a, attr, None)
+        if isinstance(iface, dict):
+            try:
+                return _from_interface(iface)
+            except (KeyError, TypeError, ValueError):
+                return None
+    return None
+
+
+def is_device_array(a) -> bool:
+    """True for arrays that live on a CUDA device."""
+    return hasattr(a, "__cuda_array_interface__")

@@ -1,0 +1,124 @@
+"""The on-disk cache that backends use for compiled artifacts (object code, cubins).
+
+Key: sha256 of (printed lowered IR, backend name, backend options, kdsl and
+backend versions, Python version) -- ``cache_key``.  An entry is a file
+``<dir>/<key[:2]>/<key>.bin``: a header (magic, key, payload length, payload
+sha256) then the payload.  ``get`` verifies all of it; a corrupt or foreign
+entry is deleted and reported as a miss, so the caller rebuilds it.  ``put``
+writes a temporary file in the same directory and ``os.replace``s it into
+place, so readers see either nothing or a whole entry, and several processes
+may share one directory (the last writer of identical content wins).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import sys
+import tempfile
+
+from .. import config
+
+MAGIC = b"KDSLCACHE\x01"
+_HEADER = struct.Struct(f"<{len(MAGIC)}s64sQ32s")
+
+
+def kdsl_version() -> str:
+    from .. import __version__
+    return __version__
+
+
+def cache_key(ir_text: str, backend_name: str, options=None, backend_version: str = "") -> str:
+    """The hex sha256 naming one compiled artifact."""
+    parts = {
+        "ir": ir_text,
+        "backend": backend_name,
+        "options": options if options is not None else {},
+        "kdsl": kdsl_version(),
+        "backend_version": str(backend_version),
+        "python": sys.version.split()[0],
+    }
+    blob = json.dumps(parts, sort_keys=True, default=repr).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+class DiskCache:
+    """A directory of verified cache entries (``directory`` None: ``KDSL_CACHE_DIR``)."""
+
+    def __init__(self, directory: str | None = None, enabled: bool | None = None):
+        self.directory = directory or config.cache_dir()
+        self.enabled = config.cache_enabled() if enabled is None else enabled
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.directory, key[:2], key + ".bin")
+
+    def get(self, key: str) -> bytes | None:
+        """The payload stored under ``key``, or None (missing, disabled, corrupt or foreign)."""
+        if not self.enabled:
+            return None
+        p = self.path(key)
+        try:
+            with open(p, "rb") as f:
+                blob = f.read()
+        except OSError:
+            return None
+        payload = _unpack(blob, key)
+        if payload is None:
+            _remove(p)  # never load it blindly: drop it so the caller rebuilds
+        return payload
+
+    def put(self, key: str, data: bytes) -> str | None:
+        """Store ``data`` atomically; returns the path (None when disabled or not writable)."""
+        if not self.enabled:
+            return None
+        p = self.path(key)
+        d = os.path.dirname(p)
+        try:
+            os.makedirs(d, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=d)
+        except OSError:
+            return None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_pack(key, bytes(data)))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+        except OSError:
+            _remove(tmp)
+            return None
+        return p
+
+
+def _pack(key: str, data: bytes) -> bytes:
+    return _HEADER.pack(MAGIC, key.encode("ascii"), len(data), hashlib.sha256(data).digest()) + data
+
+
+def _unpack(blob: bytes, key: str) -> bytes | None:
+    if len(blob) < _HEADER.size:
+        return None
+    magic, k, length, digest = _HEADER.unpack_from(blob)
+    data = blob[_HEADER.size:]
+    if magic != MAGIC or k.rstrip(b"\0") != key.encode("ascii")[:64] or length != len(data):
+        return None
+    if hashlib.sha256(data).digest() != digest:
+        return None
+    return data
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def get(key: str) -> bytes | None:
+    """``DiskCache().get(key)`` with the current environment's settings."""
+    return DiskCache().get(key)
+
+
+def put(key: str, data: bytes) -> str | None:
+    """``DiskCache().put(key, data)`` with the current environment's settings."""
+    return DiskCache().put(key, data)

@@ -1,0 +1,218 @@
+"""The compile flow and the per-signature launcher (SPEC §3: a cached call costs microseconds).
+
+``compile_for`` runs trace -> Schedule -> (explicit schedule functions or
+``backend.schedule``) -> ``backend.compile`` once per (backend, signature).
+``build_launcher`` then generates, with ``exec``, one small Python function per
+specialisation that binds shape variables from the argument shapes, checks the
+graph's constraints, allocates (or checks ``out=``) outputs and calls the
+compiled kernel: no tree walking, no dict building on the call path.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import config
+from ..backends.protocol import CompileRequest
+from ..errors import ArgumentError, InternalCompilerError, ShapeError, user_location
+from ..ir import nodes as n
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ----------------------------------------------------------------- hooks (lazy imports)
+
+
+def trace_graph(fn, specs, name=None, constants=()):
+    """Trace ``fn`` for ``specs`` (kdsl.frontend.trace.trace)."""
+    from ..frontend.trace import trace
+    return trace(fn, specs, name=name, constants=constants)
+
+
+def make_schedule(graph):
+    """A fresh ``kdsl.schedule.Schedule`` of ``graph``."""
+    from ..schedule import Schedule
+    return Schedule(graph)
+
+
+def _targets(hint_target, backend) -> bool:
+    return hint_target is None or hint_target == getattr(backend, "name", None)
+
+
+def prepare(kernel, backend, sig, graph) -> CompileRequest:
+    """Schedule ``graph`` for ``backend`` and wrap it in a CompileRequest (nothing compiled)."""
+    sched = make_schedule(graph)
+    hints = [h for h in kernel._hints if _targets(h.target, backend)]
+    explicit = [h.fn for h in hints if getattr(h, "fn", None) is not None]
+    if explicit:
+        for f in explicit:
+            f(sched)
+    else:
+        backend.schedule(sched, [h for h in hints if getattr(h, "fn", None) is None])
+    outc = sig.out_contiguous or (True,) * len(graph.outputs)
+    return CompileRequest(graph, sched, sig, tuple(outc), dict(getattr(backend, "options", {}) or {}))
+
+
+def lower_request(backend, req):
+    """The LoweredFunc of a request (a backend may add its own passes through ``lower``)."""
+    fn = getattr(backend, "lower", None)
+    return fn(req) if fn is not None else req.lower()
+
+
+def dump(kernel_name, backend, sig, req) -> None:
+    """KDSL_DUMP=1: print the lowered IR and the backend source of a new specialisation."""
+    bname = getattr(backend, "name", type(backend).__name__)
+    print(f"=== kdsl: {kernel_name} for {bname} {sig.describe()} ===", file=sys.stderr)
+    try:
+        print(lower_request(backend, req), file=sys.stderr)
+    except Exception as e:  # dumping must never break a call
+        print(f"(lowering for the dump failed: {type(e).__name__}: {e})", file=sys.stderr)
+    print(f"--- source ({bname}) ---", file=sys.stderr)
+    try:
+        print(backend.source(req), file=sys.stderr)
+    except Exception as e:
+        print(f"(source failed: {type(e).__name__}: {e})", file=sys.stderr)
+
+
+def compile_for(kernel, backend, sig, graph):
+    """Schedule and compile ``graph`` for ``backend``; returns (request, compiled)."""
+    req = prepare(kernel, backend, sig, graph)
+    compiled = backend.compile(req)
+    if config.dump():
+        dump(kernel.__name__, backend, sig, req)
+    return req, compiled
+
+
+# ----------------------------------------------------------------- shape expressions -> Python
+_PYOP = {n.BinOp.ADD: "+", n.BinOp.SUB: "-", n.BinOp.MUL: "*", n.BinOp.DIV: "/",
+         n.BinOp.POW: "**", n.BinOp.AND: "&", n.BinOp.OR: "|", n.BinOp.XOR: "^"}
+_PYCMP = {c: c.value for c in n.CmpOp}
+
+
+def _fdiv(a, b):
+    return 0 if b == 0 else a // b
+
+
+def _fmod(a, b):
+    return 0 if b == 0 else a % b
+
+
+def py_expr(e, names: dict) -> str:
+    """Python source computing a shape expression (Var -> local name in ``names``)."""
+    t = type(e)
+    if t is n.Var:
+        try:
+            return names[e]
+        except KeyError:
+            raise InternalCompilerError(f"shape expression uses {e.name}, which no argument "
+                                        "binds") from None
+    if t is n.Const:
+        return repr(e.value)
+    if t is n.Binary:
+        a, b = py_expr(e.a, names), py_expr(e.b, names)
+        if e.op in (n.BinOp.MIN, n.BinOp.MAX):
+            return f"{e.op.value}({a}, {b})"
+        if e.op in (n.BinOp.FLOORDIV, n.BinOp.MOD):
+            if isinstance(e.b, n.Const) and e.b.value != 0:
+                return f"({a} {e.op.value} {b})"
+            return f"{'_fdiv' if e.op is n.BinOp.FLOORDIV else '_fmod'}({a}, {b})"
+        return f"({a} {_PYOP[e.op]} {b})"
+    if t is n.Compare:
+        return f"({py_expr(e.a, names)} {_PYCMP[e.op]} {py_expr(e.b, names)})"
+    if t is n.Select:
+        return f"({py_expr(e.t, names)} if {py_expr(e.cond, names)} else {py_expr(e.f, names)})"
+    if t is n.Cast:
+        f = "bool" if e.dtype.is_bool else "int" if e.dtype.is_int else "float"
+        return f"{f}({py_expr(e.a, names)})"
+    if t is n.Unary and e.op in (n.UnOp.NEG, n.UnOp.ABS):
+        a = py_expr(e.a, names)
+        return f"(-{a})" if e.op is n.UnOp.NEG else f"abs({a})"
+    raise InternalCompilerError(f"cannot compute a shape from {t.__name__}")
+
+
+# ----------------------------------------------------------------- launcher
+class _Fail:
+    """Call-time error builders (kept out of the generated code, which only calls them)."""
+
+    def __init__(self, kernel_name, graph, names):
+        self.kernel_name, self.graph, self.names = kernel_name, graph, names
+
+    def dim(self, pos, d, got, what, want):
+        raise ShapeError(
+            f"{self.kernel_name}: argument {self.names[pos]!r} has size {got} in dim {d}, but "
+            f"the kernel needs {what} = {want} there (from the other arguments' shapes)",
+            hint="pass arrays whose shapes agree", loc=user_location())
+
+    def constraint(self, j, lhs, rhs):
+        c = self.graph.constraints[j]
+        call = user_location()
+        at = f" (called at {call.short})" if call is not None else ""
+        raise ShapeError(f"{c.message}: {lhs} != {rhs} for this call{at}",
+                         loc=c.loc if c.loc is not None else call)
+
+    def out(self, j, got, want):
+        raise ArgumentError(f"{self.kernel_name}: out= array {j} has shape {tuple(got)}, "
+                            f"but the result has shape {tuple(want)}",
+                            hint="allocate out with the result's shape", loc=user_location())
+
+
+def build_launcher(kernel_name, graph, backend, compiled, arg_names, param_pos, out_mode):
+    """Generate the call path of one specialisation.
+
+    ``param_pos[i]``: the argument position of ``graph.params[i]``; ``out_mode``:
+    None (allocate), "one" (out=array) or "tuple" (out=tuple of arrays).
+    """
+    names, lines, ns = {}, [], {"_fdiv": _fdiv, "_fmod": _fmod, "_run": compiled,
+                                "_empty": backend.empty}
+    fail = _Fail(kernel_name, graph, arg_names)
+    ns.update(_dim_fail=fail.dim, _cfail=fail.constraint, _ofail=fail.out)
+    inputs, scalars, like = [], [], None
+    for p, pos in zip(graph.params, param_pos):
+        if isinstance(p, n.Var):
+            names[p] = f"s{pos}"
+            lines.append(f"s{pos} = args[{pos}]")
+            scalars.append(f"s{pos}")
+    for p, pos in zip(graph.params, param_pos):
+        if isinstance(p, n.Var):
+            continue
+        inputs.append(f"args[{pos}]")
+        like = like or f"args[{pos}]"
+        if not p.shape:
+            continue
+        lines.append(f"sh{pos} = args[{pos}].shape")
+        for d, e in enumerate(p.shape):
+            got = f"sh{pos}[{d}]"
+            if type(e) is n.Var and e not in names:
+                names[e] = f"v{len(names)}"
+                lines.append(f"{names[e]} = {got}")
+            elif type(e) is not n.Const:  # a repeated name or an expression: check it
+                want = py_expr(e, names)
+                what = repr(e.name) if type(e) is n.Var else "a size"
+                lines.append(f"if {got} != {want}: _dim_fail({pos}, {d}, {got}, {what!r}, {want})")
+    for j, c in enumerate(graph.constraints):
+        lhs, rhs = py_expr(c.lhs, names), py_expr(c.rhs, names)
+        lines.append(f"if {lhs} != {rhs}: _cfail({j}, {lhs}, {rhs})")
+    outs = []
+    for j, t in enumerate(graph.outputs):
+        shape = "(" + "".join(py_expr(e, names) + ", " for e in t.shape) + ")"
+        o = f"o{j}"
+        outs.append(o)
+        if out_mode is None:
+            ns[f"_dt{j}"] = t.dtype
+            lines.append(f"{o} = _empty({shape}, _dt{j}, {like or 'None'})")
+        else:
+            src = "out" if out_mode == "one" else f"out[{j}]"
+            lines.append(f"{o} = {src}")
+            lines.append(f"if tuple({o}.shape) != {shape}: _ofail({j}, {o}.shape, {shape})")
+    call = f"[{', '.join(inputs)}], [{', '.join(outs)}], [{', '.join(scalars)}]"
+    lines.append(f"if stream is None: _run({call})")
+    lines.append(f"else: _run({call}, stream=stream)")
+    if out_mode is not None:
+        lines.append("return out")
+    else:
+        lines.append(f"return {outs[0]}" if len(outs) == 1 else f"return ({', '.join(outs)},)")
+    src = "def launch(args, out, stream):\n" + "".join(f"    {ln}\n" for ln in lines)
+    # a file name inside kdsl, so that user_location() skips the launcher's frame
+    exec(compile(src, os.path.join(_HERE, f"<launcher {kernel_name}>"), "exec"), ns)
+    launch = ns["launch"]
+    launch.__kdsl_source__ = src
+    return launch

@@ -1,0 +1,188 @@
+"""Call signatures: what a compiled specialisation of a kernel depends on.
+
+Per call, dispatch builds a cheap hashable *key* from the arguments
+(``arg_key``); on a cache miss the key becomes a ``Signature`` (validated,
+with kdsl dtypes), and the signature gives the trace specs.
+
+- array: dtype, rank, which dims have size 1 (static 1 in the trace; others
+  symbolic) or, with ``specialize=True``, the whole shape; layout class
+  (C-contiguous or strided); the array's Python type (numpy, cupy, ...).
+- scalar: its kind (bool/int/float or a numpy scalar's dtype), or its value for
+  parameters listed in ``constants``.
+- ``out=``: per output array its layout class.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import ArgumentError
+from .arrays import array_info
+
+_PY_SCALARS = {bool: dt.bool_, int: dt.int64, float: dt.float64}
+
+
+# ----------------------------------------------------------------- keys (hot path)
+def _nd_key(a, specialize):
+    shape = a.shape
+    return (np.ndarray, a.dtype, shape if specialize else tuple([s == 1 for s in shape]),
+            a.flags.c_contiguous)
+
+
+def _generic_key(a, specialize):
+    info = array_info(a)
+    if info is None:
+        return None
+    dtype, shape, contiguous = info
+    return (type(a), dtype, shape if specialize else tuple([s == 1 for s in shape]), contiguous)
+
+
+def arg_key(a, specialize: bool, constant: bool):
+    """A hashable description of one argument, or None if it is not an array or scalar."""
+    t = type(a)
+    if constant:  # any hashable Python value: int, float, str, tuple, None ...
+        try:
+            hash(a)
+        except TypeError:
+            return None
+        return ("const", t, a)
+    if t is np.ndarray:
+        return _nd_key(a, specialize)
+    if t in _PY_SCALARS or isinstance(a, np.generic):
+        return (t,)
+    return _generic_key(a, specialize)
+
+
+def out_key(out):
+    """The layout part of the key for ``out=`` (None when no out= was given)."""
+    if out is None:
+        return None
+    outs = out if isinstance(out, tuple) else (out,)
+    return tuple(arg_key(o, False, False) for o in outs) + ((isinstance(out, tuple)),)
+
+
+# ----------------------------------------------------------------- signatures
+@dataclass(frozen=True)
+class ArraySig:
+    """An array argument: ``shape`` entries are 1 (static), None (symbolic) or ints (specialized)."""
+
+    dtype: dt.DType
+    shape: tuple
+    contiguous: bool
+    kind: type = np.ndarray
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class ScalarSig:
+    """A scalar argument; ``value`` is set for compile-time constants."""
+
+    dtype: dt.DType
+    value: object = None
+    constant: bool = False
+
+
+@dataclass(frozen=True)
+class ConstSig:
+    """A compile-time constant argument (listed in ``constants``): traced as its value."""
+
+    value: object
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Everything a compiled specialisation depends on (hashable)."""
+
+    params: tuple            # ArraySig | ScalarSig, in call order
+    out_contiguous: tuple = ()   # per output, when out= was given; () = allocated (contiguous)
+    specialize: bool = False
+
+    def specs(self) -> list:
+        """The trace specs (kdsl.frontend.spec TensorSpec/ScalarSpec), one per parameter."""
+        from ..frontend.spec import ScalarSpec, TensorSpec
+        out = []
+        for p in self.params:
+            if isinstance(p, ArraySig):
+                out.append(TensorSpec(p.shape, p.dtype, contiguous=p.contiguous))
+            elif isinstance(p, ConstSig):
+                out.append(p.value)
+            else:
+                out.append(ScalarSpec(p.dtype, value=p.value if p.constant else None))
+        return out
+
+    def describe(self) -> str:
+        """Short human form, e.g. ``(float32[n, 1] strided, int)``."""
+        parts = []
+        for p in self.params:
+            if isinstance(p, ArraySig):
+                dims = ", ".join("?" if s is None else str(s) for s in p.shape)
+                parts.append(f"{p.dtype.name}[{dims}]" + ("" if p.contiguous else " strided"))
+            elif isinstance(p, ConstSig):
+                parts.append(repr(p.value))
+            else:
+                parts.append(f"{p.dtype.name}={p.value!r}" if p.constant else p.dtype.name)
+        return "(" + ", ".join(parts) + ")"
+
+
+def _fail(message, hint, loc):
+    return ArgumentError(message, hint=hint, loc=loc)
+
+
+def signature_from_args(args, names, constants, specialize, out, loc=None) -> Signature:
+    """Validate the arguments of a call and build its Signature (the cache-miss path)."""
+    params = []
+    for a, name in zip(args, names):
+        if name in constants:
+            try:
+                hash(a)
+            except TypeError:
+                raise _fail(f"constant argument {name!r} must be hashable, got "
+                            f"{type(a).__name__}", "pass a tuple instead of a list", loc) from None
+            params.append(ConstSig(a.item() if isinstance(a, np.generic) else a))
+            continue
+        if isinstance(a, (bool, int, float, np.generic)):
+            try:
+                d = _PY_SCALARS.get(type(a)) or dt.as_dtype(a.dtype)
+            except TypeError as e:
+                raise _fail(f"argument {name!r}: {e}", None, loc) from None
+            params.append(ScalarSig(d))
+            continue
+        info = array_info(a)
+        if info is None:
+            raise _fail(f"argument {name!r} must be an array or a Python scalar, got "
+                        f"{type(a).__name__}", "pass a numpy array (np.asarray(x)) or an array "
+                        "with __cuda_array_interface__ / DLPack", loc)
+        npd, shape, contiguous = info
+        try:
+            d = dt.as_dtype(npd)
+        except TypeError as e:
+            raise _fail(f"argument {name!r} has unsupported dtype {npd}", str(e).split("; ")[-1]
+                        + f"; convert it first, e.g. {name}.astype(np.float32)", loc) from None
+        dims = tuple(int(s) for s in shape) if specialize else tuple(1 if s == 1 else None
+                                                                    for s in shape)
+        params.append(ArraySig(d, dims, bool(contiguous), type(a)))
+    outs = ()
+    if out is not None:
+        outs = tuple(bool(array_info(o)[2]) if array_info(o) else True
+                     for o in (out if isinstance(out, tuple) else (out,)))
+    return Signature(tuple(params), outs, bool(specialize))
+
+
+def signature_from_specs(specs, out_contiguous=()) -> Signature:
+    """A Signature for ``kernel.lower``/``source`` given TensorSpec/ScalarSpec objects."""
+    params = []
+    for s in specs:
+        if hasattr(s, "shape") and hasattr(s, "contiguous"):
+            params.append(ArraySig(dt.as_dtype(s.dtype), tuple(s.shape),
+                                   bool(getattr(s, "contiguous", True))))
+        elif not (hasattr(s, "dtype") and hasattr(s, "value")):
+            params.append(ConstSig(s))  # a constant's value, given directly
+        else:
+            v = getattr(s, "value", None)
+            params.append(ScalarSig(dt.as_dtype(s.dtype), v, v is not None))
+    return Signature(tuple(params), tuple(out_contiguous))
