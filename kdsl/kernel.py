@@ -198,12 +198,18 @@ class Kernel:
                                     f"but the result has {len(t.shape)}")
 
     # ------------------------------------------------------------- looking inside
-    def _inspect(self, args, backend):
+    def _inspect(self, args, backend, lowering_only=False):
+        from .errors import BackendNotInstalled
         from .frontend.spec import ScalarSpec, TensorSpec
         if backend is None:
             backend = _reg.default_backend_name(
                 [a for a in args if not isinstance(a, (TensorSpec, ScalarSpec))])
-        be = _reg.get_backend(backend)
+        try:
+            be = _reg.get_backend(backend)
+        except BackendNotInstalled:
+            if not (lowering_only and isinstance(backend, str)):
+                raise
+            be = _reg.TargetOnly(backend)  # lower() needs only the target's schedules
         if len(args) != self._nargs:
             self._key(args, backend, None)  # raises the count error
         specs = []
@@ -218,9 +224,13 @@ class Kernel:
         return be, dispatch.prepare(self, be, sig, graph)
 
     def lower(self, *args_or_specs, backend=None):
-        """The lowered loop-nest IR (a LoweredFunc; ``print`` it) for these arguments or specs."""
+        """The lowered loop-nest IR (a LoweredFunc; ``print`` it) for these arguments or specs.
+
+        ``backend`` names the target whose schedules apply; it need not be installed
+        (the core pipeline is used then, without the backend's own passes).
+        """
         try:
-            be, req = self._inspect(args_or_specs, backend)
+            be, req = self._inspect(args_or_specs, backend, lowering_only=True)
             return dispatch.lower_request(be, req)
         except KdslUserError as e:
             reraise_for_user(e)

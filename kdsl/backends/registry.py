@@ -274,3 +274,17 @@ def default_backend_name(arrays=()) -> str:
         if type(a).__module__ != "numpy" and _is_cuda_array(a):
             return "cuda"
     return _automatic()
+
+
+class TargetOnly:
+    """Stands for a backend that is not installed, so ``kernel.lower`` can still show
+    the loop nest its schedules give (generic hints applied, core passes only)."""
+
+    device = "host"
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def schedule(self, sched, hints) -> None:
+        from ..schedule.hints import apply_hints
+        apply_hints(sched, hints)
