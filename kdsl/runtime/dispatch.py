@@ -47,7 +47,11 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
         for f in explicit:
             f(sched)
     else:
-        backend.schedule(sched, [h for h in hints if getattr(h, "fn", None) is None])
+        declarative = [h for h in hints if getattr(h, "fn", None) is None]
+        from ..schedule.hints import validate_hint
+        for h in declarative:  # names are checked for every backend, even one that ignores hints
+            validate_hint(sched, h)
+        backend.schedule(sched, declarative)
     outc = sig.out_contiguous or (True,) * len(graph.outputs)
     return CompileRequest(graph, sched, sig, tuple(outc), dict(getattr(backend, "options", {}) or {}))
 

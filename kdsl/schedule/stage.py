@@ -270,10 +270,20 @@ class StageSchedule:
             raise ScheduleError(f"tensorize takes an intrinsic such as kd.intrin.wmma(16, 16, 16), got {intrin!r}")
         self.tensorized = Tensorize(ax, intrin)
 
-    def set_store_predicate(self, cond):
-        """Store results only where ``cond`` holds (an expression over this stage's axes)."""
-        expr = cond.__kdsl_expr__() if hasattr(cond, "__kdsl_expr__") else cond
+    def set_store_predicate(self, cond, *axes):
+        """Store results only where ``cond`` holds.
+
+        ``cond`` is a function of the given axes, e.g.
+        ``B.set_store_predicate(lambda tx: tx == 0, B.reduce_axes[0])``, or a
+        boolean loop-IR expression.
+        """
+        if callable(cond):
+            from ..frontend.predicate import trace_axis_expr
+            ivs = [self._leaf(a, "set_store_predicate") for a in axes]
+            expr = trace_axis_expr(cond, ivs)
+        else:
+            expr = cond
         if not isinstance(expr, n.Expr) or not expr.dtype.is_bool:
-            raise ScheduleError("set_store_predicate takes a boolean expression of axis variables",
-                                hint="e.g. B.set_store_predicate(B.reduce_axes[0].var == 0)")
+            raise ScheduleError("set_store_predicate takes a function of axes returning a condition",
+                                hint="e.g. B.set_store_predicate(lambda tx: tx == 0, B.reduce_axes[0])")
         self.store_predicate = expr

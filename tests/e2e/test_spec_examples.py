@@ -204,3 +204,17 @@ def test_cross_thread_lowered_text_reads_like_a_loop_nest():
                   "# bound threadIdx.y", "# bound threadIdx.x", "allocate B.rf: float32[1, 1] local",
                   "k.outer*16 + k.inner.v < m", "barrier"]:
         assert piece in text, (piece, text)
+
+
+def test_seed000_store_predicate(rng):
+    """The seed's set_store_predicate(tx == 0) on the cross-thread schedule."""
+    def sched(s):
+        cross_thread(s)
+        B = s["B"]
+        B.set_store_predicate(lambda tx: tx == 0, B.reduce_axes[0])
+    k = kd.kernel(_rowsum_te)
+    k.schedule("interp")(sched)
+    a = rng.standard_normal((45, 37)).astype(np.float32)
+    np.testing.assert_allclose(k(a, backend="interp"), a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+    text = str(k.lower(a, backend="interp"))
+    assert "if k.inner.v == 0" in text

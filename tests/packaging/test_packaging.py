@@ -99,7 +99,7 @@ def venv(tmp_path_factory):
     return d, py
 
 
-def test_editable_install_and_third_party_backend(venv):
+def test_install_and_third_party_backend(venv):
     d, py = venv
     src = d / "kdsl_src"
     src.mkdir()
@@ -110,15 +110,17 @@ def test_editable_install_and_third_party_backend(venv):
     toy.mkdir()
     (toy / "pyproject.toml").write_text(TOY_PYPROJECT)
     (toy / "kdsl_toy.py").write_text(TOY_MODULE)
-    for args in (["-e", str(src)], [str(toy)]):
+    # a plain (not editable) install: the venv's site-packages then precede a kdsl that the system
+    # site-packages may hold (CI installs one); setuptools' editable finder would come after it
+    for args in ([str(src)], [str(toy)]):
         r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                            "--no-index", *args], capture_output=True, text=True, timeout=300)
+                            "--no-index", "--ignore-installed", *args], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
     out = _py(f"""
         import sys
         import numpy as np
         import kdsl as kd
-        assert kd.__file__.startswith({str(src)!r}), kd.__file__
+        assert kd.__file__.startswith({str(d)!r}), kd.__file__
         from importlib.metadata import entry_points
         print(sorted(e.name for e in entry_points(group="kdsl.backends")))
         print(kd.backends())
