@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-from types import SimpleNamespace
 
 from handgraph import Builder, read, sum_
 
@@ -28,7 +27,10 @@ fake_trace.calls = 0
 
 
 def fake_schedule(graph):
-    return SimpleNamespace(graph=graph, applied=[])
+    """A real Schedule (hint names are validated against it) that also records what was applied."""
+    s = real_schedule(graph)
+    s.applied = []
+    return s
 
 
 def install(monkeypatch):
