@@ -15,6 +15,7 @@ from .. import dtypes as dt
 from ..errors import KernelError, KernelValueError, ShapeError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
+from ..graph import Constraint
 from . import context
 from .array import Array, from_tensor, norm_axis
 from .ops import _truth, asarray, astype, cast_to, elementwise, _as_dtype
@@ -122,6 +123,21 @@ def _index_style(axis) -> bool:
 
 
 # ------------------------------------------------------------------ numpy style
+def _require_nonempty(ctx, kind, dims, loc):
+    """max/min/argmax/argmin have no identity: like numpy, an empty reduction is an error
+    (at trace time for static sizes, else a call-time check)."""
+    size = mk.as_expr(1)
+    for d in dims:
+        size = mk.mul(size, d)
+    msg = (f"{kind} over an empty axis has no identity (numpy raises here too)")
+    hint = "guard the call on the size, or use a reduction with an identity (sum, prod, kd.reducer)"
+    if isinstance(size, n.Const):
+        if size.value == 0:
+            raise ShapeError(msg, loc=loc, hint=hint)
+        return
+    ctx.constraints.append(Constraint(mk.compare(n.CmpOp.GT, size, 0), n.const(True), msg, loc))
+
+
 def reduce_np(kind: str, x, axis=None, keepdims=False, dtype=None, *, comb=None, name=None,
               out=None, where=None) -> Array:
     """A numpy-style reduction stage (``kind`` names it unless ``name`` is given)."""
@@ -144,6 +160,8 @@ def reduce_np(kind: str, x, axis=None, keepdims=False, dtype=None, *, comb=None,
             return elementwise(kind, [x], _truth, dt.bool_)
         return astype(x, res) if res is not x.dtype or x.weak else x
     loc = user_location()
+    if comb is None and kind in ("max", "min", "argmax", "argmin"):
+        _require_nonempty(ctx, kind, [x.dims[j] for j in axes], loc)
     spatial, idx, rax, k = [], [], [], 0
     for j, d in enumerate(x.dims):
         if j in axes:

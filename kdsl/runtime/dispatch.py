@@ -150,7 +150,8 @@ class _Fail:
         c = self.graph.constraints[j]
         call = user_location()
         at = f" (called at {call.short})" if call is not None else ""
-        raise ShapeError(f"{c.message}: {lhs} != {rhs} for this call{at}",
+        detail = "" if isinstance(c.rhs, n.Const) and c.rhs.dtype.is_bool else f": {lhs} != {rhs}"
+        raise ShapeError(f"{c.message}{detail} for this call{at}",
                          loc=c.loc if c.loc is not None else call)
 
     def out(self, j, got, want):
