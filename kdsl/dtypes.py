@@ -28,6 +28,18 @@ class DType:
     def __reduce__(self):
         return (as_dtype, (self.name,))
 
+    def __eq__(self, other):
+        """Equal to itself and to the numpy dtype/type/name it stands for (``== np.float32``)."""
+        if isinstance(other, DType):
+            return self is other
+        try:
+            return as_dtype(other) is self
+        except TypeError:
+            return NotImplemented
+
+    def __hash__(self):
+        return hash(self.name)
+
     @property
     def is_float(self) -> bool:
         return self.kind == "f"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -144,9 +143,4 @@ def runtime_table(mode: str = "auto", nthreads: int | None = None) -> RuntimeTab
     return RuntimeTable(addr, max(1, int(nthreads)))
 
 
-def threading_mode() -> str:
-    """'omp' when libgomp is usable here, else 'pool'."""
-    return "omp" if _libgomp() is not None and not os.environ.get("KDSL_CPU_NO_OPENMP") else "pool"
-
-
-__all__ = ["RuntimeTable", "runtime_table", "omp_launcher", "pool_launcher", "threading_mode"]
+__all__ = ["RuntimeTable", "runtime_table", "omp_launcher", "pool_launcher"]

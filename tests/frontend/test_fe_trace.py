@@ -138,3 +138,10 @@ def test_copy_method_and_repr():
     seen = []
     trace(lambda A: seen.append(repr(A)) or A, [TensorSpec((None, 3), "float32")])
     assert seen == ["<traced float32 array shape=(A_0, 3)>"]
+
+
+def test_dtype_compares_with_numpy():
+    import kdsl
+    assert kdsl.float32 == np.float32 and kdsl.float32 == np.dtype("float32") and kdsl.float32 == "float32"
+    assert kdsl.float32 != np.float64 and kdsl.bool_ == np.bool_ and not (kdsl.int8 == 3)
+    assert len({kdsl.float32, kdsl.as_dtype if False else kdsl.float32}) == 1
