@@ -227,10 +227,7 @@ class NumpyBackend:
 
     def source(self, request) -> str:
         """The stage graph as text (what this backend evaluates)."""
-        try:
-            from ..ir.printer import format_graph
-        except ImportError:
-            from .numpy_describe import describe_graph as format_graph
+        from ..ir.printer import format_graph
         return format_graph(request.graph)
 
     def accepts(self, array) -> bool:

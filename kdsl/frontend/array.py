@@ -78,7 +78,7 @@ class Array:
         return self
 
     def __repr__(self) -> str:
-        from .printing import expr_str
+        from ..ir.printer import format_expr as expr_str
         return f"<traced {self.dtype.name} array shape=({', '.join(expr_str(d) for d in self.dims)})>"
 
     # ------------------------------------------------------------ untraceable Python

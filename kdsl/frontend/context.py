@@ -69,7 +69,7 @@ class TraceContext:
 
     def describe(self, e: n.Expr) -> str:
         """A readable name for a size expression (``A.shape[1]``, ``n - 2``)."""
-        from .printing import expr_str
+        from ..ir.printer import format_expr as expr_str
         if isinstance(e, n.Var) and e in self.dim_desc:
             return f"{self.dim_desc[e]} ({e.name})"
         return expr_str(e)

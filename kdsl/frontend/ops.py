@@ -112,7 +112,7 @@ def _is_one(ctx, d) -> bool:
 
 
 def _dims_str(ctx, dims) -> str:
-    from .printing import expr_str
+    from ..ir.printer import format_expr as expr_str
     parts = [expr_str(ctx.resolve(d)) for d in dims]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 

@@ -173,9 +173,10 @@ class Lowering:
                     break
         return out
 
-    def _nest(self, h, leaves, guards, innermost) -> n.Stmt:
-        """Loops over ``leaves`` around ``innermost``; each guard goes right inside the
-        innermost loop it depends on (guards on ``defined`` vars go outside all)."""
+    def _nest(self, h, leaves, guards, innermost, attach=True) -> n.Stmt:
+        """Loops over ``leaves`` around ``innermost``; each guard goes right inside the innermost
+        loop it depends on.  ``attach=False`` makes plain loops without attached stages (the
+        init nest of a reduction repeats spatial loops; GPU bindings stay with the update)."""
         dom = self.domains[h]
         pos = {iv.var: k for k, iv in enumerate(leaves)}
         at = {}
@@ -185,7 +186,12 @@ class Lowering:
         stmt = _guard(mk.all_of(at.get(len(leaves), [])), innermost)
         for k in range(len(leaves) - 1, -1, -1):
             iv = leaves[k]
-            stmt = self._wrap_loop(h, iv, dom.leaf_extent[iv], stmt)
+            if attach:
+                stmt = self._wrap_loop(h, iv, dom.leaf_extent[iv], stmt)
+            else:
+                a = self._attr(h, iv)
+                kind = a.kind if a.kind is not n.ForKind.BOUND else n.ForKind.SERIAL
+                stmt = n.For(iv.var, mk.as_expr(0), dom.leaf_extent[iv], kind, stmt, None)
             stmt = _guard(mk.all_of(at.get(k, [])), stmt)
         return stmt
 
@@ -228,26 +234,9 @@ class Lowering:
         init_leaves = [iv for iv in leaves[p:] if iv.kind is n.IterKind.SPATIAL]
         cur = [n.Load(b.dtype, b, idx) for b in bufs]
         update = _guard(pred, self._combine_store(comb, cur, sources, lambda j, v: n.Store(bufs[j], idx, v)))
-        init_nest = self._nest_noattach(h, init_leaves, sp_guards, _guard(pred, init))
+        init_nest = self._nest(h, init_leaves, sp_guards, _guard(pred, init), attach=False)
         upd_nest = self._nest(h, leaves[p:], sp_guards + rd_guards, update)
         return self._nest(h, leaves[:p], [], _seq([init_nest, upd_nest])) if p else _seq([init_nest, upd_nest])
-
-    def _nest_noattach(self, h, leaves, guards, innermost):
-        """Like ``_nest`` but plain loops (the init nest repeats spatial loops without attachments)."""
-        dom = self.domains[h]
-        pos = {iv.var: k for k, iv in enumerate(leaves)}
-        at = {}
-        for g in guards:
-            used = [pos[v] + 1 for v in collect(g, lambda x: isinstance(x, n.Var)) if v in pos]
-            at.setdefault(max(used, default=0), []).append(g)
-        stmt = _guard(mk.all_of(at.get(len(leaves), [])), innermost)
-        for k in range(len(leaves) - 1, -1, -1):
-            iv = leaves[k]
-            a = self._attr(h, iv)
-            kind = a.kind if a.kind is not n.ForKind.BOUND else n.ForKind.SERIAL
-            stmt = n.For(iv.var, mk.as_expr(0), dom.leaf_extent[iv], kind, stmt, None)
-            stmt = _guard(mk.all_of(at.get(k, [])), stmt)
-        return stmt
 
     @staticmethod
     def _combine_store(comb, lhs, rhs, store):

@@ -53,6 +53,11 @@ def host() -> tuple:
 @functools.lru_cache(maxsize=None)
 def target_machine():
     """The target machine for the host CPU (its name and features: AVX2/AVX-512 where present)."""
+    return new_target_machine()
+
+
+def new_target_machine():
+    """A fresh host target machine (an MCJIT engine takes ownership of the one it is given)."""
     triple, cpu, features = host()
     target = llvm.Target.from_triple(triple)
     return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL,
@@ -111,7 +116,8 @@ class LoadedCode:
     def __init__(self, obj: bytes, entry: str):
         _init()
         with LLVM_LOCK:
-            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
+            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
+                                                      new_target_machine())
             self._engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
             self._engine.finalize_object()
             self.address = self._engine.get_function_address(entry)

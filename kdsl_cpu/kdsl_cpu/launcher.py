@@ -70,7 +70,7 @@ def build_launcher(func, address: int, runtime, keepalive=()):
         names.append(f"b{k}.ctypes.data")
         if k >= nin:
             lines.append(f"if not b{k}.flags.writeable: _readonly({buf.name!r})")
-    ns["_pack_b"] = struct.Struct("<" + "P" * len(names)).pack
+    ns["_pack_b"] = struct.Struct("@" + "P" * len(names)).pack
     fmt, vals = "<", []
     for v, (kind, i, d) in zip(func.scalars, func.attrs.get("bindings", ())):
         try:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import kdsl as kd
+from seed_schedules import SEED_SCHEDULES, cross_thread
 
 
 @kd.kernel
@@ -115,37 +116,6 @@ def test_matmul(executor, shapes, rng):
 
 
 # ---------------------------------------------------------------- seed 000 schedules
-def split_only(s):
-    B = s["B"]
-    B.split(B.reduce_axes[0], factor=16)
-    B.split(B.axes[0], factor=32)
-
-
-def bind_rows(s):
-    B = s["B"]
-    xo, xi = B.split(B.axes[0], factor=32)
-    B.bind(xo, "blockIdx.x")
-    B.bind(xi, "threadIdx.x")
-
-
-def rfactor_only(s):
-    B = s["B"]
-    ko, ki = B.split(B.reduce_axes[0], factor=16)
-    s.rfactor(B, ki)
-
-
-def cross_thread(s):
-    B = s["B"]
-    ko, ki = B.split(B.reduce_axes[0], factor=16)
-    BF = s.rfactor(B, ki)
-    xo, xi = B.split(B.axes[0], factor=32)
-    B.bind(xo, "blockIdx.x")
-    B.bind(xi, "threadIdx.y")
-    B.bind(B.reduce_axes[0], "threadIdx.x")
-    BF.compute_at(B, B.reduce_axes[0])
-
-
-SEED_SCHEDULES = [split_only, bind_rows, rfactor_only, cross_thread]
 
 
 def _scheduled(fn, sched):

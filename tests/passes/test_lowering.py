@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from handgraph import Builder, combiner, read, sum_
+from seed_schedules import bind_rows, cross_thread, rfactor_only, split_only
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
 from kdsl.errors import ScheduleError
@@ -53,36 +54,6 @@ def run(g, sched_fn, args, out_shapes, out_dtypes=None):
 SHAPES = [(0, 3), (1, 1), (3, 0), (5, 7), (33, 17), (64, 48)]
 
 
-def _split_both(s):
-    B = s["B"]
-    B.split(B.reduce_axes[0], factor=16)
-    B.split(B.axes[0], factor=32)
-
-
-def _rfactor(s):
-    B = s["B"]
-    _, ki = B.split(B.reduce_axes[0], factor=16)
-    s.rfactor(B, ki)
-
-
-def _cross_thread(s):
-    B = s["B"]
-    _, ki = B.split(B.reduce_axes[0], factor=16)
-    BF = s.rfactor(B, ki)
-    xo, xi = B.split(B.axes[0], factor=32)
-    B.bind(xo, "blockIdx.x")
-    B.bind(xi, "threadIdx.y")
-    B.bind(B.reduce_axes[0], "threadIdx.x")
-    BF.compute_at(B, B.reduce_axes[0])
-
-
-def _bind_rows(s):
-    B = s["B"]
-    xo, xi = B.split(B.axes[0], factor=32)
-    B.bind(xo, "blockIdx.x")
-    B.bind(xi, "threadIdx.x")
-
-
 def _rfactor_parallel_chunks(s):
     B = s["B"]
     ko, _ = B.split(B.reduce_axes[0], nparts=4)
@@ -97,7 +68,7 @@ def _reorder_reduce_outside(s):
     B.vectorize(ii)
 
 
-SCHEDULES = [lambda s: None, _split_both, _rfactor, _cross_thread, _bind_rows, _rfactor_parallel_chunks,
+SCHEDULES = [lambda s: None, split_only, rfactor_only, cross_thread, bind_rows, _rfactor_parallel_chunks,
              _reorder_reduce_outside]
 
 
@@ -245,7 +216,7 @@ def argmax_graph():
     return b.graph(b.compute("B", [i], body, [k]))
 
 
-@pytest.mark.parametrize("sched", [lambda s: None, _rfactor, _cross_thread])
+@pytest.mark.parametrize("sched", [lambda s: None, rfactor_only, cross_thread])
 @pytest.mark.parametrize("shape", [(1, 1), (4, 5), (9, 40)])
 def test_argmax_multi_value(sched, shape):
     a = RNG.integers(0, 5, shape).astype(np.float32)  # ties on purpose
@@ -253,21 +224,21 @@ def test_argmax_multi_value(sched, shape):
     np.testing.assert_array_equal(out, a.argmax(1))
 
 
-def test_product_reducer_cross_thread():
+def test_product_reducercross_thread():
     b = Builder("rowprod")
     A = b.input("A", ("n", "m"), dt.float64)
     i, k = b.axis("i", b.dim("n")), b.raxis("k", b.dim("m"))
     c = combiner("product", dt.float64, n.BinOp.MUL, 1.0)
     g = b.graph(b.compute("B", [i], n.Reduce(dt.float64, c, (read(A, i, k),), (k,)), [k]))
     a = RNG.random((37, 23)) + 0.5
-    (out,), _ = run(g, _cross_thread, [a], [(37,)], [np.float64])
+    (out,), _ = run(g, cross_thread, [a], [(37,)], [np.float64])
     np.testing.assert_allclose(out, a.prod(1))
 
 
 def test_store_predicate_and_print():
     g = rowsum_graph()
     s = Schedule(g)
-    _cross_thread(s)
+    cross_thread(s)
     text = str(lower(s))
     for piece in ["bound blockIdx.x", "bound threadIdx.y", "bound threadIdx.x", "allocate B.rf", "barrier",
                   "< n", "< m"]:

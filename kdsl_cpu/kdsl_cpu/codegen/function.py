@@ -46,6 +46,7 @@ class FnCtx:
         eb = ir.IRBuilder(self._entry)
         a = eb.alloca(t, size=ir.Constant(T.I64, count) if count != 1 else None, name=name)
         a.align = align
+        a.type = T.PTR   # llvmlite types allocas as typed pointers; LLVM 17+ has only `ptr`
         return a
 
     def finish(self):
