@@ -156,6 +156,8 @@ def user_frames_only(tb: types.TracebackType | None) -> types.TracebackType | No
     return new
 
 
-def reraise_for_user(exc: KdslUserError):
-    """Raise ``exc`` again with a traceback trimmed to user frames."""
-    raise exc.with_traceback(user_frames_only(exc.__traceback__)) from None
+def for_user(exc: KdslUserError) -> KdslUserError:
+    """``exc`` with its traceback trimmed to user frames; the public entry point that caught it
+    does ``raise for_user(e) from None``, so that frame is the only kdsl one left (it sets
+    ``__tracebackhide__`` so pytest and IPython hide it too)."""
+    return exc.with_traceback(user_frames_only(exc.__traceback__))

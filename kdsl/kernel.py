@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from .backends import registry as _reg
-from .errors import (ArgumentError, KdslError, KdslUserError, KernelError, reraise_for_user,
+from .errors import (ArgumentError, KdslError, KdslUserError, KernelError, for_user,
                      user_frames_only, user_location)
 from .runtime import dispatch
 from .runtime.signature import arg_key, out_key, signature_from_args, signature_from_specs
@@ -90,7 +90,8 @@ class Kernel:
             return launch(args, out, stream)
         except KdslUserError as e:
             # re-raised here so that only this frame of kdsl stays in the user's traceback
-            raise e.with_traceback(user_frames_only(e.__traceback__)) from None
+            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
+            raise for_user(e) from None
 
     def _miss(self, args, backend, out):
         """Validate the arguments, then compile (once per key) and return the launcher."""
@@ -233,7 +234,8 @@ class Kernel:
             be, req = self._inspect(args_or_specs, backend, lowering_only=True)
             return dispatch.lower_request(be, req)
         except KdslUserError as e:
-            reraise_for_user(e)
+            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
+            raise for_user(e) from None
 
     def source(self, *args_or_specs, backend=None) -> str:
         """What the backend compiles (LLVM IR, CUDA C++, the stage graph for numpy)."""
@@ -241,7 +243,8 @@ class Kernel:
             be, req = self._inspect(args_or_specs, backend)
             return be.source(req)
         except KdslUserError as e:
-            reraise_for_user(e)
+            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
+            raise for_user(e) from None
 
     # ------------------------------------------------------------- schedules
     def schedule(self, target):

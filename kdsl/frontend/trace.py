@@ -14,7 +14,7 @@ import linecache
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, KdslUserError, KernelError, SourceLoc, reraise_for_user
+from ..errors import ArgumentError, KdslUserError, KernelError, SourceLoc, for_user
 from ..graph import Graph, Input, Tensor
 from ..ir import nodes as n
 from . import context
@@ -74,7 +74,8 @@ def trace(fn, specs, *, name=None, constants=()) -> Graph:
     try:
         return _trace(fn, list(specs), name, set(constants))
     except KdslUserError as e:
-        reraise_for_user(e)
+        __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
+        raise for_user(e) from None
 
 
 def _trace(fn, specs, name, constants) -> Graph:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ScheduleError, SourceLoc, user_location
+from ..errors import ScheduleError, SourceLoc, for_user, user_location
 from ..ir import nodes as n
 
 GENERIC = ("tile", "parallel", "vectorize", "unroll", "rfactor")
@@ -34,6 +34,14 @@ class Hint:
 
 def schedule(target=None, fn=None, **hints):
     """Decorator: attach schedule hints (or an explicit schedule function) for ``target``."""
+    try:
+        return _schedule(target, fn, hints)
+    except ScheduleError as e:
+        __tracebackhide__ = True  # noqa: F841
+        raise for_user(e) from None
+
+
+def _schedule(target, fn, hints):
     loc = user_location()
     if callable(target) and fn is None and not isinstance(target, str):
         raise ScheduleError("kd.schedule needs a target first: @kd.schedule('cpu', parallel='i0') "
