@@ -188,3 +188,25 @@ def test_seed000_store_predicate(rng):
     np.testing.assert_allclose(k(a, backend="interp"), a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
     text = str(k.lower(a, backend="interp"))
     assert "if k.inner.v == 0" in text
+
+
+@kd.kernel
+def axpy(a, X, Y):
+    return a * X + Y
+
+
+@kd.kernel(constants=("p",))
+def powsum(X, p):
+    return (X ** p).sum(axis=0)
+
+
+def test_scalar_arguments_symbolic_and_constant(executor, rng):
+    x = rng.standard_normal(7).astype(np.float32)
+    y = rng.standard_normal(7).astype(np.float32)
+    out = axpy(2.5, x, y, backend=executor)
+    assert out.dtype == np.float32      # a Python float is weak, like numpy
+    np.testing.assert_allclose(out, 2.5 * x.astype(np.float64) + y, rtol=1e-6)
+    np.testing.assert_allclose(axpy(-1.0, x, y, backend=executor), y - x, rtol=1e-6)  # same kernel
+    m = rng.standard_normal((5, 3))
+    np.testing.assert_allclose(powsum(m, 3, backend=executor), (m ** 3).sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(powsum(m, 2, backend=executor), (m ** 2).sum(axis=0), rtol=1e-12)
