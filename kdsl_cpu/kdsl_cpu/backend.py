@@ -1,0 +1,153 @@
+"""The ``cpu`` Backend object (kdsl/backends/protocol.py): schedule, compile, source.
+
+``compile`` lowers the request, generates LLVM IR, and gets object code from
+the disk cache (``kdsl.runtime.cache``; key: printed IR, bindings, target CPU
+and toolchain versions) or compiles and stores it, then loads it and builds
+the launcher.  A corrupt or foreign cache entry is dropped by the cache and
+rebuilt here.  ``stats`` counts what happened (tests use it to see that a new
+process loads from the cache without compiling).
+"""
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+
+from kdsl import dtypes as dt
+from kdsl.backends.protocol import CompileRequest
+from kdsl.runtime import cache as disk
+
+from . import __version__, jit, parallel
+from .codegen import generate
+from .launcher import build_launcher
+
+#: bump when the generated code changes for the same loop IR (invalidates cache entries)
+CODEGEN_VERSION = "1"
+
+
+class CPUCompiled:
+    """A loaded kernel: ``(inputs, outputs, scalars)`` runs it (the protocol's ``Compiled``)."""
+
+    def __init__(self, func, code, entry: str, ir_text: str, runtime, from_cache: bool):
+        self.func = func
+        self.entry = entry
+        self.source = ir_text
+        self.from_cache = from_cache
+        self._code = code
+        self._runtime = runtime
+        self._run = build_launcher(func, code.address, runtime, keepalive=(code,))
+
+    def __call__(self, inputs, outputs, scalars, stream=None) -> None:
+        self._run(inputs, outputs, scalars)
+
+
+class CPUBackend:
+    """Compiles kernels to host machine code with LLVM (llvmlite) and runs them on numpy arrays.
+
+    ``threading``: "auto" (OpenMP's libgomp where it loads, else a thread pool),
+    "omp" or "pool"; ``num_threads``: workers per parallel loop (default
+    ``KDSL_NUM_THREADS``, i.e. all cores, read when a kernel is compiled).
+    """
+
+    name = "cpu"
+    device = "host"
+
+    def __init__(self, threading: str = "auto", num_threads: int | None = None):
+        if threading not in ("auto", "omp", "pool"):
+            raise ValueError(f"threading must be 'auto', 'omp' or 'pool', got {threading!r}")
+        self.threading = threading
+        self.num_threads = num_threads
+        self.stats = {"compiled": 0, "cache_hits": 0}
+        self._lock = threading_mod.Lock()
+
+    # ------------------------------------------------------------- protocol
+    def schedule(self, sched, hints) -> None:
+        """The user's generic hints (default CPU schedules come later)."""
+        from kdsl.schedule.hints import apply_hints
+        apply_hints(sched, hints)
+
+    def lower(self, request: CompileRequest):
+        """The loop IR this backend compiles for ``request``."""
+        return request.lower()
+
+    def source(self, request: CompileRequest) -> str:
+        """The LLVM IR of the request (before LLVM's optimisation)."""
+        return self._generate(self.lower(request)).ir
+
+    def compile(self, request: CompileRequest) -> CPUCompiled:
+        func = self.lower(request)
+        gen = self._generate(func)
+        key = disk.cache_key(str(func), self.name, self.cache_options(func), _version())
+        store = disk.DiskCache()
+        obj = _unpack(store.get(key), gen.entry)
+        from_cache = obj is not None
+        if from_cache:
+            with self._lock:
+                self.stats["cache_hits"] += 1
+        else:
+            obj = jit.compile_object(gen.ir)
+            with self._lock:
+                self.stats["compiled"] += 1
+            store.put(key, _pack(obj, gen.entry))
+        code = jit.load_object(obj, gen.entry)
+        rt = parallel.runtime_table(self.threading, self._threads(request))
+        return CPUCompiled(func, code, gen.entry, gen.ir, rt, from_cache)
+
+    def accepts(self, array) -> bool:
+        return isinstance(array, np.ndarray)
+
+    def empty(self, shape: tuple, dtype, like=None):
+        return np.empty(tuple(shape), dtype=dt.as_dtype(dtype).np)
+
+    # ------------------------------------------------------------- helpers
+    def cache_options(self, func) -> dict:
+        """What besides the printed IR decides the object code (part of the cache key)."""
+        return {"target": jit.options(), "codegen": CODEGEN_VERSION,
+                "bindings": repr(func.attrs.get("bindings", ())),
+                "scalars": [v.dtype.name for v in func.scalars]}
+
+    def _generate(self, func):
+        return generate(func, jit.host()[0], jit.data_layout())
+
+    def _threads(self, request) -> int | None:
+        """Thread count: the backend's, else a ``threads=`` hint given as an int, else the env."""
+        if self.num_threads is not None:
+            return self.num_threads
+        for hv in getattr(request.schedule, "backend_hints", {}).values():
+            t = hv.get("threads")
+            if isinstance(t, int) and not isinstance(t, bool) and t >= 1:
+                return t
+        return None
+
+    def __repr__(self) -> str:
+        return f"CPUBackend(threading={self.threading!r})"
+
+
+import threading as threading_mod  # noqa: E402  (the constructor argument shadows the name)
+
+_MAGIC = b"KDSLCPU1"
+
+
+def _version() -> str:
+    return f"{__version__}+cg{CODEGEN_VERSION}"
+
+
+def _pack(obj: bytes, entry: str) -> bytes:
+    head = json.dumps({"entry": entry}).encode()
+    return _MAGIC + len(head).to_bytes(4, "little") + head + obj
+
+
+def _unpack(blob: bytes | None, entry: str) -> bytes | None:
+    """The object code of a cache payload, or None when it is not ours or names another entry."""
+    if blob is None or not blob.startswith(_MAGIC) or len(blob) < len(_MAGIC) + 4:
+        return None
+    n = int.from_bytes(blob[len(_MAGIC):len(_MAGIC) + 4], "little")
+    start = len(_MAGIC) + 4
+    try:
+        head = json.loads(blob[start:start + n])
+    except ValueError:
+        return None
+    if not isinstance(head, dict) or head.get("entry") != entry:
+        return None
+    return blob[start + n:] or None

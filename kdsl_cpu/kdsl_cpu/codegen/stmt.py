@@ -1,0 +1,280 @@
+"""Statements of the loop IR -> LLVM control flow.
+
+Loops are rotated (guard, body, latch) with an i64 induction variable.
+SERIAL and BOUND loops (GPU tags: the lowering emits barrier-separated
+phases, so running them in order is exact) are plain loops; VECTORIZED loops
+carry ``llvm.loop.vectorize.enable`` and UNROLLED ones ``llvm.loop.unroll.*``
+metadata.  A PARALLEL loop that is not inside another one is outlined into a
+chunk function ``void chunk(ptr data, i64 tid, i64 nthreads)`` running a static
+block of the iteration range; the caller packs every live variable and buffer
+pointer into ``data`` and calls the runtime's parallel launcher (see
+parallel.py).  Allocations of small constant size live on the stack (one
+slot per function: per thread inside a chunk); others use malloc/free.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from kdsl.errors import BackendCompileError, InternalCompilerError
+from kdsl.ir import nodes as n
+
+from . import types as T
+from .expr import ExprGen
+from .function import FnCtx
+
+#: constant-size temporaries up to this many bytes go on the stack
+STACK_LIMIT = 32 * 1024
+
+_CHUNK_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.I64, T.I64])
+_LAUNCH_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.I64])
+
+
+class _LoopID(ir.values.MDValue):
+    """A self-referential ``llvm.loop`` node (identity-hashed: it contains itself)."""
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+
+class StmtGen:
+    """Generates the statements of one kernel into ``module`` (see the module docstring)."""
+
+    def __init__(self, module: ir.Module, intrinsics, kernel_name: str):
+        self.module = module
+        self.intr = intrinsics
+        self.kernel_name = kernel_name
+        self.fn: FnCtx | None = None
+        self._chunks = 0
+        self._table = {n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
+                       n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
+                       n.Barrier: self._barrier, n.Evaluate: self._evaluate,
+                       n.Intrinsic: self._intrinsic}
+        self._malloc = self._free = None
+
+    def bind(self, ctx: FnCtx):
+        """Make ``ctx`` the function being generated."""
+        ctx.expr = ExprGen(ctx, self.intr)
+        self.fn = ctx
+
+    def stmt(self, s: n.Stmt):
+        f = self._table.get(type(s))
+        if f is None:
+            raise InternalCompilerError(f"the cpu backend cannot compile a {type(s).__name__} "
+                                        "statement")
+        f(s)
+
+    def expr(self, e: n.Expr):
+        return self.fn.expr(e)
+
+    # ------------------------------------------------------------- simple statements
+    def _seq(self, s):
+        for x in s.stmts:
+            self.stmt(x)
+
+    def _let(self, s):
+        if s.var in self.fn.env:
+            raise InternalCompilerError(f"variable {s.var.name!r} is bound again in its own scope")
+        self.fn.env[s.var] = self.expr(s.value)
+        self.stmt(s.body)
+        del self.fn.env[s.var]
+
+    def _store(self, s):
+        if s.value.dtype is not s.buffer.dtype:
+            raise InternalCompilerError(f"store of a {s.value.dtype.name} value into "
+                                        f"{s.buffer.dtype.name} buffer {s.buffer.name!r}")
+        value = self.expr(s.value)
+        self.fn.store(s.buffer, [self.expr(i) for i in s.indices], value)
+
+    def _evaluate(self, s):
+        self.expr(s.value)
+
+    def _barrier(self, s):
+        pass   # phases of a block run one after the other on the CPU: nothing to wait for
+
+    def _intrinsic(self, s):
+        raise BackendCompileError(f"the cpu backend cannot compile the intrinsic {s.name!r} of "
+                                  f"kernel {self.kernel_name!r}: tensorize targets such as WMMA "
+                                  "need the cuda backend (drop tensorize/tensor_cores for 'cpu')")
+
+    def _if(self, s):
+        b = self.fn.b
+        cond = self.expr(s.cond)
+        if s.otherwise is None:
+            with b.if_then(cond):
+                self.stmt(s.then)
+            return
+        with b.if_else(cond) as (then, otherwise):
+            with then:
+                self.stmt(s.then)
+            with otherwise:
+                self.stmt(s.otherwise)
+
+    # ------------------------------------------------------------- loops
+    def loop_md(self, props) -> ir.values.MDValue:
+        """A distinct ``!llvm.loop`` node with ``props`` ((name, value-or-None) pairs)."""
+        ops = []
+        for name, val in props:
+            items = [ir.MetaDataString(self.module, name)]
+            if val is not None:
+                items.append(val)
+            ops.append(self.module.add_metadata(items))
+        md = _LoopID(self.module, [], name=str(len(self.module.metadata)))
+        md.operands = (md, *ops)
+        return md
+
+    def _for(self, s: n.For):
+        if s.kind is n.ForKind.PARALLEL and self.fn.par_depth == 0:
+            return self._parallel(s)
+        md = None
+        if s.kind is n.ForKind.VECTORIZED:
+            # no full unroll first: LLVM would unroll the (constant, guarded) lane loop into
+            # scalar branches before the loop vectorizer ever sees it
+            md = self.loop_md([("llvm.loop.vectorize.enable", ir.Constant(T.I1, 1)),
+                               ("llvm.loop.unroll.disable", None)])
+        elif s.kind is n.ForKind.UNROLLED:
+            full = isinstance(s.extent, n.Const)
+            md = self.loop_md([("llvm.loop.unroll.full" if full else "llvm.loop.unroll.enable",
+                                None)])
+        lo, ext = self.expr(s.min), self.expr(s.extent)
+        self.loop(s.var, lo, self.fn.b.add(lo, ext), s.body, md)
+
+    def loop(self, var: n.Var, lo, hi, body: n.Stmt, md=None):
+        """``for var in [lo, hi)`` (i64 values) around ``body``."""
+        ctx = self.fn
+        b = ctx.b
+        if var in ctx.env:
+            raise InternalCompilerError(f"loop variable {var.name!r} is bound again in its scope")
+        pre = b.block
+        body_bb = ctx.fn.append_basic_block(f"for.{var.name}")
+        exit_bb = ctx.fn.append_basic_block(f"end.{var.name}")
+        b.cbranch(b.icmp_signed("<", lo, hi), body_bb, exit_bb)
+        b.position_at_end(body_bb)
+        i = b.phi(T.I64, name=var.name)
+        i.add_incoming(lo, pre)
+        ctx.env[var] = i
+        self.stmt(body)
+        del ctx.env[var]
+        nxt = b.add(i, ir.Constant(T.I64, 1), flags=["nsw"])
+        i.add_incoming(nxt, b.block)
+        br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
+        if md is not None:
+            br.set_metadata("llvm.loop", md)
+        b.position_at_end(exit_bb)
+
+    def _parallel(self, s: n.For):
+        """Outline ``s`` into a chunk function and run it through the runtime's launcher."""
+        outer = self.fn
+        b = outer.b
+        lo, ext = self.expr(s.min), self.expr(s.extent)
+        live_vars = list(outer.env.items())
+        live_bufs = list(outer.bufs.items())
+        nslots = 3 + len(live_vars) + len(live_bufs)
+        data = outer.entry_alloca(T.I64, nslots, align=16, name="par.data")
+
+        def slot(builder, k):
+            return builder.gep(data_ptr, [ir.Constant(T.I64, k)], source_etype=T.I64)
+
+        data_ptr = data
+        b.store(lo, slot(b, 0))
+        b.store(ext, slot(b, 1))
+        b.store(outer.status, slot(b, 2))
+        for k, (_, v) in enumerate(live_vars):
+            b.store(v, slot(b, 3 + k))
+        for k, (_, p) in enumerate(live_bufs):
+            b.store(p, slot(b, 3 + len(live_vars) + k))
+
+        self._chunks += 1
+        chunk = ir.Function(self.module, _CHUNK_TYPE, f"{self.kernel_name}.par{self._chunks}")
+        chunk.linkage = "internal"
+        chunk.attributes.add("nounwind")
+        inner = FnCtx(chunk, par_depth=outer.par_depth + 1)
+        inner.param_bufs = outer.param_bufs
+        self.bind(inner)
+        ib = inner.b
+        data_ptr, tid, nth = chunk.args
+        c_lo = ib.load(slot(ib, 0), typ=T.I64)
+        c_ext = ib.load(slot(ib, 1), typ=T.I64)
+        inner.status = ib.load(slot(ib, 2), typ=T.PTR)
+        for k, (var, v) in enumerate(live_vars):
+            inner.env[var] = ib.load(slot(ib, 3 + k), typ=v.type)
+        for k, (buf, _) in enumerate(live_bufs):
+            inner.bufs[buf] = ib.load(slot(ib, 3 + len(live_vars) + k), typ=T.PTR)
+        # static schedule: thread t runs [t*q, min((t+1)*q, ext)) with q = ceil(ext / nthreads)
+        q = ib.sdiv(ib.add(c_ext, ib.sub(nth, ir.Constant(T.I64, 1))), nth)
+        start = ib.mul(tid, q)
+        stop = ib.add(start, q)
+        stop = ib.select(ib.icmp_signed("<", stop, c_ext), stop, c_ext)
+        self.loop(s.var, ib.add(c_lo, start), ib.add(c_lo, stop), s.body)
+        ib.ret_void()
+        inner.finish()
+        self.bind(outer)
+        data_ptr = data
+
+        # caller: threads = min(rt.nthreads, ext); one thread (or none) calls the chunk directly
+        rt_threads = b.load(b.gep(outer.rt, [ir.Constant(T.I64, 1)], source_etype=T.I64), typ=T.I64)
+        nt = b.select(b.icmp_signed("<", ext, rt_threads), ext, rt_threads)
+        with b.if_then(b.icmp_signed(">", ext, ir.Constant(T.I64, 0))):
+            with b.if_else(b.icmp_signed(">", nt, ir.Constant(T.I64, 1))) as (many, one):
+                with many:
+                    launch = b.load(outer.rt, typ=T.PTR)
+                    b.call(_FnPtr(launch), [chunk, data, nt])
+                with one:
+                    b.call(chunk, [data, ir.Constant(T.I64, 0), ir.Constant(T.I64, 1)])
+
+    # ------------------------------------------------------------- memory
+    def _allocate(self, s: n.Allocate):
+        ctx = self.fn
+        buf = s.buffer
+        if buf in ctx.bufs:
+            raise InternalCompilerError(f"buffer {buf.name!r} is allocated again in its own scope")
+        st = T.storage_type(buf.dtype)
+        count = 1
+        static = all(isinstance(x, n.Const) for x in buf.shape)
+        if static:
+            for x in buf.shape:
+                count *= max(int(x.value), 0)
+        if static and count * buf.dtype.itemsize <= STACK_LIMIT:
+            ctx.bufs[buf] = ctx.entry_alloca(st, max(count, 1), align=64, name=buf.name)
+            self.stmt(s.body)
+            del ctx.bufs[buf]
+            return
+        b = ctx.b
+        size = ir.Constant(T.I64, buf.dtype.itemsize)
+        for x in buf.shape:
+            v = self.expr(x)
+            size = b.mul(size, b.select(b.icmp_signed(">", v, ir.Constant(T.I64, 0)), v,
+                                        ir.Constant(T.I64, 0)))
+        size = b.select(b.icmp_signed(">", size, ir.Constant(T.I64, 0)), size,
+                        ir.Constant(T.I64, 1))    # malloc(0) may return NULL
+        p = b.call(self._libc_malloc(), [size])
+        failed = b.icmp_unsigned("==", p, ir.Constant(T.PTR, None))
+        with b.if_else(failed) as (bad, good):
+            with bad:
+                # atomic: chunks of a parallel loop may all fail at once
+                b.atomic_rmw("or", ctx.status, ir.Constant(T.I32, 1), "monotonic")
+            with good:
+                ctx.bufs[buf] = p
+                self.stmt(s.body)
+                del ctx.bufs[buf]
+                b.call(self._libc_free(), [p])
+
+    def _libc_malloc(self):
+        if self._malloc is None:
+            self._malloc = ir.Function(self.module, ir.FunctionType(T.PTR, [T.I64]), "malloc")
+        return self._malloc
+
+    def _libc_free(self):
+        if self._free is None:
+            self._free = ir.Function(self.module, ir.FunctionType(T.VOID, [T.PTR]), "free")
+        return self._free
+
+
+class _FnPtr:
+    """Call an LLVM function pointer of the runtime launcher type through IRBuilder.call."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.function_type = _LAUNCH_TYPE
+
+    def __getattr__(self, name):
+        return getattr(self.ptr, name)

@@ -1,0 +1,134 @@
+"""LLVM IR text -> optimised host object code -> loaded, callable machine code (llvmlite MCJIT).
+
+``compile_object`` parses, verifies and optimises (the O3 pipeline with loop
+and SLP vectorisation, for the host CPU's name and features) and returns the
+relocatable object bytes, which is what the disk cache stores.
+``load_object`` maps object bytes into memory with an MCJIT engine of its
+own and returns the entry address; symbols the code calls (libm, malloc) are
+resolved in the process.  LLVM's global state is not thread-safe, so every
+step that touches it holds ``LLVM_LOCK``.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import threading
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from kdsl.errors import BackendCompileError
+
+LLVM_LOCK = threading.RLock()
+OPT_LEVEL = 3
+
+
+@functools.lru_cache(maxsize=None)
+def _init() -> None:
+    """Initialise the native target once and make libm's symbols visible to the JIT."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+    for name in ("m", "c"):
+        path = ctypes.util.find_library(name)
+        if path:
+            try:
+                llvm.load_library_permanently(path)
+            except RuntimeError:
+                pass   # already part of the process image: the JIT finds it anyway
+
+
+@functools.lru_cache(maxsize=None)
+def host() -> tuple:
+    """(triple, cpu name, cpu features) of this machine."""
+    _init()
+    try:
+        features = llvm.get_host_cpu_features().flatten()
+    except RuntimeError:
+        features = ""
+    return llvm.get_process_triple(), llvm.get_host_cpu_name(), features
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine():
+    """The target machine for the host CPU (its name and features: AVX2/AVX-512 where present)."""
+    return new_target_machine()
+
+
+def new_target_machine():
+    """A fresh host target machine (an MCJIT engine takes ownership of the one it is given)."""
+    triple, cpu, features = host()
+    target = llvm.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL,
+                                        reloc="pic", codemodel="jitdefault", jit=True)
+
+
+def data_layout() -> str:
+    return str(target_machine().target_data)
+
+
+def options() -> dict:
+    """Everything about the toolchain and target that changes the object code (for cache keys)."""
+    triple, cpu, features = host()
+    return {"triple": triple, "cpu": cpu, "features": features, "opt": OPT_LEVEL,
+            "llvm": ".".join(map(str, llvm.llvm_version_info)), "llvmlite": llvmlite.__version__}
+
+
+def optimize(ir_text: str):
+    """Parse, verify and optimise ``ir_text``; returns the llvmlite ModuleRef."""
+    with LLVM_LOCK:
+        tm = target_machine()
+        try:
+            mod = llvm.parse_assembly(ir_text)
+            mod.verify()
+        except RuntimeError as e:
+            raise BackendCompileError("LLVM rejected the IR the cpu backend generated (a kdsl "
+                                      "bug)", log=str(e)) from None
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_unrolling = True
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        return mod
+
+
+def compile_object(ir_text: str) -> bytes:
+    """Optimised relocatable object code of ``ir_text`` for the host."""
+    mod = optimize(ir_text)
+    with LLVM_LOCK:
+        return bytes(target_machine().emit_object(mod))
+
+
+def assembly(ir_text: str) -> str:
+    """Host assembly of ``ir_text`` after optimisation (to check for vector instructions)."""
+    mod = optimize(ir_text)
+    with LLVM_LOCK:
+        return target_machine().emit_assembly(mod)
+
+
+class LoadedCode:
+    """Object code mapped into memory; keeps its engine alive as long as the code is used."""
+
+    def __init__(self, obj: bytes, entry: str):
+        _init()
+        with LLVM_LOCK:
+            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
+                                                      new_target_machine())
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            self._engine.finalize_object()
+            self.address = self._engine.get_function_address(entry)
+        if not self.address:
+            raise BackendCompileError(f"the object code does not define its entry {entry!r}")
+
+
+def load_object(obj: bytes, entry: str) -> LoadedCode:
+    """Map ``obj`` into memory and find ``entry``."""
+    return LoadedCode(obj, entry)
+
+
+__all__ = ["LLVM_LOCK", "host", "target_machine", "options", "optimize", "compile_object",
+           "assembly", "load_object", "LoadedCode", "data_layout"]

@@ -1,0 +1,97 @@
+"""The per-kernel call path: numpy arrays and scalars -> packed arguments -> native call.
+
+``build_launcher`` generates (once per compiled kernel) a small Python
+function that reads each array's data pointer, computes the scalar slots
+from ``func.attrs["bindings"]`` (shapes, strides in elements = byte strides //
+itemsize, the graph's scalar arguments), packs them with precompiled
+``struct`` formats and calls the entry through a ctypes ``CFUNCTYPE`` --
+which releases the GIL for the whole kernel.  Dispatch has already checked
+dtypes, ranks and shapes; the launcher checks only what it alone knows
+(writable outputs, strides that are whole elements).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+
+from kdsl import dtypes as dt
+from kdsl.errors import ArgumentError, InternalCompilerError
+
+ENTRY_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
+
+#: struct format of one 8-byte scalar slot per dtype (value first, then padding)
+_SLOT = {dt.int64: "q", dt.float64: "d", dt.float32: "f4x", dt.float16: "e6x",
+         dt.int32: "i4x", dt.int16: "h6x", dt.int8: "b7x", dt.uint8: "B7x", dt.bool_: "?7x",
+         dt.bfloat16: "H6x"}
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _bf16_bits(x) -> int:
+    from .codegen.types import bf16_round_py
+    (u,) = struct.unpack("<I", struct.pack("<f", bf16_round_py(float(x))))
+    return u >> 16
+
+
+def _stride(nbytes: int, itemsize: int, name: str) -> int:
+    q, r = divmod(nbytes, itemsize)
+    if r:
+        raise ArgumentError(f"argument {name!r} has a stride of {nbytes} bytes, which is not a "
+                            f"multiple of its item size {itemsize}",
+                            hint="pass a copy (np.ascontiguousarray) of this view")
+    return q
+
+
+def _readonly(name: str):
+    raise ArgumentError(f"output {name!r} is read-only", hint="pass a writable out= array")
+
+
+def _status(code: int, kernel: str):
+    if code == 1:
+        raise MemoryError(f"kernel {kernel!r} could not allocate a temporary buffer")
+    raise InternalCompilerError(f"kernel {kernel!r} returned status {code}")
+
+
+def build_launcher(func, address: int, runtime, keepalive=()):
+    """A function ``run(inputs, outputs, scalars)`` calling the native entry at ``address``.
+
+    ``runtime`` is the ``parallel.RuntimeTable`` passed to every call; ``keepalive``
+    holds whatever must live as long as the launcher (the loaded code).
+    """
+    nin = len(func.inputs)
+    ns = {"_call": ENTRY_FN(address), "_rt": ctypes.addressof(runtime), "_rt_obj": runtime,
+          "_keep": keepalive, "_stride": _stride, "_readonly": _readonly, "_status": _status,
+          "_bf16": _bf16_bits, "_kname": func.name}
+    lines = []
+    names = []
+    for k, buf in enumerate(func.buffers):
+        src = f"inputs[{k}]" if k < nin else f"outputs[{k - nin}]"
+        lines.append(f"b{k} = {src}")
+        names.append(f"b{k}.ctypes.data")
+        if k >= nin:
+            lines.append(f"if not b{k}.flags.writeable: _readonly({buf.name!r})")
+    ns["_pack_b"] = struct.Struct("@" + "P" * len(names)).pack
+    fmt, vals = "<", []
+    for v, (kind, i, d) in zip(func.scalars, func.attrs.get("bindings", ())):
+        try:
+            fmt += _SLOT[v.dtype]
+        except KeyError:
+            raise InternalCompilerError(f"scalar {v.name!r} has unsupported dtype {v.dtype}") from None
+        if kind == "shape":
+            vals.append(f"b{i}.shape[{d}]")
+        elif kind == "stride":
+            isz = func.buffers[i].dtype.itemsize
+            vals.append(f"_stride(b{i}.strides[{d}], {isz}, {func.buffers[i].name!r})")
+        elif kind == "scalar":
+            vals.append(f"_bf16(scalars[{i}])" if v.dtype is dt.bfloat16 else f"scalars[{i}]")
+        else:
+            raise InternalCompilerError(f"unknown binding kind {kind!r}")
+    ns["_pack_s"] = struct.Struct(fmt).pack
+    lines.append(f"st = _call(_pack_b({', '.join(names)}), _pack_s({', '.join(vals)}), _rt)")
+    lines.append("if st: _status(st, _kname)")
+    src = "def run(inputs, outputs, scalars):\n" + "".join(f"    {x}\n" for x in lines)
+    # a file name inside kdsl_cpu, so that user_location() skips this frame
+    exec(compile(src, os.path.join(_HERE, f"<cpu launcher {func.name}>"), "exec"), ns)
+    run = ns["run"]
+    run.__kdsl_source__ = src
+    return run
