@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as dt
+from .spec import user_dtype as _as_dtype
 from ..errors import DTypeError, KernelError, KernelValueError, ShapeError
 from ..ir import make as mk
 from ..ir import nodes as n
@@ -42,14 +43,6 @@ def asarray(x) -> Array:
                           hint="pass it as an argument of the kernel instead")
     raise KernelError(f"cannot use a value of type {type(x).__name__} in a kernel",
                       hint="use traced arrays, Python scalars or numpy scalars")
-
-
-def _as_dtype(d) -> dt.DType:
-    try:
-        return dt.as_dtype(d)
-    except TypeError as e:
-        raise DTypeError(str(e), hint="use one of kd.float16, bfloat16, float32, float64, int8, "
-                                      "int16, int32, int64, uint8, bool_") from None
 
 
 def _token(a: Array):

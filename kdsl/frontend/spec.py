@@ -15,7 +15,8 @@ from .. import dtypes as dt
 from ..errors import DTypeError
 
 
-def _dtype(x) -> dt.DType:
+def user_dtype(x) -> dt.DType:
+    """``x`` as a kdsl dtype, or a DTypeError listing the supported ones."""
     try:
         return dt.as_dtype(x)
     except TypeError as e:
@@ -41,7 +42,7 @@ class TensorSpec:
             if isinstance(s, int) and s < 0:
                 raise ValueError(f"TensorSpec shape entries must be >= 0, got {s}")
         object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "dtype", _dtype(dtype))
+        object.__setattr__(self, "dtype", user_dtype(dtype))
         object.__setattr__(self, "contiguous", bool(contiguous))
 
     @property
@@ -66,7 +67,7 @@ class ScalarSpec:
     value: object = None
 
     def __init__(self, dtype, value=None):
-        object.__setattr__(self, "dtype", _dtype(dtype))
+        object.__setattr__(self, "dtype", user_dtype(dtype))
         object.__setattr__(self, "value", value)
 
     @classmethod

@@ -28,6 +28,10 @@ _BOOL_OPS = {n.BinOp.ADD: n.BinOp.OR, n.BinOp.MUL: n.BinOp.AND, n.BinOp.MIN: n.B
              n.BinOp.MAX: n.BinOp.OR}
 
 
+#: integer BinOps that map to one IRBuilder method
+_INT_OPS = {n.BinOp.ADD: "add", n.BinOp.SUB: "sub", n.BinOp.MUL: "mul",
+            n.BinOp.AND: "and_", n.BinOp.OR: "or_", n.BinOp.XOR: "xor"}
+
 class ExprGen:
     """Translate expressions; ``fn`` is the function context (builder ``b``, ``env``, ``load``)."""
 
@@ -77,18 +81,9 @@ class ExprGen:
                 raise InternalCompilerError(f"binary {op.value} on bool values")
         if d.is_float:
             return self._float_binary(d, op, a, c)
-        if op is n.BinOp.ADD:
-            return b.add(a, c)
-        if op is n.BinOp.SUB:
-            return b.sub(a, c)
-        if op is n.BinOp.MUL:
-            return b.mul(a, c)
-        if op is n.BinOp.AND:
-            return b.and_(a, c)
-        if op is n.BinOp.OR:
-            return b.or_(a, c)
-        if op is n.BinOp.XOR:
-            return b.xor(a, c)
+        simple = _INT_OPS.get(op)
+        if simple is not None:       # wraparound arithmetic and bitwise ops: one instruction
+            return getattr(b, simple)(a, c)
         if op in (n.BinOp.MIN, n.BinOp.MAX):
             cmp = b.icmp_signed if d.is_signed else b.icmp_unsigned
             return b.select(cmp("<=" if op is n.BinOp.MIN else ">=", a, c), a, c)
