@@ -16,14 +16,18 @@ import numpy as np
 
 from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
+from kdsl.passes.tighten_loops import tighten_loops
 from kdsl.runtime import cache as disk
 
 from . import __version__, jit, parallel
 from .codegen import generate
 from .launcher import build_launcher
 
+#: passes the cpu backend appends to the core pipeline
+EXTRA_PASSES = (("tighten_loops", tighten_loops),)
+
 #: bump when the generated code changes for the same loop IR (invalidates cache entries)
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
 
 
 class CPUCompiled:
@@ -40,6 +44,12 @@ class CPUCompiled:
 
     def __call__(self, inputs, outputs, scalars, stream=None) -> None:
         self._run(inputs, outputs, scalars)
+
+    def fast_launcher(self, plan):
+        """A native launcher for ``plan`` (a kdsl.runtime.fastpath.FastPlan), or None where
+        this interpreter's layouts do not allow one (kdsl_cpu.fastcall)."""
+        from . import fastcall
+        return fastcall.build(self, plan)
 
 
 class CPUBackend:
@@ -63,13 +73,17 @@ class CPUBackend:
 
     # ------------------------------------------------------------- protocol
     def schedule(self, sched, hints) -> None:
-        """The user's generic hints (default CPU schedules come later)."""
+        """The user's generic hints, then the default schedule of every stage no hint names."""
         from kdsl.schedule.hints import apply_hints
+
+        from .schedules import default_schedule
         apply_hints(sched, hints)
+        hinted = {h.hints.get("stage", sched.outputs[0].name) for h in hints if h.fn is None}
+        default_schedule(sched, self._thread_count(sched), hinted)
 
     def lower(self, request: CompileRequest):
-        """The loop IR this backend compiles for ``request``."""
-        return request.lower()
+        """The loop IR this backend compiles for ``request`` (core pipeline + ``EXTRA_PASSES``)."""
+        return request.lower(EXTRA_PASSES)
 
     def source(self, request: CompileRequest) -> str:
         """The LLVM IR of the request (before LLVM's optimisation)."""
@@ -78,7 +92,8 @@ class CPUBackend:
     def compile(self, request: CompileRequest) -> CPUCompiled:
         func = self.lower(request)
         gen = self._generate(func)
-        key = disk.cache_key(str(func), self.name, self.cache_options(func), _version())
+        # keyed on the generated LLVM IR itself: any codegen change is a new entry
+        key = disk.cache_key(gen.ir, self.name, self.cache_options(func), _version())
         store = disk.DiskCache()
         obj = _unpack(store.get(key), gen.entry)
         from_cache = obj is not None
@@ -91,7 +106,7 @@ class CPUBackend:
                 self.stats["compiled"] += 1
             store.put(key, _pack(obj, gen.entry))
         code = jit.load_object(obj, gen.entry)
-        rt = parallel.runtime_table(self.threading, self._threads(request))
+        rt = parallel.runtime_table(self.threading, self._threads(request.schedule))
         return CPUCompiled(func, code, gen.entry, gen.ir, rt, from_cache)
 
     def accepts(self, array) -> bool:
@@ -110,11 +125,17 @@ class CPUBackend:
     def _generate(self, func):
         return generate(func, jit.host()[0], jit.data_layout())
 
-    def _threads(self, request) -> int | None:
+    def _thread_count(self, sched) -> int:
+        """How many threads the default schedules plan for (the runtime uses the same count)."""
+        from kdsl import config
+        t = self._threads(sched)
+        return max(1, t if t is not None else config.num_threads())
+
+    def _threads(self, sched) -> int | None:
         """Thread count: the backend's, else a ``threads=`` hint given as an int, else the env."""
         if self.num_threads is not None:
             return self.num_threads
-        for hv in getattr(request.schedule, "backend_hints", {}).values():
+        for hv in getattr(sched, "backend_hints", {}).values():
             t = hv.get("threads")
             if isinstance(t, int) and not isinstance(t, bool) and t >= 1:
                 return t

@@ -39,6 +39,7 @@ class FnCtx:
         self.status = None
         self.rt = None
         self.par_depth = par_depth
+        self.alias = None     # the module's AliasScopes (shared by the entry and its chunks)
         self.expr = None      # the ExprGen bound to this context (set by the statement generator)
 
     def entry_alloca(self, t: ir.Type, count: int = 1, align: int = 16, name: str = ""):
@@ -92,8 +93,12 @@ class FnCtx:
     def load(self, buf: n.Buffer, idx: list):
         p = self.address(buf, idx)
         v = self.b.load(p, typ=T.storage_type(buf.dtype), align=self._align(buf))
+        if self.alias is not None:
+            self.alias.tag(v, buf)
         return T.from_storage(self.b, buf.dtype, v)
 
     def store(self, buf: n.Buffer, idx: list, value):
         p = self.address(buf, idx)
-        self.b.store(T.to_storage(self.b, buf.dtype, value), p, align=self._align(buf))
+        st = self.b.store(T.to_storage(self.b, buf.dtype, value), p, align=self._align(buf))
+        if self.alias is not None:
+            self.alias.tag(st, buf)

@@ -22,6 +22,7 @@ from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 
 from . import types as T
+from .alias import AliasScopes
 from .function import FnCtx
 from .intrinsics import Intrinsics
 from .stmt import StmtGen
@@ -63,6 +64,7 @@ def generate(func: n.LoweredFunc, triple: str = "", data_layout: str = "") -> Ge
     bufs_arg.name, scalars_arg.name, rt_arg.name = "buffers", "scalars", "runtime"
     gen = StmtGen(module, Intrinsics(module), name)
     ctx = FnCtx(entry)
+    ctx.alias = AliasScopes(module, func)
     gen.bind(ctx)
     b = ctx.b
     ctx.rt = rt_arg

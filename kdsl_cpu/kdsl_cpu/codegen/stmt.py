@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from kdsl import dtypes as dt
 from kdsl.errors import BackendCompileError, InternalCompilerError
+from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
+from kdsl.ir.visitor import free_vars, substitute
 
 from . import types as T
 from .expr import ExprGen
@@ -24,9 +27,48 @@ from .function import FnCtx
 
 #: constant-size temporaries up to this many bytes go on the stack
 STACK_LIMIT = 32 * 1024
+#: a parallel loop whose estimated innermost iterations are fewer runs on the calling thread
+PARALLEL_MIN_WORK = 1 << 15
+#: the guess for a loop extent that cannot be computed before the loop runs
+_UNKNOWN_EXTENT = 16
+
+
+def _work(s: n.Stmt, subst: dict, known: set) -> n.Expr:
+    """An estimate of the innermost iterations of ``s`` as an int64 expression of ``known`` vars.
+
+    Inner extents that use the parallel variable see its first value (``subst``);
+    extents that depend on other inner loops count as ``_UNKNOWN_EXTENT``.
+    """
+    t = type(s)
+    if t is n.For:
+        e = substitute(s.extent, subst)
+        if not all(v in known for v in free_vars(e)):
+            e = mk.as_expr(_UNKNOWN_EXTENT)
+        return mk.mul(n.Binary(e.dtype, n.BinOp.MAX, e, mk.as_expr(1, e.dtype)),
+                      _work(s.body, subst, known))
+    if t is n.Seq:
+        out = mk.as_expr(0)
+        for x in s.stmts:
+            out = mk.add(out, _work(x, subst, known))
+        return out
+    if t is n.IfThenElse:
+        return _work(s.then, subst, known)
+    if t in (n.Allocate, n.LetStmt):
+        return _work(s.body, subst, known)
+    return mk.as_expr(1)
 
 _CHUNK_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.I64, T.I64])
 _LAUNCH_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.I64])
+
+
+_UPDATE_OPS = (n.BinOp.ADD, n.BinOp.MUL, n.BinOp.MIN, n.BinOp.MAX)
+_REASSOC_DTYPES = (dt.float32, dt.float64)
+_REASSOC = ("reassoc", "contract")
+
+
+def _same_element(e, store) -> bool:
+    """Is ``e`` a load of exactly the element ``store`` writes?"""
+    return type(e) is n.Load and e.buffer is store.buffer and e.indices == store.indices
 
 
 class _LoopID(ir.values.MDValue):
@@ -82,8 +124,41 @@ class StmtGen:
         if s.value.dtype is not s.buffer.dtype:
             raise InternalCompilerError(f"store of a {s.value.dtype.name} value into "
                                         f"{s.buffer.dtype.name} buffer {s.buffer.name!r}")
+        if self._reduction_update(s):
+            return
         value = self.expr(s.value)
         self.fn.store(s.buffer, [self.expr(i) for i in s.indices], value)
+
+    def _reduction_update(self, s) -> bool:
+        """``B[i] = B[i] (+ * min max) x`` in float32/64: combine with reassociation allowed.
+
+        Only the lowering writes such accumulator updates, and the order in which a
+        reduction combines its terms is not part of its meaning, so LLVM may split the
+        accumulator into vector lanes (otherwise a float sum is never vectorized).
+        min/max use the NaN-propagating ``llvm.minimum``/``llvm.maximum``.
+        """
+        v = s.value
+        if type(v) is not n.Binary or v.op not in _UPDATE_OPS or v.dtype not in _REASSOC_DTYPES:
+            return False
+        if _same_element(v.a, s):
+            acc, other = v.a, v.b
+        elif _same_element(v.b, s):
+            acc, other = v.b, v.a
+        else:
+            return False
+        idx = [self.expr(i) for i in s.indices]
+        x = self.expr(other)
+        cur = self.fn.load(s.buffer, idx)
+        b = self.fn.b
+        if v.op is n.BinOp.ADD:
+            r = b.fadd(cur, x, flags=_REASSOC)
+        elif v.op is n.BinOp.MUL:
+            r = b.fmul(cur, x, flags=_REASSOC)
+        else:
+            name = "maximum" if v.op is n.BinOp.MAX else "minimum"
+            r = b.call(self.intr.binary(name, cur.type), [cur, x])
+        self.fn.store(s.buffer, idx, r)
+        return True
 
     def _evaluate(self, s):
         self.expr(s.value)
@@ -189,6 +264,7 @@ class StmtGen:
         chunk.attributes.add("nounwind")
         inner = FnCtx(chunk, par_depth=outer.par_depth + 1)
         inner.param_bufs = outer.param_bufs
+        inner.alias = outer.alias
         self.bind(inner)
         ib = inner.b
         data_ptr, tid, nth = chunk.args
@@ -213,6 +289,11 @@ class StmtGen:
         # caller: threads = min(rt.nthreads, ext); one thread (or none) calls the chunk directly
         rt_threads = b.load(b.gep(outer.rt, [ir.Constant(T.I64, 1)], source_etype=T.I64), typ=T.I64)
         nt = b.select(b.icmp_signed("<", ext, rt_threads), ext, rt_threads)
+        # too little work to pay for waking threads: run it on this one
+        work = self.expr(mk.mul(n.Binary(s.extent.dtype, n.BinOp.MAX, s.extent, mk.as_expr(1)),
+                                _work(s.body, {s.var: s.min}, set(outer.env))))
+        small = b.icmp_signed("<", work, ir.Constant(T.I64, PARALLEL_MIN_WORK))
+        nt = b.select(small, ir.Constant(T.I64, 1), nt)
         with b.if_then(b.icmp_signed(">", ext, ir.Constant(T.I64, 0))):
             with b.if_else(b.icmp_signed(">", nt, ir.Constant(T.I64, 1))) as (many, one):
                 with many:

@@ -1,0 +1,400 @@
+"""kdsl's ``cpu`` backend against Numba and numpy, in one run (issue #3's target table).
+
+    python benchmarks/cpu.py [--quick] [--only NAME[,NAME]] [--threads N]
+
+Every workload runs kdsl's *default* schedule (no hints) with all threads,
+Numba ``@njit(parallel=True)`` with ``prange`` and numpy (OpenBLAS for
+matmul), on the same fresh random inputs.  Each result is checked against
+float64 numpy before it is timed.  The table shows medians, the ratio
+peer-time / kdsl-time (above 1: kdsl is faster) and the target; the JSON
+lands in benchmarks/results/cpu-<host>-<threads>t.json.
+
+Cold compile runs in fresh subprocesses (kdsl with ``KDSL_CACHE=0``; Numba
+without its cache) and times the first call of the row sum on a tiny array.
+Overhead is the median cost of a cached call of ``a + b`` on 8 float32s.
+``--quick`` shrinks every size (a smoke test of the harness, not a measurement).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# this checkout's kdsl and kdsl_cpu, not copies that may be installed in site-packages
+CPU_DIR = os.path.join(ROOT, "kdsl_cpu")
+sys.path[:0] = [ROOT, CPU_DIR]
+
+import kdsl as kd  # noqa: E402
+
+try:
+    import numba
+    from numba import njit, prange
+except ImportError:  # the peer is optional for --quick smoke runs; the table says so
+    numba = None
+
+
+# ----------------------------------------------------------------- kdsl kernels (default schedules)
+@kd.kernel
+def k_rowsum(A):
+    return A.sum(axis=1)
+
+
+@kd.kernel
+def k_fullsum(A):
+    return A.sum()
+
+
+@kd.kernel
+def k_conv3(A, W):
+    n, m = A.shape
+    ri = kd.reduce_axis(3, name="ri")
+    rj = kd.reduce_axis(3, name="rj")
+    return kd.compute((n - 2, m - 2), lambda i, j: kd.sum(A[i + ri, j + rj] * W[ri, rj],
+                                                          axis=[ri, rj]), name="B")
+
+
+@kd.kernel
+def k_softmax(X):
+    e = kd.exp(X - X.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@kd.kernel
+def k_matmul(A, B):
+    return A @ B
+
+
+@kd.kernel
+def k_add(a, b):
+    return a + b
+
+
+# ----------------------------------------------------------------- numpy peers
+def np_softmax(X):
+    e = np.exp(X - X.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def np_conv3(A, W):
+    n, m = A.shape
+    out = np.zeros((n - 2, m - 2), A.dtype)
+    for a in range(3):
+        for b in range(3):
+            out += A[a:a + n - 2, b:b + m - 2] * W[a, b]
+    return out
+
+
+# ----------------------------------------------------------------- Numba peers
+def _numba_peers():
+    if numba is None:
+        return {}
+
+    @njit(parallel=True, cache=False)
+    def nb_rowsum(A):
+        n, m = A.shape
+        out = np.empty(n, A.dtype)
+        for i in prange(n):
+            s = np.float32(0)
+            for j in range(m):
+                s += A[i, j]
+            out[i] = s
+        return out
+
+    @njit(parallel=True, cache=False)
+    def nb_fullsum(A):
+        s = np.float32(0)
+        for i in prange(A.shape[0]):
+            s += A[i]
+        return s
+
+    @njit(parallel=True, cache=False)
+    def nb_conv3(A, W):
+        n, m = A.shape
+        out = np.empty((n - 2, m - 2), A.dtype)
+        for i in prange(n - 2):
+            for j in range(m - 2):
+                s = np.float32(0)
+                for a in range(3):
+                    for b in range(3):
+                        s += A[i + a, j + b] * W[a, b]
+                out[i, j] = s
+        return out
+
+    @njit(parallel=True, cache=False)
+    def nb_softmax(X):
+        n, m = X.shape
+        out = np.empty_like(X)
+        for i in prange(n):
+            mx = X[i, 0]
+            for j in range(1, m):
+                mx = max(mx, X[i, j])
+            s = np.float32(0)
+            for j in range(m):
+                e = np.exp(X[i, j] - mx)
+                out[i, j] = e
+                s += e
+            for j in range(m):
+                out[i, j] = out[i, j] / s
+        return out
+
+    @njit(cache=False)
+    def nb_add(a, b):
+        return a + b
+
+    return {"rowsum": nb_rowsum, "fullsum": nb_fullsum, "conv3": nb_conv3,
+            "softmax": nb_softmax, "add": nb_add}
+
+
+# ----------------------------------------------------------------- timing
+def median_s(fn, min_reps=5, budget_s=3.0) -> float:
+    """Median seconds of ``fn()`` after a warm-up, over at least ``min_reps`` runs."""
+    fn()
+    times = []
+    t_end = time.perf_counter() + budget_s
+    while len(times) < min_reps or (time.perf_counter() < t_end and len(times) < 50):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def per_call_us(fn, batch=2000, batches=30) -> float:
+    """Median over batches of the mean cost of one call, in microseconds."""
+    for _ in range(batch):
+        fn()
+    per = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        per.append((time.perf_counter() - t0) / batch * 1e6)
+    return statistics.median(per)
+
+
+def check(name, got, want, rtol):
+    """Fail loudly when a result is wrong: a fast wrong kernel is not a result."""
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    scale = max(float(np.max(np.abs(want))) if want.size else 1.0, 1e-30)
+    err = float(np.max(np.abs(got - want))) / scale if want.size else 0.0
+    if got.shape != want.shape or not err <= rtol:
+        raise SystemExit(f"{name}: wrong result (shape {got.shape} vs {want.shape}, "
+                         f"max error {err:.3g} of the largest value)")
+
+
+# ----------------------------------------------------------------- workloads
+def workloads(quick: bool):
+    """(name, args, kdsl fn, {peer: fn}, float64 oracle, tolerance, targets, work units)."""
+    rng = np.random.default_rng(1)
+    s = 16 if quick else 1
+    n_row = 8192 // s
+    A = rng.random((n_row, n_row), dtype=np.float32)
+    V = rng.random(2 ** 26 // (s * s), dtype=np.float32)
+    n_conv = 4096 // s
+    C = rng.random((n_conv, n_conv), dtype=np.float32)
+    W = rng.random((3, 3), dtype=np.float32)
+    X = rng.standard_normal((4096 // s, 1024), dtype=np.float32) * 4
+    nb = _numba_peers()
+    out = [
+        ("row sum 8192x8192 f32", "rowsum", (A,), k_rowsum,
+         {"numba": nb.get("rowsum"), "numpy": lambda A: A.sum(axis=1)},
+         lambda A: A.astype(np.float64).sum(axis=1), 1e-4, {"numba": 1.0, "numpy": 1.5},
+         ("GB/s", A.nbytes)),
+        ("full sum 2^26 f32", "fullsum", (V,), k_fullsum,
+         {"numba": nb.get("fullsum"), "numpy": lambda V: V.sum()},
+         lambda V: V.astype(np.float64).sum(), 1e-4, {"numba": 1.0, "numpy": 1.5},
+         ("GB/s", V.nbytes)),
+        ("3x3 2-D reduction 4096x4096 f32", "conv3", (C, W), k_conv3,
+         {"numba": nb.get("conv3"), "numpy": np_conv3},
+         lambda C, W: np_conv3(C.astype(np.float64), W.astype(np.float64)), 1e-5,
+         {"numba": 1.0}, ("GB/s", C.nbytes * 2)),
+        ("softmax 4096x1024 f32", "softmax", (X,), k_softmax,
+         {"numpy": np_softmax, "numba": nb.get("softmax")},
+         lambda X: np_softmax(X.astype(np.float64)), 1e-5, {"numpy": 2.0}, ("GB/s", X.nbytes * 2)),
+    ]
+    for size in ((64, 128) if quick else (1024, 2048)):
+        Ma = rng.standard_normal((size, size), dtype=np.float32)
+        Mb = rng.standard_normal((size, size), dtype=np.float32)
+        out.append((f"SGEMM {size} f32", f"sgemm{size}", (Ma, Mb), k_matmul,
+                    {"numpy": np.matmul},
+                    lambda a, b: a.astype(np.float64) @ b.astype(np.float64), 1e-4,
+                    {"numpy": 0.7}, ("GFLOP/s", 2 * size ** 3)))
+    return out
+
+
+def run_workloads(quick, only, results):
+    for (title, key, args, kfn, peers, oracle, tol, targets, (unit, work)) in workloads(quick):
+        if only and key not in only:
+            continue
+        want = oracle(*args)
+        check(f"kdsl {key}", kfn(*args), want, tol)
+        row = {"workload": title, "key": key, "kdsl_s": median_s(lambda: kfn(*args)), "peers": {}}
+        row["kdsl_rate"] = work / row["kdsl_s"] / 1e9
+        row["unit"] = unit
+        for pname, pfn in peers.items():
+            if pfn is None:
+                row["peers"][pname] = None
+                continue
+            check(f"{pname} {key}", pfn(*args), want, max(tol, 1e-3))
+            t = median_s(lambda: pfn(*args))
+            row["peers"][pname] = {"s": t, "ratio": t / row["kdsl_s"], "target": targets.get(pname)}
+        results.append(row)
+        _print_row(row)
+
+
+# ----------------------------------------------------------------- cold compile, overhead
+_KDSL_COLD = """
+import os, time, numpy as np
+import kdsl as kd
+a = np.ones((8, 8), np.float32)
+@kd.kernel
+def rowsum(A):
+    return A.sum(axis=1)
+t0 = time.perf_counter(); rowsum(a); t1 = time.perf_counter()
+print(t1 - t0)
+"""
+
+_NUMBA_COLD = """
+import time, numpy as np
+from numba import njit, prange
+a = np.ones((8, 8), np.float32)
+@njit(parallel=True)
+def rowsum(A):
+    out = np.empty(A.shape[0], A.dtype)
+    for i in prange(A.shape[0]):
+        s = np.float32(0)
+        for j in range(A.shape[1]):
+            s += A[i, j]
+        out[i] = s
+    return out
+t0 = time.perf_counter(); rowsum(a); t1 = time.perf_counter()
+print(t1 - t0)
+"""
+
+
+_PYCACHE = os.path.join(tempfile.gettempdir(), "kdsl-bench-pycache")
+
+
+def _cold(code: str, env: dict, reps: int) -> float:
+    """Median first-call time in fresh processes.  Python's bytecode cache is on (in a
+    directory of its own), as in any installed package, and filled by one untimed run:
+    compiling kdsl's .py files to bytecode is not the kernel's compile time (the peers'
+    installed packages have their .pyc files; PYTHONDONTWRITEBYTECODE would deny ours)."""
+    full = {**os.environ, **env, "PYTHONPYCACHEPREFIX": _PYCACHE,
+            "PYTHONPATH": os.pathsep.join([ROOT, CPU_DIR] + [p for p in [
+                os.environ.get("PYTHONPATH")] if p])}
+    full.pop("PYTHONDONTWRITEBYTECODE", None)
+    times = []
+    for i in range(reps + 1):
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                           text=True, env=full, cwd=ROOT)
+        if r.returncode:
+            raise SystemExit(f"cold-compile subprocess failed:\n{r.stderr}")
+        if i:  # the first run only fills the bytecode cache
+            times.append(float(r.stdout.strip().splitlines()[-1]))
+    return statistics.median(times)
+
+
+def run_cold(results, quick):
+    reps = 1 if quick else 3
+    kd_t = _cold(_KDSL_COLD, {"KDSL_CACHE": "0"}, reps)
+    row = {"workload": "cold compile, row sum (first call)", "key": "cold", "kdsl_s": kd_t,
+           "peers": {}, "unit": "", "kdsl_rate": None}
+    if numba is not None:
+        nb_t = _cold(_NUMBA_COLD, {"NUMBA_CACHE_DIR": "/nonexistent-kdsl-bench"}, reps)
+        row["peers"]["numba"] = {"s": nb_t, "ratio": nb_t / kd_t, "target": 2.0}
+    row["limit_s"] = 0.100
+    results.append(row)
+    _print_row(row)
+
+
+def run_overhead(results):
+    a = np.ones(8, np.float32)
+    b = np.ones(8, np.float32)
+    check("kdsl add", k_add(a, b), a + b, 0)
+    row = {"workload": "cached call, a+b on 8 f32", "key": "overhead",
+           "kdsl_s": per_call_us(lambda: k_add(a, b)) * 1e-6, "peers": {}, "unit": "",
+           "kdsl_rate": None}
+    nb = _numba_peers().get("add")
+    if nb is not None:
+        nb(a, b)
+        t = per_call_us(lambda: nb(a, b)) * 1e-6
+        row["peers"]["numba"] = {"s": t, "ratio": t / row["kdsl_s"], "target": 1.0}
+    t = per_call_us(lambda: a + b) * 1e-6
+    row["peers"]["numpy"] = {"s": t, "ratio": t / row["kdsl_s"], "target": None}
+    results.append(row)
+    _print_row(row)
+
+
+# ----------------------------------------------------------------- report
+def _fmt_s(t: float) -> str:
+    if t >= 1.0:
+        return f"{t:.3f} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.2f} ms"
+    return f"{t * 1e6:.2f} us"
+
+
+def _print_row(row):
+    rate = f"  ({row['kdsl_rate']:.1f} {row['unit']})" if row.get("kdsl_rate") else ""
+    print(f"{row['workload']:<36} kdsl {_fmt_s(row['kdsl_s']):>10}{rate}", flush=True)
+    for pname, p in row["peers"].items():
+        if p is None:
+            print(f"{'':<36}   {pname:<6} (not installed)")
+            continue
+        tgt = p.get("target")
+        verdict = "" if tgt is None else ("  ok" if p["ratio"] >= tgt else "  MISSED")
+        tgt_s = "" if tgt is None else f"  target >= {tgt:.2f}x"
+        print(f"{'':<36}   {pname:<6} {_fmt_s(p['s']):>10}  ratio {p['ratio']:6.2f}x{tgt_s}{verdict}",
+              flush=True)
+    if "limit_s" in row:
+        ok = "ok" if row["kdsl_s"] <= row["limit_s"] else "MISSED"
+        print(f"{'':<36}   limit {_fmt_s(row['limit_s'])}: {ok}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: check the harness only")
+    ap.add_argument("--only", default="", help="comma-separated keys: rowsum,fullsum,conv3,"
+                    "softmax,sgemm1024,sgemm2048,cold,overhead")
+    ap.add_argument("--threads", type=int, default=None, help="KDSL_NUM_THREADS and Numba threads")
+    ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/...)")
+    args = ap.parse_args()
+    if args.threads:
+        os.environ["KDSL_NUM_THREADS"] = str(args.threads)
+        if numba is not None:
+            numba.set_num_threads(args.threads)
+    threads = args.threads or os.cpu_count()
+    only = {x for x in args.only.split(",") if x}
+    print(f"# kdsl cpu benchmark on {platform.node()} ({os.cpu_count()} cores, {threads} threads), "
+          f"numpy {np.__version__}, numba {getattr(numba, '__version__', 'absent')}", flush=True)
+    results = []
+    run_workloads(args.quick, only, results)
+    if not only or "cold" in only:
+        run_cold(results, args.quick)
+    if not only or "overhead" in only:
+        run_overhead(results)
+    meta = {"host": platform.node(), "cores": os.cpu_count(), "threads": threads,
+            "cpu": platform.processor(), "numpy": np.__version__,
+            "numba": getattr(numba, "__version__", None), "quick": args.quick,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    path = args.out or os.path.join(ROOT, "benchmarks", "results",
+                                    f"cpu-{platform.node()}-{threads}t.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    print(f"# wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

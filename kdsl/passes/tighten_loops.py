@@ -1,0 +1,74 @@
+"""tighten_loops: move a loop's bounds guard into its extent.
+
+An uneven split lowers to ``for x in range(F): if base + x < N: body``; the
+guard is evaluated every iteration and stops LLVM from vectorizing the loop
+cleanly.  When a loop's whole body is such an ``if`` and one conjunct of the
+condition is ``x + c < N`` or ``x + c <= N`` (``x`` with coefficient 1,
+``c`` and ``N`` free of ``x``), this pass shrinks the loop instead:
+
+    for x in range(min(F, max(N - c - min, 0))): body     # other conjuncts stay an if
+
+Assumes: simplified index expressions (kdsl.ir.simplify's linear form).
+Guarantees: the same iterations run the body; thread-bound loops (whose
+extent is the launch size) and unrolled loops are left alone.  Backends that run loops on one
+core (cpu) append it to their pipeline.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.simplify import linear, simplify
+from ..ir.visitor import Mutator, uses_var
+
+#: unrolled loops keep their constant extent (and the guard): a full unroll needs it
+_KINDS = (n.ForKind.SERIAL, n.ForKind.VECTORIZED, n.ForKind.PARALLEL)
+
+
+def _conjuncts(c: n.Expr) -> list:
+    if type(c) is n.Binary and c.op is n.BinOp.AND and c.dtype.is_bool:
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
+
+
+def _limit(cond: n.Expr, var: n.Var):
+    """``N - c`` when ``cond`` is ``var + c < N`` (``<=``: ``N - c + 1``), else None."""
+    if type(cond) is not n.Compare or cond.op not in (n.CmpOp.LT, n.CmpOp.LE):
+        return None
+    if not cond.a.dtype.is_int or uses_var(cond.b, var):
+        return None
+    lin = linear(cond.a)
+    if lin.terms.get(var) != 1:
+        return None
+    rest = {t: k for t, k in lin.terms.items() if t is not var}
+    if any(uses_var(t, var) for t in rest):
+        return None
+    c = type(lin)(lin.dtype, rest, lin.const).to_expr()
+    lim = mk.sub(cond.b, c)
+    return mk.add(lim, 1) if cond.op is n.CmpOp.LE else lim
+
+
+class _Tighten(Mutator):
+    def visit_For(self, s: n.For):
+        s = self.generic(s)
+        body = s.body
+        if s.kind not in _KINDS or type(body) is not n.IfThenElse or body.otherwise is not None:
+            return s
+        conds = _conjuncts(body.cond)
+        for k, c in enumerate(conds):
+            lim = _limit(c, s.var)
+            if lim is None:
+                continue
+            room = mk.max_(mk.sub(lim, s.min), mk.as_expr(0, lim.dtype))
+            extent = simplify(mk.min_(s.extent, room))
+            rest = mk.all_of(conds[:k] + conds[k + 1:])
+            new_body = body.then if rest is None else n.IfThenElse(rest, body.then)
+            return dataclasses.replace(s, extent=extent, body=new_body)
+        return s
+
+
+def tighten_loops(func: n.LoweredFunc) -> n.LoweredFunc:
+    """The pass: every guarded loop of ``func`` with its guard folded into the extent."""
+    body = _Tighten().visit(func.body)
+    return func if body is func.body else dataclasses.replace(func, body=body)
