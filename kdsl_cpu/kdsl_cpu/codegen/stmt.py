@@ -24,6 +24,7 @@ from kdsl.ir.visitor import free_vars, substitute
 from . import types as T
 from .expr import ExprGen
 from .function import FnCtx
+from .vector import VectorEmitter
 
 #: constant-size temporaries up to this many bytes go on the stack
 STACK_LIMIT = 32 * 1024
@@ -147,7 +148,11 @@ class StmtGen:
         else:
             return False
         idx = [self.expr(i) for i in s.indices]
-        x = self.expr(other)
+        if type(other) is n.Binary and other.op is n.BinOp.MUL and v.op is n.BinOp.ADD:
+            # acc + a*b may become one fused multiply-add (more exact, twice the throughput)
+            x = self.fn.b.fmul(self.expr(other.a), self.expr(other.b), flags=_REASSOC)
+        else:
+            x = self.expr(other)
         cur = self.fn.load(s.buffer, idx)
         b = self.fn.b
         if v.op is n.BinOp.ADD:
@@ -200,6 +205,8 @@ class StmtGen:
     def _for(self, s: n.For):
         if s.kind is n.ForKind.PARALLEL and self.fn.par_depth == 0:
             return self._parallel(s)
+        if s.kind is n.ForKind.VECTORIZED and VectorEmitter(self, s).emit():
+            return
         md = None
         if s.kind is n.ForKind.VECTORIZED:
             # no full unroll first: LLVM would unroll the (constant, guarded) lane loop into

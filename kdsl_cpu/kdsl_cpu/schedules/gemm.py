@@ -1,18 +1,20 @@
 """The default schedule of a matrix product ``C[i, j] = sum_k A[i, k] * B[k, j]``.
 
-Blocked for the caches (TVM's CPU GEMM recipe): a panel of B of ``KB`` rows
-by ``NB`` columns stays in L2 while every row of A streams past it; inside,
-``MR`` rows of C are updated together so each B vector loaded from L1 feeds
-``MR`` fused multiply-adds, and the column loop is vectorized.
+TVM's CPU GEMM recipe without the packing step: C is cut into ``MR x NR``
+register blocks, each accumulated over the whole reduction in a local tile
+that LLVM keeps in vector registers; blocks of ``MC`` row tiles are the
+parallel chunks.  Not yet done: packing B into contiguous panels (each k step
+reads NR floats from a different row of B, which costs TLB misses and
+defeats the prefetcher) and blocking the reduction for L2.
 """
 from __future__ import annotations
 
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import uses_var
 
-NB = 512    # columns of a B panel (2 KiB of float32 per row: L1-friendly rows)
-KB = 256    # rows of a B panel (NB*KB*4 = 512 KiB: fits L2)
-MR = 4      # rows of C updated together
+MR = 6      # rows of the register block
+NR = 64     # columns of the register block (4 zmm / 8 ymm vectors per row)
+MC = 8      # register blocks per parallel chunk of rows (48 rows)
 
 
 def is_matmul(stage) -> bool:
@@ -43,13 +45,23 @@ def is_matmul(stage) -> bool:
 
 
 def gemm(sched, h, threads: int) -> None:
-    """Blocked, register-tiled, parallel-over-rows schedule of the matmul stage ``h``."""
+    """Register-blocked, parallel-over-row-blocks schedule of the matmul stage ``h``.
+
+    The ``MR x NR`` block of C is accumulated in a local tile (``cache_write``)
+    over the whole reduction; codegen emits its rows as explicit vectors, so
+    the tile lives in registers and every k step is MR broadcasts of A, NR/16
+    vector loads of B and MR*NR/16 FMAs.
+    """
+    cc = sched.cache_write(h, "local")
     *batch, i, j = h.stage.axes
-    (k,) = h.stage.reduce_axes
-    jo, ji = h.split(j, factor=NB)
-    ko, ki = h.split(k, factor=KB)
     io, ii = h.split(i, factor=MR)
-    h.reorder(*batch, jo, ko, io, ki, ii, ji)
-    h.parallel(io)
-    h.unroll(ii)
-    h.vectorize(ji)
+    ioo, ioi = h.split(io, factor=MC)
+    jo, ji = h.split(j, factor=NR)
+    h.reorder(*batch, ioo, jo, ioi, ii, ji)
+    h.parallel(batch[0] if batch else ioo)
+    cc.compute_at(h, ioi)
+    *cbatch, ci, cj = cc.stage.axes
+    (k,) = cc.stage.reduce_axes
+    cc.reorder(*cbatch, k, ci, cj)
+    cc.unroll(ci)
+    cc.vectorize(cj)

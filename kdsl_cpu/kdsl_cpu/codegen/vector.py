@@ -1,0 +1,162 @@
+"""Explicit vector code for short vectorized loops (the register blocks of GEMM-like nests).
+
+A ``vectorize``d loop of constant extent ``W`` whose body is a few stores of
+simple arithmetic on loads that are contiguous in the loop variable (or do
+not depend on it) is emitted as straight-line ``<W x T>`` code instead of a
+scalar loop with ``llvm.loop.vectorize`` metadata.  The difference matters for
+register blocking: with constant offsets into a local tile, SROA keeps the
+whole tile in vector registers across the enclosing reduction loop, which
+LLVM's loop vectorizer does not achieve on its own.  Anything else (strided
+accesses, guards, math calls, narrow float types) falls back to the loop.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from kdsl import dtypes as dt
+from kdsl.ir import nodes as n
+from kdsl.ir.simplify import linear
+from kdsl.ir.visitor import substitute, uses_var
+
+from . import types as T
+
+#: widest explicit vector (elements); wider loops use the loop vectorizer
+MAX_WIDTH = 64
+_DTYPES = (dt.float32, dt.float64, dt.int32, dt.int64)
+_FLOAT_OPS = {n.BinOp.ADD: "fadd", n.BinOp.SUB: "fsub", n.BinOp.MUL: "fmul", n.BinOp.DIV: "fdiv"}
+_INT_OPS = {n.BinOp.ADD: "add", n.BinOp.SUB: "sub", n.BinOp.MUL: "mul"}
+_CONTRACT = ("contract",)
+
+
+class _NotSimple(Exception):
+    """The loop body is outside what this emitter handles: use the scalar loop."""
+
+
+def _contiguous_last(buf: n.Buffer) -> bool:
+    return buf.strides is None or (isinstance(buf.strides[-1], n.Const) and buf.strides[-1].value == 1)
+
+
+def _lane_step(idx: tuple, var: n.Var) -> int:
+    """0 when no index uses ``var``; 1 when only the last does, with coefficient 1."""
+    if any(uses_var(i, var) for i in idx[:-1]):
+        raise _NotSimple
+    if not idx or not uses_var(idx[-1], var):
+        return 0
+    lin = linear(idx[-1])
+    if lin.terms.get(var) != 1 or any(uses_var(t, var) for t in lin.terms if t is not var):
+        raise _NotSimple
+    return 1
+
+
+def _stores(s: n.Stmt) -> list:
+    if type(s) is n.Store:
+        return [s]
+    if type(s) is n.Seq:
+        return [x for y in s.stmts for x in _stores(y)]
+    raise _NotSimple
+
+
+class VectorEmitter:
+    """Emits one vectorized loop ``s`` through the statement generator ``gen`` (or declines)."""
+
+    def __init__(self, gen, s: n.For):
+        self.gen, self.s, self.var = gen, s, s.var
+        self.width = int(s.extent.value) if isinstance(s.extent, n.Const) else 0
+        self._update = False
+
+    def emit(self) -> bool:
+        """Generate the loop as vector code; False (nothing emitted) when it does not qualify."""
+        if not 2 <= self.width <= MAX_WIDTH:
+            return False
+        try:
+            stores = _stores(self.s.body)
+            for st in stores:        # check everything before emitting anything
+                self._check_store(st)
+        except _NotSimple:
+            return False
+        for st in stores:
+            self._store(st)
+        return True
+
+    # ------------------------------------------------------------- checks
+    def _check_store(self, st):
+        if st.buffer.dtype not in _DTYPES or not _contiguous_last(st.buffer):
+            raise _NotSimple
+        if _lane_step(st.indices, self.var) != 1:
+            raise _NotSimple
+        self._check(st.value)
+
+    def _check(self, e):
+        if not uses_var(e, self.var):
+            return
+        t = type(e)
+        if t is n.Load:
+            if e.buffer.dtype not in _DTYPES or not _contiguous_last(e.buffer):
+                raise _NotSimple
+            _lane_step(e.indices, self.var)
+        elif t is n.Binary:
+            ops = _FLOAT_OPS if e.dtype.is_float else _INT_OPS
+            if e.dtype not in _DTYPES or e.op not in ops:
+                raise _NotSimple
+            self._check(e.a)
+            self._check(e.b)
+        elif t is n.Var and e is self.var:
+            raise _NotSimple       # lane indices as values: leave to the loop vectorizer
+        else:
+            raise _NotSimple
+
+    # ------------------------------------------------------------- emission
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.gen.fn.b
+
+    def _vtype(self, d: dt.DType) -> ir.VectorType:
+        return ir.VectorType(T.value_type(d), self.width)
+
+    def _splat(self, x, d: dt.DType):
+        vt = self._vtype(d)
+        one = self.b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(T.I32, 0))
+        return self.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                                     ir.Constant(ir.VectorType(T.I32, self.width), [0] * self.width))
+
+    def _addr(self, buf, indices):
+        first = [substitute(i, {self.var: self.s.min}) for i in indices]
+        return self.gen.fn.address(buf, [self.gen.expr(i) for i in first])
+
+    def _tag(self, instr, buf):
+        if self.gen.fn.alias is not None:
+            self.gen.fn.alias.tag(instr, buf)
+
+    def _value(self, e):
+        """(LLVM value, is_vector) of ``e``."""
+        if not uses_var(e, self.var):
+            return self.gen.expr(e), False
+        t = type(e)
+        if t is n.Load:
+            if _lane_step(e.indices, self.var) == 0:
+                return self.gen.expr(e), False
+            v = self.b.load(self._addr(e.buffer, e.indices), typ=self._vtype(e.dtype),
+                            align=self.gen.fn._align(e.buffer))
+            self._tag(v, e.buffer)
+            return v, True
+        a, va = self._value(e.a)
+        c, vc = self._value(e.b)
+        if va != vc:
+            a = a if va else self._splat(a, e.a.dtype)
+            c = c if vc else self._splat(c, e.b.dtype)
+        if e.dtype.is_float:
+            # in an accumulation, a*b may fuse into an FMA (as in the scalar path)
+            flags = _CONTRACT if self._update and e.op in (n.BinOp.ADD, n.BinOp.MUL) else ()
+            return getattr(self.b, _FLOAT_OPS[e.op])(a, c, flags=flags), True
+        return getattr(self.b, _INT_OPS[e.op])(a, c), True
+
+    def _store(self, st):
+        val = st.value
+        self._update = type(val) is n.Binary and val.op is n.BinOp.ADD and any(
+            type(x) is n.Load and x.buffer is st.buffer and x.indices == st.indices
+            for x in (val.a, val.b))
+        v, is_vec = self._value(st.value)
+        if not is_vec:
+            v = self._splat(v, st.value.dtype)
+        ins = self.b.store(v, self._addr(st.buffer, st.indices), align=self.gen.fn._align(st.buffer))
+        self._tag(ins, st.buffer)
