@@ -28,7 +28,7 @@ from .launcher import build_launcher
 EXTRA_PASSES = (("full_tiles", full_tiles), ("tighten_loops", tighten_loops))
 
 #: bump when the generated code changes for the same loop IR (invalidates cache entries)
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 
 
 class CPUCompiled:

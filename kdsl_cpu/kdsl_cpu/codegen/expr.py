@@ -17,7 +17,7 @@ from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 
 from . import types as T
-from .intrinsics import libm_name
+from . import vecmath
 
 _ICMP = {n.CmpOp.EQ: "==", n.CmpOp.NE: "!=", n.CmpOp.LT: "<", n.CmpOp.LE: "<=",
          n.CmpOp.GT: ">", n.CmpOp.GE: ">="}
@@ -201,20 +201,22 @@ class ExprGen:
             return b.fneg(a)
         x = T.widen(b, d, a)
         t = x.type
-        if op in _INTRINSIC_UNARY:
-            r = b.call(self.intr.unary(_INTRINSIC_UNARY[op], t), [x])
+        name = _INTRINSIC_UNARY.get(op) or op.value
+        if vecmath.has(name, t):
+            # inline branch-free code (exp, log, tanh, erf, sin, cos): llvm.exp & co. become
+            # scalar libm calls, which would keep the loop from being vectorised
+            r = b.call(self.intr.vecmath(name, t), [x])
+        elif op in _INTRINSIC_UNARY:
+            r = b.call(self.intr.unary(name, t), [x])
         elif op is n.UnOp.RSQRT:
             r = b.fdiv(ir.Constant(t, 1.0), b.call(self.intr.unary("sqrt", t), [x]))
         elif op is n.UnOp.SIGMOID:
-            ex = b.call(self.intr.unary("exp", t), [b.fneg(x)])
-            r = b.fdiv(ir.Constant(t, 1.0), b.fadd(ir.Constant(t, 1.0), ex))
-        elif op is n.UnOp.TANH:
-            r = b.call(self.intr.libm(libm_name("tanh", t), t), [x])
-        elif op is n.UnOp.ERF:
-            wide = b.fpext(x, T.DOUBLE) if t != T.DOUBLE else x
-            r = b.call(self.intr.libm("erf", T.DOUBLE), [wide])
-            if t != T.DOUBLE:
-                r = b.fptrunc(r, t)
+            # e = exp(-|x|) never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below
+            # (1 / (1 + exp(-x)) would give 0 instead of a denormal for x < -88.7 in float)
+            ax = b.call(self.intr.unary("fabs", t), [x])
+            ex = b.call(self.intr.vecmath("exp", t), [b.fneg(ax)])
+            num = b.select(b.fcmp_ordered("<", x, ir.Constant(t, 0.0)), ex, ir.Constant(t, 1.0))
+            r = b.fdiv(num, b.fadd(ir.Constant(t, 1.0), ex))
         else:
             raise InternalCompilerError(f"unary {op.value} is not implemented by the cpu backend")
         return T.narrow(b, d, r)

@@ -1,12 +1,14 @@
 """LLVM intrinsics, libm functions and small helper functions a kernel module links to.
 
-Math that LLVM has intrinsics for (exp, log, sqrt, sin, cos, floor, ceil,
-pow, fabs, fmod via ``frem``) uses them: the optimiser and vectoriser know
-them, and they lower to libm calls (``expf`` ...) that the JIT resolves in
-the process.  ``tanh`` and ``erf`` have no intrinsic and are called in libm
-directly (``LIBM_SYMBOLS`` lists what the JIT must find).  Integer power and
-saturating float->int conversion are helper functions defined in the module
-itself, internal and always inlined.
+``exp``, ``log``, ``tanh``, ``erf``, ``sin`` and ``cos`` (``vecmath.NAMES``)
+are branch-free functions defined in the module itself (vecmath.py): LLVM
+lowers its own ``llvm.exp``... to scalar libm calls, which stop loop
+vectorisation.  Math that vectorises natively (sqrt, floor, ceil, fabs, fma)
+uses LLVM intrinsics, and so does pow (a libm call, ``powf`` ...) and fmod
+(``frem``); the JIT resolves such calls in the process (``LIBM_SYMBOLS``
+lists what it may have to find; ``libm`` declares one by name).  Integer
+power and saturating float->int conversion are helper functions defined in
+the module itself, internal and always inlined.
 """
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ from llvmlite import ir
 
 from kdsl import dtypes as dt
 
+from . import vecmath
 from .types import DOUBLE, FLOAT, I1, I64, value_type
 
 #: libm functions a generated module may call by name (besides what intrinsics lower to)
 LIBM_SYMBOLS = ("tanhf", "tanh", "erf", "expf", "exp", "logf", "log", "sinf", "sin", "cosf",
                 "cos", "powf", "pow", "fmodf", "fmod", "sqrtf", "sqrt", "floorf", "floor",
-                "ceilf", "ceil")
+                "ceilf", "ceil", "fmaf", "fma")   # llvm.fma calls fma[f] where the CPU lacks FMA
 
 
 def _suffix(t: ir.Type) -> str:
@@ -57,6 +60,10 @@ class Intrinsics:
             f.attributes.add("nounwind")
             return f
         return self._get(("libm", name), make)
+
+    def vecmath(self, name: str, t: ir.Type) -> ir.Function:
+        """The inline, vectorisable ``name`` for ``t`` (where ``vecmath.has(name, t)``)."""
+        return self._get(("vecmath", name, str(t)), lambda: vecmath.make(self.module, name, t))
 
     def fptosi_sat(self, src: ir.Type) -> ir.Function:
         """``llvm.fptosi.sat.i64.<src>``: defined for NaN and out-of-range values (no poison)."""
