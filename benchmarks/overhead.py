@@ -3,7 +3,9 @@
     python benchmarks/overhead.py [backend ...]
 
 Times ``add(a, b)`` on 8 float32 elements: the median over many batches of
-calls, per backend (``numpy`` always, plus any named on the command line),
+calls, per backend (``numpy`` always, ``cpu`` when installed, plus any named
+on the command line; with ``cpu`` the calls run through its native fast
+launcher, kdsl.runtime.fastpath),
 next to a ``null`` backend whose compiled kernel does nothing (pure dispatch
 cost) and numpy's own ``a + b`` as the peer.  Prints a table and writes JSON
 under benchmarks/results/.
@@ -19,7 +21,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [_ROOT, os.path.join(_ROOT, "kdsl_cpu")]   # this checkout, not installed copies
 
 import kdsl as kd  # noqa: E402
 from kdsl.backends.numpy_backend import NumpyBackend  # noqa: E402
@@ -92,7 +95,8 @@ def main(argv) -> dict:
     b = np.ones(N_ELEMS, np.float32)
     out = np.empty_like(a)
     rows = [("numpy a + b (peer)", median_call_us(lambda: np.add(a, b)))]
-    for name in ["null", "numpy", *argv]:
+    names = ["null", "numpy"] + (["cpu"] if "cpu" in kd.backends() else [])
+    for name in names + [b for b in argv if b not in names]:
         try:
             add(a, b, backend=name)
         except Exception as e:  # a backend not installed here: say so, keep going

@@ -1,10 +1,13 @@
 """``kd.kernel``: the decorator and the Kernel object users call.
 
-A call builds a cheap key from its arguments (dtypes, ranks, size-1 dims,
-layout classes, scalar kinds), looks up the launcher compiled for (backend,
-key) and runs it.  A miss validates the arguments, traces, schedules and
-compiles once per key under a lock of its own; calls themselves take no lock.
-Kernels pickle by reference (module + qualified name).
+A call first offers its arguments to the fast launcher of the specialisation
+run last, where the backend builds one (kdsl.runtime.fastpath: it checks them
+natively and declines anything else).  Otherwise it builds a cheap key from
+its arguments (dtypes, ranks, size-1 dims, layout classes, scalar kinds),
+looks up the launcher compiled for (backend, key) and runs it.  A miss
+validates the arguments, traces, schedules and compiles once per key under a
+lock of its own; calls themselves take no lock.  Kernels pickle by reference
+(module + qualified name).
 """
 from __future__ import annotations
 
@@ -17,10 +20,13 @@ import numpy as np
 from .backends import registry as _reg
 from .errors import (ArgumentError, KdslError, KdslUserError, KernelError, for_user,
                      user_frames_only, user_location)
-from .runtime import dispatch
+from .runtime import dispatch, fastpath
 from .runtime.signature import arg_key, out_key, signature_from_args, signature_from_specs
 
 _RESERVED = ("backend", "out", "stream")
+# bound once: the fast path of __call__ reads the default-backend state without calls into Python
+_cur_backend = _reg.current_backend_var().get
+_env_get, _ENV_KEY = _reg.env_backend_reader()
 
 
 def _hint(target, fn, loc):
@@ -65,9 +71,29 @@ class Kernel:
         self._locks = {}
         self._lock = threading.Lock()
         self._version = 0
+        self._fast = None      # (backend name, registry generation, fast launcher) or None
+        self._fast_out = None  # the same for calls with out=
 
     # ------------------------------------------------------------- calling
     def __call__(self, *args, backend=None, out=None, stream=None):
+        # 1. the fast launcher of the specialisation run last (kdsl.runtime.fastpath): it
+        # checks the arguments against that specialisation itself and answers NotImplemented
+        # when they do not match, so only the backend choice is checked here.  The default
+        # rule is inlined: plain numpy arguments (all a fast launcher accepts) get
+        # use_backend's, else (KDSL_BACKEND unset) the automatic default.
+        fast = self._fast if out is None else self._fast_out
+        if fast is not None and stream is None and fast[1] == _reg._generation:
+            b = backend
+            if b is None:
+                b = _cur_backend()
+                if b is None and _env_get(_ENV_KEY) is None:
+                    b = _reg._auto_default
+            if b is fast[0] or (type(b) is str and b == fast[0]):
+                r = fast[2](*args) if out is None else fast[2](*args, out)
+                if r is not NotImplemented:
+                    return r
+        # 2. the launcher of this call's key
+        version, gen = self._version, _reg._generation
         if backend is None:
             backend = _reg.default_backend_name(args)
         launch = None
@@ -87,11 +113,26 @@ class Kernel:
         try:
             if launch is None:
                 launch = self._miss(args, backend, out)
-            return launch(args, out, stream)
+            result = launch(args, out, stream)
         except KdslUserError as e:
             # re-raised here so that only this frame of kdsl stays in the user's traceback
             __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
             raise for_user(e) from None
+        slot = getattr(launch, "__kdsl_fast__", None)
+        if slot is not None and stream is None and type(backend) is str:
+            fn = slot.get()
+            if fn is not None:
+                self._promote(out is None, (backend, gen, fn), version)
+        return result
+
+    def _promote(self, plain, entry, version):
+        """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first."""
+        with self._lock:
+            if version == self._version:  # no schedule was added since its launcher was looked up
+                if plain:
+                    self._fast = entry
+                else:
+                    self._fast_out = entry
 
     def _miss(self, args, backend, out):
         """Validate the arguments, then compile (once per key) and return the launcher."""
@@ -170,6 +211,9 @@ class Kernel:
             mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
             launch = dispatch.build_launcher(self.__name__, graph, be, compiled, self.arg_names,
                                              self._param_pos, mode)
+            if not self._any_const:
+                launch.__kdsl_fast__ = fastpath.slot_for(compiled, graph, sig, args,
+                                                         self._param_pos, self._nargs, mode, out)
             if version == self._version:
                 self._cache[key] = launch
             return launch
@@ -262,6 +306,7 @@ class Kernel:
             self._hints.append(hint)
             self._version += 1
             self._cache = {}
+            self._fast = self._fast_out = None
 
     # ------------------------------------------------------------- misc
     def __reduce__(self):

@@ -16,6 +16,16 @@ time with ``kdsl.register_backend``.  Dispatch calls, per (signature, schedule):
 ``source(request)`` returns what the backend compiles (text), for
 ``kernel.source``.  Codegen must be pure; only ``compile`` may need tools or a
 device.
+
+Optional: ``compiled.fast_launcher(plan)`` -> a callable or None.  ``plan`` is
+a ``kdsl.runtime.fastpath.FastPlan`` (argument checks, shape bindings,
+constraints and outputs of one specialisation, as data).  The callable takes the
+call's positional arguments (plus ``out`` when ``plan.out_mode`` is set) and
+returns the result, or ``NotImplemented`` for anything that does not match the
+plan exactly or would raise: the kernel then takes its normal path, which keeps
+every error message.  It must never raise.  Kernels call it after a
+specialisation has run a few times (``fastpath.PROMOTE_AFTER``); a backend
+without it keeps the generated Python launcher.
 """
 from __future__ import annotations
 
@@ -41,6 +51,8 @@ class CompileRequest:
 
 @runtime_checkable
 class Compiled(Protocol):
+    """A loaded specialisation (``fast_launcher(plan)`` is optional: see the docstring above)."""
+
     def __call__(self, inputs: list, outputs: list, scalars: list) -> None: ...
 
 

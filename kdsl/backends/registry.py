@@ -18,8 +18,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
+import os
 import threading
 import warnings
+
+import numpy as np
 
 from .. import config
 from ..errors import BackendNotInstalled, BackendUnavailable, user_location
@@ -52,16 +55,131 @@ def _discover() -> dict:
     global _entry_points
     eps = _entry_points
     if eps is None:
-        from importlib.metadata import entry_points
+        found = _scan_entry_points()
+        if found is None:
+            from importlib.metadata import entry_points
+            try:
+                found = entry_points(group=GROUP)
+            except Exception:  # broken metadata of some unrelated distribution
+                found = ()
         eps = {}
-        try:
-            found = entry_points(group=GROUP)
-        except Exception:  # broken metadata of some unrelated distribution
-            found = ()
         for ep in found:
             eps.setdefault(ep.name, ep)
         _entry_points = eps
     return eps
+
+
+# ----------------------------------------------------------------- fast entry-point scan
+# importlib.metadata costs ~25 ms on a cold start (its import pulls in email, zipfile, csv;
+# then every distribution is parsed), a quarter of a first kernel call.  Where sys.path
+# holds plain directories only, the same answer comes from listing them: the *.dist-info
+# and *.egg-info directories, in sys.path order, the first of each normalised name winning
+# (importlib.metadata's rules), and their entry_points.txt.  Anything else (zip or egg
+# entries, finders of other distributions) takes importlib.metadata itself.
+class _Dist:
+    """The ``name``/``version`` of a distribution directory, read from its metadata on use."""
+
+    def __init__(self, path: str):
+        self._path, self._meta = path, None
+
+    def _field(self, key: str):
+        if self._meta is None:
+            self._meta = {}
+            for fname in ("METADATA", "PKG-INFO"):
+                text = _read(os.path.join(self._path, fname))
+                if text:
+                    for line in text.splitlines():
+                        if not line.strip():
+                            break          # the headers end at the first blank line
+                        if line[0] in " \t":
+                            continue       # a folded continuation of the previous header
+                        k, sep, v = line.partition(":")
+                        if sep:
+                            self._meta.setdefault(k.strip(), v.strip())
+                    break
+        return self._meta.get(key)
+
+    @property
+    def name(self):
+        return self._field("Name")
+
+    @property
+    def version(self):
+        return self._field("Version")
+
+
+class _EntryPoint:
+    """Stands for importlib.metadata.EntryPoint: ``name``, ``value``, ``dist``, ``load()``."""
+
+    def __init__(self, name: str, value: str, dist: _Dist):
+        self.name, self.value, self.dist = name, value, dist
+
+    def load(self):
+        mod, _, attr = self.value.partition("[")[0].partition(":")   # "mod : attr [extras]"
+        return _load_ref(f"{mod.strip()}:{attr.strip()}")
+
+
+def _read(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, ValueError):
+        return None
+
+
+def _normalize(name: str) -> str:
+    import re
+    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+
+
+def _scan_entry_points():
+    """The ``kdsl.backends`` entry points as importlib.metadata would list them, or None where
+    a plain directory scan could differ from it."""
+    import importlib.machinery
+    import sys
+    if any(getattr(f, "find_distributions", None) is not None
+           and f is not importlib.machinery.PathFinder for f in sys.meta_path):
+        return None
+    found, seen = [], set()
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            return None
+        root = entry or "."
+        if root.lower().endswith(".egg") or os.path.isfile(root):
+            return None                       # zip files and eggs: importlib.metadata's job
+        try:
+            children = os.listdir(root)
+        except OSError:
+            continue
+        for child in children:
+            low = child.lower()
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            norm = _normalize(low.rpartition(".")[0].partition("-")[0])
+            if norm in seen:
+                continue
+            seen.add(norm)
+            path = os.path.join(root, child)
+            text = _read(os.path.join(path, "entry_points.txt")) if os.path.isdir(path) else None
+            if text:
+                found.extend(_parse_group(text, _Dist(path)))
+    return found
+
+
+def _parse_group(text: str, dist: _Dist) -> list:
+    """The ``GROUP`` section of an entry_points.txt (INI: ``[group]`` then ``name = value``)."""
+    out, section = [], None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+        elif section == GROUP:
+            name, sep, value = line.partition("=")
+            if sep:
+                out.append(_EntryPoint(name.strip(), value.strip(), dist))
+    return out
 
 
 def refresh() -> None:
@@ -221,6 +339,33 @@ def current_backend():
     return _current.get()
 
 
+def current_backend_var() -> contextvars.ContextVar:
+    """The context variable behind ``use_backend`` (the kernel call's fast path reads it)."""
+    return _current
+
+
+def _env_reader():
+    # os.environ.get costs ~0.6 us when the variable is unset (a KeyError inside); the
+    # mapping's own dict answers in ~25 ns.  It is CPython's os._Environ storage, updated by
+    # every write through os.environ (monkeypatch.setenv included); elsewhere use the API.
+    data, encode = getattr(os.environ, "_data", None), getattr(os.environ, "encodekey", None)
+    if type(data) is dict and encode is not None:
+        try:
+            return data.get, encode("KDSL_BACKEND")
+        except Exception:
+            pass
+    return os.environ.get, "KDSL_BACKEND"
+
+
+_env_get, _ENV_KEY = _env_reader()
+
+
+def env_backend_reader():
+    """``(get, key)``: ``get(key)`` is the raw value of ``KDSL_BACKEND`` or None when unset,
+    read cheaply (``config.backend()`` still decides what a set value means)."""
+    return _env_get, _ENV_KEY
+
+
 def _is_cuda_array(a) -> bool:
     if hasattr(a, "__cuda_array_interface__"):
         return True
@@ -267,13 +412,19 @@ def default_backend_name(arrays=()) -> str:
     cur = _current.get()
     if cur is not None:
         return cur
-    env = config.backend()
-    if env is not None:
-        return env
+    if _env_get(_ENV_KEY) is not None:   # set: config decides what the value means
+        env = config.backend()
+        if env is not None:
+            return env
     for a in arrays:
-        if type(a).__module__ != "numpy" and _is_cuda_array(a):
+        t = type(a)
+        if t not in _HOST_TYPES and t.__module__ != "numpy" and _is_cuda_array(a):
             return "cuda"
-    return _automatic()
+    return _auto_default or _automatic()
+
+
+#: argument types that are never CUDA arrays (a set lookup instead of a module-name test)
+_HOST_TYPES = frozenset((int, float, bool, complex, np.ndarray))
 
 
 class TargetOnly:

@@ -59,8 +59,9 @@ def out_key(out):
     """The layout part of the key for ``out=`` (None when no out= was given)."""
     if out is None:
         return None
-    outs = out if isinstance(out, tuple) else (out,)
-    return tuple(arg_key(o, False, False) for o in outs) + ((isinstance(out, tuple)),)
+    if isinstance(out, tuple):
+        return tuple([arg_key(o, False, False) for o in out]) + (True,)
+    return (arg_key(out, False, False), False)
 
 
 # ----------------------------------------------------------------- signatures

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 from llvmlite import ir
 
@@ -101,10 +100,10 @@ def _omp_object() -> bytes:
     from kdsl.runtime import cache as disk
     text = _omp_module_ir()
     store = disk.DiskCache()
-    key = disk.cache_key(text, "cpu-omp-runtime", jit.options())
+    key = disk.cache_key(text, "cpu-omp-runtime", {**jit.options(), "glue": "O0"})
     obj = store.get(key)
     if not obj:
-        obj = jit.compile_object(text)
+        obj = jit.compile_glue(text)   # a few calls, no loops: optimising would only cost time
         store.put(key, obj)
     return obj
 
@@ -113,13 +112,15 @@ def _omp_object() -> bytes:
 
 # ----------------------------------------------------------------- thread pool fallback
 _pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
+_pool = None
 
 
-def _get_pool(workers: int) -> ThreadPoolExecutor:
+def _get_pool(workers: int):
     global _pool
     with _pool_lock:
         if _pool is None or _pool._max_workers < workers:
+            # imported here: concurrent.futures (and logging) cost ~3 ms at startup
+            from concurrent.futures import ThreadPoolExecutor
             _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kdsl-cpu")
         return _pool
 
