@@ -37,6 +37,19 @@ def _hint(target, fn, loc):
     return Hint(target=target, hints={}, fn=fn, loc=loc)
 
 
+def _overlaps(out, args) -> bool:
+    """Does an ``out=`` array share memory with an argument or with another out array?"""
+    outs = out if isinstance(out, tuple) else (out,)
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    for k, o in enumerate(outs):
+        if not isinstance(o, np.ndarray):
+            return False     # the normal path reports the bad out= argument
+        if any(np.may_share_memory(o, a) for a in arrays) or any(
+                np.may_share_memory(o, p) for p in outs[k + 1:] if isinstance(p, np.ndarray)):
+            return True
+    return False
+
+
 class Kernel:
     """A traced-and-compiled-on-demand kernel; call it like the function it wraps."""
 
@@ -81,6 +94,15 @@ class Kernel:
         # when they do not match, so only the backend choice is checked here.  The default
         # rule is inlined: plain numpy arguments (all a fast launcher accepts) get
         # use_backend's, else (KDSL_BACKEND unset) the automatic default.
+        if out is not None and _overlaps(out, args):
+            # numpy's rule: the result is as if the inputs were read before out is written.
+            # Backends may assume outputs and inputs never share memory (the cpu backend
+            # gives LLVM that promise), so compute into fresh arrays and copy.
+            fresh = self(*args, backend=backend, stream=stream)
+            for o, r in zip(out if isinstance(out, tuple) else (out,),
+                            fresh if isinstance(out, tuple) else (fresh,)):
+                np.copyto(o, r)
+            return out
         fast = self._fast if out is None else self._fast_out
         if fast is not None and stream is None and fast[1] == _reg._generation:
             b = backend
