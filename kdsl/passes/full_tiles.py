@@ -26,7 +26,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import simplify
 from ..ir.visitor import Mutator, free_vars
-from .tighten_loops import _conjuncts, _limit
+from .tighten_loops import conjuncts, guard_limit
 
 #: copies are only made for nests with at most this many tile guards
 MAX_GUARDS = 4
@@ -39,9 +39,9 @@ def _tile_guard(s):
     body = s.body
     if type(body) is not n.IfThenElse or body.otherwise is not None:
         return None
-    conds = _conjuncts(body.cond)
+    conds = conjuncts(body.cond)
     for k, c in enumerate(conds):
-        lim = _limit(c, s.var)
+        lim = guard_limit(c, s.var)
         if lim is not None:
             return lim, s, mk.all_of(conds[:k] + conds[k + 1:])
     return None

@@ -19,20 +19,21 @@ import dataclasses
 
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.simplify import linear, simplify
+from ..ir.simplify import Linear, linear, simplify
 from ..ir.visitor import Mutator, uses_var
 
 #: unrolled loops keep their constant extent (and the guard): a full unroll needs it
 _KINDS = (n.ForKind.SERIAL, n.ForKind.VECTORIZED, n.ForKind.PARALLEL)
 
 
-def _conjuncts(c: n.Expr) -> list:
+def conjuncts(c: n.Expr) -> list:
+    """The terms of a chain of logical ands."""
     if type(c) is n.Binary and c.op is n.BinOp.AND and c.dtype.is_bool:
-        return _conjuncts(c.a) + _conjuncts(c.b)
+        return conjuncts(c.a) + conjuncts(c.b)
     return [c]
 
 
-def _limit(cond: n.Expr, var: n.Var):
+def guard_limit(cond: n.Expr, var: n.Var):
     """``N - c`` when ``cond`` is ``var + c < N`` (``<=``: ``N - c + 1``), else None."""
     if type(cond) is not n.Compare or cond.op not in (n.CmpOp.LT, n.CmpOp.LE):
         return None
@@ -44,7 +45,7 @@ def _limit(cond: n.Expr, var: n.Var):
     rest = {t: k for t, k in lin.terms.items() if t is not var}
     if any(uses_var(t, var) for t in rest):
         return None
-    c = type(lin)(lin.dtype, rest, lin.const).to_expr()
+    c = Linear(lin.dtype, rest, lin.const).to_expr()
     lim = mk.sub(cond.b, c)
     return mk.add(lim, 1) if cond.op is n.CmpOp.LE else lim
 
@@ -55,9 +56,9 @@ class _Tighten(Mutator):
         body = s.body
         if s.kind not in _KINDS or type(body) is not n.IfThenElse or body.otherwise is not None:
             return s
-        conds = _conjuncts(body.cond)
+        conds = conjuncts(body.cond)
         for k, c in enumerate(conds):
-            lim = _limit(c, s.var)
+            lim = guard_limit(c, s.var)
             if lim is None:
                 continue
             room = mk.max_(mk.sub(lim, s.min), mk.as_expr(0, lim.dtype))

@@ -24,7 +24,7 @@ from kdsl.ir.visitor import free_vars, substitute
 from . import types as T
 from .expr import ExprGen
 from .function import FnCtx
-from .vector import VectorEmitter
+from .vector import VectorEmitter, same_element
 
 #: constant-size temporaries up to this many bytes go on the stack
 STACK_LIMIT = 32 * 1024
@@ -45,8 +45,7 @@ def _work(s: n.Stmt, subst: dict, known: set) -> n.Expr:
         e = substitute(s.extent, subst)
         if not all(v in known for v in free_vars(e)):
             e = mk.as_expr(_UNKNOWN_EXTENT)
-        return mk.mul(n.Binary(e.dtype, n.BinOp.MAX, e, mk.as_expr(1, e.dtype)),
-                      _work(s.body, subst, known))
+        return mk.mul(mk.max_(e, mk.as_expr(1, e.dtype)), _work(s.body, subst, known))
     if t is n.Seq:
         out = mk.as_expr(0)
         for x in s.stmts:
@@ -65,11 +64,6 @@ _LAUNCH_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.I64])
 _UPDATE_OPS = (n.BinOp.ADD, n.BinOp.MUL, n.BinOp.MIN, n.BinOp.MAX)
 _REASSOC_DTYPES = (dt.float32, dt.float64)
 _REASSOC = ("reassoc", "contract")
-
-
-def _same_element(e, store) -> bool:
-    """Is ``e`` a load of exactly the element ``store`` writes?"""
-    return type(e) is n.Load and e.buffer is store.buffer and e.indices == store.indices
 
 
 class _LoopID(ir.values.MDValue):
@@ -141,10 +135,10 @@ class StmtGen:
         v = s.value
         if type(v) is not n.Binary or v.op not in _UPDATE_OPS or v.dtype not in _REASSOC_DTYPES:
             return False
-        if _same_element(v.a, s):
-            acc, other = v.a, v.b
-        elif _same_element(v.b, s):
-            acc, other = v.b, v.a
+        if same_element(v.a, s):
+            other = v.b
+        elif same_element(v.b, s):
+            other = v.a
         else:
             return False
         idx = [self.expr(i) for i in s.indices]
@@ -297,7 +291,7 @@ class StmtGen:
         rt_threads = b.load(b.gep(outer.rt, [ir.Constant(T.I64, 1)], source_etype=T.I64), typ=T.I64)
         nt = b.select(b.icmp_signed("<", ext, rt_threads), ext, rt_threads)
         # too little work to pay for waking threads: run it on this one
-        work = self.expr(mk.mul(n.Binary(s.extent.dtype, n.BinOp.MAX, s.extent, mk.as_expr(1)),
+        work = self.expr(mk.mul(mk.max_(s.extent, mk.as_expr(1, s.extent.dtype)),
                                 _work(s.body, {s.var: s.min}, set(outer.env))))
         small = b.icmp_signed("<", work, ir.Constant(T.I64, PARALLEL_MIN_WORK))
         nt = b.select(small, ir.Constant(T.I64, 1), nt)

@@ -48,6 +48,11 @@ def _lane_step(idx: tuple, var: n.Var) -> int:
     return 1
 
 
+def same_element(e, store) -> bool:
+    """Is ``e`` a load of exactly the element ``store`` writes (an accumulator update)?"""
+    return type(e) is n.Load and e.buffer is store.buffer and e.indices == store.indices
+
+
 def _stores(s: n.Stmt) -> list:
     if type(s) is n.Store:
         return [s]
@@ -152,9 +157,8 @@ class VectorEmitter:
 
     def _store(self, st):
         val = st.value
-        self._update = type(val) is n.Binary and val.op is n.BinOp.ADD and any(
-            type(x) is n.Load and x.buffer is st.buffer and x.indices == st.indices
-            for x in (val.a, val.b))
+        self._update = (type(val) is n.Binary and val.op is n.BinOp.ADD
+                        and (same_element(val.a, st) or same_element(val.b, st)))
         v, is_vec = self._value(st.value)
         if not is_vec:
             v = self._splat(v, st.value.dtype)
