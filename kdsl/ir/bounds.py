@@ -14,7 +14,7 @@ import threading
 
 from ..errors import KdslError
 from . import nodes as n
-from .visitor import free_vars
+from .visitor import Mutator, collect, free_vars, substitute
 
 B = n.BinOp
 
@@ -243,13 +243,18 @@ class _Iv:
             if c < 0:
                 return m(B.FLOORDIV, ah, e.b), m(B.FLOORDIV, al, e.b)
             return None, None
-        if not self.nonneg(self.op(B.SUB, bl, self.c(1, d))):
+        if not self.nonneg(bl):
             return None, None
+        # b >= 0 and b != 0 where a // b runs (index division by zero never executes): b >= 1
+        bl = self._at_least_one(bl)
         if self.nonneg(al):   # a >= 0, b >= 1: a // b decreases in b
             lo = m(B.FLOORDIV, al, bh) if bh is not None else self.c(0, d)
             return lo, m(B.FLOORDIV, ah, bl)
         return (m(B.MIN, m(B.FLOORDIV, al, bl), m(B.FLOORDIV, al, bh)),
                 m(B.MAX, m(B.FLOORDIV, ah, bl), m(B.FLOORDIV, ah, bh)))
+
+    def _at_least_one(self, bl):
+        return self._one_sided(B.MAX, bl, self.c(1, bl.dtype))
 
     def _mod(self, e, al, ah, bl, bh):
         d, m = e.dtype, self.op
@@ -266,7 +271,7 @@ class _Iv:
                     return al, ah   # already within [0, c)
                 return zero, self._one_sided(B.MIN, self.c(c - 1, d), ah)
             return zero, self.c(c - 1, d)
-        if not self.nonneg(self.op(B.SUB, bl, self.c(1, d))):
+        if not self.nonneg(bl):   # as in _floordiv: a divisor >= 0 is >= 1 where it runs
             return None, None
         top = m(B.SUB, bh, self.c(1, d))
         if self.nonneg(al):
@@ -353,13 +358,42 @@ def interval(e: n.Expr, rm: RangeMap, depth: int = 0):
     return lo, hi
 
 
+def _is_load(x) -> bool:
+    return isinstance(x, n.Load)
+
+
+class _Freeze(Mutator):
+    """Replaces each largest sub-expression free of ranged vars by a fresh symbol."""
+
+    def __init__(self, ranged):
+        super().__init__()
+        self.ranged = ranged
+        self.symbols: dict = {}     # symbol Var -> the expression it stands for
+
+    def visit(self, node):
+        if (isinstance(node, (n.Binary, n.Unary, n.Select, n.Cast)) and node.dtype.is_int
+                and (vs := free_vars(node)) and not (vs & self.ranged)
+                and all(v.dtype.is_int for v in vs) and not collect(node, _is_load)):
+            sym = n.Var(node.dtype, f"fixed{len(self.symbols)}")
+            self.symbols[sym] = node
+            return sym
+        return super().visit(node)
+
+    def thaw(self, e):
+        return e if e is None or not self.symbols else substitute(e, self.symbols)
+
+
 def bound(expr: n.Expr, ranges=None) -> tuple:
     """Inclusive symbolic (lo, hi) of an integer expression over ``ranges``.
 
+    A sub-expression that mentions no ranged var (``f // X`` of an enclosing
+    fused loop) is its own exact bound, whatever its operators.
     Raises ``Unbounded`` when a side cannot be bounded.
     """
     reset_budget()
-    lo, hi = interval(expr, RangeMap.of(ranges))
+    rm = RangeMap.of(ranges)
+    freeze = _Freeze(set(rm.bounds))
+    lo, hi = (freeze.thaw(x) for x in interval(freeze.visit(expr), rm))
     if lo is None or hi is None:
         from .printer import format_expr
         side = "lower" if lo is None else "upper"

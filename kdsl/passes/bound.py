@@ -68,7 +68,7 @@ class BoundInference:
             td = self.domain(t)
             idx = t.leaf.index(h.attach_axis)
             enclosing = td.enclosing + [(iv, td.leaf_extent[iv]) for iv in t.leaf[:idx + 1]]
-            if self.sched.reads(t, h):
+            if self.sched.depends(t, h):
                 mins, exts = self._producer_region(h, enclosing)
             else:
                 mins, exts = self._consumer_region(h, t, idx, enclosing)

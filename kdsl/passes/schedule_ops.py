@@ -157,7 +157,7 @@ class Lowering:
         before, after, temps = [], [], []
         for a in self.attached.get((h, iv), []):
             temps += [(b, a.buffer_stages) for b in self.temps[a]]
-            (before if self.sched.reads(h, a) else after).append(self.emit(a))
+            (before if self.sched.depends(h, a) else after).append(self.emit(a))
         inner = _seq(before + [body] + after)
         for b, stages in reversed(temps):
             inner = n.Allocate(b, inner, stages)

@@ -87,7 +87,23 @@ class Schedule:
         return self.graph.outputs
 
     def reads(self, reader: StageSchedule, producer: StageSchedule) -> bool:
+        """True when ``reader`` reads a value of ``producer`` directly."""
         return any(t in reader.stage.reads() for t in producer.stage.values)
+
+    def depends(self, consumer: StageSchedule, producer: StageSchedule) -> bool:
+        """True when ``consumer`` reads ``producer`` directly or through other stages."""
+        seen, todo = set(), [consumer.stage]
+        while todo:
+            st = todo.pop()
+            for t in st.reads():
+                src = getattr(t, "stage", None)
+                if src is None or src in seen:
+                    continue
+                if src is producer.stage:
+                    return True
+                seen.add(src)
+                todo.append(src)
+        return False
 
     def _insert_before(self, new: Stage, anchor: Stage):
         i = self.graph.stages.index(anchor)

@@ -214,14 +214,21 @@ class StageSchedule:
 
     # ------------------------------------------------------------ placement
     def compute_at(self, other, axis):
-        """Compute this stage inside loop ``axis`` of ``other`` (a consumer or a producer of it)."""
+        """Compute this stage inside loop ``axis`` of ``other``.
+
+        ``other`` is a consumer (direct, or through stages attached inside that
+        loop, e.g. a packed operand at an outer loop of the output whose local
+        accumulator reads it) or a producer that this stage reads elementwise.
+        """
         if not isinstance(other, StageSchedule):
             other = self.sched[other]
         if other is self:
             raise ScheduleError(f"compute_at: stage {self.name} cannot be attached to itself")
         ax = other._leaf(axis, "compute_at")
         g = self.sched
-        if g.reads(other, self):
+        if g.depends(other, self):
+            # a consumer, or a later stage whose loop encloses the consumers (bound inference
+            # checks that every reader runs inside that loop)
             if self.stage.output in self.sched.output_tensors():
                 raise ScheduleError(f"compute_at: {self.name} is a kernel output; only intermediate "
                                     "stages can be computed inside their consumers")
@@ -229,7 +236,7 @@ class StageSchedule:
             pass  # a consumer computed inside its producer's loop
         else:
             raise ScheduleError(f"compute_at: stage {self.name} neither reads nor is read by stage {other.name}",
-                                hint="attach a stage to a loop of its consumer (or of its producer)")
+                                hint="attach a stage to a loop of a stage that uses its result (or of its producer)")
         self.attach, self.attach_stage, self.attach_axis = AttachKind.AT, other, ax
 
     def compute_inline(self):

@@ -135,15 +135,18 @@ def test_schedule_full_sum_rfactor():
 
 def test_schedule_matmul_gemm():
     t = _ir("matmul", np.ones((5, 3), F32), np.ones((3, 4), F32))
-    assert "allocate matmul.local: float32[6, 64] local" in t
-    assert "range(ceildiv(ceildiv(A_0, 6), 8)):  # parallel" in t
+    # the 6x64 partial product of one reduction block lives in a local tile
+    assert "allocate matmul.rf: float32[1, 6, 64] local" in t
+    # B's KC x 64 panel is packed inside the reduction-block loop of C
+    assert re.search(r"for r0.outer.v in range\(ceildiv\(A_1, 256\)\):\n\s+allocate B.local: float32\[256, 64\]", t)
+    assert re.search(r"for i0.outer.outer.i1.outer.fused in range\(.*\):  # parallel", t)
     assert "for i0 in range(6):  # unrolled" in t and "for i1 in range(64):  # vectorized" in t
     # full_tiles: the reduction over full 6x64 blocks runs without guards
-    assert re.search(r"if 6 <= A_0 - .* and 64 <= B_1 - i1.outer\*64:\n\s+for r0 in range\(A_1\):\n"
+    assert re.search(r"if 6 <= A_0 - .* and 64 <= B_1 - .*:\n\s+for r0.inner in range\(.*\):\n"
                      r"\s+for i0 in range\(6\):  # unrolled\n\s+for i1 in range\(64\):  # vectorized\n"
-                     r"\s+matmul.local", t)
+                     r"\s+matmul.rf\[0, i0, i1\] = matmul.rf\[0, i0, i1\] \+ A\[.*\]\*B.local\[r0.inner, i1\]", t)
     t = _ir("matmul", np.ones((2, 5, 3), F32), np.ones((2, 3, 4), F32))
-    assert "matmul.local" in t
+    assert "matmul.rf" in t and "B.local" in t
 
 
 def test_schedule_stencil_unrolled():
@@ -165,7 +168,8 @@ def test_schedule_rowwise_stages_inside_row_loop(name):
 
 # ------------------------------------------------------------------ correctness
 MM_SHAPES = [(0, 3, 5), (4, 0, 6), (3, 5, 0), (1, 1, 1), (6, 7, 64), (48, 5, 64), (47, 9, 63),
-             (49, 4, 65), (13, 17, 130), (97, 3, 70)]
+             (49, 4, 65), (13, 17, 130), (97, 3, 70),
+             (200, 300, 70), (7, 513, 129)]   # several and uneven reduction blocks, row chunks
 MM_DTYPES = [np.float32, np.float64, np.int32, np.int64, np.float16]
 
 

@@ -76,7 +76,9 @@ def test_unbounded():
     with pytest.raises(Unbounded, match="bound for A"):
         bound(n.Load(dt.index, A, (i,)))
     with pytest.raises(Unbounded):
-        bound(b(B.FLOORDIV, i, j))     # divisor sign unknown
+        bound(b(B.FLOORDIV, i, j), {i: R(0, 4), j: R(-3, 6)})     # divisor sign unknown
+    # vars without a range are their own bound, whatever the operator
+    assert bound(b(B.FLOORDIV, i, j)) == (b(B.FLOORDIV, i, j),) * 2
     with pytest.raises(ValueError):    # Unbounded is a ValueError too
         bound(n.Cast(dt.index, n.Var(dt.float32, "x")))
     A8 = n.Buffer("A8", dt.uint8, (nv,))

@@ -134,6 +134,27 @@ def _mm_cache_write(s):
     ko, ki = CL.split(CL.reduce_axes[0], factor=3)
 
 
+def _mm_packed(s):
+    """The cpu GEMM recipe: K blocks by rfactor, a local tile per row block, B packed per K block.
+
+    The packed copy of B is read by C.rf but attached to a loop of C (C reads C.rf).
+    """
+    C = s["C"]
+    ko, _ = C.split(C.reduce_axes[0], factor=3)
+    rf = s.rfactor(C, ko)
+    (kv,) = C.reduce_axes
+    io, ii = C.split(C.axes[0], factor=2)
+    ioo, ioi = C.split(io, factor=2)
+    jo, ji = C.split(C.axes[1], factor=4)
+    C.reorder(ioo, jo, kv, ioi, ii, ji)
+    C.fuse(ioo, jo)
+    rf.compute_at(C, ioi)
+    rko, ri, rj = rf.axes
+    rf.reorder(rko, rf.reduce_axes[0], ri, rj)
+    BP = s.cache_read("B", "local", [rf])
+    BP.compute_at(C, kv)
+
+
 def _mm_vthread(s):
     C = s["C"]
     io, ii = C.split(C.axes[0], nparts=2)
@@ -141,8 +162,8 @@ def _mm_vthread(s):
     C.unroll(C.reduce_axes[0])
 
 
-@pytest.mark.parametrize("sched", [lambda s: None, _mm_shared, _mm_cache_write, _mm_vthread])
-@pytest.mark.parametrize("nkm", [(1, 1, 1), (0, 3, 2), (5, 0, 3), (9, 7, 10), (16, 8, 16)])
+@pytest.mark.parametrize("sched", [lambda s: None, _mm_shared, _mm_cache_write, _mm_vthread, _mm_packed])
+@pytest.mark.parametrize("nkm", [(1, 1, 1), (0, 3, 2), (5, 0, 3), (9, 7, 10), (16, 8, 16), (11, 13, 9)])
 def test_matmul_schedules(sched, nkm):
     nn, kk, mm = nkm
     A, B = RNG.random((nn, kk)).astype(np.float32), RNG.random((kk, mm)).astype(np.float32)
@@ -280,6 +301,25 @@ def test_compute_at_reader_outside_loop_is_an_error():
     BB = s2.cache_read("B", "local", [C])
     with pytest.raises(ScheduleError, match="neither reads"):
         AA.compute_at(BB, BB.axes[0])
+
+
+def test_packed_operand_attached_to_a_later_stage():
+    (_,), f = run(matmul_graph(), _mm_packed, [np.ones((8, 8), np.float32)] * 2, [(8, 8)])
+    text = str(f)
+    # the panel is the K block x column block that one iteration of C's kv loop reads
+    assert "allocate B.local: float32[3, 4] local" in text
+    assert text.index("allocate B.local") < text.index("allocate C.rf")
+
+
+def test_attach_outside_a_reader_of_a_later_stage_is_an_error():
+    s = Schedule(matmul_graph())
+    C = s["C"]
+    CL = s.cache_write(C, "local")
+    BB = s.cache_read("B", "local", [CL])
+    io, jo, ii, ji = C.tile(C.axes[0], C.axes[1], 4, 4)
+    BB.compute_at(C, jo)      # C reads CL reads BB: accepted, but CL runs at the root
+    with pytest.raises(ScheduleError, match="reader C.local runs outside"):
+        lower(s)
 
 
 def test_compute_at_consumer_inside_reduction_is_an_error():

@@ -14,7 +14,9 @@ from kdsl.ir.visitor import uses_var
 
 MR = 6      # rows of the register block
 NR = 64     # columns of the register block (4 zmm / 8 ymm vectors per row)
-MC = 8      # register blocks per parallel chunk of rows (48 rows)
+import os
+MC = int(os.environ.get("KD_MC", 32))
+KC = int(os.environ.get("KD_KC", 256))
 
 
 def is_matmul(stage) -> bool:
@@ -45,23 +47,46 @@ def is_matmul(stage) -> bool:
 
 
 def gemm(sched, h, threads: int) -> None:
-    """Register-blocked, parallel-over-row-blocks schedule of the matmul stage ``h``.
+    """Blocked, packed, parallel schedule of the matmul stage ``h`` (BLIS's loop order).
 
-    The ``MR x NR`` block of C is accumulated in a local tile (``cache_write``)
-    over the whole reduction; codegen emits its rows as explicit vectors, so
-    the tile lives in registers and every k step is MR broadcasts of A, NR/16
-    vector loads of B and MR*NR/16 FMAs.
+    The reduction is cut into ``KC``-long blocks with ``rfactor``: the partial
+    product of one block, ``C.rf[ko, i, j]``, is an ``MR x NR`` local tile
+    computed inside C's row-block loop, and C adds it up over ``ko``.  Codegen
+    emits the tile's rows as explicit vectors, so it lives in registers and
+    each k step is MR broadcasts of A, NR/16 vector loads of B and MR*NR/16
+    FMAs.  The ``KC x NR`` panel of B that the block reads is first copied
+    into a contiguous local buffer (packing) at C's ``ko`` loop, where it
+    serves ``MC`` row tiles from L1/L2 instead of strided rows of B whose
+    power-of-two leading dimension would fall in a few cache sets.  The
+    parallel loop runs over (batch, row chunk, column panel).
     """
-    cc = sched.cache_write(h, "local")
     *batch, i, j = h.stage.axes
+    (k,) = h.stage.reduce_axes
+    ko, _ = h.split(k, factor=KC)
+    rf = sched.rfactor(h, ko)
+    (kv,) = h.reduce_axes
     io, ii = h.split(i, factor=MR)
     ioo, ioi = h.split(io, factor=MC)
     jo, ji = h.split(j, factor=NR)
-    h.reorder(*batch, ioo, jo, ioi, ii, ji)
-    h.parallel(batch[0] if batch else ioo)
-    cc.compute_at(h, ioi)
-    *cbatch, ci, cj = cc.stage.axes
-    (k,) = cc.stage.reduce_axes
-    cc.reorder(*cbatch, k, ci, cj)
-    cc.unroll(ci)
-    cc.vectorize(cj)
+    h.reorder(*batch, ioo, jo, kv, ioi, ii, ji)
+    h.parallel(h.fuse(*batch, ioo, jo))
+    h.vectorize(ji)
+    rf.compute_at(h, ioi)
+    rko, *rbatch, ri, rj = rf.stage.axes
+    (rk,) = rf.stage.reduce_axes
+    rf.reorder(rko, *rbatch, rk, ri, rj)
+    rf.unroll(ri)
+    rf.vectorize(rj)
+    rf.set_scope("local")
+    bp = sched.cache_read(_b_operand(rf), "local", [rf])
+    bp.compute_at(h, kv)
+    bp.vectorize(bp.stage.axes[-1])
+
+def _b_operand(cc):
+    src = cc.stage.body.sources[0]
+    while isinstance(src, n.Cast):
+        src = src.a
+    b = src.b
+    while isinstance(b, n.Cast):
+        b = b.a
+    return b.tensor
