@@ -1,11 +1,9 @@
 """The default schedule of a matrix product ``C[i, j] = sum_k A[i, k] * B[k, j]``.
 
-TVM's CPU GEMM recipe without the packing step: C is cut into ``MR x NR``
-register blocks, each accumulated over the whole reduction in a local tile
-that LLVM keeps in vector registers; blocks of ``MC`` row tiles are the
-parallel chunks.  Not yet done: packing B into contiguous panels (each k step
-reads NR floats from a different row of B, which costs TLB misses and
-defeats the prefetcher) and blocking the reduction for L2.
+TVM's CPU GEMM recipe in BLIS's loop order: C is cut into ``MR x NR``
+register blocks; the reduction into ``KC``-long blocks; the ``KC x NR`` panel
+of B that a block needs is packed into a contiguous buffer once per
+(row chunk, column panel, K block) and serves ``MC`` register blocks.
 """
 from __future__ import annotations
 
@@ -14,9 +12,8 @@ from kdsl.ir.visitor import uses_var
 
 MR = 6      # rows of the register block
 NR = 64     # columns of the register block (4 zmm / 8 ymm vectors per row)
-import os
-MC = int(os.environ.get("KD_MC", 32))
-KC = int(os.environ.get("KD_KC", 256))
+MC = 32     # register blocks per parallel chunk of rows (192 rows share one packed panel)
+KC = 256    # reduction block: a packed KC x NR panel of B is 64 KiB
 
 
 def is_matmul(stage) -> bool:
