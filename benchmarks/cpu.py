@@ -156,8 +156,19 @@ def _numba_peers():
 
 
 # ----------------------------------------------------------------- timing
+#: seconds to wait before timing one library after another ran: OpenBLAS, OpenMP and TBB
+#: workers keep spinning for up to ~0.2 s after their last call (OpenBLAS: 2**28 cycles;
+#: Intel OpenMP: KMP_BLOCKTIME 200 ms) and would steal cores from whoever is timed next
+QUIET_S = 0.5
+
+
 def median_s(fn, min_reps=5, budget_s=3.0) -> float:
-    """Median seconds of ``fn()`` after a warm-up, over at least ``min_reps`` runs."""
+    """Median seconds of ``fn()`` after a warm-up, over at least ``min_reps`` runs.
+
+    Starts after ``QUIET_S`` of sleep so that idle-spinning worker threads of the
+    library measured before (or of the float64 oracle) have parked.
+    """
+    time.sleep(QUIET_S)
     fn()
     times = []
     t_end = time.perf_counter() + budget_s
@@ -370,6 +381,9 @@ def main():
     ap.add_argument("--threads", type=int, default=None, help="KDSL_NUM_THREADS and Numba threads")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/...)")
     args = ap.parse_args()
+    global QUIET_S
+    if args.quick:
+        QUIET_S = 0.0
     if args.threads:
         os.environ["KDSL_NUM_THREADS"] = str(args.threads)
         if numba is not None:
