@@ -108,8 +108,9 @@ def _end(mn, extent):
 class _Iv:
     """One bounding round: ``elim`` are the vars replaced by their range this round."""
 
-    def __init__(self, rm: RangeMap, elim: frozenset, depth: int):
+    def __init__(self, rm: RangeMap, elim: frozenset, depth: int, signs: RangeMap | None = None):
         self.rm, self.elim, self.depth = rm, elim, depth
+        self.signs = rm if signs is None else signs   # ranges for sign tests (rm plus facts)
         self.table = {
             n.Const: lambda e: (e, e), n.Var: self._var, n.Binary: self._binary,
             n.Unary: self._unary, n.Select: self._select, n.Cast: self._cast,
@@ -136,7 +137,7 @@ class _Iv:
             return False
         if type(x) is n.Const:
             return x.value >= 0
-        lo = interval(x, self.rm, self.depth + 1)[0]
+        lo = interval(x, self.signs, self.depth + 1)[0]
         return type(lo) is n.Const and lo.value >= 0
 
     def nonpos(self, x) -> bool:
@@ -144,7 +145,7 @@ class _Iv:
             return False
         if type(x) is n.Const:
             return x.value <= 0
-        hi = interval(x, self.rm, self.depth + 1)[1]
+        hi = interval(x, self.signs, self.depth + 1)[1]
         return type(hi) is n.Const and hi.value <= 0
 
     # -- nodes
@@ -330,8 +331,13 @@ def reset_budget() -> None:
     _budget.left = BUDGET
 
 
-def interval(e: n.Expr, rm: RangeMap, depth: int = 0):
-    """Inclusive (lo, hi) of ``e`` over ``rm``; a side is None where unbounded."""
+def interval(e: n.Expr, rm: RangeMap, depth: int = 0, facts: RangeMap | None = None):
+    """Inclusive (lo, hi) of ``e`` over ``rm``; a side is None where unbounded.
+
+    ``facts`` bound more vars for sign tests only (is a divisor positive?); those
+    vars are not eliminated and stay symbolic in the result.
+    """
+    signs = None if facts is None or not facts.bounds else RangeMap({**facts.bounds, **rm.bounds})
     from .simplify import MAX_DEPTH
     left = getattr(_budget, "left", BUDGET)
     if depth > MAX_DEPTH + 1 or left <= 0:
@@ -349,9 +355,9 @@ def interval(e: n.Expr, rm: RangeMap, depth: int = 0):
             if not (present & elim):
                 continue
         if first:
-            lo, hi = _Iv(rm, elim, depth)(e)
+            lo, hi = _Iv(rm, elim, depth, signs)(e)
         else:
-            iv = _Iv(rm, elim, depth)
+            iv = _Iv(rm, elim, depth, signs)
             lo = iv(lo)[0] if lo is not None else None
             hi = iv(hi)[1] if hi is not None else None
         first = False
@@ -363,12 +369,17 @@ def _is_load(x) -> bool:
 
 
 class _Freeze(Mutator):
-    """Replaces each largest sub-expression free of ranged vars by a fresh symbol."""
+    """Replaces each largest sub-expression free of ranged vars by a fresh symbol.
 
-    def __init__(self, ranged):
+    A symbol keeps the constant sides of its expression's bounds under
+    ``facts`` (``ceildiv(n, 64)`` with ``n >= 0`` is a symbol ``>= 0``).
+    """
+
+    def __init__(self, ranged, facts: RangeMap):
         super().__init__()
-        self.ranged = ranged
+        self.ranged, self.facts = ranged, facts
         self.symbols: dict = {}     # symbol Var -> the expression it stands for
+        self.ranges: dict = {}      # symbol Var -> (lo, hi), constant sides only
 
     def visit(self, node):
         if (isinstance(node, (n.Binary, n.Unary, n.Select, n.Cast)) and node.dtype.is_int
@@ -376,6 +387,10 @@ class _Freeze(Mutator):
                 and all(v.dtype.is_int for v in vs) and not collect(node, _is_load)):
             sym = n.Var(node.dtype, f"fixed{len(self.symbols)}")
             self.symbols[sym] = node
+            lo, hi = interval(node, self.facts) if self.facts.bounds else (None, None)
+            lo, hi = (x if type(x) is n.Const else None for x in (lo, hi))
+            if lo is not None or hi is not None:
+                self.ranges[sym] = (lo, hi)
             return sym
         return super().visit(node)
 
@@ -383,17 +398,20 @@ class _Freeze(Mutator):
         return e if e is None or not self.symbols else substitute(e, self.symbols)
 
 
-def bound(expr: n.Expr, ranges=None) -> tuple:
+def bound(expr: n.Expr, ranges=None, facts=None) -> tuple:
     """Inclusive symbolic (lo, hi) of an integer expression over ``ranges``.
 
-    A sub-expression that mentions no ranged var (``f // X`` of an enclosing
-    fused loop) is its own exact bound, whatever its operators.
-    Raises ``Unbounded`` when a side cannot be bounded.
+    A sub-expression that mentions no var of ``ranges`` (``f // X`` of an
+    enclosing fused loop) is its own exact bound, whatever its operators.
+    ``facts`` are ranges of vars that stay symbolic in the result, such as
+    array extents ``(0, None)``.  Raises ``Unbounded`` when a side cannot be bounded.
     """
     reset_budget()
-    rm = RangeMap.of(ranges)
-    freeze = _Freeze(set(rm.bounds))
-    lo, hi = (freeze.thaw(x) for x in interval(freeze.visit(expr), rm))
+    rm, fm = RangeMap.of(ranges), RangeMap.of(facts)
+    freeze = _Freeze(set(rm.bounds), fm)
+    frozen = freeze.visit(expr)
+    facts = RangeMap({**fm.bounds, **RangeMap.of(freeze.ranges).bounds})
+    lo, hi = (freeze.thaw(x) for x in interval(frozen, rm, facts=facts))
     if lo is None or hi is None:
         from .printer import format_expr
         side = "lower" if lo is None else "upper"

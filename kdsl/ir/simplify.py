@@ -501,6 +501,9 @@ class _StmtSimplifier(Mutator):
             return None
         if self._expr.rm is not self.rm:
             self._expr = _Simplifier(self.rm, 0)
+        else:
+            from .bounds import reset_budget
+            reset_budget()      # the budget is per expression; the memo is per scope
         return self._expr(e)
 
     def visit(self, node):

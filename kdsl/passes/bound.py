@@ -42,6 +42,25 @@ def _ranges(loops) -> dict:
     return {iv.var: n.Range(mk.as_expr(0), ext) for iv, ext in loops}
 
 
+def _const_upper(e):
+    """A constant that ``e`` never exceeds, read off min/+ structure (None if none shows)."""
+    if type(e) is n.Const:
+        return e.value
+    if type(e) is not n.Binary:
+        return None
+    a, b = _const_upper(e.a), _const_upper(e.b)
+    if e.op is n.BinOp.MIN:
+        sides = [x for x in (a, b) if x is not None]
+        return min(sides) if sides else None
+    if e.op is n.BinOp.MAX:
+        return None if a is None or b is None else max(a, b)
+    if e.op is n.BinOp.ADD:
+        return None if a is None or b is None else a + b
+    if e.op is n.BinOp.SUB and type(e.b) is n.Const:
+        return None if a is None else a - e.b.value
+    return None
+
+
 class BoundInference:
     """Computes a ``Domain`` for every stage handle of a schedule (memoised, cycle-checked)."""
 
@@ -50,6 +69,8 @@ class BoundInference:
         self.handles = handles          # stage handles that are lowered (inline ones removed)
         self.result: dict = {}
         self._busy: set = set()
+        #: array extents are >= 0 (and stay symbolic above)
+        self.shapes = {v: (0, None) for v in sched.graph.shape_vars()}
 
     def run(self) -> dict:
         for h in self.handles:
@@ -120,7 +141,7 @@ class BoundInference:
                 for a, ie in zip(h.stage.axes, rd_.indices):
                     e = substitute(ie, {iv.var: env[iv] for iv in env})
                     try:
-                        lo, hi = bound(e, relax)
+                        lo, hi = bound(e, relax, self.shapes)
                     except Unbounded:
                         raise ScheduleError(f"compute_at: cannot bound the region of {h.name} that "
                                             f"{r.name} reads (index {e!r} is not affine)") from None
@@ -137,18 +158,26 @@ class BoundInference:
                 continue
             lo, hi = (simplify(x) for x in lo_hi[a])
             ext = simplify(mk.add(mk.sub(hi, lo), 1))
-            mins[a], exts[a] = lo, self._invariant_upper(ext, outer, h, a)
+            mins[a], exts[a] = lo, self._invariant_upper(ext, outer, h, a, widen=True)
         return mins, exts
 
-    def _invariant_upper(self, ext, outer_ranges, h, a):
+    def _invariant_upper(self, ext, outer_ranges, h, a, widen=False):
+        """An extent for the region that no enclosing loop changes: the largest one.
+
+        ``widen`` (producers only: the extra elements land in the producer's own
+        buffer, and the domain guards keep their reads in bounds): where that
+        extent is at most a constant for every array size (a tile), the
+        constant, which lets codegen keep the tile in registers.
+        """
         loop_vars = set(outer_ranges)
-        if not any(v in loop_vars for v in collect(ext, lambda x: isinstance(x, n.Var))):
-            return ext
-        try:
-            _, hi = bound(ext, outer_ranges)
-        except Unbounded:
-            raise ScheduleError(f"compute_at: the region of {h.name} along {a.name} has no fixed size") from None
-        return simplify(mk.min_(hi, a.dom.extent))
+        if any(v in loop_vars for v in collect(ext, lambda x: isinstance(x, n.Var))):
+            try:
+                _, hi = bound(ext, outer_ranges, self.shapes)
+            except Unbounded:
+                raise ScheduleError(f"compute_at: the region of {h.name} along {a.name} has no fixed size") from None
+            ext = simplify(mk.min_(hi, a.dom.extent))
+        top = _const_upper(ext) if widen else None
+        return ext if top is None else mk.as_expr(top)
 
     def _consumer_region(self, h, p, idx, enclosing):
         inner = p.leaf[idx + 1:]
@@ -168,7 +197,7 @@ class BoundInference:
         outer = _ranges(enclosing)
         mins, exts = {}, {}
         for a, pa in zip(h.stage.axes, p.stage.axes):
-            lo, hi = bound(pd.root_value[pa], relax)
+            lo, hi = bound(pd.root_value[pa], relax, self.shapes)
             mins[a] = simplify(lo)
             exts[a] = self._invariant_upper(simplify(mk.add(mk.sub(hi, lo), 1)), outer, h, a)
         return mins, exts

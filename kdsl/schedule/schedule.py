@@ -30,6 +30,23 @@ class _RetargetReads(Mutator):
         return n.TensorRead(r2.dtype, t, r2.indices)
 
 
+class _PanelReads(Mutator):
+    """``T[.., i, ..]`` -> ``P[i // f, .., i % f, ..]`` (see ``Schedule.pack``)."""
+
+    def __init__(self, src, dst, axis: int, factor: int):
+        super().__init__()
+        self.src, self.dst, self.axis, self.factor = src, dst, axis, factor
+
+    def visit_TensorRead(self, r):
+        r2 = self.generic(r)
+        if r2.tensor is not self.src:
+            return r2
+        idx = list(r2.indices)
+        i = idx[self.axis]
+        idx[self.axis] = mk.mod(i, self.factor)
+        return n.TensorRead(r2.dtype, self.dst, (mk.floordiv(i, self.factor), *idx))
+
+
 def retarget(expr, mapping: dict):
     return _RetargetReads(mapping).visit(expr) if mapping else expr
 
@@ -177,14 +194,7 @@ class Schedule:
         """A copy of ``tensor`` in ``scope`` that ``readers`` read instead of it (``<A>.<scope>``)."""
         t = self._tensor(tensor)
         sc = as_scope(scope)
-        if isinstance(readers, (StageSchedule, str, Stage)):
-            readers = [readers]
-        rs = [self[r] for r in readers]
-        for r in rs:
-            if t not in r.stage.reads():
-                raise ScheduleError(f"cache_read: stage {r.name} does not read {t.name}",
-                                    hint=f"readers of {t.name}: "
-                                    + ", ".join(s.name for s in self.graph.stages if t in s.reads()))
+        rs = self._readers_of(t, readers, "cache_read")
         axes = tuple(_new_iv(f"ax{d}", e, n.IterKind.SPATIAL) for d, e in enumerate(t.shape))
         body = n.TensorRead(t.dtype, t, tuple(a.var for a in axes))
         cache = Stage(f"{t.name}.{sc.value}", axes, (), body, t.dtype, None, origin="cache_read")
@@ -193,6 +203,48 @@ class Schedule:
         h = self._insert_before(cache, rs[0].stage)
         h.scope = sc
         return h
+
+    def pack(self, tensor, readers, axis: int, factor: int, scope="local") -> StageSchedule:
+        """A copy of ``tensor`` cut into contiguous panels along ``axis`` (``<A>.packed``).
+
+        ``P[p, .., x, ..] = A[.., p*factor + x, ..]`` with ``x`` in ``axis``'s
+        place; ``readers`` then read ``P[i // factor, .., i % factor, ..]``.  This
+        is the layout a blocked matmul streams its B operand in (TVM's packed B):
+        one ``K x factor`` panel is contiguous, whatever ``A``'s leading
+        dimension.  Entries past the end of ``axis`` are neither written nor read.
+        """
+        t = self._tensor(tensor)
+        rs = self._readers_of(t, readers, "pack")
+        if not -t.ndim <= axis < t.ndim:
+            raise ScheduleError(f"pack: {t.name} has {t.ndim} axes; axis {axis} does not exist")
+        axis %= t.ndim
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+            raise ScheduleError(f"pack: factor must be a positive int, got {factor!r}")
+        d = t.shape[axis]
+        po = _new_iv("panel", mk.ceildiv(d, factor), n.IterKind.SPATIAL)
+        inner = [_new_iv(f"ax{k}", factor if k == axis else e, n.IterKind.SPATIAL)
+                 for k, e in enumerate(t.shape)]
+        idx = [a.var for a in inner]
+        idx[axis] = mk.add(mk.mul(po.var, factor), inner[axis].var)
+        body = n.TensorRead(t.dtype, t, tuple(idx))
+        packed = Stage(f"{t.name}.packed", (po, *inner), (), body, t.dtype, None, origin="pack")
+        for r in rs:
+            r.stage.body = _PanelReads(t, packed.output, axis, factor).visit(r.stage.body)
+        h = self._insert_before(packed, rs[0].stage)
+        h.scope = as_scope(scope)
+        h.store_predicate = mk.lt(idx[axis], d)
+        return h
+
+    def _readers_of(self, t, readers, what: str) -> list:
+        if isinstance(readers, (StageSchedule, str, Stage)):
+            readers = [readers]
+        rs = [self[r] for r in readers]
+        for r in rs:
+            if t not in r.stage.reads():
+                raise ScheduleError(f"{what}: stage {r.name} does not read {t.name}",
+                                    hint=f"readers of {t.name}: "
+                                    + ", ".join(s.name for s in self.graph.stages if t in s.reads()))
+        return rs
 
     def cache_write(self, stage, scope) -> StageSchedule:
         """Compute ``stage`` into a ``scope`` buffer (``<B>.<scope>``) that B then copies out."""

@@ -17,6 +17,7 @@ import numpy as np
 from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
 from kdsl.passes.full_tiles import full_tiles
+from kdsl.passes.hoist_allocations import hoist_allocations
 from kdsl.passes.tighten_loops import tighten_loops
 from kdsl.runtime import cache as disk
 
@@ -25,7 +26,8 @@ from .codegen import generate
 from .launcher import build_launcher
 
 #: passes the cpu backend appends to the core pipeline
-EXTRA_PASSES = (("full_tiles", full_tiles), ("tighten_loops", tighten_loops))
+EXTRA_PASSES = (("full_tiles", full_tiles), ("tighten_loops", tighten_loops),
+                ("hoist_allocations", hoist_allocations))
 
 #: bump when the generated code changes for the same loop IR (invalidates cache entries)
 CODEGEN_VERSION = "3"

@@ -155,6 +155,23 @@ def _mm_packed(s):
     BP.compute_at(C, kv)
 
 
+def _mm_panels_root(s):
+    s.pack("B", [s["C"]], axis=1, factor=3)
+
+
+def _mm_panels_at(s):
+    """B in panels of 3 columns, copied per K block at C's K-block loop (the cpu GEMM layout)."""
+    C = s["C"]
+    ko, _ = C.split(C.reduce_axes[0], factor=4)
+    rf = s.rfactor(C, ko)
+    (kv,) = C.reduce_axes
+    jo, ji = C.split(C.axes[1], factor=3)
+    C.reorder(kv, C.axes[0], jo, ji)
+    rf.compute_at(C, jo)
+    BP = s.pack("B", [rf], axis=-1, factor=3)
+    BP.compute_at(C, kv)
+
+
 def _mm_vthread(s):
     C = s["C"]
     io, ii = C.split(C.axes[0], nparts=2)
@@ -162,7 +179,8 @@ def _mm_vthread(s):
     C.unroll(C.reduce_axes[0])
 
 
-@pytest.mark.parametrize("sched", [lambda s: None, _mm_shared, _mm_cache_write, _mm_vthread, _mm_packed])
+@pytest.mark.parametrize("sched", [lambda s: None, _mm_shared, _mm_cache_write, _mm_vthread, _mm_packed,
+                                   _mm_panels_root, _mm_panels_at])
 @pytest.mark.parametrize("nkm", [(1, 1, 1), (0, 3, 2), (5, 0, 3), (9, 7, 10), (16, 8, 16), (11, 13, 9)])
 def test_matmul_schedules(sched, nkm):
     nn, kk, mm = nkm
@@ -309,6 +327,19 @@ def test_packed_operand_attached_to_a_later_stage():
     # the panel is the K block x column block that one iteration of C's kv loop reads
     assert "allocate B.local: float32[3, 4] local" in text
     assert text.index("allocate B.local") < text.index("allocate C.rf")
+
+
+def test_pack_layout_and_errors():
+    (_,), f = run(matmul_graph(), _mm_panels_at, [np.ones((8, 8), np.float32)] * 2, [(8, 8)])
+    assert "allocate B.packed: float32[ceildiv(m, 3), 4, 3] local" in str(f)   # panels of 4x3
+    s = Schedule(matmul_graph())
+    with pytest.raises(ScheduleError, match="factor must be a positive int"):
+        s.pack("B", [s["C"]], axis=1, factor=0)
+    with pytest.raises(ScheduleError, match="has 2 axes"):
+        s.pack("B", [s["C"]], axis=2, factor=4)
+    s.cache_write(s["C"], "local")
+    with pytest.raises(ScheduleError, match="stage C does not read B"):
+        s.pack("B", [s["C"]], axis=1, factor=4)
 
 
 def test_attach_outside_a_reader_of_a_later_stage_is_an_error():
