@@ -137,17 +137,19 @@ def test_schedule_matmul_gemm():
     t = _ir("matmul", np.ones((5, 3), F32), np.ones((3, 4), F32))
     # the 6x64 partial product of one reduction block lives in a local tile
     assert "allocate matmul.rf: float32[1, 6, 64] local" in t
-    # per K block: B copied into contiguous 256x64 panels by all threads, then the product
-    assert re.search(r"allocate B.packed: float32\[.*, 256, 64\]", t)
-    assert re.search(r"for r0.outer.v in range\(ceildiv\(A_1, 256\)\):\n\s+for panel.ax0.fused in .*# parallel", t)
-    assert re.search(r"\n      for i0.outer.outer.i1.outer.fused in range\(.*\):  # parallel", t)
+    # each thread's KC x 64 panel of B: allocated once per parallel iteration (hoisted),
+    # filled inside the reduction-block loop of C
+    assert re.search(r"for i0.outer.outer.i1.outer.fused in range\(.*\):  # parallel\n"
+                     r"\s+allocate B.local: float32\[256, 64\]", t)
+    assert re.search(r"for r0.outer.v in range\(ceildiv\(A_1, 256\)\):\n(.*\n)*?"
+                     r"\s+B.local\[ax0, ax1\] = B\[r0.outer.v\*256 \+ ax0, ", t)
     assert "for i0 in range(6):  # unrolled" in t and "for i1 in range(64):  # vectorized" in t
     # full_tiles: the reduction over full 6x64 blocks runs without guards
     assert re.search(r"if 6 <= A_0 - .* and 64 <= B_1 - .*:\n\s+for r0.inner in range\(.*\):\n"
                      r"\s+for i0 in range\(6\):  # unrolled\n\s+for i1 in range\(64\):  # vectorized\n"
-                     r"\s+matmul.rf\[0, i0, i1\] = matmul.rf\[0, i0, i1\] \+ A\[.*\]\*B.packed\[.*, r0.inner, i1\]", t)
+                     r"\s+matmul.rf\[0, i0, i1\] = matmul.rf\[0, i0, i1\] \+ A\[.*\]\*B.local\[r0.inner, i1\]", t)
     t = _ir("matmul", np.ones((2, 5, 3), F32), np.ones((2, 3, 4), F32))
-    assert "matmul.rf" in t and "B.packed" in t
+    assert "matmul.rf" in t and "B.local" in t
 
 
 def test_schedule_stencil_unrolled():

@@ -1,9 +1,17 @@
 """The default schedule of a matrix product ``C[i, j] = sum_k A[i, k] * B[k, j]``.
 
-TVM's CPU GEMM recipe in BLIS's loop order: C is cut into ``MR x NR``
-register blocks; the reduction into ``KC``-long blocks; the ``KC x NR`` panel
-of B that a block needs is packed into a contiguous buffer once per
-(row chunk, column panel, K block) and serves ``MC`` register blocks.
+TVM's CPU GEMM recipe: C is cut into ``MR x NR`` register blocks; the
+reduction into ``KC``-long blocks; the ``KC x NR`` panel of B that a block
+needs is packed into a contiguous buffer once per (row chunk, column panel,
+K block) and serves ``MC`` register blocks.  Each (row chunk, column panel)
+pair is one parallel work item, so a thread packs its own panels and the whole
+product is one parallel region.
+
+Measured alternative (session 3): GotoBLAS's order, where all threads first
+pack a K block of B into shared panels (``Schedule.pack``) and then compute,
+was 10% faster on one core (no per-item packing) but 10-20% slower on the
+16-core host, where the two parallel regions per K block wait on the
+slowest thread; medians of interleaved rounds, against OpenBLAS in the same run.
 """
 from __future__ import annotations
 
@@ -44,17 +52,18 @@ def is_matmul(stage) -> bool:
 
 
 def gemm(sched, h, threads: int) -> None:
-    """Blocked, packed, parallel schedule of the matmul stage ``h`` (GotoBLAS's loop order).
+    """Blocked, packed, parallel schedule of the matmul stage ``h`` (BLIS's loop order).
 
     The reduction is cut into ``KC``-long blocks with ``rfactor``: the partial
     product of one block, ``C.rf[ko, i, j]``, is an ``MR x NR`` local tile
     computed inside C's row-block loop, and C adds it up over ``ko``.  Codegen
     emits the tile's rows as explicit vectors, so it lives in registers and
     each k step is MR broadcasts of A, NR/16 vector loads of B and MR*NR/16
-    FMAs.  For each K block, all threads first copy B's ``KC`` rows into
-    contiguous ``KC x NR`` panels (``pack``: rows of B are read whole, and a
-    power-of-two leading dimension no longer maps a panel onto a few cache
-    sets); then each thread takes (row chunk of ``MC`` tiles, panel) pairs.
+    FMAs.  The ``KC x NR`` panel of B that the block reads is first copied
+    into a contiguous local buffer (packing) at C's ``ko`` loop, where it
+    serves ``MC`` row tiles from L1/L2 instead of strided rows of B whose
+    power-of-two leading dimension would fall in a few cache sets.  The
+    parallel loop runs over (batch, row chunk, column panel).
     """
     *batch, i, j = h.stage.axes
     (k,) = h.stage.reduce_axes
@@ -62,28 +71,21 @@ def gemm(sched, h, threads: int) -> None:
     rf = sched.rfactor(h, ko)
     (kv,) = h.reduce_axes
     io, ii = h.split(i, factor=MR)
-    ioo, mi = h.split(io, factor=MC)
+    ioo, ioi = h.split(io, factor=MC)
     jo, ji = h.split(j, factor=NR)
-    h.reorder(*batch, kv, ioo, jo, mi, ii, ji)
-    if batch:   # many products: one per thread, each packing its own panels
-        h.parallel(h.fuse(*batch) if len(batch) > 1 else batch[0])
-    else:
-        h.parallel(h.fuse(ioo, jo))
+    h.reorder(*batch, ioo, jo, kv, ioi, ii, ji)
+    h.parallel(h.fuse(*batch, ioo, jo))
     h.vectorize(ji)
-    rf.compute_at(h, mi)
+    rf.compute_at(h, ioi)
     rko, *rbatch, ri, rj = rf.stage.axes
     (rk,) = rf.stage.reduce_axes
     rf.reorder(rko, *rbatch, rk, ri, rj)
     rf.unroll(ri)
     rf.vectorize(rj)
     rf.set_scope("local")
-    bp = sched.pack(_b_operand(rf), [rf], axis=-1, factor=NR)
+    bp = sched.cache_read(_b_operand(rf), "local", [rf])
     bp.compute_at(h, kv)
-    panel, *bbatch, bk, bj = bp.stage.axes
-    bp.reorder(*bbatch, panel, bk, bj)
-    if not batch:
-        bp.parallel(bp.fuse(panel, bk))
-    bp.vectorize(bj)
+    bp.vectorize(bp.stage.axes[-1])
 
 def _b_operand(cc):
     src = cc.stage.body.sources[0]
