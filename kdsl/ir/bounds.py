@@ -387,7 +387,10 @@ class _Freeze(Mutator):
                 and all(v.dtype.is_int for v in vs) and not collect(node, _is_load)):
             sym = n.Var(node.dtype, f"fixed{len(self.symbols)}")
             self.symbols[sym] = node
-            lo, hi = interval(node, self.facts) if self.facts.bounds else (None, None)
+            lo, hi = (None, None)
+            if self.facts.bounds:
+                reset_budget()
+                lo, hi = interval(node, self.facts)
             lo, hi = (x if type(x) is n.Const else None for x in (lo, hi))
             if lo is not None or hi is not None:
                 self.ranges[sym] = (lo, hi)
@@ -411,6 +414,7 @@ def bound(expr: n.Expr, ranges=None, facts=None) -> tuple:
     freeze = _Freeze(set(rm.bounds), fm)
     frozen = freeze.visit(expr)
     facts = RangeMap({**fm.bounds, **RangeMap.of(freeze.ranges).bounds})
+    reset_budget()
     lo, hi = (freeze.thaw(x) for x in interval(frozen, rm, facts=facts))
     if lo is None or hi is None:
         from .printer import format_expr
