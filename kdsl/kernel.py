@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import struct
 import threading
 
 import numpy as np
@@ -140,6 +141,12 @@ class Kernel:
             # re-raised here so that only this frame of kdsl stays in the user's traceback
             __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
             raise for_user(e) from None
+        except (OverflowError, struct.error):
+            err = self._scalar_out_of_range(args)
+            if err is None:
+                raise
+            __tracebackhide__ = True  # noqa: F841
+            raise for_user(err) from None
         slot = getattr(launch, "__kdsl_fast__", None)
         if slot is not None and stream is None and type(backend) is str:
             fn = slot.get()
@@ -155,6 +162,16 @@ class Kernel:
                     self._fast = entry
                 else:
                     self._fast_out = entry
+
+    def _scalar_out_of_range(self, args):
+        """An ArgumentError for the first Python int that no 64-bit integer holds, else None."""
+        for a, name in zip(args, self.arg_names):
+            if type(a) is int and not -2 ** 63 <= a < 2 ** 63:
+                return ArgumentError(f"{self.__name__}: Python integer {a} (argument {name!r}) is out "
+                                     "of bounds for int64",
+                                     hint="pass a value within [-2**63, 2**63), or a float "
+                                     f"(float({name})) if the kernel computes in floating point")
+        return None
 
     def _miss(self, args, backend, out):
         """Validate the arguments, then compile (once per key) and return the launcher."""

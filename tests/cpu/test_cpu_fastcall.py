@@ -216,6 +216,11 @@ def test_errors_are_unchanged():
     after = {name: _error(f) for name, f in calls.items()}
     assert all(before.values())
     assert before == after
+    # an int no 64-bit integer holds is the user's error, named, before and after warm-up
+    for when in (before, after):
+        assert "out of bounds for int64" in when["int too large"]
+    with pytest.raises(kd.ArgumentError, match=r"argument 's'.*int64"):
+        scalek(a, -2 ** 63 - 1)
 
 
 def test_reference_counts_are_stable():
