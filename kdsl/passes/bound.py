@@ -108,14 +108,26 @@ class BoundInference:
             root_value[r] = mk.add(r.dom.min, value[r])
         guards = [(g, rel.parent.kind) for g, rel in split_guards]
         if restricted:
+            outer = _ranges(enclosing)
             for a in h.stage.axes:
                 v = root_value[a]
-                guards.append((mk.compare(n.CmpOp.GE, v, a.dom.min), n.IterKind.SPATIAL))
+                if not self._at_least(mins[a], a.dom.min, outer):
+                    guards.append((mk.compare(n.CmpOp.GE, v, a.dom.min), n.IterKind.SPATIAL))
                 guards.append((mk.lt(v, mk.add(a.dom.min, a.dom.extent)), n.IterKind.SPATIAL))
         d = Domain(mins, exts, enclosing, leaf_ext, root_value, guards, restricted)
         self.result[h] = d
         self._busy.discard(h)
         return d
+
+    def _at_least(self, lo, floor, outer) -> bool:
+        """``lo >= floor`` for every iteration of the enclosing loops (a constant ``floor``)."""
+        if type(floor) is not n.Const:
+            return False
+        try:
+            least, _ = bound(lo, outer, self.shapes)
+        except Unbounded:
+            return False
+        return type(least) is n.Const and least.value >= floor.value
 
     def _loops_of(self, r) -> list:
         d = self.domain(r)
