@@ -247,15 +247,12 @@ class _Iv:
         if not self.nonneg(bl):
             return None, None
         # b >= 0 and b != 0 where a // b runs (index division by zero never executes): b >= 1
-        bl = self._at_least_one(bl)
+        bl = self._one_sided(B.MAX, bl, self.c(1, d))
         if self.nonneg(al):   # a >= 0, b >= 1: a // b decreases in b
             lo = m(B.FLOORDIV, al, bh) if bh is not None else self.c(0, d)
             return lo, m(B.FLOORDIV, ah, bl)
         return (m(B.MIN, m(B.FLOORDIV, al, bl), m(B.FLOORDIV, al, bh)),
                 m(B.MAX, m(B.FLOORDIV, ah, bl), m(B.FLOORDIV, ah, bh)))
-
-    def _at_least_one(self, bl):
-        return self._one_sided(B.MAX, bl, self.c(1, bl.dtype))
 
     def _mod(self, e, al, ah, bl, bh):
         d, m = e.dtype, self.op

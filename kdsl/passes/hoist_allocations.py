@@ -74,8 +74,9 @@ class _Hoist:
     @staticmethod
     def _cross(var, allocs, rebuild, body):
         """Lift the allocations whose shape does not use ``var``; keep the others inside."""
-        stay = [a for a in allocs if var in _shape_vars(a)]
-        go = [a for a in allocs if var not in _shape_vars(a)]
+        stay, go = [], []
+        for a in allocs:
+            (stay if var in _shape_vars(a) else go).append(a)
         return go, rebuild(_wrap(_unique(stay), body))
 
 

@@ -16,35 +16,20 @@ from .stage import StageSchedule, _new_iv, as_scope
 
 
 class _RetargetReads(Mutator):
-    """Point TensorReads at other tensors (old Tensor -> new Tensor)."""
+    """Point TensorReads at other tensors (old Tensor -> new Tensor), optionally re-indexed."""
 
-    def __init__(self, mapping: dict):
+    def __init__(self, mapping: dict, reindex=None):
         super().__init__()
         self.mapping = mapping
+        self.reindex = reindex      # indices -> indices of the new tensor, or None
 
     def visit_TensorRead(self, r):
         r2 = self.generic(r)
         t = self.mapping.get(r2.tensor)
         if t is None:
             return r2
-        return n.TensorRead(r2.dtype, t, r2.indices)
-
-
-class _PanelReads(Mutator):
-    """``T[.., i, ..]`` -> ``P[i // f, .., i % f, ..]`` (see ``Schedule.pack``)."""
-
-    def __init__(self, src, dst, axis: int, factor: int):
-        super().__init__()
-        self.src, self.dst, self.axis, self.factor = src, dst, axis, factor
-
-    def visit_TensorRead(self, r):
-        r2 = self.generic(r)
-        if r2.tensor is not self.src:
-            return r2
-        idx = list(r2.indices)
-        i = idx[self.axis]
-        idx[self.axis] = mk.mod(i, self.factor)
-        return n.TensorRead(r2.dtype, self.dst, (mk.floordiv(i, self.factor), *idx))
+        idx = r2.indices if self.reindex is None else self.reindex(r2.indices)
+        return n.TensorRead(r2.dtype, t, idx)
 
 
 def retarget(expr, mapping: dict):
@@ -228,8 +213,12 @@ class Schedule:
         idx[axis] = mk.add(mk.mul(po.var, factor), inner[axis].var)
         body = n.TensorRead(t.dtype, t, tuple(idx))
         packed = Stage(f"{t.name}.packed", (po, *inner), (), body, t.dtype, None, origin="pack")
+        def panels(indices):    # A[.., i, ..] -> P[i // factor, .., i % factor, ..]
+            i = indices[axis]
+            return (mk.floordiv(i, factor), *indices[:axis], mk.mod(i, factor), *indices[axis + 1:])
+
         for r in rs:
-            r.stage.body = _PanelReads(t, packed.output, axis, factor).visit(r.stage.body)
+            r.stage.body = _RetargetReads({t: packed.output}, panels).visit(r.stage.body)
         h = self._insert_before(packed, rs[0].stage)
         h.scope = as_scope(scope)
         h.store_predicate = mk.lt(idx[axis], d)

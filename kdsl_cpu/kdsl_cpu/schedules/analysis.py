@@ -45,28 +45,28 @@ def const_extent(iv) -> int | None:
     return int(e.value) if isinstance(e, n.Const) else None
 
 
-def small_reduction(stage) -> bool:
-    """All reduce extents are constants with a small product (a stencil's window)."""
-    if not stage.reduce_axes:
-        return False
+def _const_product(axes) -> int | None:
+    """The product of the axes' extents when all are constants, else None."""
     total = 1
-    for a in stage.reduce_axes:
-        c = const_extent(a)
-        if c is None:
-            return False
-        total *= c
-    return total <= SMALL_REDUCTION
-
-
-def spatial_work(stage) -> int | None:
-    """The number of output elements when every spatial extent is a constant, else None."""
-    total = 1
-    for a in stage.axes:
+    for a in axes:
         c = const_extent(a)
         if c is None:
             return None
         total *= c
     return total
+
+
+def small_reduction(stage) -> bool:
+    """All reduce extents are constants with a small product (a stencil's window)."""
+    if not stage.reduce_axes:
+        return False
+    total = _const_product(stage.reduce_axes)
+    return total is not None and total <= SMALL_REDUCTION
+
+
+def spatial_work(stage) -> int | None:
+    """The number of output elements when every spatial extent is a constant, else None."""
+    return _const_product(stage.axes)
 
 
 def column_reduction(stage) -> bool:

@@ -24,25 +24,35 @@ MC = 32     # register blocks per parallel chunk of rows (192 rows share one pac
 KC = 256    # reduction block: a packed KC x NR panel of B is 64 KiB
 
 
+def _uncast(e):
+    while isinstance(e, n.Cast):
+        e = e.a
+    return e
+
+
+def _factors(stage):
+    """The two TensorReads of ``sum_k X[..] * Y[..]`` (casts peeled), or None."""
+    body = stage.body
+    if not isinstance(body, n.Reduce) or len(body.sources) != 1:
+        return None
+    src = _uncast(body.sources[0])
+    if not (isinstance(src, n.Binary) and src.op is n.BinOp.MUL):
+        return None
+    a, b = _uncast(src.a), _uncast(src.b)
+    return (a, b) if isinstance(a, n.TensorRead) and isinstance(b, n.TensorRead) else None
+
+
 def is_matmul(stage) -> bool:
     """``sum_k X[.., i, k] * Y[.., k, j]`` over one reduce axis with i, j the last two axes."""
     body = stage.body
     if not isinstance(body, n.Reduce) or len(stage.reduce_axes) != 1 or len(stage.axes) < 2:
         return False
-    if body.combiner.name != "sum" or len(body.sources) != 1 or body.condition is not None:
+    if body.combiner.name != "sum" or body.condition is not None:
         return False
-    src = body.sources[0]
-    while isinstance(src, n.Cast):
-        src = src.a
-    if not (isinstance(src, n.Binary) and src.op is n.BinOp.MUL):
+    ab = _factors(stage)
+    if ab is None:
         return False
-    a, b = src.a, src.b
-    while isinstance(a, n.Cast):
-        a = a.a
-    while isinstance(b, n.Cast):
-        b = b.a
-    if not (isinstance(a, n.TensorRead) and isinstance(b, n.TensorRead)):
-        return False
+    a, b = ab
     i, j = stage.axes[-2].var, stage.axes[-1].var
     k = stage.reduce_axes[0].var
     if len(a.indices) < 2 or len(b.indices) < 2:
@@ -52,7 +62,7 @@ def is_matmul(stage) -> bool:
 
 
 def gemm(sched, h, threads: int) -> None:
-    """Blocked, packed, parallel schedule of the matmul stage ``h`` (BLIS's loop order).
+    """Blocked, packed, parallel schedule of the matmul stage ``h`` (see the module docstring).
 
     The reduction is cut into ``KC``-long blocks with ``rfactor``: the partial
     product of one block, ``C.rf[ko, i, j]``, is an ``MR x NR`` local tile
@@ -83,15 +93,6 @@ def gemm(sched, h, threads: int) -> None:
     rf.unroll(ri)
     rf.vectorize(rj)
     rf.set_scope("local")
-    bp = sched.cache_read(_b_operand(rf), "local", [rf])
+    bp = sched.cache_read(_factors(rf.stage)[1].tensor, "local", [rf])
     bp.compute_at(h, kv)
     bp.vectorize(bp.stage.axes[-1])
-
-def _b_operand(cc):
-    src = cc.stage.body.sources[0]
-    while isinstance(src, n.Cast):
-        src = src.a
-    b = src.b
-    while isinstance(b, n.Cast):
-        b = b.a
-    return b.tensor
