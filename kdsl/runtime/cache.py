@@ -53,8 +53,11 @@ class DiskCache:
     def path(self, key: str) -> str:
         return os.path.join(self.directory, key[:2], key + ".bin")
 
-    def get(self, key: str) -> bytes | None:
-        """The payload stored under ``key``, or None (missing, disabled, corrupt or foreign)."""
+    def get(self, key: str, validate=None) -> bytes | None:
+        """The payload stored under ``key``, or None (missing, disabled, corrupt or foreign).
+
+        ``validate(payload) -> bool`` lets the backend check what the entry holds (object
+        format, machine, symbols); a payload it refuses is deleted like a corrupt one."""
         if not self.enabled:
             return None
         p = self.path(key)
@@ -64,6 +67,8 @@ class DiskCache:
         except OSError:
             return None
         payload = _unpack(blob, key)
+        if payload is not None and validate is not None and not validate(payload):
+            payload = None
         if payload is None:
             _remove(p)  # never load it blindly: drop it so the caller rebuilds
         return payload

@@ -1,7 +1,7 @@
 """Setup for the cpu backend tests.
 
-kdsl_cpu is not pip-installed in the development tree, so its directory is put
-on ``sys.path`` and its backend object is registered as "cpu" for the duration
+kdsl_cpu need not be pip-installed in the development tree: the repository root
+(where the ``kdsl_cpu/`` package folder lives) is put on ``sys.path``, and its backend object is registered as "cpu" for the duration
 of each test module (and unregistered after, so other test directories keep
 seeing their own default backend).  The README's test command installs
 kdsl_cpu (and so llvmlite); without it these tests fail with that advice.
@@ -14,12 +14,11 @@ import tempfile
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CPU_DIR = os.path.join(ROOT, "kdsl_cpu")
 HAVE_LLVMLITE = importlib.util.find_spec("llvmlite") is not None
 MISSING = "the cpu backend tests need llvmlite: install the backend with pip install ./kdsl_cpu"
 
-if CPU_DIR not in sys.path:
-    sys.path.insert(0, CPU_DIR)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
 # every compiled object of this test run goes to a fresh cache directory
 os.environ.setdefault("KDSL_CACHE_DIR", tempfile.mkdtemp(prefix="kdsl-cpu-tests-"))

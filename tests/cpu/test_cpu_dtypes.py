@@ -154,3 +154,26 @@ def test_scalar_arguments(scalar, rng):
     def scale(A, s):
         return A * s + s
     _same(*_both(scale, a, scalar), np.float32)
+
+
+def test_float64_to_float16_rounds_once_without_libcalls():
+    """double -> half is correctly rounded (ties, overflow, subnormals, NaN) and calls nothing
+    outside the module (LLVM's __truncdfhf2 is missing from processes without libgcc >= 12)."""
+    import re
+    from kdsl_cpu import jit
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal(4000).astype(np.float16).astype(np.float64)
+    half_ulp = np.spacing(np.abs(base).astype(np.float16)).astype(np.float64) / 2
+    vals = np.concatenate([base + half_ulp, base - half_ulp, base + half_ulp * (1 + 1e-12),
+                           base + half_ulp * (1 - 1e-12), rng.standard_normal(500) * 1e5,
+                           rng.standard_normal(500) * 1e-7,
+                           [np.nan, np.inf, -np.inf, 65504.0, 65519.99, 65520.0, 0.0, -0.0, 1e-300,
+                            2.0 ** -25, 2.0 ** -25 * (1 + 1e-15)]])
+    k = kd.kernel(lambda A: A.astype(np.float16))
+    got = k(vals, backend="cpu")
+    with np.errstate(over="ignore"):
+        want = vals.astype(np.float16)
+    same = (got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), vals[~same][:5]
+    asm = jit.assembly(k.source(kd.TensorSpec((None,), np.float64), backend="cpu"))
+    assert not re.search(r"__\w+hf2", asm)

@@ -15,7 +15,7 @@ import pytest
 import kdsl as kd
 from kdsl.ir import nodes as n
 
-from conftest import CPU_DIR, ROOT
+from conftest import ROOT
 
 
 @kd.kernel
@@ -86,7 +86,7 @@ _SCRIPT = textwrap.dedent("""
 def _run(cache_dir, forbid=False):
     env = dict(os.environ)
     env["KDSL_CACHE_DIR"] = str(cache_dir)
-    env["PYTHONPATH"] = os.pathsep.join([ROOT, CPU_DIR])
+    env["PYTHONPATH"] = ROOT
     env.pop("KDSL_CACHE", None)
     if forbid:
         env["FORBID_COMPILE"] = "1"
@@ -111,6 +111,48 @@ def test_disk_cache_across_processes_and_corrupt_entries(tmp_path):
     assert third == {"ok": True, "compiled": 1, "cache_hits": 0}
     fourth = _run(tmp_path, forbid=True)
     assert fourth == {"ok": True, "compiled": 0, "cache_hits": 1}
+
+
+def _object(entry: str, calls_missing: bool) -> bytes:
+    """Object code defining ``entry`` (optionally calling a function no process defines)."""
+    from kdsl_cpu import jit
+    call = "  call void @kdsl_no_such_function()\n" if calls_missing else ""
+    return jit.compile_object(f"declare void @kdsl_no_such_function()\n"
+                              f"define i32 @{entry}() {{\n{call}  ret i32 0\n}}\n")
+
+
+@pytest.mark.parametrize("case", ["not_elf", "other_machine", "no_entry", "unresolved", "truncated"])
+def test_cache_payload_validated_before_loading(tmp_path, case):
+    """An entry whose header and checksum are consistent but whose payload is not loadable object
+    code for this process is discarded and rebuilt -- never handed to the JIT (which would crash
+    every later run until the cache directory is deleted by hand)."""
+    from kdsl.runtime import cache as disk
+    assert _run(tmp_path) == {"ok": True, "compiled": 1, "cache_hits": 0}
+    (path,) = [p for p in glob.glob(os.path.join(str(tmp_path), "*", "*.bin"))
+               if b"KDSLCPU1" in open(p, "rb").read()]
+    key = os.path.basename(path)[:-4]
+    payload = disk._unpack(open(path, "rb").read(), key)
+    head_len = int.from_bytes(payload[8:12], "little")
+    head, obj = payload[:12 + head_len], payload[12 + head_len:]
+    entry = json.loads(head[12:])["entry"]
+    obj = {"not_elf": lambda: b"this is not object code" * 10,
+           "other_machine": lambda: obj[:18] + (183 if obj[18] != 183 else 62).to_bytes(2, "little")
+           + obj[20:],
+           "no_entry": lambda: _object("kdsl_something_else", False),
+           "unresolved": lambda: _object(entry, True),
+           "truncated": lambda: obj[:200]}[case]()
+    with open(path, "wb") as f:   # a consistent header and checksum around the bad payload
+        f.write(disk._pack(key, head + obj))
+    assert _run(tmp_path) == {"ok": True, "compiled": 1, "cache_hits": 0}   # rebuilt, no crash
+    assert _run(tmp_path, forbid=True) == {"ok": True, "compiled": 0, "cache_hits": 1}
+
+
+def test_unloadable_object_is_an_error_not_a_crash():
+    """Object code with an unresolvable call raises BackendCompileError instead of jumping to 0."""
+    from kdsl.errors import BackendCompileError
+    from kdsl_cpu import jit
+    with pytest.raises(BackendCompileError, match="kdsl_no_such_function"):
+        jit.load_object(_object("kdsl_entry", True), "kdsl_entry")
 
 
 def test_compiles_from_several_threads(rng):

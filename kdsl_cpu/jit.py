@@ -28,7 +28,8 @@ def _init() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     llvm.initialize_native_asmparser()
-    for soname, name in (("libm.so.6", "m"), ("libc.so.6", "c")):
+    # libgcc_s: half-precision conversions LLVM calls on CPUs without F16C (__truncsfhf2...)
+    for soname, name in (("libm.so.6", "m"), ("libc.so.6", "c"), ("libgcc_s.so.1", "gcc_s")):
         try:   # the glibc soname first: find_library runs ldconfig/gcc (milliseconds)
             llvm.load_library_permanently(soname)
             continue
@@ -133,11 +134,22 @@ def assembly(ir_text: str) -> str:
         return target_machine().emit_assembly(mod)
 
 
+def object_problem(obj: bytes, entry: str) -> str | None:
+    """Why ``obj`` cannot run in this process (format, machine, entry, unresolved calls), or None.
+
+    Checked before the JIT maps any object code: an unresolved call would jump to address 0."""
+    from . import objcheck
+    _init()
+    return objcheck.problem(obj, entry, host()[0], llvm.address_of_symbol)
+
+
 class LoadedCode:
     """Object code mapped into memory; keeps its engine alive as long as the code is used."""
 
     def __init__(self, obj: bytes, entry: str):
-        _init()
+        why = object_problem(obj, entry)
+        if why is not None:
+            raise BackendCompileError(f"object code for {entry!r} cannot be loaded: {why}")
         with LLVM_LOCK:
             self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
                                                       new_target_machine())
@@ -153,6 +165,6 @@ def load_object(obj: bytes, entry: str) -> LoadedCode:
     return LoadedCode(obj, entry)
 
 
-__all__ = ["LLVM_LOCK", "host", "target_machine", "options", "optimize", "compile_object",
+__all__ = ["LLVM_LOCK", "host", "object_problem", "target_machine", "options", "optimize", "compile_object",
            "compile_glue", "glue_target_machine",
            "assembly", "load_object", "LoadedCode", "data_layout"]

@@ -256,10 +256,29 @@ class ExprGen:
             dt_ = T.value_type(dst)
             if st == dt_:
                 return v
+            if st == T.DOUBLE and dt_ == T.HALF:
+                return self._double_to_half(v)
             return b.fpext(v, dt_) if _fbits(st) < _fbits(dt_) else b.fptrunc(v, dt_)
         target = T.FLOAT if dst is dt.bfloat16 else T.value_type(dst)
         r = self._int_to_float(src, v, target) if not src.is_bool else b.uitofp(v, target)
         return T.bf16_round(b, r) if dst is dt.bfloat16 else r
+
+    def _double_to_half(self, v):
+        """double -> half rounded once, without the ``__truncdfhf2`` libcall LLVM would emit
+        (not every process can resolve it: libgcc_s has it only since GCC 12).
+
+        Round to odd into float first (truncate toward zero, then set the last bit when
+        inexact): float keeps 13 more bits than half, so rounding that float to half gives the
+        correctly rounded result, ties included.  NaNs compare unordered and pass through."""
+        b = self.b
+        f = b.fptrunc(v, T.FLOAT)
+        back = b.fpext(f, T.DOUBLE)
+        fabs = self.intr.unary("fabs", T.DOUBLE)
+        away = b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [v]))   # rounded up in size
+        inexact = b.fcmp_ordered("!=", back, v)
+        u = b.sub(b.bitcast(f, T.I32), b.zext(away, T.I32))
+        u = b.or_(u, b.zext(inexact, T.I32))
+        return b.fptrunc(b.bitcast(u, T.FLOAT), T.HALF)
 
     def _float_to_int(self, v, dst: dt.DType):
         b = self.b

@@ -98,7 +98,7 @@ class CPUBackend:
         # keyed on the generated LLVM IR itself: any codegen change is a new entry
         key = disk.cache_key(gen.ir, self.name, self.cache_options(func), _version())
         store = disk.DiskCache()
-        obj = _unpack(store.get(key), gen.entry)
+        obj = _unpack(store.get(key, lambda blob: _loadable(blob, gen.entry)), gen.entry)
         from_cache = obj is not None
         if from_cache:
             with self._lock:
@@ -160,6 +160,12 @@ def _version() -> str:
 def _pack(obj: bytes, entry: str) -> bytes:
     head = json.dumps({"entry": entry}).encode()
     return _MAGIC + len(head).to_bytes(4, "little") + head + obj
+
+
+def _loadable(blob: bytes, entry: str) -> bool:
+    """A cache payload holds object code that this process can load and run (else it is dropped)."""
+    obj = _unpack(blob, entry)
+    return obj is not None and jit.object_problem(obj, entry) is None
 
 
 def _unpack(blob: bytes | None, entry: str) -> bytes | None:
