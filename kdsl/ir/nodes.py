@@ -238,6 +238,9 @@ class Combiner:
     ``lhs``/``rhs`` are Vars standing for the accumulator and the new value
     (one per reduced value: argmax reduces (index, value) pairs).
     ``identity`` holds one expression per value, already in the value's dtype.
+    ``kind`` says which built-in reduction kdsl made it as ("sum", "prod", "max", "min",
+    "any", "all", "argmax", "argmin"); None for a user's ``kd.reducer``.  Semantics come from
+    ``kind`` (or from ``result`` itself), never from ``name``, which only labels output.
     """
 
     name: str
@@ -245,6 +248,7 @@ class Combiner:
     rhs: tuple
     result: tuple
     identity: tuple
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
