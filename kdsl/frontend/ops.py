@@ -279,6 +279,11 @@ def compare(name: str, a, b) -> Array:
             arr = asarray(other)
             ct = _int_compare_type(arr)
             if ct is not None and not dt.can_cast_value(v, ct):
+                if arr.dtype.is_bool:   # numpy compares bools with ints in int64
+                    raise IntegerOverflowError(f"Python integer {v} out of bounds for int64 (in "
+                                               f"'{op.value}' with a bool array; numpy raises "
+                                               "OverflowError here too)",
+                                               hint="compare with a value int64 holds")
                 res = _OUTSIDE[v > 0][_SWAP[op] if flip else op]
                 return elementwise(name, [arr], lambda _x: n.const(res, dt.bool_), dt.bool_)
     a, b = asarray(a), asarray(b)

@@ -133,7 +133,8 @@ class _Check:
     def __call__(self, a, b) -> np.ndarray:
         with np.errstate(all="ignore"):
             env = {self.x: self.value(a), self.y: self.value(b)}
-            return self._fix(self._eval(env, {})(self.result), self.d)
+            r = self._fix(self._eval(env, {})(self.result), self.d)
+            return np.broadcast_to(r, np.broadcast_shapes(np.shape(a), np.shape(b)))
 
 
 def _check_commutative(chk: _Check, name: str, loc):
