@@ -48,7 +48,9 @@ def _takes(fn, count: int):
     except TypeError:
         params = [p.name for p in sig.parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        return f"{len(params)} parameter(s) ({', '.join(params)})" if params else "no positional parameters"
+        if not params:
+            return "no positional parameters"
+        return f"{len(params)} parameter(s) ({', '.join(params)})"
     return None
 
 
