@@ -77,8 +77,9 @@ def _validate(combine, identity, name):
         got = _takes(identity, 1)
         if got is not None:
             raise KernelError(f"{what}: identity is a function taking {got}; kdsl calls it with "
-                              "the dtype being reduced", hint="identity=0, or a function of the "
-                              "dtype: identity=lambda d: np.iinfo(d.np).min if d.is_int else -np.inf")
+                              "the dtype being reduced",
+                              hint="identity=0, or a function of the dtype: identity=lambda d: "
+                                   "np.iinfo(d.np).min if d.is_int else -np.inf")
     elif not _is_number(identity):
         raise KernelError(f"{what}: identity must be a number or a function of the dtype, got "
                           f"{type(identity).__name__} {identity!r}",
