@@ -140,7 +140,7 @@ class _Check:
             return np.broadcast_to(r, np.broadcast_shapes(np.shape(a), np.shape(b)))
 
 
-def _check_commutative(chk: _Check, name: str, loc):
+def _check_commutative(chk: _Check, label: str, loc):
     s = chk.value(_samples(chk.d))
     a, b = s[:, None], s[None, :]
     ab, ba = chk(a, b), chk(b, a)
@@ -149,7 +149,7 @@ def _check_commutative(chk: _Check, name: str, loc):
         i, j = bad[0]
         x, y = s[i], s[j]
         raise KernelValueError(
-            f"the combine function of reducer {name!r} is not commutative on {chk.d.name} values: "
+            f"the combine function of {label} is not commutative on {chk.d.name} values: "
             f"combine({_show(x)}, {_show(y)}) = {_show(ab[i, j])} but combine({_show(y)}, "
             f"{_show(x)}) = {_show(ba[i, j])}",
             hint="backends combine elements in any order (threads, vector lanes, pairwise "
@@ -157,12 +157,12 @@ def _check_commutative(chk: _Check, name: str, loc):
                  "kd.maximum(x, y)", loc=loc)
 
 
-def _check_identity(chk: _Check, name: str, ident, loc):
+def _check_identity(chk: _Check, label: str, ident, loc):
     i = chk.value(ident)
     ii = chk(i, i)
     if not _same(np.asarray(ii), np.asarray(i)).all():
         raise KernelValueError(
-            f"the identity {_show(i[()])} of reducer {name!r} changes when combined with itself: "
+            f"the identity {_show(i[()])} of {label} changes when combined with itself: "
             f"combine({_show(i[()])}, {_show(i[()])}) = {_show(ii[()])} ({chk.d.name})",
             hint="every partial result (one per thread, vector lane or rfactor slice) starts "
                  "from the identity, so combine(identity, identity) must give the identity back: "
@@ -170,11 +170,11 @@ def _check_identity(chk: _Check, name: str, ident, loc):
                  "that absorbs itself (0 for a max clamped at 0)", loc=loc)
 
 
-def _identity_value(identity, d: dt.DType, name: str, loc):
+def _identity_value(identity, d: dt.DType, label: str, loc):
     """The identity for dtype ``d`` as a Python scalar that ``d`` represents."""
     v = identity(d) if callable(identity) and not _is_number(identity) else identity
     if not _is_number(v):
-        raise KernelError(f"the identity of reducer {name!r} for {d.name} must be a number, got "
+        raise KernelError(f"the identity of {label} for {d.name} must be a number, got "
                           f"{type(v).__name__} {v!r}", hint="return a number from the identity "
                           "function", loc=loc)
     v = np.asarray(v).item()
@@ -182,12 +182,12 @@ def _identity_value(identity, d: dt.DType, name: str, loc):
         fits = isinstance(v, (bool, int)) or (np.isfinite(v) and float(v).is_integer())
         if not fits or not dt.can_cast_value(int(v), d):
             raise KernelValueError(
-                f"the identity {v!r} of reducer {name!r} is not a {d.name} value",
+                f"the identity {v!r} of {label} is not a {d.name} value",
                 hint="give a function of the dtype, e.g. identity=lambda d: np.iinfo(d.np).min "
                      "if d.is_int else -np.inf", loc=loc)
         return int(v)
     if d.is_bool and v not in (0, 1):
-        raise KernelValueError(f"the identity {v!r} of reducer {name!r} is not a bool value",
+        raise KernelValueError(f"the identity {v!r} of {label} is not a bool value",
                                hint="use True or False for bool reductions", loc=loc)
     return v
 
@@ -206,6 +206,8 @@ class Reducer:
         self.identity = identity
         fname = getattr(combine, "__name__", "")
         self.name = name or (fname if fname.isidentifier() else "reduce")
+        #: how messages name it: by its name when it has one, else as the reducer made here
+        self.label = f"reducer {self.name!r}" if name or fname.isidentifier() else "kd.reducer"
         self.loc = user_location()
         self._cache = {}
 
@@ -223,26 +225,32 @@ class Reducer:
         except KdslError:
             raise
         except Exception as e:
-            raise KernelError(f"the combine function of reducer {self.name!r} raised "
+            raise KernelError(f"the combine function of {self.label} raised "
                               f"{type(e).__name__} when traced on two {d.name} values: {e}",
                               hint="combine two traced scalars with kdsl operations, e.g. "
                                    "x + y, kd.maximum(x, y), kd.where(x > y, x, y)",
                               loc=self.loc) from e
         if out is None:
-            raise KernelError(f"the combine function of reducer {self.name!r} returned None",
+            raise KernelError(f"the combine function of {self.label} returned None",
                               hint="return the combined value, e.g. lambda x, y: x + y",
                               loc=self.loc)
         r = asarray(out)
         if r.ndim != 0:
-            raise ShapeError(f"the combine function of reducer {self.name!r} must return a "
+            raise ShapeError(f"the combine function of {self.label} must return a "
                              f"scalar, got a {r.ndim}-d array",
                              hint="combine two scalars, e.g. lambda x, y: x * y", loc=self.loc)
-        v = _identity_value(self.identity, d, self.name, self.loc)
         result = cast_to(r.at(()), d)
-        chk = _Check(result, x, y, d)
-        if chk.usable():
-            _check_commutative(chk, self.name, self.loc)
-            _check_identity(chk, self.name, v, self.loc)
+        try:
+            v = _identity_value(self.identity, d, self.label, self.loc)
+            chk = _Check(result, x, y, d)
+            if chk.usable():
+                _check_commutative(chk, self.label, self.loc)
+                _check_identity(chk, self.label, v, self.loc)
+        except KdslUserError as e:
+            use = user_location()       # the kernel line that applies the reducer
+            if use is not None and use != e.loc:
+                e.message += f" (applied at {use.short}: {use.code})"
+            raise
         return n.Combiner(self.name, (x,), (y,), (result,), (n.const(v, d),))
 
     def __call__(self, a, axis=None, keepdims=False, where=None):

@@ -81,6 +81,11 @@ def test_scalar_argument_out_of_range_raises_at_the_call():
     for c in (256, -1):
         _raises_like_numpy(lambda: a + c, f, a, c, numpy_exc=OverflowError,
                            kd_exc=kd.IntegerOverflowError, match="out of bounds for uint8")
+    for b in BACKENDS:     # the check survives the cached fast call path
+        for _ in range(20):
+            f(a, 7, backend=b)
+        with pytest.raises(OverflowError):
+            f(a, 256, backend=b)
 
 
 def test_uint64_takes_python_ints_beyond_int64():
