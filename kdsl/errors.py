@@ -104,6 +104,11 @@ class DTypeError(KernelError):
     """A dtype that kdsl does not support or that does not fit the op."""
 
 
+class IntegerOverflowError(DTypeError, OverflowError):
+    """A Python integer that the integer type of the operation cannot hold (numpy raises
+    ``OverflowError`` here: ``uint8_array + 300``)."""
+
+
 class ArgumentError(KernelError):
     """A kernel call got arguments it cannot take (count, type, rank, dtype)."""
 

@@ -106,12 +106,15 @@ class Stage:
 
 @dataclass(frozen=True, eq=False)
 class Constraint:
-    """A call-time check ``lhs == rhs`` on shapes (from broadcasting, matmul, ...)."""
+    """A call-time check ``lhs == rhs`` on shapes (from broadcasting, matmul, ...) or on
+    scalar arguments; ``error`` is the KdslUserError class raised when it fails (None:
+    ShapeError)."""
 
     lhs: n.Expr
     rhs: n.Expr
     message: str
     loc: SourceLoc | None = None
+    error: type | None = None
 
 
 @dataclass(eq=False)

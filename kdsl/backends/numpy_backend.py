@@ -22,18 +22,31 @@ from .numpy_eval import ExprEval, fix, internal_np, to_internal
 BUDGET_BYTES = 64 << 20
 _ELEM_BYTES = 8  # size the budget for the widest element
 
-#: combiners numpy reduces natively, recognised by name: name -> ufunc
+#: built-in reductions numpy reduces natively: ``Combiner.kind`` -> ufunc.  Only the kind
+#: that kdsl itself recorded counts: a user's ``kd.reducer(..., name="max")`` has kind None
+#: and is evaluated through its own combine function, whatever its name.
 _NATIVE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+#: kinds whose ufunc is only right on bool values (logical_or of ints would give bools)
+_NATIVE_BOOL = {"any": np.logical_or, "all": np.logical_and}
 
 
 # ----------------------------------------------------------------- reductions
+def _native(comb: n.Combiner):
+    """The ufunc that reduces exactly like ``comb``, or None (evaluate ``comb.result``)."""
+    if len(comb.lhs) != 1 or comb.kind is None:
+        return None
+    if comb.lhs[0].dtype.is_bool and comb.kind in _NATIVE_BOOL:
+        return _NATIVE_BOOL[comb.kind]
+    return _NATIVE.get(comb.kind)
+
+
 def _identity(ev, comb, shape):
     return [np.broadcast_to(fix(ev(i), v.dtype), shape) for i, v in zip(comb.identity, comb.lhs)]
 
 
 def combine(ev: ExprEval, comb: n.Combiner, acc: list, new: list) -> list:
     """Apply ``comb`` elementwise to two lists of value arrays."""
-    uf = _NATIVE.get(comb.name) if len(comb.lhs) == 1 else None
+    uf = _native(comb)
     if uf is not None:
         return [fix(uf(acc[0], new[0]), comb.lhs[0].dtype)]
     env = dict(ev.env)
@@ -81,7 +94,7 @@ def reduce_values(ev: ExprEval, e: n.Reduce, dims: tuple) -> list:
         cond = ev(e.condition)
         ident = _identity(ev, comb, shape)
         srcs = [np.where(cond, s, i) for s, i in zip(srcs, ident)]
-    uf = _NATIVE.get(comb.name) if len(srcs) == 1 else None
+    uf = _native(comb)
     if uf is not None:
         init = fix(ev(comb.identity[0]), comb.lhs[0].dtype).item()
         with np.errstate(all="ignore"):
@@ -91,6 +104,11 @@ def reduce_values(ev: ExprEval, e: n.Reduce, dims: tuple) -> list:
     flat = [np.moveaxis(s, list(dims), list(range(ndim - len(dims), ndim))).reshape(
         tuple(shape[k] for k in keep) + (-1,)) for s in srcs]
     out = _tree(ev, comb, flat)
+    if comb.kind is None:
+        # a user's identity is combined in once, as the compiled backends' accumulators start
+        # from it (extent-1 reductions included); kd.reducer checks that combining it more
+        # often (one partial per thread or lane) changes nothing
+        out = combine(ev, comb, _identity(ev, comb, out[0].shape), out)
     kept = tuple(1 if k in dims else shape[k] for k in range(ndim))
     return [o.reshape(kept) for o in out]
 

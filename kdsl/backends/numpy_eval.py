@@ -6,9 +6,9 @@ one numpy op evaluates the node for every grid point.  Values carry the node's
 dtype after every op (float16 rounds like numpy, integers wrap), except that
 bfloat16 values are held as float32 arrays rounded to bfloat16 after each op.
 
-Semantics shared with the loop-IR interpreter: integers wrap, ``//``/``%``
-floor, integer division by zero gives 0, MIN/MAX propagate NaN, float->int
-casts truncate toward zero.
+Semantics shared with the loop-IR interpreter and the cpu backend: integers
+wrap, ``//``/``%`` floor, integer division by zero gives 0, MIN/MAX propagate
+NaN, float->int casts follow ``float_to_int``.
 """
 from __future__ import annotations
 
@@ -42,7 +42,35 @@ def fix(x, d: dt.DType) -> np.ndarray:
     if d is dt.bfloat16:
         return round_bf16(x)
     npd = d.np
-    return x if x.dtype == npd else x.astype(npd)
+    if x.dtype == npd:
+        return x
+    if x.dtype.kind == "f" and d.is_int:
+        return float_to_int(x, d)
+    return x.astype(npd)
+
+
+_TWO63 = 2.0 ** 63
+
+
+def float_to_int(x, d: dt.DType) -> np.ndarray:
+    """Float values converted to integer dtype ``d``, the same way on every backend.
+
+    Truncate toward zero; a value that int64 holds then wraps to ``d``'s width (numpy's
+    ``astype`` result for it: ``-1.5 -> uint8 255``); uint64 also holds [2**63, 2**64)
+    exactly.  Outside that (where numpy's result is C undefined behaviour and differs
+    between machines) the value saturates to int64 (to 2**64 - 1 above uint64), and NaN
+    gives 0: the cpu backend's ``fptosi.sat`` semantics.
+    """
+    t = np.trunc(np.asarray(x, dtype=np.float64))   # exact for every float dtype
+    hi, lo = t >= _TWO63, t < -_TWO63
+    r = np.where(hi | lo | np.isnan(t), 0.0, t).astype(np.int64)
+    r = np.where(hi, np.iinfo(np.int64).max, np.where(lo, np.iinfo(np.int64).min, r))
+    if d is dt.uint64:
+        top = np.where(hi & (t < 2 * _TWO63), t - _TWO63, 0.0).astype(np.int64)
+        top = top.astype(np.uint64) + np.uint64(1 << 63)
+        top = np.where(t >= 2 * _TWO63, np.uint64(2 ** 64 - 1), top)
+        return np.where(hi, top, r.astype(np.uint64))
+    return r.astype(d.np)
 
 
 def to_internal(arr: np.ndarray, d: dt.DType) -> np.ndarray:
@@ -185,7 +213,7 @@ class ExprEval:
         a = self(e.a)
         if e.dtype.is_bool:
             return a != 0
-        return fix(a, e.dtype)  # astype truncates floats toward zero
+        return fix(a, e.dtype)  # floats -> ints through float_to_int
 
     def _read(self, e):
         try:

@@ -151,8 +151,8 @@ class _Fail:
         call = user_location()
         at = f" (called at {call.short})" if call is not None else ""
         detail = "" if isinstance(c.rhs, n.Const) and c.rhs.dtype.is_bool else f": {lhs} != {rhs}"
-        raise ShapeError(f"{c.message}{detail} for this call{at}",
-                         loc=c.loc if c.loc is not None else call)
+        raise (c.error or ShapeError)(f"{c.message}{detail} for this call{at}",
+                                      loc=c.loc if c.loc is not None else call)
 
     def out(self, j, got, want):
         raise ArgumentError(f"{self.kernel_name}: out= array {j} has shape {tuple(got)}, "
