@@ -152,7 +152,10 @@ def _literal_check(a: Array, axis: int, d: n.Expr, v: int, loc) -> None:
     """numpy's IndexError for an int index on a symbolic size: checked at each call."""
     cond = mk.compare(n.CmpOp.GT, d, v) if v >= 0 else mk.compare(n.CmpOp.GE, d, -v)
     name = _of(a).replace("{", "{{").replace("}", "}}")
-    context.current().constraints.append(Constraint(
+    ctx = context.current()
+    if any(c.lhs == cond and c.error is KernelIndexError for c in ctx.constraints):
+        return      # the same check made by an earlier index
+    ctx.constraints.append(Constraint(
         cond, n.const(True), f"index {v} is out of bounds for axis {axis}{name} with size {{size}}",
         loc, KernelIndexError, (("size", d),),
         "use an index in range(-size, size) (numpy's rule for int indices)"))

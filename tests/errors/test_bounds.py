@@ -275,6 +275,19 @@ def offset(x, s):
     return kd.compute((n_ - 2,), lambda i: x[i + s])
 
 
+@kd.kernel
+def pick(x, s):
+    return x[s] * 2
+
+
+def case_traced_scalar_index(backend):
+    x = np.arange(4, dtype=F32)
+    assert pick(x, 3, backend=backend) == 6
+    # a traced integer is an index-style index: absolute, no wrap-around
+    _raises(pick, x, -1, backend=backend, match=("x[s]", "-1..-1", "x.shape[0] is 4"))
+    _raises(pick, x, 4, backend=backend, match=("4..4",))
+
+
 def case_intermediate_and_scalar(backend):
     x = np.arange(6, dtype=F32)
     _raises(shifted_intermediate, x, backend=backend, match=("t[i + 1]", "1..6", "t.shape[0] is 6"))
