@@ -116,6 +116,12 @@ def _learn(ranges: dict, e, axes=(), depth: int = 0) -> None:
             _learn(ranges, mk.sub(a, 1), axes, depth + 1)
 
 
+def _same(new, old) -> bool:
+    if isinstance(new, tuple):
+        return all(x is y for x, y in zip(new, old))
+    return new is old
+
+
 def _end(iv: n.IterVar):
     return simplify(mk.sub(mk.add(iv.dom.min, iv.dom.extent), 1))
 
@@ -133,7 +139,8 @@ class _StageReads:
     """The reads of one stage: walked with the kd.where conditions above each of them."""
 
     def __init__(self, graph, stage, base, resolve, locs, added):
-        self.graph, self.stage, self.resolve, self.locs, self.added = graph, stage, resolve, locs, added
+        self.graph, self.stage, self.resolve = graph, stage, resolve
+        self.locs, self.added = locs, added
         axes = list(stage.axes) + list(stage.reduce_axes)
         for r in collect(stage.body, lambda x: isinstance(x, n.Reduce)):
             axes += [a for a in r.axes if all(a is not b for b in axes)]
@@ -199,8 +206,9 @@ class _StageReads:
                 stack += [(c, p, False) for c, p in reversed(kids)]
                 continue
             new = self._replace(node, [memo[self._key(c, p)][1] for c, p in kids])
-            if type(node) is n.TensorRead:
-                new = self._read(node, new, path)
+            rule = RULES.get(type(node))
+            if rule is not None:
+                new = rule(self, node, new, path)
             memo[key] = (node, new)     # (node kept alive: its id stays unique)
         return memo[self._key(root, ())][1]
 
@@ -226,8 +234,7 @@ class _StageReads:
                     names.append(name)
                     vals.append(tuple(new_kids[i:i + cnt]))
                     i += cnt
-        changes = {a: b for a, b in zip(names, vals) if b is not getattr(node, a)
-                   and not (isinstance(b, tuple) and all(x is y for x, y in zip(b, getattr(node, a))))}
+        changes = {a: b for a, b in zip(names, vals) if not _same(b, getattr(node, a))}
         return dataclasses.replace(node, **changes) if changes else node
 
     def _cond(self, path, k):
@@ -382,6 +389,28 @@ class _StageReads:
         self.added.append(Constraint(lhs, _TRUE, msg, self._loc(orig), KernelIndexError,
                                      (), _EMPTY_HINT if guarded else _HINT))
 
+    def require(self, value, lo, hi, path, message: str, error, loc=None, hint=None,
+                detail=()) -> None:
+        """The facility behind the data checks, for any rule: ``lo <= value <= hi`` (shape
+        expressions, None: unbounded) must hold wherever the conditions of ``path`` hold.
+        Proven: nothing; else a ``DomainCheck`` run before the kernel (``message`` is
+        formatted with ``{min}``, ``{max}``, ``{lo}``, ``{hi}`` and ``detail``'s names)."""
+        ranges = self.ranges
+        if path:
+            sub = self._narrow(path)
+            if sub is None:
+                return
+            ranges = sub[0]
+        if not _has_data(value):
+            p = Prover(ranges, self.domain)
+            lo_ok = lo is None or p.nonneg(mk.sub(value, lo))
+            hi_ok = hi is None or p.nonneg(mk.sub(hi, value))
+            if lo_ok and hi_ok:
+                return
+        where = _all([self._cond(path, k) for k in range(len(path))]) if path else None
+        self.graph.data_checks.append(DomainCheck(self.axes, value, lo, hi, where, message, error,
+                                                  loc or self.stage.loc, hint, tuple(detail)))
+
     def _data_check(self, orig, new, d, ext, lo_ok, hi_ok, path) -> None:
         where = _all([self._cond(path, k) for k in range(len(path))]) if path else None
         text, tname = self._text(orig)
@@ -392,6 +421,16 @@ class _StageReads:
             self.axes, new.indices[d], None if lo_ok else n.const(0),
             None if hi_ok else simplify(mk.sub(ext, 1)), where, msg, KernelIndexError,
             self._loc(orig), _HINT, (("size", ext),)))
+
+
+#: node type -> rule(walk, original node, rebuilt node, path) -> node, run in post-order on
+#: every stage body; a rule may rewrite the node and add checks (``walk.require``)
+RULES = {n.TensorRead: _StageReads._read}
+
+
+def register_rule(node_type, rule) -> None:
+    """Add a rule for ``node_type`` (e.g. integer ``**`` needing a non-negative exponent)."""
+    RULES[node_type] = rule
 
 
 def _all(conds):

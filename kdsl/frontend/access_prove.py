@@ -385,7 +385,7 @@ def refine(ranges: dict, cond: n.Expr, positive: bool = True, axes=None):
                 return None, [], []
         elif t is n.Unary and c.op is n.UnOp.NOT and c.dtype.is_bool:
             todo.append((c.a, not pos))
-        elif t is n.Binary and c.dtype.is_bool and (c.op is B.AND and pos or c.op is B.OR and not pos):
+        elif t is n.Binary and c.dtype.is_bool and c.op is (B.AND if pos else B.OR):
             todo += [(c.a, pos), (c.b, pos)]
         elif t is n.Compare and _is_index(c.a) and _is_index(c.b) and _narrow(out, c, pos, axes):
             pass
@@ -401,7 +401,7 @@ def _mentions(e, axes) -> bool:
 
 
 def _narrow(ranges: dict, c: n.Compare, pos: bool, axes) -> bool:
-    """Apply ``a op b`` (one ranged var, coefficient +-1) to ``ranges``; False if not of that form."""
+    """Apply ``a op b`` (one axis, coefficient +-1) to ``ranges``; False if not of that form."""
     op = c.op if pos else _NEG[c.op]
     if op is C.NE:
         return False

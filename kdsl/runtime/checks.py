@@ -52,7 +52,8 @@ def check_graph(graph) -> tuple:
 
 def _producers(stages) -> list:
     """The stages (of the kernel's graph) the check stages read, in topological order."""
-    need, order, todo = set(), [], [t.stage for s in stages for t in s.reads() if t.stage is not None]
+    todo = [t.stage for s in stages for t in s.reads() if t.stage is not None]
+    need, order = set(), []
     while todo:
         s = todo.pop()
         if id(s) in need:

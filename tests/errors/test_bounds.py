@@ -288,6 +288,20 @@ def case_traced_scalar_index(backend):
     _raises(pick, x, 4, backend=backend, match=("4..4",))
 
 
+@kd.kernel
+def shift_if(x, s):
+    n_, = x.shape
+    return kd.compute((n_ - 2,), lambda i: kd.where(s > 0, x[i + s], 0.0))
+
+
+def case_uniform_condition(backend):
+    x = np.arange(6, dtype=F32)
+    np.testing.assert_array_equal(shift_if(x, 2, backend=backend), x[2:])
+    # the branch is not taken for s <= 0: nothing to check there
+    np.testing.assert_array_equal(shift_if(x, -7, backend=backend), np.zeros(4))
+    _raises(shift_if, x, 3, backend=backend, match=("x[i + s]", "3..6", "condition holds"))
+
+
 def case_intermediate_and_scalar(backend):
     x = np.arange(6, dtype=F32)
     _raises(shifted_intermediate, x, backend=backend, match=("t[i + 1]", "1..6", "t.shape[0] is 6"))
@@ -334,6 +348,37 @@ def case_empty_domain(backend):
     assert far(np.ones(0, F32), backend=backend).shape == (0,)
     assert minus3(np.ones(0, F32), backend=backend).shape == (0,)
     assert gather(np.ones(0, F32), np.zeros(0, np.int64), backend=backend).shape == (0,)
+
+
+def case_domain_check_facility(backend):
+    """The data-check facility serves other rules: here a test-only rule that makes integer
+    ``**`` require a non-negative exponent (numpy's ValueError), through ``walk.require``."""
+    from kdsl.errors import KernelValueError
+    from kdsl.frontend import access
+
+    def int_pow(walk, orig, new, path):
+        if orig.op is n.BinOp.POW and orig.dtype.is_int:
+            walk.require(new.b, n.const(0, new.b.dtype), None, path,
+                         "integers to negative integer powers are not allowed (exponents "
+                         "{min}..{max} in this call)", KernelValueError)
+        return new
+
+    @kd.kernel
+    def power(a, b):
+        return kd.where(a > 0, a ** b, 0)
+
+    old = access.RULES.get(n.Binary)
+    access.register_rule(n.Binary, int_pow)
+    try:
+        a, b = np.array([2, 3, 0, 5]), np.array([3, 0, -1, 1])
+        np.testing.assert_array_equal(power(a, b, backend=backend), [8, 1, 0, 5])
+        with pytest.raises(KernelValueError, match=r"exponents -2\.\.1"):
+            power(a, np.array([1, -2, 0, 1]), backend=backend)
+    finally:
+        if old is None:
+            access.RULES.pop(n.Binary)
+        else:
+            access.RULES[n.Binary] = old
 
 
 CASES = [name for name in dict(globals()) if name.startswith("case_")]
