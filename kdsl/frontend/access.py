@@ -305,7 +305,10 @@ class _StageReads:
         """The stage's ranges narrowed by the conditions above a read, or None if never taken."""
         key = tuple((id(c), p) for c, p in path)
         if key not in self.narrowed:
-            self.narrowed[key] = self._narrow_now(path)
+            try:
+                self.narrowed[key] = self._narrow_now(path)
+            except Exception:   # outside the model: no narrowing, the data check decides
+                self.narrowed[key] = (self.ranges, [], [c for c, _ in path])
         return self.narrowed[key]
 
     def _narrow_now(self, path):
@@ -455,11 +458,15 @@ def _extremes(idx, box: dict, domain: dict):
         return None if span is None else tuple(simplify(mk.floordiv(x, idx.b)) for x in span)
     if _has_data(idx):
         return None
-    poly = Poly()
     try:
-        p = poly.of(idx)
-    except Exception:
+        return _affine_span(idx, box, domain)
+    except Exception:   # outside the model: the data check decides
         return None
+
+
+def _affine_span(idx, box, domain):
+    poly = Poly()
+    p = poly.of(idx)
     for v, (lo, hi) in box.items():   # a box: no range may depend on another axis
         if any(x in domain for x in collect(lo, lambda x: isinstance(x, n.Var))) or \
                 any(x in domain for x in collect(hi, lambda x: isinstance(x, n.Var))):

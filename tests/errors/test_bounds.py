@@ -350,6 +350,47 @@ def case_empty_domain(backend):
     assert gather(np.ones(0, F32), np.zeros(0, np.int64), backend=backend).shape == (0,)
 
 
+def _shift_kernel(d, c1, c2, a):
+    def body(x):
+        n_, = x.shape
+        return kd.compute((n_ + d,), lambda i: kd.where((i >= c1) & (i < n_ - c2), x[i + a], -1.0)
+                          + 2 * x[kd.minimum(i, n_ - 1)])
+    return kd.kernel(body)
+
+
+def _shift_ref(x, d, c1, c2, a):
+    """numpy semantics of _shift_kernel: None where some evaluated read is out of range."""
+    size = len(x) + d
+    out = np.empty(max(size, 0))
+    for i in range(size):
+        if not 0 <= min(i, len(x) - 1) < len(x):
+            return None
+        take = c1 <= i < len(x) - c2
+        if take and not 0 <= i + a < len(x):
+            return None
+        out[i] = (x[i + a] if take else -1.0) + 2 * x[min(i, len(x) - 1)]
+    return out
+
+
+def case_random_shifts(backend, rng=np.random.default_rng(8)):
+    """Exact checks: an error exactly where numpy's lazy-where semantics would read out of
+    range, the right values everywhere else (random offsets, guards, sizes)."""
+    for _ in range(12):
+        d, c1, c2, a = (int(v) for v in rng.integers(-2, 3, 4))
+        kern = _shift_kernel(d, c1, c2, a)
+        for size in (0, 1, 3, 6):
+            x = rng.random(size).astype(F32)
+            want = _shift_ref(x, d, c1, c2, a) if size + d >= 0 else "skip"
+            if isinstance(want, str):
+                continue
+            if want is None:
+                with pytest.raises(KernelIndexError):
+                    kern(x, backend=backend)
+            else:
+                np.testing.assert_allclose(kern(x, backend=backend), want, rtol=1e-6,
+                                           err_msg=str((d, c1, c2, a, size)))
+
+
 def case_domain_check_facility(backend):
     """The data-check facility serves other rules: here a test-only rule that makes integer
     ``**`` require a non-negative exponent (numpy's ValueError), through ``walk.require``."""
