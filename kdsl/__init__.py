@@ -32,9 +32,9 @@ _LAZY = {
         "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "matmul", "TensorSpec", "ScalarSpec")},
     # errors
     **{name: ("kdsl.errors", name) for name in (
-        "KdslError", "KernelError", "KernelValueError", "ShapeError", "DTypeError",
-        "IntegerOverflowError",
-        "ArgumentError", "ScheduleError", "BackendNotInstalled", "BackendUnavailable",
+        "KdslError", "KernelError", "KernelValueError", "KernelIndexError", "ShapeError",
+        "DTypeError", "IntegerOverflowError", "ArgumentError", "ScheduleError",
+        "BackendNotInstalled", "BackendUnavailable",
         "BackendCompileError", "InternalCompilerError", "SourceLoc")},
     # dtypes
     **{name: ("kdsl.dtypes", name) for name in (

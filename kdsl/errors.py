@@ -96,6 +96,10 @@ class KernelValueError(KernelError, ValueError):
     """A traced op got values it cannot accept (axis out of range, ...)."""
 
 
+class KernelIndexError(KernelError, IndexError):
+    """An index outside an array's extent (found while tracing, or checked at call time)."""
+
+
 class ShapeError(KernelError, ValueError):
     """Shapes do not fit (broadcasting, matmul, indexing, call-time checks)."""
 

@@ -158,7 +158,6 @@ class ExprEval:
 
     def __init__(self, env: dict, tensors: dict, reduce_fn=None):
         self.env, self.tensors, self.reduce_fn = env, tensors, reduce_fn
-        self.select_depth = 0
         self._table = {
             n.Var: self._var, n.Const: self._const, n.Binary: self._binary,
             n.Compare: self._compare, n.Unary: self._unary, n.Select: self._select,
@@ -201,12 +200,9 @@ class ExprEval:
 
     def _select(self, e):
         c = self(e.cond)
-        # both sides are evaluated; reads in the side not taken may be out of range
-        self.select_depth += 1
-        try:
-            t, f = self(e.t), self(e.f)
-        finally:
-            self.select_depth -= 1
+        # both sides are evaluated; reads in the side not taken were clamped into range
+        # by kdsl.frontend.access when they could be out of it
+        t, f = self(e.t), self(e.f)
         return fix(np.where(c, t, f), e.dtype)
 
     def _cast(self, e):
@@ -223,15 +219,20 @@ class ExprEval:
         idx = tuple(self(i) for i in e.indices)
         if not idx:
             return np.asarray(arr[()])
+        # kdsl.frontend.access proved, checked or clamped every index: one out of range here
+        # is a kdsl bug (and numpy would wrap a negative one silently)
+        for i in idx:
+            if np.size(i) and np.min(i) < 0:
+                self._out_of_range(e, arr)
         try:
             return np.asarray(arr[idx])
         except IndexError:
-            if not self.select_depth:
-                raise InternalCompilerError(
-                    f"out-of-range read of tensor {e.tensor.name} (shape {arr.shape})") from None
-            # masked out by the enclosing select: any in-range value will do
-            idx = tuple(np.clip(i, 0, max(s - 1, 0)) for i, s in zip(idx, arr.shape))
-            return np.asarray(arr[idx])
+            self._out_of_range(e, arr)
+
+    @staticmethod
+    def _out_of_range(e, arr):
+        raise InternalCompilerError(f"out-of-range read of tensor {e.tensor.name} "
+                                    f"(shape {arr.shape}) that no index check caught")
 
     def _reduce(self, e):
         if self.reduce_fn is None:
