@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import KernelIndexError
+from ..errors import KernelIndexError, KernelValueError
 from ..graph import Constraint, DomainCheck
 from ..ir import make as mk
 from ..ir import nodes as n
@@ -426,9 +426,22 @@ class _StageReads:
             self._loc(orig), _HINT, (("size", ext),)))
 
 
+def _int_power(walk, orig, new, path):
+    """numpy raises ValueError for an integer to a negative integer power: a signed integer
+    exponent must be >= 0 wherever the power is evaluated (proven, or checked on the data
+    before the kernel runs; literal and scalar-argument exponents are checked earlier, by
+    kdsl.frontend.by_value)."""
+    if orig.op is n.BinOp.POW and orig.dtype.is_int and orig.b.dtype.is_signed:
+        walk.require(new.b, n.const(0, new.b.dtype), None, path,
+                     "integers to negative integer powers are not allowed (numpy raises "
+                     "ValueError): the exponents are {min}..{max} in this call", KernelValueError,
+                     hint="cast the base to a float type first, or keep the exponents >= 0")
+    return new
+
+
 #: node type -> rule(walk, original node, rebuilt node, path) -> node, run in post-order on
 #: every stage body; a rule may rewrite the node and add checks (``walk.require``)
-RULES = {n.TensorRead: _StageReads._read}
+RULES = {n.TensorRead: _StageReads._read, n.Binary: _int_power}
 
 
 def register_rule(node_type, rule) -> None:

@@ -130,10 +130,9 @@ def _compare_runtime(name, op, s: Array, w: Array, ct: dt.DType) -> Array:
 # ------------------------------------------------------------------ powers
 def nonnegative_exponent(b: Array) -> None:
     """numpy raises ValueError for an integer to a negative integer power.  A scalar argument
-    (or a size) as the exponent is checked at every call.  An exponent that is array data is
-    not checked yet: it needs a run-time check over the stage's domain; until then such an
-    element gives the C-like result every backend computes: 1 for base 1, +-1 for base -1
-    (by parity), 0 otherwise.  This function is the one place to add that check."""
+    (or a size) as the exponent is checked at every call, here.  An exponent that is array
+    data is checked over the domain where the power is evaluated, on the data, before the
+    kernel runs (kdsl.frontend.access ``_int_power``)."""
     e = _runtime_int(b)
     if e is not None:
         _call_check(mk.compare(C.GE, e, n.const(0, e.dtype)),

@@ -116,15 +116,17 @@ def test_int_to_negative_scalar_argument_power_raises_at_the_call():
                        match="negative integer powers")
 
 
-def test_int_to_negative_array_power_gives_the_documented_result():
-    """Not checked yet (a run-time check over the data; see ops._nonnegative_exponent): every
-    backend gives the same C-like value, 1 for base 1, +-1 for base -1, 0 otherwise."""
+def test_int_to_negative_array_power_raises_like_numpy():
+    """An exponent that is array data is checked on the data before the kernel runs."""
     @kd.kernel
     def f(A, E):
         return A ** E
     a = np.array([1, -1, -1, 2, -3, 5, 0], np.int64)
     e = np.array([-3, -1, -2, -1, -2, 2, 0], np.int64)
-    _on_all(f, a, e, want=np.array([1, -1, 1, 0, 0, 25, 1]))
+    _raises_like_numpy(lambda: a ** e, f, a, e, numpy_exc=ValueError, kd_exc=kd.KernelValueError,
+                       match="negative integer powers")
+    e = np.abs(e)
+    _on_all(f, a, e, want=a ** e)
 
 
 # ------------------------------------------------------------------ argmax over several axes
