@@ -67,7 +67,7 @@ def _gomp_in_process() -> bool:
     might wait on a loader lock held by a thread that did not survive the fork)."""
     try:
         with open("/proc/self/maps", "rb") as f:
-            return b"/libgomp" in f.read()
+            return b"/libgomp.so.1" in f.read()   # not a vendored libgomp-<hash>.so.1
     except OSError:
         try:   # no procfs: ask the loader without loading
             ctypes.CDLL(_GOMP, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
