@@ -22,7 +22,10 @@ Two cases measure how kdsl shares the machine (``pool``, ``interleaved``):
   ratio = one-thread time / default time (below 1: the default loses);
 - ``interleaved``: kdsl's SGEMM right after numpy's matmul in one process, and
   numpy's right after kdsl's, against the same call once the other library's
-  idle workers have parked (``QUIET_S``); ratio = quiet / interleaved.
+  idle workers have parked (``QUIET_S``); ratio = quiet / interleaved.  kdsl's
+  idle workers sleep (kdsl_cpu.parallel), so numpy after kdsl should not lose;
+  OpenBLAS's spin for ~0.1 s after each call (its ``OPENBLAS_THREAD_TIMEOUT``,
+  read when numpy loads it, shortens that), which kdsl right after numpy pays.
 
 ``--quick`` shrinks every size (a smoke test of the harness, not a measurement).
 """
