@@ -61,7 +61,8 @@ class CPUBackend:
 
     ``threading``: "auto" (OpenMP's libgomp where it loads, else a thread pool),
     "omp" or "pool"; ``num_threads``: workers per parallel loop (default
-    ``KDSL_NUM_THREADS``, i.e. all cores, read when a kernel is compiled).
+    ``KDSL_NUM_THREADS``, else the cores this process may run on (its CPU affinity), read
+    when a kernel is compiled; loops with little work use fewer, kdsl_cpu.parallel).
     """
 
     name = "cpu"

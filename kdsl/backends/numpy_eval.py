@@ -19,6 +19,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
+from .numpy_chunks import RANGES, view_read
 
 _BF16_MASK = np.uint32(0xFFFF0000)
 
@@ -161,7 +162,7 @@ class ExprEval:
         self._table = {
             n.Var: self._var, n.Const: self._const, n.Binary: self._binary,
             n.Compare: self._compare, n.Unary: self._unary, n.Select: self._select,
-            n.Cast: self._cast, n.TensorRead: self._read, n.Reduce: self._reduce,
+            n.Cast: self._cast, n.TensorRead: self._tensor_read, n.Reduce: self._reduce,
         }
 
     def __call__(self, e: n.Expr) -> np.ndarray:
@@ -175,8 +176,21 @@ class ExprEval:
         try:
             v = self.env[e]
         except KeyError:
-            raise InternalCompilerError(f"no value for variable {e.name}") from None
+            v = self._axis(e)
         return v if isinstance(v, np.ndarray) else fix(v, e.dtype)
+
+    def _axis(self, e):
+        """A grid axis's values, made when first used (reads that slice never need them):
+        an ``arange`` of the block's range along the axis's own grid dimension."""
+        got = self.env.get(RANGES, {}).get(e)
+        if got is None:
+            raise InternalCompilerError(f"no value for variable {e.name}")
+        pos, lo, hi = got
+        shape = [1] * len(self.env["__dims__"])
+        shape[pos] = hi - lo
+        v = np.arange(lo, hi, dtype=internal_np(e.dtype)).reshape(shape)
+        self.env[e] = v
+        return v
 
     def _const(self, e):
         v = e.value
@@ -210,6 +224,19 @@ class ExprEval:
         if e.dtype.is_bool:
             return a != 0
         return fix(a, e.dtype)  # floats -> ints through float_to_int
+
+    def _tensor_read(self, e):
+        """A read as a view of the array where its indices allow (numpy_chunks.view_read: no
+        copy, no index arrays, a broadcast stays a broadcast), else ``_read``; values come in
+        the evaluator's representation (bfloat16 arguments convert here, one block at a time)."""
+        arr = self.tensors.get(e.tensor)
+        v = None
+        if arr is not None and e.indices:
+            v = view_read(arr, e.indices, self.env, len(self.env.get("__dims__", ())))
+        if v is None:
+            v = self._read(e)
+        want = internal_np(e.tensor.dtype)
+        return v if v.dtype == want else to_internal(v, e.tensor.dtype)
 
     def _read(self, e):
         try:
