@@ -28,7 +28,7 @@ from ..ir.bounds import Unbounded, bound
 from ..ir.simplify import simplify
 from ..ir.visitor import collect, substitute
 from ..schedule.legality import consumer_dims
-from ..schedule.records import AttachKind
+from ..schedule.records import AttachKind, Split
 from ..schedule.schedule import leaf_values
 
 
@@ -163,12 +163,48 @@ class BoundInference:
                 if not self._at_least(mins[a], a.dom.min, outer):
                     guards.append((mk.compare(n.CmpOp.GE, v, a.dom.min), n.IterKind.SPATIAL))
                 guards.append((mk.lt(v, mk.add(a.dom.min, a.dom.extent)), n.IterKind.SPATIAL))
+            if not self.sched.depends(h.attach_stage, h):
+                guards += [(g, n.IterKind.SPATIAL) for g in self._written_here(h, root_value)]
         roots = set(h.stage.axes) | set(h.stage.reduce_axes)
         derived = {iv: v for iv, v in value.items() if iv not in roots and iv not in h.leaf}
         d = Domain(mins, exts, enclosing, leaf_ext, root_value, guards, restricted, derived)
         self.result[h] = d
         self._busy.discard(h)
         return d
+
+    def _written_here(self, h, root_value) -> list:
+        """Guards that keep a consumer to the points its producer wrote in this iteration.
+
+        Through a fused loop the region is a hull (a run of a fused row-major
+        range covers parts of rows): a point of the hull that the producer
+        writes in a later iteration is skipped now (it would read a value not
+        yet computed, or race with that iteration when the loop is parallel).
+        """
+        t = h.attach_stage
+        idx = t.leaf.index(h.attach_axis)
+        fused = set()
+        for rel in t.relations:
+            if isinstance(rel, Split):
+                if rel.parent in fused:
+                    fused |= {rel.outer, rel.inner}
+            else:
+                fused.add(rel.fused)
+        fixed = t.leaf[:idx + 1]
+        if not any(iv in fused for iv in fixed):
+            return []
+        td = self.domain(t)
+        reads = collect(h.stage.body, lambda x: isinstance(x, n.TensorRead) and x.tensor in t.stage.values)
+        dims = consumer_dims(reads, h, t)
+        vals = {pa: mk.sub(root_value[a], td.mins[pa]) for pa, a in zip(t.stage.axes, dims) if a is not None}
+        for rel in t.relations:      # forward: the producer's loop values at this point
+            if isinstance(rel, Split):
+                if rel.parent in vals:
+                    ie = td.leaf_extent[rel.inner]
+                    vals[rel.outer] = mk.floordiv(vals[rel.parent], ie)
+                    vals[rel.inner] = mk.mod(vals[rel.parent], ie)
+            elif rel.outer in vals and rel.inner in vals:
+                vals[rel.fused] = mk.add(mk.mul(vals[rel.outer], td.leaf_extent[rel.inner]), vals[rel.inner])
+        return [mk.eq(vals[iv], iv.var) for iv in fixed if iv in vals]
 
     def _at_least(self, lo, floor, outer) -> bool:
         """``lo >= floor`` for every iteration of the enclosing loops (a constant ``floor``)."""
@@ -249,11 +285,13 @@ class BoundInference:
         """
         loop_vars = set(outer_ranges)
         if any(v in loop_vars for v in collect(ext, lambda x: isinstance(x, n.Var))):
-            try:
-                _, ext = bound(ext, outer_ranges, self.shapes)
-            except Unbounded:
-                ext = _floordiv_span(ext)
-                if ext is None:
+            span = _floordiv_span(ext)     # tighter than interval analysis where it applies
+            if span is not None:
+                ext = span
+            else:
+                try:
+                    _, ext = bound(ext, outer_ranges, self.shapes)
+                except Unbounded:
                     return None
             ext = simplify(mk.min_(ext, a.dom.extent))
         elif inside and type(a.dom.extent) is n.Const:     # (a symbolic min would hide a constant tile)

@@ -205,10 +205,10 @@ class Placement:
                        hint=f"attach {t.name} inside {h.name}'s loops instead (compute_at({h.name}, axis))")
         fixed = fixed_roots(t, d)
         for a, mine in zip(t.stage.axes, dims):
-            if mine is None and a in fixed:
-                self._fail(f"stage {h.name} ({self._at(h)}) reads {t.name} along its axis {a.name} at an index "
-                           f"of its own, but one iteration of loop {ax.name} of {t.name} computes only part "
-                           f"of that axis",
+            if mine is None and a in fixed and not (type(a.dom.extent) is n.Const and a.dom.extent.value <= 1):
+                self._fail(f"stage {h.name} ({self._at(h)}) reads {t.name} along {t.name}'s axis {a.name} at "
+                           f"an index that is not one of its own axes, but one iteration of loop {ax.name} of "
+                           f"{t.name} computes only part of that axis",
                            hint=f"attach {h.name} to a loop of {t.name} outside every loop over {a.name}")
 
     @staticmethod

@@ -58,5 +58,5 @@ class Tensorize:
 
 
 def where(loc: SourceLoc | None) -> str:
-    """`` (line 12 of file.py)`` for a recorded call, or nothing when unknown."""
-    return "" if loc is None else f" (at {loc.short})"
+    """`` at file.py:12`` for a recorded call, or nothing when unknown."""
+    return "" if loc is None else f" at {loc.short}"

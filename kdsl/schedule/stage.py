@@ -233,7 +233,9 @@ class StageSchedule:
             raise ScheduleError(f"fuse needs adjacent axes in loop order; {self._describe()}",
                                 hint="reorder them next to each other first")
         if len({a.kind for a in ivs}) != 1:
-            raise ScheduleError("fuse cannot mix spatial and reduction axes")
+            raise ScheduleError(f"fuse cannot mix spatial and reduction axes ({', '.join(a.name for a in ivs)})",
+                                hint="fuse spatial axes with spatial ones and reduction axes with reduction ones; "
+                                "reorder them next to each other first")
         for a in ivs:
             self._check_unbound(a, "fuse")
             self._check_not_tensorized(a, "fuse")
