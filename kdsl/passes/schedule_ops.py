@@ -250,7 +250,9 @@ class Lowering:
         if red.condition is not None:
             rd_guards.append(self._expr(h, red.condition))
         sources = [self._expr(h, s_) for s_ in red.sources]
-        bound_red = [iv for iv in leaves[p:] if self._attr(h, iv).thread is not None]
+        # a reduction axis bound to threadIdx makes a cross-thread reduction; a spatial axis bound
+        # inside the reduction loops (a column sum's threads) stays an ordinary bound loop
+        bound_red = [iv for iv in leaves[p:] if iv.kind is n.IterKind.REDUCE and self._attr(h, iv).thread is not None]
         if bound_red:
             return self._emit_cross_thread(h, p, bound_red, bufs, idx, sources, sp_guards, rd_guards, pred)
         init = _seq([n.Store(b, idx, ident) for b, ident in zip(bufs, comb.identity)])

@@ -114,6 +114,10 @@ class Placement:
                 self._check_attach(h)
         for h in self.handles:
             self.loops(h)
+        outputs = set(sched.output_tensors())
+        for h in self.handles:
+            if self.kind.get(h) == "consumer" and h.stage.output in outputs:
+                self._check_covers(h, "it is a kernel output: all of it is needed")
         self.full_buffer: set = set()
         for r in self.handles:
             for p, reads in self.reads[r].items():
@@ -205,7 +209,7 @@ class Placement:
                        hint=f"attach {t.name} inside {h.name}'s loops instead (compute_at({h.name}, axis))")
         fixed = fixed_roots(t, d)
         for a, mine in zip(t.stage.axes, dims):
-            if mine is None and a in fixed and not (type(a.dom.extent) is n.Const and a.dom.extent.value <= 1):
+            if mine is None and a in fixed and not (type(a.dom.extent) is n.Const and a.dom.extent.value == 1):
                 self._fail(f"stage {h.name} ({self._at(h)}) reads {t.name} along {t.name}'s axis {a.name} at "
                            f"an index that is not one of its own axes, but one iteration of loop {ax.name} of "
                            f"{t.name} computes only part of that axis",
@@ -343,6 +347,7 @@ class Placement:
                            f"{r.name} inside loop {x.name} of {t.name} first")
             return
         if not inside:
+            self._check_covers(p, f"its reader {self._where_runs(r)}, outside that loop")
             self.full_buffer.add(p)
             return
         same = (r.attach is AttachKind.AT and r.attach_stage is t and r.attach_axis is x
@@ -353,6 +358,27 @@ class Placement:
                        f"attached to that same loop",
                        hint=f"attach {r.name} with compute_at({t.name}, {x.name}) or compute_at({p.name}, "
                        "axis) and read it elementwise, or compute it at the root")
+
+    def _covers(self, h) -> bool:
+        """Every element of ``h`` is computed over the whole run (not only what readers need)."""
+        while h.attach is AttachKind.AT:
+            if self.kind[h] == "producer":
+                return False
+            h = h.attach_stage
+        return True
+
+    def _check_covers(self, p, why: str):
+        """A consumer attached to a stage that computes only part of itself gets only that part."""
+        if self._covers(p):
+            return
+        t = p.attach_stage
+        cur = t
+        while self.kind.get(cur) != "producer":
+            cur = cur.attach_stage
+        self._fail(f"stage {p.name} is computed inside the loops of {t.name} ({self._at(p)}), which compute "
+                   f"only the part of {cur.name} that {cur.attach_stage.name} reads ({cur.name}: {self._at(cur)}), "
+                   f"but {why}",
+                   hint=f"compute {p.name} at the root, or attach it where {cur.attach_stage.name} needs it")
 
     def _check_order(self, p, r):
         """``p``'s nest runs before ``r``'s statement (reads inside p's own loops: see _check_scope)."""

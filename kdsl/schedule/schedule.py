@@ -6,7 +6,7 @@ which is shared between backends.
 """
 from __future__ import annotations
 
-from ..errors import ScheduleError
+from ..errors import ScheduleError, user_location
 from ..graph import Graph, Stage, Tensor, topological
 from ..ir import make as mk
 from ..ir import nodes as n
@@ -239,6 +239,7 @@ class Schedule:
         h = self._insert_before(packed, rs[0].stage)
         h.scope = as_scope(scope)
         h.store_predicate = mk.lt(idx[axis], d)
+        h.store_predicate_loc = user_location()
         return h
 
     def _readers_of(self, t, readers, what: str) -> list:

@@ -63,7 +63,7 @@ def primitive(check: bool = False):
     return deco
 
 
-_HANDLE_FIELDS = ("relations", "leaf", "attrs", "attach", "attach_stage", "attach_axis", "attach_loc",
+_HANDLE_FIELDS = ("relations", "leaf", "attrs", "bind_locs", "attach", "attach_stage", "attach_axis", "attach_loc",
                   "store_predicate_loc",
                   "scope", "store_predicate", "buffer_stages", "tensorized")
 _STAGE_FIELDS = ("axes", "reduce_axes", "body", "values")
@@ -110,6 +110,7 @@ class StageSchedule:
         self.relations: list = []
         self.leaf: list = list(stage.axes) + list(stage.reduce_axes)
         self.attrs: dict = {}
+        self.bind_locs: dict = {}   # leaf -> the user's bind line
         self.attach = AttachKind.ROOT
         self.attach_stage: StageSchedule | None = None
         self.attach_axis: n.IterVar | None = None
@@ -261,6 +262,7 @@ class StageSchedule:
         slots = sorted(self.leaf.index(a) for a in ivs)
         for slot, a in zip(slots, ivs):
             self.leaf[slot] = a
+        self._check_cross_thread("reorder")
 
     @primitive(check=True)
     def tile(self, x, y, x_factor: int, y_factor: int):
@@ -312,7 +314,40 @@ class StageSchedule:
         for other, attr in self.attrs.items():
             if attr.thread is t and other is not ax and other in self.leaf:
                 raise ScheduleError(f"bind: {t.value} is already bound to axis {other.name} of stage {self.name}")
+        if ax.kind is n.IterKind.REDUCE and not isinstance(ax.dom.extent, n.Const):
+            raise ScheduleError(f"bind: the reduction axis {ax.name} of stage {self.name} has no constant extent; "
+                                "a cross-thread reduction needs one",
+                                hint=f"split it by a constant factor and bind the inner axis: "
+                                f"s[{self.name!r}].split({ax.name}, factor=32)")
         self._mark(ax, n.ForKind.BOUND, "bind", t)
+        self.bind_locs[ax] = user_location()
+        self._check_cross_thread("bind")
+
+    def _check_cross_thread(self, what: str):
+        """A reduction axis bound to threadIdx must be the one outermost reduction loop, inside
+        every spatial loop (lowering makes it per-thread partials plus one combine)."""
+        bound = [a for a in self.leaf if a.kind is n.IterKind.REDUCE and self.attrs.get(a) is not None
+                 and self.attrs[a].thread is not None]
+        if not bound:
+            return
+        tl = bound[0]
+        line = where(self.bind_locs.get(tl))
+        if len(bound) > 1:
+            raise ScheduleError(f"{what}: stage {self.name} has reduction axes {tl.name} and {bound[1].name} "
+                                f"bound to threads; a cross-thread reduction binds one",
+                                hint="fuse the reduction axes before binding, or bind only one")
+        p = next(k for k, a in enumerate(self.leaf) if a.kind is n.IterKind.REDUCE)
+        if self.leaf[p] is not tl:
+            raise ScheduleError(f"{what}: the reduction axis {tl.name} of stage {self.name} is bound to "
+                                f"{self.attrs[tl].thread.value}{line}, so it must be the outermost reduction loop; "
+                                f"{self._describe()}", hint=f"reorder so that {tl.name} comes before "
+                                f"{self.leaf[p].name}")
+        late = [a for a in self.leaf[p:] if a.kind is n.IterKind.SPATIAL]
+        if late:
+            raise ScheduleError(f"{what}: the reduction axis {tl.name} of stage {self.name} is bound to "
+                                f"{self.attrs[tl].thread.value}{line}, so every spatial loop must be outside it, "
+                                f"but {late[0].name} is inside; {self._describe()}",
+                                hint=f"reorder so that {late[0].name} comes before {tl.name}")
 
     # ------------------------------------------------------------ placement
     @primitive(check=True)
@@ -371,6 +406,11 @@ class StageSchedule:
                                 hint=f"attach {here[0].name} elsewhere first, or keep {self.name} in its own loops")
         if self.buffer_stages > 1:
             raise ScheduleError(f"compute_inline: stage {self.name} is pipelined; an inlined stage has no buffer")
+        if self.store_predicate is not None:
+            raise ScheduleError(f"compute_inline: stage {self.name} stores only where its predicate holds"
+                                f"{where(self.store_predicate_loc)} (a pack leaves its ragged end unwritten), "
+                                "so it cannot be substituted into its readers",
+                                hint=f"keep {self.name} in its own loops (compute_at or compute_root)")
         self._set_attach(AttachKind.INLINE)
 
     @primitive(check=True)

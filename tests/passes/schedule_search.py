@@ -265,12 +265,27 @@ def p_pack(s, rng):
     return f"s.pack({t.name}, [{h.name}], axis={ax}, factor={f})"
 
 
+def p_bind(s, rng):
+    h = _stage(s, rng)
+    a = _axis(h, rng)
+    tag = rng.choice(["blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y", "vthread.x"])
+    h.bind(a, tag)
+    return f"{h.name}.bind({a.name}, {tag!r})"
+
+
+def p_double_buffer(s, rng):
+    h = _stage(s, rng)
+    h.double_buffer()
+    return f"{h.name}.double_buffer()"
+
+
 PRIMITIVES = [("split", p_split), ("split", p_split), ("fuse", p_fuse), ("reorder", p_reorder),
               ("tile", p_tile), ("parallel", _mark("parallel")), ("vectorize", _mark("vectorize")),
               ("unroll", _mark("unroll")), ("compute_at", p_compute_at), ("compute_at", p_compute_at),
               ("compute_at", p_compute_at), ("compute_inline", p_compute_inline),
               ("compute_root", p_compute_root), ("rfactor", p_rfactor), ("cache_read", p_cache_read),
-              ("cache_write", p_cache_write), ("pack", p_pack)]
+              ("cache_write", p_cache_write), ("pack", p_pack), ("bind", p_bind),
+              ("double_buffer", p_double_buffer)]
 
 
 # ------------------------------------------------------------------ one case
