@@ -113,7 +113,9 @@ def _const_upper(e):
 class BoundInference:
     """Computes a ``Domain`` for every stage handle of a schedule (memoised, cycle-checked)."""
 
-    def __init__(self, sched, handles):
+    def __init__(self, sched, handles, placement=None):
+        from ..schedule.legality import Placement
+        self.placement = placement or Placement(sched, "lowering")
         self.sched = sched
         self.handles = handles          # stage handles that are lowered (inline ones removed)
         self.result: dict = {}
@@ -138,7 +140,7 @@ class BoundInference:
             td = self.domain(t)
             idx = t.leaf.index(h.attach_axis)
             enclosing = td.enclosing + [(iv, td.leaf_extent[iv]) for iv in t.leaf[:idx + 1]]
-            if self.sched.depends(t, h):
+            if self.placement.kind[h] == "producer":
                 mins, exts = self._producer_region(h, enclosing)
             else:
                 mins, exts = self._consumer_region(h, t, idx, enclosing)
@@ -163,7 +165,7 @@ class BoundInference:
                 if not self._at_least(mins[a], a.dom.min, outer):
                     guards.append((mk.compare(n.CmpOp.GE, v, a.dom.min), n.IterKind.SPATIAL))
                 guards.append((mk.lt(v, mk.add(a.dom.min, a.dom.extent)), n.IterKind.SPATIAL))
-            if not self.sched.depends(h.attach_stage, h):
+            if self.placement.kind[h] == "consumer":
                 guards += [(g, n.IterKind.SPATIAL) for g in self._written_here(h, root_value)]
         roots = set(h.stage.axes) | set(h.stage.reduce_axes)
         derived = {iv: v for iv, v in value.items() if iv not in roots and iv not in h.leaf}
@@ -225,7 +227,7 @@ class BoundInference:
         lo_hi = {a: None for a in h.stage.axes}
         # readers computed inside h's own loops read what the current iteration wrote (legality
         # checked it): they need no region of their own
-        readers = [r for r in self.handles if r is not h and self.sched.reads(r, h) and not _inside(r, h)]
+        readers = [r for r in self.placement.readers[h] if not _inside(r, h)]
         for r in readers:
             loops = self._loops_of(r)
             prefix = [iv for iv, _ in loops[:len(fixed)]]

@@ -63,7 +63,7 @@ class Lowering:
         # call; checking again here names the calls involved if a schedule got past them
         self.placement = Placement(sched, "lowering")
         self.handles = inline_stages(sched)
-        self.domains = BoundInference(sched, self.handles).run()
+        self.domains = BoundInference(sched, self.handles, self.placement).run()
         self.attached: dict = {}     # (handle, leaf) -> [attached handles]
         for h in self.handles:
             if h.attach is AttachKind.AT:
@@ -319,7 +319,9 @@ class Lowering:
         for f in reversed(fins):
             finish = n.Allocate(f, finish)
         cond = mk.all_of([pred if pred is not None else mk.eq(tl.var, 0)] + sp_guards)
-        phase2 = n.For(tl.var, mk.as_expr(0), ext, n.ForKind.BOUND, n.IfThenElse(cond, finish), attr.thread)
+        # at least one thread combines: an empty reduction still stores the identity
+        ext2 = mk.as_expr(max(ext.value, 1))
+        phase2 = n.For(tl.var, mk.as_expr(0), ext2, n.ForKind.BOUND, n.IfThenElse(cond, finish), attr.thread)
         body = _seq([phase1, n.Barrier(), phase2])
         for r in reversed(reds):
             body = n.Allocate(r, body)

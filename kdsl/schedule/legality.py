@@ -33,6 +33,14 @@ from ..ir.visitor import Mutator, collect, substitute
 from .records import AttachKind, where
 
 
+def _body(d: int) -> tuple:
+    """The path into the body of loop ``d`` of a nest: (j, 1, 0) for j = 0 .. d-1."""
+    return _BODY[:d] if d <= len(_BODY) else tuple((j, 1, 0) for j in range(d))
+
+
+_BODY = tuple((j, 1, 0) for j in range(64))
+
+
 def _names(ivs) -> str:
     return ", ".join(a.name for a in ivs) or "(none)"
 
@@ -109,9 +117,14 @@ class Placement:
         self._bodies(stages)
         self._loops: dict = {}
         self.kind: dict = {}        # attached handle -> "producer" | "consumer"
-        for h in self.handles:
-            if h.attach is AttachKind.AT:
-                self._check_attach(h)
+        attached = [h for h in self.handles if h.attach is AttachKind.AT]
+        for h in attached:
+            self._check_attach(h)
+        for h in attached:
+            self._check_cycle(h)
+        for h in attached:
+            if self.kind[h] == "consumer":
+                self._check_consumer(h, h.attach_stage, h.attach_axis)
         for h in self.handles:
             self.loops(h)
         outputs = set(sched.output_tensors())
@@ -124,11 +137,19 @@ class Placement:
                 self._check_scope(p, r, reads)
         self.cluster = {h: self._root(h) for h in self.handles}
         self.order = self._root_order()
+        self._rank = {h: k for k, h in enumerate(self.order)}
         self.attached: dict = {}    # (T, iv) -> [handles], in stage order
         for h in self.handles:
             if h.attach is AttachKind.AT:
                 self.attached.setdefault((h.attach_stage, h.attach_axis), []).append(h)
+        self._slot: dict = {}       # attached handle -> (0, k) before its stage's inner loops, (2, k) after
+        for here in self.attached.values():
+            before = [a for a in here if self.kind.get(a) == "producer"]
+            after = [a for a in here if self.kind.get(a) != "producer"]
+            self._slot.update({a: (0, k) for k, a in enumerate(before)})
+            self._slot.update({a: (2, k) for k, a in enumerate(after)})
         self._pos: dict = {}
+        self._stmt: dict = {}
         for r in self.handles:
             for p in self.reads[r]:
                 self._check_order(p, r)
@@ -143,15 +164,49 @@ class Placement:
                 inl[h.stage.output] = (h.stage.axes, body)
         self.body = {}
         self.reads = {}     # reader -> {producer handle: [TensorRead]}
+        self.readers = {h: [] for h in self.handles}
+        cache = self.sched.__dict__.setdefault("_reads_cache", {})
         for h in self.handles:
             body = _Inline(inl).visit(h.stage.body) if inl else h.stage.body
             self.body[h] = body
+            hit = cache.get(id(body))
+            if hit is None or hit[0] is not body:     # bodies are immutable: collect each once
+                hit = (body, collect(body, lambda x: isinstance(x, n.TensorRead)))
+                if body is h.stage.body:
+                    cache[id(body)] = hit
             per: dict = {}
-            for r in collect(body, lambda x: isinstance(x, n.TensorRead)):
+            for r in hit[1]:
                 p = self.owner.get(r.tensor)
                 if p is not None and p is not h:
                     per.setdefault(p, []).append(r)
             self.reads[h] = per
+            for p in per:
+                if p in self.readers:
+                    self.readers[p].append(h)
+        self._anc: dict = {}
+
+    def depends(self, consumer, producer) -> bool:
+        """``consumer`` reads ``producer``'s values, directly or through other stages."""
+        return bool(self._ancestors(consumer) >> self.index[producer] & 1)
+
+    def _ancestors(self, h) -> int:
+        """Bit set (by stage index) of every stage ``h`` reads through (iterative: deep graphs)."""
+        todo = [h]
+        while todo:
+            cur = todo[-1]
+            if cur in self._anc:
+                todo.pop()
+                continue
+            missing = [p for p in self.reads[cur] if p not in self._anc]
+            if missing:
+                todo.extend(missing)
+                continue
+            bits = 0
+            for p in self.reads[cur]:
+                bits |= self._anc[p] | (1 << self.index[p])
+            self._anc[cur] = bits
+            todo.pop()
+        return self._anc[h]
 
     # ------------------------------------------------------------ attachments
     def _fail(self, msg: str, hint: str | None = None):
@@ -171,11 +226,10 @@ class Placement:
             self._fail(f"stage {h.name} is attached to loop {ax.name} of stage {t.name} ({self._at(h)}), "
                        f"which {t.name} no longer has ({t._describe()})",
                        hint=f"attach {h.name} to one of {t.name}'s loops after changing them")
-        if self.sched.depends(t, h):
+        if self.depends(t, h):
             self.kind[h] = "producer"
         elif t in self.reads[h]:
             self.kind[h] = "consumer"
-            self._check_consumer(h, t, ax)
         elif self.call == "compute_at":
             self._fail(f"stage {h.name} ({self._at(h)}) neither reads nor is read by stage {t.name}",
                        hint="attach a stage to a loop of a stage that uses its result (or of its producer)")
@@ -183,7 +237,9 @@ class Placement:
             self._fail(f"stage {h.name} is attached to loop {ax.name} of {t.name} ({self._at(h)}), and after "
                        f"this call it no longer reads {t.name} nor is read by it",
                        hint=f"call {self.call} before compute_at, or attach {h.name} to a stage it is related to")
-        seen, cur = [h], t
+
+    def _check_cycle(self, h):
+        seen, cur = [h], h.attach_stage
         while cur.attach is AttachKind.AT:
             if cur in seen:
                 chain = " inside ".join(x.name for x in seen + [cur])
@@ -207,13 +263,30 @@ class Placement:
                        f"producer {t.name}, so it must read {t.name} at its own axes "
                        f"({t.name}[{_names(h.stage.axes)}], in any order, or a broadcast index)",
                        hint=f"attach {t.name} inside {h.name}'s loops instead (compute_at({h.name}, axis))")
-        fixed = fixed_roots(t, d)
+        whole = self._whole(t, d)
         for a, mine in zip(t.stage.axes, dims):
-            if mine is None and a in fixed and not (type(a.dom.extent) is n.Const and a.dom.extent.value == 1):
+            if mine is None and a not in whole:
                 self._fail(f"stage {h.name} ({self._at(h)}) reads {t.name} along {t.name}'s axis {a.name} at "
                            f"an index that is not one of its own axes, but one iteration of loop {ax.name} of "
                            f"{t.name} computes only part of that axis",
                            hint=f"attach {h.name} to a loop of {t.name} outside every loop over {a.name}")
+
+    def _whole(self, t, d: int) -> set:
+        """Root axes of ``t`` that one iteration of its loop ``d`` computes entirely."""
+        fixed = fixed_roots(t, d)
+        one = {a for a in t.stage.axes if type(a.dom.extent) is n.Const and a.dom.extent.value == 1}
+        free = {a for a in t.stage.axes if a not in fixed}
+        if t.attach is AttachKind.AT:       # t's own region is restricted by its attach point
+            kind = self.kind.get(t)
+            if kind != "consumer":
+                free = set()
+            else:
+                p = t.attach_stage
+                dims = consumer_dims(self.reads[t][p], t, p)
+                outer = self._whole(p, p.leaf.index(t.attach_axis)) if dims is not None else set()
+                mapped = {a: pa for pa, a in zip(p.stage.axes, dims or ()) if a is not None}
+                free = {a for a in free if a not in mapped or mapped[a] in outer}
+        return free | one
 
     @staticmethod
     def _elementwise(r, h) -> bool:
@@ -278,18 +351,17 @@ class Placement:
             if h.attach is AttachKind.AT:
                 t = h.attach_stage
                 d = t.leaf.index(h.attach_axis)
-                here = self.attached[(t, h.attach_axis)]
-                before = [a for a in here if self.kind.get(a) == "producer"]
-                after = [a for a in here if self.kind.get(a) != "producer"]
-                slot = (d, 0, before.index(h)) if h in before else (d, 2, after.index(h))
-                got = self.pos(t) + tuple((j, 1, 0) for j in range(d)) + (slot,)
+                got = self.pos(t) + _body(d) + ((d,) + self._slot[h],)
             else:
-                got = ((self.order.index(h),),)
+                got = ((self._rank[h],),)
             self._pos[h] = got
         return got
 
     def stmt_pos(self, h) -> tuple:
-        return self.pos(h) + tuple((j, 1, 0) for j in range(len(h.leaf)))
+        got = self._stmt.get(h)
+        if got is None:
+            got = self._stmt[h] = self.pos(h) + _body(len(h.leaf))
+        return got
 
     # ------------------------------------------------------------ reads
     def _where_runs(self, r) -> str:
@@ -382,7 +454,7 @@ class Placement:
 
     def _check_order(self, p, r):
         """``p``'s nest runs before ``r``'s statement (reads inside p's own loops: see _check_scope)."""
-        if any(h is p for h, _ in self.loops(r)):
+        if self.cluster[p] is self.cluster[r] and any(h is p for h, _ in self.loops(r)):
             return
         if not self.stmt_pos(r) > self.pos(p):
             self._fail(f"stage {r.name} reads {p.name} before {p.name} is computed: {self._where_runs(r)}, "
