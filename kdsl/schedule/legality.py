@@ -383,17 +383,36 @@ class Placement:
         dims = consumer_dims(self.reads[h][t], h, t) if t in self.reads[h] else None
         return None if dims is None else [None if a is None else h.stage.axes.index(a) for a in dims]
 
-    def _strict_chain(self, r, p) -> bool:
-        """``r`` reaches ``p`` through consumer attachments, each link reading elementwise."""
+    def _reads_current(self, r, p, reads) -> bool:
+        """``r`` runs inside ``p``'s loops through consumer attachments and reads only what the
+        current iteration of ``p`` computed: each index of ``p`` is the axis of ``r`` that the
+        attachments relate to that axis of ``p``, or an axis ``p`` computes whole there."""
+        corr = {a: a for a in r.stage.axes}   # axis of r -> axis of the stage reached so far
         cur = r
-        while cur.attach is AttachKind.AT and self.kind.get(cur) == "consumer":
-            t = cur.attach_stage
-            if not all(self._elementwise(x, cur) for x in self.reads[cur].get(t, ())):
+        while True:
+            if cur.attach is not AttachKind.AT or self.kind.get(cur) != "consumer":
                 return False
+            t = cur.attach_stage
+            dims = consumer_dims(self.reads[cur][t], cur, t)
+            if dims is None:
+                return False
+            inv = {a: pa for pa, a in zip(t.stage.axes, dims) if a is not None}
+            corr = {ra: None if ca is None else inv.get(ca) for ra, ca in corr.items()}
             if t is p:
-                return True
+                break
             cur = t
-        return False
+        whole = self._whole(p, p.leaf.index(cur.attach_axis))
+        mine = {a.var: a for a in r.stage.axes}
+        for rd in reads:
+            for pk, idx in zip(p.stage.axes, rd.indices):
+                a = mine.get(idx) if isinstance(idx, n.Var) else None
+                if a is not None and corr[a] is pk:
+                    continue
+                if a is None and any(v in mine for v in collect(idx, lambda x: isinstance(x, n.Var))):
+                    return False
+                if pk not in whole:
+                    return False
+        return True
 
     def _check_scope(self, p, r, reads):
         """``p``'s buffer holds what ``r`` reads, where ``r`` reads it."""
@@ -401,7 +420,7 @@ class Placement:
         own = [iv for h, iv in loops_r if h is p]
         if own:     # r runs inside p's own loops: only what this iteration wrote
             direct = r.attach is AttachKind.AT and r.attach_stage is p and self.kind.get(r) == "consumer"
-            if not direct and not (self._strict_chain(r, p) and all(self._elementwise(x, r) for x in reads)):
+            if not direct and not self._reads_current(r, p, reads):
                 self._fail(f"stage {r.name} runs inside loop {own[-1].name} of {p.name} ({self._at(r)}) and "
                            f"reads {p.name}, which is not finished there",
                            hint=f"a stage computed inside {p.name}'s loops may read {p.name} only at its own "

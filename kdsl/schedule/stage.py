@@ -44,7 +44,8 @@ def primitive(check: bool = False):
                 raise ScheduleError(f"{fn.__name__}: {e}".replace(f"{fn.__qualname__}() ", ""),
                                     hint=f"call it as {usage}") from None
             sched = getattr(self, "sched", self)
-            if not check or sched._checking:
+            # only compute_at creates attachments: without any, nothing can conflict
+            if not check or sched._checking or not (sched._n_attached or fn.__name__ == "compute_at"):
                 return fn(self, *args, **kwargs)
             saved = _snapshot(sched)
             sched._checking = True
