@@ -9,28 +9,29 @@ attached stages keep a whole buffer) and so never meets an illegal placement.
 
 The model follows the lowering (``passes/schedule_ops``): root stages run in
 order; a stage attached at loop ``x`` of ``T`` runs in the body of ``x``:
-producers of ``T`` before ``T``'s inner loops, other stages after them.  A
-read of ``P`` by ``R`` is legal when
+producers of ``T`` before ``T``'s inner loops, other stages after them.
 
-* ``R`` runs inside ``P``'s own loops: ``R`` is attached (through consumer
-  attachments) to ``P`` and reads ``P`` elementwise, so it only reads what the
-  current iteration wrote;
-* otherwise ``P``'s nest comes before ``R``'s statement, and ``P``'s buffer is
-  in scope: a producer attached at ``x`` serves readers inside ``x`` only; a
-  consumer attached at ``x`` serves readers inside ``x`` that are attached to
-  the same loop and read it elementwise, and, when some reader runs outside
-  ``x``, keeps a whole buffer (``full_buffer``).
-
-A consumer attached to ``T`` reads ``T`` elementwise, outside ``T``'s reduction
-loops.  Roots are ordered so that a root and everything attached inside it come
-after the roots they read (``root_order``).
+* A consumer ``U`` attached to its producer ``T`` reads ``T`` at its own axes
+  (in any order) or at indices along axes of ``T`` that one iteration of ``x``
+  computes whole (``sum[i, 0]`` in a softmax), and outside ``T``'s reduction
+  loops.  ``T`` must compute all of itself over the run (not be a producer
+  attached elsewhere) when ``U`` is an output or read outside ``x``; ``U`` then
+  keeps a whole buffer (``full_buffer``).
+* A read of ``P`` by ``R`` inside ``P``'s own loops is legal when ``R`` is
+  attached to ``P`` through consumer attachments and reads only what the
+  current iteration computed.  Otherwise ``P``'s nest comes before ``R``'s
+  statement and ``P``'s buffer is in scope: a producer attached at ``x``
+  serves readers inside ``x`` only; a consumer attached at ``x`` serves
+  readers inside ``x`` attached to the same loop that read it elementwise.
+* Roots are ordered so that a root and everything attached inside it come
+  after the roots they read (``order``); a cycle there is an error.
 """
 from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir import nodes as n
 from ..ir.visitor import Mutator, collect, substitute
-from .records import AttachKind, where
+from .records import AttachKind, Split, where
 
 
 def _body(d: int) -> tuple:
@@ -76,7 +77,7 @@ def fixed_roots(t, d: int) -> set:
     """Root axes of ``t`` that some loop at or outside position ``d`` of its nest iterates over."""
     roots = {a: {a} for a in list(t.stage.axes) + list(t.stage.reduce_axes)}
     for rel in t.relations:
-        if hasattr(rel, "parent"):
+        if isinstance(rel, Split):
             roots[rel.outer] = roots[rel.inner] = roots.get(rel.parent, set())
         else:
             roots[rel.fused] = roots.get(rel.outer, set()) | roots.get(rel.inner, set())

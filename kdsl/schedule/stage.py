@@ -261,9 +261,14 @@ class StageSchedule:
         if len(set(map(id, ivs))) != len(ivs):
             raise ScheduleError("reorder got the same axis twice")
         slots = sorted(self.leaf.index(a) for a in ivs)
+        before = list(self.leaf)
         for slot, a in zip(slots, ivs):
             self.leaf[slot] = a
-        self._check_cross_thread("reorder")
+        try:
+            self._check_cross_thread("reorder")
+        except ScheduleError:
+            self.leaf[:] = before
+            raise
 
     @primitive(check=True)
     def tile(self, x, y, x_factor: int, y_factor: int):
@@ -320,9 +325,16 @@ class StageSchedule:
                                 "a cross-thread reduction needs one",
                                 hint=f"split it by a constant factor and bind the inner axis: "
                                 f"s[{self.name!r}].split({ax.name}, factor=32)")
+        before = self.attrs.get(ax)
         self._mark(ax, n.ForKind.BOUND, "bind", t)
         self.bind_locs[ax] = user_location()
-        self._check_cross_thread("bind")
+        try:
+            self._check_cross_thread("bind")
+        except ScheduleError:
+            self.attrs.pop(ax)
+            if before is not None:
+                self.attrs[ax] = before
+            raise
 
     def _check_cross_thread(self, what: str):
         """A reduction axis bound to threadIdx must be the one outermost reduction loop, inside
