@@ -1,10 +1,14 @@
 """schedule_ops: turn a Schedule into loop IR (the first lowering pass).
 
-Assumes: a Schedule whose primitives were validated at call time.
+Assumes: a Schedule whose primitives were validated at call time
+(``kdsl.schedule.legality``; its ``Placement`` is rebuilt here and gives the
+root order, producer/consumer attachments and the whole-buffer consumers).
 Guarantees: a ``LoweredFunc`` whose body holds only loop-IR nodes (no
 TensorRead/Reduce); every uneven split is guarded; every reduction's
 initialisation sits outside its reduction loops; attached stages are
-computed (and allocated) inside their attach loop over the inferred region;
+computed (and allocated) inside their attach loop over the inferred region
+(an attached consumer also read outside that loop keeps a whole buffer at
+the root);
 a reduction loop bound to threadIdx becomes two barrier-separated phases
 (per-thread partials into a shared buffer, then a combine by thread 0), which
 keeps sequential semantics exact and lets GPU backends swap in shuffles.

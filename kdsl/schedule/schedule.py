@@ -243,11 +243,12 @@ class Schedule:
         return h
 
     def _readers_of(self, t, readers, what: str) -> list:
-        every = [self._handles[s] for s in self.graph.stages if t in s.reads()]
+        def every():
+            return [self._handles[s] for s in self.graph.stages if t in s.reads()]
         if readers is None:
-            if not every:
+            if not every():
                 raise ScheduleError(f"{what}: no stage reads {t.name}")
-            return every
+            return every()
         if isinstance(readers, (StageSchedule, str, Stage, Tensor)):
             readers = [readers]
         try:
@@ -255,10 +256,10 @@ class Schedule:
         except TypeError:
             raise ScheduleError(f"{what}: readers must be stages (a list of s[name] or names), got "
                                 f"{readers!r}", hint=f"readers of {t.name}: "
-                                + ", ".join(h.name for h in every)) from None
+                                + ", ".join(h.name for h in every())) from None
         if not rs:
             raise ScheduleError(f"{what}: give at least one reader of {t.name}",
-                                hint=f"readers of {t.name}: " + ", ".join(h.name for h in every))
+                                hint=f"readers of {t.name}: " + ", ".join(h.name for h in every()))
         for r in rs:
             if t not in r.stage.reads():
                 raise ScheduleError(f"{what}: stage {r.name} does not read {t.name}",

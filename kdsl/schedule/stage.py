@@ -369,7 +369,14 @@ class StageSchedule:
 
         ``other`` is a consumer (direct, or through stages attached inside that
         loop, e.g. a packed operand at an outer loop of the output whose local
-        accumulator reads it) or a producer that this stage reads elementwise.
+        accumulator reads it): every reader must then run inside ``axis``, and
+        the stage computes the region they read there.  Or ``other`` is a
+        producer: this stage reads it at its own axes (``T[i, j]``, any order)
+        or at indices along axes that one iteration of ``axis`` computes whole
+        (``sum[i, 0]``), from outside its reduction loops, and computes what
+        that iteration wrote.  A later split or fuse of ``axis`` keeps the
+        stage at one iteration of it (the inner loop, the fused loop).
+        Anything else raises here, or at the later call that breaks it.
         """
         if not isinstance(other, StageSchedule):
             other = self.sched[other]
