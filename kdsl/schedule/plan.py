@@ -13,9 +13,11 @@ fixed, legal order, whatever order the hints came in:
 3. the work stage's spatial axes are tiled and cut for the vector loop;
 4. loops are ordered: outer parts (partials first when they run in parallel,
    spatial axes, then reduction axes, each in definition order), then tile
-   inner parts, then the vector loop, innermost;
-5. ``unroll`` (a factor) splits the innermost loop that is not the vector loop;
-   named ``unroll`` axes unroll their innermost non-vector part;
+   inner parts, then the vector loop; reduction axes unrolled fully with a
+   constant extent (a stencil's window) go innermost, inside the vector loop;
+5. ``unroll`` (a factor) splits the innermost loop that is neither the vector
+   loop nor a named one; named ``unroll`` axes unroll their innermost
+   non-vector part;
 6. the outermost part of the parallel axis (or the partials) becomes parallel,
    the vector loop vectorized.
 
@@ -214,6 +216,8 @@ class _Stage:
             self.parts[name] = [remap.get(a, a) for a in lst if a is not ax]
         if self.p is not None:
             self.p = remap.get(self.p, self.p)
+        if self.vec is not None:
+            self.vec = remap.get(self.vec, self.vec)
         self.combines.append(x)
         return new, fac
 
@@ -235,7 +239,19 @@ class _Stage:
             self._vector_part(x, self.vname)
 
     # ---------------------------------------------------------------- ordering and marks
+    def _window(self) -> list:
+        """Innermost parts of reduction axes unrolled fully with a constant extent (a stencil's
+        window): they go inside everything, the vector loop included, so that each output
+        is computed in straight-line code."""
+        out = []
+        for name in self.rd:
+            rest = [a for a in self.parts[name] if a is not self.vec]
+            if name in self.plan.unroll_axes and rest and _const(rest[-1]) is not None:
+                out.append(rest[-1])
+        return out
+
     def order(self, x):
+        window = self._window()
         out = [self.p] if self.p is not None and self.p_first else []
         out += [self.parts[a][0] for a in self.sp]
         if self.p is not None and not self.p_first:
@@ -245,6 +261,7 @@ class _Stage:
             out += [v for v in self.parts[a][1:] if v is not self.vec]
         if self.vec is not None:
             out.append(self.vec)
+        out = [v for v in out if v not in window] + window
         if len(out) != len(x.leaf) or set(map(id, out)) != set(map(id, x.leaf)):
             raise InternalCompilerError(f"schedule plan of stage {self.h.name}: loop order "
                                         f"{[a.name for a in out]} does not cover "
@@ -269,8 +286,9 @@ class _Stage:
     def marks(self, x):
         plan = self.plan
         unrolled = set()
+        named = {id(a) for name in plan.unroll_axes for a in self.parts.get(name, ())}
         if plan.unroll and plan.unroll > 1:
-            cands = [a for a in x.leaf if a is not self.vec]
+            cands = [a for a in x.leaf if a is not self.vec and id(a) not in named]
             if cands:
                 t = cands[-1]
                 c = _const(t)
