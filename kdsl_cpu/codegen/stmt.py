@@ -3,8 +3,8 @@
 Loops are rotated (guard, body, latch) with an i64 induction variable.
 SERIAL and BOUND loops (GPU tags: the lowering emits barrier-separated
 phases, so running them in order is exact) are plain loops; UNROLLED loops are
-unrolled here, by copying the body (unroll.py decides how far: never a request
-LLVM could refuse); innermost VECTORIZED loops that vector.py does not emit as
+unrolled as unroll.py decides (LLVM's full unroll only where it cannot fail,
+else by copying the body here, with a cap on the code size); innermost VECTORIZED loops that vector.py does not emit as
 vector code are left to LLVM's loop vectorizer (only ``llvm.loop.unroll.disable``:
 a forced ``llvm.loop.vectorize.enable`` can be refused, and LLVM then warns on
 stderr).  A PARALLEL loop that is not inside another one is outlined into a
@@ -247,18 +247,27 @@ class StmtGen:
         del env[s.var]
 
     def _unrolled(self, s: n.For):
-        """An UNROLLED loop: every iteration copied, or copies of ``factor`` iterations in a
-        loop plus a remainder loop (unroll.py)."""
-        factor, full = self._unroll.factor(s)
+        """An UNROLLED loop, as unroll.py decides: LLVM's full unroll of a small loop-free
+        body, every iteration copied, or groups of copies in a loop plus a remainder loop."""
+        d = self._unroll.decide(s)
         ext = U.const_extent(s)
-        if ext is not None and not full:
-            self._warn(s, U.capped_message(self.user_name, s, factor))
         b = self.fn.b
         lo = self.expr(s.min)
-        if full:
-            for k in range(factor):
-                self._copy(s, b.add(lo, ir.Constant(T.I64, k)) if k else lo)
+        if d.how == "llvm":
+            md = self.loop_md([("llvm.loop.unroll.full", None)])
+            self.loop(s.var, lo, b.add(lo, self.expr(s.extent)), s.body, md)
             return
+        if ext is not None and d.how == "partial":
+            self._warn(s, U.capped_message(self.user_name, s, d.factor))
+        if d.how == "copies":
+            base = int(s.min.value) if isinstance(s.min, n.Const) else None
+            for k in range(d.factor):
+                if base is not None:
+                    self._copy(s, ir.Constant(T.I64, base + k))
+                else:
+                    self._copy(s, b.add(lo, ir.Constant(T.I64, k)) if k else lo)
+            return
+        factor = d.factor
         hi = b.add(lo, self.expr(s.extent))
         if factor > 1:
             main = b.add(lo, b.mul(b.sdiv(b.sub(hi, lo), ir.Constant(T.I64, factor)),
