@@ -305,6 +305,7 @@ def _merge_one(st, plan: StagePlan, hv: dict, parts: int) -> None:
                 plan.rfactor, plan.parallel = parts, PARTIALS
         elif p in spatial:
             plan.parallel = p
+            ex.add("parallel_axis")
             if "rfactor" not in ex:
                 plan.rfactor = plan.rfactor_axis = None
         else:   # a reduction axis: reduce it in parallel partial results
@@ -341,8 +342,8 @@ def _settle(st, plan: StagePlan, hint: Hint) -> None:
     """Resolve what two fields of a merged plan ask of the same loop."""
     par = plan.parallel
     if par in plan.unroll_axes and par not in plan.tile:
-        if "parallel" in plan.explicit:
-            raise _err(hint, f"schedule hints of stage {st.name} ask for the whole loop over {par} "
+        if "parallel_axis" in plan.explicit:
+            raise _err(hint, f"schedule hints of stage {st.name} ask for the loop over {par} "
                        "to be both unrolled and parallel",
                        f"tile it (tile={{{par!r}: 4}}) to unroll the inner part and run the outer "
                        "part in parallel, or drop one of the two")

@@ -127,7 +127,11 @@ def test_unroll_and_parallel_of_the_same_whole_loop():
     with pytest.raises(ScheduleError, match="loop over i0 to be both unrolled and parallel") as ei:
         k.lower(kd.TensorSpec(("n", "m"), kd.float32), backend="interp")
     assert "tile={'i0': 4}" in str(ei.value)
-    # tiled, the two apply to different parts; without an explicit parallel, unroll wins
+    # parallel=True leaves the choice of axis to kdsl: it takes another one
+    text = str(kd.kernel(kd.schedule(None, parallel=True, unroll="i0")(body))
+               .lower(kd.TensorSpec((4, "m"), kd.float32), backend="interp"))
+    assert "i0 in range(4):  # unrolled" in text and "i1 in range(m):  # parallel" in text
+    # tiled, the two apply to different parts
     text = str(kd.kernel(kd.schedule(None, parallel="i0", unroll="i0", tile={"i0": 4})(body))
                .lower(kd.TensorSpec(("n", "m"), kd.float32), backend="interp"))
     assert "i0.outer in range(ceildiv(n, 4)):  # parallel" in text
