@@ -287,7 +287,8 @@ def _merge_one(st, plan: StagePlan, hv: dict, parts: int) -> None:
     if "rfactor" in hv:
         ex.add("rfactor")
         plan.rfactor = hv["rfactor"] if hv["rfactor"] > 1 else None
-        if plan.rfactor and not ("parallel" in ex and plan.parallel != PARTIALS):
+        pinned = "parallel_axis" in ex or ("parallel" in ex and plan.parallel is None)
+        if plan.rfactor and not pinned:
             plan.parallel = PARTIALS   # partial reductions run in parallel (unless told otherwise)
     if "parallel" in hv:
         p = hv["parallel"]
