@@ -129,7 +129,10 @@ def getitem(self: Array, key):
                 j += 1
         return self.at(tuple(src))
 
-    return Array(dims, self.dtype, fn, op="getitem", weak=self.weak, size=self.size_est)
+    deps = [k for k in key if isinstance(k, Array)] + [
+        v for k in key if isinstance(k, slice) for v in (k.start, k.stop) if isinstance(v, Array)]
+    return Array(dims, self.dtype, fn, op="getitem", weak=self.weak, size=self.size_est,
+                 depth=1 + max([self.depth] + [k.depth for k in deps]))
 
 
 def transpose(self: Array, *axes):
@@ -149,7 +152,7 @@ def transpose(self: Array, *axes):
         inv[p] = k
     return Array(tuple(self.dims[p] for p in perm), self.dtype,
                  lambda idx: self.at(tuple(idx[inv[j]] for j in range(len(inv)))),
-                 op="transpose", weak=self.weak, size=self.size_est)
+                 op="transpose", weak=self.weak, size=self.size_est, depth=self.depth + 1)
 
 
 def reshape(self: Array, *shape, order="C"):
@@ -215,7 +218,8 @@ def reshape(self: Array, *shape, order="C"):
                 src[j] = q if j == 0 else mk.mod(q, old[j])
                 stride = mk.mul(stride, old[j])
             return self.at(tuple(src))
-    return Array(tuple(new), self.dtype, fn, op="reshape", weak=self.weak, size=self.size_est)
+    return Array(tuple(new), self.dtype, fn, op="reshape", weak=self.weak, size=self.size_est,
+                 depth=self.depth + 1)
 
 
 def _is_one(ctx, d) -> bool:
@@ -235,5 +239,5 @@ def expand_dims_at(self: Array, positions: list) -> Array:
     for j, d in zip(keep, self.dims):
         dims[j] = d
     return Array(tuple(dims), self.dtype, lambda idx: self.at(tuple(idx[j] for j in keep)),
-                 op=self.op, weak=self.weak, size=self.size_est)
+                 op=self.op, weak=self.weak, size=self.size_est, depth=self.depth + 1)
 

@@ -297,11 +297,17 @@ class StmtPrinter:
         return text
 
     def _allocate(self, s, depth, out):
-        b = s.buffer
-        head = f"allocate {self.namer(b)}: {self.buffer_type(b)} {b.scope.value}"
-        if s.stages > 1:
-            head += f", stages={s.stages}"
-        out.append(INDENT * depth + head)
+        # a chain of Allocates (one per intermediate stage) prints as a run of lines at one
+        # indentation, in a loop: thousands of stages would otherwise nest that deep
+        while True:
+            b = s.buffer
+            head = f"allocate {self.namer(b)}: {self.buffer_type(b)} {b.scope.value}"
+            if s.stages > 1:
+                head += f", stages={s.stages}"
+            out.append(INDENT * depth + head)
+            if type(s.body) is not n.Allocate:
+                break
+            s = s.body
         self.block(s.body, depth + 1, out)
 
     def _let(self, s, depth, out):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from . import nodes as n
-from .visitor import Mutator, substitute
+from .visitor import Mutator, allocate_chain, rewrap, substitute
 
 B, C = n.BinOp, n.CmpOp
 #: beyond this nesting of simplify -> bounds -> simplify, range-based rules are skipped
@@ -564,10 +564,11 @@ class _StmtSimplifier(Mutator):
         return n.LetStmt(s.var, value, body)
 
     def visit_Allocate(self, s):
-        body = self.visit(s.body)
+        chain, inner = allocate_chain(s)     # iterative: thousands of stages nest as deep
+        body = self.visit(inner)
         if _is_empty(body):
             return _EMPTY
-        return s if body is s.body else n.Allocate(s.buffer, body, s.stages)
+        return rewrap(chain, body)
 
     def visit_Seq(self, s):
         out = []

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, Visitor, collect, substitute
+from ..ir.visitor import Mutator, Visitor, allocate_chain, collect, substitute
 
 #: loop kinds this pass merges
 _KINDS = (n.ForKind.SERIAL, n.ForKind.PARALLEL)
@@ -41,9 +41,11 @@ class _Effects(Visitor):
         self.shape_vars = set()
 
     def visit_Allocate(self, s):
-        for e in tuple(s.buffer.shape) + tuple(s.buffer.strides or ()):
-            self.shape_vars |= set(collect(e, lambda x: isinstance(x, n.Var)))
-        self.generic(s)
+        chain, inner = allocate_chain(s)
+        for a in chain:
+            for e in tuple(a.buffer.shape) + tuple(a.buffer.strides or ()):
+                self.shape_vars |= set(collect(e, lambda x: isinstance(x, n.Var)))
+        self.visit(inner)
 
     def visit_Load(self, e):
         self.reads.add(e.buffer)

@@ -19,7 +19,7 @@ from kdsl import dtypes as dt
 from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
-from kdsl.ir.visitor import Visitor, free_vars, substitute
+from kdsl.ir.visitor import Visitor, allocate_chain, free_vars, substitute
 
 from . import types as T
 from .expr import ExprGen
@@ -53,7 +53,9 @@ def _work(s: n.Stmt, subst: dict, known: set) -> n.Expr:
         return out
     if t is n.IfThenElse:
         return _work(s.then, subst, known)
-    if t in (n.Allocate, n.LetStmt):
+    if t is n.Allocate:
+        return _work(allocate_chain(s)[1], subst, known)
+    if t is n.LetStmt:
         return _work(s.body, subst, known)
     return mk.as_expr(1)
 
@@ -67,20 +69,28 @@ class _Uses(Visitor):
     def visit_Var(self, v):
         self.vars.add(v)
 
-    def _buffer(self, node):
-        buf = node.buffer
+    def _buffer(self, buf):
         if buf not in self.bufs:
             self.bufs.add(buf)
             for e in tuple(buf.shape) + tuple(buf.strides or ()):
                 self.visit(e)
+
+    def visit_Load(self, node):
+        self._buffer(node.buffer)
         self.generic(node)
 
-    visit_Load = visit_Store = visit_Allocate = _buffer
+    visit_Store = visit_Load
+
+    def visit_Allocate(self, node):
+        chain, inner = allocate_chain(node)
+        for a in chain:
+            self._buffer(a.buffer)
+        self.visit(inner)
 
     def visit_Intrinsic(self, node):
         for a in node.args:
             if isinstance(a, n.Buffer):
-                self._buffer(n.Allocate(a, n.Seq(())))
+                self._buffer(a)
             elif isinstance(a, (n.Expr, n.Stmt)):
                 self.visit(a)
 
@@ -342,40 +352,57 @@ class StmtGen:
 
     # ------------------------------------------------------------- memory
     def _allocate(self, s: n.Allocate):
+        """A chain of directly nested Allocates at once (a loop: one per stage, thousands deep).
+
+        Small constant-size buffers get a stack slot; the others are malloc'ed together, and
+        if any allocation fails the status word is set and the body skipped."""
         ctx = self.fn
-        buf = s.buffer
-        if buf in ctx.bufs:
-            raise InternalCompilerError(f"buffer {buf.name!r} is allocated again in its own scope")
-        st = T.storage_type(buf.dtype)
-        count = 1
-        static = all(isinstance(x, n.Const) for x in buf.shape)
-        if static:
-            for x in buf.shape:
-                count *= max(int(x.value), 0)
-        if static and count * buf.dtype.itemsize <= STACK_LIMIT:
-            ctx.bufs[buf] = ctx.entry_alloca(st, max(count, 1), align=64, name=buf.name)
-            self.stmt(s.body)
-            del ctx.bufs[buf]
-            return
         b = ctx.b
-        size = ir.Constant(T.I64, buf.dtype.itemsize)
-        for x in buf.shape:
-            v = self.expr(x)
-            size = b.mul(size, b.select(b.icmp_signed(">", v, ir.Constant(T.I64, 0)), v,
-                                        ir.Constant(T.I64, 0)))
-        size = b.select(b.icmp_signed(">", size, ir.Constant(T.I64, 0)), size,
-                        ir.Constant(T.I64, 1))    # malloc(0) may return NULL
-        p = b.call(self._libc_malloc(), [size])
-        failed = b.icmp_unsigned("==", p, ir.Constant(T.PTR, None))
-        with b.if_else(failed) as (bad, good):
-            with bad:
-                # atomic: chunks of a parallel loop may all fail at once
-                b.atomic_rmw("or", ctx.status, ir.Constant(T.I32, 1), "monotonic")
-            with good:
-                ctx.bufs[buf] = p
-                self.stmt(s.body)
-                del ctx.bufs[buf]
-                b.call(self._libc_free(), [p])
+        chain, inner = allocate_chain(s)
+        mine, heap, failed = [], [], None
+        for a in chain:
+            buf = a.buffer
+            if buf in ctx.bufs or buf in mine:
+                raise InternalCompilerError(f"buffer {buf.name!r} is allocated again in its own "
+                                            "scope")
+            mine.append(buf)
+            st = T.storage_type(buf.dtype)
+            count = 1
+            static = all(isinstance(x, n.Const) for x in buf.shape)
+            if static:
+                for x in buf.shape:
+                    count *= max(int(x.value), 0)
+            if static and count * buf.dtype.itemsize <= STACK_LIMIT:
+                ctx.bufs[buf] = ctx.entry_alloca(st, max(count, 1), align=64, name=buf.name)
+                continue
+            size = ir.Constant(T.I64, buf.dtype.itemsize)
+            for x in buf.shape:
+                v = self.expr(x)
+                size = b.mul(size, b.select(b.icmp_signed(">", v, ir.Constant(T.I64, 0)), v,
+                                            ir.Constant(T.I64, 0)))
+            size = b.select(b.icmp_signed(">", size, ir.Constant(T.I64, 0)), size,
+                            ir.Constant(T.I64, 1))    # malloc(0) may return NULL
+            p = b.call(self._libc_malloc(), [size])
+            null = b.icmp_unsigned("==", p, ir.Constant(T.PTR, None))
+            failed = null if failed is None else b.or_(failed, null)
+            heap.append((buf, p))
+        if not heap:
+            self.stmt(inner)
+        else:
+            with b.if_else(failed) as (bad, good):
+                with bad:
+                    # atomic: chunks of a parallel loop may all fail at once
+                    b.atomic_rmw("or", ctx.status, ir.Constant(T.I32, 1), "monotonic")
+                    for _, p in heap:          # free(NULL) does nothing
+                        b.call(self._libc_free(), [p])
+                with good:
+                    for buf, p in heap:
+                        ctx.bufs[buf] = p
+                    self.stmt(inner)
+                    for _, p in reversed(heap):
+                        b.call(self._libc_free(), [p])
+        for buf in mine:
+            ctx.bufs.pop(buf, None)
 
     def _libc_malloc(self):
         if self._malloc is None:
