@@ -68,6 +68,7 @@ class _Gen:
         self._names: dict[int, str] = {}
         self._keep = []                      # keep named objects alive: ids stay unique
         self._used = set(self.globals)
+        self._next: dict = {}                # base name -> next suffix to try
         self._consts: dict = {}
         self._helpers: dict = {}
         self._tmp = 0
@@ -101,11 +102,13 @@ class _Gen:
         base = re.sub(r"\W", "_", hint or "v").lstrip("_") or "v"
         if base[0].isdigit():
             base = "v" + base
-        name, k = base, 0
+        k = self._next.get(base, 0)     # linear in the repeats of one base (thousands of stages)
+        name = f"{base}_{k}" if k else base
         while name in self._used or name in _RESERVED:
             k += 1
             name = f"{base}_{k}"
         self._used.add(name)
+        self._next[base] = k + 1
         return name
 
     def tmp(self, hint: str = "t") -> str:

@@ -36,6 +36,10 @@ _HINT_CF = ("use kd.where(cond, a, b) to select values; Python control flow may 
             "depend on static shapes or constants (kd.kernel(constants=...))")
 
 
+class NoAttributeError(KernelError, AttributeError):
+    """A traced array has no such attribute (an AttributeError, so ``hasattr`` works)."""
+
+
 class Array:
     """A traced tensor value (also 0-d values: elements, axes, sizes, scalar arguments)."""
 
@@ -147,7 +151,11 @@ class Array:
         if not name.startswith("_") and hasattr(np.ndarray, name):
             raise KernelError(f"ndarray method .{name}() is not supported on traced arrays",
                               hint="see the list of supported operations in kdsl's SPEC §2")
-        raise AttributeError(name)
+        if name.startswith("_"):   # protocol probes (hasattr(x, "__array_interface__")...)
+            raise AttributeError(name)
+        raise NoAttributeError(f"traced arrays have no attribute {name!r}",
+                               hint="arrays have numpy's attributes and methods (.shape, .T, "
+                                    ".sum(), .astype(...)); see kdsl's SPEC §2 for the list")
 
     __hash__ = None
 
