@@ -120,8 +120,9 @@ class Kernel:
 
     # ------------------------------------------------------------- calling
     def __call__(self, *args, backend=None, out=None, stream=None, **kw):
-        if kw or len(args) != self._nfast or _TRACING[0]:
-            # keywords, defaults or a trace in progress (somewhere): bind like a Python call
+        bound = kw or _TRACING[0]
+        if bound:
+            # keywords, or a trace in progress (somewhere): bind like a Python call
             try:
                 args = self._bind(args, kw)
                 if _ctx.active() is not None:   # called inside another kernel: trace inline
@@ -154,7 +155,13 @@ class Kernel:
                 r = fast[2](*args) if out is None else fast[2](*args, out)
                 if r is not NotImplemented:
                     return r
-        # 2. the launcher of this call's key
+        # 2. the launcher of this call's key (omitted defaults: the fast launcher declined)
+        if not bound and len(args) != self._nfast:
+            try:
+                args = self._bind(args, {})
+            except KdslUserError as e:
+                __tracebackhide__ = True  # noqa: F841
+                raise for_user(e) from None
         version, gen = self._version, _reg._generation
         if backend is None:
             backend = _reg.default_backend_name(args)
@@ -194,7 +201,7 @@ class Kernel:
             __tracebackhide__ = True  # noqa: F841
             raise for_user(err) from None
         slot = getattr(launch, "__kdsl_fast__", None)
-        if slot is not None and stream is None and type(backend) is str:
+        if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
             fn = slot.get()
             if fn is not None:
                 self._promote(out is None, (backend, gen, fn), version)

@@ -160,6 +160,21 @@ class Array:
     __hash__ = None
 
 
+def shallow(e: n.Expr, limit: int = 12) -> n.Expr:
+    """A size or offset expression, simplified when it nests deeper than ``limit`` (a chain of
+    slices of a symbolic size would otherwise nest one level per slice)."""
+    stack = [(e, 0)]
+    while stack:
+        x, d = stack.pop()
+        if d > limit:
+            from ..ir.simplify import simplify
+            return simplify(e)
+        if type(x) is n.Binary:
+            stack.append((x.a, d + 1))
+            stack.append((x.b, d + 1))
+    return e
+
+
 def _prod(dims):
     out = mk.as_expr(1)
     for d in dims:

@@ -12,7 +12,7 @@ from ..errors import KernelError, KernelValueError, ShapeError
 from ..ir import make as mk
 from ..ir import nodes as n
 from . import context
-from .array import Array, _prod, index_expr, norm_axis, static_value
+from .array import Array, _prod, index_expr, norm_axis, shallow, static_value
 
 _ADV_HINT = ("kdsl supports basic indexing (ints, static slices, None, ...) and 0-d traced "
              "integers; gather with kd.compute(shape, lambda i: A[idx[i]])")
@@ -100,8 +100,8 @@ def getitem(self: Array, key):
         src_dim += 1
         if isinstance(k, slice):
             lo, step, length = _slice(d, k)
-            recipe.append(("slice", lo, step))
-            dims.append(length)
+            recipe.append(("slice", shallow(lo), step))
+            dims.append(shallow(length))
         elif _is_scalar_index(k):
             if isinstance(k, Array):
                 recipe.append(("fix", index_expr(k)))
@@ -218,6 +218,7 @@ def reshape(self: Array, *shape, order="C"):
                 src[j] = q if j == 0 else mk.mod(q, old[j])
                 stride = mk.mul(stride, old[j])
             return self.at(tuple(src))
+    new = [shallow(d) for d in new]
     return Array(tuple(new), self.dtype, fn, op="reshape", weak=self.weak, size=self.size_est,
                  depth=self.depth + 1)
 

@@ -52,8 +52,8 @@ class _Hoist(MemoMutator):
 
     def visit_Reduce(self, r: n.Reduce):
         ctx = self.ctx
-        own = {id(a.var) for a in r.axes}
-        free = [v for v in ordered_vars(r) if v in ctx.ivs and id(v) not in own]
+        # the axes r depends on: not its own, nor those of reductions nested in its sources
+        free = free_axes(ctx, r)
         rank = {id(a.var): k for k, a in enumerate(self.axes)}
         free.sort(key=lambda v: rank.get(id(v), len(rank)))
         new_axes, mapping, reads = [], {}, []

@@ -313,6 +313,15 @@ class _Simplifier:
             if op in (B.MIN, B.MAX):
                 if a == b:
                     return a
+                # max(max(x, c1), c2) -> max(x, max(c1, c2)): a chain of slices of a symbolic
+                # size would otherwise nest one max per slice
+                x, c = (a, b) if cb else (b, a) if ca else (None, None)
+                if x is not None and type(x) is n.Binary and x.op is op:
+                    for y, cy in ((x.a, x.b), (x.b, x.a)):
+                        if type(cy) is n.Const:
+                            f = _fold_binary(op, cy.value, c.value, d)
+                            if f is not None:
+                                return self(n.Binary(d, op, y, f))
                 if self.le(a, b):
                     return a if op is B.MIN else b
                 if self.le(b, a):

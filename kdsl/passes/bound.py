@@ -69,13 +69,31 @@ class BoundInference:
         self.handles = handles          # stage handles that are lowered (inline ones removed)
         self.result: dict = {}
         self._busy: set = set()
+        self._reader_map = None
+        self._order = {h: k for k, h in enumerate(handles)}
         #: array extents are >= 0 (and stay symbolic above)
         self.shapes = {v: (0, None) for v in sched.graph.shape_vars()}
 
     def run(self) -> dict:
-        for h in self.handles:
+        # consumers first: a producer's region comes from its readers' domains, so the
+        # memoised recursion stays shallow along a chain of thousands of attached stages
+        for h in reversed(self.handles):
             self.domain(h)
         return self.result
+
+    def _readers(self, h) -> list:
+        """The lowered handles that read a value of ``h``, in order (one map for all stages)."""
+        if self._reader_map is None:
+            self._reader_map = {}
+            for r in self.handles:
+                for t in r.stage.reads():
+                    self._reader_map.setdefault(t, []).append(r)
+        out = []
+        for t in h.stage.values:
+            for r in self._reader_map.get(t, ()):
+                if r is not h and r not in out:
+                    out.append(r)
+        return sorted(out, key=self._order.__getitem__) if len(h.stage.values) > 1 else out
 
     # ------------------------------------------------------------------
     def domain(self, h) -> Domain:
@@ -136,7 +154,7 @@ class BoundInference:
     def _producer_region(self, h, enclosing):
         fixed = [iv for iv, _ in enclosing]
         lo_hi = {a: None for a in h.stage.axes}
-        readers = [r for r in self.handles if r is not h and self.sched.reads(r, h)]
+        readers = self._readers(h)
         for r in readers:
             loops = self._loops_of(r)
             prefix = [iv for iv, _ in loops[:len(fixed)]]

@@ -47,10 +47,19 @@ def _work(s: n.Stmt, subst: dict, known: set) -> n.Expr:
             e = mk.as_expr(_UNKNOWN_EXTENT)
         return mk.mul(mk.max_(e, mk.as_expr(1, e.dtype)), _work(s.body, subst, known))
     if t is n.Seq:
-        out = mk.as_expr(0)
+        # constants summed apart, the rest as a balanced tree: a body of thousands of
+        # statements must not give an expression thousands deep
+        const, terms = 0, []
         for x in s.stmts:
-            out = mk.add(out, _work(x, subst, known))
-        return out
+            w = _work(x, subst, known)
+            if type(w) is n.Const:
+                const += w.value
+            else:
+                terms.append(w)
+        while len(terms) > 1:
+            terms = [mk.add(terms[k], terms[k + 1]) if k + 1 < len(terms) else terms[k]
+                     for k in range(0, len(terms), 2)]
+        return mk.add(terms[0], const) if terms else mk.as_expr(const)
     if t is n.IfThenElse:
         return _work(s.then, subst, known)
     if t is n.Allocate:
