@@ -240,7 +240,7 @@ class Kernel:
     @staticmethod
     def _host_array(a, backend) -> bool:
         """Is ``a`` an array-like to convert with np.asarray for this (host) backend?"""
-        if isinstance(a, np.generic) or hasattr(a, "__cuda_array_interface__"):
+        if isinstance(a, (np.generic, np.ndarray)) or hasattr(a, "__cuda_array_interface__"):
             return False
         if not (hasattr(a, "__array__") or hasattr(a, "__array_interface__")):
             return False
