@@ -120,13 +120,9 @@ class Kernel:
 
     # ------------------------------------------------------------- calling
     def __call__(self, *args, backend=None, out=None, stream=None, **kw):
-        bound = kw or _TRACING[0]
-        if bound:
-            # keywords, or a trace in progress (somewhere): bind like a Python call
+        if kw:      # keywords: bind like a Python call
             try:
-                args = self._bind(args, kw)
-                if _ctx.active() is not None:   # called inside another kernel: trace inline
-                    return self._inline(args, backend, out, stream)
+                return self._general(args, kw, backend, out, stream)
             except KdslUserError as e:
                 __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
                 raise for_user(e) from None
@@ -152,9 +148,40 @@ class Kernel:
                 if b is None and _env_get(_ENV_KEY) is None:
                     b = _reg._auto_default
             if b is fast[0] or (type(b) is str and b == fast[0]):
+                # a fast launcher takes only numpy arrays and Python scalars, never the traced
+                # values of a kernel calling this one (those go to _general, below)
                 r = fast[2](*args) if out is None else fast[2](*args, out)
                 if r is not NotImplemented:
                     return r
+        try:
+            if _TRACING[0]:     # a trace in progress (somewhere): maybe a nested call
+                return self._general(args, kw, backend, out, stream)
+            return self._call_bound(args, backend, out, stream, False)
+        except KdslUserError as e:
+            # re-raised here so that only this frame of kdsl stays in the user's traceback
+            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
+            raise for_user(e) from None
+
+    def _general(self, args, kw, backend, out, stream):
+        """A call with keywords or during a trace: bind, trace inline or run."""
+        try:
+            args = self._bind(args, kw)
+            if _ctx.active() is not None:   # called inside another kernel: trace inline
+                return self._inline(args, backend, out, stream)
+        except KdslUserError as e:
+            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
+            raise for_user(e) from None
+        return self._call_bound(args, backend, out, stream, True)
+
+    def _call_bound(self, args, backend, out, stream, bound):
+        """The call past the fast launcher: the launcher of this call's key (a miss compiles).
+        ``bound``: the arguments were bound by ``_general`` (which skipped __call__'s checks)."""
+        if bound and out is not None and _overlaps(out, args):
+            fresh = self._recall(args, backend, None, stream)
+            for o, r in zip(out if isinstance(out, tuple) else (out,),
+                            fresh if isinstance(out, tuple) else (fresh,)):
+                np.copyto(o, r)
+            return out
         # 2. the launcher of this call's key (omitted defaults: the fast launcher declined)
         if not bound and len(args) != self._nfast:
             try:
