@@ -16,8 +16,18 @@ from dataclasses import dataclass
 _KDSL_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+_INTERNAL: dict = {}    # filename -> _is_internal (tracing asks once per traced op)
+
+
 def _is_internal(filename: str) -> bool:
     """True for frames that belong to kdsl or one of its backends."""
+    got = _INTERNAL.get(filename)
+    if got is None:
+        got = _INTERNAL[filename] = _is_internal_path(filename)
+    return got
+
+
+def _is_internal_path(filename: str) -> bool:
     f = os.path.abspath(filename)
     if f.startswith(_KDSL_DIR + os.sep):
         return True

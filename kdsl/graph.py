@@ -93,11 +93,20 @@ class Stage:
         return tuple(self.axes) + tuple(self.reduce_axes)
 
     def reads(self) -> list:
-        """The tensors this stage reads, each once, in order of first use."""
-        out = []
+        """The tensors this stage reads, each once, in order of first use.
+
+        Cached per body object (schedules replace ``body``, never mutate it): graph walks
+        ask every stage for its reads, which must not cost a walk of its body each time.
+        """
+        cached = self.__dict__.get("_reads")
+        if cached is not None and cached[0] is self.body:
+            return list(cached[1])
+        out, seen = [], set()
         for r in collect(self.body, lambda x: isinstance(x, n.TensorRead)):
-            if r.tensor not in out:
+            if id(r.tensor) not in seen:
+                seen.add(id(r.tensor))
                 out.append(r.tensor)
+        self._reads = (self.body, tuple(out))
         return out
 
     def __repr__(self) -> str:
@@ -193,18 +202,26 @@ class Graph:
 
 
 def topological(stages: list, outputs) -> list:
-    """Order ``stages`` so that producers come before their readers (stable)."""
+    """Order ``stages`` so that producers come before their readers (stable).
+
+    A depth-first post-order with an explicit stack: a chain of thousands of stages is
+    ordered without recursion.
+    """
     order, seen = [], set()
-
-    def visit(s):
-        if id(s) in seen:
-            return
-        seen.add(id(s))
-        for t in s.reads():
-            if t.stage is not None:
-                visit(t.stage)
-        order.append(s)
-
-    for s in stages:
-        visit(s)
+    for root in stages:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.reads()))]
+        while stack:
+            s, it = stack[-1]
+            for t in it:
+                p = t.stage
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    stack.append((p, iter(p.reads())))
+                    break
+            else:
+                stack.pop()
+                order.append(s)
     return order

@@ -8,6 +8,13 @@ looks up the launcher compiled for (backend, key) and runs it.  A miss
 validates the arguments, traces, schedules and compiles once per key under a
 lock of its own; calls themselves take no lock.  Kernels pickle by reference
 (module + qualified name).
+
+Arguments bind like a Python call (keywords, defaults; ``backend=``, ``out=``
+and ``stream=`` are the call's own keywords); the positional call with every
+argument stays the fast one.  A kernel called while another kernel is traced
+is traced inline into it (its own hints do not apply).  Host array-likes
+(``__array__``/``__array_interface__``) are converted once per call with
+``np.asarray``; ``None`` arguments are compile-time constants.
 """
 from __future__ import annotations
 
@@ -19,12 +26,17 @@ import threading
 import numpy as np
 
 from .backends import registry as _reg
-from .errors import (ArgumentError, KdslError, KdslUserError, KernelError, for_user,
-                     user_frames_only, user_location)
+from .errors import (ArgumentError, KdslError, KdslUserError, KernelError, SourceLoc, _is_internal,
+                     for_user, user_frames_only, user_location)
+from .frontend import context as _ctx
 from .runtime import dispatch, fastpath
-from .runtime.signature import arg_key, out_key, signature_from_args, signature_from_specs
+from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args,
+                                signature_from_specs)
 
 _RESERVED = ("backend", "out", "stream")
+_TRACING = _ctx.TRACING     # [number of traces in progress]: read on every call
+#: argument types that are never converted with np.asarray (arrays, scalars, None)
+_PLAIN = frozenset((np.ndarray, int, float, bool, type(None)))
 # bound once: the fast path of __call__ reads the default-backend state without calls into Python
 _cur_backend = _reg.current_backend_var().get
 _env_get, _ENV_KEY = _reg.env_backend_reader()
@@ -55,26 +67,44 @@ class Kernel:
     """A traced-and-compiled-on-demand kernel; call it like the function it wraps."""
 
     def __init__(self, fn, *, specialize=False, constants=()):
+        if not callable(fn):
+            raise KernelError(f"kd.kernel needs a function, got {type(fn).__name__}",
+                              hint="decorate a def: @kd.kernel above `def f(A, B): ...`")
+        name = getattr(fn, "__name__", None)
+        if not isinstance(name, str):   # a callable object: named after its class
+            name = type(fn).__name__
         functools.update_wrapper(self, fn, updated=())
-        params = list(inspect.signature(fn).parameters.values())
-        bad = [p.name for p in params if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.__name__ = name
+        self.__qualname__ = getattr(fn, "__qualname__", name)
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError) as e:
+            raise KernelError(f"kd.kernel: cannot read the parameters of {name} ({e})",
+                              hint="decorate a Python function or an object whose __call__ "
+                                   "is one") from None
+        params = list(signature.parameters.values())
+        bad = [p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         if bad:
-            raise KernelError(f"kernel {fn.__name__}: parameters must be plain positional ones, "
-                              f"got {', '.join(bad)}", hint="take each array as its own parameter")
+            raise KernelError(f"kernel {name}: parameters must be named ones, got *{bad[0]}",
+                              hint="take each array or scalar as its own parameter")
         self.fn = fn
+        self._signature = signature
         self.arg_names = tuple(p.name for p in params)
+        self._npos = sum(1 for p in params if p.kind is not p.KEYWORD_ONLY)
         clash = [a for a in self.arg_names if a in _RESERVED]
         if clash:
-            raise KernelError(f"kernel {fn.__name__}: parameter name {clash[0]!r} is reserved "
+            raise KernelError(f"kernel {name}: parameter name {clash[0]!r} is reserved "
                               f"({', '.join(_RESERVED)} are keywords of every kernel call)",
                               hint="rename the parameter")
         constants = (constants,) if isinstance(constants, str) else tuple(constants)
         unknown = [c for c in constants if c not in self.arg_names]
         if unknown:
-            raise KernelError(f"kernel {fn.__name__}: constants names {unknown[0]!r}, which is not "
+            raise KernelError(f"kernel {name}: constants names {unknown[0]!r}, which is not "
                               f"a parameter; parameters: {', '.join(self.arg_names)}")
         self.specialize, self.constants = bool(specialize), constants
         self._nargs = len(self.arg_names)
+        # positional calls with every argument skip binding; keyword-only parameters always bind
+        self._nfast = self._nargs if self._npos == self._nargs else -1
         self._const = tuple(a in constants for a in self.arg_names)
         self._any_const = any(self._const)
         # graph.params are the non-constant arguments, in call order
@@ -89,7 +119,13 @@ class Kernel:
         self._fast_out = None  # the same for calls with out=
 
     # ------------------------------------------------------------- calling
-    def __call__(self, *args, backend=None, out=None, stream=None):
+    def __call__(self, *args, backend=None, out=None, stream=None, **kw):
+        if kw:      # keywords: bind like a Python call
+            try:
+                return self._general(args, kw, backend, out, stream)
+            except KdslUserError as e:
+                __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
+                raise for_user(e) from None
         # 1. the fast launcher of the specialisation run last (kdsl.runtime.fastpath): it
         # checks the arguments against that specialisation itself and answers NotImplemented
         # when they do not match, so only the backend choice is checked here.  The default
@@ -99,7 +135,7 @@ class Kernel:
             # numpy's rule: the result is as if the inputs were read before out is written.
             # Backends may assume outputs and inputs never share memory (the cpu backend
             # gives LLVM that promise), so compute into fresh arrays and copy.
-            fresh = self(*args, backend=backend, stream=stream)
+            fresh = self._recall(args, backend, None, stream)
             for o, r in zip(out if isinstance(out, tuple) else (out,),
                             fresh if isinstance(out, tuple) else (fresh,)):
                 np.copyto(o, r)
@@ -112,10 +148,47 @@ class Kernel:
                 if b is None and _env_get(_ENV_KEY) is None:
                     b = _reg._auto_default
             if b is fast[0] or (type(b) is str and b == fast[0]):
+                # a fast launcher takes only numpy arrays and Python scalars, never the traced
+                # values of a kernel calling this one (those go to _general, below)
                 r = fast[2](*args) if out is None else fast[2](*args, out)
                 if r is not NotImplemented:
                     return r
-        # 2. the launcher of this call's key
+        try:
+            if _TRACING[0]:     # a trace in progress (somewhere): maybe a nested call
+                return self._general(args, kw, backend, out, stream)
+            return self._call_bound(args, backend, out, stream, False)
+        except KdslUserError as e:
+            # re-raised here so that only this frame of kdsl stays in the user's traceback
+            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
+            raise for_user(e) from None
+
+    def _general(self, args, kw, backend, out, stream):
+        """A call with keywords or during a trace: bind, trace inline or run."""
+        try:
+            args = self._bind(args, kw)
+            if _ctx.active() is not None:   # called inside another kernel: trace inline
+                return self._inline(args, backend, out, stream)
+        except KdslUserError as e:
+            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
+            raise for_user(e) from None
+        return self._call_bound(args, backend, out, stream, True)
+
+    def _call_bound(self, args, backend, out, stream, bound):
+        """The call past the fast launcher: the launcher of this call's key (a miss compiles).
+        ``bound``: the arguments were bound by ``_general`` (which skipped __call__'s checks)."""
+        if bound and out is not None and _overlaps(out, args):
+            fresh = self._recall(args, backend, None, stream)
+            for o, r in zip(out if isinstance(out, tuple) else (out,),
+                            fresh if isinstance(out, tuple) else (fresh,)):
+                np.copyto(o, r)
+            return out
+        # 2. the launcher of this call's key (omitted defaults: the fast launcher declined)
+        if not bound and len(args) != self._nfast:
+            try:
+                args = self._bind(args, {})
+            except KdslUserError as e:
+                __tracebackhide__ = True  # noqa: F841
+                raise for_user(e) from None
         version, gen = self._version, _reg._generation
         if backend is None:
             backend = _reg.default_backend_name(args)
@@ -128,11 +201,18 @@ class Kernel:
                     sh = a.shape
                     key.append((a.dtype, sh if spec else tuple([s == 1 for s in sh]) if 1 in sh
                                 else len(sh), a.flags.c_contiguous))
+                elif type(a) not in _PLAIN and self._host_array(a, backend):
+                    args = self._as_ndarrays(args, backend)   # once per call, then again
+                    return self._recall(args, backend, out, stream)
                 else:
                     key.append(arg_key(a, spec, False))
             if out is not None:
                 key.append(out_key(out))
             launch = self._cache.get(tuple(key))
+        elif any(type(a) not in _PLAIN and not c and self._host_array(a, backend)
+                 for a, c in zip(args, self._const)):
+            args = self._as_ndarrays(args, backend)
+            return self._recall(args, backend, out, stream)
         try:
             if launch is None:
                 launch = self._miss(args, backend, out)
@@ -148,11 +228,67 @@ class Kernel:
             __tracebackhide__ = True  # noqa: F841
             raise for_user(err) from None
         slot = getattr(launch, "__kdsl_fast__", None)
-        if slot is not None and stream is None and type(backend) is str:
+        if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
             fn = slot.get()
             if fn is not None:
                 self._promote(out is None, (backend, gen, fn), version)
         return result
+
+    def _bind(self, args, kw) -> tuple:
+        """The arguments in parameter order, bound like a Python call (defaults applied)."""
+        try:
+            ba = self._signature.bind(*args, **kw)
+        except TypeError as e:
+            raise ArgumentError(f"{self.__name__}(): {e}", hint=self._call_hint()) from None
+        ba.apply_defaults()
+        return tuple(ba.arguments[a] for a in self.arg_names)
+
+    def _recall(self, args, backend, out, stream):
+        """Call again with bound ``args`` (keyword-only parameters passed by name)."""
+        npos = self._npos
+        kw = dict(zip(self.arg_names[npos:], args[npos:]))
+        return self(*args[:npos], backend=backend, out=out, stream=stream, **kw)
+
+    def _call_hint(self) -> str:
+        return (f"call it as {self.__name__}{self._signature}; {', '.join(_RESERVED[:-1])} and "
+                f"{_RESERVED[-1]} are the keywords of the call itself")
+
+    def _inline(self, args, backend, out, stream):
+        """Trace this kernel's function into the kernel being traced (a nested call)."""
+        given = [k for k, v in (("backend", backend), ("out", out), ("stream", stream))
+                 if v is not None]
+        if given:
+            raise KernelError(f"{self.__name__}: {given[0]}= has no meaning when a kernel is called "
+                              "inside another kernel: it is traced inline into the caller",
+                              hint=f"drop {given[0]}=; the outer kernel's call decides it")
+        npos = self._npos
+        return self.fn(*args[:npos], **dict(zip(self.arg_names[npos:], args[npos:])))
+
+    @staticmethod
+    def _host_array(a, backend) -> bool:
+        """Is ``a`` an array-like to convert with np.asarray for this (host) backend?"""
+        if isinstance(a, (np.generic, np.ndarray)) or hasattr(a, "__cuda_array_interface__"):
+            return False
+        if not (hasattr(a, "__array__") or hasattr(a, "__array_interface__")):
+            return False
+        try:
+            return getattr(_reg.get_backend(backend), "device", "host") == "host"
+        except KdslError:
+            return True   # not installed: the normal path reports that
+
+    def _as_ndarrays(self, args, backend) -> tuple:
+        out = []
+        for a, const in zip(args, self._const):
+            if type(a) not in _PLAIN and not const and self._host_array(a, backend):
+                try:
+                    a = np.asarray(a)   # a view when the object's protocol allows one
+                except Exception as e:
+                    __tracebackhide__ = True  # noqa: F841
+                    raise for_user(ArgumentError(
+                        f"{self.__name__}: np.asarray failed on a {type(a).__name__} argument: "
+                        f"{type(e).__name__}: {e}", hint="pass a numpy array")) from None
+            out.append(a)
+        return tuple(out)
 
     def _promote(self, plain, entry, version):
         """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first."""
@@ -225,13 +361,37 @@ class Kernel:
                                         constants=self.constants)
         except KdslError:
             raise
-        except (ValueError, TypeError, IndexError) as e:
-            # e.g. `n, m = A.shape` given a 3-D array: say which call and signature
-            raise ArgumentError(
-                f"{self.__name__}: tracing for arguments {sig.describe()} failed: "
-                f"{type(e).__name__}: {e}",
-                hint="check the arguments' ranks and dtypes against what the kernel expects "
-                     f"({', '.join(self.arg_names)})") from e
+        except (ValueError, TypeError, IndexError, KeyError, AttributeError, ZeroDivisionError) as e:
+            raise self._trace_failure(e, sig) from e
+
+    def _trace_failure(self, e, sig) -> KdslUserError:
+        """A KernelError for a Python error that escaped tracing, at the user's line.
+
+        Raised by the kernel's own code (``n, m = A.shape`` given a 3-D array): the error and
+        the signature traced.  Raised inside kdsl (a function of the user's called by kdsl, or
+        an input kdsl failed to validate): the error at the last user line, marked as kdsl's.
+        """
+        frames, tb = [], e.__traceback__
+        while tb is not None:
+            frames.append(tb)
+            tb = tb.tb_next
+        user = [t for t in frames if not _is_internal(t.tb_frame.f_code.co_filename)]
+        loc = None
+        if user:
+            t = user[-1]
+            import linecache
+            fname = t.tb_frame.f_code.co_filename
+            loc = SourceLoc(fname, t.tb_lineno, linecache.getline(fname, t.tb_lineno).strip())
+        what = f"{type(e).__name__}: {e}"
+        traced = f"while tracing {self.__name__} for arguments {sig.describe()}"
+        if frames and user and frames[-1] is user[-1]:
+            return KernelError(f"{self.__name__}: the kernel's code raised {what} ({traced})",
+                               loc=loc, hint="the function runs once, on traced arrays of these "
+                               "dtypes and ranks (sizes are symbolic unless "
+                               "kd.kernel(specialize=True)): check this line against them")
+        return KernelError(f"{self.__name__}: kdsl failed on this line: {what} ({traced})", loc=loc,
+                           hint="check the arguments of the kdsl or numpy call on this line; if "
+                                "they are right, this is a kdsl bug: please report it")
 
     def _build(self, key, args, backend, out):
         be = _reg.get_backend(backend)
@@ -248,11 +408,14 @@ class Kernel:
                 self._check_out(graph, out)
             _req, compiled = dispatch.compile_for(self, be, sig, graph)
             mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
+            # graph.params: the arguments that are not compile-time constants (constants=,
+            # and None values), in call order
+            param_pos = tuple(i for i, p in enumerate(sig.params) if not isinstance(p, ConstSig))
             launch = dispatch.build_launcher(self.__name__, graph, be, compiled, self.arg_names,
-                                             self._param_pos, mode)
-            if not self._any_const:
+                                             param_pos, mode)
+            if len(param_pos) == self._nargs:
                 launch.__kdsl_fast__ = fastpath.slot_for(compiled, graph, sig, args,
-                                                         self._param_pos, self._nargs, mode, out)
+                                                         param_pos, self._nargs, mode, out)
             if version == self._version:
                 self._cache[key] = launch
             return launch
@@ -280,6 +443,13 @@ class Kernel:
             if len(info[1]) != len(t.shape):
                 raise ArgumentError(f"{self.__name__}: out= array {j} has {len(info[1])} dims, "
                                     f"but the result has {len(t.shape)}")
+            flags = getattr(o, "flags", None)
+            if flags is not None and not getattr(flags, "writeable", True):
+                which = f"out= array {j}" if isinstance(out, tuple) else "the out= array"
+                raise ArgumentError(f"{self.__name__}: {which} is read-only; the result is written "
+                                    "into it, so it must be writeable",
+                                    hint="pass a writeable array (np.empty(...), or a copy: "
+                                         "out.copy()), or drop out= to get a new array")
 
     # ------------------------------------------------------------- looking inside
     def _inspect(self, args, backend, lowering_only=False):
@@ -307,22 +477,25 @@ class Kernel:
         graph = self._graph(sig)
         return be, dispatch.prepare(self, be, sig, graph)
 
-    def lower(self, *args_or_specs, backend=None):
+    def lower(self, *args_or_specs, backend=None, **kw):
         """The lowered loop-nest IR (a LoweredFunc; ``print`` it) for these arguments or specs.
 
         ``backend`` names the target whose schedules apply; it need not be installed
-        (the core pipeline is used then, without the backend's own passes).
+        (the core pipeline is used then, without the backend's own passes).  Arguments bind
+        like a call's (keywords, defaults).
         """
         try:
+            args_or_specs = self._bind(args_or_specs, kw)
             be, req = self._inspect(args_or_specs, backend, lowering_only=True)
             return dispatch.lower_request(be, req)
         except KdslUserError as e:
             __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
             raise for_user(e) from None
 
-    def source(self, *args_or_specs, backend=None) -> str:
+    def source(self, *args_or_specs, backend=None, **kw) -> str:
         """What the backend compiles (LLVM IR, CUDA C++, the stage graph for numpy)."""
         try:
+            args_or_specs = self._bind(args_or_specs, kw)
             be, req = self._inspect(args_or_specs, backend)
             return be.source(req)
         except KdslUserError as e:

@@ -16,6 +16,7 @@ import numpy as np
 
 from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
+from kdsl.passes.fuse_loops import fuse_loops
 from kdsl.passes.full_tiles import full_tiles
 from kdsl.passes.hoist_allocations import hoist_allocations
 from kdsl.passes.tighten_loops import tighten_loops
@@ -27,8 +28,9 @@ from .codegen import generate
 from .launcher import build_launcher
 
 #: passes the cpu backend appends to the core pipeline
-EXTRA_PASSES = (("full_tiles", full_tiles), ("tighten_loops", tighten_loops),
-                ("unclamp", unclamp), ("hoist_allocations", hoist_allocations))
+EXTRA_PASSES = (("fuse_loops", fuse_loops), ("full_tiles", full_tiles),
+                ("tighten_loops", tighten_loops), ("unclamp", unclamp),
+                ("hoist_allocations", hoist_allocations))
 
 #: bump when the generated code changes for the same loop IR (invalidates cache entries)
 CODEGEN_VERSION = "3"

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
+from ..ir.visitor import allocate_chain
 from . import pyexec_rt as rt
 
 _MAX_LOOPS = 16        # nested for-blocks per function before outlining (Python allows 20)
@@ -67,6 +68,7 @@ class _Gen:
         self._names: dict[int, str] = {}
         self._keep = []                      # keep named objects alive: ids stay unique
         self._used = set(self.globals)
+        self._next: dict = {}                # base name -> next suffix to try
         self._consts: dict = {}
         self._helpers: dict = {}
         self._tmp = 0
@@ -100,11 +102,13 @@ class _Gen:
         base = re.sub(r"\W", "_", hint or "v").lstrip("_") or "v"
         if base[0].isdigit():
             base = "v" + base
-        name, k = base, 0
+        k = self._next.get(base, 0)     # linear in the repeats of one base (thousands of stages)
+        name = f"{base}_{k}" if k else base
         while name in self._used or name in _RESERVED:
             k += 1
             name = f"{base}_{k}"
         self._used.add(name)
+        self._next[base] = k + 1
         return name
 
     def tmp(self, hint: str = "t") -> str:
@@ -358,18 +362,22 @@ class _Gen:
         self.out.line(f"{name}[{tup}] = {value}")
 
     def _allocate(self, s: n.Allocate):
-        b = s.buffer
-        if b in self.bufs:
-            raise InternalCompilerError(f"buffer {b.name!r} is allocated again inside its own scope")
-        shape = [self.expr(x) for x in b.shape]
-        name = self.name(b, b.name)
-        npd = self.helper(("dtype", b.dtype.name), lambda: rt.storage_np(b.dtype), "dt")
-        tup = "".join(f"{x}, " for x in shape)
-        self.emit(f"{name} = _alloc(({tup}), {npd}, {b.name!r})  # {b.scope.value}")
-        snames = self._shape_names(name, len(shape))
-        self.bufs[b] = (name, snames)
-        self.stmt(s.body)
-        del self.bufs[b]
+        chain, inner = allocate_chain(s)   # in a loop: one Allocate per stage, nested
+        for a in chain:
+            b = a.buffer
+            if b in self.bufs:
+                raise InternalCompilerError(f"buffer {b.name!r} is allocated again inside its "
+                                            "own scope")
+            shape = [self.expr(x) for x in b.shape]
+            name = self.name(b, b.name)
+            npd = self.helper(("dtype", b.dtype.name), lambda b=b: rt.storage_np(b.dtype), "dt")
+            tup = "".join(f"{x}, " for x in shape)
+            self.emit(f"{name} = _alloc(({tup}), {npd}, {b.name!r})  # {b.scope.value}")
+            snames = self._shape_names(name, len(shape))
+            self.bufs[b] = (name, snames)
+        self.stmt(inner)
+        for a in chain:
+            del self.bufs[a.buffer]
 
     def _shape_names(self, name: str, ndim: int) -> list:
         snames = [self.fresh(f"{name}_n{k}") for k in range(ndim)]

@@ -6,6 +6,14 @@ only compose index functions; stages are made by reductions, matmul,
 index tuple so a value used twice shares its sub-tree (no exponential growth
 for ``x = x * x + x`` in a loop), and a proxy whose tree grows past
 ``MAX_TREE`` is materialised into a stage.
+
+Every proxy also knows the ``depth`` of the expressions it builds (how many
+ops are chained below it).  One whose depth would pass ``MAX_DEPTH`` computes
+itself into a stage at once and reads that back, so no expression of a trace,
+and no recursive walk over one (simplifier, printers, code generators, LLVM),
+is ever deeper than that, whatever the length of the user's chain of ops.  A
+value that depends on index-style axes (``x = x * A[i] + 1`` repeated inside a
+``kd.compute`` lambda) is computed into a stage over those axes.
 """
 from __future__ import annotations
 
@@ -21,9 +29,15 @@ from . import context
 
 #: estimated tree size above which an elementwise operand is materialised
 MAX_TREE = 2000
+#: chained ops above which a lazy value is computed into a stage (bounds expression depth)
+MAX_DEPTH = 64
 
 _HINT_CF = ("use kd.where(cond, a, b) to select values; Python control flow may only "
             "depend on static shapes or constants (kd.kernel(constants=...))")
+
+
+class NoAttributeError(KernelError, AttributeError):
+    """A traced array has no such attribute (an AttributeError, so ``hasattr`` works)."""
 
 
 class Array:
@@ -32,7 +46,7 @@ class Array:
     __array_priority__ = 1000
 
     def __init__(self, dims: tuple, dtype: dt.DType, fn: Callable, *, op: str, weak: bool = False,
-                 size: int = 1, tensor=None, iv=None, pyvalue=None):
+                 size: int = 1, tensor=None, iv=None, pyvalue=None, depth: int = 1):
         self.dims = tuple(dims)         # index Exprs
         self.dtype = dtype
         self._fn = fn
@@ -44,7 +58,16 @@ class Array:
         self.iv = iv                    # IterVar when this is an index-style axis
         self.pyvalue = pyvalue          # the Python scalar this stands for, if any
         self.materialized = None        # the stage-output proxy once computed into a stage
+        self.depth = depth              # ops chained below this value (bounded by MAX_DEPTH)
         self.loc = user_location()
+        if depth > MAX_DEPTH and context.active() is not None:
+            self._spill()
+
+    def _spill(self):
+        """Become a read of a stage computing this value (keeps expressions shallow)."""
+        out = _ops.spill(self)
+        self._fn, self._memo = out._fn, {}
+        self.tensor, self.size_est, self.depth = out.tensor, out.size_est, out.depth
 
     # ------------------------------------------------------------ core
     def at(self, idx: tuple) -> n.Expr:
@@ -128,9 +151,28 @@ class Array:
         if not name.startswith("_") and hasattr(np.ndarray, name):
             raise KernelError(f"ndarray method .{name}() is not supported on traced arrays",
                               hint="see the list of supported operations in kdsl's SPEC §2")
-        raise AttributeError(name)
+        if name.startswith("_"):   # protocol probes (hasattr(x, "__array_interface__")...)
+            raise AttributeError(name)
+        raise NoAttributeError(f"traced arrays have no attribute {name!r}",
+                               hint="arrays have numpy's attributes and methods (.shape, .T, "
+                                    ".sum(), .astype(...)); see kdsl's SPEC §2 for the list")
 
     __hash__ = None
+
+
+def shallow(e: n.Expr, limit: int = 12) -> n.Expr:
+    """A size or offset expression, simplified when it nests deeper than ``limit`` (a chain of
+    slices of a symbolic size would otherwise nest one level per slice)."""
+    stack = [(e, 0)]
+    while stack:
+        x, d = stack.pop()
+        if d > limit:
+            from ..ir.simplify import simplify
+            return simplify(e)
+        if type(x) is n.Binary:
+            stack.append((x.a, d + 1))
+            stack.append((x.b, d + 1))
+    return e
 
 
 def _prod(dims):

@@ -17,6 +17,10 @@ from ..ir import nodes as n
 from ..ir.visitor import Mutator, substitute, uses_var
 
 _local = threading.local()
+#: ``TRACING[0]``: traces in progress in any thread.  Kernel.__call__ reads it (a list item,
+#: no call) to learn cheaply that no trace can be active; ``active()`` then says which.
+TRACING = [0]
+_count_lock = threading.Lock()
 
 
 class MemoMutator(Mutator):
@@ -47,15 +51,19 @@ class TraceContext:
         self.ivs: dict = {}          # Var -> IterVar of every axis made in this trace
         self.read_locs: dict = {}    # id(TensorRead) -> (SourceLoc, the read): where it was written
         self._names: dict = {}
+        self._next: dict = {}        # base -> next suffix to try
 
     # ------------------------------------------------------------ names
     def unique(self, base: str) -> str:
         """``base``, then ``base_1``, ``base_2``... for repeats."""
-        name, k = base, 0
-        while name in self._names:
+        name, k = base, self._next.get(base, 0)
+        if k:
+            name = f"{base}_{k}"
+        while name in self._names:     # taken as another base's suffixed name
             k += 1
             name = f"{base}_{k}"
         self._names[name] = True
+        self._next[base] = k + 1       # the next repeat starts here: linear in the repeats
         return name
 
     # ------------------------------------------------------------ shapes
@@ -150,10 +158,14 @@ def tracing(ctx: TraceContext):
     if stack is None:
         stack = _local.stack = []
     stack.append(ctx)
+    with _count_lock:
+        TRACING[0] += 1
     try:
         yield ctx
     finally:
         stack.pop()
+        with _count_lock:
+            TRACING[0] -= 1
 
 
 def index_const(v: int) -> n.Const:

@@ -15,7 +15,7 @@ from ..graph import Constraint
 from ..ir import make as mk
 from ..ir import nodes as n
 from . import context
-from .array import Array, _prod, index_expr, norm_axis, static_value
+from .array import Array, _prod, index_expr, norm_axis, shallow, static_value
 
 _ADV_HINT = ("kdsl supports basic indexing (ints, static slices, None, ...) and 0-d traced "
              "integers; gather with kd.compute(shape, lambda i: A[idx[i]])")
@@ -104,8 +104,8 @@ def getitem(self: Array, key):
         src_dim += 1
         if isinstance(k, slice):
             lo, step, length = _slice(d, k)
-            recipe.append(("slice", lo, step))
-            dims.append(length)
+            recipe.append(("slice", shallow(lo), step))
+            dims.append(shallow(length))
         elif _is_scalar_index(k):
             if isinstance(k, Array):
                 recipe.append(("fix", index_expr(k)))
@@ -141,7 +141,10 @@ def getitem(self: Array, key):
             ctx.read_locs[id(e)] = (loc, e)
         return e
 
-    return Array(dims, self.dtype, fn, op="getitem", weak=self.weak, size=self.size_est)
+    deps = [k for k in key if isinstance(k, Array)] + [
+        v for k in key if isinstance(k, slice) for v in (k.start, k.stop) if isinstance(v, Array)]
+    return Array(dims, self.dtype, fn, op="getitem", weak=self.weak, size=self.size_est,
+                 depth=1 + max([self.depth] + [k.depth for k in deps]))
 
 
 def _of(a: Array) -> str:
@@ -178,7 +181,7 @@ def transpose(self: Array, *axes):
         inv[p] = k
     return Array(tuple(self.dims[p] for p in perm), self.dtype,
                  lambda idx: self.at(tuple(idx[inv[j]] for j in range(len(inv)))),
-                 op="transpose", weak=self.weak, size=self.size_est)
+                 op="transpose", weak=self.weak, size=self.size_est, depth=self.depth + 1)
 
 
 def reshape(self: Array, *shape, order="C"):
@@ -244,7 +247,9 @@ def reshape(self: Array, *shape, order="C"):
                 src[j] = q if j == 0 else mk.mod(q, old[j])
                 stride = mk.mul(stride, old[j])
             return self.at(tuple(src))
-    return Array(tuple(new), self.dtype, fn, op="reshape", weak=self.weak, size=self.size_est)
+    new = [shallow(d) for d in new]
+    return Array(tuple(new), self.dtype, fn, op="reshape", weak=self.weak, size=self.size_est,
+                 depth=self.depth + 1)
 
 
 def _is_one(ctx, d) -> bool:
@@ -264,5 +269,5 @@ def expand_dims_at(self: Array, positions: list) -> Array:
     for j, d in zip(keep, self.dims):
         dims[j] = d
     return Array(tuple(dims), self.dtype, lambda idx: self.at(tuple(idx[j] for j in keep)),
-                 op=self.op, weak=self.weak, size=self.size_est)
+                 op=self.op, weak=self.weak, size=self.size_est, depth=self.depth + 1)
 

@@ -19,7 +19,8 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from . import context
 from .array import MAX_TREE, Array, from_tensor, scalar
-from .stages import make_stage, new_axis
+from ..ir.visitor import substitute
+from .stages import free_axes, make_stage, new_axis
 
 B, U, C = n.BinOp, n.UnOp, n.CmpOp
 
@@ -169,11 +170,36 @@ def materialize(a: Array, name: str | None = None, loc=None) -> Array:
     return out
 
 
+def spill(a: Array) -> Array:
+    """``a`` computed into a stage of its own, as a proxy with ``a``'s dims, dtype and weakness.
+
+    Unlike ``materialize`` (the kernel's results), ``a`` may depend on index-style axes (a
+    value inside a ``kd.compute`` lambda): the stage then also ranges over those axes and the
+    proxy reads it at them, as ``stages._Hoist`` does for reductions.
+    """
+    ctx = context.current()
+    axes = tuple(new_axis(ctx, f"i{j}", d) for j, d in enumerate(a.dims))
+    body = a.at(tuple(ax.var for ax in axes))
+    extra, mapping, reads = [], {}, []
+    for v in free_axes(ctx, body, [ax.var for ax in axes]):
+        iv = ctx.ivs[v]
+        ax = new_axis(ctx, v.name, iv.dom.extent)
+        extra.append(ax)
+        mapping[v] = mk.add(ax.var, iv.dom.min)
+        reads.append(mk.sub(v, iv.dom.min))
+    if mapping:
+        body = substitute(body, mapping)
+    t = make_stage(ctx, ctx.unique(a.op), a.op, axes + tuple(extra), body, a.loc)
+    reads = tuple(reads)
+    return Array(a.dims, a.dtype, lambda idx: n.TensorRead(t.dtype, t, tuple(idx) + reads),
+                 op=a.op, weak=a.weak, tensor=None if reads else t, depth=1)
+
+
 def elementwise(name: str, arrays: list, build, dtype: dt.DType, weak: bool = False) -> Array:
     """An elementwise lazy result: ``build(*operand element exprs)`` with broadcasting."""
     arrays = [a if a.materialized is None else a.materialized for a in arrays]
     if 1 + sum(a.size_est for a in arrays) > MAX_TREE:
-        arrays = [materialize(a) if a.size_est > 16 and a.tensor is None else a for a in arrays]
+        arrays = [_spilled(a) if a.size_est > 16 and a.tensor is None else a for a in arrays]
     size = 1 + sum(a.size_est for a in arrays)
     dims, maps = broadcast_dims([a.dims for a in arrays], name)
     pairs = list(zip(arrays, maps))
@@ -181,7 +207,16 @@ def elementwise(name: str, arrays: list, build, dtype: dt.DType, weak: bool = Fa
     def fn(idx):
         return build(*[a.at(m(idx)) for a, m in pairs])
 
-    return Array(dims, dtype, fn, op=name, weak=weak, size=size)
+    # past MAX_DEPTH the new Array spills itself (Array.__init__): one stage per MAX_DEPTH ops
+    return Array(dims, dtype, fn, op=name, weak=weak, size=size,
+                 depth=1 + max([a.depth for a in arrays], default=0))
+
+
+def _spilled(a: Array) -> Array:
+    """``spill(a)``, once per value (later uses read the same stage)."""
+    if a.materialized is None:
+        a.materialized = spill(a)
+    return a.materialized
 
 
 # ------------------------------------------------------------------ binary ops

@@ -234,7 +234,7 @@ def reduce_index(kind: str, expr, axis, dtype=None, where=None, *, comb=None) ->
     src = _truth(e.at(())) if d.is_bool else cast_to(e.at(()), d)
     cond = None if where is None else _truth(asarray(where).at(()))
     r = n.Reduce(d, comb, (src,), tuple(ivs), cond)
-    return Array((), d, lambda _idx: r, op=kind, size=e.size_est + 1)
+    return Array((), d, lambda _idx: r, op=kind, size=e.size_est + 1, depth=e.depth + 1)
 
 
 def _dispatch(kind):

@@ -62,14 +62,24 @@ class TensorSpec:
 
 @dataclass(frozen=True, init=False)
 class ScalarSpec:
-    """A Python scalar argument: symbolic of ``dtype`` (int64/float64/bool) or a constant ``value``."""
+    """A scalar argument: symbolic of ``dtype`` or a constant ``value``.
+
+    ``weak``: promotes like a Python scalar (NEP 50).  The default (None) is weak for
+    int64/float64/bool, the dtypes of Python's int/float/bool, and strong otherwise; a
+    numpy scalar argument (``np.float32(2)``, ``np.int64(3)``) is strong, as in numpy 2.
+    """
 
     dtype: dt.DType
     value: object = None
+    weak: bool = True
 
-    def __init__(self, dtype, value=None):
-        object.__setattr__(self, "dtype", user_dtype(dtype))
+    def __init__(self, dtype, value=None, weak=None):
+        d = user_dtype(dtype)
+        object.__setattr__(self, "dtype", d)
         object.__setattr__(self, "value", value)
+        if weak is None:
+            weak = d in (dt.int64, dt.float64, dt.bool_)
+        object.__setattr__(self, "weak", bool(weak))
 
     @classmethod
     def from_value(cls, v, constant: bool = False) -> "ScalarSpec":

@@ -25,13 +25,22 @@ def new_axis(ctx: TraceContext, name: str, extent, kind=n.IterKind.SPATIAL, lo=0
     return iv
 
 
-def _ordered_vars(e) -> list:
+def ordered_vars(e) -> list:
+    """The Vars of ``e``, each once, in pre-order."""
     out, seen = [], set()
     for v in collect(e, lambda x: isinstance(x, n.Var)):
         if id(v) not in seen:
             seen.add(id(v))
             out.append(v)
     return out
+
+
+def free_axes(ctx: TraceContext, e, own=()) -> list:
+    """The traced axes ``e`` uses that neither ``own`` nor a Reduce inside ``e`` binds, in order."""
+    bound = {id(v) for v in own}
+    for r in collect(e, lambda x: isinstance(x, n.Reduce)):
+        bound.update(id(a.var) for a in r.axes)
+    return [v for v in ordered_vars(e) if v in ctx.ivs and id(v) not in bound]
 
 
 class _Hoist(MemoMutator):
@@ -43,8 +52,8 @@ class _Hoist(MemoMutator):
 
     def visit_Reduce(self, r: n.Reduce):
         ctx = self.ctx
-        own = {id(a.var) for a in r.axes}
-        free = [v for v in _ordered_vars(r) if v in ctx.ivs and id(v) not in own]
+        # the axes r depends on: not its own, nor those of reductions nested in its sources
+        free = free_axes(ctx, r)
         rank = {id(a.var): k for k, a in enumerate(self.axes)}
         free.sort(key=lambda v: rank.get(id(v), len(rank)))
         new_axes, mapping, reads = [], {}, []
@@ -81,7 +90,7 @@ def make_stage(ctx: TraceContext, name: str, origin: str, axes: tuple, body: n.E
     else:
         body = _Hoist(ctx, name, axes, loc).visit(body)
     bound = {id(a.var) for a in axes} | {id(a.var) for a in reduce_axes}
-    for v in _ordered_vars(body):
+    for v in ordered_vars(body):
         iv = ctx.ivs.get(v)
         if iv is not None and id(v) not in bound:
             if iv.kind is n.IterKind.REDUCE:

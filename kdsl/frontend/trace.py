@@ -26,31 +26,39 @@ from .spec import ScalarSpec, TensorSpec
 
 def _fn_loc(fn) -> SourceLoc | None:
     code = getattr(fn, "__code__", None)
+    if code is None:    # a callable object: its __call__
+        code = getattr(getattr(fn, "__call__", None), "__code__", None)
     if code is None:
         return None
     return SourceLoc(code.co_filename, code.co_firstlineno,
                      linecache.getline(code.co_filename, code.co_firstlineno).strip())
 
 
-def _param_names(fn, count: int) -> list:
+def _param_names(fn, count: int) -> tuple[list, int]:
+    """The names of the parameters ``count`` specs stand for, and how many of them are
+    positional (the rest are keyword-only parameters, passed by name)."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return [f"arg{j}" for j in range(count)]
-    names = []
+        return [f"arg{j}" for j in range(count)], count
+    names, kwonly = [], []
     for p in params:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             names.append(p.name)
         elif p.kind is p.VAR_POSITIONAL:
             names += [f"{p.name}{j}" for j in range(count - len(names))]
             break
+        elif p.kind is p.KEYWORD_ONLY:
+            kwonly.append(p)
     required = sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
                    and p.default is p.empty)
+    if count > len(names) and kwonly and count <= len(names) + len(kwonly):
+        return names + [p.name for p in kwonly[:count - len(names)]], len(names)
     if count < required or count > len(names):
         raise ArgumentError(f"{getattr(fn, '__name__', 'kernel')} takes {len(names)} argument(s) "
                             f"but {count} were given", loc=_fn_loc(fn),
                             hint="pass one array or scalar per parameter")
-    return names[:count]
+    return names[:count], count
 
 
 def _input(ctx, index: int, name: str, spec: TensorSpec, named: dict):
@@ -80,8 +88,8 @@ def trace(fn, specs, *, name=None, constants=()) -> Graph:
 
 
 def _trace(fn, specs, name, constants) -> Graph:
-    names = _param_names(fn, len(specs))
-    ctx = context.TraceContext(name or getattr(fn, "__name__", "kernel"))
+    names, npos = _param_names(fn, len(specs))
+    ctx = context.TraceContext(name or getattr(fn, "__name__", None) or type(fn).__name__)
     params, args, named = [], [], {}
     for j, (pname, spec) in enumerate(zip(names, specs)):
         if pname in constants:
@@ -103,19 +111,22 @@ def _trace(fn, specs, name, constants) -> Graph:
             if spec.value is not None:
                 args.append(spec.value)
                 continue
-            if spec.dtype not in (dt.int64, dt.float64, dt.bool_):
-                raise ArgumentError(f"scalar argument {pname!r} has dtype {spec.dtype.name}",
-                                    loc=_fn_loc(fn), hint="scalar arguments are int64, float64 or bool")
+            weak = getattr(spec, "weak", True)
+            if weak and spec.dtype not in (dt.int64, dt.float64, dt.bool_):
+                raise ArgumentError(f"scalar argument {pname!r} has dtype {spec.dtype.name}, but "
+                                    "Python scalars are int64, float64 or bool",
+                                    loc=_fn_loc(fn), hint="give ScalarSpec(dtype, weak=False) for "
+                                    "a numpy scalar of another dtype")
             v = n.Var(spec.dtype, pname)
             params.append(v)
-            args.append(scalar(v, weak=True, op=pname))
+            args.append(scalar(v, weak=weak, op=pname))
         elif isinstance(spec, (bool, int, float, str, tuple, np.generic)) or spec is None:
             args.append(spec)   # a compile-time constant given directly
         else:
             raise ArgumentError(f"argument {pname!r}: cannot trace a {type(spec).__name__}",
                                 loc=_fn_loc(fn), hint="pass TensorSpec, ScalarSpec or a constant")
     with context.tracing(ctx):
-        result = fn(*args)
+        result = fn(*args[:npos], **dict(zip(names[npos:], args[npos:])))
         outs = list(result) if isinstance(result, (tuple, list)) else [result]
         if not outs:
             raise KernelError("the kernel returned an empty tuple", loc=_fn_loc(fn),

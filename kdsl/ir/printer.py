@@ -29,6 +29,7 @@ class Namer:
         self._names: dict[int, str] = {}
         self._keep: list = []   # keep objects alive so their ids stay unique
         self._used: set[str] = set()
+        self._next: dict = {}   # base -> next suffix to try
 
     def reserve(self, objs) -> None:
         """Give each object whose hint is still free exactly that hint, in order."""
@@ -45,11 +46,13 @@ class Namer:
         if name is None:
             base = hint if hint is not None else getattr(obj, "name", None) or "v"
             base = base or "v"
-            name, k = base, 0
+            k = self._next.get(base, 0)   # linear in the repeats of one name
+            name = f"{base}_{k}" if k else base
             while name in self._used:
                 k += 1
                 name = f"{base}_{k}"
             self._used.add(name)
+            self._next[base] = k + 1
             self._names[key] = name
             self._keep.append(obj)
         return name
@@ -297,11 +300,17 @@ class StmtPrinter:
         return text
 
     def _allocate(self, s, depth, out):
-        b = s.buffer
-        head = f"allocate {self.namer(b)}: {self.buffer_type(b)} {b.scope.value}"
-        if s.stages > 1:
-            head += f", stages={s.stages}"
-        out.append(INDENT * depth + head)
+        # a chain of Allocates (one per intermediate stage) prints as a run of lines at one
+        # indentation, in a loop: thousands of stages would otherwise nest that deep
+        while True:
+            b = s.buffer
+            head = f"allocate {self.namer(b)}: {self.buffer_type(b)} {b.scope.value}"
+            if s.stages > 1:
+                head += f", stages={s.stages}"
+            out.append(INDENT * depth + head)
+            if type(s.body) is not n.Allocate:
+                break
+            s = s.body
         self.block(s.body, depth + 1, out)
 
     def _let(self, s, depth, out):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from . import nodes as n
-from .visitor import Mutator, substitute
+from .visitor import Mutator, allocate_chain, rewrap, substitute
 
 B, C = n.BinOp, n.CmpOp
 #: beyond this nesting of simplify -> bounds -> simplify, range-based rules are skipped
@@ -313,6 +313,15 @@ class _Simplifier:
             if op in (B.MIN, B.MAX):
                 if a == b:
                     return a
+                # max(max(x, c1), c2) -> max(x, max(c1, c2)): a chain of slices of a symbolic
+                # size would otherwise nest one max per slice
+                x, c = (a, b) if cb else (b, a) if ca else (None, None)
+                if x is not None and type(x) is n.Binary and x.op is op:
+                    for y, cy in ((x.a, x.b), (x.b, x.a)):
+                        if type(cy) is n.Const:
+                            f = _fold_binary(op, cy.value, c.value, d)
+                            if f is not None:
+                                return self(n.Binary(d, op, y, f))
                 if self.le(a, b):
                     return a if op is B.MIN else b
                 if self.le(b, a):
@@ -564,10 +573,11 @@ class _StmtSimplifier(Mutator):
         return n.LetStmt(s.var, value, body)
 
     def visit_Allocate(self, s):
-        body = self.visit(s.body)
+        chain, inner = allocate_chain(s)     # iterative: thousands of stages nest as deep
+        body = self.visit(inner)
         if _is_empty(body):
             return _EMPTY
-        return s if body is s.body else n.Allocate(s.buffer, body, s.stages)
+        return rewrap(chain, body)
 
     def visit_Seq(self, s):
         out = []

@@ -228,22 +228,28 @@ class _Verifier:
             self.fail(f"store of {s.value.dtype} into buffer {buf.name!r} of {buf.dtype}", s.value)
 
     def _allocate(self, s):
-        buf = s.buffer
-        if buf.param:
-            self.fail(f"allocation of parameter buffer {buf.name!r}")
-        if buf in self.allocated:
-            self.fail(f"buffer {buf.name!r} allocated again inside its own Allocate")
-        for x in buf.shape:
-            self.expr(x)
-        if s.stages < 1:
-            self.fail(f"allocation with {s.stages} stages")
-        # TODO: check that a LOCAL buffer used inside threadIdx loops is allocated inside them
-        # (per-thread storage); backends place locals per thread today, so this is advisory.
-        self.allocated.add(buf)
+        chain = []     # a chain of directly nested Allocates is checked in a loop (no recursion)
         try:
-            self.visit(s.body)
+            while type(s) is n.Allocate:
+                self.stmt = s
+                buf = s.buffer
+                if buf.param:
+                    self.fail(f"allocation of parameter buffer {buf.name!r}")
+                if buf in self.allocated:
+                    self.fail(f"buffer {buf.name!r} allocated again inside its own Allocate")
+                for x in buf.shape:
+                    self.expr(x)
+                if s.stages < 1:
+                    self.fail(f"allocation with {s.stages} stages")
+                # TODO: check that a LOCAL buffer used inside threadIdx loops is allocated inside
+                # them (per-thread storage); backends place locals per thread today: advisory.
+                self.allocated.add(buf)
+                chain.append(buf)
+                s = s.body
+            self.visit(s)
         finally:
-            self.allocated.discard(buf)
+            for buf in chain:
+                self.allocated.discard(buf)
 
     def _let(self, s):
         self.expr(s.value)

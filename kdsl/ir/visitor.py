@@ -6,6 +6,13 @@ A mutator returns the very same object when nothing below it changed, so
 passes can cheaply tell whether they did anything.  ``Visitor`` walks without
 rebuilding.  Children are the fields holding nodes, tuples of nodes, Ranges
 and IterVars; Buffers and Combiners are leaves (walk them explicitly if needed).
+
+Depth: expressions are shallow (tracing bounds their depth, see
+kdsl.frontend.array.MAX_DEPTH), but a kernel of thousands of stages nests
+thousands of ``Allocate`` statements directly in one another.  The generic
+walks step through such a chain in a loop (``allocate_chain``/``rewrap``), and
+so must every walker that handles ``Allocate`` itself; ``collect`` (and
+``free_vars``, ``uses_var``) never recurse at all.
 """
 from __future__ import annotations
 
@@ -31,6 +38,25 @@ def _is_node(x) -> bool:
     return isinstance(x, _NODE_BASES)
 
 
+def allocate_chain(s) -> tuple[list, object]:
+    """The Allocates nested directly in one another from ``s`` on (outermost first) and the
+    statement inside the innermost one: walkers loop over the chain instead of recursing."""
+    chain = []
+    while type(s) is n.Allocate:
+        chain.append(s)
+        s = s.body
+    return chain, s
+
+
+def rewrap(chain: list, body):
+    """``chain`` (from ``allocate_chain``) around ``body``; unchanged nodes are reused."""
+    for a in reversed(chain):
+        if body is not a.body:
+            a = dataclasses.replace(a, body=body)
+        body = a
+    return body
+
+
 class Visitor:
     """Walk a tree, calling ``visit_<Class>(node)`` where defined, else ``generic``."""
 
@@ -45,8 +71,16 @@ class Visitor:
         return fn(node)
 
     def generic(self, node):
+        if type(node) is n.Allocate and self._plain_allocate():
+            self.visit(allocate_chain(node)[1])    # an Allocate's only child is its body
+            return
         for name in _child_fields(type(node)):
             self._visit_value(getattr(node, name))
+
+    def _plain_allocate(self) -> bool:
+        """No subclass hook sees Allocates (so a chain of them may be stepped through)."""
+        t = type(self)
+        return t.generic is Visitor.generic and not hasattr(self, "visit_Allocate")
 
     def _visit_value(self, v):
         if _is_node(v):
@@ -78,6 +112,10 @@ class Mutator:
         return fn(node)
 
     def generic(self, node):
+        if type(node) is n.Allocate and type(self).generic is Mutator.generic and not hasattr(
+                self, "visit_Allocate"):
+            chain, inner = allocate_chain(node)
+            return rewrap(chain, self.visit(inner))
         changes = {}
         for name in _child_fields(type(node)):
             old = getattr(node, name)
@@ -118,22 +156,28 @@ def substitute(node, mapping: dict):
     return Substitute(mapping).visit(node)
 
 
-class _Collect(Visitor):
-    def __init__(self, pred):
-        super().__init__()
-        self.pred, self.found = pred, []
-
-    def generic(self, node):
-        if self.pred(node):
-            self.found.append(node)
-        super().generic(node)
-
-
 def collect(node, pred) -> list:
-    """All nodes below (and including) ``node`` for which ``pred`` holds, in pre-order."""
-    c = _Collect(pred)
-    c.visit(node)
-    return c.found
+    """All nodes below (and including) ``node`` for which ``pred`` holds, in pre-order.
+
+    Iterative (an explicit stack): it walks stage bodies and whole kernels of any depth.
+    """
+    found, stack = [], [node]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, _NODE_BASES):
+            if pred(v):
+                found.append(v)
+            fields = _child_fields(type(v))
+            for name in reversed(fields):
+                stack.append(getattr(v, name))
+        elif isinstance(v, tuple):
+            stack.extend(reversed(v))
+        elif isinstance(v, n.Range):
+            stack.append(v.extent)
+            stack.append(v.min)
+        elif isinstance(v, n.IterVar):
+            stack.append(v.dom)
+    return found
 
 
 def free_vars(node) -> set:

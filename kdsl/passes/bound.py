@@ -120,11 +120,14 @@ class BoundInference:
         self.handles = handles          # stage handles that are lowered (inline ones removed)
         self.result: dict = {}
         self._busy: set = set()
+        self._order = {h: k for k, h in enumerate(handles)}
         #: array extents are >= 0 (and stay symbolic above)
         self.shapes = {v: (0, None) for v in sched.graph.shape_vars()}
 
     def run(self) -> dict:
-        for h in self.handles:
+        # consumers first: a producer's region comes from its readers' domains, so the
+        # memoised recursion stays shallow along a chain of thousands of attached stages
+        for h in reversed(self.handles):
             self.domain(h)
         return self.result
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as n
-from ..ir.visitor import free_vars
+from ..ir.visitor import allocate_chain, free_vars
 
 
 def _wrap(allocs, body):
@@ -45,8 +45,9 @@ class _Hoist:
         return fn(s) if fn is not None else ([], s)
 
     def _Allocate(self, s):
-        allocs, body = self.stmt(s.body)
-        return [s] + allocs, body
+        chain, inner = allocate_chain(s)   # a loop, not a recursion: one Allocate per stage
+        allocs, body = self.stmt(inner)
+        return chain + allocs, body
 
     def _Seq(self, s):
         allocs, stmts = [], []

@@ -7,27 +7,35 @@ from ..schedule.records import AttachKind
 
 
 class _Inline(Mutator):
-    def __init__(self, stage):
+    """Replace reads of inlined stages (output Tensor -> Stage) by their bodies."""
+
+    def __init__(self, inlined: dict):
         super().__init__()
-        self.stage = stage
+        self.inlined = inlined
 
     def visit_TensorRead(self, r):
         r = self.generic(r)
-        if r.tensor is not self.stage.output:
+        st = self.inlined.get(r.tensor)
+        if st is None:
             return r
-        return substitute(self.stage.body, {a.var: i for a, i in zip(self.stage.axes, r.indices)})
+        return substitute(st.body, {a.var: i for a, i in zip(st.axes, r.indices)})
 
 
 def inline_stages(sched) -> list:
-    """Rewrite readers of inlined stages in place; return the handles still to lower (topological)."""
+    """Rewrite readers of inlined stages in place; return the handles still to lower (topological).
+
+    One pass in topological order: an inlined stage's own body has had its inlined
+    producers substituted before any reader uses it (linear in the number of stages).
+    """
+    handles = sched.stages
+    inlined = {h.stage.output: h.stage for h in handles if h.attach is AttachKind.INLINE}
+    if not inlined:
+        return list(handles)
+    m = _Inline(inlined)
     keep = []
-    for h in sched.stages:
-        if h.attach is AttachKind.INLINE:
-            m = _Inline(h.stage)
-            for other in sched.stages:
-                if other is not h:
-                    other.stage.body = m.visit(other.stage.body)
-        else:
+    for h in handles:
+        h.stage.body = m.visit(h.stage.body)
+        if h.attach is not AttachKind.INLINE:
             keep.append(h)
     return keep
 

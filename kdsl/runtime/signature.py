@@ -7,9 +7,10 @@ with kdsl dtypes), and the signature gives the trace specs.
 - array: dtype, rank, which dims have size 1 (static 1 in the trace; others
   symbolic) or, with ``specialize=True``, the whole shape; layout class
   (C-contiguous or strided); the array's Python type (numpy, cupy, ...).
-- scalar: its kind (bool/int/float or a numpy scalar's dtype), or its value for
-  parameters listed in ``constants``.
-- ``out=``: per output array its layout class.
+- scalar: its kind (bool/int/float or a numpy scalar's dtype: numpy scalars are strong
+  in the trace, as in numpy 2), or its value for parameters listed in ``constants``;
+  ``None`` is always a compile-time constant (a parameter defaulting to None).
+- ``out=``: per output array its layout class and whether it is writeable.
 """
 from __future__ import annotations
 
@@ -52,16 +53,25 @@ def arg_key(a, specialize: bool, constant: bool):
         return _nd_key(a, specialize)
     if t in _PY_SCALARS or isinstance(a, np.generic):
         return (t,)
+    if a is None:   # nothing to pass at run time: a compile-time constant
+        return ("const", t, None)
     return _generic_key(a, specialize)
+
+
+def _writeable(o) -> bool:
+    flags = getattr(o, "flags", None)
+    return bool(getattr(flags, "writeable", True)) if flags is not None else True
 
 
 def out_key(out):
     """The layout part of the key for ``out=`` (None when no out= was given)."""
     if out is None:
         return None
+    # writeability is part of the key: a read-only out= array misses the cache, and the
+    # miss path (Kernel._check_out) reports it
     if isinstance(out, tuple):
-        return tuple([arg_key(o, False, False) for o in out]) + (True,)
-    return (arg_key(out, False, False), False)
+        return tuple([(arg_key(o, False, False), _writeable(o)) for o in out]) + (True,)
+    return (arg_key(out, False, False), _writeable(out), False)
 
 
 # ----------------------------------------------------------------- signatures
@@ -81,18 +91,24 @@ class ArraySig:
 
 @dataclass(frozen=True)
 class ScalarSig:
-    """A scalar argument; ``value`` is set for compile-time constants."""
+    """A scalar argument; ``value`` is set for compile-time constants.  ``strong``: a numpy
+    scalar (promotes by its dtype), not a Python one."""
 
     dtype: dt.DType
     value: object = None
     constant: bool = False
+    strong: bool = False
 
 
 @dataclass(frozen=True)
 class ConstSig:
-    """A compile-time constant argument (listed in ``constants``): traced as its value."""
+    """A compile-time constant argument (listed in ``constants``, or None): traced as its value.
+
+    ``kind`` is the value's type, so that ``1``, ``1.0``, ``True`` and ``np.float32(1)``
+    (equal as Python values) trace separately."""
 
     value: object
+    kind: type = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +129,8 @@ class Signature:
             elif isinstance(p, ConstSig):
                 out.append(p.value)
             else:
-                out.append(ScalarSpec(p.dtype, value=p.value if p.constant else None))
+                out.append(ScalarSpec(p.dtype, value=p.value if p.constant else None,
+                                      weak=not p.strong))
         return out
 
     def describe(self) -> str:
@@ -144,14 +161,17 @@ def signature_from_args(args, names, constants, specialize, out, loc=None) -> Si
             except TypeError:
                 raise _fail(f"constant argument {name!r} must be hashable, got "
                             f"{type(a).__name__}", "pass a tuple instead of a list", loc) from None
-            params.append(ConstSig(a.item() if isinstance(a, np.generic) else a))
+            params.append(ConstSig(a, type(a)))
+            continue
+        if a is None:
+            params.append(ConstSig(None, type(None)))
             continue
         if isinstance(a, (bool, int, float, np.generic)):
             try:
                 d = _PY_SCALARS.get(type(a)) or dt.as_dtype(a.dtype)
             except TypeError as e:
                 raise _fail(f"argument {name!r}: {e}", None, loc) from None
-            params.append(ScalarSig(d))
+            params.append(ScalarSig(d, strong=type(a) not in _PY_SCALARS))
             continue
         info = array_info(a)
         if info is None:
@@ -182,8 +202,9 @@ def signature_from_specs(specs, out_contiguous=()) -> Signature:
             params.append(ArraySig(dt.as_dtype(s.dtype), tuple(s.shape),
                                    bool(getattr(s, "contiguous", True))))
         elif not (hasattr(s, "dtype") and hasattr(s, "value")):
-            params.append(ConstSig(s))  # a constant's value, given directly
+            params.append(ConstSig(s, type(s)))  # a constant's value, given directly
         else:
             v = getattr(s, "value", None)
-            params.append(ScalarSig(dt.as_dtype(s.dtype), v, v is not None))
+            params.append(ScalarSig(dt.as_dtype(s.dtype), v, v is not None,
+                                    not getattr(s, "weak", True)))
     return Signature(tuple(params), tuple(out_contiguous))

@@ -7,7 +7,7 @@ which is shared between backends.
 from __future__ import annotations
 
 from ..errors import ScheduleError, user_location
-from ..graph import Graph, Stage, Tensor, topological
+from ..graph import Graph, Stage, Tensor
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import Mutator, free_vars, substitute
@@ -109,10 +109,14 @@ class Schedule:
                 todo.append(src)
         return False
 
-    def _insert_before(self, new: Stage, anchor: Stage):
-        i = self.graph.stages.index(anchor)
+    def _insert_before(self, new: Stage, anchor):
+        """Insert ``new`` right before the earliest of ``anchor`` (a stage or a list of them):
+        ``new`` reads only what the anchors' inputs are made of and only anchors read it, so
+        the order stays topological without re-sorting every stage (thousands of them)."""
+        anchors = anchor if isinstance(anchor, list) else [anchor]
+        pos = {id(s): k for k, s in enumerate(self.graph.stages)}
+        i = min(pos[id(a)] for a in anchors)
         self.graph.stages.insert(i, new)
-        self.graph.stages[:] = topological(self.graph.stages, self.graph.outputs)
         self._handles[new] = StageSchedule(self, new)
         return self._handles[new]
 
@@ -196,7 +200,7 @@ class Schedule:
         cache = Stage(f"{t.name}.{sc.value}", axes, (), body, t.dtype, None, origin="cache_read")
         for r in rs:
             r.stage.body = retarget(r.stage.body, {t: cache.output})
-        h = self._insert_before(cache, rs[0].stage)
+        h = self._insert_before(cache, [r.stage for r in rs])
         h.scope = sc
         return h
 
@@ -236,7 +240,7 @@ class Schedule:
 
         for r in rs:
             r.stage.body = _RetargetReads({t: packed.output}, panels).visit(r.stage.body)
-        h = self._insert_before(packed, rs[0].stage)
+        h = self._insert_before(packed, [r.stage for r in rs])
         h.scope = as_scope(scope)
         h.store_predicate = mk.lt(idx[axis], d)
         h.store_predicate_loc = user_location()

@@ -1,9 +1,18 @@
 """Scoped-noalias metadata: every buffer of a kernel is its own alias scope.
 
-Loads and stores of buffer X carry ``!alias.scope !{X}`` and
-``!noalias !{every other buffer}``, so LLVM may keep an accumulator in a
-register across a reduction loop and vectorize loops that read one array and
-write another.  This is sound because the buffers of one call never overlap
+Loads and stores of buffer X are in X's scope and in no other buffer's, so
+LLVM may keep an accumulator in a register across a reduction loop and
+vectorize loops that read one array and write another.
+
+Encoding: buffer k's scope is its binary number.  Bit d of k picks one of two
+scopes in domain d; an access of buffer k carries those scopes as
+``!alias.scope`` and the other scope of each domain as ``!noalias``.  Two
+buffers differ in some bit, so in that domain one's scope is in the other's
+noalias list: LLVM's rule ("for some domain, the alias scopes are a subset of
+the noalias scopes") proves them apart, and an access never excludes its own
+buffer.  That is 2*log2(B) metadata operands per access instead of B (one list
+of every other buffer): a kernel of hundreds of buffers (hundreds of stages)
+no longer costs LLVM time quadratic in them.  This is sound because the buffers of one call never overlap
 where it matters: inputs are only read, temporaries are fresh memory, and
 dispatch runs a call whose ``out=`` array overlaps an argument into a fresh
 array first (kdsl.runtime.dispatch).
@@ -40,12 +49,16 @@ class AliasScopes:
         self._tags: dict = {}
         if len(bufs) < 2:
             return
-        domain = _self_ref(module, ir.MetaDataString(module, f"kdsl.{func.name}"))
-        scopes = [_self_ref(module, domain, ir.MetaDataString(module, b.name)) for b in bufs]
+        bits = max(1, (len(bufs) - 1).bit_length())
+        scopes = []     # per bit d: (scope of buffers whose bit d is 0, ... is 1)
+        for d in range(bits):
+            domain = _self_ref(module, ir.MetaDataString(module, f"kdsl.{func.name}.bit{d}"))
+            scopes.append(tuple(_self_ref(module, domain, ir.MetaDataString(module, f"bit{d}={v}"))
+                                for v in (0, 1)))
         for k, buf in enumerate(bufs):
-            own = module.add_metadata([scopes[k]])
-            others = module.add_metadata([s for j, s in enumerate(scopes) if j != k])
-            self._tags[buf] = (own, others)
+            mine = [scopes[d][(k >> d) & 1] for d in range(bits)]
+            other = [scopes[d][1 - ((k >> d) & 1)] for d in range(bits)]
+            self._tags[buf] = (module.add_metadata(mine), module.add_metadata(other))
 
     def tag(self, instr, buf: n.Buffer) -> None:
         """Attach ``buf``'s scope and noalias lists to a load or store."""

@@ -22,7 +22,7 @@ from kdsl import dtypes as dt
 from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
-from kdsl.ir.visitor import free_vars, substitute
+from kdsl.ir.visitor import Visitor, allocate_chain, free_vars, substitute
 
 from kdsl.errors import warn_user
 
@@ -55,15 +55,68 @@ def _work(s: n.Stmt, subst: dict, known: set) -> n.Expr:
             e = mk.as_expr(_UNKNOWN_EXTENT)
         return mk.mul(mk.max_(e, mk.as_expr(1, e.dtype)), _work(s.body, subst, known))
     if t is n.Seq:
-        out = mk.as_expr(0)
+        # constants summed apart, the rest as a balanced tree: a body of thousands of
+        # statements must not give an expression thousands deep
+        const, terms = 0, []
         for x in s.stmts:
-            out = mk.add(out, _work(x, subst, known))
-        return out
+            w = _work(x, subst, known)
+            if type(w) is n.Const:
+                const += w.value
+            else:
+                terms.append(w)
+        while len(terms) > 1:
+            terms = [mk.add(terms[k], terms[k + 1]) if k + 1 < len(terms) else terms[k]
+                     for k in range(0, len(terms), 2)]
+        return mk.add(terms[0], const) if terms else mk.as_expr(const)
     if t is n.IfThenElse:
         return _work(s.then, subst, known)
-    if t in (n.Allocate, n.LetStmt):
+    if t is n.Allocate:
+        return _work(allocate_chain(s)[1], subst, known)
+    if t is n.LetStmt:
         return _work(s.body, subst, known)
     return mk.as_expr(1)
+
+class _Uses(Visitor):
+    """The Vars and Buffers a statement uses (Vars in the shapes and strides of its buffers too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.vars, self.bufs = set(), set()
+
+    def visit_Var(self, v):
+        self.vars.add(v)
+
+    def _buffer(self, buf):
+        if buf not in self.bufs:
+            self.bufs.add(buf)
+            for e in tuple(buf.shape) + tuple(buf.strides or ()):
+                self.visit(e)
+
+    def visit_Load(self, node):
+        self._buffer(node.buffer)
+        self.generic(node)
+
+    visit_Store = visit_Load
+
+    def visit_Allocate(self, node):
+        chain, inner = allocate_chain(node)
+        for a in chain:
+            self._buffer(a.buffer)
+        self.visit(inner)
+
+    def visit_Intrinsic(self, node):
+        for a in node.args:
+            if isinstance(a, n.Buffer):
+                self._buffer(a)
+            elif isinstance(a, (n.Expr, n.Stmt)):
+                self.visit(a)
+
+
+def _uses(s: n.Stmt) -> tuple[set, set]:
+    u = _Uses()
+    u.visit(s)
+    return u.vars, u.bufs
+
 
 _CHUNK_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.I64, T.I64])
 _LAUNCH_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.I64])
@@ -319,8 +372,11 @@ class StmtGen:
         outer = self.fn
         b = outer.b
         lo, ext = self.expr(s.min), self.expr(s.extent)
-        live_vars = list(outer.env.items())
-        live_bufs = list(outer.bufs.items())
+        # only what the body uses: passing every live pointer made a kernel of K parallel
+        # loops O(K^2) instructions (64 outputs: 8 s in LLVM)
+        used_vars, used_bufs = _uses(s.body)
+        live_vars = [(v, x) for v, x in outer.env.items() if v in used_vars]
+        live_bufs = [(bf, p) for bf, p in outer.bufs.items() if bf in used_bufs]
         nslots = 3 + len(live_vars) + len(live_bufs)
         data = outer.entry_alloca(T.I64, nslots, align=16, name="par.data")
 
@@ -383,40 +439,57 @@ class StmtGen:
 
     # ------------------------------------------------------------- memory
     def _allocate(self, s: n.Allocate):
+        """A chain of directly nested Allocates at once (a loop: one per stage, thousands deep).
+
+        Small constant-size buffers get a stack slot; the others are malloc'ed together, and
+        if any allocation fails the status word is set and the body skipped."""
         ctx = self.fn
-        buf = s.buffer
-        if buf in ctx.bufs:
-            raise InternalCompilerError(f"buffer {buf.name!r} is allocated again in its own scope")
-        st = T.storage_type(buf.dtype)
-        count = 1
-        static = all(isinstance(x, n.Const) for x in buf.shape)
-        if static:
-            for x in buf.shape:
-                count *= max(int(x.value), 0)
-        if static and count * buf.dtype.itemsize <= STACK_LIMIT:
-            ctx.bufs[buf] = ctx.entry_alloca(st, max(count, 1), align=64, name=buf.name)
-            self.stmt(s.body)
-            del ctx.bufs[buf]
-            return
         b = ctx.b
-        size = ir.Constant(T.I64, buf.dtype.itemsize)
-        for x in buf.shape:
-            v = self.expr(x)
-            size = b.mul(size, b.select(b.icmp_signed(">", v, ir.Constant(T.I64, 0)), v,
-                                        ir.Constant(T.I64, 0)))
-        size = b.select(b.icmp_signed(">", size, ir.Constant(T.I64, 0)), size,
-                        ir.Constant(T.I64, 1))    # malloc(0) may return NULL
-        p = b.call(self._libc_malloc(), [size])
-        failed = b.icmp_unsigned("==", p, ir.Constant(T.PTR, None))
-        with b.if_else(failed) as (bad, good):
-            with bad:
-                # atomic: chunks of a parallel loop may all fail at once
-                b.atomic_rmw("or", ctx.status, ir.Constant(T.I32, 1), "monotonic")
-            with good:
-                ctx.bufs[buf] = p
-                self.stmt(s.body)
-                del ctx.bufs[buf]
-                b.call(self._libc_free(), [p])
+        chain, inner = allocate_chain(s)
+        mine, heap, failed = [], [], None
+        for a in chain:
+            buf = a.buffer
+            if buf in ctx.bufs or buf in mine:
+                raise InternalCompilerError(f"buffer {buf.name!r} is allocated again in its own "
+                                            "scope")
+            mine.append(buf)
+            st = T.storage_type(buf.dtype)
+            count = 1
+            static = all(isinstance(x, n.Const) for x in buf.shape)
+            if static:
+                for x in buf.shape:
+                    count *= max(int(x.value), 0)
+            if static and count * buf.dtype.itemsize <= STACK_LIMIT:
+                ctx.bufs[buf] = ctx.entry_alloca(st, max(count, 1), align=64, name=buf.name)
+                continue
+            size = ir.Constant(T.I64, buf.dtype.itemsize)
+            for x in buf.shape:
+                v = self.expr(x)
+                size = b.mul(size, b.select(b.icmp_signed(">", v, ir.Constant(T.I64, 0)), v,
+                                            ir.Constant(T.I64, 0)))
+            size = b.select(b.icmp_signed(">", size, ir.Constant(T.I64, 0)), size,
+                            ir.Constant(T.I64, 1))    # malloc(0) may return NULL
+            p = b.call(self._libc_malloc(), [size])
+            null = b.icmp_unsigned("==", p, ir.Constant(T.PTR, None))
+            failed = null if failed is None else b.or_(failed, null)
+            heap.append((buf, p))
+        if not heap:
+            self.stmt(inner)
+        else:
+            with b.if_else(failed) as (bad, good):
+                with bad:
+                    # atomic: chunks of a parallel loop may all fail at once
+                    b.atomic_rmw("or", ctx.status, ir.Constant(T.I32, 1), "monotonic")
+                    for _, p in heap:          # free(NULL) does nothing
+                        b.call(self._libc_free(), [p])
+                with good:
+                    for buf, p in heap:
+                        ctx.bufs[buf] = p
+                    self.stmt(inner)
+                    for _, p in reversed(heap):
+                        b.call(self._libc_free(), [p])
+        for buf in mine:
+            ctx.bufs.pop(buf, None)
 
     def _libc_malloc(self):
         if self._malloc is None:

@@ -72,11 +72,11 @@ def test_names_made_unique():
     text = format_stmt(n.Allocate(A1, n.Allocate(A2, loop)))
     assert text == golden("""
         allocate A: float64[4, 4] global
-          allocate A_1: float64[4] global
-            for i in range(4):
-              for i_2 in range(4):
-                for i_1 in range(4):
-                  A[i, i_2] = A_1[i_1]
+        allocate A_1: float64[4] global
+          for i in range(4):
+            for i_2 in range(4):
+              for i_1 in range(4):
+                A[i, i_2] = A_1[i_1]
     """)
 
 
@@ -144,17 +144,17 @@ def test_statements():
                                                            n.ThreadTag.BLOCK_Y))))
     assert text == golden("""
         allocate S: float32[8] shared
-          allocate acc: float32[] local
-            for i in range(3):  # bound blockIdx.y
-              let x = i + 1
-              if x < 4:
-                acc[()] = S[x]
-              elif x < 6:
-                barrier(shared)
-              else:
-                pass
-              wmma.load_a(acc, S, x*2, 16, shared)
-              x
+        allocate acc: float32[] local
+          for i in range(3):  # bound blockIdx.y
+            let x = i + 1
+            if x < 4:
+              acc[()] = S[x]
+            elif x < 6:
+              barrier(shared)
+            else:
+              pass
+            wmma.load_a(acc, S, x*2, 16, shared)
+            x
     """)
 
 
