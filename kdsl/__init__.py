@@ -1,6 +1,6 @@
 """kdsl: numpy-like Python functions compiled into kernels for pluggable backends.
 
-Only public names live here (SPEC.md).  They are imported lazily through the
+Only public names live here (docs/kernels.md lists them).  They are imported lazily through the
 module ``__getattr__`` so that ``import kdsl`` stays light (numpy only) and the
 parts behind each name load when first used.
 """

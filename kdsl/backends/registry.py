@@ -412,7 +412,7 @@ def _automatic() -> str:
 
 
 def default_backend_name(arrays=()) -> str:
-    """The backend rule of SPEC §3 when the call gives no ``backend=``.
+    """The backend rule (docs/backends.md) when the call gives no ``backend=``.
 
     ``use_backend`` context, else ``KDSL_BACKEND``, else the arguments' device
     (a CUDA array -> "cuda"), else "cpu" if installed, else "numpy".

@@ -150,12 +150,12 @@ class Array:
     def __getattr__(self, name):
         if not name.startswith("_") and hasattr(np.ndarray, name):
             raise KernelError(f"ndarray method .{name}() is not supported on traced arrays",
-                              hint="see the list of supported operations in kdsl's SPEC §2")
+                              hint="see the supported operations in kdsl's docs/kernels.md")
         if name.startswith("_"):   # protocol probes (hasattr(x, "__array_interface__")...)
             raise AttributeError(name)
         raise NoAttributeError(f"traced arrays have no attribute {name!r}",
                                hint="arrays have numpy's attributes and methods (.shape, .T, "
-                                    ".sum(), .astype(...)); see kdsl's SPEC §2 for the list")
+                                    ".sum(), .astype(...)); see kdsl's docs/kernels.md for the list")
 
     __hash__ = None
 

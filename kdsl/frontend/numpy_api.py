@@ -26,7 +26,7 @@ _UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": 
 
 def _unsupported(what: str):
     raise KernelError(f"numpy {what} is not supported inside kdsl kernels",
-                      hint="use the operations of kdsl's SPEC §2 (kd.exp, kd.where, x.sum(axis=...), "
+                      hint="use the operations listed in kdsl's docs/kernels.md (kd.exp, kd.where, x.sum(axis=...), "
                            "@, ...) or pass precomputed values as arguments")
 
 

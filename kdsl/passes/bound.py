@@ -120,7 +120,6 @@ class BoundInference:
         self.handles = handles          # stage handles that are lowered (inline ones removed)
         self.result: dict = {}
         self._busy: set = set()
-        self._order = {h: k for k, h in enumerate(handles)}
         #: array extents are >= 0 (and stay symbolic above)
         self.shapes = {v: (0, None) for v in sched.graph.shape_vars()}
 

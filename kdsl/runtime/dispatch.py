@@ -1,4 +1,4 @@
-"""The compile flow and the per-signature launcher (SPEC §3: a cached call costs microseconds).
+"""The compile flow and the per-signature launcher (a cached call costs microseconds).
 
 ``compile_for`` runs trace -> Schedule -> (explicit schedule functions or
 ``backend.schedule``) -> ``backend.compile`` once per (backend, signature).

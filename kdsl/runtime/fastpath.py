@@ -1,4 +1,4 @@
-"""The monomorphic fast path of a kernel call (DESIGN principle 9; SPEC §3).
+"""The monomorphic fast path of a kernel call (docs/design.md, principle 8).
 
 A cached call normally builds a key from its arguments, looks the launcher
 up and runs the generated Python launcher.  A backend may do better: given a
