@@ -20,6 +20,7 @@ from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import free_vars, substitute
+from kdsl.passes.blocked_sums import const_upper
 
 from . import types as T
 from .expr import ExprGen
@@ -38,13 +39,16 @@ def _work(s: n.Stmt, subst: dict, known: set) -> n.Expr:
     """An estimate of the innermost iterations of ``s`` as an int64 expression of ``known`` vars.
 
     Inner extents that use the parallel variable see its first value (``subst``);
-    extents that depend on other inner loops count as ``_UNKNOWN_EXTENT``.
+    extents that depend on other inner loops count as their constant bound, if they show
+    one, else as ``_UNKNOWN_EXTENT``.
     """
     t = type(s)
     if t is n.For:
         e = substitute(s.extent, subst)
         if not all(v in known for v in free_vars(e)):
-            e = mk.as_expr(_UNKNOWN_EXTENT)
+            # a split or blocked loop (``min(K, n - b*K)``) runs at most its constant K times
+            hi = const_upper(e)
+            e = mk.as_expr(_UNKNOWN_EXTENT if hi is None else max(hi, 0))
         return mk.mul(mk.max_(e, mk.as_expr(1, e.dtype)), _work(s.body, subst, known))
     if t is n.Seq:
         out = mk.as_expr(0)

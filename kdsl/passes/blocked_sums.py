@@ -1,0 +1,362 @@
+"""blocked_sums: float sums in blocks of at most ``BLOCK`` terms, flushed with compensation.
+
+A lowered float sum is one accumulator updated once per term,
+``B[I] = B[I] + x``; after 2**24 terms a float32 accumulator stops growing
+(1 + 2**24 rounds back to 2**24), and long before that every term loses the
+low bits the accumulator cannot hold.  numpy avoids this with pairwise
+summation.  This pass bounds the terms any accumulator adds instead: the
+innermost long reduction loop ``L`` of each sum is cut into blocks of ``K``
+iterations (``K * terms-per-iteration ~ BLOCK``) that add into a fresh local
+accumulator, and each block's partial sum is added to ``B`` with Kahan's
+compensation (the rounding error of each flush is carried into the next one):
+
+    c = 0                                   # around the outermost reduction loop of B
+    ...
+      for L.blk in range(ceildiv(E, K)):
+        acc = 0
+        for r in range(min + L.blk*K, min(K, E - L.blk*K)):  body, with B[I] -> acc
+        y = acc - c; t = B[I] + y; c = (t - B[I]) - y; B[I] = t
+
+The error is then that of a ``BLOCK``-term sum (vectorised inner loops split
+it further across lanes) plus about two roundings: O(1) eps for any length,
+like numpy's pairwise sum.  The inner loop is the original one with a shorter
+range (its kind is kept, so LLVM still vectorises it with reassociation); the
+flush runs once per block.  When the sum's index ``I`` uses loops inside
+``L`` (a column sum: ``for r: for j: B[j] += A[r, j]``), ``acc`` and ``c`` are
+tiles over those loops (at most ``MAX_TILE`` elements of constant size).  A
+compensation that becomes inf or NaN is reset to 0, so infinities and NaNs in
+the data give numpy's result.
+
+Assumes: simplified index expressions; an accumulator update is a Store of
+``B[I] + x`` (or ``x + B[I]``) to the element it loads, float dtype; a loop's
+extent does not change while it runs.
+Guarantees: the same sums up to float rounding (fewer roundings); integer
+sums, products, min/max and every other store are untouched; a sum is only
+rewritten when every access to ``B`` inside its outermost reduction loop is
+such an update with one index ``I``; parallel and thread-bound loops are never
+split; buffers are only read and written at indices the original program used.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.visitor import Mutator, collect, free_vars
+
+#: terms an accumulator adds before it is flushed (numpy: 128 per pairwise leaf)
+BLOCK = 1024
+#: largest tile accumulator (elements) for sums indexed by loops inside the reduction loop
+MAX_TILE = 4096
+_BLOCKABLE = (n.ForKind.SERIAL, n.ForKind.VECTORIZED)
+_NO_SPLIT = (n.ForKind.PARALLEL, n.ForKind.BOUND)
+
+
+def blocked_sums(func: n.LoweredFunc) -> n.LoweredFunc:
+    """The pass (see the module docstring)."""
+    body = _Pass().visit(func.body)
+    return func if body is func.body else dataclasses.replace(func, body=body)
+
+
+# ----------------------------------------------------------------- analysis
+def const_upper(e) -> int | None:
+    """A constant ``e`` never exceeds, read off its min/max/+ structure (None if none shows)."""
+    if type(e) is n.Const:
+        return int(e.value) if e.dtype.is_int else None
+    if type(e) is not n.Binary:
+        return None
+    a, b = const_upper(e.a), const_upper(e.b)
+    if e.op is n.BinOp.MIN:
+        sides = [x for x in (a, b) if x is not None]
+        return min(sides) if sides else None
+    if e.op is n.BinOp.MAX:
+        return None if a is None or b is None else max(a, b)
+    if e.op is n.BinOp.ADD:
+        return None if a is None or b is None else a + b
+    if e.op is n.BinOp.SUB and type(e.b) is n.Const:
+        return None if a is None else a - e.b.value
+    return None
+
+
+def _self_load(st: n.Store):
+    """The operand ``x`` of an accumulator update ``B[I] = B[I] + x`` (float), else None."""
+    v = st.value
+    if type(v) is not n.Binary or v.op is not n.BinOp.ADD or not v.dtype.is_float:
+        return None
+    for mine, other in ((v.a, v.b), (v.b, v.a)):
+        if type(mine) is n.Load and mine.buffer is st.buffer and mine.indices == st.indices:
+            return other
+    return None
+
+
+@dataclasses.dataclass
+class _Path:
+    """An update store and the statements enclosing it, outermost first, below the root loop.
+
+    ``frames`` holds (node, branch): branch is "then"/"else" for an IfThenElse, None otherwise.
+    """
+
+    store: n.Store
+    frames: list
+
+
+def _paths(s, frames, out):
+    """Every store below ``s`` with its enclosing frames (an Intrinsic poisons the walk)."""
+    t = type(s)
+    if t is n.Store:
+        out.append(_Path(s, list(frames)))
+    elif t is n.Seq:
+        for x in s.stmts:
+            _paths(x, frames, out)
+    elif t is n.IfThenElse:
+        _paths(s.then, frames + [(s, "then")], out)
+        if s.otherwise is not None:
+            _paths(s.otherwise, frames + [(s, "else")], out)
+    elif t in (n.For, n.LetStmt, n.Allocate):
+        _paths(s.body, frames + [(s, None)], out)
+    elif t is n.Intrinsic:
+        raise _Skip
+
+
+class _Skip(Exception):
+    """This loop holds something the pass does not reason about."""
+
+
+@dataclasses.dataclass
+class _Plan:
+    """How one sum ``B[I]`` is blocked at its reduction loop ``L``."""
+
+    buffer: n.Buffer
+    index: tuple
+    loop: n.For                # L
+    tile: list                 # For loops inside L whose vars index B (outermost first)
+    guards: list               # conditions under L that the flush keeps (free of L's inner vars)
+    terms: int                 # constant bound of the terms one iteration of L adds
+    stores: set                # ids of the update Stores under L
+    acc: n.Buffer = None
+    comp: n.Buffer = None
+
+
+def _cond(frame):
+    node, branch = frame
+    return node.cond if branch == "then" else n.Unary(node.cond.dtype, n.UnOp.NOT, node.cond)
+
+
+def _conjuncts(c):
+    if type(c) is n.Binary and c.op is n.BinOp.AND and c.dtype.is_bool:
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
+
+
+def _plan_path(root: n.For, p: _Path, ivars: set):
+    """(L, tile loops, kept guards, terms per L iteration) for one update, None: leave it."""
+    chain = [(root, None)] + p.frames
+    loops = [f for f, _ in chain if type(f) is n.For]
+    lets = {f.var for f, _ in chain if type(f) is n.LetStmt}
+    if lets & ivars:
+        return None
+    # L: walking outwards, the first reduction loop whose trip count (times the constant trip
+    # counts of the reduction loops below it) may exceed BLOCK
+    terms, L = 1, None
+    for f in reversed(loops):
+        if f.var in ivars:
+            continue
+        hi = const_upper(f.extent)
+        if hi is None or terms * hi > BLOCK:
+            L = f
+            break
+        terms *= max(hi, 1)
+    if L is None or L.kind not in _BLOCKABLE:
+        return None
+    pos = next(k for k, (f, _) in enumerate(chain) if f is L)
+    if any(f.var in ivars for f in loops[:loops.index(L)]):
+        return None               # a tile loop outside L: a deeper root may take this sum
+    inner = [f for f, _ in chain[pos + 1:]]
+    tile = [f for f in inner if type(f) is n.For and f.var in ivars]
+    red_vars = {L.var} | {f.var for f in inner if type(f) in (n.For, n.LetStmt)} - {f.var for f in tile}
+    outer_bound = {f.var for f, _ in chain[:pos] if type(f) in (n.For, n.LetStmt)}
+    size = 1
+    for k, f in enumerate(tile):
+        if f.kind in _NO_SPLIT:
+            return None
+        used = free_vars(f.min) | free_vars(f.extent)
+        if used & (red_vars | outer_bound) - {g.var for g in tile[:k]}:
+            return None           # the tile would move while the sum runs
+        hi = const_upper(f.extent)
+        if hi is None:
+            return None
+        size *= max(hi, 1)
+    if size > MAX_TILE:
+        return None
+    guards = []
+    for f in chain[pos + 1:]:
+        if type(f[0]) is not n.IfThenElse:
+            continue
+        for c in _conjuncts(_cond(f)):
+            used = free_vars(c)
+            if used & red_vars:
+                if used & {t.var for t in tile}:
+                    return None   # mixes the term's loops with the output's: cannot split
+                continue          # depends on the term only: the flush needs no such guard
+            guards.append(c)
+    return L, tile, guards, terms
+
+
+def _plans(root: n.For) -> list:
+    """The sums whose outermost reduction loop is ``root``, as plans per (buffer, L)."""
+    try:
+        paths = []
+        _paths(root.body, [], paths)
+    except _Skip:
+        return []
+    by_buf: dict = {}
+    for p in paths:
+        by_buf.setdefault(p.store.buffer, []).append(p)
+    plans = []
+    for buf, ps in by_buf.items():
+        if not buf.dtype.is_float or any(_self_load(p.store) is None for p in ps):
+            continue
+        index = ps[0].store.indices
+        if any(p.store.indices != index for p in ps):
+            continue
+        ivars = set()
+        for i in index:
+            ivars |= free_vars(i)
+        if root.var in ivars:
+            continue
+        # every load of B below root is the self-load of one of these updates
+        loads = collect(root.body, lambda x, b=buf: type(x) is n.Load and x.buffer is b)
+        if len(loads) != len(ps) or any(_uses_buffer(_self_load(p.store), buf) for p in ps):
+            continue
+        plans += _group(buf, index, root, ps, ivars)
+    return plans
+
+
+def _uses_buffer(e, buf) -> bool:
+    return bool(collect(e, lambda x: type(x) is n.Load and x.buffer is buf))
+
+
+def _group(buf, index, root, paths, ivars) -> list:
+    """One plan per L for ``buf``; [] when the updates under one L disagree on tile or guards."""
+    by_loop: dict = {}
+    for p in paths:
+        got = _plan_path(root, p, ivars)
+        if got is None:
+            continue
+        L, tile, guards, terms = got
+        prev = by_loop.get(id(L))
+        if prev is None:
+            by_loop[id(L)] = _Plan(buf, index, L, tile, guards, terms, {id(p.store)})
+            continue
+        if [id(f) for f in prev.tile] != [id(f) for f in tile] or prev.guards != guards:
+            return []
+        prev.terms = max(prev.terms, terms)
+        prev.stores.add(id(p.store))
+    return list(by_loop.values())
+
+
+# ----------------------------------------------------------------- rewriting
+def _local(name, dtype, shape) -> n.Buffer:
+    return n.Buffer(name, dtype, tuple(mk.as_expr(x) for x in shape), None, n.Scope.LOCAL)
+
+
+def _shape(plan) -> list:
+    return [max(const_upper(f.extent), 1) for f in plan.tile]
+
+
+def _slot(plan) -> tuple:
+    return tuple(mk.sub(f.var, f.min) for f in plan.tile)
+
+
+def _zero(buf: n.Buffer) -> n.Stmt:
+    """``buf[...] = 0`` over the whole (constant-shape) buffer."""
+    zero = n.const(0.0, buf.dtype)
+    ivs = [n.var(f"{buf.name}.z{k}") for k in range(len(buf.shape))]
+    body: n.Stmt = n.Store(buf, tuple(ivs), zero)
+    for v, ext in reversed(list(zip(ivs, buf.shape))):
+        body = n.For(v, mk.as_expr(0), ext, n.ForKind.SERIAL, body)
+    return body
+
+
+def _kahan(plan) -> n.Stmt:
+    """``B[I] += acc[s]`` compensated by ``c[s]`` (reset when inf or NaN makes it meaningless)."""
+    d, slot, buf = plan.buffer.dtype, _slot(plan), plan.buffer
+    cur = n.Load(d, buf, plan.index)
+    y, t, e = (n.var(f"{buf.name}.{s}", d) for s in ("y", "t", "e"))
+    sub = lambda a, b: n.Binary(d, n.BinOp.SUB, a, b)    # noqa: E731
+    finite = mk.compare(n.CmpOp.LT, n.Unary(d, n.UnOp.ABS, e), n.const(math.inf, d))
+    keep = n.Seq((n.Store(plan.comp, slot, mk.select(finite, e, n.const(0.0, d))),
+                  n.Store(buf, plan.index, t)))
+    return n.LetStmt(y, sub(n.Load(d, plan.acc, slot), n.Load(d, plan.comp, slot)),
+                     n.LetStmt(t, n.Binary(d, n.BinOp.ADD, cur, y),
+                               n.LetStmt(e, sub(sub(t, cur), y), keep)))
+
+
+def _flush(plan) -> n.Stmt:
+    body = _kahan(plan)
+    cond = mk.all_of(plan.guards)
+    if cond is not None:
+        body = n.IfThenElse(cond, body)
+    for f in reversed(plan.tile):
+        body = n.For(f.var, f.min, f.extent, f.kind, body, f.thread)
+    return body
+
+
+def _retarget(s: n.Store, p) -> n.Store:
+    """The update ``B[I] = B[I] + x`` as ``acc[slot] = acc[slot] + x``."""
+    slot = _slot(p)
+    acc = n.Load(s.value.dtype, p.acc, slot)
+    v = s.value
+    mine_a = type(v.a) is n.Load and v.a.buffer is s.buffer and v.a.indices == s.indices
+    return n.Store(p.acc, slot, dataclasses.replace(v, a=acc) if mine_a else
+                   dataclasses.replace(v, b=acc))
+
+
+class _Rewrite(Mutator):
+    """Each planned loop L (by identity) in blocked form, the planned updates retargeted."""
+
+    def __init__(self, plans: list):
+        super().__init__()
+        self.by_store = {sid: p for p in plans for sid in p.stores}
+        self.by_loop: dict = {}
+        for p in plans:
+            self.by_loop.setdefault(id(p.loop), []).append(p)
+
+    def visit_Store(self, s):
+        p = self.by_store.get(id(s))
+        return self.generic(s) if p is None else _retarget(s, p)
+
+    def visit_For(self, s):
+        plans = self.by_loop.get(id(s))
+        return self.generic(s) if not plans else self._block(s, plans)
+
+    def _block(self, L: n.For, plans: list) -> n.Stmt:
+        """``L`` cut into blocks whose partial sums flush into each plan's buffer."""
+        k = max(1, BLOCK // max(p.terms for p in plans))
+        blk = n.var(f"{L.var.name}.blk")
+        start = mk.add(L.min, mk.mul(blk, k))
+        extent = mk.min_(mk.as_expr(k), mk.sub(L.extent, mk.mul(blk, k)))
+        inner = n.For(L.var, start, extent, L.kind, self.visit(L.body), L.thread)
+        body = n.Seq(tuple(_zero(p.acc) for p in plans) + (inner,)
+                     + tuple(_flush(p) for p in plans))
+        out: n.Stmt = n.For(blk, mk.as_expr(0), mk.ceildiv(L.extent, k), n.ForKind.SERIAL, body)
+        for p in plans:
+            out = n.Allocate(p.acc, out)
+        return out
+
+
+class _Pass(Mutator):
+    def visit_For(self, s):
+        plans = _plans(s) if s.kind not in _NO_SPLIT else []
+        if not plans:
+            return self.generic(s)
+        for p in plans:
+            p.acc = _local(f"{p.buffer.name}.acc", p.buffer.dtype, _shape(p))
+            p.comp = _local(f"{p.buffer.name}.comp", p.buffer.dtype, _shape(p))
+        # then the sums whose outermost reduction loop lies deeper (the new loops hold none)
+        out = self.generic(_Rewrite(plans).visit(s))
+        out = n.Seq(tuple(_zero(p.comp) for p in plans) + (out,))
+        for p in plans:
+            out = n.Allocate(p.comp, out)
+        return out
