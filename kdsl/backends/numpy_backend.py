@@ -161,14 +161,19 @@ def eval_stage(stage, env: dict, tensors: dict, out: np.ndarray) -> None:
 def _eval_split(ev, root, r0, pos, rmin, rext, step, local, g):
     """A root reduction evaluated over chunks of reduce axis ``r0``, partials combined."""
     dims = tuple(local["__dims__"][ax] for ax in root.axes)
-    acc = None
+    parts = []
     for lo in range(0, rext, step):
         hi = min(lo + step, rext)
         local[r0.var] = _arange(rmin + lo, rmin + hi, pos, g, r0.var.dtype)
         local["__extents__"][pos] = hi - lo
-        part = reduce_values(ev, root, dims)
-        acc = part if acc is None else combine(ev, root.combiner, acc, part)
-    return acc[root.value_index]
+        parts.append(reduce_values(ev, root, dims))
+    # adjacent partials combined pairwise, in order (as numpy's own sums): one after the
+    # other, each chunk would be rounded at the size of the whole sum
+    while len(parts) > 1:
+        pairs = [combine(ev, root.combiner, parts[k], parts[k + 1])
+                 for k in range(0, len(parts) - 1, 2)]
+        parts = pairs + parts[len(parts) - len(parts) % 2:]
+    return parts[0][root.value_index]
 
 
 def bind_shapes(graph, inputs, scalars) -> dict:

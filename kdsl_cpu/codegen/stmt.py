@@ -267,6 +267,9 @@ class StmtGen:
         chunk = ir.Function(self.module, _CHUNK_TYPE, f"{self.kernel_name}.par{self._chunks}")
         chunk.linkage = "internal"
         chunk.attributes.add("nounwind")
+        # one copy of the loop nest: inlined into the one-thread call below, LLVM would
+        # optimise and emit it twice (twice the compile time, for a saving of one call)
+        chunk.attributes.add("noinline")
         inner = FnCtx(chunk, par_depth=outer.par_depth + 1)
         inner.param_bufs = outer.param_bufs
         inner.alias = outer.alias

@@ -59,18 +59,22 @@ def test_golden_row_sum():
         def rowsum(A: float32[n, m], B: float32[n]):
           for i in range(n):
             B[i] = 0.0f
-            allocate B.comp: float32[] local
-              B.comp[()] = 0.0f
-              allocate B.acc: float32[] local
-                for k.blk in range(ceildiv(m, 1024)):
-                  B.acc[()] = 0.0f
-                  for k in range(k.blk*1024, k.blk*1024 + min(1024, m - k.blk*1024)):
-                    B.acc[()] = B.acc[()] + A[i, k]
-                  let B.y = B.acc[()] - B.comp[()]
-                  let B.t = B[i] + B.y
-                  let B.e = B.t - B[i] - B.y
-                  B.comp[()] = select(abs(B.e) < float32(inf), B.e, 0.0f)
-                  B[i] = B.t""")
+            if m <= 1024:
+              for k in range(m):
+                B[i] = B[i] + A[i, k]
+            else:
+              allocate B.comp: float32[] local
+                allocate B.acc: float32[] local
+                  B.comp[()] = 0.0f
+                  for k.blk in range(ceildiv(m, 1024)):
+                    B.acc[()] = 0.0f
+                    for k in range(k.blk*1024, k.blk*1024 + min(1024, m - k.blk*1024)):
+                      B.acc[()] = B.acc[()] + A[i, k]
+                    let B.y = B.acc[()] - B.comp[()]
+                    let B.t = B[i] + B.y
+                    let B.e = B.t - B[i] - B.y
+                    B.comp[()] = select(abs(B.e) < float32(inf), B.e, 0.0f)
+                    B[i] = B.t""")
 
 
 def _column_schedule(s):
