@@ -7,9 +7,9 @@ low bits the accumulator cannot hold.  numpy avoids this with pairwise
 summation.  This pass bounds the terms any accumulator adds instead: the
 innermost long reduction loop ``L`` of each sum (extent ``E``) is cut into
 blocks of ``K`` iterations (``K * terms-per-iteration ~ BLOCK``) that add into
-a fresh local accumulator, and each block's partial sum is added to ``B``
-with Kahan's compensation (the rounding error of each flush is carried into
-the next one):
+a fresh local accumulator, and each block's partial sum is added to ``B`` with
+Neumaier's compensation (the rounding error of each flush is summed apart in
+``c`` and added once the sum is complete):
 
     if E <= K:                              # one block: L as it was
       for r in range(min, E): B[I] = B[I] + x
@@ -18,20 +18,27 @@ the next one):
       for L.blk in range(ceildiv(E, K)):
         acc = 0
         for r in range(min + L.blk*K, min(K, E - L.blk*K)):  body, with B[I] -> acc
-        y = acc - c; t = B[I] + y; c = (t - B[I]) - y; B[I] = t
+        t = B[I] + acc; c += (B[I] - t) + acc  (or (acc - t) + B[I] if |acc| > |B[I]|)
+        B[I] = t
+      B[I] = B[I] + c
 
 The error is then that of a ``BLOCK``-term sum (vectorised inner loops split
 it further across lanes) plus about two roundings: O(1) eps for any length,
 like numpy's pairwise sum.  The inner loop is the original one with a shorter
-range (its kind is kept, so LLVM still vectorises it with reassociation); the
-flush runs once per block.  The short copy keeps short sums (softmax rows) as
-fast as before: a loop nested one level deeper changes LLVM's register
-allocation around it (measured: +20% on softmax without the copy).  When
-reduction loops enclose ``L`` (a 2-D full sum), the compensation ``c`` spans
-them and the short copy also flushes through ``acc``.  When the sum's index
-``I`` uses loops inside ``L`` (a column sum: ``for r: for j: B[j] += A[r, j]``),
-``acc`` and ``c`` are tiles over those loops (at most ``MAX_TILE`` elements of
-constant size).  A compensation that becomes inf or NaN is reset to 0, so
+range (its kind is kept, so LLVM still vectorises it with reassociation); a
+flush runs once per block and carries only ``B`` from one flush to the next.
+The ``E <= K`` copy keeps short sums (softmax rows) as fast as before: a loop
+nested one level deeper changes LLVM's register allocation of the loops around
+it (measured: softmax +20% without the copy).
+
+When reduction loops enclose ``L`` (a 2-D full sum), ``c`` spans them; if ``L``
+is short and its extent does not change in the outermost one (the root),
+blocks of the root's iterations share one accumulator (an (n, 2) array: a flush
+per ~BLOCK terms, not per row); else ``L`` is blocked as above.  When the sum's
+index ``I`` uses loops inside ``L`` (a column sum: ``for r: for j: B[j] +=
+A[r, j]``), ``acc`` and ``c`` are tiles over those loops (at most ``MAX_TILE``
+elements of constant size), and the flush and the fold walk the same loops
+under the same guards.  A compensation that becomes inf or NaN is not kept, so
 infinities and NaNs in the data give numpy's result.  Products need nothing:
 every multiplication rounds once whatever the order.
 
@@ -51,6 +58,8 @@ import math
 
 from ..ir import make as mk
 from ..ir import nodes as n
+from ..ir.bounds import Unbounded, bound
+from ..ir.simplify import prove
 from ..ir.visitor import Mutator, collect, free_vars
 
 #: terms an accumulator adds before it is flushed (numpy: 128 per pairwise leaf)
@@ -140,9 +149,11 @@ class _Plan:
     loop: n.For                # L
     tile: list                 # For loops inside L whose vars index B (outermost first)
     guards: list               # conditions under L that the flush keeps (free of L's inner vars)
+    folds: list                # conditions under the root that the final fold keeps
     terms: int                 # constant bound of the terms one iteration of L adds
     stores: set                # ids of the update Stores under L
     root: n.For = None         # the outermost reduction loop of B (L or a loop around it)
+    outer: set = None          # the vars bound at or inside the root, above L
     acc: n.Buffer = None
     comp: n.Buffer = None
 
@@ -159,7 +170,8 @@ def _conjuncts(c):
 
 
 def _plan_path(root: n.For, p: _Path, ivars: set):
-    """(L, tile loops, kept guards, terms per L iteration) for one update, None: leave it."""
+    """(L, tile loops, flush guards, fold guards, terms per L iteration, vars bound between
+    the root and L) for one update, or None: leave it."""
     chain = [(root, None)] + p.frames
     loops = [f for f, _ in chain if type(f) is n.For]
     lets = {f.var for f, _ in chain if type(f) is n.LetStmt}
@@ -198,18 +210,47 @@ def _plan_path(root: n.For, p: _Path, ivars: set):
         size *= max(hi, 1)
     if size > MAX_TILE:
         return None
-    guards = []
-    for f in chain[pos + 1:]:
+    # a guard that mixes the term's vars with the tile's (the ragged end of a split lane loop)
+    # is dropped when every slot of the tile indexes B in bounds: untouched slots add zeros
+    tvars = set() if _inside(p.store, tile) else {t.var for t in tile}
+    guards = _kept(chain[pos + 1:], red_vars, tvars)
+    folds = _kept(chain[1:], red_vars | outer_bound, tvars)
+    if guards is None or folds is None:
+        return None
+    return L, tile, guards, folds, terms, outer_bound
+
+
+def _inside(store: n.Store, tile: list) -> bool:
+    """Does ``store`` index its buffer in bounds for every point of the tile loops?"""
+    if not tile:
+        return False
+    ranges = {f.var: n.Range(f.min, f.extent) for f in tile}
+    for i, ext in zip(store.indices, store.buffer.shape):
+        try:
+            lo, hi = bound(i, ranges)
+        except Unbounded:
+            return False
+        if prove(mk.compare(n.CmpOp.GE, lo, mk.as_expr(0, lo.dtype)), ranges) is not True or \
+                prove(mk.compare(n.CmpOp.LT, hi, ext), ranges) is not True:
+            return False
+    return True
+
+
+def _kept(frames, drop: set, tile: set):
+    """The conjuncts of the conditions in ``frames`` that use no var of ``drop`` (a term's
+    guard: the flush or fold runs whether or not it held); None when one mixes both kinds."""
+    out = []
+    for f in frames:
         if type(f[0]) is not n.IfThenElse:
             continue
         for c in _conjuncts(_cond(f)):
             used = free_vars(c)
-            if used & red_vars:
-                if used & {t.var for t in tile}:
-                    return None   # mixes the term's loops with the output's: cannot split
-                continue          # depends on the term only: the flush needs no such guard
-            guards.append(c)
-    return L, tile, guards, terms
+            if used & drop:
+                if used & tile:
+                    return None
+                continue
+            out.append(c)
+    return out
 
 
 def _plans(root: n.For) -> list:
@@ -253,12 +294,14 @@ def _group(buf, index, root, paths, ivars) -> list:
         got = _plan_path(root, p, ivars)
         if got is None:
             continue
-        L, tile, guards, terms = got
+        L, tile, guards, folds, terms, outer = got
         prev = by_loop.get(id(L))
         if prev is None:
-            by_loop[id(L)] = _Plan(buf, index, L, tile, guards, terms, {id(p.store)}, root)
+            by_loop[id(L)] = _Plan(buf, index, L, tile, guards, folds, terms, {id(p.store)}, root,
+                                   outer)
             continue
-        if [id(f) for f in prev.tile] != [id(f) for f in tile] or prev.guards != guards:
+        if ([id(f) for f in prev.tile] != [id(f) for f in tile] or prev.guards != guards
+                or prev.folds != folds):
             return []
         prev.terms = max(prev.terms, terms)
         prev.stores.add(id(p.store))
@@ -288,28 +331,59 @@ def _zero(buf: n.Buffer) -> n.Stmt:
     return body
 
 
-def _kahan(plan) -> n.Stmt:
-    """``B[I] += acc[s]`` compensated by ``c[s]`` (reset when inf or NaN makes it meaningless)."""
+def _neumaier(plan) -> n.Stmt:
+    """``B[I] += acc[s]``, its rounding error added to ``c[s]`` (Neumaier's variant of Kahan's
+    sum: only ``B`` is carried from one flush to the next, one add long, so short blocks cost
+    no more than the plain sum did).  An error that is inf or NaN (the sum overflowed, or the
+    data holds inf/NaN, which ``B`` then carries) is not kept."""
     d, slot, buf = plan.buffer.dtype, _slot(plan), plan.buffer
-    cur = n.Load(d, buf, plan.index)
-    y, t, e = (n.var(f"{buf.name}.{s}", d) for s in ("y", "t", "e"))
-    sub = lambda a, b: n.Binary(d, n.BinOp.SUB, a, b)    # noqa: E731
-    finite = mk.compare(n.CmpOp.LT, n.Unary(d, n.UnOp.ABS, e), n.const(math.inf, d))
-    keep = n.Seq((n.Store(plan.comp, slot, mk.select(finite, e, n.const(0.0, d))),
+    cur, acc, comp = n.Load(d, buf, plan.index), n.Load(d, plan.acc, slot), n.Load(d, plan.comp, slot)
+    t, e = n.var(f"{buf.name}.t", d), n.var(f"{buf.name}.e", d)
+
+    def add(a, b):
+        return n.Binary(d, n.BinOp.ADD, a, b)
+
+    def sub(a, b):
+        return n.Binary(d, n.BinOp.SUB, a, b)
+
+    def mag(x):
+        return n.Unary(d, n.UnOp.ABS, x)
+
+    big = mk.compare(n.CmpOp.GE, mag(cur), mag(acc))
+    err = mk.select(big, add(sub(cur, t), acc), add(sub(acc, t), cur))
+    finite = mk.compare(n.CmpOp.LT, mag(e), n.const(math.inf, d))
+    keep = n.Seq((n.Store(plan.comp, slot, mk.select(finite, add(comp, e), comp)),
                   n.Store(buf, plan.index, t)))
-    return n.LetStmt(y, sub(n.Load(d, plan.acc, slot), n.Load(d, plan.comp, slot)),
-                     n.LetStmt(t, n.Binary(d, n.BinOp.ADD, cur, y),
-                               n.LetStmt(e, sub(sub(t, cur), y), keep)))
+    return n.LetStmt(t, add(cur, acc), n.LetStmt(e, err, keep))
+
+
+def _tiled(plan, body: n.Stmt, guards: list) -> n.Stmt:
+    """``body`` inside copies of the plan's tile loops, each guard right inside the deepest
+    loop whose var it uses (as the lowering placed it: later passes recognise tile guards)."""
+    depth = {id(f.var): k for k, f in enumerate(plan.tile)}
+    at: dict = {}
+    for g in guards:
+        k = max((depth[id(v)] for v in free_vars(g) if id(v) in depth), default=-1)
+        at.setdefault(k, []).append(g)
+    for k in range(len(plan.tile) - 1, -2, -1):
+        cond = mk.all_of(at.get(k, []))
+        if cond is not None:
+            body = n.IfThenElse(cond, body)
+        if k >= 0:
+            f = plan.tile[k]
+            body = n.For(f.var, f.min, f.extent, f.kind, body, f.thread)
+    return body
 
 
 def _flush(plan) -> n.Stmt:
-    body = _kahan(plan)
-    cond = mk.all_of(plan.guards)
-    if cond is not None:
-        body = n.IfThenElse(cond, body)
-    for f in reversed(plan.tile):
-        body = n.For(f.var, f.min, f.extent, f.kind, body, f.thread)
-    return body
+    return _tiled(plan, _neumaier(plan), plan.guards)
+
+
+def _fold(plan) -> n.Stmt:
+    """``B[I] += c[s]``: the compensation, once the sum is complete."""
+    d, slot = plan.buffer.dtype, _slot(plan)
+    total = n.Binary(d, n.BinOp.ADD, n.Load(d, plan.buffer, plan.index), n.Load(d, plan.comp, slot))
+    return _tiled(plan, n.Store(plan.buffer, plan.index, total), plan.folds)
 
 
 def _retarget(s: n.Store, p) -> n.Store:
@@ -328,6 +402,8 @@ class _Rewrite(Mutator):
     def __init__(self, plans: list, made: dict):
         super().__init__()
         self.made = made           # the loops this pass builds, by id (never split again)
+        self.versioned = True      # False: the caller already knows each L is long
+        self.keep: set = set()     # ids of planned loops to leave whole (their root is blocked)
         self.by_store = {sid: p for p in plans for sid in p.stores}
         self.by_loop: dict = {}
         for p in plans:
@@ -339,11 +415,17 @@ class _Rewrite(Mutator):
 
     def visit_For(self, s):
         plans = self.by_loop.get(id(s))
+        if plans and id(s) in self.keep:
+            out = self.generic(s)
+            self.made[id(out)] = out
+            return out
         return self.generic(s) if not plans else self._block(s, plans)
 
     def _block(self, L: n.For, plans: list) -> n.Stmt:
         """``if E <= K:`` L in one piece, ``else:`` L cut into blocks of K iterations."""
         k = max(1, BLOCK // max(p.terms for p in plans))
+        if not self.versioned:
+            return self._blocks(L, plans, k)
         short = mk.compare(n.CmpOp.LE, L.extent, mk.as_expr(k, L.extent.dtype))
         return n.IfThenElse(short, self._whole(L, plans), self._blocks(L, plans, k))
 
@@ -378,7 +460,7 @@ class _Rewrite(Mutator):
         self.made.update({id(inner): inner, id(out): out})
         own = [p for p in plans if p.root is L]      # their compensation lives here
         if own:
-            out = n.Seq(tuple(_zero(p.comp) for p in own) + (out,))
+            out = n.Seq(tuple(_zero(p.comp) for p in own) + (out,) + tuple(_fold(p) for p in own))
         for p in plans:
             out = n.Allocate(p.acc, out)
         for p in own:
@@ -398,11 +480,49 @@ class _Pass(Mutator):
         for p in plans:
             p.acc = _local(f"{p.buffer.name}.acc", p.buffer.dtype, _shape(p))
             p.comp = _local(f"{p.buffer.name}.comp", p.buffer.dtype, _shape(p))
-        # then the sums whose outermost reduction loop lies deeper (the new loops hold none)
-        out = self.generic(_Rewrite(plans, self.made).visit(s))
+        rewrite = _Rewrite(plans, self.made)
         around = [p for p in plans if p.loop is not s]   # compensated across loops around L
+        L = around[0].loop if around else None
+        if (len(around) == len(plans) and all(p.loop is L for p in plans)
+                and s.kind in _BLOCKABLE and not free_vars(L.extent) & plans[0].outer):
+            out = self._by_root(s, L, plans, rewrite)
+        else:
+            out = rewrite.visit(s)
+        # then the sums whose outermost reduction loop lies deeper (the new loops hold none)
+        out = self.generic(out)
         if around:
-            out = n.Seq(tuple(_zero(p.comp) for p in around) + (out,))
+            out = n.Seq(tuple(_zero(p.comp) for p in around) + (out,)
+                        + tuple(_fold(p) for p in around))
         for p in around:
             out = n.Allocate(p.comp, out)
         return out
+
+    def _by_root(self, s: n.For, L: n.For, plans: list, rewrite: _Rewrite) -> n.Stmt:
+        """A sum over ``s`` (the root) and an inner loop ``L`` whose extent ``s`` does not
+        change: when L is short (a 2-D sum of an (n, 2) array), blocks of the root's iterations
+        share one accumulator, so a flush serves ~BLOCK terms, not a few; else L is blocked."""
+        d = L.extent.dtype
+        per = mk.mul(mk.max_(L.extent, mk.as_expr(1, d)), mk.as_expr(max(p.terms for p in plans), d))
+        short = mk.compare(n.CmpOp.LE, per, mk.as_expr(BLOCK, d))
+        k = mk.max_(mk.floordiv(mk.as_expr(BLOCK, d), per), mk.as_expr(1, d))
+        rewrite.keep = {id(L)}
+        try:
+            body = rewrite.visit(s.body)
+        finally:
+            rewrite.keep = set()
+        blk = n.var(f"{s.var.name}.blk")
+        inner = n.For(s.var, mk.add(s.min, mk.mul(blk, k)),
+                      mk.min_(k, mk.sub(s.extent, mk.mul(blk, k))), s.kind, body, s.thread)
+        loop = n.For(blk, mk.as_expr(0), mk.ceildiv(s.extent, k), n.ForKind.SERIAL,
+                     n.Seq(tuple(_zero(p.acc) for p in plans) + (inner,)
+                           + tuple(_flush(p) for p in plans)))
+        rewrite.versioned = False
+        try:
+            long = rewrite.visit(s)
+        finally:
+            rewrite.versioned = True
+        self.made.update({id(inner): inner, id(loop): loop, id(long): long})
+        out: n.Stmt = loop
+        for p in plans:
+            out = n.Allocate(p.acc, out)
+        return n.IfThenElse(short, out, long)

@@ -165,3 +165,45 @@ def test_infinities_and_nans_across_blocks(backend):
     big = np.full(3000, 3e38, np.float32)
     assert k_sum(big, backend=backend) == np.inf
     assert k_sum(big[::-1], backend=backend) == np.inf
+
+
+# ----------------------------------------------------------------- hinted and explicit schedules
+def _rf_lanes(s):
+    """8 partial sums in vector lanes: the accumulator is a tile indexed by the lane loop."""
+    S = s["sum"]
+    _, ki = S.split(S.reduce_axes[0], factor=8)
+    rf = s.rfactor(S, ki)
+    (lane,) = rf.stage.axes
+    (r,) = rf.stage.reduce_axes
+    rf.reorder(r, lane)
+    rf.vectorize(lane)
+
+
+def _full(a):
+    return a.sum()
+
+
+def _rows(a):
+    return a.sum(axis=1)
+
+
+def _cols(a):
+    return a.sum(axis=0)
+
+
+@pytest.mark.parametrize("sched", [dict(rfactor=8), dict(unroll=4), _rf_lanes])
+def test_scheduled_full_sums(sched):
+    k = kd.kernel(kd.schedule("cpu", sched)(_full) if callable(sched)
+                  else kd.schedule("cpu", **sched)(_full))
+    x = _data(np.random.default_rng(8), 2 ** 20 + 3, np.float32)
+    for v in (x, x[::3], x[::-1]):
+        _check(k, np.sum, (v,), "cpu")
+
+
+@pytest.mark.parametrize("hints", [dict(vectorize=8), dict(rfactor=8), dict(unroll=4),
+                                   dict(parallel=True)])
+def test_hinted_row_and_column_sums(hints):
+    x = _data(np.random.default_rng(9), 2 ** 20, np.float32)
+    for body, npf, shape in [(_rows, _rows, (32, 2 ** 15)), (_cols, _cols, (2 ** 15, 32))]:
+        k = kd.kernel(kd.schedule("cpu", **hints)(body))
+        _check(k, npf, (x.reshape(shape),), "cpu")
