@@ -153,6 +153,26 @@ def test_matmul_with_a_long_k(backend, dtype):
     _check(k_matmul, np.matmul, (a, b[:, ::-1]), backend, floor=8.0)
 
 
+@kd.kernel
+def k_prod(x):
+    return x.prod()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_round_once_per_factor(backend, dtype):
+    """A product rounds once per multiplication whatever the order (blocks would not help):
+    its error is a random walk of n roundings, ~sqrt(n) eps, as numpy's sequential product."""
+    rng = np.random.default_rng(10)
+    n = 2 ** 16
+    x = (1 + (rng.random(n) - 0.5) * 1e-2).astype(dtype)
+    eps = float(np.finfo(dtype).eps)
+    for v in (x, x[::2], x[::-1]):
+        exact = np.prod(v.astype(np.longdouble))
+        got = np.longdouble(k_prod(v, backend=backend))
+        assert abs(got - exact) / abs(exact) <= 4 * np.sqrt(v.size) * eps
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_infinities_and_nans_across_blocks(backend):
     x = np.ones(5000, np.float32)
