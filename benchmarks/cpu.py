@@ -3,7 +3,8 @@
     python benchmarks/cpu.py [--quick] [--only NAME[,NAME]] [--threads N]
 
 Every workload runs kdsl's *default* schedule (no hints) with all threads,
-Numba ``@njit(parallel=True)`` with ``prange`` and numpy (OpenBLAS for
+Numba as an expert writes it (``@njit(parallel=True, fastmath=True)`` with
+``prange``: kdsl reassociates float reductions too) and numpy (OpenBLAS for
 matmul), on the same fresh random inputs.  Each result is checked against
 float64 numpy before it is timed.  The table shows medians, the ratio
 peer-time / kdsl-time (above 1: kdsl is faster) and the target; the JSON
@@ -12,6 +13,20 @@ lands in benchmarks/results/cpu-<host>-<threads>t.json.
 Cold compile runs in fresh subprocesses (kdsl with ``KDSL_CACHE=0``; Numba
 without its cache) and times the first call of the row sum on a tiny array.
 Overhead is the median cost of a cached call of ``a + b`` on 8 float32s.
+
+Two cases measure how kdsl shares the machine (``pool``, ``interleaved``):
+
+- ``pool``: one ``multiprocessing.Pool`` worker per usable core, each running an
+  axpy in a loop, with kdsl's default threads against ``KDSL_NUM_THREADS=1``
+  (and against libgomp's own spinning default, ``GOMP_SPINCOUNT=300000``);
+  ratio = one-thread time / default time (below 1: the default loses);
+- ``interleaved``: kdsl's SGEMM right after numpy's matmul in one process, and
+  numpy's right after kdsl's, against the same call once the other library's
+  idle workers have parked (``QUIET_S``); ratio = quiet / interleaved.  kdsl's
+  idle workers sleep (kdsl_cpu.parallel), so numpy after kdsl should not lose;
+  OpenBLAS's spin for ~0.1 s after each call (its ``OPENBLAS_THREAD_TIMEOUT``,
+  read when numpy loads it, shortens that), which kdsl right after numpy pays.
+
 ``--quick`` shrinks every size (a smoke test of the harness, not a measurement).
 """
 from __future__ import annotations
@@ -96,10 +111,12 @@ def np_conv3(A, W):
 
 # ----------------------------------------------------------------- Numba peers
 def _numba_peers():
+    """What an expert writes: ``prange`` over the independent axis, ``fastmath`` so that LLVM
+    may reassociate (vectorise) float reductions, as kdsl's own reductions do."""
     if numba is None:
         return {}
 
-    @njit(parallel=True, cache=False)
+    @njit(parallel=True, fastmath=True, cache=False)
     def nb_rowsum(A):
         n, m = A.shape
         out = np.empty(n, A.dtype)
@@ -110,14 +127,14 @@ def _numba_peers():
             out[i] = s
         return out
 
-    @njit(parallel=True, cache=False)
+    @njit(parallel=True, fastmath=True, cache=False)
     def nb_fullsum(A):
         s = np.float32(0)
         for i in prange(A.shape[0]):
             s += A[i]
         return s
 
-    @njit(parallel=True, cache=False)
+    @njit(parallel=True, fastmath=True, cache=False)
     def nb_conv3(A, W):
         n, m = A.shape
         out = np.empty((n - 2, m - 2), A.dtype)
@@ -130,7 +147,7 @@ def _numba_peers():
                 out[i, j] = s
         return out
 
-    @njit(parallel=True, cache=False)
+    @njit(parallel=True, fastmath=True, cache=False)
     def nb_softmax(X):
         n, m = X.shape
         out = np.empty_like(X)
@@ -279,7 +296,7 @@ _NUMBA_COLD = """
 import time, numpy as np
 from numba import njit, prange
 a = np.ones((8, 8), np.float32)
-@njit(parallel=True)
+@njit(parallel=True, fastmath=True)
 def rowsum(A):
     out = np.empty(A.shape[0], A.dtype)
     for i in prange(A.shape[0]):
@@ -347,6 +364,113 @@ def run_overhead(results):
     _print_row(row)
 
 
+# ----------------------------------------------------------------- sharing the machine
+_POOL_CASE = """
+import sys, time, multiprocessing as mp
+import numpy as np
+N, REPS, PROCS = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+
+def work(seed):
+    import kdsl as kd
+
+    @kd.kernel
+    def axpy(a, x, y):
+        return a * x + y
+
+    rng = np.random.default_rng(seed)
+    x, y = rng.random(N, dtype=np.float32), rng.random(N, dtype=np.float32)
+    out = np.empty_like(x)
+    axpy(2.0, x, y, out=out)
+    if not np.allclose(out, 2 * x + y):
+        raise SystemExit("pool case: wrong result")
+    t0 = time.perf_counter()
+    done, t_end = 0, t0 + 1.0       # at most REPS calls or one second (spinning is slow)
+    while done < REPS and (done < 20 or time.perf_counter() < t_end):
+        axpy(2.0, x, y, out=out)
+        done += 1
+    return (time.perf_counter() - t0) / done
+
+if __name__ == "__main__":
+    with mp.Pool(PROCS) as p:   # the platform's start method (fork on Linux)
+        print(max(p.map(work, range(PROCS))))
+"""
+
+
+def _pool_per_call(env: dict, n: int, reps: int, procs: int) -> float:
+    """Seconds per axpy call of the slowest Pool worker, in a fresh process tree."""
+    path = os.path.join(tempfile.gettempdir(), f"kdsl-bench-pool-{os.getpid()}.py")
+    with open(path, "w") as f:
+        f.write(_POOL_CASE)
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("KDSL_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    full.update(env, PYTHONPATH=os.pathsep.join([ROOT, CPU_DIR] + [p for p in [
+        os.environ.get("PYTHONPATH")] if p]))
+    try:
+        r = subprocess.run([sys.executable, path, str(n), str(reps), str(procs)],
+                           capture_output=True, text=True, env=full, cwd=ROOT)
+    finally:
+        os.unlink(path)
+    if r.returncode:
+        raise SystemExit(f"pool case failed:\n{r.stderr}")
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def run_pool(results, quick):
+    """A Pool of one process per usable core, each calling an axpy: default threads vs one."""
+    from kdsl import config
+    procs = max(2, config.usable_cores())
+    n, reps, rounds = (1 << 16, 200, 1) if quick else (1 << 18, 2000, 3)
+    variants = {"default": {}, "1 thread": {"KDSL_NUM_THREADS": "1"},
+                "spinning": {"GOMP_SPINCOUNT": "300000"}}
+    times = {k: [] for k in variants}
+    for _ in range(rounds):   # interleaved rounds: a burst of load elsewhere hits all variants
+        for k, env in variants.items():
+            times[k].append(_pool_per_call(env, n, reps, procs))
+    t = {k: statistics.median(v) for k, v in times.items()}
+    row = {"workload": f"pool: {procs} procs x axpy 2^{n.bit_length() - 1} f32", "key": "pool",
+           "label": "dflt", "kdsl_s": t["default"], "unit": "", "kdsl_rate": None, "all": times,
+           "peers": {
+               "1 thread": {"s": t["1 thread"], "ratio": t["1 thread"] / t["default"],
+                            "target": 0.7},
+               "spinning": {"s": t["spinning"], "ratio": t["spinning"] / t["default"],
+                            "target": None}}}
+    results.append(row)
+    _print_row(row)
+
+
+def median_after(first, fn, min_reps=5, budget_s=3.0) -> float:
+    """Median seconds of ``fn()`` timed right after an untimed ``first()`` each time."""
+    first(); fn()
+    times = []
+    t_end = time.perf_counter() + budget_s
+    while len(times) < min_reps or (time.perf_counter() < t_end and len(times) < 50):
+        first()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def run_interleaved(results, quick):
+    """kdsl's SGEMM right after numpy's matmul and the reverse, against each one quiet."""
+    rng = np.random.default_rng(2)
+    size = 128 if quick else 1024
+    A = rng.standard_normal((size, size), dtype=np.float32)
+    B = rng.standard_normal((size, size), dtype=np.float32)
+    check("kdsl interleaved sgemm", k_matmul(A, B), A.astype(np.float64) @ B, 1e-4)
+    kd_mm, np_mm = (lambda: k_matmul(A, B)), (lambda: A @ B)
+    for who, fn, other, oname in (("kdsl", kd_mm, np_mm, "numpy"),
+                                  ("numpy", np_mm, kd_mm, "kdsl")):
+        inter = median_after(other, fn)
+        quiet = median_s(fn)
+        row = {"workload": f"SGEMM {size} right after {oname}'s", "key": "interleaved",
+               "label": who, "kdsl_s": inter, "unit": "", "kdsl_rate": None, "peers": {
+                   "quiet": {"s": quiet, "ratio": quiet / inter,
+                             "target": 0.8 if who == "numpy" else None}}}
+        results.append(row)
+        _print_row(row)
+
+
 # ----------------------------------------------------------------- report
 def _fmt_s(t: float) -> str:
     if t >= 1.0:
@@ -358,15 +482,16 @@ def _fmt_s(t: float) -> str:
 
 def _print_row(row):
     rate = f"  ({row['kdsl_rate']:.1f} {row['unit']})" if row.get("kdsl_rate") else ""
-    print(f"{row['workload']:<36} kdsl {_fmt_s(row['kdsl_s']):>10}{rate}", flush=True)
+    print(f"{row['workload']:<36} {row.get('label', 'kdsl'):<5} {_fmt_s(row['kdsl_s']):>10}{rate}",
+          flush=True)
     for pname, p in row["peers"].items():
         if p is None:
-            print(f"{'':<36}   {pname:<6} (not installed)")
+            print(f"{'':<36}   {pname:<8} (not installed)")
             continue
         tgt = p.get("target")
         verdict = "" if tgt is None else ("  ok" if p["ratio"] >= tgt else "  MISSED")
         tgt_s = "" if tgt is None else f"  target >= {tgt:.2f}x"
-        print(f"{'':<36}   {pname:<6} {_fmt_s(p['s']):>10}  ratio {p['ratio']:6.2f}x{tgt_s}{verdict}",
+        print(f"{'':<36}   {pname:<8} {_fmt_s(p['s']):>10}  ratio {p['ratio']:6.2f}x{tgt_s}{verdict}",
               flush=True)
     if "limit_s" in row:
         ok = "ok" if row["kdsl_s"] <= row["limit_s"] else "MISSED"
@@ -377,7 +502,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check the harness only")
     ap.add_argument("--only", default="", help="comma-separated keys: rowsum,fullsum,conv3,"
-                    "softmax,sgemm1024,sgemm2048,cold,overhead")
+                    "softmax,sgemm1024,sgemm2048,cold,overhead,pool,interleaved")
     ap.add_argument("--threads", type=int, default=None, help="KDSL_NUM_THREADS and Numba threads")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/...)")
     args = ap.parse_args()
@@ -388,17 +513,28 @@ def main():
         os.environ["KDSL_NUM_THREADS"] = str(args.threads)
         if numba is not None:
             numba.set_num_threads(args.threads)
-    threads = args.threads or os.cpu_count()
+    from kdsl import config
+    threads = args.threads or config.num_threads()
     only = {x for x in args.only.split(",") if x}
-    print(f"# kdsl cpu benchmark on {platform.node()} ({os.cpu_count()} cores, {threads} threads), "
-          f"numpy {np.__version__}, numba {getattr(numba, '__version__', 'absent')}", flush=True)
+    from kdsl_cpu import parallel
+    parallel.omp_launcher()   # load the OpenMP runtime now, so the header can say how it waits
+    policy = getattr(parallel, "wait_policy", lambda: "n/a")()   # (older checkouts: n/a)
+    print(f"# kdsl cpu benchmark on {platform.node()} ({os.cpu_count()} cores, "
+          f"{config.usable_cores()} usable, {threads} threads, OpenMP wait policy "
+          f"{policy}), numpy {np.__version__}, "
+          f"numba {getattr(numba, '__version__', 'absent')}", flush=True)
     results = []
     run_workloads(args.quick, only, results)
     if not only or "cold" in only:
         run_cold(results, args.quick)
     if not only or "overhead" in only:
         run_overhead(results)
+    if not only or "interleaved" in only:
+        run_interleaved(results, args.quick)
+    if not only or "pool" in only:
+        run_pool(results, args.quick)
     meta = {"host": platform.node(), "cores": os.cpu_count(), "threads": threads,
+            "usable_cores": config.usable_cores(), "wait_policy": policy,
             "cpu": platform.processor(), "numpy": np.__version__,
             "numba": getattr(numba, "__version__", None), "quick": args.quick,
             "time": time.strftime("%Y-%m-%dT%H:%M:%S")}

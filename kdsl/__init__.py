@@ -32,13 +32,14 @@ _LAZY = {
         "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "matmul", "TensorSpec", "ScalarSpec")},
     # errors
     **{name: ("kdsl.errors", name) for name in (
-        "KdslError", "KernelError", "KernelValueError", "ShapeError", "DTypeError",
-        "ArgumentError", "ScheduleError", "BackendNotInstalled", "BackendUnavailable",
+        "KdslError", "KernelError", "KernelValueError", "KernelIndexError", "ShapeError",
+        "DTypeError", "IntegerOverflowError", "ArgumentError", "ScheduleError",
+        "BackendNotInstalled", "BackendUnavailable",
         "BackendCompileError", "InternalCompilerError", "SourceLoc")},
     # dtypes
     **{name: ("kdsl.dtypes", name) for name in (
         "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-        "uint8", "bool_", "DType")},
+        "uint8", "uint16", "uint32", "uint64", "bool_", "DType")},
 }
 
 __all__ = sorted(_LAZY)

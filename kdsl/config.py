@@ -10,7 +10,14 @@ that sits on a hot path reads a snapshot once and keeps it.
 | KDSL_DUMP          | print IR and source as kernels compile    | off               |
 | KDSL_CACHE         | ``0`` disables the on-disk cache          | on                |
 | KDSL_CACHE_DIR     | on-disk cache directory                   | ~/.cache/kdsl     |
-| KDSL_NUM_THREADS   | CPU worker threads                        | os.cpu_count()    |
+| KDSL_NUM_THREADS   | CPU worker threads per parallel loop      | usable cores [1]_ |
+
+.. [1] the CPUs this process may run on (``os.sched_getaffinity``, so ``taskset``,
+   cpusets and a parent's ``sched_setaffinity`` are honoured), else ``os.cpu_count()``.
+   Read when a kernel is compiled.  Parallel loops with little work use fewer threads
+   (each thread gets at least ``kdsl_cpu.codegen.stmt.PARALLEL_MIN_WORK`` iterations), and
+   idle OpenMP workers sleep instead of spinning unless ``OMP_WAIT_POLICY`` or
+   ``GOMP_SPINCOUNT`` is set (``kdsl_cpu.parallel``).
 """
 from __future__ import annotations
 
@@ -59,8 +66,18 @@ def cache_dir() -> str:
     return os.path.abspath(os.path.expanduser(v or os.path.join("~", ".cache", "kdsl")))
 
 
+def usable_cores() -> int:
+    """How many CPUs this process may run on: its affinity mask where the OS has one
+    (``taskset``, cpusets, containers pinned to cores), else ``os.cpu_count()``."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):   # macOS, Windows: no affinity API
+        return os.cpu_count() or 1
+
+
 def num_threads() -> int:
-    """``KDSL_NUM_THREADS``: CPU worker threads (default: all cores; invalid values ignored)."""
+    """``KDSL_NUM_THREADS``: CPU worker threads (default: ``usable_cores()``; invalid values
+    are ignored)."""
     v = os.environ.get("KDSL_NUM_THREADS", "").strip()
     if v:
         try:
@@ -69,7 +86,7 @@ def num_threads() -> int:
                 return n
         except ValueError:
             pass
-    return os.cpu_count() or 1
+    return usable_cores()
 
 
 def config() -> Config:

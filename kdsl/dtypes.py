@@ -87,16 +87,20 @@ int16 = DType("int16", "i", 16)
 int32 = DType("int32", "i", 32)
 int64 = DType("int64", "i", 64)
 uint8 = DType("uint8", "u", 8)
+uint16 = DType("uint16", "u", 16)
+uint32 = DType("uint32", "u", 32)
+uint64 = DType("uint64", "u", 64)
 bool_ = DType("bool", "b", 8)
 
 #: the type of loop variables, shapes, strides and indices
 index = int64
+INT64_MAX = 2 ** 63 - 1
 
-ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_)
+ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32,
+       uint64, bool_)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["bool_"] = bool_
-_NP_NAMES = {"float16": "float16", "float32": "float32", "float64": "float64", "int8": "int8",
-             "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "bool": "bool"}
+_NP_NAMES = {d.name: d.name for d in ALL if d is not bfloat16}
 
 
 def is_dtype_like(x) -> bool:

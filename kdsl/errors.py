@@ -96,12 +96,21 @@ class KernelValueError(KernelError, ValueError):
     """A traced op got values it cannot accept (axis out of range, ...)."""
 
 
+class KernelIndexError(KernelError, IndexError):
+    """An index outside an array's extent (found while tracing, or checked at call time)."""
+
+
 class ShapeError(KernelError, ValueError):
     """Shapes do not fit (broadcasting, matmul, indexing, call-time checks)."""
 
 
 class DTypeError(KernelError):
     """A dtype that kdsl does not support or that does not fit the op."""
+
+
+class IntegerOverflowError(DTypeError, OverflowError):
+    """A Python integer that the integer type of the operation cannot hold (numpy raises
+    ``OverflowError`` here: ``uint8_array + 300``)."""
 
 
 class ArgumentError(KernelError):

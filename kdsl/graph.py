@@ -106,12 +106,48 @@ class Stage:
 
 @dataclass(frozen=True, eq=False)
 class Constraint:
-    """A call-time check ``lhs == rhs`` on shapes (from broadcasting, matmul, ...)."""
+    """A call-time check ``lhs == rhs`` on shapes (from broadcasting, matmul, ...) or on
+    scalar arguments.
+
+    A check of a condition is ``lhs`` = the boolean expression, ``rhs`` = ``const(True)``.
+    ``error`` is the class raised when it fails (None: ShapeError); when ``detail``
+    (``(name, Expr)`` pairs) is given, ``message`` is a ``str.format`` template filled with
+    those values for the failing call (kdsl.frontend.access uses it for index checks).
+    """
 
     lhs: n.Expr
     rhs: n.Expr
     message: str
     loc: SourceLoc | None = None
+    error: type | None = None
+    detail: tuple = ()
+    hint: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class DomainCheck:
+    """A condition over a stage's domain that needs the data, checked before the kernel runs.
+
+    ``value`` (an int64 expression over the IterVars ``axes``, which may read tensors) must lie
+    in ``[lo, hi]`` (shape expressions; None: no bound on that side) at every point of the
+    domain where ``where`` (a bool expression, or None: everywhere) holds.  The runtime
+    computes the min and max of ``value`` over those points with hidden reductions
+    (kdsl.runtime.checks) and raises ``error`` with ``message`` formatted with ``{min}``,
+    ``{max}``, ``{lo}`` and ``{hi}`` for the failing call.  Indices read from arrays
+    (``A[idx[i]]``) use it; so can any op whose validity depends on values (integer powers).
+    """
+
+    axes: tuple
+    value: n.Expr
+    lo: n.Expr | None
+    hi: n.Expr | None
+    where: n.Expr | None
+    message: str
+    error: type
+    loc: SourceLoc | None = None
+    hint: str | None = None
+    #: more ``(name, Expr)`` shape values the message uses (``{size}``)
+    detail: tuple = ()
 
 
 @dataclass(eq=False)
@@ -125,6 +161,8 @@ class Graph:
     constraints: list = field(default_factory=list)
     #: the user's function's source location (for messages)
     loc: SourceLoc | None = None
+    #: DomainCheck records: data-dependent conditions checked before each run
+    data_checks: list = field(default_factory=list)
 
     @property
     def inputs(self) -> tuple:

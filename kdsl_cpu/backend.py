@@ -19,6 +19,7 @@ from kdsl.backends.protocol import CompileRequest
 from kdsl.passes.full_tiles import full_tiles
 from kdsl.passes.hoist_allocations import hoist_allocations
 from kdsl.passes.tighten_loops import tighten_loops
+from kdsl.passes.unclamp import unclamp
 from kdsl.runtime import cache as disk
 
 from . import __version__, jit, parallel
@@ -27,7 +28,7 @@ from .launcher import build_launcher
 
 #: passes the cpu backend appends to the core pipeline
 EXTRA_PASSES = (("full_tiles", full_tiles), ("tighten_loops", tighten_loops),
-                ("hoist_allocations", hoist_allocations))
+                ("unclamp", unclamp), ("hoist_allocations", hoist_allocations))
 
 #: bump when the generated code changes for the same loop IR (invalidates cache entries)
 CODEGEN_VERSION = "3"
@@ -60,7 +61,8 @@ class CPUBackend:
 
     ``threading``: "auto" (OpenMP's libgomp where it loads, else a thread pool),
     "omp" or "pool"; ``num_threads``: workers per parallel loop (default
-    ``KDSL_NUM_THREADS``, i.e. all cores, read when a kernel is compiled).
+    ``KDSL_NUM_THREADS``, else the cores this process may run on (its CPU affinity), read
+    when a kernel is compiled; loops with little work use fewer, kdsl_cpu.parallel).
     """
 
     name = "cpu"

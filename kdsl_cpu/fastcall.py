@@ -9,8 +9,9 @@ numpy C layouts directly:
 - arguments are checked exactly: ``Py_TYPE(o) == &PyArray_Type``, the dtype
   object identical to the one the specialisation was built with, rank,
   C-contiguity, which dims are 1; ``int``/``float``/``bool`` exactly;
-- shapes are bound, the graph's checks and constraints and the output shapes
-  computed with overflow-checked 64-bit arithmetic;
+- shapes are bound, the graph's checks and constraints (index checks of
+  kdsl.frontend.access included: the same expressions the Python launcher
+  evaluates) and the output shapes computed with overflow-checked 64-bit arithmetic;
 - outputs are allocated with ``PyArray_NewFromDescr`` from numpy's C-API table
   (what ``np.empty`` does), the kernel runs with the GIL released
   (``PyEval_SaveThread``/``PyEval_RestoreThread``).
@@ -256,6 +257,8 @@ class _Gen:
             x = self.expr(e.a)
             neg = self.checked("ssub", _c64(0), x)
             return neg if e.op is n.UnOp.NEG else b.select(b.icmp_signed("<", x, _c64(0)), neg, x)
+        if t is n.Unary and e.op is n.UnOp.NOT:   # bools are 0/1: logical not; ints: bitwise
+            return b.xor(self.expr(e.a), _c64(1 if e.dtype.is_bool else -1))
         raise Unsupported(f"{t.__name__} in a shape")
 
     def floor_div_mod(self, x, y, mod: bool):

@@ -29,7 +29,7 @@ ENTRY_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_char_p, ct
 #: struct format of one 8-byte scalar slot per dtype (value first, then padding)
 _SLOT = {dt.int64: "q", dt.float64: "d", dt.float32: "f4x", dt.float16: "e6x",
          dt.int32: "i4x", dt.int16: "h6x", dt.int8: "b7x", dt.uint8: "B7x", dt.bool_: "?7x",
-         dt.bfloat16: "H6x"}
+         dt.bfloat16: "H6x", dt.uint16: "H6x", dt.uint32: "I4x", dt.uint64: "Q"}
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 

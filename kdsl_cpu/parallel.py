@@ -10,12 +10,30 @@ object code therefore works with either launcher:
   that asks ``omp_get_thread_num``/``omp_get_num_threads`` for its block;
 - ``pool``: a ctypes callback that runs the chunks on a Python thread pool,
   each chunk called through ctypes, i.e. with the GIL released.
+
+Playing well with other threads in the process and on the machine:
+
+- idle OpenMP workers sleep: libgomp reads ``OMP_WAIT_POLICY`` once, when it
+  is loaded, and by default spins for a while after every parallel loop,
+  stealing the cores of other processes and of other libraries' workers
+  (numpy's OpenBLAS, a ``multiprocessing`` pool).  kdsl loads it with
+  ``OMP_WAIT_POLICY=PASSIVE`` in the environment for the duration of the load
+  only, unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` (then
+  theirs applies).  Where another library loaded libgomp first, kdsl shares
+  that runtime as it is (one OpenMP runtime per process; ``wait_policy()``
+  says which case holds);
+- a forked child cannot use the OpenMP team its parent started (libgomp
+  hangs), so after ``fork`` every runtime table of the child switches to the
+  thread pool, and so do tables made later in the child;
+- thread counts default to the usable cores (``kdsl.config.num_threads``), and
+  kernel code runs small loops on fewer threads (kdsl_cpu/codegen/stmt.py).
 """
 from __future__ import annotations
 
 import ctypes
-import functools
+import os
 import threading
+import weakref
 
 from llvmlite import ir
 
@@ -34,13 +52,77 @@ class RuntimeTable(ctypes.Structure):
 
 
 # ----------------------------------------------------------------- OpenMP
-@functools.lru_cache(maxsize=None)
-def _libgomp():
-    """libgomp.so.1, or None where it cannot be loaded."""
+_GOMP = "libgomp.so.1"
+#: variables through which a user chooses libgomp's wait policy (kdsl then leaves it alone)
+USER_POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+_gomp = None            # the loaded library, False where it cannot be loaded
+_policy = None          # wait_policy()'s answer once libgomp is loaded
+_forked_gomp = False    # this process is a fork of one that had libgomp: its team is unusable
+
+
+def _gomp_in_process() -> bool:
+    """Whether libgomp is already mapped into this process (some library loaded it).
+
+    Reads /proc/self/maps (a plain file read, safe in a freshly forked child, where dlopen
+    might wait on a loader lock held by a thread that did not survive the fork)."""
     try:
-        return ctypes.CDLL("libgomp.so.1")
+        with open("/proc/self/maps", "rb") as f:
+            return b"/libgomp.so.1" in f.read()   # not a vendored libgomp-<hash>.so.1
     except OSError:
+        try:   # no procfs: ask the loader without loading
+            ctypes.CDLL(_GOMP, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            return True
+        except (OSError, AttributeError):
+            return False
+
+
+def _load_gomp():
+    """libgomp, loaded with a passive wait policy unless the user chose one (see the module
+    docstring); returns (library or None, policy)."""
+    if _gomp_in_process():
+        policy = "inherited"
+    elif any(os.environ.get(k, "").strip() for k in USER_POLICY_VARS):
+        policy = "user"
+    else:
+        policy = "passive"
+    try:
+        if policy != "passive":
+            return ctypes.CDLL(_GOMP), policy
+        # libgomp reads its environment in a constructor that runs inside dlopen: set the
+        # variable for that moment only, so that subprocesses and libraries loaded later
+        # see the user's environment unchanged
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        try:
+            return ctypes.CDLL(_GOMP), policy
+        finally:
+            os.environ.pop("OMP_WAIT_POLICY", None)
+    except OSError:
+        return None, None
+
+
+def _libgomp():
+    """libgomp.so.1, or None where it cannot be loaded (or this is a fork of a process that
+    used it: the parent's OpenMP team does not exist in the child, and libgomp would hang)."""
+    global _gomp, _policy
+    if _forked_gomp:
         return None
+    if _gomp is None:
+        with _omp_lock:
+            if _gomp is None:
+                lib, _policy = _load_gomp()
+                _gomp = lib if lib is not None else False
+    return _gomp or None
+
+
+def wait_policy() -> str | None:
+    """How idle OpenMP workers of kdsl's loops wait: "passive" (kdsl loaded libgomp with
+    ``OMP_WAIT_POLICY=PASSIVE``), "user" (the user's ``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT``
+    applies), "inherited" (another library loaded libgomp first; its setting applies),
+    "pool" (no usable libgomp: the thread pool, whose idle workers block), or None before
+    the first parallel kernel is compiled."""
+    if _forked_gomp or _gomp is False:
+        return "pool"
+    return _policy
 
 
 def _omp_module_ir() -> str:
@@ -75,7 +157,7 @@ def _omp_module_ir() -> str:
     return str(m)
 
 
-_omp_lock = threading.Lock()
+_omp_lock = threading.RLock()
 _omp_code = None
 
 
@@ -106,8 +188,6 @@ def _omp_object() -> bytes:
         obj = jit.compile_glue(text)   # a few calls, no loops: optimising would only cost time
         store.put(key, obj)
     return obj
-
-
 
 
 # ----------------------------------------------------------------- thread pool fallback
@@ -143,19 +223,43 @@ def pool_launcher() -> int:
 
 
 # ----------------------------------------------------------------- selection
+#: every table handed out, by id (ctypes structures are not hashable)
+_tables: "weakref.WeakValueDictionary[int, RuntimeTable]" = weakref.WeakValueDictionary()
+
+
 def runtime_table(mode: str = "auto", nthreads: int | None = None) -> RuntimeTable:
     """A runtime table: ``mode`` "omp", "pool" or "auto" (omp where libgomp loads);
-    ``nthreads`` defaults to ``KDSL_NUM_THREADS`` (all cores)."""
+    ``nthreads`` defaults to ``KDSL_NUM_THREADS`` (the usable cores)."""
     if nthreads is None:
         nthreads = config.num_threads()
     addr = None
     if mode in ("auto", "omp"):
         addr = omp_launcher()
-        if addr is None and mode == "omp":
+        if addr is None and mode == "omp" and not _forked_gomp:
             raise RuntimeError("libgomp.so.1 is not available; use threading='pool'")
     if addr is None:
         addr = pool_launcher()
-    return RuntimeTable(addr, max(1, int(nthreads)))
+    table = RuntimeTable(addr, max(1, int(nthreads)))
+    _tables[id(table)] = table
+    return table
 
 
-__all__ = ["RuntimeTable", "runtime_table", "omp_launcher", "pool_launcher"]
+def _after_fork_in_child() -> None:
+    """A forked child has only the forking thread: the parent's OpenMP team and pool threads
+    are gone (libgomp would wait for them forever), and a lock held by one of them at the
+    fork would stay held.  Start over with fresh locks and the thread pool."""
+    global _forked_gomp, _pool, _pool_lock, _omp_lock
+    _pool_lock, _omp_lock, _pool = threading.Lock(), threading.RLock(), None
+    if _gomp or _gomp_in_process():
+        _forked_gomp = True
+        pool = pool_launcher()
+        for table in list(_tables.values()):
+            table.launch = pool
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+__all__ = ["RuntimeTable", "runtime_table", "omp_launcher", "pool_launcher", "wait_policy",
+           "USER_POLICY_VARS"]

@@ -1,13 +1,14 @@
-"""Shared test setup: the loop-IR interpreter is registered as backend "interp",
-so every kernel can run through both reference executors (numpy evaluates the
-stage graph; interp executes the lowered loop IR)."""
+"""Shared test setup: every kernel can run through both reference executors (numpy
+evaluates the stage graph; interp, the loop-IR interpreter built into the core,
+executes the lowered loop IR)."""
 import numpy as np
 import pytest
 
 import kdsl as kd
 from kdsl.backends.interpreter import InterpreterBackend
 
-kd.register_backend("interp", InterpreterBackend())
+if "interp" not in kd.backends():   # an older kdsl installed without it: register it here
+    kd.register_backend("interp", InterpreterBackend())
 
 #: the reference executors every kernel test runs on
 EXECUTORS = ["numpy", "interp"]

@@ -1,17 +1,32 @@
-"""The loop-IR interpreter: runs a lowered kernel on numpy arrays, for small sizes.
+"""The loop-IR interpreter: kdsl's debug mode (``backend="interp"``), for small sizes.
 
-It lets every schedule and pass be checked without a compiler: the
-``LoweredFunc`` is translated once into Python source (``pyexec``), compiled,
-cached on the function object and called.  Arrays are read and written in
-place through their own strides (any view, negative strides, zero-size);
-an out-of-bounds Load/Store raises ``pyexec_rt.OutOfBounds`` (an
-``InternalCompilerError``), which is how tests catch bad guards.
+Like Triton's ``TRITON_INTERPRET=1``, it runs a kernel without a compiler, so
+that you can see what a schedule does: the ``LoweredFunc`` (the loop nest that
+``kernel.lower(...)`` prints, after every pass) is translated once into Python
+source (``pyexec``), compiled, cached on the function object and called, one
+loop iteration after another (thread-bound and parallel loops run sequentially).
+Arrays are read and written in place through their own strides (any view,
+negative strides, zero-size); an out-of-bounds Load/Store raises
+``pyexec_rt.OutOfBounds`` (an ``InternalCompilerError``), which is how tests
+catch bad guards.
+
+Use it per call (``kernel(x, backend="interp")``), per block
+(``with kd.use_backend("interp"):``) or for a whole program
+(``KDSL_BACKEND=interp``).  ``kernel.source(x, backend="interp")`` shows the
+Python it runs; tracebacks and pdb show those lines too, and
+``step(kernel, x)`` runs one call under pdb, stopped at the first line of the
+generated loops (``n``/``s`` step through them, ``p i0`` prints a loop index,
+``c`` finishes the call).  It is slow (a Python statement per element): use
+small shapes.
 
 ``InterpreterBackend`` wraps it in the Backend protocol under the name
-"interp" (registered by tests, not an entry point).
+"interp" (built into the core, like "numpy": an entry point of the kdsl
+distribution and a built-in of kdsl.backends.registry).
 """
 from __future__ import annotations
 
+import contextvars
+import linecache
 import threading
 import weakref
 
@@ -36,16 +51,21 @@ def program(func: n.LoweredFunc) -> tuple[Program, object]:
             got = _cache.get(func)
             if got is None:
                 prog = generate(func)
+                filename = f"<kdsl interp {func.name} {id(func):x}>"
                 try:
-                    code = compile(prog.source, f"<kdsl interp {func.name}>", "exec")
+                    code = compile(prog.source, filename, "exec")
                 except SyntaxError as e:   # a codegen bug: show the line it made
                     raise InternalCompilerError(f"the interpreter generated invalid Python for "
                                                 f"kernel {func.name!r}: {e.msg} in line "
                                                 f"{e.lineno}: {e.text!r}") from e
+                # tracebacks and pdb read the generated loops from here (mtime None: kept)
+                linecache.cache[filename] = (len(prog.source), None,
+                                             prog.source.splitlines(True), filename)
                 env = dict(prog.globals)
                 exec(code, env)
                 got = (prog, env[prog.entry])
                 _cache[func] = got
+                weakref.finalize(func, linecache.cache.pop, filename, None)
     return got
 
 
@@ -83,7 +103,26 @@ def run_lowered(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list)
         if not a.flags.writeable:
             raise InternalCompilerError(f"kernel {func.name!r}: output {b.name!r} is read-only")
     with np.errstate(all="ignore"):
-        fn(list(inputs), list(outputs), list(scalars))
+        if _stepping.get():
+            _stepping.set(False)      # the first kernel run by this call only
+            import pdb
+            pdb.Pdb().runcall(fn, list(inputs), list(outputs), list(scalars))
+        else:
+            fn(list(inputs), list(outputs), list(scalars))
+
+
+_stepping = contextvars.ContextVar("kdsl_interp_step", default=False)
+
+
+def step(kernel, *args, **kwargs):
+    """Run ``kernel(*args, **kwargs)`` on the interpreter under pdb, stopped at the first line of
+    its generated loops; returns what the call returns.  ``backend`` is "interp" unless given."""
+    kwargs.setdefault("backend", "interp")
+    token = _stepping.set(True)
+    try:
+        return kernel(*args, **kwargs)
+    finally:
+        _stepping.reset(token)
 
 
 class Compiled:
@@ -134,4 +173,4 @@ class InterpreterBackend:
         return "InterpreterBackend()"
 
 
-__all__ = ["run_lowered", "python_source", "program", "Compiled", "InterpreterBackend"]
+__all__ = ["run_lowered", "python_source", "program", "step", "Compiled", "InterpreterBackend"]

@@ -4,11 +4,15 @@ It is the semantic oracle of kdsl (every other backend is tested against it)
 and works at millions of elements.  Each stage is evaluated over its whole
 index grid at once: spatial axes are the leading grid dimensions, reduce axes
 extra trailing ones that reductions collapse (keeping size-1 dims so that
-broadcasting stays aligned).  The leading spatial axis is chunked, and when
-one row is still too big the first reduce axis too, so temporaries stay under
-``BUDGET_BYTES``.  Schedules are ignored.
+broadcasting stays aligned).  The grid is evaluated in blocks (the spatial
+axes, then each reduction's own axes, numpy_chunks.blocks) so that temporaries
+stay under ``BUDGET_BYTES`` whatever the input size, and reads that slicing can
+express are views of the arguments: a stride-0 ``np.broadcast_to`` view of
+billions of elements is never materialised.  Schedules are ignored.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -17,23 +21,38 @@ from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import collect
-from .numpy_eval import ExprEval, fix, internal_np, to_internal
+from .numpy_chunks import RANGES, blocks
+from .numpy_eval import ExprEval, fix, internal_np
 
-BUDGET_BYTES = 64 << 20
-_ELEM_BYTES = 8  # size the budget for the widest element
+#: the largest temporary one block of a stage may create (sized for 8-byte elements)
+BUDGET_BYTES = 8 << 20
+_ELEM_BYTES = 8
 
-#: combiners numpy reduces natively, recognised by name: name -> ufunc
+#: built-in reductions numpy reduces natively: ``Combiner.kind`` -> ufunc.  Only the kind
+#: that kdsl itself recorded counts: a user's ``kd.reducer(..., name="max")`` has kind None
+#: and is evaluated through its own combine function, whatever its name.
 _NATIVE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+#: kinds whose ufunc is only right on bool values (logical_or of ints would give bools)
+_NATIVE_BOOL = {"any": np.logical_or, "all": np.logical_and}
 
 
 # ----------------------------------------------------------------- reductions
+def _native(comb: n.Combiner):
+    """The ufunc that reduces exactly like ``comb``, or None (evaluate ``comb.result``)."""
+    if len(comb.lhs) != 1 or comb.kind is None:
+        return None
+    if comb.lhs[0].dtype.is_bool and comb.kind in _NATIVE_BOOL:
+        return _NATIVE_BOOL[comb.kind]
+    return _NATIVE.get(comb.kind)
+
+
 def _identity(ev, comb, shape):
     return [np.broadcast_to(fix(ev(i), v.dtype), shape) for i, v in zip(comb.identity, comb.lhs)]
 
 
 def combine(ev: ExprEval, comb: n.Combiner, acc: list, new: list) -> list:
     """Apply ``comb`` elementwise to two lists of value arrays."""
-    uf = _NATIVE.get(comb.name) if len(comb.lhs) == 1 else None
+    uf = _native(comb)
     if uf is not None:
         return [fix(uf(acc[0], new[0]), comb.lhs[0].dtype)]
     env = dict(ev.env)
@@ -81,7 +100,7 @@ def reduce_values(ev: ExprEval, e: n.Reduce, dims: tuple) -> list:
         cond = ev(e.condition)
         ident = _identity(ev, comb, shape)
         srcs = [np.where(cond, s, i) for s, i in zip(srcs, ident)]
-    uf = _NATIVE.get(comb.name) if len(srcs) == 1 else None
+    uf = _native(comb)
     if uf is not None:
         init = fix(ev(comb.identity[0]), comb.lhs[0].dtype).item()
         with np.errstate(all="ignore"):
@@ -91,6 +110,11 @@ def reduce_values(ev: ExprEval, e: n.Reduce, dims: tuple) -> list:
     flat = [np.moveaxis(s, list(dims), list(range(ndim - len(dims), ndim))).reshape(
         tuple(shape[k] for k in keep) + (-1,)) for s in srcs]
     out = _tree(ev, comb, flat)
+    if comb.kind is None:
+        # a user's identity is combined in once, as the compiled backends' accumulators start
+        # from it (extent-1 reductions included); kd.reducer checks that combining it more
+        # often (one partial per thread or lane) changes nothing
+        out = combine(ev, comb, _identity(ev, comb, out[0].shape), out)
     kept = tuple(1 if k in dims else shape[k] for k in range(ndim))
     return [o.reshape(kept) for o in out]
 
@@ -109,14 +133,13 @@ def _reduce_axes(stage) -> list:
     return axes
 
 
-def _arange(lo, hi, pos, ndim, dtype):
-    shape = [1] * ndim
-    shape[pos] = hi - lo
-    return np.arange(lo, hi, dtype=internal_np(dtype)).reshape(shape)
-
-
 def eval_stage(stage, env: dict, tensors: dict, out: np.ndarray) -> None:
-    """Evaluate ``stage`` into ``out`` (shape = the stage's extents)."""
+    """Evaluate ``stage`` into ``out`` (shape = the stage's extents), block by block.
+
+    Spatial blocks hold at most ``budget / (points each output reduces over)`` outputs;
+    each reduction then cuts its own axes into blocks (``_reduce_blocks``), so no
+    temporary grows past the budget, however large the inputs (a stride-0 broadcast
+    view of any size included: reads of it are views, numpy_chunks.view_read)."""
     spatial, red = list(stage.axes), _reduce_axes(stage)
     axes = spatial + red
     d, g = len(spatial), len(axes)
@@ -126,54 +149,59 @@ def eval_stage(stage, env: dict, tensors: dict, out: np.ndarray) -> None:
         return
     base = dict(env)
     base["__dims__"] = {a: k for k, a in enumerate(axes)}
-    for k, a in enumerate(axes):
-        base[a.var] = _arange(mins[k], mins[k] + ext[k], k, g, a.var.dtype)
-    # elements of one step of the leading spatial axis (the whole grid for a scalar stage)
-    per_row = max(1, int(np.prod(ext[1:] if d else ext, dtype=np.float64)))
+    base["__bounds__"] = {a: (mins[k], ext[k]) for k, a in enumerate(axes)}
     budget = BUDGET_BYTES // _ELEM_BYTES
-    rows = max(1, budget // per_row) if d else 1
-    root = stage.body
-    # one leading row still too big: split the first reduce axis of a root reduction
-    rsplit = (type(root) is n.Reduce and per_row > budget and len(red) > 0
-              and any(a is red[0] for a in root.axes))
-    rstep = max(1, budget * ext[d] // per_row) if rsplit else None
-    for lo in range(0, ext[0] if d else 1, rows):
-        hi = min(lo + rows, ext[0]) if d else 1
+    # outputs per block: as many as their whole reductions allow, but never fewer than a
+    # square root of the budget (a column sum then reads rows of many columns at a time,
+    # its reduction cut into blocks of rows, instead of one strided column per block)
+    per_point = max(1, math.prod(ext[d:]))
+    outputs = max(budget // per_point, min(math.prod(ext[:d]), math.isqrt(budget)))
+    for block in blocks(ext[:d], outputs):
         local = dict(base)
-        chunk_ext = list(ext)
-        if d:
-            local[spatial[0].var] = _arange(mins[0] + lo, mins[0] + hi, 0, g, spatial[0].var.dtype)
-            chunk_ext[0] = hi - lo
+        chunk_ext, ranges = list(ext), {}
+        for k, (lo, hi) in enumerate(block):
+            ranges[spatial[k].var] = (k, mins[k] + lo, mins[k] + hi)   # values made on use
+            chunk_ext[k] = hi - lo
         local["__extents__"] = chunk_ext
-        ev = ExprEval(local, tensors, reduce_values_node)
-        if rsplit:
-            res = _eval_split(ev, root, red[0], d, mins[d], ext[d], rstep, local, g)
-        else:
-            res = ev(root)
-        res = fix(res, stage.dtype)
+        local[RANGES] = ranges
+        res = fix(ExprEval(local, tensors, _reduce_blocks)(stage.body), stage.dtype)
         res = res.reshape((1,) * (g - res.ndim) + res.shape)
         if any(s != 1 for s in res.shape[d:]):
             raise InternalCompilerError(f"stage {stage.name}: a reduce axis survived its reduction")
-        target = out[lo:hi] if d else out
-        target[...] = res.reshape(res.shape[:d])
+        out[tuple(slice(lo, hi) for lo, hi in block)] = res.reshape(res.shape[:d])
 
 
-def _eval_split(ev, root, r0, pos, rmin, rext, step, local, g):
-    """A root reduction evaluated over chunks of reduce axis ``r0``, partials combined."""
-    dims = tuple(local["__dims__"][ax] for ax in root.axes)
-    parts = []
-    for lo in range(0, rext, step):
-        hi = min(lo + step, rext)
-        local[r0.var] = _arange(rmin + lo, rmin + hi, pos, g, r0.var.dtype)
-        local["__extents__"][pos] = hi - lo
-        parts.append(reduce_values(ev, root, dims))
-    # adjacent partials combined pairwise, in order (as numpy's own sums): one after the
-    # other, each chunk would be rounded at the size of the whole sum
-    while len(parts) > 1:
-        pairs = [combine(ev, root.combiner, parts[k], parts[k + 1])
-                 for k in range(0, len(parts) - 1, 2)]
-        parts = pairs + parts[len(parts) - len(parts) % 2:]
-    return parts[0][root.value_index]
+def _reduce_blocks(ev: ExprEval, e: n.Reduce):
+    """A Reduce node, its axes cut into blocks that keep the grid within the budget (the
+    spatial block times this reduction's block), partial results combined in order."""
+    env = ev.env
+    dims = tuple(env["__dims__"][ax] for ax in e.axes)
+    bounds = [env["__bounds__"][ax] for ax in e.axes]
+    ranges = env[RANGES]
+    bound_points = math.prod(hi - lo for _, lo, hi in ranges.values()) if ranges else 1
+    budget = BUDGET_BYTES // _ELEM_BYTES
+    # partial results combine pairwise as they come (a binary counter: log2(blocks) of them
+    # alive), so that float sums of many blocks keep pairwise summation's accuracy; the
+    # left operand always covers the earlier blocks (tie-breaking combiners stay right)
+    stack, sub = [], None
+    for block in blocks([x for _, x in bounds], budget // max(bound_points, 1)):
+        local = dict(env)
+        chunk_ext, sub_ranges = list(env["__extents__"]), dict(ranges)
+        for ax, k, (m, _), (lo, hi) in zip(e.axes, dims, bounds, block):
+            local.pop(ax.var, None)      # an enclosing block's values of this axis, if any
+            sub_ranges[ax.var] = (k, m + lo, m + hi)
+            chunk_ext[k] = hi - lo
+        local["__extents__"] = chunk_ext
+        local[RANGES] = sub_ranges
+        sub = ExprEval(local, ev.tensors, _reduce_blocks)
+        part, level = reduce_values(sub, e, dims), 0
+        while stack and stack[-1][0] == level:
+            part, level = combine(sub, e.combiner, stack.pop()[1], part), level + 1
+        stack.append((level, part))
+    acc = stack.pop()[1]
+    while stack:
+        acc = combine(sub, e.combiner, stack.pop()[1], acc)
+    return fix(acc[e.value_index], e.dtype)
 
 
 def bind_shapes(graph, inputs, scalars) -> dict:
@@ -189,7 +217,8 @@ def bind_shapes(graph, inputs, scalars) -> dict:
 def run_graph(graph, inputs: list, outputs: list, scalars: list) -> None:
     """Evaluate every stage of ``graph``, writing the outputs into ``outputs``."""
     env = bind_shapes(graph, inputs, scalars)
-    tensors = {t: to_internal(a, t.dtype) for t, a in zip(graph.inputs, inputs)}
+    # as given (views stay views): reads convert to the internal representation block by block
+    tensors = {t: np.asarray(a) for t, a in zip(graph.inputs, inputs)}
     direct = {t: o for t, o in zip(graph.outputs, outputs)
               if isinstance(o, np.ndarray) and o.dtype == internal_np(t.dtype)}
     with np.errstate(all="ignore"):

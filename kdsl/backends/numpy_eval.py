@@ -6,9 +6,9 @@ one numpy op evaluates the node for every grid point.  Values carry the node's
 dtype after every op (float16 rounds like numpy, integers wrap), except that
 bfloat16 values are held as float32 arrays rounded to bfloat16 after each op.
 
-Semantics shared with the loop-IR interpreter: integers wrap, ``//``/``%``
-floor, integer division by zero gives 0, MIN/MAX propagate NaN, float->int
-casts truncate toward zero.
+Semantics shared with the loop-IR interpreter and the cpu backend: integers
+wrap, ``//``/``%`` floor, integer division by zero gives 0, MIN/MAX propagate
+NaN, float->int casts follow ``float_to_int``.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
+from .numpy_chunks import RANGES, view_read
 
 _BF16_MASK = np.uint32(0xFFFF0000)
 
@@ -42,7 +43,35 @@ def fix(x, d: dt.DType) -> np.ndarray:
     if d is dt.bfloat16:
         return round_bf16(x)
     npd = d.np
-    return x if x.dtype == npd else x.astype(npd)
+    if x.dtype == npd:
+        return x
+    if x.dtype.kind == "f" and d.is_int:
+        return float_to_int(x, d)
+    return x.astype(npd)
+
+
+_TWO63 = 2.0 ** 63
+
+
+def float_to_int(x, d: dt.DType) -> np.ndarray:
+    """Float values converted to integer dtype ``d``, the same way on every backend.
+
+    Truncate toward zero; a value that int64 holds then wraps to ``d``'s width (numpy's
+    ``astype`` result for it: ``-1.5 -> uint8 255``); uint64 also holds [2**63, 2**64)
+    exactly.  Outside that (where numpy's result is C undefined behaviour and differs
+    between machines) the value saturates to int64 (to 2**64 - 1 above uint64), and NaN
+    gives 0: the cpu backend's ``fptosi.sat`` semantics.
+    """
+    t = np.trunc(np.asarray(x, dtype=np.float64))   # exact for every float dtype
+    hi, lo = t >= _TWO63, t < -_TWO63
+    r = np.where(hi | lo | np.isnan(t), 0.0, t).astype(np.int64)
+    r = np.where(hi, np.iinfo(np.int64).max, np.where(lo, np.iinfo(np.int64).min, r))
+    if d is dt.uint64:
+        top = np.where(hi & (t < 2 * _TWO63), t - _TWO63, 0.0).astype(np.int64)
+        top = top.astype(np.uint64) + np.uint64(1 << 63)
+        top = np.where(t >= 2 * _TWO63, np.uint64(2 ** 64 - 1), top)
+        return np.where(hi, top, r.astype(np.uint64))
+    return r.astype(d.np)
 
 
 def to_internal(arr: np.ndarray, d: dt.DType) -> np.ndarray:
@@ -130,11 +159,10 @@ class ExprEval:
 
     def __init__(self, env: dict, tensors: dict, reduce_fn=None):
         self.env, self.tensors, self.reduce_fn = env, tensors, reduce_fn
-        self.select_depth = 0
         self._table = {
             n.Var: self._var, n.Const: self._const, n.Binary: self._binary,
             n.Compare: self._compare, n.Unary: self._unary, n.Select: self._select,
-            n.Cast: self._cast, n.TensorRead: self._read, n.Reduce: self._reduce,
+            n.Cast: self._cast, n.TensorRead: self._tensor_read, n.Reduce: self._reduce,
         }
 
     def __call__(self, e: n.Expr) -> np.ndarray:
@@ -148,8 +176,21 @@ class ExprEval:
         try:
             v = self.env[e]
         except KeyError:
-            raise InternalCompilerError(f"no value for variable {e.name}") from None
+            v = self._axis(e)
         return v if isinstance(v, np.ndarray) else fix(v, e.dtype)
+
+    def _axis(self, e):
+        """A grid axis's values, made when first used (reads that slice never need them):
+        an ``arange`` of the block's range along the axis's own grid dimension."""
+        got = self.env.get(RANGES, {}).get(e)
+        if got is None:
+            raise InternalCompilerError(f"no value for variable {e.name}")
+        pos, lo, hi = got
+        shape = [1] * len(self.env["__dims__"])
+        shape[pos] = hi - lo
+        v = np.arange(lo, hi, dtype=internal_np(e.dtype)).reshape(shape)
+        self.env[e] = v
+        return v
 
     def _const(self, e):
         v = e.value
@@ -173,19 +214,29 @@ class ExprEval:
 
     def _select(self, e):
         c = self(e.cond)
-        # both sides are evaluated; reads in the side not taken may be out of range
-        self.select_depth += 1
-        try:
-            t, f = self(e.t), self(e.f)
-        finally:
-            self.select_depth -= 1
+        # both sides are evaluated; reads in the side not taken were clamped into range
+        # by kdsl.frontend.access when they could be out of it
+        t, f = self(e.t), self(e.f)
         return fix(np.where(c, t, f), e.dtype)
 
     def _cast(self, e):
         a = self(e.a)
         if e.dtype.is_bool:
             return a != 0
-        return fix(a, e.dtype)  # astype truncates floats toward zero
+        return fix(a, e.dtype)  # floats -> ints through float_to_int
+
+    def _tensor_read(self, e):
+        """A read as a view of the array where its indices allow (numpy_chunks.view_read: no
+        copy, no index arrays, a broadcast stays a broadcast), else ``_read``; values come in
+        the evaluator's representation (bfloat16 arguments convert here, one block at a time)."""
+        arr = self.tensors.get(e.tensor)
+        v = None
+        if arr is not None and e.indices:
+            v = view_read(arr, e.indices, self.env, len(self.env.get("__dims__", ())))
+        if v is None:
+            v = self._read(e)
+        want = internal_np(e.tensor.dtype)
+        return v if v.dtype == want else to_internal(v, e.tensor.dtype)
 
     def _read(self, e):
         try:
@@ -195,15 +246,20 @@ class ExprEval:
         idx = tuple(self(i) for i in e.indices)
         if not idx:
             return np.asarray(arr[()])
+        # kdsl.frontend.access proved, checked or clamped every index: one out of range here
+        # is a kdsl bug (and numpy would wrap a negative one silently)
+        for i in idx:
+            if np.size(i) and np.min(i) < 0:
+                self._out_of_range(e, arr)
         try:
             return np.asarray(arr[idx])
         except IndexError:
-            if not self.select_depth:
-                raise InternalCompilerError(
-                    f"out-of-range read of tensor {e.tensor.name} (shape {arr.shape})") from None
-            # masked out by the enclosing select: any in-range value will do
-            idx = tuple(np.clip(i, 0, max(s - 1, 0)) for i, s in zip(idx, arr.shape))
-            return np.asarray(arr[idx])
+            self._out_of_range(e, arr)
+
+    @staticmethod
+    def _out_of_range(e, arr):
+        raise InternalCompilerError(f"out-of-range read of tensor {e.tensor.name} "
+                                    f"(shape {arr.shape}) that no index check caught")
 
     def _reduce(self, e):
         if self.reduce_fn is None:

@@ -7,7 +7,7 @@ constants are plain Python ints (exact; they turn into ``np.int64`` when they
 meet array data), and bfloat16 values are float32 scalars rounded to bfloat16
 after each op (``round_bf16``).  The semantics match ``numpy_eval``: integer
 ``//``/``%`` floor and give 0 for a zero divisor, MIN/MAX propagate NaN,
-float->int casts truncate (NaN/out of range: whatever numpy's astype gives).
+float->int casts follow ``numpy_eval.float_to_int`` (``float_to_int`` here).
 """
 from __future__ import annotations
 
@@ -108,12 +108,29 @@ def make_cast(src: dt.DType, dst: dt.DType):
     if dst.is_float:
         return dst.np.type
     dst_np = dst.np
+    if src.is_float:
+        return lambda x: float_to_int(x, dst)
     if src.is_int or src.is_bool:
         lo, hi = np.iinfo(dst_np).min, np.iinfo(dst_np).max
         if src.is_bool or (np.iinfo(src_np).min >= lo and np.iinfo(src_np).max <= hi):
             return dst_np.type           # widening: exact
-    # narrowing ints wrap, floats truncate toward zero: numpy's astype does both
+    # narrowing ints wrap: numpy's astype does it
     return lambda x: np.asarray(x, dtype=src_np).astype(dst_np)[()]
+
+
+def float_to_int(x, d: dt.DType):
+    """A float scalar as integer dtype ``d``: truncate, wrap what int64 holds (uint64: also
+    [2**63, 2**64) exactly), saturate beyond, NaN -> 0 (``numpy_eval.float_to_int``)."""
+    f = float(x)
+    if f != f:
+        v = 0
+    elif f >= 2.0 ** 63:
+        v = (int(f) if f < 2.0 ** 64 else 2 ** 64 - 1) if d is dt.uint64 else 2 ** 63 - 1
+    elif f < -2.0 ** 63:
+        v = -2 ** 63
+    else:
+        v = int(f)   # truncates toward zero
+    return make_value(v, d)
 
 
 def make_int_div(d: dt.DType):

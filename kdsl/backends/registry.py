@@ -2,8 +2,8 @@
 
 Backends come from three places, later ones shadowing earlier ones by name:
 
-1. built-ins of the core (``numpy``), known even when kdsl runs from a
-   checkout that was never pip-installed;
+1. built-ins of the core (``numpy``, and ``interp``, the loop-IR interpreter), known even
+   when kdsl runs from a checkout that was never pip-installed;
 2. the entry-point group ``kdsl.backends`` of installed distributions
    (``kdsl-cpu`` registers ``cpu = "kdsl_cpu:backend"``, ``kdsl-cuda`` ``cuda``);
 3. ``register_backend(name, obj)`` at run time.
@@ -30,7 +30,8 @@ from ..errors import BackendNotInstalled, BackendUnavailable, user_location
 GROUP = "kdsl.backends"
 
 #: backends shipped inside the core distribution (module:attr, like an entry point value)
-_BUILTIN = {"numpy": "kdsl.backends.numpy_backend:NumpyBackend"}
+_BUILTIN = {"numpy": "kdsl.backends.numpy_backend:NumpyBackend",
+            "interp": "kdsl.backends.interpreter:InterpreterBackend"}
 #: backends the kdsl project ships as separate distributions: name -> (directory, distribution)
 _KNOWN_PACKAGES = {"cpu": ("kdsl_cpu", "kdsl-cpu"), "cuda": ("kdsl_cuda", "kdsl-cuda")}
 #: DLPack device types that mean "a CUDA device" (kDLCUDA, kDLCUDAManaged)

@@ -45,6 +45,7 @@ class TraceContext:
         self.subst: dict = {}        # Var -> Expr: unified sizes
         self.dim_desc: dict = {}     # Var -> "A.shape[1]" for messages
         self.ivs: dict = {}          # Var -> IterVar of every axis made in this trace
+        self.read_locs: dict = {}    # id(TensorRead) -> (SourceLoc, the read): where it was written
         self._names: dict = {}
 
     # ------------------------------------------------------------ names

@@ -1,14 +1,17 @@
 """Basic indexing, transposes and reshapes of traced arrays: index arithmetic only.
 
-Indices are ints (negative counts from the end; static sizes are bounds
-checked), static slices (any step, negative too), ``None``, ``...`` and 0-d
-traced integers (index-style axes: ``A[i + di, j]``, read without wrapping).
+Indices are ints (negative counts from the end, as in numpy; checked against
+the size while tracing when it is static, else by a call-time check raising
+``KernelIndexError`` like numpy's IndexError), static slices (any step, negative
+too), ``None``, ``...`` and 0-d traced integers (index-style axes:
+``A[i + di, j]``, absolute: never wrapped; kdsl.frontend.access checks them).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import KernelError, KernelValueError, ShapeError
+from ..errors import KernelError, KernelIndexError, KernelValueError, ShapeError, user_location
+from ..graph import Constraint
 from ..ir import make as mk
 from ..ir import nodes as n
 from . import context
@@ -89,6 +92,7 @@ def getitem(self: Array, key):
     else:
         key = key + (slice(None),) * (self.ndim - consumed)
     recipe, dims, src_dim = [], [], 0
+    loc = user_location()
     for k in key:
         if k is None:
             recipe.append(("new",))
@@ -108,14 +112,19 @@ def getitem(self: Array, key):
                 continue
             v, sd = int(k), static_value(d)
             if sd is not None and not -sd <= v < sd:
-                raise KernelValueError(f"index {v} is out of bounds for axis {src_dim - 1} with "
-                                       f"size {sd}", hint=f"use an index in range({-sd}, {sd})")
+                raise KernelIndexError(f"index {v} is out of bounds for axis {src_dim - 1}"
+                                       f"{_of(self)} with size {sd}", loc=loc,
+                                       hint=f"use an index in range({-sd}, {sd})")
+            if sd is None:
+                _literal_check(self, src_dim - 1, d, v, loc)
             if v < 0:
                 recipe.append(("fix", mk.add(mk.as_expr(sd) if sd is not None else d, v)))
             else:
                 recipe.append(("fix", mk.as_expr(v)))
         else:
             raise KernelError(f"{type(k).__name__} is not a valid index", hint=_ADV_HINT)
+
+    ctx = context.current()
 
     def fn(idx):
         src, j = [], 0
@@ -127,9 +136,29 @@ def getitem(self: Array, key):
             else:
                 src.append(mk.add(r[1], mk.mul(idx[j], r[2])))
                 j += 1
-        return self.at(tuple(src))
+        e = self.at(tuple(src))
+        if type(e) is n.TensorRead:   # messages about this read name the line that wrote it
+            ctx.read_locs[id(e)] = (loc, e)
+        return e
 
     return Array(dims, self.dtype, fn, op="getitem", weak=self.weak, size=self.size_est)
+
+
+def _of(a: Array) -> str:
+    return f" of {a.tensor.name}" if a.tensor is not None else ""
+
+
+def _literal_check(a: Array, axis: int, d: n.Expr, v: int, loc) -> None:
+    """numpy's IndexError for an int index on a symbolic size: checked at each call."""
+    cond = mk.compare(n.CmpOp.GT, d, v) if v >= 0 else mk.compare(n.CmpOp.GE, d, -v)
+    name = _of(a).replace("{", "{{").replace("}", "}}")
+    ctx = context.current()
+    if any(c.lhs == cond and c.error is KernelIndexError for c in ctx.constraints):
+        return      # the same check made by an earlier index
+    ctx.constraints.append(Constraint(
+        cond, n.const(True), f"index {v} is out of bounds for axis {axis}{name} with size {{size}}",
+        loc, KernelIndexError, (("size", d),),
+        "use an index in range(-size, size) (numpy's rule for int indices)"))
 
 
 def transpose(self: Array, *axes):

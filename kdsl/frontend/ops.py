@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .spec import user_dtype as _as_dtype
-from ..errors import DTypeError, KernelError, KernelValueError, ShapeError
+from ..errors import DTypeError, IntegerOverflowError, KernelError, KernelValueError, ShapeError
 from ..ir import make as mk
 from ..ir import nodes as n
 from . import context
@@ -29,10 +29,14 @@ def asarray(x) -> Array:
     """A traced array for ``x``: Python scalars are weak, numpy scalars strong."""
     if isinstance(x, Array):
         return x
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        # (np.float64 subclasses float, but is a strong float64 in numpy 2)
         d = dt.bool_ if isinstance(x, bool) else dt.int64 if isinstance(x, int) else dt.float64
         if d is dt.int64 and not dt.can_cast_value(x, dt.int64):
-            raise DTypeError(f"Python integer {x} does not fit in int64", hint="use a smaller value")
+            if not dt.can_cast_value(x, dt.uint64):
+                raise IntegerOverflowError(f"Python integer {x} does not fit in int64 or uint64",
+                                           hint="use a smaller value, or a float")
+            d = dt.uint64   # still weak: only a uint64 operand can take it (numpy's rule)
         return scalar(n.const(x, d), weak=True, op="scalar", pyvalue=x)
     if isinstance(x, (np.generic, np.ndarray)) and np.ndim(x) == 0:
         v = np.asarray(x)
@@ -77,8 +81,12 @@ def result_dtype(ufunc, arrays, what: str) -> dt.DType:
     for a in arrays:
         if isinstance(a.pyvalue, int) and not isinstance(a.pyvalue, bool) and d.is_int and \
                 not dt.can_cast_value(a.pyvalue, d):
-            raise DTypeError(f"Python integer {a.pyvalue} out of bounds for {d.name}",
-                             hint=f"cast the array to a wider type first (.astype(kd.int64))")
+            raise IntegerOverflowError(f"Python integer {a.pyvalue} out of bounds for {d.name} "
+                                       f"(in {what}; numpy raises OverflowError here too)",
+                                       hint="cast the array to a wider type first "
+                                            "(.astype(kd.int64))")
+        if d.is_int and d is not dt.int64:
+            by_value.require_fits(a, d, what)
     return d
 
 
@@ -203,13 +211,10 @@ _LOGICAL = {"logical_and": B.AND, "logical_or": B.OR, "logical_xor": B.XOR}
 
 def binary(name: str, a, b) -> Array:
     """numpy's ``name`` ufunc (add, multiply, less, logical_and, ...) on traced operands."""
+    if name in _COMPARE:
+        return by_value.compare(name, a, b)
     a, b = asarray(a), asarray(b)
     weak = a.weak and b.weak
-    if name in _COMPARE:
-        d = common_dtype([a, b])
-        op = _COMPARE[name]
-        return elementwise(name, [a, b], lambda x, y: mk.compare(op, cast_to(x, d), cast_to(y, d)),
-                           dt.bool_)
     if name in _LOGICAL:
         op = _LOGICAL[name]
         return elementwise(name, [a, b], lambda x, y: mk.binary(op, _truth(x), _truth(y)), dt.bool_)
@@ -219,6 +224,8 @@ def binary(name: str, a, b) -> Array:
         special = _power_special(a, b, d)
         if special is not None:
             return special
+        if d.is_signed and b.pyvalue is None and (b.dtype.is_signed or b.weak):
+            by_value.nonnegative_exponent(b)
     return elementwise(name, [a, b], lambda x, y: build(cast_to(x, d), cast_to(y, d)), d, weak)
 
 
@@ -292,9 +299,9 @@ def where(cond, x=None, y=None) -> Array:
                                "shape and is not supported")
     c, x, y = asarray(cond), asarray(x), asarray(y)
     d = common_dtype([x, y])
+    # np.where returns an array: strong even when both values are Python scalars
     return elementwise("where", [c, x, y],
-                       lambda ce, xe, ye: mk.select(_truth(ce), cast_to(xe, d), cast_to(ye, d)), d,
-                       x.weak and y.weak)
+                       lambda ce, xe, ye: mk.select(_truth(ce), cast_to(xe, d), cast_to(ye, d)), d)
 
 
 def maximum(a, b) -> Array:
@@ -308,16 +315,9 @@ def minimum(a, b) -> Array:
 
 
 def clip(a, a_min=None, a_max=None) -> Array:
-    """``minimum(maximum(a, a_min), a_max)``; either bound may be None."""
-    if a_min is None and a_max is None:
-        raise KernelValueError("kd.clip needs a_min or a_max", hint="give at least one bound")
-    out = asarray(a)
-    if a_min is not None:
-        out = maximum(out, a_min)
-    if a_max is not None:
-        out = minimum(out, a_max)
-    out.op = "clip"
-    return out
+    """``minimum(maximum(a, a_min), a_max)``; either bound may be None (numpy's rules for
+    integer bounds beyond the array's type: ``by_value.clip``)."""
+    return by_value.clip(a, a_min, a_max)
 
 
 def _math(name):
@@ -381,3 +381,5 @@ def install_operators(cls) -> None:
     cls.__array_ufunc__ = numpy_api.array_ufunc
     cls.__array_function__ = numpy_api.array_function
 
+
+from . import by_value  # noqa: E402  (numpy's value-based rules for Python ints; uses this module)

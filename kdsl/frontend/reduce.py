@@ -2,8 +2,8 @@
 
 ``kd.sum(x, axis=1)`` / ``x.sum(axis=1)`` make a stage named after the op with
 axes ``i0, i1, ...`` and ``r0, r1, ...``; ``kd.sum(A[i, k], axis=k)`` builds a
-``Reduce`` expression for ``kd.compute``.  ``kd.reducer`` makes user-defined
-commutative reductions usable both ways.
+``Reduce`` expression for ``kd.compute``.  ``kd.reducer`` (reducer.py) makes
+user-defined commutative reductions usable both ways.
 """
 from __future__ import annotations
 
@@ -96,8 +96,9 @@ def _dtypes(kind: str, xd: dt.DType, dtype):
     if kind == "mean":
         res = xd if xd.is_float else dt.float64
         return res.compute, res
-    if xd.is_bool or xd.is_int:     # numpy: small integer sums widen to the platform int
-        return dt.int64, dt.int64
+    if xd.is_bool or xd.is_int:     # numpy: integer sums widen to the platform (u)int
+        wide = dt.uint64 if xd.kind == "u" else dt.int64
+        return wide, wide
     return xd.compute, xd
 
 
@@ -147,6 +148,12 @@ def reduce_np(kind: str, x, axis=None, keepdims=False, dtype=None, *, comb=None,
                           hint="return the result instead")
     if where is not None:
         raise KernelError(f"{kind}(where=...) is not supported", hint="use kd.where(mask, x, identity) first")
+    if kind in ("argmax", "argmin") and isinstance(axis, (tuple, list)):
+        raise KernelError(f"{kind}: axis must be an int or None, got {type(axis).__name__} "
+                          f"{tuple(axis)!r} (numpy raises TypeError here too)",
+                          hint=f"one axis, or None for the index into the flattened array; for "
+                               f"several axes reshape them into one first (x.reshape(...).{kind}"
+                               f"(axis=...))")
     x = asarray(x)
     ctx = context.current()
     axes = _norm_axes(axis, x.ndim)
@@ -277,53 +284,6 @@ def argmin(a, axis=None, out=None, *, keepdims=False):
     return reduce_np("argmin", a, axis, keepdims, out=out)
 
 
-# ------------------------------------------------------------------ user reducers
-class Reducer:
-    """A user-defined commutative reduction made by ``kd.reducer(combine, identity, name)``."""
-
-    def __init__(self, combine, identity, name=None):
-        self.combine = combine
-        self.identity = identity
-        fname = getattr(combine, "__name__", "")
-        self.name = name or (fname if fname.isidentifier() else "reduce")
-        self._cache = {}
-
-    def combiner(self, d: dt.DType) -> n.Combiner:
-        """The Combiner for values of dtype ``d`` (``combine`` traced on two fresh Vars)."""
-        if d not in self._cache:
-            x, y = n.var("x", d), n.var("y", d)
-            from .array import scalar
-            r = asarray(self.combine(scalar(x, op="x"), scalar(y, op="y")))
-            if r.ndim != 0:
-                raise ShapeError(f"the combine function of reducer {self.name!r} must return a "
-                                 "scalar", hint="combine two scalars, e.g. lambda x, y: x * y")
-            v = self.identity(d) if callable(self.identity) else self.identity
-            if isinstance(v, (np.generic, np.ndarray)):
-                v = np.asarray(v).item()
-            if not isinstance(v, (bool, int, float)):
-                raise KernelError(f"the identity of reducer {self.name!r} must be a number, got "
-                                  f"{type(v).__name__}", hint="identity=0, or a function of the dtype")
-            self._cache[d] = n.Combiner(self.name, (x,), (y,), (cast_to(r.at(()), d),),
-                                        (n.const(v, d),))
-        return self._cache[d]
-
-    def __call__(self, a, axis=None, keepdims=False, where=None):
-        if _index_style(axis):
-            e = asarray(a)
-            return reduce_index(self.name, e, axis, where=where, comb=self.combiner(e.dtype))
-        x = asarray(a)
-        return reduce_np(self.name, x, axis, keepdims, comb=self.combiner(x.dtype), name=self.name,
-                         where=where)
-
-    def __repr__(self) -> str:
-        return f"kd.reducer({self.name})"
-
-
-def reducer(combine, identity, name=None) -> Reducer:
-    """A commutative reduction from ``combine(x, y)`` and ``identity`` (a value or fn(dtype))."""
-    return Reducer(combine, identity, name)
-
-
 def install_methods(cls) -> None:
     """numpy's reduction methods on traced arrays."""
     cls.sum = lambda self, axis=None, dtype=None, out=None, keepdims=False: reduce_np(
@@ -339,3 +299,5 @@ def install_methods(cls) -> None:
         setattr(cls, kind, (lambda k: lambda self, axis=None, out=None, *, keepdims=False: reduce_np(
             k, self, axis, keepdims, out=out))(kind))
 
+
+from .reducer import Reducer, reducer  # noqa: E402,F401  (kd.reducer lives in its own module)

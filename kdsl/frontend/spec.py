@@ -21,7 +21,8 @@ def user_dtype(x) -> dt.DType:
         return dt.as_dtype(x)
     except TypeError as e:
         raise DTypeError(str(e), hint="use one of kd.float16, bfloat16, float32, float64, "
-                                      "int8, int16, int32, int64, uint8, bool_") from None
+                                      "int8, int16, int32, int64, uint8, uint16, uint32, uint64, "
+                                      "bool_") from None
 
 
 @dataclass(frozen=True, init=False)

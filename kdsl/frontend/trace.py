@@ -18,6 +18,7 @@ from ..errors import ArgumentError, KdslUserError, KernelError, SourceLoc, for_u
 from ..graph import Graph, Input, Tensor
 from ..ir import nodes as n
 from . import context
+from .access import check_accesses
 from .array import Array, from_tensor, scalar
 from .ops import materialize
 from .spec import ScalarSpec, TensorSpec
@@ -130,8 +131,10 @@ def _trace(fn, specs, name, constants) -> Graph:
             tensors.append(o.tensor)
     stages = _live(ctx.stages, tensors)
     ctx.finalize(stages)
-    return Graph(ctx.name, tuple(params), stages, tuple(tensors), list(ctx.constraints),
-                 loc=_fn_loc(fn))
+    graph = Graph(ctx.name, tuple(params), stages, tuple(tensors), list(ctx.constraints),
+                  loc=_fn_loc(fn))
+    check_accesses(graph, ctx)   # every read proven in range, checked per call, or clamped
+    return graph
 
 
 def _live(stages: list, outputs: list) -> list:

@@ -246,6 +246,9 @@ class _Iv:
             return None, None
         if not self.nonneg(bl):
             return None, None
+        if bl is not None and bl == bh:
+            # one divisor b >= 1 (b >= 0, and index division by zero never runs): a // b grows with a
+            return m(B.FLOORDIV, al, bl), m(B.FLOORDIV, ah, bl)
         # b >= 0 and b != 0 where a // b runs (index division by zero never executes): b >= 1
         bl = self._one_sided(B.MAX, bl, self.c(1, d))
         if self.nonneg(al):   # a >= 0, b >= 1: a // b decreases in b

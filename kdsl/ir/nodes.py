@@ -230,6 +230,27 @@ class IterVar:
     def __repr__(self) -> str:
         return f"IterVar({self.var.name}, {self.kind.value})"
 
+    # ``C.set_store_predicate(C.axes[0] < 10)``: an axis ordered against an int or an
+    # index expression is that condition on its variable (``==`` stays identity).
+    def _order(self, other, op):
+        if isinstance(other, bool) or not isinstance(other, (int, Expr)):
+            return NotImplemented
+        if isinstance(other, int):
+            other = Const(self.var.dtype, other)
+        return Compare(dt.bool_, op, self.var, other)
+
+    def __lt__(self, other):
+        return self._order(other, CmpOp.LT)
+
+    def __le__(self, other):
+        return self._order(other, CmpOp.LE)
+
+    def __gt__(self, other):
+        return self._order(other, CmpOp.GT)
+
+    def __ge__(self, other):
+        return self._order(other, CmpOp.GE)
+
 
 @dataclass(frozen=True, eq=False)
 class Combiner:

@@ -10,18 +10,25 @@ iteration of ``axis``; the consumer must read P elementwise.
 Results are ``Domain`` records keyed by stage handle.  Allocation extents are
 upper bounds that do not depend on enclosing loop variables; the part of a
 region that falls outside a stage's own domain is masked by guards at lowering.
+A region never exceeds the stage's domain where it starts inside it (splits
+that do not divide never make it grow), and where an index cannot be bounded
+(a data-dependent index) the region is the whole axis: always correct.
+
+Assumes: placements that ``kdsl.schedule.legality`` accepted (readers inside
+the attach loop, consumers reading elementwise outside reduction loops).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ScheduleError
+from ..errors import InternalCompilerError
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.bounds import Unbounded, bound
 from ..ir.simplify import simplify
 from ..ir.visitor import collect, substitute
-from ..schedule.records import AttachKind
+from ..schedule.legality import consumer_dims
+from ..schedule.records import AttachKind, Split
 from ..schedule.schedule import leaf_values
 
 
@@ -36,6 +43,48 @@ class Domain:
     root_value: dict   # root IterVar -> absolute index Expr over leaf vars
     guards: list       # [(cond Expr, IterKind of the split parent or None)]
     restricted: bool   # True when the region may be smaller than the stage's own domain
+    #: split/fused IterVars that are neither roots nor leaves -> value over leaf vars
+    derived: dict = None
+
+
+#: a region that is the whole axis (an index that cannot be bounded)
+_WHOLE = "whole"
+
+
+def _floordiv_span(ext):
+    """An upper bound of ``(x + c) // d - x // d + k`` for every x: ``c // d + 1 + k``.
+
+    The extent of a region read through a fused-then-split loop has this form
+    (``x`` the outer loop's offset, ``d`` the fused inner extent), which
+    interval analysis alone cannot bound over ``x``.
+    """
+    from ..ir.simplify import linear
+    lin = linear(ext)
+    pos = [(t, k) for t, k in lin.terms.items() if k == 1]
+    neg = [(t, k) for t, k in lin.terms.items() if k == -1]
+    if len(pos) != 1 or len(neg) != 1 or len(lin.terms) != 2:
+        return None
+    hi, lo = pos[0][0], neg[0][0]
+    fd = n.BinOp.FLOORDIV
+    if not (type(hi) is n.Binary and hi.op is fd and type(lo) is n.Binary and lo.op is fd and hi.b == lo.b):
+        return None
+    diff = linear(hi.a).add(linear(lo.a).scale(-1))
+    if diff.terms or diff.const < 0:
+        return None
+    d = hi.b
+    if type(d) is n.Const:
+        return mk.as_expr(diff.const // max(d.value, 1) + 1 + lin.const)
+    # symbolic divisor d >= 1: c // d <= c
+    return mk.as_expr(diff.const + 1 + lin.const)
+
+
+def _inside(r, h) -> bool:
+    """True when stage ``r`` is attached (directly or through others) inside ``h``'s loops."""
+    while r.attach is AttachKind.AT:
+        r = r.attach_stage
+        if r is h:
+            return True
+    return False
 
 
 def _ranges(loops) -> dict:
@@ -64,7 +113,9 @@ def _const_upper(e):
 class BoundInference:
     """Computes a ``Domain`` for every stage handle of a schedule (memoised, cycle-checked)."""
 
-    def __init__(self, sched, handles):
+    def __init__(self, sched, handles, placement=None):
+        from ..schedule.legality import Placement
+        self.placement = placement or Placement(sched, "lowering")
         self.sched = sched
         self.handles = handles          # stage handles that are lowered (inline ones removed)
         self.result: dict = {}
@@ -82,14 +133,14 @@ class BoundInference:
         if h in self.result:
             return self.result[h]
         if h in self._busy:
-            raise ScheduleError(f"compute_at placements form a cycle through stage {h.name}")
+            raise InternalCompilerError(f"compute_at placements form a cycle through stage {h.name}")
         self._busy.add(h)
         if h.attach is AttachKind.AT:
             t = h.attach_stage
             td = self.domain(t)
             idx = t.leaf.index(h.attach_axis)
             enclosing = td.enclosing + [(iv, td.leaf_extent[iv]) for iv in t.leaf[:idx + 1]]
-            if self.sched.depends(t, h):
+            if self.placement.kind[h] == "producer":
                 mins, exts = self._producer_region(h, enclosing)
             else:
                 mins, exts = self._consumer_region(h, t, idx, enclosing)
@@ -114,10 +165,48 @@ class BoundInference:
                 if not self._at_least(mins[a], a.dom.min, outer):
                     guards.append((mk.compare(n.CmpOp.GE, v, a.dom.min), n.IterKind.SPATIAL))
                 guards.append((mk.lt(v, mk.add(a.dom.min, a.dom.extent)), n.IterKind.SPATIAL))
-        d = Domain(mins, exts, enclosing, leaf_ext, root_value, guards, restricted)
+            if self.placement.kind[h] == "consumer":
+                guards += [(g, n.IterKind.SPATIAL) for g in self._written_here(h, root_value)]
+        roots = set(h.stage.axes) | set(h.stage.reduce_axes)
+        derived = {iv: v for iv, v in value.items() if iv not in roots and iv not in h.leaf}
+        d = Domain(mins, exts, enclosing, leaf_ext, root_value, guards, restricted, derived)
         self.result[h] = d
         self._busy.discard(h)
         return d
+
+    def _written_here(self, h, root_value) -> list:
+        """Guards that keep a consumer to the points its producer wrote in this iteration.
+
+        Through a fused loop the region is a hull (a run of a fused row-major
+        range covers parts of rows): a point of the hull that the producer
+        writes in a later iteration is skipped now (it would read a value not
+        yet computed, or race with that iteration when the loop is parallel).
+        """
+        t = h.attach_stage
+        idx = t.leaf.index(h.attach_axis)
+        fused = set()
+        for rel in t.relations:
+            if isinstance(rel, Split):
+                if rel.parent in fused:
+                    fused |= {rel.outer, rel.inner}
+            else:
+                fused.add(rel.fused)
+        fixed = t.leaf[:idx + 1]
+        if not any(iv in fused for iv in fixed):
+            return []
+        td = self.domain(t)
+        reads = collect(h.stage.body, lambda x: isinstance(x, n.TensorRead) and x.tensor in t.stage.values)
+        dims = consumer_dims(reads, h, t)
+        vals = {pa: mk.sub(root_value[a], td.mins[pa]) for pa, a in zip(t.stage.axes, dims) if a is not None}
+        for rel in t.relations:      # forward: the producer's loop values at this point
+            if isinstance(rel, Split):
+                if rel.parent in vals:
+                    ie = td.leaf_extent[rel.inner]
+                    vals[rel.outer] = mk.floordiv(vals[rel.parent], ie)
+                    vals[rel.inner] = mk.mod(vals[rel.parent], ie)
+            elif rel.outer in vals and rel.inner in vals:
+                vals[rel.fused] = mk.add(mk.mul(vals[rel.outer], td.leaf_extent[rel.inner]), vals[rel.inner])
+        return [mk.eq(vals[iv], iv.var) for iv in fixed if iv in vals]
 
     def _at_least(self, lo, floor, outer) -> bool:
         """``lo >= floor`` for every iteration of the enclosing loops (a constant ``floor``)."""
@@ -136,27 +225,29 @@ class BoundInference:
     def _producer_region(self, h, enclosing):
         fixed = [iv for iv, _ in enclosing]
         lo_hi = {a: None for a in h.stage.axes}
-        readers = [r for r in self.handles if r is not h and self.sched.reads(r, h)]
+        # readers computed inside h's own loops read what the current iteration wrote (legality
+        # checked it): they need no region of their own
+        readers = [r for r in self.placement.readers[h] if not _inside(r, h)]
         for r in readers:
             loops = self._loops_of(r)
             prefix = [iv for iv, _ in loops[:len(fixed)]]
             if len(loops) < len(fixed) or any(a is not b for a, b in zip(prefix, fixed)):
-                raise ScheduleError(
-                    f"compute_at: stage {h.name} is computed inside loop {fixed[-1].name}, but its reader "
-                    f"{r.name} runs outside that loop",
-                    hint=f"attach {h.name} to a loop that encloses every reader, or attach {r.name} there too")
+                raise InternalCompilerError(f"bound inference: stage {h.name} is computed inside loop "
+                                            f"{fixed[-1].name}, but its reader {r.name} runs outside it")
             relax = _ranges(loops[len(fixed):])
             rd = self.domain(r)
             env = dict(rd.root_value)
             reads = collect(r.stage.body, lambda x: isinstance(x, n.TensorRead) and x.tensor in h.stage.values)
             for rd_ in reads:
                 for a, ie in zip(h.stage.axes, rd_.indices):
+                    if lo_hi[a] == _WHOLE:
+                        continue
                     e = substitute(ie, {iv.var: env[iv] for iv in env})
                     try:
                         lo, hi = bound(e, relax, self.shapes)
-                    except Unbounded:
-                        raise ScheduleError(f"compute_at: cannot bound the region of {h.name} that "
-                                            f"{r.name} reads (index {e!r} is not affine)") from None
+                    except Unbounded:     # e.g. an index read from a tensor: the whole axis
+                        lo_hi[a] = _WHOLE
+                        continue
                     if lo_hi[a] is None:
                         lo_hi[a] = (lo, hi)
                     else:
@@ -165,51 +256,70 @@ class BoundInference:
         outer = _ranges(enclosing)
         mins, exts = {}, {}
         for a in h.stage.axes:
-            if lo_hi[a] is None:
+            if lo_hi[a] is None or lo_hi[a] == _WHOLE:
                 mins[a], exts[a] = a.dom.min, a.dom.extent
                 continue
             lo, hi = (simplify(x) for x in lo_hi[a])
-            ext = simplify(mk.add(mk.sub(hi, lo), 1))
-            mins[a], exts[a] = lo, self._invariant_upper(ext, outer, h, a, widen=True)
+            mins[a], exts[a] = self._region(lo, hi, outer, a, widen=True)
         return mins, exts
 
-    def _invariant_upper(self, ext, outer_ranges, h, a, widen=False):
-        """An extent for the region that no enclosing loop changes: the largest one.
+    def _region(self, lo, hi, outer, a, widen=False):
+        """(min, loop-invariant extent) of the region [lo, hi] along root axis ``a``.
 
-        ``widen`` (producers only: the extra elements land in the producer's own
-        buffer, and the domain guards keep their reads in bounds): where that
-        extent is at most a constant for every array size (a tile), the
-        constant, which lets codegen keep the tile in registers.
+        Where ``lo`` never falls below the domain, the extent is at most the
+        domain's; where no loop-invariant extent can be found, the whole axis.
+        """
+        ext = simplify(mk.add(mk.sub(hi, lo), 1))
+        inside = self._at_least(lo, a.dom.min, outer)
+        ext = self._invariant_upper(ext, outer, a, widen, inside)
+        if ext is None:
+            return a.dom.min, a.dom.extent
+        return lo, ext
+
+    def _invariant_upper(self, ext, outer_ranges, a, widen=False, inside=False):
+        """An extent for the region that no enclosing loop changes: the largest one (None: none found).
+
+        ``inside``: the region starts inside the domain, so it needs no more
+        than the domain's extent.  ``widen`` (producers only: the extra elements
+        land in the producer's own buffer, and the domain guards keep their reads
+        in bounds): where that extent is at most a constant for every array size
+        (a tile), the constant, which lets codegen keep the tile in registers.
         """
         loop_vars = set(outer_ranges)
         if any(v in loop_vars for v in collect(ext, lambda x: isinstance(x, n.Var))):
-            try:
-                _, hi = bound(ext, outer_ranges, self.shapes)
-            except Unbounded:
-                raise ScheduleError(f"compute_at: the region of {h.name} along {a.name} has no fixed size") from None
-            ext = simplify(mk.min_(hi, a.dom.extent))
+            span = _floordiv_span(ext)     # tighter than interval analysis where it applies
+            if span is not None:
+                ext = span
+            else:
+                try:
+                    _, ext = bound(ext, outer_ranges, self.shapes)
+                except Unbounded:
+                    return None
+            ext = simplify(mk.min_(ext, a.dom.extent))
+        elif inside and type(a.dom.extent) is n.Const:     # (a symbolic min would hide a constant tile)
+            ext = simplify(mk.min_(ext, a.dom.extent))
         top = _const_upper(ext) if widen else None
         return ext if top is None else mk.as_expr(top)
 
     def _consumer_region(self, h, p, idx, enclosing):
         inner = p.leaf[idx + 1:]
         if any(a.kind is n.IterKind.REDUCE for a in p.leaf[:idx + 1]) and p.stage.is_reduction:
-            raise ScheduleError(f"compute_at: {h.name} reads the finished result of {p.name}, so it must be "
-                                f"attached outside {p.name}'s reduction loops",
-                                hint=f"pick a spatial axis of {p.name} that encloses its reduction loops")
+            raise InternalCompilerError(f"bound inference: {h.name} is attached inside the reduction loops "
+                                        f"of {p.name}")
         pd = self.domain(p)
         relax = {iv.var: n.Range(mk.as_expr(0), pd.leaf_extent[iv]) for iv in inner}
         reads = collect(h.stage.body, lambda x: isinstance(x, n.TensorRead) and x.tensor in p.stage.values)
-        for rd_ in reads:
-            if len(rd_.indices) != len(h.stage.axes) or any(
-                    not (i is a.var) for i, a in zip(rd_.indices, h.stage.axes)):
-                raise ScheduleError(f"compute_at: consumer {h.name} must read {p.name} elementwise "
-                                    f"({p.name}[{', '.join(a.name for a in h.stage.axes)}]) to be computed "
-                                    "inside its loops")
+        dims = consumer_dims(reads, h, p)
+        if dims is None:
+            raise InternalCompilerError(f"bound inference: consumer {h.name} does not read {p.name} at its axes")
         outer = _ranges(enclosing)
-        mins, exts = {}, {}
-        for a, pa in zip(h.stage.axes, p.stage.axes):
-            lo, hi = bound(pd.root_value[pa], relax, self.shapes)
-            mins[a] = simplify(lo)
-            exts[a] = self._invariant_upper(simplify(mk.add(mk.sub(hi, lo), 1)), outer, h, a)
+        mins = {a: a.dom.min for a in h.stage.axes}       # axes that index no axis of p: whole
+        exts = {a: a.dom.extent for a in h.stage.axes}
+        for a, pa in ((a, pa) for pa, a in zip(p.stage.axes, dims) if a is not None):
+            try:
+                lo, hi = bound(pd.root_value[pa], relax, self.shapes)
+            except Unbounded:
+                mins[a], exts[a] = a.dom.min, a.dom.extent
+                continue
+            mins[a], exts[a] = self._region(simplify(lo), simplify(hi), outer, a)
         return mins, exts

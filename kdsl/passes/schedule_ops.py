@@ -1,21 +1,26 @@
 """schedule_ops: turn a Schedule into loop IR (the first lowering pass).
 
-Assumes: a Schedule whose primitives were validated at call time.
+Assumes: a Schedule whose primitives were validated at call time
+(``kdsl.schedule.legality``; its ``Placement`` is rebuilt here and gives the
+root order, producer/consumer attachments and the whole-buffer consumers).
 Guarantees: a ``LoweredFunc`` whose body holds only loop-IR nodes (no
 TensorRead/Reduce); every uneven split is guarded; every reduction's
 initialisation sits outside its reduction loops; attached stages are
-computed (and allocated) inside their attach loop over the inferred region;
+computed (and allocated) inside their attach loop over the inferred region
+(an attached consumer also read outside that loop keeps a whole buffer at
+the root);
 a reduction loop bound to threadIdx becomes two barrier-separated phases
 (per-thread partials into a shared buffer, then a combine by thread 0), which
 keeps sequential semantics exact and lets GPU backends swap in shuffles.
 """
 from __future__ import annotations
 
-from ..errors import ScheduleError
+from ..errors import InternalCompilerError, ScheduleError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, collect, substitute
-from ..schedule.records import AttachKind, IterAttr
+from ..ir.visitor import Mutator, collect, free_vars, substitute
+from ..schedule.legality import Placement
+from ..schedule.records import AttachKind, IterAttr, where
 from .bound import BoundInference
 from .inline import inline_stages
 
@@ -58,8 +63,11 @@ class Lowering:
         self.graph = sched.graph
         self.out_contiguous = tuple(out_contiguous)
         self.buffers: dict = {}      # Tensor -> (Buffer, offsets)
+        # where each stage runs and which reads are legal: the primitives checked it at each
+        # call; checking again here names the calls involved if a schedule got past them
+        self.placement = Placement(sched, "lowering")
         self.handles = inline_stages(sched)
-        self.domains = BoundInference(sched, self.handles).run()
+        self.domains = BoundInference(sched, self.handles, self.placement).run()
         self.attached: dict = {}     # (handle, leaf) -> [attached handles]
         for h in self.handles:
             if h.attach is AttachKind.AT:
@@ -70,9 +78,7 @@ class Lowering:
         try:
             return self.buffers[t]
         except KeyError:
-            raise ScheduleError(f"tensor {t.name} is read where it is not computed; check compute_at "
-                                "placements (a stage must be attached inside a loop that encloses its readers)"
-                                ) from None
+            raise InternalCompilerError(f"tensor {t.name} is read where it is not computed") from None
 
     def _param_buffers(self):
         inputs, outputs, strides, bindings = [], [], [], []
@@ -108,10 +114,15 @@ class Lowering:
         scalars = tuple(shape_vars) + tuple(strides) + tuple(self.graph.scalars)
         return tuple(inputs), tuple(outputs), scalars, tuple(bindings)
 
-    def _temp_buffers(self, h, dom, scope):
+    def _temp_buffers(self, h, dom, scope, whole=False):
+        """The buffers of ``h``'s values: its region, or (``whole``) its whole domain."""
         bufs = []
-        shape = tuple(dom.extents[a] for a in h.stage.axes)
-        offs = tuple(dom.mins[a] for a in h.stage.axes) if dom.restricted else (mk.as_expr(0),) * len(shape)
+        if whole:
+            shape = tuple(a.dom.extent for a in h.stage.axes)
+            offs = tuple(a.dom.min for a in h.stage.axes)
+        else:
+            shape = tuple(dom.extents[a] for a in h.stage.axes)
+            offs = tuple(dom.mins[a] for a in h.stage.axes) if dom.restricted else (mk.as_expr(0),) * len(shape)
         for t in h.stage.values:
             if t in self.buffers:       # an output value: a param buffer
                 continue
@@ -131,16 +142,18 @@ class Lowering:
     # ------------------------------------------------------------ top level
     def run(self) -> n.LoweredFunc:
         inputs, outputs, scalars, bindings = self._param_buffers()
-        roots = [h for h in self.handles if h.attach is AttachKind.ROOT]
+        roots = self.placement.order
+        whole = self.placement.full_buffer     # attached consumers also read outside their loop
         self.temps = {}
         for h in self.handles:
             dom = self.domains[h]
-            if h.attach is AttachKind.ROOT:
+            if h.attach is AttachKind.ROOT or h in whole:
                 scope = h.scope or n.Scope.GLOBAL
             else:
                 scope = h.scope or self._default_scope([self._attr(o, x) for o, x in self._owners(dom.enclosing)])
-            self.temps[h] = self._temp_buffers(h, dom, scope)
-        root_temps = [b for h in roots for b in self.temps[h]]
+            self.temps[h] = self._temp_buffers(h, dom, scope, h in whole)
+        root_temps = [b for h in self.handles if h.attach is AttachKind.ROOT or h in whole
+                      for b in self.temps[h]]
         body = _seq([self.emit(h) for h in roots])
         for b in reversed(root_temps):
             body = n.Allocate(b, body)
@@ -156,8 +169,9 @@ class Lowering:
         """The loop for leaf ``iv`` around ``body``, with stages attached at ``iv`` inside it."""
         before, after, temps = [], [], []
         for a in self.attached.get((h, iv), []):
-            temps += [(b, a.buffer_stages) for b in self.temps[a]]
-            (before if self.sched.depends(h, a) else after).append(self.emit(a))
+            if a not in self.placement.full_buffer:
+                temps += [(b, a.buffer_stages) for b in self.temps[a]]
+            (before if self.placement.kind[a] == "producer" else after).append(self.emit(a))
         inner = _seq(before + [body] + after)
         for b, stages in reversed(temps):
             inner = n.Allocate(b, inner, stages)
@@ -205,9 +219,22 @@ class Lowering:
         e = substitute(e, {iv.var: v for iv, v in dom.root_value.items()})
         return _ToLoads(self).visit(e)
 
+    def _predicate(self, h):
+        """The store predicate over this nest's loop variables (axes split after it was set included)."""
+        pred, dom = h.store_predicate, self.domains[h]
+        if pred is None:
+            return None
+        known = {iv.var for iv in dom.root_value} | {iv.var for iv in h.leaf} | {iv.var for iv in dom.derived}
+        known |= set(self.graph.shape_vars()) | set(self.graph.scalars)
+        if not free_vars(pred) <= known:
+            raise ScheduleError(f"stage {h.name}: its store predicate{where(h.store_predicate_loc)} uses an axis "
+                                "that a later primitive removed", hint="set the store predicate last")
+        pred = substitute(pred, {iv.var: v for iv, v in dom.derived.items()})
+        return self._expr(h, pred)
+
     def emit(self, h) -> n.Stmt:
         st, dom = h.stage, self.domains[h]
-        pred = None if h.store_predicate is None else self._expr(h, h.store_predicate)
+        pred = self._predicate(h)
         if not st.is_reduction:
             buf, _ = self.buffer_of(st.output)
             store = n.Store(buf, self._index(h, st.output), self._expr(h, st.body))
@@ -227,7 +254,9 @@ class Lowering:
         if red.condition is not None:
             rd_guards.append(self._expr(h, red.condition))
         sources = [self._expr(h, s_) for s_ in red.sources]
-        bound_red = [iv for iv in leaves[p:] if self._attr(h, iv).thread is not None]
+        # a reduction axis bound to threadIdx makes a cross-thread reduction; a spatial axis bound
+        # inside the reduction loops (a column sum's threads) stays an ordinary bound loop
+        bound_red = [iv for iv in leaves[p:] if iv.kind is n.IterKind.REDUCE and self._attr(h, iv).thread is not None]
         if bound_red:
             return self._emit_cross_thread(h, p, bound_red, bufs, idx, sources, sp_guards, rd_guards, pred)
         init = _seq([n.Store(b, idx, ident) for b, ident in zip(bufs, comb.identity)])
@@ -294,7 +323,9 @@ class Lowering:
         for f in reversed(fins):
             finish = n.Allocate(f, finish)
         cond = mk.all_of([pred if pred is not None else mk.eq(tl.var, 0)] + sp_guards)
-        phase2 = n.For(tl.var, mk.as_expr(0), ext, n.ForKind.BOUND, n.IfThenElse(cond, finish), attr.thread)
+        # at least one thread combines: an empty reduction still stores the identity
+        ext2 = mk.as_expr(max(ext.value, 1))
+        phase2 = n.For(tl.var, mk.as_expr(0), ext2, n.ForKind.BOUND, n.IfThenElse(cond, finish), attr.thread)
         body = _seq([phase1, n.Barrier(), phase2])
         for r in reversed(reds):
             body = n.Allocate(r, body)

@@ -81,6 +81,9 @@ def compile_for(kernel, backend, sig, graph):
     """Schedule and compile ``graph`` for ``backend``; returns (request, compiled)."""
     req = prepare(kernel, backend, sig, graph)
     compiled = backend.compile(req)
+    if graph.data_checks:   # conditions on the data (indices read from arrays): run first
+        from .checks import with_checks
+        compiled = with_checks(backend, sig, graph, compiled, req.options)
     if config.dump():
         dump(kernel.__name__, backend, sig, req)
     return req, compiled
@@ -130,6 +133,9 @@ def py_expr(e, names: dict) -> str:
     if t is n.Unary and e.op in (n.UnOp.NEG, n.UnOp.ABS):
         a = py_expr(e.a, names)
         return f"(-{a})" if e.op is n.UnOp.NEG else f"abs({a})"
+    if t is n.Unary and e.op is n.UnOp.NOT:
+        a = py_expr(e.a, names)
+        return f"(not {a})" if e.dtype.is_bool else f"(~{a})"
     raise InternalCompilerError(f"cannot compute a shape from {t.__name__}")
 
 
@@ -146,13 +152,17 @@ class _Fail:
             f"the kernel needs {what} = {want} there (from the other arguments' shapes)",
             hint="pass arrays whose shapes agree", loc=user_location())
 
-    def constraint(self, j, lhs, rhs):
+    def constraint(self, j, lhs, rhs, *values):
         c = self.graph.constraints[j]
         call = user_location()
         at = f" (called at {call.short})" if call is not None else ""
+        if c.detail:   # a template filled with this call's values (index checks)
+            msg = c.message.format(**{name: v for (name, _), v in zip(c.detail, values)})
+            raise (c.error or ShapeError)(f"{msg}{at}", loc=c.loc if c.loc is not None else call,
+                                          hint=c.hint)
         detail = "" if isinstance(c.rhs, n.Const) and c.rhs.dtype.is_bool else f": {lhs} != {rhs}"
-        raise ShapeError(f"{c.message}{detail} for this call{at}",
-                         loc=c.loc if c.loc is not None else call)
+        raise (c.error or ShapeError)(f"{c.message}{detail} for this call{at}",
+                                      loc=c.loc if c.loc is not None else call, hint=c.hint)
 
     def out(self, j, got, want):
         raise ArgumentError(f"{self.kernel_name}: out= array {j} has shape {tuple(got)}, "
@@ -195,7 +205,8 @@ def build_launcher(kernel_name, graph, backend, compiled, arg_names, param_pos, 
                 lines.append(f"if {got} != {want}: _dim_fail({pos}, {d}, {got}, {what!r}, {want})")
     for j, c in enumerate(graph.constraints):
         lhs, rhs = py_expr(c.lhs, names), py_expr(c.rhs, names)
-        lines.append(f"if {lhs} != {rhs}: _cfail({j}, {lhs}, {rhs})")
+        extra = "".join(f", {py_expr(e, names)}" for _, e in c.detail)  # only on failure
+        lines.append(f"if {lhs} != {rhs}: _cfail({j}, {lhs}, {rhs}{extra})")
     outs = []
     for j, t in enumerate(graph.outputs):
         shape = "(" + "".join(py_expr(e, names) + ", " for e in t.shape) + ")"

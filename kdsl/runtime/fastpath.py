@@ -60,7 +60,8 @@ class FastPlan(namedtuple("FastPlan", "nargs args inputs scalars sources checks 
     - ``sources``: ``(shape variable, ("shape", pos, dim) | ("scalar", pos))``, in the order
       the Python launcher binds them.
     - ``checks``: ``(pos, dim, expr)``: dim ``dim`` of argument ``pos`` must equal ``expr``.
-    - ``constraints``: ``(lhs, rhs)`` expression pairs that must be equal.
+    - ``constraints``: ``(lhs, rhs)`` expression pairs that must be equal (index checks
+      are ``(condition, True)``; a failing one must make the fast launcher decline).
     - ``outputs``: ``(numpy dtype, shape expressions)`` per result.
     - ``out_mode``: None (outputs allocated; result: the array or a tuple), "one" or "tuple"
       (``out=`` given; ``out_args`` checks each out array; the result is ``out`` itself).
@@ -75,6 +76,8 @@ def make_plan(graph, sig, args, param_pos, nargs, out_mode=None, out=None):
     ``args``/``out`` are the arguments of the call that built the specialisation (their
     dtype objects are what later calls must carry); mirrors ``dispatch.build_launcher``.
     """
+    if graph.data_checks:
+        return None      # checks that need the data run in the Python launcher's path
     checked, inputs, scalars, sources, checks = [], [], [], [], []
     bound = set()
     for p, pos in zip(graph.params, param_pos):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from ..errors import SourceLoc
 from ..ir import nodes as n
 
 
@@ -21,6 +22,8 @@ class Split:
     inner: n.IterVar
     factor: int | None
     nparts: int | None
+    #: the user's line that called split (for messages about later conflicts)
+    loc: SourceLoc | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,6 +33,7 @@ class Fuse:
     outer: n.IterVar
     inner: n.IterVar
     fused: n.IterVar
+    loc: SourceLoc | None = None
 
 
 class AttachKind(enum.Enum):
@@ -50,3 +54,9 @@ class IterAttr:
 class Tensorize:
     axis: n.IterVar
     intrin: object
+    loc: SourceLoc | None = None
+
+
+def where(loc: SourceLoc | None) -> str:
+    """`` at file.py:12`` for a recorded call, or nothing when unknown."""
+    return "" if loc is None else f" at {loc.short}"

@@ -6,13 +6,13 @@ which is shared between backends.
 """
 from __future__ import annotations
 
-from ..errors import ScheduleError
+from ..errors import ScheduleError, user_location
 from ..graph import Graph, Stage, Tensor, topological
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, substitute
-from .records import AttachKind, Fuse, Split
-from .stage import StageSchedule, _new_iv, as_scope
+from ..ir.visitor import Mutator, free_vars, substitute
+from .records import AttachKind, Fuse, Split, where
+from .stage import StageSchedule, _new_iv, as_scope, primitive, split_extents
 
 
 class _RetargetReads(Mutator):
@@ -55,6 +55,8 @@ class Schedule:
             st.body = retarget(st.body, mapping)
         self.graph = Graph(graph.name, graph.params, stages, tuple(mapping.get(t, t) for t in graph.outputs),
                            list(graph.constraints), graph.loc)
+        self._checking = False      # a primitive is running (nested ones do not re-validate)
+        self._n_attached = 0        # stages attached with compute_at (legality checks run when > 0)
         self._handles = {st: StageSchedule(self, st) for st in stages}
         #: hints that only backends interpret (threads, cache, stages, tensor_cores), per stage name
         self.backend_hints: dict = {}
@@ -125,6 +127,7 @@ class Schedule:
         return self[t].stage.output
 
     # ------------------------------------------------------------ rfactor
+    @primitive(check=True)
     def rfactor(self, stage, axis, factor_axis: int = 0) -> StageSchedule:
         """Split a reduction into partial results over ``axis`` (a new stage ``<B>.rf``).
 
@@ -141,7 +144,14 @@ class Schedule:
                                 f"({', '.join(a.name for a in h.leaf if a.kind is n.IterKind.REDUCE)})")
         if h.attach is not AttachKind.ROOT or any(a.kind is n.IterKind.REDUCE for a in h.attrs):
             raise ScheduleError(f"rfactor: call it before attaching or binding reduction axes of {st.name}")
-        if not 0 <= factor_axis <= len(st.axes):
+        for g in h._attached_here():
+            if g.attach_axis.kind is n.IterKind.REDUCE:
+                raise ScheduleError(f"rfactor: stage {g.name} is attached to the reduction loop "
+                                    f"{g.attach_axis.name} of {st.name}{where(g.attach_loc)}, which rfactor moves "
+                                    f"into {st.name}.rf", hint=f"call rfactor first, then attach {g.name} to a "
+                                    f"loop of {st.name}.rf")
+        _check_predicate_kept(h, "rfactor", n.IterKind.REDUCE)
+        if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not 0 <= factor_axis <= len(st.axes):
             raise ScheduleError(f"rfactor: factor_axis must be in 0..{len(st.axes)}, got {factor_axis}")
         red = st.body
         # root reduce var -> expression over reduce leaves, plus guards of uneven splits
@@ -175,8 +185,9 @@ class Schedule:
         return self._insert_before(bf, st)
 
     # ------------------------------------------------------------ caches
-    def cache_read(self, tensor, scope, readers) -> StageSchedule:
-        """A copy of ``tensor`` in ``scope`` that ``readers`` read instead of it (``<A>.<scope>``)."""
+    @primitive(check=True)
+    def cache_read(self, tensor, scope, readers=None) -> StageSchedule:
+        """A copy of ``tensor`` in ``scope`` that ``readers`` (default: all) read instead (``<A>.<scope>``)."""
         t = self._tensor(tensor)
         sc = as_scope(scope)
         rs = self._readers_of(t, readers, "cache_read")
@@ -189,7 +200,8 @@ class Schedule:
         h.scope = sc
         return h
 
-    def pack(self, tensor, readers, axis: int, factor: int, scope="local") -> StageSchedule:
+    @primitive(check=True)
+    def pack(self, tensor, readers=None, axis: int = -1, factor: int | None = None, scope="local") -> StageSchedule:
         """A copy of ``tensor`` cut into contiguous panels along ``axis`` (``<A>.packed``).
 
         ``P[p, .., x, ..] = A[.., p*factor + x, ..]`` with ``x`` in ``axis``'s
@@ -197,9 +209,14 @@ class Schedule:
         is the layout a blocked matmul streams its B operand in (TVM's packed B):
         one ``K x factor`` panel is contiguous, whatever ``A``'s leading
         dimension.  Entries past the end of ``axis`` are neither written nor read.
+        ``readers`` defaults to every stage that reads ``tensor``; ``axis`` to the last.
         """
         t = self._tensor(tensor)
         rs = self._readers_of(t, readers, "pack")
+        if factor is None:
+            raise ScheduleError(f"pack: give the panel width, e.g. s.pack({t.name!r}, axis={axis}, factor=16)")
+        if isinstance(axis, bool) or not isinstance(axis, int):
+            raise ScheduleError(f"pack: axis must be an int (a dimension of {t.name}), got {axis!r}")
         if not -t.ndim <= axis < t.ndim:
             raise ScheduleError(f"pack: {t.name} has {t.ndim} axes; axis {axis} does not exist")
         axis %= t.ndim
@@ -222,12 +239,27 @@ class Schedule:
         h = self._insert_before(packed, rs[0].stage)
         h.scope = as_scope(scope)
         h.store_predicate = mk.lt(idx[axis], d)
+        h.store_predicate_loc = user_location()
         return h
 
     def _readers_of(self, t, readers, what: str) -> list:
-        if isinstance(readers, (StageSchedule, str, Stage)):
+        def every():
+            return [self._handles[s] for s in self.graph.stages if t in s.reads()]
+        if readers is None:
+            if not every():
+                raise ScheduleError(f"{what}: no stage reads {t.name}")
+            return every()
+        if isinstance(readers, (StageSchedule, str, Stage, Tensor)):
             readers = [readers]
-        rs = [self[r] for r in readers]
+        try:
+            rs = [self[r] for r in readers]
+        except TypeError:
+            raise ScheduleError(f"{what}: readers must be stages (a list of s[name] or names), got "
+                                f"{readers!r}", hint=f"readers of {t.name}: "
+                                + ", ".join(h.name for h in every())) from None
+        if not rs:
+            raise ScheduleError(f"{what}: give at least one reader of {t.name}",
+                                hint=f"readers of {t.name}: " + ", ".join(h.name for h in every()))
         for r in rs:
             if t not in r.stage.reads():
                 raise ScheduleError(f"{what}: stage {r.name} does not read {t.name}",
@@ -235,6 +267,7 @@ class Schedule:
                                     + ", ".join(s.name for s in self.graph.stages if t in s.reads()))
         return rs
 
+    @primitive(check=True)
     def cache_write(self, stage, scope) -> StageSchedule:
         """Compute ``stage`` into a ``scope`` buffer (``<B>.<scope>``) that B then copies out."""
         h = self[stage]
@@ -242,8 +275,10 @@ class Schedule:
         if h.relations or h.attach is not AttachKind.ROOT or h.attrs:
             raise ScheduleError(f"cache_write: call it on stage {st.name} before other primitives on it")
         sc = as_scope(scope)
-        sp = [_new_iv(a.name, a.dom.extent, n.IterKind.SPATIAL) for a in st.axes]
-        rd = [_new_iv(a.name, a.dom.extent, n.IterKind.REDUCE) for a in st.reduce_axes]
+        _check_predicate_kept(h, "cache_write", n.IterKind.REDUCE)
+        # the copies keep each axis's domain: a reduction over range(1, m) stays over range(1, m)
+        sp = [n.IterVar(n.var(a.name), a.dom, n.IterKind.SPATIAL) for a in st.axes]
+        rd = [n.IterVar(n.var(a.name), a.dom, n.IterKind.REDUCE) for a in st.reduce_axes]
         mapping = {a.var: b.var for a, b in zip(st.axes + st.reduce_axes, sp + rd)}
         body = substitute(st.body, mapping)
         if isinstance(body, n.Reduce):
@@ -255,6 +290,9 @@ class Schedule:
         h.leaf = list(st.axes)
         ch = self._insert_before(cache, st)
         ch.scope = sc
+        if h.store_predicate is not None:   # the cache computes only what B stores (a pack's ragged end)
+            ch.store_predicate = substitute(h.store_predicate, mapping)
+            ch.store_predicate_loc = h.store_predicate_loc
         return ch
 
 
@@ -275,11 +313,7 @@ def leaf_values(h: StageSchedule, root_extent=None) -> tuple[dict, list]:
         extent[a] = (root_extent or {}).get(a, a.dom.extent)
     for rel in h.relations:  # forward: extents of derived axes
         if isinstance(rel, Split):
-            pe = extent[rel.parent]
-            if rel.factor is not None:
-                extent[rel.outer], extent[rel.inner] = mk.ceildiv(pe, rel.factor), mk.as_expr(rel.factor)
-            else:
-                extent[rel.outer], extent[rel.inner] = mk.as_expr(rel.nparts), mk.ceildiv(pe, rel.nparts)
+            extent[rel.outer], extent[rel.inner] = split_extents(extent[rel.parent], rel.factor, rel.nparts)
         else:
             extent[rel.fused] = mk.mul(extent[rel.outer], extent[rel.inner])
     value = {a: a.var for a in h.leaf}
@@ -294,6 +328,18 @@ def leaf_values(h: StageSchedule, root_extent=None) -> tuple[dict, list]:
             value[rel.outer] = mk.floordiv(f, extent[rel.inner])
             value[rel.inner] = mk.mod(f, extent[rel.inner])
     return value, extent, guards
+
+
+def _check_predicate_kept(h: StageSchedule, what: str, kind: n.IterKind):
+    """A store predicate over axes of ``kind`` that ``what`` removes is an error at that call."""
+    pred = h.store_predicate
+    if pred is None:
+        return
+    gone = {a.var for a in h.leaf if a.kind is kind} | {a.var for a in h.stage.reduce_axes}
+    if kind is n.IterKind.REDUCE and free_vars(pred) & gone:
+        raise ScheduleError(f"{what}: the store predicate of {h.name}{where(h.store_predicate_loc)} uses its "
+                            f"reduction axes, which {what} moves into another stage",
+                            hint=f"call {what} before set_store_predicate")
 
 
 def _reduce_root_values(h: StageSchedule):

@@ -7,10 +7,13 @@ stage is attached.  Every primitive validates at the call and raises
 """
 from __future__ import annotations
 
-from ..errors import ScheduleError
+import functools
+import inspect
+
+from ..errors import ScheduleError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
-from .records import AttachKind, Fuse, IterAttr, Split, Tensorize
+from .records import AttachKind, Fuse, IterAttr, Split, Tensorize, where
 
 _TAGS = {t.value: t for t in n.ThreadTag}
 _SCOPES = {s.value: s for s in n.Scope}
@@ -18,6 +21,77 @@ _SCOPES = {s.value: s for s in n.Scope}
 
 def _new_iv(name: str, extent, kind: n.IterKind) -> n.IterVar:
     return n.IterVar(n.var(name), n.Range(mk.as_expr(0), mk.as_expr(extent)), kind)
+
+
+def primitive(check: bool = False):
+    """Decorator of a schedule primitive (a method of StageSchedule or Schedule).
+
+    A call with arguments that do not fit the signature is a ScheduleError at
+    the user's line that shows the signature.  With ``check``, placements are
+    re-validated after the call (``legality.check``); when that fails, the
+    schedule is restored to what it was before the call and the error names
+    this call and the earlier one it conflicts with.
+    """
+    def deco(fn):
+        sig = inspect.signature(fn)
+        usage = f"{fn.__name__}({', '.join(str(p) for p in list(sig.parameters.values())[1:])})"
+
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            try:
+                sig.bind(self, *args, **kwargs)
+            except TypeError as e:
+                raise ScheduleError(f"{fn.__name__}: {e}".replace(f"{fn.__qualname__}() ", ""),
+                                    hint=f"call it as {usage}") from None
+            sched = getattr(self, "sched", self)
+            # only compute_at creates attachments: without any, nothing can conflict
+            if not check or sched._checking or not (sched._n_attached or fn.__name__ == "compute_at"):
+                return fn(self, *args, **kwargs)
+            saved = _snapshot(sched)
+            sched._checking = True
+            try:
+                out = fn(self, *args, **kwargs)
+                if sched._n_attached:
+                    from .legality import check as _check
+                    _check(sched, fn.__name__)
+            except ScheduleError:
+                _restore(sched, saved)
+                raise
+            finally:
+                sched._checking = False
+            return out
+        return wrapper
+    return deco
+
+
+_HANDLE_FIELDS = ("relations", "leaf", "attrs", "bind_locs", "attach", "attach_stage", "attach_axis", "attach_loc",
+                  "store_predicate_loc",
+                  "scope", "store_predicate", "buffer_stages", "tensorized")
+_STAGE_FIELDS = ("axes", "reduce_axes", "body", "values")
+
+
+def _snapshot(sched):
+    hs = {h: tuple(_copy(getattr(h, f)) for f in _HANDLE_FIELDS) for h in sched._handles.values()}
+    sts = {st: tuple(getattr(st, f) for f in _STAGE_FIELDS) for st in sched.graph.stages}
+    return hs, sts, list(sched.graph.stages), dict(sched._handles), sched._n_attached
+
+
+def _copy(x):
+    return list(x) if type(x) is list else dict(x) if type(x) is dict else x
+
+
+def _restore(sched, saved):
+    hs, sts, stages, handles, n_attached = saved
+    for h, vals in hs.items():
+        for f, v in zip(_HANDLE_FIELDS, vals):
+            setattr(h, f, v)
+    for st, vals in sts.items():
+        for f, v in zip(_STAGE_FIELDS, vals):
+            setattr(st, f, v)
+    sched.graph.stages[:] = stages
+    sched._handles.clear()
+    sched._handles.update(handles)
+    sched._n_attached = n_attached
 
 
 def as_scope(scope) -> n.Scope:
@@ -37,11 +111,14 @@ class StageSchedule:
         self.relations: list = []
         self.leaf: list = list(stage.axes) + list(stage.reduce_axes)
         self.attrs: dict = {}
+        self.bind_locs: dict = {}   # leaf -> the user's bind line
         self.attach = AttachKind.ROOT
         self.attach_stage: StageSchedule | None = None
         self.attach_axis: n.IterVar | None = None
+        self.attach_loc = None      # the user's compute_at / compute_inline line
         self.scope: n.Scope | None = None
         self.store_predicate: n.Expr | None = None
+        self.store_predicate_loc = None
         self.buffer_stages = 1
         self.tensorized: Tensorize | None = None
 
@@ -108,30 +185,46 @@ class StageSchedule:
                                 hint=f"{what} it before marking it")
 
     # ------------------------------------------------------------ loop structure
+    @primitive(check=True)
     def split(self, axis, factor: int | None = None, nparts: int | None = None):
-        """Split ``axis`` into (outer, inner): inner has extent ``factor``, or outer ``nparts``."""
+        """Split ``axis`` into (outer, inner): inner has extent ``factor``, or outer ``nparts``.
+
+        A stage attached at ``axis`` (compute_at) stays attached per iteration of
+        the original axis, i.e. at the inner loop.
+        """
         ax = self._leaf(axis, "split")
         self._check_unbound(ax, "split")
+        self._check_not_tensorized(ax, "split")
         if (factor is None) == (nparts is None):
             raise ScheduleError("split takes exactly one of factor= or nparts=",
                                 hint=f"s[{self.name!r}].split(axis, factor=16)")
         val = factor if factor is not None else nparts
         if isinstance(val, bool) or not isinstance(val, int) or val < 1:
             raise ScheduleError(f"split factor must be a positive int, got {val!r}")
-        ext = ax.dom.extent
-        if factor is not None:
-            outer_ext, inner_ext = mk.ceildiv(ext, factor), factor
-        else:
-            outer_ext, inner_ext = nparts, mk.ceildiv(ext, nparts)
+        outer_ext, inner_ext = split_extents(ax.dom.extent, factor, nparts)
         outer = _new_iv(ax.name + ".outer", outer_ext, ax.kind)
         inner = _new_iv(ax.name + ".inner", inner_ext, ax.kind)
-        self.relations.append(Split(ax, outer, inner, factor, nparts))
+        self.relations.append(Split(ax, outer, inner, factor, nparts, user_location()))
         i = self.leaf.index(ax)
         self.leaf[i:i + 1] = [outer, inner]
+        self._move_attached({ax}, inner)
         return outer, inner
 
+    def _move_attached(self, old: set, new: n.IterVar):
+        """Stages attached at a loop that split/fuse replaced follow it to ``new``."""
+        for h in self.sched._handles.values():
+            if h.attach is AttachKind.AT and h.attach_stage is self and h.attach_axis in old:
+                h.attach_axis = new
+
+    def _check_not_tensorized(self, ax, what):
+        t = self.tensorized
+        if t is not None and t.axis is ax:
+            raise ScheduleError(f"{what}: axis {ax.name} of stage {self.name} is tensorized{where(t.loc)}",
+                                hint=f"{what} it before tensorize")
+
+    @primitive(check=True)
     def fuse(self, *axes):
-        """Fuse consecutive axes (outermost first) into one."""
+        """Fuse consecutive axes (outermost first) into one (stages attached at them follow)."""
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
         if len(axes) < 2:
@@ -142,18 +235,24 @@ class StageSchedule:
             raise ScheduleError(f"fuse needs adjacent axes in loop order; {self._describe()}",
                                 hint="reorder them next to each other first")
         if len({a.kind for a in ivs}) != 1:
-            raise ScheduleError("fuse cannot mix spatial and reduction axes")
+            raise ScheduleError(f"fuse cannot mix spatial and reduction axes ({', '.join(a.name for a in ivs)})",
+                                hint="fuse spatial axes with spatial ones and reduction axes with reduction ones; "
+                                "reorder them next to each other first")
         for a in ivs:
             self._check_unbound(a, "fuse")
+            self._check_not_tensorized(a, "fuse")
+        loc = user_location()
         fused = ivs[0]
         for nxt in ivs[1:]:
             ext = mk.mul(fused.dom.extent, nxt.dom.extent)
             new = _new_iv(f"{fused.name}.{nxt.name}.fused", ext, fused.kind)
-            self.relations.append(Fuse(fused, nxt, new))
+            self.relations.append(Fuse(fused, nxt, new, loc))
             fused = new
         self.leaf[pos[0]:pos[-1] + 1] = [fused]
+        self._move_attached(set(ivs), fused)
         return fused
 
+    @primitive(check=True)
     def reorder(self, *axes):
         """Put the given axes in this order, in the loop positions they occupy now."""
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
@@ -162,9 +261,16 @@ class StageSchedule:
         if len(set(map(id, ivs))) != len(ivs):
             raise ScheduleError("reorder got the same axis twice")
         slots = sorted(self.leaf.index(a) for a in ivs)
+        before = list(self.leaf)
         for slot, a in zip(slots, ivs):
             self.leaf[slot] = a
+        try:
+            self._check_cross_thread("reorder")
+        except ScheduleError:
+            self.leaf[:] = before
+            raise
 
+    @primitive(check=True)
     def tile(self, x, y, x_factor: int, y_factor: int):
         """Split x and y and order them (x.outer, y.outer, x.inner, y.inner)."""
         xo, xi = self.split(x, factor=x_factor)
@@ -177,6 +283,7 @@ class StageSchedule:
         self.attrs[ax] = IterAttr(kind, thread)
         return ax
 
+    @primitive()
     def parallel(self, axis):
         """Run iterations of ``axis`` on several CPU threads."""
         ax = self._leaf(axis, "parallel")
@@ -186,6 +293,7 @@ class StageSchedule:
                                 hint=f"s.rfactor(s[{self.name!r}], axis) makes a parallel partial reduction")
         self._mark(ax, n.ForKind.PARALLEL, "parallel")
 
+    @primitive()
     def vectorize(self, axis):
         """Turn ``axis`` into SIMD lanes (best with a constant extent)."""
         ax = self._leaf(axis, "vectorize")
@@ -194,10 +302,12 @@ class StageSchedule:
                                 hint="rfactor the reduction and vectorize the factored (spatial) axis")
         self._mark(ax, n.ForKind.VECTORIZED, "vectorize")
 
+    @primitive()
     def unroll(self, axis):
         """Unroll ``axis`` (best with a small constant extent)."""
         self._mark(axis, n.ForKind.UNROLLED, "unroll")
 
+    @primitive(check=True)
     def bind(self, axis, tag: str):
         """Bind ``axis`` to a GPU index: blockIdx.x|y|z, threadIdx.x|y|z or vthread.x|y."""
         ax = self._leaf(axis, "bind")
@@ -210,20 +320,71 @@ class StageSchedule:
         for other, attr in self.attrs.items():
             if attr.thread is t and other is not ax and other in self.leaf:
                 raise ScheduleError(f"bind: {t.value} is already bound to axis {other.name} of stage {self.name}")
+        if ax.kind is n.IterKind.REDUCE and not isinstance(ax.dom.extent, n.Const):
+            raise ScheduleError(f"bind: the reduction axis {ax.name} of stage {self.name} has no constant extent; "
+                                "a cross-thread reduction needs one",
+                                hint=f"split it by a constant factor and bind the inner axis: "
+                                f"s[{self.name!r}].split({ax.name}, factor=32)")
+        before = self.attrs.get(ax)
         self._mark(ax, n.ForKind.BOUND, "bind", t)
+        self.bind_locs[ax] = user_location()
+        try:
+            self._check_cross_thread("bind")
+        except ScheduleError:
+            self.attrs.pop(ax)
+            if before is not None:
+                self.attrs[ax] = before
+            raise
+
+    def _check_cross_thread(self, what: str):
+        """A reduction axis bound to threadIdx must be the one outermost reduction loop, inside
+        every spatial loop (lowering makes it per-thread partials plus one combine)."""
+        bound = [a for a in self.leaf if a.kind is n.IterKind.REDUCE and self.attrs.get(a) is not None
+                 and self.attrs[a].thread is not None]
+        if not bound:
+            return
+        tl = bound[0]
+        line = where(self.bind_locs.get(tl))
+        if len(bound) > 1:
+            raise ScheduleError(f"{what}: stage {self.name} has reduction axes {tl.name} and {bound[1].name} "
+                                f"bound to threads; a cross-thread reduction binds one",
+                                hint="fuse the reduction axes before binding, or bind only one")
+        p = next(k for k, a in enumerate(self.leaf) if a.kind is n.IterKind.REDUCE)
+        if self.leaf[p] is not tl:
+            raise ScheduleError(f"{what}: the reduction axis {tl.name} of stage {self.name} is bound to "
+                                f"{self.attrs[tl].thread.value}{line}, so it must be the outermost reduction loop; "
+                                f"{self._describe()}", hint=f"reorder so that {tl.name} comes before "
+                                f"{self.leaf[p].name}")
+        late = [a for a in self.leaf[p:] if a.kind is n.IterKind.SPATIAL]
+        if late:
+            raise ScheduleError(f"{what}: the reduction axis {tl.name} of stage {self.name} is bound to "
+                                f"{self.attrs[tl].thread.value}{line}, so every spatial loop must be outside it, "
+                                f"but {late[0].name} is inside; {self._describe()}",
+                                hint=f"reorder so that {late[0].name} comes before {tl.name}")
 
     # ------------------------------------------------------------ placement
+    @primitive(check=True)
     def compute_at(self, other, axis):
         """Compute this stage inside loop ``axis`` of ``other``.
 
         ``other`` is a consumer (direct, or through stages attached inside that
         loop, e.g. a packed operand at an outer loop of the output whose local
-        accumulator reads it) or a producer that this stage reads elementwise.
+        accumulator reads it): every reader must then run inside ``axis``, and
+        the stage computes the region they read there.  Or ``other`` is a
+        producer: this stage reads it at its own axes (``T[i, j]``, any order)
+        or at indices along axes that one iteration of ``axis`` computes whole
+        (``sum[i, 0]``), from outside its reduction loops, and computes what
+        that iteration wrote.  A later split or fuse of ``axis`` keeps the
+        stage at one iteration of it (the inner loop, the fused loop).
+        Anything else raises here, or at the later call that breaks it.
         """
         if not isinstance(other, StageSchedule):
             other = self.sched[other]
         if other is self:
             raise ScheduleError(f"compute_at: stage {self.name} cannot be attached to itself")
+        if other.attach is AttachKind.INLINE:
+            raise ScheduleError(f"compute_at: stage {other.name} is inlined{where(other.attach_loc)} and has "
+                                "no loops", hint=f"attach {self.name} to a stage that has loops")
         ax = other._leaf(axis, "compute_at")
         g = self.sched
         if g.depends(other, self):
@@ -232,13 +393,24 @@ class StageSchedule:
             if self.stage.output in self.sched.output_tensors():
                 raise ScheduleError(f"compute_at: {self.name} is a kernel output; only intermediate "
                                     "stages can be computed inside their consumers")
-        elif g.reads(self, other):
-            pass  # a consumer computed inside its producer's loop
+        elif g.reads(self, other) or g.depends(self, other):
+            pass  # a consumer computed inside its producer's loop (legality checks it reads it directly)
         else:
             raise ScheduleError(f"compute_at: stage {self.name} neither reads nor is read by stage {other.name}",
                                 hint="attach a stage to a loop of a stage that uses its result (or of its producer)")
-        self.attach, self.attach_stage, self.attach_axis = AttachKind.AT, other, ax
+        self._set_attach(AttachKind.AT, other, ax)
 
+    def _set_attach(self, kind, stage=None, axis=None):
+        was = self.attach is AttachKind.AT
+        self.attach, self.attach_stage, self.attach_axis = kind, stage, axis
+        self.attach_loc = user_location() if kind is not AttachKind.ROOT else None
+        self.sched._n_attached += (kind is AttachKind.AT) - was
+
+    def _attached_here(self) -> list:
+        return [h for h in self.sched._handles.values()
+                if h.attach is AttachKind.AT and h.attach_stage is self]
+
+    @primitive(check=True)
     def compute_inline(self):
         """Substitute this elementwise stage into every reader (no buffer, no loops)."""
         if self.stage.is_reduction:
@@ -246,20 +418,40 @@ class StageSchedule:
                                 hint="compute_at it inside its consumer instead")
         if self.stage.output in self.sched.output_tensors():
             raise ScheduleError(f"compute_inline: {self.name} is a kernel output and cannot be inlined")
-        self.attach, self.attach_stage, self.attach_axis = AttachKind.INLINE, None, None
+        here = self._attached_here()
+        if here:
+            raise ScheduleError(f"compute_inline: stage {here[0].name} is attached to loop "
+                                f"{here[0].attach_axis.name} of {self.name}{where(here[0].attach_loc)}; an "
+                                "inlined stage has no loops",
+                                hint=f"attach {here[0].name} elsewhere first, or keep {self.name} in its own loops")
+        if self.buffer_stages > 1:
+            raise ScheduleError(f"compute_inline: stage {self.name} is pipelined; an inlined stage has no buffer")
+        if self.store_predicate is not None:
+            raise ScheduleError(f"compute_inline: stage {self.name} stores only where its predicate holds"
+                                f"{where(self.store_predicate_loc)} (a pack leaves its ragged end unwritten), "
+                                "so it cannot be substituted into its readers",
+                                hint=f"keep {self.name} in its own loops (compute_at or compute_root)")
+        self._set_attach(AttachKind.INLINE)
 
+    @primitive(check=True)
     def compute_root(self):
         """Compute this stage in its own loop nest at the top level (the default)."""
-        self.attach, self.attach_stage, self.attach_axis = AttachKind.ROOT, None, None
+        if self.buffer_stages > 1:
+            raise ScheduleError(f"compute_root: stage {self.name} is pipelined, which needs it attached inside "
+                                "the loop it is pipelined over")
+        self._set_attach(AttachKind.ROOT)
 
+    @primitive()
     def set_scope(self, scope):
         """Keep this stage's buffer in ``global``, ``shared`` or ``local`` memory."""
         self.scope = as_scope(scope)
 
+    @primitive()
     def double_buffer(self):
         """Keep two copies of this stage's buffer so loads overlap compute (same as pipeline(2))."""
         self.pipeline(2)
 
+    @primitive()
     def pipeline(self, stages: int):
         """Multi-buffer this stage's buffer across ``stages`` iterations (cp.async on CUDA)."""
         if isinstance(stages, bool) or not isinstance(stages, int) or stages < 2:
@@ -269,28 +461,76 @@ class StageSchedule:
                                 "inside the loop it is pipelined over")
         self.buffer_stages = stages
 
+    @primitive()
     def tensorize(self, axis, intrin):
         """Replace the loop nest below ``axis`` by a tensor intrinsic (``kd.intrin.wmma``)."""
         from .intrin import WMMA
         ax = self._leaf(axis, "tensorize")
         if not isinstance(intrin, WMMA):
             raise ScheduleError(f"tensorize takes an intrinsic such as kd.intrin.wmma(16, 16, 16), got {intrin!r}")
-        self.tensorized = Tensorize(ax, intrin)
+        self.tensorized = Tensorize(ax, intrin, user_location())
 
+    @primitive()
     def set_store_predicate(self, cond, *axes):
         """Store results only where ``cond`` holds.
 
         ``cond`` is a function of the given axes, e.g.
-        ``B.set_store_predicate(lambda tx: tx == 0, B.reduce_axes[0])``, or a
-        boolean loop-IR expression.
+        ``B.set_store_predicate(lambda tx: tx == 0, B.reduce_axes[0])`` (without
+        axes: of the stage's spatial axes), or a comparison of an axis with an
+        int, such as ``C.set_store_predicate(C.axes[0] < 10)``.
         """
+        example = f"{self.name}.set_store_predicate(lambda i: i < 10, {self.name}.axes[0])"
+        if isinstance(cond, bool):
+            raise ScheduleError(f"set_store_predicate got the Python bool {cond}, not a condition on axes "
+                                "(== between an axis and a number compares the objects)",
+                                hint=f"write it as a function of the axes: {example.replace('<', '==')}")
         if callable(cond):
             from ..frontend.predicate import trace_axis_expr
-            ivs = [self._leaf(a, "set_store_predicate") for a in axes]
+            ivs = [self._leaf(a, "set_store_predicate") for a in axes] or list(self.stage.axes)
+            _check_arity(cond, len(ivs), f"set_store_predicate: the predicate function gets one argument per "
+                         f"axis ({', '.join(a.name for a in ivs) or 'none'})", example)
             expr = trace_axis_expr(cond, ivs)
         else:
+            if axes:
+                raise ScheduleError("set_store_predicate takes axes only with a function of them",
+                                    hint=example)
             expr = cond
         if not isinstance(expr, n.Expr) or not expr.dtype.is_bool:
-            raise ScheduleError("set_store_predicate takes a function of axes returning a condition",
-                                hint="e.g. B.set_store_predicate(lambda tx: tx == 0, B.reduce_axes[0])")
+            raise ScheduleError("set_store_predicate takes a function of axes returning a condition, "
+                                f"got {type(expr).__name__}", hint=f"e.g. {example}")
+        own = {a.var for a in self.stage.axes + self.stage.reduce_axes} | {a.var for a in self.leaf}
+        for rel in self.relations:
+            own |= {getattr(rel, f).var for f in ("parent", "outer", "inner", "fused") if hasattr(rel, f)}
+        from ..ir.visitor import free_vars
+        foreign = [v for v in free_vars(expr) if v not in own]
+        if foreign:
+            raise ScheduleError(f"set_store_predicate: the condition uses {foreign[0].name}, which is not an "
+                                f"axis of stage {self.name} ({self._describe()})", hint=f"e.g. {example}")
         self.store_predicate = expr
+        self.store_predicate_loc = user_location()
+
+
+def _check_arity(fn, count: int, what: str, example: str):
+    """ScheduleError when ``fn`` cannot be called with ``count`` positional arguments."""
+    try:
+        inspect.signature(fn).bind(*range(count))
+    except TypeError:
+        raise ScheduleError(f"{what}; the function does not take {count}", hint=example) from None
+    except ValueError:
+        pass    # no signature to inspect (a builtin): let the call decide
+
+
+def split_extents(ext, factor, nparts):
+    """(outer, inner) extents of splitting an axis of extent ``ext``.
+
+    Where ``ext`` is a constant smaller than the inner (``factor``) or outer
+    (``nparts``) extent, that loop gets ``ext`` instead: the same iterations,
+    and a chain of splits by factors that do not divide never makes loops (or
+    the regions inferred from them) grow with the product of the factors.
+    """
+    small = ext.value if isinstance(ext, n.Const) and ext.value >= 1 else None
+    if factor is not None:
+        inner = factor if small is None else min(factor, small)
+        return mk.ceildiv(ext, factor), mk.as_expr(inner)
+    outer = nparts if small is None else min(nparts, small)
+    return mk.as_expr(outer), mk.ceildiv(ext, outer)

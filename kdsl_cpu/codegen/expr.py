@@ -3,8 +3,10 @@
 Integers wrap; ``//`` and ``%`` floor with Python's signs and give 0 for a
 zero divisor (and never hit LLVM's undefined ``INT_MIN / -1``); float ``//``
 and ``%`` follow numpy's ``npy_divmod``; MIN/MAX propagate NaN (a select, as
-``np.minimum``); float->int casts saturate to int64 and then wrap to the
-target width (numpy's result for every value int64 holds, and never poison);
+``np.minimum``); float->int casts saturate to int64 (uint64: to [0, 2**64) for
+values >= 0) and then wrap to the target width (numpy's result for every value
+int64 or uint64 holds, never poison, NaN -> 0: ``numpy_eval.float_to_int``);
+unsigned types divide, compare, extend and convert as unsigned;
 ``x -> bool`` is ``x != 0``.  16-bit floats compute in float and round once
 per operation (see types.py).
 """
@@ -284,7 +286,14 @@ class ExprGen:
         b = self.b
         if v.type == T.HALF:
             v = b.fpext(v, T.FLOAT)
-        r = b.call(self.intr.fptosi_sat(v.type), [v])
+        sat = self.intr.fptosi_sat(v.type)
+        r = b.call(sat, [v])
+        if dst is dt.uint64:
+            # [2**63, 2**64) is exact in uint64: x - 2**63 is exact there, and its top bit comes
+            # back with the xor (x >= 2**64 saturates to 2**64 - 1)
+            two63 = ir.Constant(v.type, 2.0 ** 63)
+            top = b.xor(b.call(sat, [b.fsub(v, two63)]), ir.Constant(T.I64, -(1 << 63)))
+            r = b.select(b.fcmp_ordered(">=", v, two63), top, r)
         return r if dst.bits == 64 else b.trunc(r, T.value_type(dst))
 
 

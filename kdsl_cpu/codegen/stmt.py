@@ -29,7 +29,9 @@ from .vector import VectorEmitter, same_element
 
 #: constant-size temporaries up to this many bytes go on the stack
 STACK_LIMIT = 32 * 1024
-#: a parallel loop whose estimated innermost iterations are fewer runs on the calling thread
+#: estimated innermost iterations each thread of a parallel loop gets at least: a loop with
+#: less work runs on fewer threads (below this, on the calling thread alone), so that small
+#: loops do not pay for waking sleeping workers, nor stall when the cores are shared
 PARALLEL_MIN_WORK = 1 << 15
 #: the guess for a loop extent that cannot be computed before the loop runs
 _UNKNOWN_EXTENT = 16
@@ -297,11 +299,12 @@ class StmtGen:
         # caller: threads = min(rt.nthreads, ext); one thread (or none) calls the chunk directly
         rt_threads = b.load(b.gep(outer.rt, [ir.Constant(T.I64, 1)], source_etype=T.I64), typ=T.I64)
         nt = b.select(b.icmp_signed("<", ext, rt_threads), ext, rt_threads)
-        # too little work to pay for waking threads: run it on this one
+        # too little work to pay for waking threads: at most work / PARALLEL_MIN_WORK of them
         work = self.expr(mk.mul(mk.max_(s.extent, mk.as_expr(1, s.extent.dtype)),
                                 _work(s.body, {s.var: s.min}, set(outer.env))))
-        small = b.icmp_signed("<", work, ir.Constant(T.I64, PARALLEL_MIN_WORK))
-        nt = b.select(small, ir.Constant(T.I64, 1), nt)
+        by_work = b.sdiv(work, ir.Constant(T.I64, PARALLEL_MIN_WORK))
+        nt = b.select(b.icmp_signed("<", by_work, nt), by_work, nt)
+        nt = b.select(b.icmp_signed("<", nt, ir.Constant(T.I64, 1)), ir.Constant(T.I64, 1), nt)
         with b.if_then(b.icmp_signed(">", ext, ir.Constant(T.I64, 0))):
             with b.if_else(b.icmp_signed(">", nt, ir.Constant(T.I64, 1))) as (many, one):
                 with many:

@@ -4,7 +4,7 @@
 |----------------|-------------------|-----------------------------|
 | bool           | i1                | i8 (numpy's 0/1 byte)       |
 | int8..int64    | iN                | iN                          |
-| uint8          | i8 (unsigned ops) | i8                          |
+| uint8..uint64  | iN (unsigned ops) | iN                          |
 | float16        | half              | half (LLVM promotes each op to float and rounds back,
 |                |                   | which is numpy's float16 semantics)                      |
 | bfloat16       | float, rounded to bfloat16 after every op | i16 (the top half of a float) |
@@ -23,6 +23,7 @@ PTR = ir.PointerType()
 VOID = ir.VoidType()
 
 _VALUE = {dt.bool_: I1, dt.int8: I8, dt.int16: I16, dt.int32: I32, dt.int64: I64, dt.uint8: I8,
+          dt.uint16: I16, dt.uint32: I32, dt.uint64: I64,
           dt.float16: HALF, dt.bfloat16: FLOAT, dt.float32: FLOAT, dt.float64: DOUBLE}
 _STORAGE = dict(_VALUE)
 _STORAGE[dt.bool_] = I8
@@ -52,7 +53,7 @@ def const(d: dt.DType, value) -> ir.Constant:
         return ir.Constant(t, int(bool(value)))
     if d.is_int:
         v = int(value) & ((1 << d.bits) - 1)           # two's complement wrap, as numpy
-        if d.is_signed and v >= 1 << (d.bits - 1):
+        if v >= 1 << (d.bits - 1):     # the same bits, written as LLVM's signed literal
             v -= 1 << d.bits
         return ir.Constant(t, v)
     if d is dt.bfloat16:

@@ -15,7 +15,7 @@ import pytest
 import kdsl as kd
 from kdsl.ir import nodes as n
 
-from conftest import ROOT
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @kd.kernel

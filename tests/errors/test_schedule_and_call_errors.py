@@ -78,7 +78,7 @@ def _add(A, B):
     ((np.ones(3),), kd.ArgumentError, "argument"),
     ((np.ones(3), np.ones(4)), kd.ShapeError, "must be equal"),
     ((np.ones(3), "x"), kd.ArgumentError, "B"),
-    ((np.ones(3, np.uint16), np.ones(3)), kd.KernelError, "uint16"),
+    ((np.ones(3, np.complex64), np.ones(3)), kd.KernelError, "complex64"),
 ])
 def test_call_errors_point_at_the_call(args, exc, text):
     k = kd.kernel(_add)

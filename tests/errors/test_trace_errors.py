@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import kdsl.frontend.api as kd
-from kdsl.errors import DTypeError, KernelError, KernelValueError, ShapeError
+from kdsl.errors import DTypeError, KernelError, KernelIndexError, KernelValueError, ShapeError
 from kdsl.frontend.spec import TensorSpec
 from kdsl.frontend.trace import trace
 
@@ -208,7 +208,7 @@ def test_item_assignment_and_advanced_indexing():
 def test_index_out_of_bounds_static():
     def f(A):
         return A[5]
-    with pytest.raises(KernelValueError) as e:
+    with pytest.raises(KernelIndexError) as e:   # numpy raises IndexError here
         trace(f, [TensorSpec((3,), "float32")])
     _check(e, "return A[5]", "range(-3, 3)")
 

@@ -46,7 +46,9 @@ def test_pyproject():
     p = meta["project"]
     assert p["name"] == "kdsl" and p["requires-python"] == ">=3.11"
     assert p["dependencies"] == ["numpy"]
-    assert p["entry-points"]["kdsl.backends"] == {"numpy": "kdsl.backends.numpy_backend:NumpyBackend"}
+    assert p["entry-points"]["kdsl.backends"] == {
+        "numpy": "kdsl.backends.numpy_backend:NumpyBackend",
+        "interp": "kdsl.backends.interpreter:InterpreterBackend"}   # the debug mode
     assert "pytest" in p["optional-dependencies"]["test"]
     assert meta["tool"]["setuptools"]["packages"]["find"]["include"] == ["kdsl*"]
 
@@ -132,12 +134,17 @@ def test_install_and_third_party_backend(venv):
         a = np.arange(4.0)
         assert (kd.kernel(add)(a, a, backend="toy") == 2 * a).all()
         print(type(kd.get_backend("toy")).__module__)
+        def twice_plus(A):
+            return A * 2 + 1
+        assert (kd.kernel(twice_plus)(a, backend="interp") == 2 * a + 1).all()
+        print(type(kd.get_backend("interp")).__module__)
     """, python=py, pythonpath=os.pathsep.join([os.path.join(TESTS, "runtime"),
                                                  os.path.join(TESTS, "backends")]), cwd=str(d))
     lines = out.splitlines()
     # other backends installed on this machine (kdsl-cpu in CI) may be listed as well
     import ast
     eps, names = ast.literal_eval(lines[0]), ast.literal_eval(lines[1])
-    assert {"numpy", "toy"} <= set(eps) and {"numpy", "toy"} <= set(names)
+    assert {"numpy", "interp", "toy"} <= set(eps) and {"numpy", "interp", "toy"} <= set(names)
     assert names == sorted(names) and set(eps) <= set(names)
     assert lines[2] == "kdsl_toy"
+    assert lines[3] == "kdsl.backends.interpreter"

@@ -14,7 +14,7 @@ def test_config_reads_env_on_demand(monkeypatch, tmp_path):
     c = config.config()
     assert c.backend is None and not c.dump and c.cache
     assert c.cache_dir == os.path.expanduser("~/.cache/kdsl")
-    assert c.num_threads == (os.cpu_count() or 1)
+    assert c.num_threads == len(os.sched_getaffinity(0))   # the usable cores
     monkeypatch.setenv("KDSL_BACKEND", "cpu")
     monkeypatch.setenv("KDSL_DUMP", "1")
     monkeypatch.setenv("KDSL_CACHE", "0")
@@ -24,7 +24,7 @@ def test_config_reads_env_on_demand(monkeypatch, tmp_path):
     assert (c.backend, c.dump, c.cache, c.cache_dir, c.num_threads) == ("cpu", True, False,
                                                                          str(tmp_path), 3)
     monkeypatch.setenv("KDSL_NUM_THREADS", "many")
-    assert config.num_threads() == (os.cpu_count() or 1)
+    assert config.num_threads() == len(os.sched_getaffinity(0))
 
 
 def test_key_depends_on_everything():
