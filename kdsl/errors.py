@@ -121,6 +121,19 @@ class ScheduleError(KdslUserError, ValueError):
     """An illegal or impossible schedule primitive or hint."""
 
 
+class ScheduleWarning(UserWarning):
+    """A schedule request that kdsl honours only in part (e.g. an unroll capped to bound the
+    code size); the message says what was done instead and why."""
+
+
+def warn_user(message: str, category=None) -> None:
+    """Issue a warning attributed to the user's line (not to kdsl's)."""
+    import warnings
+    loc = user_location()
+    warnings.warn_explicit(message, category or ScheduleWarning,
+                           loc.file if loc else "kdsl", loc.line if loc else 0)
+
+
 class BackendNotInstalled(KdslError, LookupError):
     """The requested backend's package is not installed."""
 

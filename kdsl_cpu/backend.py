@@ -78,13 +78,12 @@ class CPUBackend:
 
     # ------------------------------------------------------------- protocol
     def schedule(self, sched, hints) -> None:
-        """The user's generic hints, then the default schedule of every stage no hint names."""
-        from kdsl.schedule.hints import apply_hints
+        """The default plan of every stage, adjusted by the user's hints (kdsl_cpu.schedules)."""
+        from kdsl.schedule.hints import record_backend_hints
 
-        from .schedules import default_schedule
-        apply_hints(sched, hints)
-        hinted = {h.hints.get("stage", sched.outputs[0].name) for h in hints if h.fn is None}
-        default_schedule(sched, self._thread_count(sched), hinted)
+        from .schedules import schedule
+        record_backend_hints(sched, hints)     # a threads= hint sets the thread count
+        schedule(sched, hints, self._thread_count(sched))
 
     def lower(self, request: CompileRequest):
         """The loop IR this backend compiles for ``request`` (core pipeline + ``EXTRA_PASSES``)."""

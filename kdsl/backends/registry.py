@@ -199,6 +199,13 @@ def backends() -> list:
     return sorted(set(_BUILTIN) | set(_discover()) | set(_registered))
 
 
+def known_targets() -> list:
+    """Sorted names a schedule may target: installed and registered backends, the backends the
+    kdsl project ships (installed or not: a kernel may carry schedules for a GPU it lacks here)
+    and the loop-IR interpreter."""
+    return sorted(set(backends()) | set(_KNOWN_PACKAGES) | {"interp"})
+
+
 def is_installed(name: str) -> bool:
     """Whether ``name`` is known (built in, installed or registered), without importing it."""
     return name in _registered or name in _discover() or name in _BUILTIN

@@ -2,9 +2,12 @@
 
 Loops are rotated (guard, body, latch) with an i64 induction variable.
 SERIAL and BOUND loops (GPU tags: the lowering emits barrier-separated
-phases, so running them in order is exact) are plain loops; VECTORIZED loops
-carry ``llvm.loop.vectorize.enable`` and UNROLLED ones ``llvm.loop.unroll.*``
-metadata.  A PARALLEL loop that is not inside another one is outlined into a
+phases, so running them in order is exact) are plain loops; UNROLLED loops are
+unrolled as unroll.py decides (LLVM's full unroll only where it cannot fail,
+else by copying the body here, with a cap on the code size); innermost VECTORIZED loops that vector.py does not emit as
+vector code are left to LLVM's loop vectorizer (only ``llvm.loop.unroll.disable``:
+a forced ``llvm.loop.vectorize.enable`` can be refused, and LLVM then warns on
+stderr).  A PARALLEL loop that is not inside another one is outlined into a
 chunk function ``void chunk(ptr data, i64 tid, i64 nthreads)`` running a static
 block of the iteration range; the caller packs every live variable and buffer
 pointer into ``data`` and calls the runtime's parallel launcher (see
@@ -22,7 +25,10 @@ from kdsl.ir import nodes as n
 from kdsl.ir.visitor import free_vars, substitute
 from kdsl.passes.blocked_sums import const_upper
 
+from kdsl.errors import warn_user
+
 from . import types as T
+from . import unroll as U
 from .expr import ExprGen
 from .function import FnCtx
 from .vector import VectorEmitter, same_element
@@ -93,6 +99,8 @@ class StmtGen:
                        n.Barrier: self._barrier, n.Evaluate: self._evaluate,
                        n.Intrinsic: self._intrinsic}
         self._malloc = self._free = None
+        self._unroll = U.UnrollPlanner()
+        self._warned: set = set()
 
     def bind(self, ctx: FnCtx):
         """Make ``ctx`` the function being generated."""
@@ -205,38 +213,105 @@ class StmtGen:
     def _for(self, s: n.For):
         if s.kind is n.ForKind.PARALLEL and self.fn.par_depth == 0:
             return self._parallel(s)
+        if s.kind is n.ForKind.UNROLLED:
+            return self._unrolled(s)
         if s.kind is n.ForKind.VECTORIZED and VectorEmitter(self, s).emit():
             return
         md = None
         if s.kind is n.ForKind.VECTORIZED:
-            # no full unroll first: LLVM would unroll the (constant, guarded) lane loop into
-            # scalar branches before the loop vectorizer ever sees it
-            md = self.loop_md([("llvm.loop.vectorize.enable", ir.Constant(T.I1, 1)),
-                               ("llvm.loop.unroll.disable", None)])
-        elif s.kind is n.ForKind.UNROLLED:
-            full = isinstance(s.extent, n.Const)
-            md = self.loop_md([("llvm.loop.unroll.full" if full else "llvm.loop.unroll.enable",
-                                None)])
+            if self._unroll.stays_loop(s.body):
+                # LLVM vectorizes innermost loops only; asking for more prints a warning
+                self._warn(s, U.not_innermost_message(self.user_name, s))
+            else:
+                # no full unroll first: LLVM would unroll the (constant, guarded) lane loop
+                # into scalar branches before the loop vectorizer ever sees it.  No
+                # llvm.loop.vectorize.enable: LLVM may refuse a forced request (a tiny or
+                # guarded trip count...) and then prints a warning on the user's stderr;
+                # unforced, its vectorizer takes the loop when its cost model says so
+                md = self.loop_md([("llvm.loop.unroll.disable", None)])
         lo, ext = self.expr(s.min), self.expr(s.extent)
         self.loop(s.var, lo, self.fn.b.add(lo, ext), s.body, md)
+
+    @property
+    def user_name(self) -> str:
+        """The kernel's name as its author wrote it (the entry symbol less ``kdsl_``)."""
+        k = self.kernel_name
+        return k[5:] if k.startswith("kdsl_") else k
+
+    def _warn(self, s: n.For, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            warn_user(message)
+
+    def _copy(self, s: n.For, value) -> None:
+        """One copy of ``s``'s body with its variable bound to ``value``."""
+        env = self.fn.env
+        if s.var in env:
+            raise InternalCompilerError(f"loop variable {s.var.name!r} is bound again in its scope")
+        env[s.var] = value
+        self.stmt(s.body)
+        del env[s.var]
+
+    def _unrolled(self, s: n.For):
+        """An UNROLLED loop, as unroll.py decides: LLVM's full unroll of a small loop-free
+        body, every iteration copied, or groups of copies in a loop plus a remainder loop."""
+        d = self._unroll.decide(s)
+        ext = U.const_extent(s)
+        b = self.fn.b
+        lo = self.expr(s.min)
+        if d.how == "llvm":
+            md = self.loop_md([("llvm.loop.unroll.full", None)])
+            self.loop(s.var, lo, b.add(lo, self.expr(s.extent)), s.body, md)
+            return
+        if ext is not None and d.how == "partial":
+            self._warn(s, U.capped_message(self.user_name, s, d.factor))
+        if d.how == "copies":
+            base = int(s.min.value) if isinstance(s.min, n.Const) else None
+            for k in range(d.factor):
+                if base is not None:
+                    self._copy(s, ir.Constant(T.I64, base + k))
+                else:
+                    self._copy(s, b.add(lo, ir.Constant(T.I64, k)) if k else lo)
+            return
+        factor = d.factor
+        hi = b.add(lo, self.expr(s.extent))
+        if factor > 1:
+            main = b.add(lo, b.mul(b.sdiv(b.sub(hi, lo), ir.Constant(T.I64, factor)),
+                                   ir.Constant(T.I64, factor)))
+
+            def body(t):
+                for k in range(factor):
+                    self._copy(s, b.add(t, ir.Constant(T.I64, k)) if k else t)
+            self.loop_values(lo, main, body, step=factor)
+            lo = main
+        self.loop(s.var, lo, hi, s.body)
 
     def loop(self, var: n.Var, lo, hi, body: n.Stmt, md=None):
         """``for var in [lo, hi)`` (i64 values) around ``body``."""
         ctx = self.fn
-        b = ctx.b
         if var in ctx.env:
             raise InternalCompilerError(f"loop variable {var.name!r} is bound again in its scope")
+
+        def emit(i):
+            ctx.env[var] = i
+            self.stmt(body)
+            del ctx.env[var]
+        self.loop_values(lo, hi, emit, md=md, name=var.name)
+
+    def loop_values(self, lo, hi, emit, step: int = 1, md=None, name: str = "u"):
+        """``for i in range(lo, hi, step)`` (i64 values; ``lo + k*step`` never passes ``hi``
+        but for the last step) calling ``emit(i)`` for the body."""
+        ctx = self.fn
+        b = ctx.b
         pre = b.block
-        body_bb = ctx.fn.append_basic_block(f"for.{var.name}")
-        exit_bb = ctx.fn.append_basic_block(f"end.{var.name}")
+        body_bb = ctx.fn.append_basic_block(f"for.{name}")
+        exit_bb = ctx.fn.append_basic_block(f"end.{name}")
         b.cbranch(b.icmp_signed("<", lo, hi), body_bb, exit_bb)
         b.position_at_end(body_bb)
-        i = b.phi(T.I64, name=var.name)
+        i = b.phi(T.I64, name=name)
         i.add_incoming(lo, pre)
-        ctx.env[var] = i
-        self.stmt(body)
-        del ctx.env[var]
-        nxt = b.add(i, ir.Constant(T.I64, 1), flags=["nsw"])
+        emit(i)
+        nxt = b.add(i, ir.Constant(T.I64, step), flags=["nsw"])
         i.add_incoming(nxt, b.block)
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
         if md is not None:

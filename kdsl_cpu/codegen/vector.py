@@ -69,17 +69,22 @@ class VectorEmitter:
         self.width = int(s.extent.value) if isinstance(s.extent, n.Const) else 0
         self._update = False
 
-    def emit(self) -> bool:
-        """Generate the loop as vector code; False (nothing emitted) when it does not qualify."""
+    def qualifies(self) -> bool:
+        """Would ``emit`` generate vector code?  (A check of the loop alone; needs no builder.)"""
         if not 2 <= self.width <= MAX_WIDTH:
             return False
         try:
-            stores = _stores(self.s.body)
-            for st in stores:        # check everything before emitting anything
+            for st in _stores(self.s.body):
                 self._check_store(st)
         except _NotSimple:
             return False
-        for st in stores:
+        return True
+
+    def emit(self) -> bool:
+        """Generate the loop as vector code; False (nothing emitted) when it does not qualify."""
+        if not self.qualifies():     # check everything before emitting anything
+            return False
+        for st in _stores(self.s.body):
             self._store(st)
         return True
 

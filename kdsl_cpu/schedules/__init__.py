@@ -1,11 +1,8 @@
 """Default CPU schedules: what a kernel gets when its author writes no schedule.
 
-``default_schedule(sched, threads)`` walks the stages that will be computed
-(inlined ones are skipped) and gives each the rule of its kind:
+``default_plans(sched, threads)`` gives each stage that will be computed the
+plan (kdsl/schedule/plan.py) of its kind:
 
-* intermediate stages read row by row by one consumer are computed inside
-  that consumer's row loop (softmax, layernorm: one pass over each row while
-  it is in cache);
 * matrix products get the blocked GEMM recipe (gemm.py);
 * reductions with a small constant window (a 3x3 convolution) unroll it;
 * reductions with few outputs split the reduction across threads (rfactor);
@@ -13,42 +10,57 @@
   out of the innermost loop;
 * everything else is parallel over its outermost axis.
 
-Stages a user hinted keep only the hints.
+``schedule(sched, hints, threads)`` lets the user's hints override fields of
+those plans (kdsl/schedule/hints.py), then computes intermediate stages that
+are read row by row by one consumer inside that consumer's row loop
+(softmax, layernorm: one pass over each row while it is in cache), and
+realises everything.  A hint adjusts a default; it never drops the rest of it.
 """
 from __future__ import annotations
 
+from kdsl.schedule.hints import merge_hints
+from kdsl.schedule.plan import (StagePlan, realize, reduce_names, spatial_names,
+                                vector_axis_name)
 from kdsl.schedule.records import AttachKind
 
 from . import analysis as A
 from . import rules
-from .gemm import gemm, is_matmul
+from .gemm import is_matmul, recipe
 
 
-def default_schedule(sched, threads: int, hinted=()) -> None:
-    """Schedule every stage of ``sched`` not named in ``hinted`` (see the module docstring)."""
-    hinted = set(hinted)
-    _attach_rows(sched, hinted)
+def schedule(sched, hints, threads: int) -> None:
+    """Default plans, adjusted by ``hints`` (a list of declarative Hints), realised on ``sched``."""
+    plans = default_plans(sched, threads)
+    merge_hints(sched, plans, hints, threads)
+    attach = attach_rows(sched, plans)
+    if attach:   # attached stages get the plan of a stage inside a row loop (hints still apply)
+        plans = default_plans(sched, threads, attached=set(attach))
+        merge_hints(sched, plans, hints, threads)
+    realize(sched, plans, attach)
+
+
+def default_plans(sched, threads: int, attached=frozenset()) -> dict:
+    """Stage name -> the default StagePlan of every stage that is computed."""
+    plans = {}
     for h in sched.stages:
-        if h.name in hinted or h.attach is AttachKind.INLINE or h.relations:
+        if h.attach is AttachKind.INLINE:
             continue
         st = h.stage
-        if h.attach is AttachKind.AT:
-            if A.small_reduction(st):
-                for a in st.reduce_axes:
-                    h.unroll(a)
-            continue
-        if not st.is_reduction:
-            rules.elementwise(h)
+        if h.name in attached:
+            plans[h.name] = rules.attached(st, A.small_reduction(st))
+        elif not st.is_reduction:
+            plans[h.name] = rules.elementwise(st)
         elif is_matmul(st):
-            gemm(sched, h, threads)
+            plans[h.name] = StagePlan(recipe=recipe(), parallel=spatial_names(st)[0])
         elif A.small_reduction(st):
-            rules.stencil(h)
+            plans[h.name] = rules.stencil(st)
         elif threads > 1 and _few_outputs(st, threads):
-            rules.split_reduction(sched, h, threads)
+            plans[h.name] = rules.split_reduction(st, threads)
         elif A.column_reduction(st):
-            rules.column_reduction(h)
+            plans[h.name] = rules.column_reduction(st)
         else:
-            rules.row_reduction(h)
+            plans[h.name] = rules.row_reduction(st)
+    return plans
 
 
 def _few_outputs(stage, threads: int) -> bool:
@@ -56,35 +68,53 @@ def _few_outputs(stage, threads: int) -> bool:
     return work is not None and work < 2 * threads
 
 
-def _attach_rows(sched, hinted) -> None:
-    """compute_at each intermediate stage whose readers all iterate over the same rows.
+def _makes_stages(stage, plan) -> bool:
+    """Does realising ``plan`` move the stage's reads into new stages (rfactor, lanes)?"""
+    if plan.recipe is not None or (plan.rfactor or 1) > 1:
+        return True
+    return vector_axis_name(stage, plan) in reduce_names(stage)
+
+
+def _keeps_first_loop(stage, plan) -> bool:
+    """The consumer's first axis stays one whole loop (producers attach there)."""
+    first = spatial_names(stage)[0]
+    if first in plan.tile or first in plan.unroll_axes or _makes_stages(stage, plan):
+        return False
+    return vector_axis_name(stage, plan) != first
+
+
+def attach_rows(sched, plans) -> dict:
+    """Producer name -> consumer name, for each intermediate stage whose readers all iterate
+    over the same rows.
 
     A stage P is attached at the outermost loop of a root stage R when every
     reader of P is R or a stage already attached at R, each reads P with its
-    own first axis as the first index, and P's first extent is R's.
+    own first axis as the first index, and P's first extent is R's.  Stages whose
+    plan makes new stages or asks for a parallel loop of their own stay at the root.
     """
+    attach = {}
     for h in reversed(sched.stages):
-        if h.name in hinted or h.attach is not AttachKind.ROOT or A.is_output(sched, h):
+        plan = plans.get(h.name)
+        if plan is None or A.is_output(sched, h) or not h.stage.axes:
             continue
-        st = h.stage
-        if not st.axes:
+        if "parallel" in plan.explicit or _makes_stages(h.stage, plan):
             continue
         readers = A.consumers(sched, h)
         if not readers:
             continue
-        roots = {r.attach_stage if r.attach is AttachKind.AT else r for r in readers}
+        roots = {attach.get(r.name, r.name) for r in readers}
         if len(roots) != 1:
             continue
-        root = roots.pop()
-        if (root.attach is not AttachKind.ROOT or len(root.stage.axes) < 2 or root.relations
-                or root.name in hinted or is_matmul(root.stage)
-                or root.stage.axes[0].dom.extent != st.axes[0].dom.extent):
-            continue
-        if any(r.attach is AttachKind.AT and r.attach_axis is not root.leaf[0] for r in readers):
+        root = sched[roots.pop()]
+        rplan = plans.get(root.name)
+        if (root.name in attach or rplan is None or len(root.stage.axes) < 2
+                or is_matmul(root.stage) or not _keeps_first_loop(root.stage, rplan)
+                or root.stage.axes[0].dom.extent != h.stage.axes[0].dom.extent):
             continue
         if not all(_reads_by_row(r, h) for r in readers):
             continue
-        h.compute_at(root, root.leaf[0])
+        attach[h.name] = root.name
+    return attach
 
 
 def _reads_by_row(reader, producer) -> bool:

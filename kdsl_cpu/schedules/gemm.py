@@ -15,8 +15,11 @@ slowest thread; medians of interleaved rounds, against OpenBLAS in the same run.
 """
 from __future__ import annotations
 
+import math
+
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import uses_var
+from kdsl.schedule.plan import PARTIALS, Recipe, reduce_names, spatial_names
 
 MR = 6      # rows of the register block
 NR = 64     # columns of the register block (4 zmm / 8 ymm vectors per row)
@@ -47,7 +50,7 @@ def is_matmul(stage) -> bool:
     body = stage.body
     if not isinstance(body, n.Reduce) or len(stage.reduce_axes) != 1 or len(stage.axes) < 2:
         return False
-    if body.combiner.name != "sum" or body.condition is not None:
+    if body.combiner.kind != "sum" or body.condition is not None:
         return False
     ab = _factors(stage)
     if ab is None:
@@ -61,7 +64,49 @@ def is_matmul(stage) -> bool:
             and not uses_var(b.indices[-1], k))
 
 
-def gemm(sched, h, threads: int) -> None:
+def _names(stage):
+    """(batch axis names, i, j, k) of a matmul stage."""
+    *batch, i, j = spatial_names(stage)
+    return batch, i, j, reduce_names(stage)[0]
+
+
+def accepts(plan, stage) -> bool:
+    """Can the recipe honour the hinted fields of ``plan``?  (Else the generic plan runs.)
+
+    It can: ``tile`` of i (rows per parallel chunk), j (register block columns) and k
+    (K block); ``unroll=N`` (N register block rows: the unrolled loop); ``vectorize=W``
+    along j (the register block is a multiple of W); ``parallel`` over a spatial axis,
+    True or False."""
+    batch, i, j, k = _names(stage)
+    if set(plan.tile) - {i, j, k} or plan.rfactor or plan.unroll_axes:
+        return False
+    if plan.parallel == PARTIALS or plan.parallel == k:
+        return False
+    return plan.vector_axis in (None, j)
+
+
+def _params(plan, stage) -> dict:
+    _, i, j, k = _names(stage)
+    mr = plan.unroll if "unroll" in plan.explicit and plan.unroll else MR
+    rows = plan.tile.get(i)
+    if rows is not None and rows < mr:
+        mr = rows
+    mc = max(1, math.ceil(rows / mr)) if rows is not None else MC
+    nr = plan.tile.get(j, NR)
+    w = plan.vectorize if "vectorize" in plan.explicit else None
+    if w and nr % w:
+        nr = w * max(1, round(nr / w))
+    return {"mr": mr, "mc": mc, "nr": nr, "kc": plan.tile.get(k, KC),
+            "parallel": plan.parallel is not None}
+
+
+def recipe() -> Recipe:
+    """The GEMM as a plan recipe (hints adjust its block sizes, see ``accepts``)."""
+    return Recipe("gemm", lambda sched, h, plan: gemm(sched, h, **_params(plan, h.stage)), accepts)
+
+
+def gemm(sched, h, mr: int = MR, mc: int = MC, nr: int = NR, kc: int = KC,
+         parallel: bool = True) -> None:
     """Blocked, packed, parallel schedule of the matmul stage ``h`` (see the module docstring).
 
     The reduction is cut into ``KC``-long blocks with ``rfactor``: the partial
@@ -77,14 +122,16 @@ def gemm(sched, h, threads: int) -> None:
     """
     *batch, i, j = h.stage.axes
     (k,) = h.stage.reduce_axes
-    ko, _ = h.split(k, factor=KC)
+    ko, _ = h.split(k, factor=kc)
     rf = sched.rfactor(h, ko)
     (kv,) = h.reduce_axes
-    io, ii = h.split(i, factor=MR)
-    ioo, ioi = h.split(io, factor=MC)
-    jo, ji = h.split(j, factor=NR)
+    io, ii = h.split(i, factor=mr)
+    ioo, ioi = h.split(io, factor=mc)
+    jo, ji = h.split(j, factor=nr)
     h.reorder(*batch, ioo, jo, kv, ioi, ii, ji)
-    h.parallel(h.fuse(*batch, ioo, jo))
+    outer = h.fuse(*batch, ioo, jo)
+    if parallel:
+        h.parallel(outer)
     h.vectorize(ji)
     rf.compute_at(h, ioi)
     rko, *rbatch, ri, rj = rf.stage.axes

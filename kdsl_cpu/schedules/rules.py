@@ -1,14 +1,16 @@
-"""The default CPU schedule of each kind of stage (see __init__ for how one is chosen).
+"""The default CPU plan of each kind of stage (see __init__ for how one is chosen).
 
-Shapes are usually symbolic when a kernel compiles, so the rules look at
-the access pattern and constant extents, never at sizes they cannot know.
-Loops keep the stage's row-major order unless the memory walk asks for
-another; LLVM vectorizes the innermost loop (cpu codegen tags reduction
-updates as reassociable and every buffer as its own alias scope).
+Each rule returns a ``kdsl.schedule.plan.StagePlan``: hints then adjust its
+fields and ``plan.realize`` applies it.  Shapes are usually symbolic when a
+kernel compiles, so the rules look at the access pattern and constant
+extents, never at sizes they cannot know.  Loops keep the stage's row-major
+order unless the memory walk asks for another; LLVM vectorizes the innermost
+loop (cpu codegen tags reduction updates as reassociable and every buffer as
+its own alias scope).
 """
 from __future__ import annotations
 
-from kdsl.ir import nodes as n
+from kdsl.schedule.plan import PARTIALS, StagePlan, reduce_names, spatial_names
 
 from .analysis import const_extent
 
@@ -18,46 +20,46 @@ CHUNK_1D = 16384
 COLUMN_TILE = 256
 
 
-def elementwise(h) -> None:
+def elementwise(stage) -> StagePlan:
     """Parallel over the outermost axis (1-D: over chunks); the inner loop is LLVM's to vectorize."""
-    axes = list(h.stage.axes)
+    axes = list(stage.axes)
     if not axes:
-        return
+        return StagePlan()
     if len(axes) == 1:
         c = const_extent(axes[0])
         if c is not None and c <= CHUNK_1D:
-            return
-        outer, _ = h.split(axes[0], factor=CHUNK_1D)
-        h.parallel(outer)
-        return
-    h.parallel(axes[0])
+            return StagePlan()
+        name = spatial_names(stage)[0]
+        return StagePlan(tile={name: CHUNK_1D}, parallel=name)
+    return StagePlan(parallel=spatial_names(stage)[0])
 
 
-def row_reduction(h) -> None:
+def row_reduction(stage) -> StagePlan:
     """Reduce loops innermost (contiguous, vectorized by reassociation); parallel over rows."""
-    if h.stage.axes:
-        h.parallel(h.stage.axes[0])
+    return StagePlan(parallel=_first(stage))
 
 
-def column_reduction(h) -> None:
+def column_reduction(stage) -> StagePlan:
     """Reduce over rows while a strip of adjacent outputs stays in L1: ``jo, r..., ji``."""
-    axes, red = list(h.stage.axes), list(h.stage.reduce_axes)
-    jo, ji = h.split(axes[-1], factor=COLUMN_TILE)
-    h.reorder(*axes[:-1], jo, *red, ji)
-    h.parallel(axes[0] if len(axes) > 1 else jo)
+    names = spatial_names(stage)
+    return StagePlan(tile={names[-1]: COLUMN_TILE}, parallel=names[0])
 
 
-def stencil(h) -> None:
+def stencil(stage) -> StagePlan:
     """Small constant windows: unroll the window loops inside the row; parallel over rows."""
-    for a in h.stage.reduce_axes:
-        h.unroll(a)
-    if h.stage.axes:
-        h.parallel(h.stage.axes[0])
+    return StagePlan(unroll_axes=tuple(reduce_names(stage)), parallel=_first(stage))
 
 
-def split_reduction(sched, h, parts: int) -> None:
+def attached(stage, small: bool) -> StagePlan:
+    """A stage computed inside its consumer's row loop: no loop of its own is parallel."""
+    return StagePlan(unroll_axes=tuple(reduce_names(stage)) if small else ())
+
+
+def split_reduction(stage, parts: int) -> StagePlan:
     """Few outputs, long reduction: ``parts`` partial results in parallel, then a short combine."""
-    red = list(h.stage.reduce_axes)
-    ro, _ = h.split(red[0], nparts=parts)
-    rf = sched.rfactor(h, ro)
-    rf.parallel(rf.stage.axes[0])
+    return StagePlan(rfactor=parts, parallel=PARTIALS)
+
+
+def _first(stage):
+    names = spatial_names(stage)
+    return names[0] if names else None

@@ -59,7 +59,7 @@ def test_hint_naming_missing_axis_points_at_the_decorator():
     @kd.schedule(None, tile={"i9": 4})
     def tiled(A):
         return A.sum(axis=1)
-    with pytest.raises(kd.ScheduleError, match="tile names axis 'i9', but stage sum has axes i0, r0") as ei:
+    with pytest.raises(kd.ScheduleError, match="tile names axis 'i9', but stage sum has axes i0 and reduction axes r0") as ei:
         tiled(np.ones((2, 3)), backend="numpy")
     assert '@kd.schedule(None, tile={"i9": 4})' in str(ei.value)
 
