@@ -169,7 +169,7 @@ def _conjuncts(c):
     return [c]
 
 
-def _plan_path(root: n.For, p: _Path, ivars: set):
+def _plan_path(root: n.For, p: _Path, ivars: set, ranges: dict):
     """(L, tile loops, flush guards, fold guards, terms per L iteration, vars bound between
     the root and L) for one update, or None: leave it."""
     chain = [(root, None)] + p.frames
@@ -212,7 +212,7 @@ def _plan_path(root: n.For, p: _Path, ivars: set):
         return None
     # a guard that mixes the term's vars with the tile's (the ragged end of a split lane loop)
     # is dropped when every slot of the tile indexes B in bounds: untouched slots add zeros
-    tvars = set() if _inside(p.store, tile) else {t.var for t in tile}
+    tvars = set() if _inside(p.store, tile, ranges) else {t.var for t in tile}
     guards = _kept(chain[pos + 1:], red_vars, tvars)
     folds = _kept(chain[1:], red_vars | outer_bound, tvars)
     if guards is None or folds is None:
@@ -220,11 +220,13 @@ def _plan_path(root: n.For, p: _Path, ivars: set):
     return L, tile, guards, folds, terms, outer_bound
 
 
-def _inside(store: n.Store, tile: list) -> bool:
-    """Does ``store`` index its buffer in bounds for every point of the tile loops?"""
+def _inside(store: n.Store, tile: list, outer: dict) -> bool:
+    """Does ``store`` index its buffer in bounds for every point of the tile loops (and of the
+    loops ``outer`` around the root: var -> Range)?"""
     if not tile:
         return False
-    ranges = {f.var: n.Range(f.min, f.extent) for f in tile}
+    ranges = dict(outer)
+    ranges.update({f.var: n.Range(f.min, f.extent) for f in tile})
     for i, ext in zip(store.indices, store.buffer.shape):
         try:
             lo, hi = bound(i, ranges)
@@ -253,7 +255,7 @@ def _kept(frames, drop: set, tile: set):
     return out
 
 
-def _plans(root: n.For) -> list:
+def _plans(root: n.For, ranges: dict) -> list:
     """The sums whose outermost reduction loop is ``root``, as plans per (buffer, L)."""
     try:
         paths = []
@@ -279,7 +281,7 @@ def _plans(root: n.For) -> list:
         loads = collect(root.body, lambda x, b=buf: type(x) is n.Load and x.buffer is b)
         if len(loads) != len(ps) or any(_uses_buffer(_self_load(p.store), buf) for p in ps):
             continue
-        plans += _group(buf, index, root, ps, ivars)
+        plans += _group(buf, index, root, ps, ivars, ranges)
     return plans
 
 
@@ -287,11 +289,11 @@ def _uses_buffer(e, buf) -> bool:
     return bool(collect(e, lambda x: type(x) is n.Load and x.buffer is buf))
 
 
-def _group(buf, index, root, paths, ivars) -> list:
+def _group(buf, index, root, paths, ivars, ranges) -> list:
     """One plan per L for ``buf``; [] when the updates under one L disagree on tile or guards."""
     by_loop: dict = {}
     for p in paths:
-        got = _plan_path(root, p, ivars)
+        got = _plan_path(root, p, ivars, ranges)
         if got is None:
             continue
         L, tile, guards, folds, terms, outer = got
@@ -472,11 +474,23 @@ class _Pass(Mutator):
     def __init__(self):
         super().__init__()
         self.made: dict = {}   # id -> loop (kept alive, so that ids stay unique)
+        self.ranges: dict = {}  # var -> Range of the loops around the statement visited
 
     def visit_For(self, s):
-        plans = _plans(s) if s.kind not in _NO_SPLIT and id(s) not in self.made else []
-        if not plans:
-            return self.generic(s)
+        plans = (_plans(s, self.ranges) if s.kind not in _NO_SPLIT and id(s) not in self.made
+                 else [])
+        # for the loops inside s (copies of s inside its rewrite bind s.var again)
+        prev = self.ranges.get(s.var)
+        self.ranges[s.var] = n.Range(s.min, s.extent)
+        try:
+            return self._rewrite(s, plans) if plans else self.generic(s)
+        finally:
+            if prev is None:
+                del self.ranges[s.var]
+            else:
+                self.ranges[s.var] = prev
+
+    def _rewrite(self, s: n.For, plans: list) -> n.Stmt:
         for p in plans:
             p.acc = _local(f"{p.buffer.name}.acc", p.buffer.dtype, _shape(p))
             p.comp = _local(f"{p.buffer.name}.comp", p.buffer.dtype, _shape(p))
@@ -510,12 +524,13 @@ class _Pass(Mutator):
             body = rewrite.visit(s.body)
         finally:
             rewrite.keep = set()
+        # the flush runs outside the root's iterations: under the fold's guards, not L's
         blk = n.var(f"{s.var.name}.blk")
         inner = n.For(s.var, mk.add(s.min, mk.mul(blk, k)),
                       mk.min_(k, mk.sub(s.extent, mk.mul(blk, k))), s.kind, body, s.thread)
         loop = n.For(blk, mk.as_expr(0), mk.ceildiv(s.extent, k), n.ForKind.SERIAL,
                      n.Seq(tuple(_zero(p.acc) for p in plans) + (inner,)
-                           + tuple(_flush(p) for p in plans)))
+                           + tuple(_tiled(p, _neumaier(p), p.folds) for p in plans)))
         rewrite.versioned = False
         try:
             long = rewrite.visit(s)

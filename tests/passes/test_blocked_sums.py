@@ -249,3 +249,27 @@ def test_interp_reproducer_does_not_saturate(small_blocks):
     x[0] = 2.0 ** 24
     for v in (x[::2], x[::-1]):
         assert abs(float(total(v, backend="interp")) - float(v.astype(np.float64).sum())) <= 4
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (13, 37), (4, 16), (0, 3), (1, 1)])
+def test_lanes_around_a_short_inner_loop(small_blocks, shape):
+    """Regression: a full sum in 8 vector lanes (``vectorize`` on its reduce axis), the lane
+    guard ``r0.outer*8 + r0.inner < n`` under the rows: when blocks of rows share one
+    accumulator, the flush runs outside the row loop and must not keep that guard."""
+    import kdsl as kd
+    k = kd.kernel(kd.schedule(None, vectorize="r0")(lambda a: a.sum()))
+    a = np.random.default_rng(4).integers(-9, 9, size=shape).astype(np.float32)
+    if min(shape) > 1:        # (size-1 axes are traced as constants: no loop to block)
+        assert ".comp" in str(k.lower(a, backend="interp"))
+    assert k(a, backend="interp") == a.sum()
+
+
+def test_lane_tile_of_an_output_row_is_blocked():
+    """Regression: ``sum.rf[i0, lane]`` (vectorize=8 on a row sum): the tile's bounds hold for
+    every row i0 of the parallel loop around it, so its ragged lane guard does not stop the
+    blocking (the ranges of the loops around the root are used)."""
+    import kdsl as kd
+    k = kd.kernel(kd.schedule(None, vectorize=8)(lambda a: a.sum(axis=1)))
+    a = np.random.default_rng(5).integers(-9, 9, size=(3, 37)).astype(np.float32)
+    assert "allocate sum.rf.acc: float32[8] local" in str(k.lower(a, backend="interp"))
+    np.testing.assert_array_equal(k(a, backend="interp"), a.sum(axis=1))
