@@ -82,6 +82,18 @@ def _tree(ev, comb, vals: list) -> list:
     return vals
 
 
+def _pairwise_layout(a: np.ndarray, dims: tuple) -> np.ndarray:
+    """``a`` with its one reduced axis fastest in memory (a copy of the block if another axis
+    is): numpy sums pairwise only along the axis its loop runs innermost, and adds one term
+    after the other along any other (a matmul's K axis of a product block, strided)."""
+    if a.dtype.kind != "f" or len(dims) != 1 or a.shape[dims[0]] < 2:
+        return a
+    step = abs(a.strides[dims[0]])
+    if step == 0 or not any(0 < abs(st) < step for st, size in zip(a.strides, a.shape) if size > 1):
+        return a
+    return np.moveaxis(np.ascontiguousarray(np.moveaxis(a, dims[0], -1)), -1, dims[0])
+
+
 def reduce_values(ev: ExprEval, e: n.Reduce, dims: tuple) -> list:
     """All of ``e.combiner``'s values reduced over grid ``dims`` (kept as size-1 dims)."""
     comb = e.combiner
@@ -103,8 +115,9 @@ def reduce_values(ev: ExprEval, e: n.Reduce, dims: tuple) -> list:
     uf = _native(comb)
     if uf is not None:
         init = fix(ev(comb.identity[0]), comb.lhs[0].dtype).item()
+        src = _pairwise_layout(srcs[0], dims) if uf is np.add else srcs[0]
         with np.errstate(all="ignore"):
-            r = uf.reduce(srcs[0], axis=dims, keepdims=True, dtype=srcs[0].dtype, initial=init)
+            r = uf.reduce(src, axis=dims, keepdims=True, dtype=srcs[0].dtype, initial=init)
         return [fix(r, comb.lhs[0].dtype)]
     keep = [k for k in range(ndim) if k not in dims]
     flat = [np.moveaxis(s, list(dims), list(range(ndim - len(dims), ndim))).reshape(

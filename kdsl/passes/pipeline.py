@@ -15,12 +15,14 @@ import sys
 import time
 
 from ..ir import nodes as n
+from .blocked_sums import blocked_sums
 from .schedule_ops import schedule_to_ir
 from .simplify import simplify_pass
 
 #: (name, pass) in order; backends append theirs through ``extra_passes``
 PASSES = (
     ("simplify", simplify_pass),
+    ("blocked_sums", blocked_sums),
 )
 
 

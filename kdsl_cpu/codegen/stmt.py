@@ -23,6 +23,7 @@ from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import Visitor, allocate_chain, free_vars, substitute
+from kdsl.passes.blocked_sums import const_upper
 
 from kdsl.errors import warn_user
 
@@ -46,13 +47,16 @@ def _work(s: n.Stmt, subst: dict, known: set) -> n.Expr:
     """An estimate of the innermost iterations of ``s`` as an int64 expression of ``known`` vars.
 
     Inner extents that use the parallel variable see its first value (``subst``);
-    extents that depend on other inner loops count as ``_UNKNOWN_EXTENT``.
+    extents that depend on other inner loops count as their constant bound, if they show
+    one, else as ``_UNKNOWN_EXTENT``.
     """
     t = type(s)
     if t is n.For:
         e = substitute(s.extent, subst)
         if not all(v in known for v in free_vars(e)):
-            e = mk.as_expr(_UNKNOWN_EXTENT)
+            # a split or blocked loop (``min(K, n - b*K)``) runs at most its constant K times
+            hi = const_upper(e)
+            e = mk.as_expr(_UNKNOWN_EXTENT if hi is None else max(hi, 0))
         return mk.mul(mk.max_(e, mk.as_expr(1, e.dtype)), _work(s.body, subst, known))
     if t is n.Seq:
         # constants summed apart, the rest as a balanced tree: a body of thousands of
@@ -396,6 +400,9 @@ class StmtGen:
         chunk = ir.Function(self.module, _CHUNK_TYPE, f"{self.kernel_name}.par{self._chunks}")
         chunk.linkage = "internal"
         chunk.attributes.add("nounwind")
+        # one copy of the loop nest: inlined into the one-thread call below, LLVM would
+        # optimise and emit it twice (twice the compile time, for a saving of one call)
+        chunk.attributes.add("noinline")
         inner = FnCtx(chunk, par_depth=outer.par_depth + 1)
         inner.param_bufs = outer.param_bufs
         inner.alias = outer.alias

@@ -118,7 +118,8 @@ def test_schedule_elementwise():
 def test_schedule_row_and_column_reductions():
     t = _ir("sum1", np.ones((5, 3), F32))
     assert _loop_line(t, "i0").endswith("# parallel")
-    assert re.search(r"for i0 in .*\n.*\n\s+for r0 in range\(A_1\):", t)    # reduce innermost
+    # reduce innermost (blocked_sums wraps it in allocations and an ``if A_1 <= 1024``)
+    assert re.search(r"for i0 in .*\n(?:.*\n)*?\s+for r0 in range\(A_1\):", t)
     t = _ir("sum0", np.ones((5, 3), F32))
     assert "for i0.outer in range(ceildiv(A_1, 256)):  # parallel" in t
     # jo, r, ji: the reduction runs over rows outside a strip of 256 adjacent outputs
@@ -163,7 +164,8 @@ def test_schedule_rowwise_stages_inside_row_loop(name):
     t = _ir(name, np.ones((5, 3), F32))
     head = t.splitlines()
     assert head[1].strip().startswith("for i0 in range(X_0):  # parallel")
-    allocs = [ln for ln in head if "allocate" in ln]
+    # (not counting blocked_sums' accumulators of long sums)
+    allocs = [ln for ln in head if "allocate" in ln and not re.search(r"\.(acc|comp): ", ln)]
     assert len(allocs) == 2 and all(ln.endswith("local") and "[1, 1]" in ln for ln in allocs)
     # allocated inside the row loop, not at the top
     assert all(len(ln) - len(ln.lstrip()) > 2 for ln in allocs)
