@@ -1,0 +1,295 @@
+"""One regression test per fuzzer finding (tests/fuzz/FINDINGS.md), minimised by hand.
+
+Each asserts what kdsl should do; the ones that fail on this branch are
+``xfail(strict=True)`` with the finding's id: when a fix merges the test passes,
+strict xfail turns that into a failure, and the marker is removed (together with
+the finding's entry in known.py).  Backends a finding does not affect run as
+ordinary tests.
+"""
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+from .backends import ROOT
+
+
+def xf(fid, why):
+    return pytest.mark.xfail(strict=True, reason=f"{fid}: {why}")
+
+
+def fresh(fn):
+    """A copy of ``fn``: kd.schedule records hints on the function it decorates."""
+    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def kern(fn, target=None, sched=None, **hints):
+    fn = fresh(fn)
+    k = kd.kernel(kd.schedule(target, **hints)(fn) if hints else fn)
+    if sched is not None:
+        k.schedule(target)(sched)
+    return k
+
+
+# ------------------------------------------------------------------ F1
+_mul_named_sum = kd.reducer(lambda x, y: x * y, identity=1, name="sum")
+_min_named_max = kd.reducer(lambda x, y: kd.where(x < y, x, y), identity=255, name="max")
+
+
+def _f1(A):
+    return _mul_named_sum(A, axis=0), _min_named_max(A.astype(np.uint8), axis=0)
+
+
+@pytest.mark.parametrize("backend", [pytest.param("numpy", marks=xf("F1", "numpy backend picks a "
+                                     "reducer's semantics by its name")), "interp", "cpu"])
+def test_f1_reducer_named_like_a_builtin(backend, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    A = np.array([[2, 3], [4, 1], [1, 5]], np.int64)
+    p, m = kd.kernel(_f1)(A, backend=backend)
+    assert p.tolist() == [8, 15] and m.tolist() == [1, 1]
+
+
+# ------------------------------------------------------------------ F2
+def _ew(A, B):
+    return A * 2 + B
+
+
+@pytest.mark.parametrize("hints", [dict(vectorize=8, unroll=4), dict(parallel="i0", vectorize=4, unroll=2),
+                                   dict(unroll=2, vectorize=4)],
+                         ids=["vec+unroll", "par+vec+unroll", "unroll+vec"])
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+@xf("F2", "hints do not compose (split: axis i1.inner ... is already vectorized)")
+def test_f2_hints_compose(backend, hints, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    A = np.arange(35, dtype=np.float32).reshape(5, 7)
+    out = kern(_ew, backend, **hints)(A, A, backend=backend)
+    np.testing.assert_array_equal(out, A * 3)
+
+
+# ------------------------------------------------------------------ F3
+@pytest.mark.parametrize("hint", [dict(vectorize=0), dict(vectorize=-4), dict(unroll=1.5),
+                                  dict(threads=-2), dict(stages=1)], ids=str)
+@xf("F3", "hint values are not validated")
+def test_f3_bad_hint_values_are_errors(hint):
+    A = np.ones((3, 4), np.float32)
+    with pytest.raises(kd.ScheduleError) as e:
+        kern(_ew, "interp", **hint)(A, A, backend="interp")
+    assert e.value.hint
+
+
+# ------------------------------------------------------------------ F4
+def _total(A):
+    return A.sum()
+
+
+@pytest.mark.parametrize("hints", [pytest.param(dict(parallel=True), marks=xf(
+    "F4", "parallel=True on a 0-d output raises a raw IndexError")), dict(unroll=4)], ids=str)
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_f4_hints_on_0d_output(backend, hints, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    A = np.arange(12, dtype=np.float64).reshape(3, 4)
+    assert kern(_total, backend, **hints)(A, backend=backend) == 66.0
+
+
+# ------------------------------------------------------------------ F5
+def _any_rows(A):
+    return A.any(axis=-2)
+
+
+def _unroll_r0(s):
+    a = s["any"]
+    a.parallel(a.axis("i0"))
+    a.reorder(a.axis("i0"), a.axis("r0"))
+    a.unroll(a.axis("r0"))
+
+
+@xf("F5", "LLVM's 'loop not unrolled' remark is printed raw")
+def test_f5_no_raw_llvm_remarks(cpu, capfd):
+    k = kern(_any_rows, "cpu", _unroll_r0)
+    for shape in [(17, 1), (2, 8)]:
+        A = np.zeros(shape, np.int32)
+        A[-1, 0] = 3
+        assert k(A, backend="cpu").tolist() == A.any(axis=-2).tolist()
+    err = capfd.readouterr().err
+    assert "loop not unrolled" not in err and "remark:" not in err
+
+
+# ------------------------------------------------------------------ F6
+def _fn_of_scalars(A, s):
+    return np.multiply(s, s) + A
+
+
+def _abs_scalar(A, s):
+    return kd.clip(np.absolute(s), 0.5, 3) + A
+
+
+@xf("F6", "numpy functions of Python scalars stay weak (numpy 2 returns a strong numpy scalar)")
+def test_f6_numpy_functions_of_python_scalars_are_strong():
+    A = np.arange(4, dtype=np.int8)
+    assert kd.kernel(_fn_of_scalars)(A, 3, backend="numpy").dtype == np.int64
+    B = np.ones(3, np.float32)
+    assert kd.kernel(_abs_scalar)(B, -1.5, backend="numpy").dtype == np.float64
+
+
+# ------------------------------------------------------------------ F7
+def _argmax2(A):
+    return A.argmax(axis=(0, 1))
+
+
+@xf("F7", "argmax with a tuple axis is accepted (numpy raises TypeError)")
+def test_f7_argmax_tuple_axis_is_an_error():
+    with pytest.raises(kd.KernelError):
+        kd.kernel(_argmax2)(np.ones((2, 3)), backend="numpy")
+
+
+# ------------------------------------------------------------------ F8
+def _inline_output(s):
+    s.outputs[0].compute_inline()
+
+
+def _split0(s):
+    B = s.outputs[0]
+    B.split(B.axes[0], factor=0)
+
+
+def _rowmax(A):
+    return A.max(axis=1)
+
+
+@pytest.mark.parametrize("what", ["inline_output", "split0", "empty_max", "rfactor0"])
+@xf("F8", "user errors without a hint saying what would work")
+def test_f8_errors_say_what_would_work(what):
+    A = np.ones((3, 4), np.float32)
+    with pytest.raises(kd.KdslError) as e:
+        if what == "inline_output":
+            kern(_ew, "interp", _inline_output)(A, A, backend="interp")
+        elif what == "split0":
+            kern(_ew, "interp", _split0)(A, A, backend="interp")
+        elif what == "empty_max":
+            kd.kernel(_rowmax)(np.ones((3, 0)), backend="interp")
+        else:
+            kern(_rowmax, "interp", rfactor=0)(A, backend="interp")
+    assert e.value.hint, str(e.value)
+
+
+# ------------------------------------------------------------------ F9
+def _sum_where(A):
+    n = A.shape[0]
+    k = kd.reduce_axis(n, name="k")
+    return kd.compute((), lambda: kd.sum(A[k], axis=k, where=A[k] > 0))
+
+
+def _split_k(s):
+    C = s["compute"]
+    C.split(C.axis("k"), factor=2)
+
+
+@pytest.mark.parametrize("backend", [pytest.param("interp", marks=xf(
+    "F9", "where= loads run outside the split guard")), "cpu"])
+def test_f9_where_reduction_over_uneven_split(backend, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    A = np.array([1.0, -2.0, 3.0, 0.5, -1.0], np.float32)
+    assert kern(_sum_where, backend, _split_k)(A, backend=backend) == 4.5
+
+
+# ------------------------------------------------------------------ F10
+def _dot_t(A, B):
+    return np.dot(A, B.T)
+
+
+def _attach_then_split(s):
+    M = s["matmul"]
+    T = s["matmul_1"]
+    xo, xi = T.split(T.axis("i1"), factor=3)
+    M.compute_at(T, xo)
+    T.split(xo, factor=8)
+
+
+@xf("F10", "splitting the loop a stage is attached at dies in lowering (IterVar not in list)")
+def test_f10_split_after_compute_at():
+    A, B = np.arange(12.0).reshape(3, 4), np.arange(8.0).reshape(2, 4)
+    got = kern(_dot_t, "interp", _attach_then_split)(A, B, backend="interp")
+    np.testing.assert_allclose(got, A @ B.T)
+
+
+# ------------------------------------------------------------------ F11
+def _copy_rows(A):
+    n = A.shape[0]
+    return kd.compute((n,), lambda i: A[i])
+
+
+def _double_cache_write(s):
+    C = s["compute"]
+    s.cache_write(C, "local")
+    s.cache_write(C, "local")
+    L = s["compute.local"]
+    L.compute_at(C, C.axis("i"))
+
+
+@xf("F11", "an illegal compute_at is accepted at the call and rejected at lowering")
+def test_f11_compute_at_legality_at_the_call():
+    A = np.arange(5.0)
+    k = kern(_copy_rows, "interp", _double_cache_write)
+    try:
+        np.testing.assert_array_equal(k(A, backend="interp"), A)
+    except kd.ScheduleError as e:
+        # acceptable only when raised by the primitive, at its line in the schedule
+        assert "compute_at" in e.loc.code, e.loc
+
+
+# ------------------------------------------------------------------ F12
+def _sum_from_one(A):
+    n, m = A.shape
+    k = kd.reduce_axis((1, m), name="k")
+    return kd.compute((n,), lambda i: kd.sum(A[i, k], axis=k))
+
+
+@pytest.mark.parametrize("backend", [pytest.param("numpy", marks=xf(
+    "F12", "reduce_axis((1, m)) with m = 0 crashes the numpy backend")), "interp", "cpu"])
+def test_f12_reduce_axis_with_lo_past_hi(backend, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    out = kd.kernel(_sum_from_one)(np.ones((3, 0), np.float32), backend=backend)
+    assert out.tolist() == [0.0, 0.0, 0.0]
+
+
+# ------------------------------------------------------------------ F13
+_F13 = r'''
+import time, numpy as np, kdsl as kd, kdsl_cpu
+kd.register_backend("cpu", kdsl_cpu.backend)
+def mm(A, B):
+    n, m = A.shape
+    k = kd.reduce_axis(m, name="k")
+    return kd.compute((n, B.shape[1]), lambda i, j: kd.sum(A[i, k] * B[k, j], axis=k), name="C")
+def sched(s):
+    C = s["C"]
+    C.split(C.axis("j"), factor=7)
+    C.unroll(C.axis("j.inner"))
+    C.split(C.axis("j.outer"), factor=2)
+    C.reorder(C.axis("j.outer.inner"), C.axis("i"), C.axis("j.outer.outer"))
+    C.tile(C.axis("j.outer.inner"), C.axis("i"), 8, 2)
+    s.rfactor(C, C.axis("k"))
+k = kd.kernel(mm)
+k.schedule("cpu")(sched)
+a, b = np.ones((5, 2), np.uint8), np.ones((2, 7), np.uint8)
+assert (k(a, b, backend="cpu") == 2).all()
+'''
+
+
+@xf("F13", "rfactor + tile + unroll: LLVM compiles for 30 s to minutes")
+def test_f13_compile_time_stays_bounded(cpu, tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT, KDSL_CACHE_DIR=str(tmp_path))
+    try:
+        subprocess.run([sys.executable, "-c", _F13], cwd=ROOT, env=env, timeout=15, check=True,
+                       capture_output=True)
+    except subprocess.TimeoutExpired:
+        pytest.fail("compiling a 5x2 @ 2x7 uint8 matmul schedule took more than 15 s")
