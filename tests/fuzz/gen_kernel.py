@@ -246,8 +246,11 @@ class Builder:
             code = f"{fn}({a.code}, {b.code})"
             atom = True
             node.attrs["weak_result"] = False   # a numpy function returns a strong value
-        weak = a.weak if (a.weak and b.weak and atom is False) else None
+            if a.weak and b.weak:
+                self.features.add("fn_of_weak")
         dtype = R or a.dtype
+        weak = ("b" if dtype == "bool" else "f" if fd.is_float(dtype) else "i") \
+            if (a.weak and b.weak and atom is False) else None
         if op in ("eq", "ne", "lt", "le", "gt", "ge", "land", "lor", "lxor"):
             dtype, weak = "bool", None
         return V(node, dims, dtype, weak, code, atom)
@@ -265,6 +268,8 @@ class Builder:
             fn = self.choice(_UN_FUNC[op])
             code, atom = f"{fn}({x.code})", True
             node = Node("un", (x.node,), {"op": op, "weak_result": fn == "abs"})
+            if x.weak and fn != "abs":
+                self.features.add("fn_of_weak")
         try:
             R = "bool" if op in ("isnan", "lnot") else resolve(
                 {"neg": "negative", "invert": "invert", "abs": "absolute", "rsqrt": "sqrt",
@@ -297,6 +302,8 @@ class Builder:
         except PromotionError:
             return None
         fn = self.choice(["kd.where", "np.where"])
+        if a.weak and b.weak:
+            self.features.add("fn_of_weak")
         return V(Node("where", (c.node, a.node, b.node)), dims, R, None,
                  f"{fn}({c.code}, {a.code}, {b.code})")
 
@@ -307,7 +314,9 @@ class Builder:
             R = fd.resolve_clip(x.spec, lo, hi)
         except PromotionError:
             return None
-        style = self.choice(["kd", "np", "method"])
+        style = self.choice(["kd", "np", "method"] if not x.weak else ["kd", "np"])
+        if x.weak:
+            self.features.add("fn_of_weak")
         args = f"{lo!r}, {hi!r}"
         code = {"kd": f"kd.clip({x.code}, {args})", "np": f"np.clip({x.code}, {args})",
                 "method": f"{self.par(x)}.clip({args})"}[style]

@@ -233,8 +233,9 @@ def p_compute_inline(L: Live):
 
 
 def p_cache_write(L: Live):
+    names = {h.name for h in L.s.stages}
     cands = [h for h in L.stages() if not h.relations and not h.attrs and h.attach is AttachKind.ROOT
-             and h.stage.origin not in ("cache_write", "cache_read")]
+             and h.stage.origin not in ("cache_write", "cache_read") and f"{h.name}.local" not in names]
     h = L.choice(cands)
     return None if h is None else f"s.cache_write({L.stage_var(h.name)}, 'local')"
 
@@ -364,11 +365,15 @@ def i_rfactor_spatial(L: Live):
 
 def i_output_at(L: Live):
     outs = [h for h in L.stages() if L.is_output(h)]
-    others = [t for t in L.stages() if t.leaf]
-    if not outs or len(others) < 2:
+    if not outs:
         return None
     h = L.choice(outs)
-    t = L.choice([x for x in others if x is not h])
+    # a consumer of the output, or a stage unrelated to it (never a producer it reads)
+    others = [t for t in L.stages() if t.leaf and t is not h and not L.s.reads(h, t)
+              and not L.s.depends(h, t)]
+    t = L.choice(others)
+    if t is None:
+        return None
     return f"{L.stage_var(h.name)}.compute_at({L.stage_var(t.name)}, {L.ax(t, t.leaf[0])})", \
         "attaches a kernel output (or an unrelated stage)"
 

@@ -35,7 +35,49 @@ class Finding:
         return not self.pattern or re.search(self.pattern, r.get("detail") or "") is not None
 
 
-FINDINGS: list = []
+FINDINGS: list = [
+    Finding("F1", "item 4", "numpy backend evaluates a kd.reducer named like a built-in with "
+            "numpy's ufunc", ("wrong_value",), backends=("numpy",),
+            features=("custom_reducer", "reducer_builtin_name")),
+    Finding("F2", "item 3", "hints do not compose (vectorize+unroll, parallel+...): 'axis i1.inner "
+            "... is already vectorized', internal axis names", ("hint_rejected", "unfair_error"),
+            pattern=r"is already (vectorized|parallel|unrolled)|is a reduction axis of stage",
+            sched=("hints",)),
+    Finding("F3", "item 3", "hint values are not validated (vectorize=0/-4, unroll=1.5, threads=-2, "
+            "stages=1, rfactor=0)", ("missed_error", "unfair_error"),
+            pattern=r"schedule: hint (vectorize|unroll|threads|stages|rfactor|tile)=|rfactor= takes",
+            sched=("hints",)),
+    Finding("F4", "item 13", "parallel=True on a 0-d output: raw IndexError", ("exception",),
+            pattern=r"IndexError: list index out of range", sched=("hints",)),
+    Finding("F5", "item 3", "LLVM remarks ('loop not unrolled/vectorized') printed raw",
+            ("raw_output",), backends=("cpu",)),
+    Finding("F6", "items 11, 13", "numpy/kd functions of Python scalars stay weak (numpy 2: strong)",
+            ("wrong_dtype",), features=("fn_of_weak",)),
+    Finding("F7", "item 11", "argmax/argmin accept a tuple axis (numpy raises TypeError)",
+            ("missed_error",), pattern=r"np\.arg(max|min): TypeError"),
+    Finding("F9", "item 1", "a where= reduction over an uneven split loads outside the split guard",
+            ("internal_error",), pattern="OutOfBounds", backends=("interp",),
+            features=("ired_where",)),
+    Finding("F10", "item 13", "a stage attached at a loop that is then split or rfactored: raw "
+            "ValueError 'IterVar(...) is not in list' in lowering", ("exception",),
+            pattern=r"is not in list"),
+    Finding("F11", "item 13", "illegal compute_at accepted at the call, rejected at lowering",
+            ("late_schedule_error",), pattern=r"compute_at"),
+    Finding("F12", "new", "reduce_axis((lo, hi)) with hi < lo: numpy backend raw ValueError",
+            ("exception",), pattern=r"broadcast shape must be non-negative", backends=("numpy",)),
+    Finding("F13", "item 13", "compile time: LLVM runs for minutes on some unrolled schedules",
+            ("hang",), backends=("cpu",)),
+    Finding("F14", "item 11", "uint8 sums/products give int64 (numpy: uint64)", ("wrong_dtype",),
+            pattern=r"dtype int64, numpy gives uint64"),
+    Finding("F15", "item 1", "index past the end (index style): numpy backend InternalCompilerError, "
+            "interp OutOfBounds, cpu reads garbage or crashes",
+            ("internal_error", "wrong_value", "missed_error", "crash", "exception"), features=("oob",)),
+    Finding("F16", "item 13", "np.float64 scalars in a kernel body are weak (numpy 2: strong float64)",
+            ("wrong_dtype",), features=("np_scalar",)),
+    # last: the catch-all for user errors without a hint (after the specific ones above)
+    Finding("F8", "items 3, 11", "user errors that do not say what would work (no hint)",
+            ("unfair_error",), pattern=r"no hint saying what would work"),
+]
 
 
 def match_known(r: dict):

@@ -149,6 +149,11 @@ COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 LOGICAL = ("land", "lor", "lxor")
 
 
+def _kind(d: str) -> str:
+    """The weak (Python scalar) kind of dtype ``d``."""
+    return "b" if d == "bool" else "f" if fd.is_float(d) else "i"
+
+
 def _round(R, r, exact):
     """The rounding term of a result ``r`` of type R; 0 where the result is exact."""
     rep = fd.representable(np.where(np.isfinite(r), r, 0.0), R)
@@ -168,7 +173,7 @@ def binary(op: str, a: OVal, b: OVal, weak_result: bool = True) -> OVal:
     except PromotionError as e:
         raise OracleRaise("promotion", f"np.{fname}: {e}") from None
     mask = a.M() | b.M()
-    weak = a.weak if (weak_result and a.weak is not None and b.weak is not None) else None
+    weak = _kind(R) if (weak_result and a.weak is not None and b.weak is not None) else None
     if op in COMPARE:
         cmp = getattr(np, fname)
         if not fd.is_float(a.dtype) and not fd.is_float(b.dtype):

@@ -126,6 +126,14 @@ def reduce_last(kind: str, x: OVal, R: str, acc: str, custom: str | None = None,
         X = np.where(include, X, float(ident))
         E = np.where(include, E, 0.0)
     u = fd.round_unit(acc) if kind != "custom" else fd.round_unit(R)
+    big = fd.MAXF[acc if kind != "custom" else R]
+    ovf = False
+    with np.errstate(all="ignore"):
+        # some summation order may overflow the accumulator on the way (then inf - inf, inf * 0)
+        if what in ("sum", "add", "mean"):
+            ovf = np.sum(_abs(X) + E, axis=-1) >= big
+        elif what in ("prod", "mul"):
+            ovf = np.prod(np.maximum(_abs(X) + E, 1.0), axis=-1) >= big
     with np.errstate(all="ignore"):
         if what in ("sum", "add", "mean"):
             r = np.sum(X, axis=-1)
@@ -145,6 +153,8 @@ def reduce_last(kind: str, x: OVal, R: str, acc: str, custom: str | None = None,
             suf = np.cumprod(np.concatenate([np.ones(X.shape[:-1] + (1,)), A[..., ::-1][..., :-1]], -1), -1)[..., ::-1]
             others = pre * suf
             err = np.sum(np.where(E > 0, E * others, 0.0), axis=-1) + gamma(n + 1, u) * _abs(r) + fd.TINY[R] * (n > 0)
+            if R != acc or kind == "custom":
+                err = err + fd.round_unit(R) * _abs(np.where(np.isfinite(r), r, 0)) + fd.TINY[R]
             inc = np.sum(E, axis=-1)
         elif what in ("max", "min"):
             if n == 0:
@@ -156,7 +166,7 @@ def reduce_last(kind: str, x: OVal, R: str, acc: str, custom: str | None = None,
             inc = err
         else:
             raise OracleRaise("promotion", f"{what} reduction over {R}")
-    return finish(R, r, err, rmask | np.any(np.broadcast_to(m, x.shape), axis=-1), inc)
+    return finish(R, r, err, rmask | ovf | np.any(np.broadcast_to(m, x.shape), axis=-1), inc)
 
 
 def _move_last(a, axes):
@@ -250,7 +260,9 @@ def matmul(a: OVal, b: OVal, dtype: str | None = None) -> OVal:
         val = np.matmul(A, B)
         fa, fb = np.nan_to_num(_abs(A), nan=0, posinf=0), np.nan_to_num(_abs(B), nan=0, posinf=0)
         prop = np.matmul(fa, eb) + np.matmul(ea, fb) + np.matmul(ea, eb)
-        err = prop + gamma(K, fd.UNIT[acc]) * np.matmul(fa, fb)
+        mag = np.matmul(fa, fb)
+        err = prop + gamma(K, fd.UNIT[acc]) * mag
+        mask = mask | (mag + prop >= fd.MAXF[acc])
         if R != acc:
             err = err + fd.round_unit(R) * _abs(np.where(np.isfinite(val), val, 0)) + fd.TINY[R]
     return finish(R, val, err, mask, prop)

@@ -132,8 +132,10 @@ def _judge(res, seed, index, fb, cfg, keep_source):
 
 
 def _record_error(res, e, expect, explicit, sched, call=None):
-    ok_at_call = sched is None or (sched.kind == "explicit" and not sched.rejected and not sched.illegal)
+    ok_at_call = sched is None or (sched.kind == "explicit" and not sched.illegal)
     outcome, kind, detail = check.classify_error(e, expect, explicit, ok_at_call)
+    if kind == "late_schedule_error" and sched is None:
+        kind = "default_schedule_error"
     if outcome == "bug" and kind == "false_rejection" and sched is not None and sched.kind == "hints":
         kind = "hint_rejected"
     res.update(outcome=outcome, kind=kind, detail=detail, call=call,

@@ -293,3 +293,14 @@ def test_f13_compile_time_stays_bounded(cpu, tmp_path):
                        capture_output=True)
     except subprocess.TimeoutExpired:
         pytest.fail("compiling a 5x2 @ 2x7 uint8 matmul schedule took more than 15 s")
+
+
+# ------------------------------------------------------------------ F16
+def _np_float64_scalar(A):
+    return np.float64(0.5) + A
+
+
+@xf("F16", "np.float64 scalars are treated as weak Python floats")
+def test_f16_np_float64_scalar_is_strong():
+    out = kd.kernel(_np_float64_scalar)(np.ones(3, np.float16), backend="numpy")
+    assert out.dtype == np.float64

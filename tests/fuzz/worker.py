@@ -32,6 +32,8 @@ def main():
         proto.write(json.dumps({"event": "start", **task}) + "\n")
         cap.seek(0)
         cap.truncate()
+        if "selftest" in task:      # the supervisor's own tests: die or stall on purpose
+            _selftest(task["selftest"])
         res = run_task(task["seed"], task["index"], task["backend"], cfg)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -44,6 +46,15 @@ def main():
                 res.update(outcome="bug", kind="raw_output",
                            detail="printed to the user: " + " | ".join(sorted(set(raw))[:3]))
         proto.write(json.dumps(res, default=str) + "\n")
+
+
+def _selftest(what):
+    import ctypes
+    import time
+    if what == "segv":
+        ctypes.string_at(0)
+    elif what == "hang":
+        time.sleep(3600)
 
 
 if __name__ == "__main__":
