@@ -24,6 +24,8 @@ def main(argv=None):
                     help=f"comma-separated, from {', '.join(BACKENDS)} (default: installed defaults)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per task")
     ap.add_argument("--nice", type=int, default=0, help="niceness of the workers")
+    ap.add_argument("--no-recheck", action="store_true",
+                    help="do not rerun a hung case alone (each recheck costs a timeout)")
     ap.add_argument("--out", default=None, help="write every result here (JSON lines)")
     ap.add_argument("--show", type=int, default=None, help="print one case and run it here")
     ap.add_argument("--quiet", action="store_true")
@@ -39,7 +41,7 @@ def main(argv=None):
             usable.append(fb.name)
     from .report import summarize
     from .supervise import Supervisor
-    sup = Supervisor(timeout=a.timeout, nice=a.nice)
+    sup = Supervisor(timeout=a.timeout, nice=a.nice, recheck_hangs=not a.no_recheck)
     results, secs = [], {b: 0.0 for b in usable}
     out = open(a.out, "w") if a.out else None
     t_start = time.time()

@@ -238,6 +238,11 @@ class Builder:
             self.expect_error = True
             self.features.add("invalid_dtype_op")
         node = Node("bin", (a.node, b.node), {"op": op})
+        for x, y in ((a, b), (b, a)):
+            if type(x.pyval) is int and fd.is_int(y.dtype) and y.weak is None and not (
+                    np.iinfo(y.dtype).min <= x.pyval <= np.iinfo(y.dtype).max):
+                self.features.add("cmp_out_of_range" if op in ("eq", "ne", "lt", "le", "gt", "ge")
+                                  else "literal_out_of_range")
         if op in _BIN_SYM and (style is None or style == "op"):
             code = f"{self.par(a)} {_BIN_SYM[op]} {self.par(b)}"
             atom = False

@@ -74,6 +74,9 @@ FINDINGS: list = [
             ("internal_error", "wrong_value", "missed_error", "crash", "exception"), features=("oob",)),
     Finding("F16", "item 13", "np.float64 scalars in a kernel body are weak (numpy 2: strong float64)",
             ("wrong_dtype",), features=("np_scalar",)),
+    Finding("F18", "item 13", "comparing an int8/uint8 array with a Python int outside its range "
+            "wraps the int (numpy compares by value)", ("wrong_value",),
+            features=("cmp_out_of_range",)),
     # last: the catch-all for user errors without a hint (after the specific ones above)
     Finding("F8", "items 3, 11", "user errors that do not say what would work (no hint)",
             ("unfair_error",), pattern=r"no hint saying what would work"),

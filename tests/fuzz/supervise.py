@@ -100,8 +100,8 @@ def _signame(rc):
 class Supervisor:
     """Runs tasks one at a time per worker; ``jobs`` workers side by side."""
 
-    def __init__(self, timeout: float = 90.0, nice: int = 0):
-        self.timeout, self.nice = timeout, nice
+    def __init__(self, timeout: float = 90.0, nice: int = 0, recheck_hangs: bool = True):
+        self.timeout, self.nice, self.recheck_hangs = timeout, nice, recheck_hangs
         self.cache_dir = tempfile.mkdtemp(prefix="kdsl-fuzz-cache-")
         self.worker = None
 
@@ -123,7 +123,9 @@ class Supervisor:
         w.kill()
         res["detail"] = (f"no result within {self.timeout:.0f} s" if what == "hang"
                          else f"the worker died ({_signame(rc)})")
-        if self._fails([task], what):
+        if what == "hang" and not self.recheck_hangs:
+            res["detail"] += " (not rechecked)"
+        elif self._fails([task], what):
             res["detail"] += "; also when run alone"
         else:
             culprit = self._bisect(history, task, what)

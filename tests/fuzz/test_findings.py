@@ -304,3 +304,15 @@ def _np_float64_scalar(A):
 def test_f16_np_float64_scalar_is_strong():
     out = kd.kernel(_np_float64_scalar)(np.ones(3, np.float16), backend="numpy")
     assert out.dtype == np.float64
+
+
+# ------------------------------------------------------------------ F18
+def _ge_minus_one(A):
+    return kd.where(A >= -1, 1.0, 0.0), A == 300
+
+
+@xf("F18", "uint8 array compared with -1 / 300 wraps the Python int")
+def test_f18_compare_with_out_of_range_int_by_value():
+    A = np.array([0, 1, 255], np.uint8)
+    ge, eq = kd.kernel(_ge_minus_one)(A, backend="numpy")
+    assert ge.tolist() == [1.0, 1.0, 1.0] and eq.tolist() == [False, False, False]
