@@ -39,7 +39,7 @@ def values(rng, shape, dtype: str, mode: str | None = None) -> np.ndarray:
     """Random values of ``dtype`` (mode: small/wide/edge for ints; dyadic/uniform/wide/special)."""
     size = int(np.prod(shape))
     if dtype == "bool":
-        return rng.random(shape) < 0.5
+        return np.asarray(rng.random(shape) < 0.5)     # a 0-d array, not a numpy scalar
     if fd.is_int(dtype):
         info = np.iinfo(dtype)
         mode = mode or rng.choice(["small", "wide", "edge"], p=[0.8, 0.15, 0.05])

@@ -223,7 +223,8 @@ class Builder:
         d = self.choice(["float32", "float64", "int32", "int8", "float16"])
         value = float(self.choice([0.5, 2.0, -1.5, 3.0])) if fd.is_float(d) else int(self.choice([1, 2, -3]))
         self.features.add("np_scalar")
-        return V(Node("lit", (), {"value": value, "dtype": d}), (), d, None, f"np.{d}({value!r})")
+        return V(Node("lit", (), {"value": value, "dtype": d}), (), d, None, f"np.{d}({value!r})",
+                 py=True)
 
     # ------------------------------------------------------------ elementwise ops
     def binary(self, op: str, a: V, b: V, style=None) -> V | None:
@@ -287,6 +288,8 @@ class Builder:
         return V(node, x.dims, R, weak, code, atom)
 
     def cast(self, x: V, d: str) -> V:
+        if x.py:       # a Python or numpy value: numpy casts it itself, eagerly
+            return x
         style = self.choice(["method", "method_str", "kd"] if d != "bfloat16" else ["method"])
         if style == "method_str" and d != "bfloat16":
             code = f"{self.par(x)}.astype({d!r})"

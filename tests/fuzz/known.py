@@ -52,7 +52,7 @@ FINDINGS: list = [
     Finding("F5", "item 3", "LLVM remarks ('loop not unrolled/vectorized') printed raw",
             ("raw_output",), backends=("cpu",)),
     Finding("F6", "items 11, 13", "numpy/kd functions of Python scalars stay weak (numpy 2: strong)",
-            ("wrong_dtype",), features=("fn_of_weak",)),
+            ("wrong_dtype", "exception"), pattern=r"dtype|ml_dtypes", features=("fn_of_weak",)),
     Finding("F7", "item 11", "argmax/argmin accept a tuple axis (numpy raises TypeError)",
             ("missed_error",), pattern=r"np\.arg(max|min): TypeError"),
     Finding("F9", "item 1", "a where= reduction over an uneven split loads outside the split guard",
