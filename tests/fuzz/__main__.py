@@ -24,6 +24,9 @@ def main(argv=None):
                     help=f"comma-separated, from {', '.join(BACKENDS)} (default: installed defaults)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per task")
     ap.add_argument("--nice", type=int, default=0, help="niceness of the workers")
+    ap.add_argument("--max-elems", type=int, default=None,
+                    help="largest array of a case (default 400, what the interpreter runs "
+                         "quickly); e.g. 100000 for large cases on numpy and cpu")
     ap.add_argument("--no-recheck", action="store_true",
                     help="do not rerun a hung case alone (each recheck costs a timeout)")
     ap.add_argument("--out", default=None, help="write every result here (JSON lines)")
@@ -32,7 +35,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     names = a.backend.split(",") if a.backend else None
     if a.show is not None:
-        return show(a.seed, a.show, names)
+        return show(a.seed, a.show, names, a.max_elems)
     usable = []
     for fb, reason in available(names):
         if reason:
@@ -49,7 +52,10 @@ def main(argv=None):
         for i in range(a.start, a.start + a.cases):
             for be in usable:
                 t0 = time.time()
-                r = sup.run({"seed": a.seed, "index": i, "backend": be})
+                task = {"seed": a.seed, "index": i, "backend": be}
+                if a.max_elems:
+                    task["max_elems"] = a.max_elems
+                r = sup.run(task)
                 secs[be] += time.time() - t0
                 if r["outcome"] == "ok":
                     r.pop("source", None)
@@ -72,14 +78,15 @@ def main(argv=None):
     return 0
 
 
-def show(seed: int, index: int, names=None):
+def show(seed: int, index: int, names=None, max_elems=None):
     """Print case ``index``: per backend its source, then run it here and print the outcome."""
     import warnings
     warnings.simplefilter("ignore")
     import numpy as np
-    from .case import expected, generate, max_elems, render
+    from .case import Config, expected, generate, max_elems, render
     from .runner import make_schedule, run_task
-    case = generate(seed, index)
+    cfg = Config(max_elems=max_elems) if max_elems else Config()
+    case = generate(seed, index, cfg)
     print(f"# case {seed}:{index}: family {case.family}, features {sorted(case.features)}, "
           f"largest array {max_elems(case)} elements")
     for j, call in enumerate(case.calls):
@@ -96,7 +103,7 @@ def show(seed: int, index: int, names=None):
         print(f"\n# ---- backend {fb.name} ----")
         sched = make_schedule(case, fb, render(case, None, fb.target))
         print(render(case, sched, fb.target))
-        r = run_task(seed, index, fb.name, keep_source=False)
+        r = run_task(seed, index, fb.name, cfg, keep_source=False)
         print(f"# outcome: {r['outcome']} {r.get('kind') or ''}: {r.get('detail')}")
         if r.get("traceback"):
             print("# " + "".join(r["traceback"]).replace("\n", "\n# "))

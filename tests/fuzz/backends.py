@@ -58,9 +58,9 @@ def _setup_cpu():
 
 
 BACKENDS = {
-    "numpy": FuzzBackend("numpy", "numpy", "host", 1 << 16, _setup_numpy),
+    "numpy": FuzzBackend("numpy", "numpy", "host", 1 << 20, _setup_numpy),
     "interp": FuzzBackend("interp", "interp", "host", 600, _setup_interp),
-    "cpu": FuzzBackend("cpu", "cpu", "host", 1 << 16, _setup_cpu),
+    "cpu": FuzzBackend("cpu", "cpu", "host", 1 << 20, _setup_cpu),
     # the interpreter running GPU-style schedules (bind, cross-thread reductions, shared
     # caches): the loop IR a CUDA backend receives, executed sequentially
     "interp-gpu": FuzzBackend("interp-gpu", "interp", "gpu", 600, _setup_interp, default=False),

@@ -92,7 +92,8 @@ def _calls(b: Builder, rng, cfg: Config, ncalls: int) -> list:
 
     calls, const_vals = [], {}
     for c in range(ncalls):
-        binding = gen_input.bind_sizes(rng, b.sym_min, shapes_of, cfg.max_elems)
+        binding = gen_input.bind_sizes(rng, b.sym_min, shapes_of, cfg.max_elems,
+                                       big=cfg.max_elems > 4096)
         args, layouts = [], []
         for p in b.params:
             if p.kind == "scalar":

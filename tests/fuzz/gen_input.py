@@ -19,15 +19,21 @@ _SIZE_W = [2, 4, 6, 6, 6, 5, 4, 4, 4, 3, 3, 3, 2, 2, 1, 1, 1]
 LAYOUTS = ("c", "f", "strided", "neg", "offset", "bcast")
 
 
-def bind_sizes(rng, sym_min: dict, shapes_of, max_elems: int, tries: int = 30) -> dict:
+_BIG = [64, 100, 127, 128, 255, 256, 257, 1000, 1023, 4096, 10007]
+_BIG_W = [3, 2, 2, 3, 2, 2, 2, 1, 1, 1, 0.5]
+
+
+def bind_sizes(rng, sym_min: dict, shapes_of, max_elems: int, tries: int = 30, big=False) -> dict:
     """Values for the size symbols (each >= its minimum) keeping every array under
-    ``max_elems`` elements; ``shapes_of(binding)`` gives the arrays' shapes."""
-    w = np.asarray(_SIZE_W, np.float64)
+    ``max_elems`` elements; ``shapes_of(binding)`` gives the arrays' shapes.  ``big``
+    adds sizes past vector widths, unroll factors and tiles (for compiled backends)."""
+    sizes = _SIZES + (_BIG if big else [])
+    w = np.asarray(_SIZE_W + (_BIG_W if big else []), np.float64)
     for t in range(tries):
-        cap = max(2, int(40 * (0.8 ** t)))
+        cap = max(2, int((12000 if big else 40) * (0.8 ** t)))
         b = {}
         for name, lo in sym_min.items():
-            ok = [(s, wt) for s, wt in zip(_SIZES, w) if lo <= s <= max(cap, lo)]
+            ok = [(s, wt) for s, wt in zip(sizes, w) if lo <= s <= max(cap, lo)]
             s, wt = zip(*ok)
             b[name] = int(rng.choice(s, p=np.asarray(wt) / sum(wt)))
         if all(int(np.prod(sh)) <= max_elems for sh in shapes_of(b)):

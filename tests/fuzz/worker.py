@@ -34,7 +34,8 @@ def main():
         cap.truncate()
         if "selftest" in task:      # the supervisor's own tests: die or stall on purpose
             _selftest(task["selftest"])
-        res = run_task(task["seed"], task["index"], task["backend"], cfg)
+        res = run_task(task["seed"], task["index"], task["backend"],
+                       Config(max_elems=task["max_elems"]) if task.get("max_elems") else cfg)
         sys.stdout.flush()
         sys.stderr.flush()
         cap.seek(0)
