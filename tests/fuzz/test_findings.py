@@ -316,3 +316,53 @@ def test_f18_compare_with_out_of_range_int_by_value():
     A = np.array([0, 1, 255], np.uint8)
     ge, eq = kd.kernel(_ge_minus_one)(A, backend="numpy")
     assert ge.tolist() == [1.0, 1.0, 1.0] and eq.tolist() == [False, False, False]
+
+
+# ------------------------------------------------------------------ F14
+def _sum_u8(A):
+    return A.sum(axis=0)
+
+
+@xf("F14", "uint8 sums give int64 (numpy: uint64)")
+def test_f14_uint8_sum_dtype():
+    assert kd.kernel(_sum_u8)(np.ones((3, 2), np.uint8), backend="numpy").dtype == np.uint64
+
+
+# ------------------------------------------------------------------ F15
+def _one_too_far(A):
+    n = A.shape[0]
+    return kd.compute((n - 1,), lambda i: A[i] + A[i + 2])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "interp", "cpu"])
+@xf("F15", "an index past the end is not a user error (internal error, garbage)")
+def test_f15_index_past_the_end_is_an_index_error(backend, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    with pytest.raises(kd.KernelError) as e:
+        kd.kernel(_one_too_far)(np.ones(6, np.float32), backend=backend)
+    assert isinstance(e.value, IndexError)
+
+
+# ------------------------------------------------------------------ F17
+def _times2(A):
+    n = A.shape[0]
+    return kd.compute((n,), lambda i: A[i] * 2, name="B")
+
+
+@xf("F17", "cache_write twice on a stage makes two stages of the same name")
+def test_f17_stage_names_stay_unique():
+    names = []
+
+    def sched(s):
+        B = s["B"]
+        s.cache_write(B, "local")
+        try:
+            s.cache_write(B, "local")
+        except kd.ScheduleError:
+            pass                      # refusing the second one is fine too
+        names.extend(h.name for h in s.stages)
+
+    out = kern(_times2, "interp", sched)(np.arange(4.0), backend="interp")
+    assert out.tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert len(names) == len(set(names)), names
