@@ -78,14 +78,14 @@ def main(argv=None):
     return 0
 
 
-def show(seed: int, index: int, names=None, max_elems=None):
+def show(seed: int, index: int, names=None, limit=None):
     """Print case ``index``: per backend its source, then run it here and print the outcome."""
     import warnings
     warnings.simplefilter("ignore")
     import numpy as np
     from .case import Config, expected, generate, max_elems, render
     from .runner import make_schedule, run_task
-    cfg = Config(max_elems=max_elems) if max_elems else Config()
+    cfg = Config(max_elems=limit) if limit else Config()
     case = generate(seed, index, cfg)
     print(f"# case {seed}:{index}: family {case.family}, features {sorted(case.features)}, "
           f"largest array {max_elems(case)} elements")

@@ -77,6 +77,14 @@ FINDINGS: list = [
     Finding("F18", "item 13", "comparing an int8/uint8 array with a Python int outside its range "
             "wraps the int (numpy compares by value)", ("wrong_value",),
             features=("cmp_out_of_range",)),
+    Finding("F19", "new", "splitting an already-split axis of a stage with a fuse: raw "
+            "AttributeError ('Fuse' object has no attribute 'parent')", ("exception",),
+            pattern=r"'Fuse' object has no attribute 'parent'"),
+    Finding("F20", "item 13", "np.clip / kd.clip of uint8 with -1 raises (numpy compares by value)",
+            ("false_rejection",), pattern=r"out of bounds for u?int", features=("clip",)),
+    Finding("F21", "new", "the cpu default schedule makes an illegal compute_at (sum(axis=0, "
+            "keepdims) then sum(axis=1, keepdims))", ("default_schedule_error",),
+            pattern=r"compute_at", backends=("cpu",)),
     # last: the catch-all for user errors without a hint (after the specific ones above)
     Finding("F8", "items 3, 11", "user errors that do not say what would work (no hint)",
             ("unfair_error",), pattern=r"no hint saying what would work"),

@@ -255,6 +255,12 @@ def _float_binary(op, R, a, b, mask, weak):
                 rexact = exact & _short(fq) & ((A - (r - bb)) + (-p - bb) == 0)
                 err = ea + _abs(fq) * eb + np.where(rexact & fd.representable(r, R), 0.0,
                                                     fd.round_unit(R) * (aA + _abs(p)) + fd.TINY[R])
+            # infinite operands: numpy's own rules (inf // x is nan, 3 // inf is 0, -3 % inf is inf)
+            nonfin = ~np.isfinite(A) | ~np.isfinite(B)
+            native = np.floor_divide(A, B) if op == "fdiv" else np.remainder(A, B)
+            r = np.where(nonfin, native, r)
+            err = np.where(nonfin, 0.0, err)
+            mask |= nonfin & (ea + eb > 0)
         elif op == "pow":
             r = np.power(A, B)
             isint = (B == np.round(B)) & (eb == 0)

@@ -366,3 +366,42 @@ def test_f17_stage_names_stay_unique():
     out = kern(_times2, "interp", sched)(np.arange(4.0), backend="interp")
     assert out.tolist() == [0.0, 2.0, 4.0, 6.0]
     assert len(names) == len(set(names)), names
+
+
+# ------------------------------------------------------------------ F19
+def _fuse_then_stale_split(s):
+    C = s["add"]
+    C.fuse(C.axis("i0"), C.axis("i1"))
+    ax = C.axis("i0.i1.fused")
+    C.split(ax, factor=2)
+    C.split(ax, factor=3)          # ax was split already: a fair ScheduleError
+
+
+@xf("F19", "the 'already split' check reads Fuse.parent: raw AttributeError")
+def test_f19_stale_axis_after_fuse_is_a_schedule_error():
+    A = np.ones((3, 4), np.float32)
+    with pytest.raises(kd.ScheduleError):
+        kern(_ew, "interp", _fuse_then_stale_split)(A, A, backend="interp")
+
+
+# ------------------------------------------------------------------ F20
+def _clip_u8(A):
+    return np.clip(A, -1, 3)
+
+
+@xf("F20", "np.clip(uint8, -1, 3) raises (numpy: by value)")
+def test_f20_clip_uint8_with_negative_bound():
+    A = np.array([0, 2, 9], np.uint8)
+    out = kd.kernel(_clip_u8)(A, backend="numpy")
+    assert out.dtype == np.uint8 and out.tolist() == [0, 2, 3]
+
+
+# ------------------------------------------------------------------ F21
+def _sum0_sum1(A):
+    return A.sum(axis=0, keepdims=True).sum(axis=1, keepdims=True)
+
+
+@xf("F21", "cpu's default schedule attaches a stage where a reader runs outside the loop")
+def test_f21_cpu_default_schedule_chained_keepdims_sums(cpu):
+    A = np.ones((5, 6), np.float32)
+    assert kd.kernel(_sum0_sum1)(A, backend="cpu").tolist() == [[30.0]]
