@@ -56,7 +56,7 @@ FINDINGS: list = [
     Finding("F7", "item 11", "argmax/argmin accept a tuple axis (numpy raises TypeError)",
             ("missed_error",), pattern=r"np\.arg(max|min): TypeError"),
     Finding("F9", "item 1", "a where= reduction over an uneven split loads outside the split guard",
-            ("internal_error",), pattern="OutOfBounds", backends=("interp",),
+            ("internal_error",), pattern="OutOfBounds", backends=("interp", "interp-gpu"),
             features=("ired_where",)),
     Finding("F10", "item 13", "a stage attached at a loop that is then split or rfactored: raw "
             "ValueError 'IterVar(...) is not in list' in lowering", ("exception",),
@@ -85,6 +85,12 @@ FINDINGS: list = [
     Finding("F21", "new", "the cpu default schedule makes an illegal compute_at (sum(axis=0, "
             "keepdims) then sum(axis=1, keepdims))", ("default_schedule_error",),
             pattern=r"compute_at", backends=("cpu",)),
+    Finding("F22", "new (GPU core)", "a cross-thread reduction over an empty reduce axis leaves its "
+            "result uninitialised (interp, GPU-profile schedules)", ("wrong_value",),
+            backends=("interp-gpu",), sched=("explicit",)),
+    Finding("F23", "item 13 (GPU core)", "cross-thread reduction legality checked at lowering, not "
+            "at bind", ("late_schedule_error",),
+            pattern=r"cross-thread reduction|thread-bound reduction axis"),
     # last: the catch-all for user errors without a hint (after the specific ones above)
     Finding("F8", "items 3, 11", "user errors that do not say what would work (no hint)",
             ("unfair_error",), pattern=r"no hint saying what would work"),

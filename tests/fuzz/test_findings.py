@@ -405,3 +405,41 @@ def _sum0_sum1(A):
 def test_f21_cpu_default_schedule_chained_keepdims_sums(cpu):
     A = np.ones((5, 6), np.float32)
     assert kd.kernel(_sum0_sum1)(A, backend="cpu").tolist() == [[30.0]]
+
+
+# ------------------------------------------------------------------ F22, F23 (GPU-style schedules)
+def _sum_from_one_scaled(A):
+    n = A.shape[0]
+    k = kd.reduce_axis((1, n), name="k")
+    return kd.compute((), lambda: kd.sum(A[k], axis=k) * 1.5, name="B")
+
+
+def _bind_k(s):
+    R = s["B_sum"]
+    R.bind(R.axis("k"), "threadIdx.x")
+
+
+@xf("F22", "cross-thread reduction over an empty axis: the result is never written")
+def test_f22_cross_thread_reduction_over_empty_axis():
+    out = kern(_sum_from_one_scaled, "interp", _bind_k)(np.ones(1, np.float32), backend="interp")
+    assert out == 0.0
+
+
+def _rowsum_b(A):
+    n, m = A.shape
+    k = kd.reduce_axis(m, name="k")
+    return kd.compute((n,), lambda i: kd.sum(A[i, k], axis=k), name="B")
+
+
+def _bind_inner_reduction(s):
+    B = s["B"]
+    ko, ki = B.split(B.axis("k"), factor=4)
+    B.bind(ki, "threadIdx.x")         # not the outermost reduction loop
+
+
+@xf("F23", "the cross-thread reduction rules are checked at lowering, not at bind")
+def test_f23_cross_thread_rules_at_bind():
+    k = kern(_rowsum_b, "interp", _bind_inner_reduction)
+    with pytest.raises(kd.ScheduleError) as e:
+        k(np.ones((3, 8), np.float32), backend="interp")
+    assert "bind" in e.value.loc.code, e.value.loc
