@@ -14,9 +14,10 @@ from .supervise import Supervisor
 
 SEED = 8
 #: (backend, first case, number of cases) per chunk: ~300 cases on the reference
-#: executors, fewer on cpu, where each case is an LLVM compile (about 1-2 s here)
+#: executors, fewer on cpu, where each case is an LLVM compile (about 1-2 s here);
+#: interp-gpu runs GPU-style schedules (bind, cross-thread reductions) on the interpreter
 CHUNKS = [("numpy", 0, 150), ("numpy", 150, 150), ("interp", 0, 150), ("interp", 150, 150),
-          ("cpu", 0, 40), ("cpu", 40, 40)]
+          ("interp-gpu", 0, 150), ("cpu", 0, 40), ("cpu", 40, 40)]
 
 
 @pytest.mark.parametrize("backend,start,count", CHUNKS, ids=[f"{b}-{s}" for b, s, _ in CHUNKS])
