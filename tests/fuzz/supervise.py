@@ -79,6 +79,7 @@ class Worker:
         except ProcessLookupError:
             pass
         self.proc.wait()
+        self._close_pipes()
 
     def close(self):
         try:
@@ -86,6 +87,14 @@ class Worker:
             self.proc.wait(timeout=10)
         except Exception:
             self.kill()
+        self._close_pipes()
+
+    def _close_pipes(self):
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
 
 
 def _signame(rc):
