@@ -188,7 +188,7 @@ class Builder:
         name = f"{prefix}{self.ntemp}"
         self.ntemp += 1
         self.lines.append(f"{name} = {v.code}")
-        return V(v.node, v.dims, v.dtype, v.weak, name, True, v.pyval)
+        return V(v.node, v.dims, v.dtype, v.weak, name, True, v.pyval, v.py)
 
     def maybe_temp(self, v: V) -> V:
         if self.in_body:
