@@ -91,6 +91,9 @@ FINDINGS: list = [
     Finding("F23", "item 13 (GPU core)", "cross-thread reduction legality checked at lowering, not "
             "at bind", ("late_schedule_error",),
             pattern=r"cross-thread reduction|thread-bound reduction axis"),
+    Finding("F24", "item 13", "a consumer attached inside its producer's loop (the documented "
+            "reverse compute_at): InternalCompilerError 'load outside its allocation'",
+            ("internal_error",), pattern=r"outside its allocation"),
     # last: the catch-all for user errors without a hint (after the specific ones above)
     Finding("F8", "items 3, 11", "user errors that do not say what would work (no hint)",
             ("unfair_error",), pattern=r"no hint saying what would work"),

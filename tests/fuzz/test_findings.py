@@ -443,3 +443,21 @@ def test_f23_cross_thread_rules_at_bind():
     with pytest.raises(kd.ScheduleError) as e:
         k(np.ones((3, 8), np.float32), backend="interp")
     assert "bind" in e.value.loc.code, e.value.loc
+
+
+# ------------------------------------------------------------------ F24
+def _twice(A):
+    n = A.shape[0]
+    return kd.compute((n,), lambda i: A[i] * 2, name="C")
+
+
+def _consumer_in_producer(s):
+    L = s.cache_write(s["C"], "local")
+    P = s.cache_read("A", "local", [L])
+    L.compute_at(P, P.axis("ax0"))       # the consumer inside its producer's loop
+
+
+@xf("F24", "consumer attached in its producer's loop: load outside its allocation")
+def test_f24_consumer_inside_producer_loop():
+    out = kern(_twice, "interp", _consumer_in_producer)(np.arange(8.0), backend="interp")
+    assert out.tolist() == [2.0 * i for i in range(8)]
