@@ -26,9 +26,10 @@ from .oracle import OVal
 _RAW_IR = re.compile(r"\b(IterVar|TensorRead|Var|Binary|Const|Compare|Cast|Select|Reduce|Call|"
                      r"Range|Buffer|Load|Store)\(|object at 0x|<kdsl\.")
 _INTERNAL_AXIS = re.compile(r"\b[A-Za-z_]\w*\.(inner|outer|fused|v)\b|\w\.rf\b")
+#: a message that states what would work in its own text (a requirement, what exists, an example)
 _ALTERNATIVES = re.compile(r"(axes are|has axes|has loop axes|stages:|the hints are|use one of|readers of|"
-                           r"supported dtypes|e\.g\.|use |give |pass |cast |name each|make )",
-                           re.IGNORECASE)
+                           r"supported dtypes|e\.g\.|use |give |pass |cast |name each|make |must be |"
+                           r"must have |split it|call it )", re.IGNORECASE)
 
 
 def fairness(e: BaseException, explicit: bool = True) -> list:
