@@ -264,7 +264,7 @@ def test_f12_reduce_axis_with_lo_past_hi(backend, request):
 
 # ------------------------------------------------------------------ F13
 _F13 = r'''
-import time, numpy as np, kdsl as kd, kdsl_cpu
+import sys, time, numpy as np, kdsl as kd, kdsl_cpu
 kd.register_backend("cpu", kdsl_cpu.backend)
 def mm(A, B):
     n, m = A.shape
@@ -276,23 +276,28 @@ def sched(s):
     C.unroll(C.axis("j.inner"))
     C.split(C.axis("j.outer"), factor=2)
     C.reorder(C.axis("j.outer.inner"), C.axis("i"), C.axis("j.outer.outer"))
-    C.tile(C.axis("j.outer.inner"), C.axis("i"), 8, 2)
+    C.tile(C.axis("j.outer.inner"), C.axis("i"), 16, 2)
     s.rfactor(C, C.axis("k"))
-k = kd.kernel(mm)
-k.schedule("cpu")(sched)
-a, b = np.ones((5, 2), np.uint8), np.ones((2, 7), np.uint8)
-assert (k(a, b, backend="cpu") == 2).all()
+for dt in ("float32", "uint8"):
+    k = kd.kernel(mm)
+    k.schedule("cpu")(sched)
+    t = time.time()
+    assert (k(np.ones((5, 2), dt), np.ones((2, 3), dt), backend="cpu") == 2).all()
+    print(dt, time.time() - t)
 '''
 
 
-@xf("F13", "rfactor + tile + unroll: LLVM compiles for 30 s to minutes")
+@xf("F13", "rfactor + tile + unroll: the uint8 kernel compiles ~8x longer than float32 "
+    "(14 s vs 1.8 s here; minutes in the fuzz case)")
 def test_f13_compile_time_stays_bounded(cpu, tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT, KDSL_CACHE_DIR=str(tmp_path))
     try:
-        subprocess.run([sys.executable, "-c", _F13], cwd=ROOT, env=env, timeout=15, check=True,
-                       capture_output=True)
+        out = subprocess.run([sys.executable, "-c", _F13], cwd=ROOT, env=env, timeout=120, check=True,
+                             capture_output=True, text=True).stdout
     except subprocess.TimeoutExpired:
-        pytest.fail("compiling a 5x2 @ 2x7 uint8 matmul schedule took more than 15 s")
+        pytest.fail("compiling two 5x2 @ 2x3 matmul schedules took more than 120 s")
+    t = {line.split()[0]: float(line.split()[1]) for line in out.splitlines()}
+    assert t["uint8"] < 3 * t["float32"] + 2, t
 
 
 # ------------------------------------------------------------------ F16
