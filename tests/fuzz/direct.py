@@ -30,7 +30,7 @@ class _Reducer:
 
     def __call__(self, a, axis=None, keepdims=False):
         a = np.asarray(a)
-        x = np.zeros((), a.dtype) + np.zeros((), a.dtype)
+        # which ufunc the combine function is: compare them on two pairs of values
         probe = [self.combine(np.array([2], a.dtype), np.array([3], a.dtype))]
         for uf in (np.add, np.multiply, np.maximum, np.minimum, np.bitwise_and, np.bitwise_or,
                    np.bitwise_xor):
@@ -43,7 +43,6 @@ class _Reducer:
                                          initial=np.asarray(self.identity).astype(a.dtype)[()])
             except TypeError:
                 continue
-        del x
         raise NotImplementedError("reducer")
 
 

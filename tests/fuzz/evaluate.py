@@ -68,8 +68,6 @@ class Evaluator:
         v = self.sargs[node.attrs["k"]]
         kind = "b" if isinstance(v, bool) else "i" if isinstance(v, int) else "f"
         d = {"b": "bool", "i": "int64", "f": "float64"}[kind]
-        if node.attrs.get("const"):
-            pass
         return OVal(d, np.asarray(v, np.float64 if kind == "f" else None), None, None, kind, v)
 
     def ev_lit(self, node, env, level):
@@ -210,9 +208,8 @@ class Evaluator:
         new_env = Env(new_vars, grid)
         body = self._eval(node.args[0], new_env, L2)
         kind, rid, dtype = node.attrs["kind"], node.attrs.get("reducer"), node.attrs.get("dtype")
-        if rid:
-            R = body.dtype if body.weak is None else body.dtype
-            custom = self.reducers[rid].what
+        if rid:      # a kd.reducer combines in the body's dtype
+            R, custom = body.dtype, self.reducers[rid].what
         elif kind in ("any", "all"):
             R, custom = "bool", None
         else:

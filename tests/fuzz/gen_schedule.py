@@ -454,8 +454,6 @@ def hints(sched, rng, p_invalid=0.06) -> SchedSpec:
         hv["rfactor"] = L.choice([2, 4, 8, 16])
     if isinstance(hv.get("parallel"), str) and hv.get("parallel") == hv.get("vectorize"):
         meaningful = False
-    if isinstance(hv.get("parallel"), str) and hv["parallel"] in hv.get("tile", {}):
-        pass
     if not any(k in hv for k in ("parallel", "vectorize", "unroll", "tile", "rfactor")):
         hv["parallel"] = True
         meaningful &= bool(sp)
