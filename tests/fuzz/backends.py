@@ -1,0 +1,78 @@
+"""The backends the fuzzer runs, and how each is set up.
+
+An entry names the kdsl backend a kernel is called with (``target``), the
+schedule profile its explicit schedules are generated in (``gen_schedule``),
+the largest case it takes (the loop-IR interpreter is slow), and a setup
+function that registers it (returns a reason string when it is not available
+here).  A new backend (``cuda``, a SIMT interpreter) is one more entry; cases
+and schedules need no change.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass(frozen=True)
+class FuzzBackend:
+    name: str                  # the fuzzer's name for it (what --backend takes)
+    target: str                # kdsl backend name kernels are called and scheduled with
+    profile: str               # schedule profile: "host" or "gpu"
+    max_elems: int             # largest input/output (elements) it runs
+    setup: object              # () -> None if usable, else a reason
+    schedules: bool = True     # whether schedules are generated for it
+    default: bool = True       # part of the default backend list
+
+
+def _setup_numpy():
+    return None
+
+
+def _setup_interp():
+    import kdsl as kd
+    from kdsl.backends.interpreter import InterpreterBackend
+    if "interp" not in kd.backends():
+        kd.register_backend("interp", InterpreterBackend())
+    return None
+
+
+def _setup_cpu():
+    if importlib.util.find_spec("llvmlite") is None:
+        return "llvmlite is not installed (pip install ./kdsl_cpu)"
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    import kdsl as kd
+    import kdsl_cpu
+    from kdsl.backends.registry import get_backend
+    try:
+        if get_backend("cpu") is kdsl_cpu.backend:
+            return None
+    except Exception:
+        pass
+    kd.register_backend("cpu", kdsl_cpu.backend)
+    return None
+
+
+BACKENDS = {
+    "numpy": FuzzBackend("numpy", "numpy", "host", 1 << 20, _setup_numpy),
+    "interp": FuzzBackend("interp", "interp", "host", 600, _setup_interp),
+    "cpu": FuzzBackend("cpu", "cpu", "host", 1 << 20, _setup_cpu),
+    # the interpreter running GPU-style schedules (bind, cross-thread reductions, shared
+    # caches): the loop IR a CUDA backend receives, executed sequentially
+    "interp-gpu": FuzzBackend("interp-gpu", "interp", "gpu", 600, _setup_interp, default=False),
+}
+
+
+def available(names=None) -> list:
+    """The usable backends among ``names`` (default: every default entry), with reasons."""
+    names = names or [k for k, v in BACKENDS.items() if v.default]
+    out = []
+    for nm in names:
+        fb = BACKENDS[nm]
+        reason = fb.setup()
+        out.append((fb, reason))
+    return out

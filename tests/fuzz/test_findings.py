@@ -1,0 +1,468 @@
+"""One regression test per fuzzer finding (tests/fuzz/FINDINGS.md), minimised by hand.
+
+Each asserts what kdsl should do; the ones that fail on this branch are
+``xfail(strict=True)`` with the finding's id: when a fix merges the test passes,
+strict xfail turns that into a failure, and the marker is removed (together with
+the finding's entry in known.py).  Backends a finding does not affect run as
+ordinary tests.
+"""
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+from .backends import ROOT
+
+
+def xf(fid, why):
+    return pytest.mark.xfail(strict=True, reason=f"{fid}: {why}")
+
+
+def fresh(fn):
+    """A copy of ``fn``: kd.schedule records hints on the function it decorates."""
+    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def kern(fn, target=None, sched=None, **hints):
+    fn = fresh(fn)
+    k = kd.kernel(kd.schedule(target, **hints)(fn) if hints else fn)
+    if sched is not None:
+        k.schedule(target)(sched)
+    return k
+
+
+# ------------------------------------------------------------------ F1
+_mul_named_sum = kd.reducer(lambda x, y: x * y, identity=1, name="sum")
+_min_named_max = kd.reducer(lambda x, y: kd.where(x < y, x, y), identity=255, name="max")
+
+
+def _f1(A):
+    return _mul_named_sum(A, axis=0), _min_named_max(A.astype(np.uint8), axis=0)
+
+
+@pytest.mark.parametrize("backend", [pytest.param("numpy", marks=xf("F1", "numpy backend picks a "
+                                     "reducer's semantics by its name")), "interp", "cpu"])
+def test_f1_reducer_named_like_a_builtin(backend, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    A = np.array([[2, 3], [4, 1], [1, 5]], np.int64)
+    p, m = kd.kernel(_f1)(A, backend=backend)
+    assert p.tolist() == [8, 15] and m.tolist() == [1, 1]
+
+
+# ------------------------------------------------------------------ F2
+def _ew(A, B):
+    return A * 2 + B
+
+
+@pytest.mark.parametrize("hints", [dict(vectorize=8, unroll=4), dict(parallel="i0", vectorize=4, unroll=2),
+                                   dict(unroll=2, vectorize=4)],
+                         ids=["vec+unroll", "par+vec+unroll", "unroll+vec"])
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+@xf("F2", "hints do not compose (split: axis i1.inner ... is already vectorized)")
+def test_f2_hints_compose(backend, hints, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    A = np.arange(35, dtype=np.float32).reshape(5, 7)
+    out = kern(_ew, backend, **hints)(A, A, backend=backend)
+    np.testing.assert_array_equal(out, A * 3)
+
+
+# ------------------------------------------------------------------ F3
+@pytest.mark.parametrize("hint", [dict(vectorize=0), dict(vectorize=-4), dict(unroll=1.5),
+                                  dict(threads=-2), dict(stages=1)], ids=str)
+@xf("F3", "hint values are not validated")
+def test_f3_bad_hint_values_are_errors(hint):
+    A = np.ones((3, 4), np.float32)
+    with pytest.raises(kd.ScheduleError) as e:
+        kern(_ew, "interp", **hint)(A, A, backend="interp")
+    assert e.value.hint
+
+
+# ------------------------------------------------------------------ F4
+def _total(A):
+    return A.sum()
+
+
+@pytest.mark.parametrize("hints", [pytest.param(dict(parallel=True), marks=xf(
+    "F4", "parallel=True on a 0-d output raises a raw IndexError")), dict(unroll=4)], ids=str)
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_f4_hints_on_0d_output(backend, hints, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    A = np.arange(12, dtype=np.float64).reshape(3, 4)
+    assert kern(_total, backend, **hints)(A, backend=backend) == 66.0
+
+
+# ------------------------------------------------------------------ F5
+def _any_rows(A):
+    return A.any(axis=-2)
+
+
+def _unroll_r0(s):
+    a = s["any"]
+    a.parallel(a.axis("i0"))
+    a.reorder(a.axis("i0"), a.axis("r0"))
+    a.unroll(a.axis("r0"))
+
+
+@xf("F5", "LLVM's 'loop not unrolled' remark is printed raw")
+def test_f5_no_raw_llvm_remarks(cpu, capfd):
+    k = kern(_any_rows, "cpu", _unroll_r0)
+    for shape in [(17, 1), (2, 8)]:
+        A = np.zeros(shape, np.int32)
+        A[-1, 0] = 3
+        assert k(A, backend="cpu").tolist() == A.any(axis=-2).tolist()
+    err = capfd.readouterr().err
+    assert "loop not unrolled" not in err and "remark:" not in err
+
+
+# ------------------------------------------------------------------ F6
+def _fn_of_scalars(A, s):
+    return np.multiply(s, s) + A
+
+
+def _abs_scalar(A, s):
+    return kd.clip(np.absolute(s), 0.5, 3) + A
+
+
+@xf("F6", "numpy functions of Python scalars stay weak (numpy 2 returns a strong numpy scalar)")
+def test_f6_numpy_functions_of_python_scalars_are_strong():
+    A = np.arange(4, dtype=np.int8)
+    assert kd.kernel(_fn_of_scalars)(A, 3, backend="numpy").dtype == np.int64
+    B = np.ones(3, np.float32)
+    assert kd.kernel(_abs_scalar)(B, -1.5, backend="numpy").dtype == np.float64
+
+
+# ------------------------------------------------------------------ F7
+def _argmax2(A):
+    return A.argmax(axis=(0, 1))
+
+
+@xf("F7", "argmax with a tuple axis is accepted (numpy raises TypeError)")
+def test_f7_argmax_tuple_axis_is_an_error():
+    with pytest.raises(kd.KernelError):
+        kd.kernel(_argmax2)(np.ones((2, 3)), backend="numpy")
+
+
+# ------------------------------------------------------------------ F8
+def _inline_output(s):
+    s.outputs[0].compute_inline()
+
+
+def _split0(s):
+    B = s.outputs[0]
+    B.split(B.axes[0], factor=0)
+
+
+def _rowmax(A):
+    return A.max(axis=1)
+
+
+@pytest.mark.parametrize("what", ["inline_output", "empty_max", "rfactor0"])
+@xf("F8", "user errors without a hint saying what would work")
+def test_f8_errors_say_what_would_work(what):
+    A = np.ones((3, 4), np.float32)
+    with pytest.raises(kd.KdslError) as e:
+        if what == "inline_output":
+            kern(_ew, "interp", _inline_output)(A, A, backend="interp")
+        elif what == "split0":
+            kern(_ew, "interp", _split0)(A, A, backend="interp")
+        elif what == "empty_max":
+            kd.kernel(_rowmax)(np.ones((3, 0)), backend="interp")
+        else:
+            kern(_rowmax, "interp", rfactor=0)(A, backend="interp")
+    assert e.value.hint, str(e.value)
+
+
+# ------------------------------------------------------------------ F9
+def _sum_where(A):
+    n = A.shape[0]
+    k = kd.reduce_axis(n, name="k")
+    return kd.compute((), lambda: kd.sum(A[k], axis=k, where=A[k] > 0))
+
+
+def _split_k(s):
+    C = s["compute"]
+    C.split(C.axis("k"), factor=2)
+
+
+@pytest.mark.parametrize("backend", [pytest.param("interp", marks=xf(
+    "F9", "where= loads run outside the split guard")), "cpu"])
+def test_f9_where_reduction_over_uneven_split(backend, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    A = np.array([1.0, -2.0, 3.0, 0.5, -1.0], np.float32)
+    assert kern(_sum_where, backend, _split_k)(A, backend=backend) == 4.5
+
+
+# ------------------------------------------------------------------ F10
+def _dot_t(A, B):
+    return np.dot(A, B.T)
+
+
+def _attach_then_split(s):
+    M = s["matmul"]
+    T = s["matmul_1"]
+    xo, xi = T.split(T.axis("i1"), factor=3)
+    M.compute_at(T, xo)
+    T.split(xo, factor=8)
+
+
+@xf("F10", "splitting the loop a stage is attached at dies in lowering (IterVar not in list)")
+def test_f10_split_after_compute_at():
+    A, B = np.arange(12.0).reshape(3, 4), np.arange(8.0).reshape(2, 4)
+    got = kern(_dot_t, "interp", _attach_then_split)(A, B, backend="interp")
+    np.testing.assert_allclose(got, A @ B.T)
+
+
+# ------------------------------------------------------------------ F11
+def _copy_rows(A):
+    n = A.shape[0]
+    return kd.compute((n,), lambda i: A[i])
+
+
+def _double_cache_write(s):
+    C = s["compute"]
+    s.cache_write(C, "local")
+    s.cache_write(C, "local")
+    L = s["compute.local"]
+    L.compute_at(C, C.axis("i"))
+
+
+@xf("F11", "an illegal compute_at is accepted at the call and rejected at lowering")
+def test_f11_compute_at_legality_at_the_call():
+    A = np.arange(5.0)
+    k = kern(_copy_rows, "interp", _double_cache_write)
+    try:
+        np.testing.assert_array_equal(k(A, backend="interp"), A)
+    except kd.ScheduleError as e:
+        # acceptable only when raised by the primitive, at its line in the schedule
+        assert "compute_at" in e.loc.code, e.loc
+
+
+# ------------------------------------------------------------------ F12
+def _sum_from_one(A):
+    n, m = A.shape
+    k = kd.reduce_axis((1, m), name="k")
+    return kd.compute((n,), lambda i: kd.sum(A[i, k], axis=k))
+
+
+@pytest.mark.parametrize("backend", [pytest.param("numpy", marks=xf(
+    "F12", "reduce_axis((1, m)) with m = 0 crashes the numpy backend")), "interp", "cpu"])
+def test_f12_reduce_axis_with_lo_past_hi(backend, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    out = kd.kernel(_sum_from_one)(np.ones((3, 0), np.float32), backend=backend)
+    assert out.tolist() == [0.0, 0.0, 0.0]
+
+
+# ------------------------------------------------------------------ F13
+_F13 = r'''
+import sys, time, numpy as np, kdsl as kd, kdsl_cpu
+kd.register_backend("cpu", kdsl_cpu.backend)
+def mm(A, B):
+    n, m = A.shape
+    k = kd.reduce_axis(m, name="k")
+    return kd.compute((n, B.shape[1]), lambda i, j: kd.sum(A[i, k] * B[k, j], axis=k), name="C")
+def sched(s):
+    C = s["C"]
+    C.split(C.axis("j"), factor=7)
+    C.unroll(C.axis("j.inner"))
+    C.split(C.axis("j.outer"), factor=2)
+    C.reorder(C.axis("j.outer.inner"), C.axis("i"), C.axis("j.outer.outer"))
+    C.tile(C.axis("j.outer.inner"), C.axis("i"), 16, 2)
+    s.rfactor(C, C.axis("k"))
+for dt in ("float32", "uint8"):
+    k = kd.kernel(mm)
+    k.schedule("cpu")(sched)
+    t = time.time()
+    assert (k(np.ones((5, 2), dt), np.ones((2, 3), dt), backend="cpu") == 2).all()
+    print(dt, time.time() - t)
+'''
+
+
+@xf("F13", "rfactor + tile + unroll: the uint8 kernel compiles ~8x longer than float32 "
+    "(14 s vs 1.8 s here; minutes in the fuzz case)")
+def test_f13_compile_time_stays_bounded(cpu, tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT, KDSL_CACHE_DIR=str(tmp_path))
+    try:
+        out = subprocess.run([sys.executable, "-c", _F13], cwd=ROOT, env=env, timeout=120, check=True,
+                             capture_output=True, text=True).stdout
+    except subprocess.TimeoutExpired:
+        pytest.fail("compiling two 5x2 @ 2x3 matmul schedules took more than 120 s")
+    t = {line.split()[0]: float(line.split()[1]) for line in out.splitlines()}
+    assert t["uint8"] < 3 * t["float32"] + 2, t
+
+
+# ------------------------------------------------------------------ F16
+def _np_float64_scalar(A):
+    return np.float64(0.5) + A
+
+
+@xf("F16", "np.float64 scalars are treated as weak Python floats")
+def test_f16_np_float64_scalar_is_strong():
+    out = kd.kernel(_np_float64_scalar)(np.ones(3, np.float16), backend="numpy")
+    assert out.dtype == np.float64
+
+
+# ------------------------------------------------------------------ F18
+def _ge_minus_one(A):
+    return kd.where(A >= -1, 1.0, 0.0), A == 300
+
+
+@xf("F18", "uint8 array compared with -1 / 300 wraps the Python int")
+def test_f18_compare_with_out_of_range_int_by_value():
+    A = np.array([0, 1, 255], np.uint8)
+    ge, eq = kd.kernel(_ge_minus_one)(A, backend="numpy")
+    assert ge.tolist() == [1.0, 1.0, 1.0] and eq.tolist() == [False, False, False]
+
+
+# ------------------------------------------------------------------ F14
+def _sum_u8(A):
+    return A.sum(axis=0)
+
+
+@xf("F14", "uint8 sums give int64 (numpy: uint64)")
+def test_f14_uint8_sum_dtype():
+    assert kd.kernel(_sum_u8)(np.ones((3, 2), np.uint8), backend="numpy").dtype == np.uint64
+
+
+# ------------------------------------------------------------------ F15
+def _one_too_far(A):
+    n = A.shape[0]
+    return kd.compute((n - 1,), lambda i: A[i] + A[i + 2])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "interp", "cpu"])
+@xf("F15", "an index past the end is not a user error (internal error, garbage)")
+def test_f15_index_past_the_end_is_an_index_error(backend, request):
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    with pytest.raises(kd.KernelError) as e:
+        kd.kernel(_one_too_far)(np.ones(6, np.float32), backend=backend)
+    assert isinstance(e.value, IndexError)
+
+
+# ------------------------------------------------------------------ F17
+def _times2(A):
+    n = A.shape[0]
+    return kd.compute((n,), lambda i: A[i] * 2, name="B")
+
+
+@xf("F17", "cache_write twice on a stage makes two stages of the same name")
+def test_f17_stage_names_stay_unique():
+    names = []
+
+    def sched(s):
+        B = s["B"]
+        s.cache_write(B, "local")
+        try:
+            s.cache_write(B, "local")
+        except kd.ScheduleError:
+            pass                      # refusing the second one is fine too
+        names.extend(h.name for h in s.stages)
+
+    out = kern(_times2, "interp", sched)(np.arange(4.0), backend="interp")
+    assert out.tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert len(names) == len(set(names)), names
+
+
+# ------------------------------------------------------------------ F19
+def _fuse_then_stale_split(s):
+    C = s["add"]
+    C.fuse(C.axis("i0"), C.axis("i1"))
+    ax = C.axis("i0.i1.fused")
+    C.split(ax, factor=2)
+    C.split(ax, factor=3)          # ax was split already: a fair ScheduleError
+
+
+@xf("F19", "the 'already split' check reads Fuse.parent: raw AttributeError")
+def test_f19_stale_axis_after_fuse_is_a_schedule_error():
+    A = np.ones((3, 4), np.float32)
+    with pytest.raises(kd.ScheduleError):
+        kern(_ew, "interp", _fuse_then_stale_split)(A, A, backend="interp")
+
+
+# ------------------------------------------------------------------ F20
+def _clip_u8(A):
+    return np.clip(A, -1, 3)
+
+
+@xf("F20", "np.clip(uint8, -1, 3) raises (numpy: by value)")
+def test_f20_clip_uint8_with_negative_bound():
+    A = np.array([0, 2, 9], np.uint8)
+    out = kd.kernel(_clip_u8)(A, backend="numpy")
+    assert out.dtype == np.uint8 and out.tolist() == [0, 2, 3]
+
+
+# ------------------------------------------------------------------ F21
+def _sum0_sum1(A):
+    return A.sum(axis=0, keepdims=True).sum(axis=1, keepdims=True)
+
+
+@xf("F21", "cpu's default schedule attaches a stage where a reader runs outside the loop")
+def test_f21_cpu_default_schedule_chained_keepdims_sums(cpu):
+    A = np.ones((5, 6), np.float32)
+    assert kd.kernel(_sum0_sum1)(A, backend="cpu").tolist() == [[30.0]]
+
+
+# ------------------------------------------------------------------ F22, F23 (GPU-style schedules)
+def _sum_from_one_scaled(A):
+    n = A.shape[0]
+    k = kd.reduce_axis((1, n), name="k")
+    return kd.compute((), lambda: kd.sum(A[k], axis=k) * 1.5, name="B")
+
+
+def _bind_k(s):
+    R = s["B_sum"]
+    R.bind(R.axis("k"), "threadIdx.x")
+
+
+@xf("F22", "cross-thread reduction over an empty axis: the result is never written")
+def test_f22_cross_thread_reduction_over_empty_axis():
+    out = kern(_sum_from_one_scaled, "interp", _bind_k)(np.ones(1, np.float32), backend="interp")
+    assert out == 0.0
+
+
+def _rowsum_b(A):
+    n, m = A.shape
+    k = kd.reduce_axis(m, name="k")
+    return kd.compute((n,), lambda i: kd.sum(A[i, k], axis=k), name="B")
+
+
+def _bind_inner_reduction(s):
+    B = s["B"]
+    ko, ki = B.split(B.axis("k"), factor=4)
+    B.bind(ki, "threadIdx.x")         # not the outermost reduction loop
+
+
+@xf("F23", "the cross-thread reduction rules are checked at lowering, not at bind")
+def test_f23_cross_thread_rules_at_bind():
+    k = kern(_rowsum_b, "interp", _bind_inner_reduction)
+    with pytest.raises(kd.ScheduleError) as e:
+        k(np.ones((3, 8), np.float32), backend="interp")
+    assert "bind" in e.value.loc.code, e.value.loc
+
+
+# ------------------------------------------------------------------ F24
+def _twice(A):
+    n = A.shape[0]
+    return kd.compute((n,), lambda i: A[i] * 2, name="C")
+
+
+def _consumer_in_producer(s):
+    L = s.cache_write(s["C"], "local")
+    P = s.cache_read("A", "local", [L])
+    L.compute_at(P, P.axis("ax0"))       # the consumer inside its producer's loop
+
+
+@xf("F24", "consumer attached in its producer's loop: load outside its allocation")
+def test_f24_consumer_inside_producer_loop():
+    out = kern(_twice, "interp", _consumer_in_producer)(np.arange(8.0), backend="interp")
+    assert out.tolist() == [2.0 * i for i in range(8)]
