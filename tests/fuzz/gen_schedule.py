@@ -452,7 +452,8 @@ def hints(sched, rng, p_invalid=0.06) -> SchedSpec:
         hv["tile"] = {a: L.choice([2, 4, 8, 16, 32]) for a in sp[-2:] if L.p(0.8)} or {sp[-1]: 8}
     if h.stage.is_reduction and L.p(0.4):
         hv["rfactor"] = L.choice([2, 4, 8, 16])
-    if isinstance(hv.get("parallel"), str) and hv.get("parallel") == hv.get("vectorize"):
+    named = [hv[k] for k in ("parallel", "vectorize", "unroll") if isinstance(hv.get(k), str)]
+    if len(named) != len(set(named)):    # one loop asked to be two things: a fair rejection
         meaningful = False
     if not any(k in hv for k in ("parallel", "vectorize", "unroll", "tile", "rfactor")):
         hv["parallel"] = True

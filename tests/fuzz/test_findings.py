@@ -45,8 +45,7 @@ def _f1(A):
     return _mul_named_sum(A, axis=0), _min_named_max(A.astype(np.uint8), axis=0)
 
 
-@pytest.mark.parametrize("backend", [pytest.param("numpy", marks=xf("F1", "numpy backend picks a "
-                                     "reducer's semantics by its name")), "interp", "cpu"])
+@pytest.mark.parametrize("backend", ["numpy", "interp", "cpu"])
 def test_f1_reducer_named_like_a_builtin(backend, request):
     if backend == "cpu":
         request.getfixturevalue("cpu")
@@ -64,7 +63,6 @@ def _ew(A, B):
                                    dict(unroll=2, vectorize=4)],
                          ids=["vec+unroll", "par+vec+unroll", "unroll+vec"])
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
-@xf("F2", "hints do not compose (split: axis i1.inner ... is already vectorized)")
 def test_f2_hints_compose(backend, hints, request):
     if backend == "cpu":
         request.getfixturevalue("cpu")
@@ -76,7 +74,6 @@ def test_f2_hints_compose(backend, hints, request):
 # ------------------------------------------------------------------ F3
 @pytest.mark.parametrize("hint", [dict(vectorize=0), dict(vectorize=-4), dict(unroll=1.5),
                                   dict(threads=-2), dict(stages=1)], ids=str)
-@xf("F3", "hint values are not validated")
 def test_f3_bad_hint_values_are_errors(hint):
     A = np.ones((3, 4), np.float32)
     with pytest.raises(kd.ScheduleError) as e:
@@ -89,8 +86,7 @@ def _total(A):
     return A.sum()
 
 
-@pytest.mark.parametrize("hints", [pytest.param(dict(parallel=True), marks=xf(
-    "F4", "parallel=True on a 0-d output raises a raw IndexError")), dict(unroll=4)], ids=str)
+@pytest.mark.parametrize("hints", [dict(parallel=True), dict(unroll=4)], ids=str)
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
 def test_f4_hints_on_0d_output(backend, hints, request):
     if backend == "cpu":
@@ -111,7 +107,6 @@ def _unroll_r0(s):
     a.unroll(a.axis("r0"))
 
 
-@xf("F5", "LLVM's 'loop not unrolled' remark is printed raw")
 def test_f5_no_raw_llvm_remarks(cpu, capfd):
     k = kern(_any_rows, "cpu", _unroll_r0)
     for shape in [(17, 1), (2, 8)]:
@@ -144,7 +139,6 @@ def _argmax2(A):
     return A.argmax(axis=(0, 1))
 
 
-@xf("F7", "argmax with a tuple axis is accepted (numpy raises TypeError)")
 def test_f7_argmax_tuple_axis_is_an_error():
     with pytest.raises(kd.KernelError):
         kd.kernel(_argmax2)(np.ones((2, 3)), backend="numpy")
@@ -164,8 +158,8 @@ def _rowmax(A):
     return A.max(axis=1)
 
 
-@pytest.mark.parametrize("what", ["inline_output", "empty_max", "rfactor0"])
-@xf("F8", "user errors without a hint saying what would work")
+@pytest.mark.parametrize("what", [pytest.param(w, marks=xf("F8", "user errors without a hint saying what would work"))
+                                  for w in ("inline_output", "empty_max")] + ["rfactor0"])
 def test_f8_errors_say_what_would_work(what):
     A = np.ones((3, 4), np.float32)
     with pytest.raises(kd.KdslError) as e:
@@ -235,7 +229,6 @@ def _double_cache_write(s):
     L.compute_at(C, C.axis("i"))
 
 
-@xf("F11", "an illegal compute_at is accepted at the call and rejected at lowering")
 def test_f11_compute_at_legality_at_the_call():
     A = np.arange(5.0)
     k = kern(_copy_rows, "interp", _double_cache_write)
@@ -305,7 +298,6 @@ def _np_float64_scalar(A):
     return np.float64(0.5) + A
 
 
-@xf("F16", "np.float64 scalars are treated as weak Python floats")
 def test_f16_np_float64_scalar_is_strong():
     out = kd.kernel(_np_float64_scalar)(np.ones(3, np.float16), backend="numpy")
     assert out.dtype == np.float64
@@ -316,7 +308,6 @@ def _ge_minus_one(A):
     return kd.where(A >= -1, 1.0, 0.0), A == 300
 
 
-@xf("F18", "uint8 array compared with -1 / 300 wraps the Python int")
 def test_f18_compare_with_out_of_range_int_by_value():
     A = np.array([0, 1, 255], np.uint8)
     ge, eq = kd.kernel(_ge_minus_one)(A, backend="numpy")
@@ -328,7 +319,6 @@ def _sum_u8(A):
     return A.sum(axis=0)
 
 
-@xf("F14", "uint8 sums give int64 (numpy: uint64)")
 def test_f14_uint8_sum_dtype():
     assert kd.kernel(_sum_u8)(np.ones((3, 2), np.uint8), backend="numpy").dtype == np.uint64
 
@@ -340,7 +330,6 @@ def _one_too_far(A):
 
 
 @pytest.mark.parametrize("backend", ["numpy", "interp", "cpu"])
-@xf("F15", "an index past the end is not a user error (internal error, garbage)")
 def test_f15_index_past_the_end_is_an_index_error(backend, request):
     if backend == "cpu":
         request.getfixturevalue("cpu")
@@ -394,7 +383,6 @@ def _clip_u8(A):
     return np.clip(A, -1, 3)
 
 
-@xf("F20", "np.clip(uint8, -1, 3) raises (numpy: by value)")
 def test_f20_clip_uint8_with_negative_bound():
     A = np.array([0, 2, 9], np.uint8)
     out = kd.kernel(_clip_u8)(A, backend="numpy")
@@ -406,7 +394,6 @@ def _sum0_sum1(A):
     return A.sum(axis=0, keepdims=True).sum(axis=1, keepdims=True)
 
 
-@xf("F21", "cpu's default schedule attaches a stage where a reader runs outside the loop")
 def test_f21_cpu_default_schedule_chained_keepdims_sums(cpu):
     A = np.ones((5, 6), np.float32)
     assert kd.kernel(_sum0_sum1)(A, backend="cpu").tolist() == [[30.0]]
@@ -424,7 +411,6 @@ def _bind_k(s):
     R.bind(R.axis("k"), "threadIdx.x")
 
 
-@xf("F22", "cross-thread reduction over an empty axis: the result is never written")
 def test_f22_cross_thread_reduction_over_empty_axis():
     out = kern(_sum_from_one_scaled, "interp", _bind_k)(np.ones(1, np.float32), backend="interp")
     assert out == 0.0
@@ -442,7 +428,6 @@ def _bind_inner_reduction(s):
     B.bind(ki, "threadIdx.x")         # not the outermost reduction loop
 
 
-@xf("F23", "the cross-thread reduction rules are checked at lowering, not at bind")
 def test_f23_cross_thread_rules_at_bind():
     k = kern(_rowsum_b, "interp", _bind_inner_reduction)
     with pytest.raises(kd.ScheduleError) as e:
@@ -462,7 +447,6 @@ def _consumer_in_producer(s):
     L.compute_at(P, P.axis("ax0"))       # the consumer inside its producer's loop
 
 
-@xf("F24", "consumer attached in its producer's loop: load outside its allocation")
 def test_f24_consumer_inside_producer_loop():
     out = kern(_twice, "interp", _consumer_in_producer)(np.arange(8.0), backend="interp")
     assert out.tolist() == [2.0 * i for i in range(8)]
