@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import struct
 import threading
 
 import numpy as np
 
 from .backends import registry as _reg
-from .errors import (ArgumentError, KdslError, KdslUserError, KernelError, SourceLoc, _is_internal,
-                     for_user, user_frames_only, user_location)
+from .errors import (ArgumentError, KdslError, KdslUserError, KernelError, ScheduleError, SourceLoc,
+                     _is_internal, for_user, user_frames_only, user_location)
 from .frontend import context as _ctx
 from .runtime import dispatch, fastpath
 from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args,
@@ -504,11 +505,35 @@ class Kernel:
 
     # ------------------------------------------------------------- schedules
     def schedule(self, target):
-        """Decorator: ``kernel.schedule("cuda")(fn, ...)`` adds explicit schedule functions."""
+        """Decorator: ``kernel.schedule("cpu")(fn, ...)`` adds explicit schedule functions
+        ``fn(s)`` for one target (``None``: every target).  An unknown target is an error that
+        lists the known ones."""
+        loc = user_location()
+        if target is not None:
+            if not isinstance(target, str):
+                raise for_user(ScheduleError(
+                    f"{self.__name__}.schedule: the target must be a backend name or None, "
+                    f"got {target!r}", hint=f"@{self.__name__}.schedule('cpu') above "
+                    f"`def my_schedule(s): ...`", loc=loc))
+            try:
+                from .schedule.hints import _check_target
+            except ImportError:     # schedules not there yet: any target name goes
+                pass
+            else:
+                try:
+                    _check_target(target, loc)
+                except KdslUserError as e:
+                    raise for_user(e) from None
+
         def add(*fns):
-            loc = user_location()
+            where = user_location()
             for f in fns:
-                self._add_schedule(_hint(target, f, loc))
+                if not callable(f):
+                    raise for_user(ScheduleError(
+                        f"{self.__name__}.schedule({target!r}) decorates a function of the "
+                        f"schedule, got {type(f).__name__}",
+                        hint="def my_schedule(s): s['B'].split(s['B'].axes[0], 8)", loc=where))
+                self._add_schedule(_hint(target, f, where))
             return fns[0] if len(fns) == 1 else fns
         return add
 
@@ -525,7 +550,18 @@ class Kernel:
         return self.__qualname__  # pickle by reference: module + qualified name
 
     def __repr__(self) -> str:
-        return f"<kdsl.kernel {self.__module__}.{self.__qualname__}>"
+        """``<kdsl.kernel add(a, b) at file.py:12, 1 schedule, 2 compiled>``: what it wraps,
+        where it was defined, how many schedules it carries and specialisations it compiled."""
+        code = getattr(self.fn, "__code__", None) or getattr(
+            getattr(type(self.fn), "__call__", None), "__code__", None)
+        where = f" at {os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else ""
+        extra = ""
+        if self._hints:
+            extra += f", {len(self._hints)} schedule{'s' if len(self._hints) > 1 else ''}"
+        if self._cache:
+            extra += f", {len(self._cache)} compiled"
+        return (f"<kdsl.kernel {self.__module__}.{self.__qualname__}"
+                f"({', '.join(self.arg_names)}){where}{extra}>")
 
 
 def kernel(fn=None, *, specialize=False, constants=()):

@@ -90,6 +90,31 @@ def test_unknown_target_lists_the_known_ones():
     kd.schedule("cuda", threads=(16, 16))     # a target not installed here is still known
 
 
+def test_kernel_schedule_method_checks_its_target_and_functions():
+    k = kd.kernel(_rowsum)
+    with pytest.raises(ScheduleError, match="unknown target 'cpux'") as ei:
+        k.schedule("cpux")
+    assert "cpu" in str(ei.value) and ei.value.loc.file == __file__
+    with pytest.raises(ScheduleError, match="target must be a backend name or None, got 3"):
+        k.schedule(3)
+    with pytest.raises(ScheduleError, match=r"decorates a function of the schedule, got int"):
+        k.schedule("cpu")(5)
+    assert "schedule" not in repr(k)        # nothing was added by the rejected calls
+
+    @k.schedule(None)
+    def every_target(s):
+        pass
+    assert repr(k).endswith(", 1 schedule>")
+
+
+def test_kernel_repr_names_parameters_place_and_state():
+    k = kd.kernel(_rowsum)
+    text = repr(k)
+    assert text.startswith("<kdsl.kernel ") and "_rowsum(a) at test_hints_compose.py:" in text
+    k(np.ones((3, 4), np.float32), backend="numpy")
+    assert repr(k).endswith(", 1 compiled>")
+
+
 # ------------------------------------------------------------------ name checks
 def _rowsum(a):
     return a.sum(axis=1)
