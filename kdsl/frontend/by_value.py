@@ -92,6 +92,11 @@ def compare(name: str, a, b) -> Array:
         if ct is not None and ct is not dt.int64 and w.weak and w.pyvalue is None \
                 and w.dtype.is_int:
             return _compare_runtime(name, _SWAP[op] if flip else op, s, w, ct)
+    for u, s_, flip in ((a, b, False), (b, a, True)):
+        # uint64 against a signed integer array: numpy 2 compares exactly, by value (their
+        # common type float64 would round: 2**53 + 1 > 2**53 must be True)
+        if u.dtype is dt.uint64 and not u.weak and s_.dtype.is_int and s_.dtype.is_signed:
+            return _compare_runtime(name, _SWAP[op] if flip else op, u, s_, dt.uint64)
     d = common_dtype([a, b])
     return elementwise(name, [a, b], lambda x, y: mk.compare(op, cast_to(x, d), cast_to(y, d)),
                        dt.bool_)
@@ -114,7 +119,8 @@ def _int_compare_type(a: Array):
 
 def _compare_runtime(name, op, s: Array, w: Array, ct: dt.DType) -> Array:
     """``s op w`` by value, for a strong integer array ``s`` and a weak int64 ``w`` whose
-    value is known only at call time (a scalar argument, a size, an index)."""
+    value is known only at call time (a scalar argument, a size, an index), or a strong
+    uint64 ``s`` and a signed integer array ``w``."""
     if ct is not dt.uint64:      # int64 holds both: compare there, exactly
         return elementwise(name, [s, w], lambda x, y: mk.compare(
             op, cast_to(x, dt.int64), cast_to(y, dt.int64)), dt.bool_)

@@ -183,6 +183,28 @@ def test_comparison_with_index_values_is_by_value():
 
 
 # ------------------------------------------------------------------ np.clip
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("signed", ["int8", "int32", "int64"])
+@pytest.mark.parametrize("opname", ["less", "less_equal", "greater", "greater_equal", "equal",
+                                    "not_equal"])
+def test_uint64_against_signed_arrays_compares_exactly(backend, signed, opname):
+    # numpy 2 compares uint64 with signed integers by value; float64 (their common type)
+    # would round 2**53 + 1 to 2**53 and 2**64 - 1 to 2**64
+    info = np.iinfo(signed)
+    u = np.array([0, 1, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1], np.uint64)
+    v = np.array(sorted({int(info.min), -1, 0, 1, min(2**53, int(info.max)),
+                         min(2**53 + 1, int(info.max)), int(info.max)}), signed)
+    U, S = np.meshgrid(u, v)
+    op = getattr(np, opname)
+
+    @kd.kernel
+    def both(x, y):
+        return op(x, y), op(y, x)
+    r1, r2 = both(U, S, backend=backend)
+    np.testing.assert_array_equal(r1, op(U, S))
+    np.testing.assert_array_equal(r2, op(S, U))
+
+
 @pytest.mark.parametrize("lo,hi", [(-1, 3), (None, 300), (-1, None), (-200, 200), (5, 2),
                                    (2, 3)])
 def test_clip_drops_harmless_out_of_range_bounds_like_numpy(lo, hi):
