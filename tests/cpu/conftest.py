@@ -6,8 +6,10 @@ of each test module (and unregistered after, so other test directories keep
 seeing their own default backend).  The README's test command installs
 kdsl_cpu (and so llvmlite); without it these tests fail with that advice.
 """
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 
@@ -21,7 +23,9 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 # every compiled object of this test run goes to a fresh cache directory
-os.environ.setdefault("KDSL_CACHE_DIR", tempfile.mkdtemp(prefix="kdsl-cpu-tests-"))
+if "KDSL_CACHE_DIR" not in os.environ:     # removed when the test run ends
+    os.environ["KDSL_CACHE_DIR"] = tempfile.mkdtemp(prefix="kdsl-cpu-tests-")
+    atexit.register(shutil.rmtree, os.environ["KDSL_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="module")

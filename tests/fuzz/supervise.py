@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -171,3 +172,5 @@ class Supervisor:
     def close(self):
         if self.worker is not None:
             self.worker.close()
+            self.worker = None
+        shutil.rmtree(self.cache_dir, ignore_errors=True)
