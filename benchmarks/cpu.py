@@ -25,7 +25,8 @@ Two cases measure how kdsl shares the machine (``pool``, ``interleaved``):
   idle workers have parked (``QUIET_S``); ratio = quiet / interleaved.  kdsl's
   idle workers sleep (kdsl_cpu.parallel), so numpy after kdsl should not lose;
   OpenBLAS's spin for ~0.1 s after each call (its ``OPENBLAS_THREAD_TIMEOUT``,
-  read when numpy loads it, shortens that), which kdsl right after numpy pays.
+  read when numpy loads it, shortens that), which kdsl right after numpy pays;
+  the same two rows follow from a fresh process with ``OPENBLAS_THREAD_TIMEOUT=4``.
 
 ``--quick`` shrinks every size (a smoke test of the harness, not a measurement).
 """
@@ -451,8 +452,35 @@ def median_after(first, fn, min_reps=5, budget_s=3.0) -> float:
     return statistics.median(times)
 
 
-def run_interleaved(results, quick):
-    """kdsl's SGEMM right after numpy's matmul and the reverse, against each one quiet."""
+#: OpenBLAS's workers spin for ~2**28 cycles after each call unless told otherwise (read when
+#: numpy loads OpenBLAS, so only a fresh process can show the difference)
+OPENBLAS_SHORT_SPIN = {"OPENBLAS_THREAD_TIMEOUT": "4"}
+
+
+def run_interleaved(results, quick, subprocess_variant=True):
+    """kdsl's SGEMM right after numpy's matmul and the reverse, against each one quiet; then
+    the same in a fresh process whose OpenBLAS workers stop spinning at once (docs say how)."""
+    _interleaved_rows(results, quick, "")
+    if not subprocess_variant or os.environ.get("OPENBLAS_THREAD_TIMEOUT"):
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "inter.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--only", "interleaved", "--out", out]
+        if quick:
+            cmd.append("--quick")
+        r = subprocess.run(cmd, capture_output=True, text=True,
+                           env=dict(os.environ, **OPENBLAS_SHORT_SPIN))
+        if r.returncode:
+            raise SystemExit(f"interleaved case with OPENBLAS_THREAD_TIMEOUT failed:\n{r.stderr}")
+        with open(out) as f:
+            rows = json.load(f)["results"]
+    for row in rows:
+        row["workload"] += ", OPENBLAS_THREAD_TIMEOUT=4"
+        results.append(row)
+        _print_row(row)
+
+
+def _interleaved_rows(results, quick, suffix):
     rng = np.random.default_rng(2)
     size = 128 if quick else 1024
     A = rng.standard_normal((size, size), dtype=np.float32)
@@ -463,7 +491,7 @@ def run_interleaved(results, quick):
                                   ("numpy", np_mm, kd_mm, "kdsl")):
         inter = median_after(other, fn)
         quiet = median_s(fn)
-        row = {"workload": f"SGEMM {size} right after {oname}'s", "key": "interleaved",
+        row = {"workload": f"SGEMM {size} right after {oname}'s{suffix}", "key": "interleaved",
                "label": who, "kdsl_s": inter, "unit": "", "kdsl_rate": None, "peers": {
                    "quiet": {"s": quiet, "ratio": quiet / inter,
                              "target": 0.8 if who == "numpy" else None}}}
