@@ -13,7 +13,7 @@ import inspect
 from ..errors import ScheduleError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
-from .records import AttachKind, Fuse, IterAttr, Split, Tensorize, where
+from .records import AttachKind, Fuse, IterAttr, Split, Tensorize, relation_axes, where
 
 _TAGS = {t.value: t for t in n.ThreadTag}
 _SCOPES = {s.value: s for s in n.Scope}
@@ -166,8 +166,7 @@ class StageSchedule:
             raise ScheduleError(f"{what} takes an axis of stage {self.name} "
                                 f"(e.g. s[{self.name!r}].axes[0]), got {type(ax).__name__}")
         if ax not in self.leaf:
-            if self._is_root_axis(ax) or any(ax in (r.parent, getattr(r, 'outer', None), getattr(r, 'inner', None))
-                                             for r in self.relations):
+            if self._is_root_axis(ax) or any(ax in relation_axes(r) for r in self.relations):
                 raise ScheduleError(f"{what}: axis {ax.name} was already split or fused; {self._describe()}",
                                     hint="use the axes that split/fuse returned")
             raise ScheduleError(f"{what}: axis {ax.name} does not belong to stage {self.name}; "
@@ -500,7 +499,7 @@ class StageSchedule:
                                 f"got {type(expr).__name__}", hint=f"e.g. {example}")
         own = {a.var for a in self.stage.axes + self.stage.reduce_axes} | {a.var for a in self.leaf}
         for rel in self.relations:
-            own |= {getattr(rel, f).var for f in ("parent", "outer", "inner", "fused") if hasattr(rel, f)}
+            own |= {a.var for a in relation_axes(rel)}
         from ..ir.visitor import free_vars
         foreign = [v for v in free_vars(expr) if v not in own]
         if foreign:
