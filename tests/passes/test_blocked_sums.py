@@ -64,17 +64,17 @@ def test_golden_row_sum():
                 B[i] = B[i] + A[i, k]
             else:
               allocate B.comp: float32[] local
-                allocate B.acc: float32[] local
-                  B.comp[()] = 0.0f
-                  for k.blk in range(ceildiv(m, 1024)):
-                    B.acc[()] = 0.0f
-                    for k in range(k.blk*1024, k.blk*1024 + min(1024, m - k.blk*1024)):
-                      B.acc[()] = B.acc[()] + A[i, k]
-                    let B.t = B[i] + B.acc[()]
-                    let B.e = select(abs(B[i]) >= abs(B.acc[()]), B[i] - B.t + B.acc[()], B.acc[()] - B.t + B[i])
-                    B.comp[()] = select(abs(B.e) < float32(inf), B.comp[()] + B.e, B.comp[()])
-                    B[i] = B.t
-                  B[i] = B[i] + B.comp[()]""")
+              allocate B.acc: float32[] local
+                B.comp[()] = 0.0f
+                for k.blk in range(ceildiv(m, 1024)):
+                  B.acc[()] = 0.0f
+                  for k in range(k.blk*1024, k.blk*1024 + min(1024, m - k.blk*1024)):
+                    B.acc[()] = B.acc[()] + A[i, k]
+                  let B.t = B[i] + B.acc[()]
+                  let B.e = select(abs(B[i]) >= abs(B.acc[()]), B[i] - B.t + B.acc[()], B.acc[()] - B.t + B[i])
+                  B.comp[()] = select(abs(B.e) < float32(inf), B.comp[()] + B.e, B.comp[()])
+                  B[i] = B.t
+                B[i] = B[i] + B.comp[()]""")
 
 
 def _column_schedule(s):
