@@ -25,7 +25,7 @@ still holds loops cannot become a SIMD loop, and kdsl warns.
 
 A serial innermost loop that reads or writes memory at a stride known only at
 run time (``A[k, j]`` over ``k`` of a symbolic-shape ``A``: an rfactor's final
-reduction over its partials) is kept from LLVM's loop vectorizer
+reduction over its partials) or at no stride (a fused axis: ``A[f // m, f % m]``) is kept from LLVM's loop vectorizer
 (``strided_at_run_time``): x86 has no gather for 8- and 16-bit elements, so
 LLVM emulates one with a scalar load and an insert per lane, VF x interleave
 (128 for uint8) per access and per copy of the loop; unrolled around such a
@@ -156,8 +156,8 @@ def strided_at_run_time(s: n.For) -> bool:
     """Does loop ``s`` access some buffer at a stride in ``s.var`` that is not a constant?
 
     That is: ``s.var`` appears with a nonzero coefficient in an index dimension
-    that has a dimension of symbolic extent after it (compact row-major buffers).
-    Non-linear uses of ``s.var`` (``//``, ``%``) are left to LLVM.
+    that has a dimension of symbolic extent after it (compact row-major buffers),
+    or non-linearly (``f // m``, ``f % m`` of a fused axis: no stride at all).
     """
     v = s.var
     for node in collect(s.body, lambda x: type(x) in (n.Load, n.Store)):
@@ -165,8 +165,10 @@ def strided_at_run_time(s: n.For) -> bool:
         for d, idx in enumerate(node.indices):
             if v not in free_vars(idx):
                 continue
-            coeff = linear(idx).terms.get(v, 0)
-            if coeff and not all(isinstance(e, n.Const) for e in shape[d + 1:]):
+            lin = linear(idx)
+            if any(t is not v and v in free_vars(t) for t in lin.terms):
+                return True
+            if lin.terms.get(v, 0) and not all(isinstance(e, n.Const) for e in shape[d + 1:]):
                 return True
     return False
 
