@@ -460,3 +460,31 @@ def test_messages_through_a_kernel_point_at_the_schedule_line():
     with pytest.raises(ScheduleError) as ei:
         k(np.ones((3, 3)), backend="interp")
     assert_fair(ei.value, 's["U"].bind(ti, "threadIdx.w")  # the bad line')
+
+
+def test_new_stages_get_unique_names():
+    # F17: cache_write twice made two stages called B.local; s[name] must name one stage
+    def sched(s):
+        B = s["B"]
+        w1, w2 = s.cache_write(B, "local"), s.cache_write(B, "local")
+        r1, r2 = s.cache_read("A", "local", [w1]), s.cache_read("A.local", "local", [w1])
+        names = [h.name for h in s.stages]
+        assert len(names) == len(set(names)), names
+        assert (w1.name, w2.name, r1.name, r2.name) == ("B.local", "B.local_1", "A.local", "A.local.local")
+        for h in (w1, w2, r1, r2, B):
+            assert s[h.name] is h
+    a = RNG.standard_normal((4, 5))
+    out, _ = run(rowsum_from_1, sched, a)
+    np.testing.assert_allclose(out, a[:, 1:].sum(1))
+
+
+def test_rfactor_twice_names_and_result():
+    def sched(s):
+        B = s["B"]
+        ko, ki = B.split(B.axis("k"), factor=2)
+        rf1 = s.rfactor(B, ki)
+        rf2 = s.rfactor(B, B.axis("k.inner.v"))
+        assert (rf1.name, rf2.name) == ("B.rf", "B.rf_1") and s["B.rf_1"] is rf2
+    a = RNG.standard_normal((3, 7))
+    out, _ = run(rowsum_from_1, sched, a)
+    np.testing.assert_allclose(out, a[:, 1:].sum(1))
