@@ -230,26 +230,63 @@ class IterVar:
     def __repr__(self) -> str:
         return f"IterVar({self.var.name}, {self.kind.value})"
 
-    # ``C.set_store_predicate(C.axes[0] < 10)``: an axis ordered against an int or an
-    # index expression is that condition on its variable (``==`` stays identity).
-    def _order(self, other, op):
-        if isinstance(other, bool) or not isinstance(other, (int, Expr)):
-            return NotImplemented
-        if isinstance(other, int):
-            other = Const(self.var.dtype, other)
-        return Compare(dt.bool_, op, self.var, other)
+    # ``C.set_store_predicate(C.axes[0] * 2 + C.axes[1] < 10)``: operators on axes build an
+    # AxisExpr (kdsl/ir/axis_expr.py), the condition on their variables (``==`` between
+    # two IterVars stays identity: IterVars are dict keys).
+    def _ax(self, how, op, other, swap=False):
+        from . import axis_expr
+        return getattr(axis_expr, how)(op, other, self) if swap else getattr(axis_expr, how)(op, self, other)
 
     def __lt__(self, other):
-        return self._order(other, CmpOp.LT)
+        return self._ax("compare", CmpOp.LT, other)
 
     def __le__(self, other):
-        return self._order(other, CmpOp.LE)
+        return self._ax("compare", CmpOp.LE, other)
 
     def __gt__(self, other):
-        return self._order(other, CmpOp.GT)
+        return self._ax("compare", CmpOp.GT, other)
 
     def __ge__(self, other):
-        return self._order(other, CmpOp.GE)
+        return self._ax("compare", CmpOp.GE, other)
+
+    def __add__(self, other):
+        return self._ax("arith", BinOp.ADD, other)
+
+    def __radd__(self, other):
+        return self._ax("arith", BinOp.ADD, other, True)
+
+    def __sub__(self, other):
+        return self._ax("arith", BinOp.SUB, other)
+
+    def __rsub__(self, other):
+        return self._ax("arith", BinOp.SUB, other, True)
+
+    def __mul__(self, other):
+        return self._ax("arith", BinOp.MUL, other)
+
+    def __rmul__(self, other):
+        return self._ax("arith", BinOp.MUL, other, True)
+
+    def __floordiv__(self, other):
+        return self._ax("arith", BinOp.FLOORDIV, other)
+
+    def __rfloordiv__(self, other):
+        return self._ax("arith", BinOp.FLOORDIV, other, True)
+
+    def __mod__(self, other):
+        return self._ax("arith", BinOp.MOD, other)
+
+    def __rmod__(self, other):
+        return self._ax("arith", BinOp.MOD, other, True)
+
+    def __truediv__(self, other):
+        return self._ax("arith", BinOp.DIV, other)
+
+    def __rtruediv__(self, other):
+        return self._ax("arith", BinOp.DIV, other, True)
+
+    def __neg__(self):
+        return self._ax("arith", BinOp.SUB, 0, True)
 
 
 @dataclass(frozen=True, eq=False)

@@ -36,6 +36,13 @@ class Fuse:
     loc: SourceLoc | None = None
 
 
+def relation_axes(rel) -> tuple:
+    """Every axis a relation (Split or Fuse) names: what it consumed and what it made."""
+    if isinstance(rel, Split):
+        return (rel.parent, rel.outer, rel.inner)
+    return (rel.outer, rel.inner, rel.fused)
+
+
 class AttachKind(enum.Enum):
     ROOT = "root"
     INLINE = "inline"

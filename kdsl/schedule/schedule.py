@@ -120,6 +120,16 @@ class Schedule:
         self._handles[new] = StageSchedule(self, new)
         return self._handles[new]
 
+    def _unique(self, base: str) -> str:
+        """``base``, or ``base_1``, ``base_2``... when a stage has that name already (the
+        frontend's convention), so that ``s[name]`` names one stage: e.g. cache_write twice."""
+        taken = {st.name for st in self.graph.stages}
+        name, k = base, 0
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        return name
+
     def _tensor(self, t) -> Tensor:
         if isinstance(t, Tensor):
             return t
@@ -147,13 +157,18 @@ class Schedule:
             raise ScheduleError(f"rfactor: {ax.name} is a spatial axis; give one of the reduction axes "
                                 f"({', '.join(a.name for a in h.leaf if a.kind is n.IterKind.REDUCE)})")
         if h.attach is not AttachKind.ROOT or any(a.kind is n.IterKind.REDUCE for a in h.attrs):
-            raise ScheduleError(f"rfactor: call it before attaching or binding reduction axes of {st.name}")
+            raise ScheduleError(f"rfactor: call it before attaching or binding reduction axes of {st.name}",
+                                hint=f"call s.rfactor({st.name!r}, ...) first, then compute_at / bind")
+        rf_name = self._unique(st.name + ".rf")
         for g in h._attached_here():
             if g.attach_axis.kind is n.IterKind.REDUCE:
+                spatial = [a.name for a in h.leaf if a.kind is n.IterKind.SPATIAL]
                 raise ScheduleError(f"rfactor: stage {g.name} is attached to the reduction loop "
                                     f"{g.attach_axis.name} of {st.name}{where(g.attach_loc)}, which rfactor moves "
-                                    f"into {st.name}.rf", hint=f"call rfactor first, then attach {g.name} to a "
-                                    f"loop of {st.name}.rf")
+                                    f"into the new stage {rf_name}",
+                                    hint=(f"attach {g.name} at a spatial loop of {st.name} "
+                                          f"({', '.join(spatial)}), or " if spatial else "")
+                                    + f"call rfactor first, then attach {g.name} to a loop of {rf_name}")
         _check_predicate_kept(h, "rfactor", n.IterKind.REDUCE)
         if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not 0 <= factor_axis <= len(st.axes):
             raise ScheduleError(f"rfactor: factor_axis must be in 0..{len(st.axes)}, got {factor_axis}")
@@ -175,7 +190,7 @@ class Schedule:
         sp_axes.insert(factor_axis, rf_iv)
         bf_body = n.Reduce(red.dtype, red.combiner, tuple(substitute(s_, root_map) for s_ in red.sources),
                            tuple(new_red), cond, red.value_index)
-        bf = Stage(st.name + ".rf", tuple(sp_axes), tuple(new_red), bf_body, st.dtype, st.loc, origin="rfactor")
+        bf = Stage(rf_name, tuple(sp_axes), tuple(new_red), bf_body, st.dtype, st.loc, origin="rfactor")
         # the original stage now reduces the partials
         kv = _new_iv(ax.name + ".v", ax.dom.extent, n.IterKind.REDUCE)
         idx = [a.var for a in st.axes]
@@ -197,7 +212,7 @@ class Schedule:
         rs = self._readers_of(t, readers, "cache_read")
         axes = tuple(_new_iv(f"ax{d}", e, n.IterKind.SPATIAL) for d, e in enumerate(t.shape))
         body = n.TensorRead(t.dtype, t, tuple(a.var for a in axes))
-        cache = Stage(f"{t.name}.{sc.value}", axes, (), body, t.dtype, None, origin="cache_read")
+        cache = Stage(self._unique(f"{t.name}.{sc.value}"), axes, (), body, t.dtype, None, origin="cache_read")
         for r in rs:
             r.stage.body = retarget(r.stage.body, {t: cache.output})
         h = self._insert_before(cache, [r.stage for r in rs])
@@ -233,7 +248,7 @@ class Schedule:
         idx = [a.var for a in inner]
         idx[axis] = mk.add(mk.mul(po.var, factor), inner[axis].var)
         body = n.TensorRead(t.dtype, t, tuple(idx))
-        packed = Stage(f"{t.name}.packed", (po, *inner), (), body, t.dtype, None, origin="pack")
+        packed = Stage(self._unique(f"{t.name}.packed"), (po, *inner), (), body, t.dtype, None, origin="pack")
         def panels(indices):    # A[.., i, ..] -> P[i // factor, .., i % factor, ..]
             i = indices[axis]
             return (mk.floordiv(i, factor), *indices[:axis], mk.mod(i, factor), *indices[axis + 1:])
@@ -287,7 +302,7 @@ class Schedule:
         body = substitute(st.body, mapping)
         if isinstance(body, n.Reduce):
             body = n.Reduce(body.dtype, body.combiner, body.sources, tuple(rd), body.condition, body.value_index)
-        cache = Stage(f"{st.name}.{sc.value}", tuple(sp), tuple(rd), body, st.dtype, st.loc, origin="cache_write")
+        cache = Stage(self._unique(f"{st.name}.{sc.value}"), tuple(sp), tuple(rd), body, st.dtype, st.loc, origin="cache_write")
         st.body = n.TensorRead(st.dtype, cache.output, tuple(a.var for a in st.axes))
         st.reduce_axes = ()
         st.values = (st.output,)

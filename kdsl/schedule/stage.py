@@ -13,7 +13,8 @@ import inspect
 from ..errors import ScheduleError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
-from .records import AttachKind, Fuse, IterAttr, Split, Tensorize, where
+from ..ir.axis_expr import AxisExpr
+from .records import AttachKind, Fuse, IterAttr, Split, Tensorize, relation_axes, where
 
 _TAGS = {t.value: t for t in n.ThreadTag}
 _SCOPES = {s.value: s for s in n.Scope}
@@ -166,8 +167,7 @@ class StageSchedule:
             raise ScheduleError(f"{what} takes an axis of stage {self.name} "
                                 f"(e.g. s[{self.name!r}].axes[0]), got {type(ax).__name__}")
         if ax not in self.leaf:
-            if self._is_root_axis(ax) or any(ax in (r.parent, getattr(r, 'outer', None), getattr(r, 'inner', None))
-                                             for r in self.relations):
+            if self._is_root_axis(ax) or any(ax in relation_axes(r) for r in self.relations):
                 raise ScheduleError(f"{what}: axis {ax.name} was already split or fused; {self._describe()}",
                                     hint="use the axes that split/fuse returned")
             raise ScheduleError(f"{what}: axis {ax.name} does not belong to stage {self.name}; "
@@ -477,11 +477,12 @@ class StageSchedule:
         ``cond`` is a function of the given axes, e.g.
         ``B.set_store_predicate(lambda tx: tx == 0, B.reduce_axes[0])`` (without
         axes: of the stage's spatial axes), or a comparison of an axis with an
-        int, such as ``C.set_store_predicate(C.axes[0] < 10)``.
+        int, such as ``C.set_store_predicate(C.axes[0] < 10)`` (arithmetic and
+        ``& | ~`` work on axes too: ``(C.axes[0] * 2 + C.axes[1] < 9) & (C.axes[1] > 0)``).
         """
         example = f"{self.name}.set_store_predicate(lambda i: i < 10, {self.name}.axes[0])"
-        if isinstance(cond, bool):
-            raise ScheduleError(f"set_store_predicate got the Python bool {cond}, not a condition on axes "
+        if isinstance(cond, int):     # bool, or ~ of one
+            raise ScheduleError(f"set_store_predicate got the Python {type(cond).__name__} {cond}, not a condition on axes "
                                 "(== between an axis and a number compares the objects)",
                                 hint=f"write it as a function of the axes: {example.replace('<', '==')}")
         if callable(cond):
@@ -495,12 +496,15 @@ class StageSchedule:
                 raise ScheduleError("set_store_predicate takes axes only with a function of them",
                                     hint=example)
             expr = cond
+        if isinstance(expr, AxisExpr):    # operators on axes: C.axes[0] * 2 < 10
+            expr = expr.expr
         if not isinstance(expr, n.Expr) or not expr.dtype.is_bool:
-            raise ScheduleError("set_store_predicate takes a function of axes returning a condition, "
-                                f"got {type(expr).__name__}", hint=f"e.g. {example}")
+            got = "an integer axis expression" if isinstance(expr, n.Expr) else type(expr).__name__
+            raise ScheduleError("set_store_predicate takes a condition on axes (or a function of axes "
+                                f"returning one), got {got}", hint=f"compare it, e.g. {example}")
         own = {a.var for a in self.stage.axes + self.stage.reduce_axes} | {a.var for a in self.leaf}
         for rel in self.relations:
-            own |= {getattr(rel, f).var for f in ("parent", "outer", "inner", "fused") if hasattr(rel, f)}
+            own |= {a.var for a in relation_axes(rel)}
         from ..ir.visitor import free_vars
         foreign = [v for v in free_vars(expr) if v not in own]
         if foreign:

@@ -282,6 +282,9 @@ class StmtGen:
                 # guarded trip count...) and then prints a warning on the user's stderr;
                 # unforced, its vectorizer takes the loop when its cost model says so
                 md = self.loop_md([("llvm.loop.unroll.disable", None)])
+        elif not self._unroll.stays_loop(s.body) and U.strided_at_run_time(s):
+            # gathers LLVM would emulate lane by lane: see unroll.py (F13)
+            md = self.loop_md([("llvm.loop.vectorize.enable", ir.Constant(ir.IntType(1), 0))])
         lo, ext = self.expr(s.min), self.expr(s.extent)
         self.loop(s.var, lo, self.fn.b.add(lo, ext), s.body, md)
 

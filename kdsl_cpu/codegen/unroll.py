@@ -22,13 +22,23 @@ super-linearly with the extent.  So the cpu backend decides itself:
 A vectorized loop that vector.py does not emit as vector code is left to
 LLVM's loop vectorizer when it is innermost once unrolling is done; one that
 still holds loops cannot become a SIMD loop, and kdsl warns.
+
+A serial innermost loop that reads or writes memory at a stride known only at
+run time (``A[k, j]`` over ``k`` of a symbolic-shape ``A``: an rfactor's final
+reduction over its partials) or at no stride (a fused axis: ``A[f // m, f % m]``) is kept from LLVM's loop vectorizer
+(``strided_at_run_time``): x86 has no gather for 8- and 16-bit elements, so
+LLVM emulates one with a scalar load and an insert per lane, VF x interleave
+(128 for uint8) per access and per copy of the loop; unrolled around such a
+loop, that made LLVM's code generation take minutes (fuzz finding F13), for
+loops that hardly run faster vectorized.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from kdsl.ir import nodes as n
-from kdsl.ir.visitor import collect
+from kdsl.ir.simplify import linear
+from kdsl.ir.visitor import collect, free_vars
 
 from .vector import VectorEmitter
 
@@ -140,6 +150,27 @@ class UnrollPlanner:
         if t in (n.Allocate, n.LetStmt):
             return self.stays_loop(s.body)
         return False
+
+
+def strided_at_run_time(s: n.For) -> bool:
+    """Does loop ``s`` access some buffer at a stride in ``s.var`` that is not a constant?
+
+    That is: ``s.var`` appears with a nonzero coefficient in an index dimension
+    that has a dimension of symbolic extent after it (compact row-major buffers),
+    or non-linearly (``f // m``, ``f % m`` of a fused axis: no stride at all).
+    """
+    v = s.var
+    for node in collect(s.body, lambda x: type(x) in (n.Load, n.Store)):
+        shape = node.buffer.shape
+        for d, idx in enumerate(node.indices):
+            if v not in free_vars(idx):
+                continue
+            lin = linear(idx)
+            if any(t is not v and v in free_vars(t) for t in lin.terms):
+                return True
+            if lin.terms.get(v, 0) and not all(isinstance(e, n.Const) for e in shape[d + 1:]):
+                return True
+    return False
 
 
 def capped_message(kernel: str, s: n.For, factor: int) -> str:

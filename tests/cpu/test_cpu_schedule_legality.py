@@ -68,3 +68,38 @@ def test_schedule_search_slice_on_cpu():
     res = search.search(10, seed=40, backend="cpu", verbose=False)
     bugs = {k: v for k, v in res.items() if k not in ("ok", "rejected")}
     assert not bugs, "\n\n".join(d for v in bugs.values() for d in v[:3])
+
+
+@pytest.mark.parametrize("form", ["arith", "and_or_not", "two_axes", "reflected"])
+def test_store_predicate_with_axis_arithmetic(form):
+    rep.test_store_predicate_with_axis_arithmetic(form, backend="cpu")
+
+
+@pytest.mark.filterwarnings("ignore::kdsl.ScheduleWarning")
+@pytest.mark.parametrize("dt", ["uint8", "int16", "float32"])
+@pytest.mark.parametrize("shape", [(5, 2, 3), (9, 13, 30), (1, 1, 1)])
+def test_unrolled_rfactor_over_strided_partials_compiles_fast(dt, shape):
+    # F13: LLVM vectorized the final reduction over the partials (a run-time stride) by
+    # emulating gathers lane by lane, in each unrolled copy: minutes of code generation
+    def mm(A, B):
+        n, m = A.shape
+        k = kd.reduce_axis(m, name="k")
+        return kd.compute((n, B.shape[1]), lambda i, j: kd.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+    def sched(s):
+        C = s["C"]
+        C.split(C.axis("j"), factor=7)
+        C.unroll(C.axis("j.inner"))
+        C.split(C.axis("j.outer"), factor=2)
+        C.reorder(C.axis("j.outer.inner"), C.axis("i"), C.axis("j.outer.outer"))
+        C.tile(C.axis("j.outer.inner"), C.axis("i"), 16, 2)
+        s.rfactor(C, C.axis("k"))
+    n, m, p = shape
+    a = RNG.integers(0, 5, (n, m)).astype(dt)
+    b = RNG.integers(0, 5, (m, p)).astype(dt)
+    t = time.time()
+    out = run_cpu(mm, sched, a, b)
+    assert time.time() - t < 30
+    want = (a.astype(np.float64) @ b.astype(np.float64))
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(dt).astype(np.float64) if dt != "float32" else want,
+                               rtol=1e-5)

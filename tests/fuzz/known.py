@@ -41,16 +41,8 @@ FINDINGS: list = [
     Finding("F9", "item 1", "a where= reduction over an uneven split loads outside the split guard",
             ("internal_error",), pattern="OutOfBounds", backends=("interp", "interp-gpu"),
             features=("ired_where",)),
-    Finding("F10", "item 13", "a stage attached at a loop that is then split or rfactored: raw "
-            "ValueError 'IterVar(...) is not in list' in lowering", ("exception",),
-            pattern=r"is not in list"),
     Finding("F12", "new", "reduce_axis((lo, hi)) with hi < lo: numpy backend raw ValueError",
             ("exception",), pattern=r"broadcast shape must be non-negative", backends=("numpy",)),
-    Finding("F13", "item 13", "compile time: LLVM runs for minutes on some unrolled schedules",
-            ("hang",), backends=("cpu",)),
-    Finding("F19", "new", "splitting an already-split axis of a stage with a fuse: raw "
-            "AttributeError ('Fuse' object has no attribute 'parent')", ("exception",),
-            pattern=r"'Fuse' object has no attribute 'parent'"),
     # last: the catch-all for user errors without a hint (after the specific ones above)
     Finding("F8", "items 3, 11", "user errors that do not say what would work (no hint)",
             ("unfair_error",), pattern=r"no hint saying what would work"),

@@ -392,6 +392,49 @@ def test_store_predicate_forms():
     assert "if" in str(lower(s))
 
 
+@pytest.mark.parametrize("form", ["arith", "and_or_not", "two_axes", "reflected"])
+def test_store_predicate_with_axis_arithmetic(form, backend="interp"):
+    # axis arithmetic used to raise a raw TypeError in the user's schedule (tests/cpu runs it on cpu)
+    conds = {
+        "arith": (lambda i, j: i * 2 + j // 2 - 1 < 5, lambda C: C.axes[0] * 2 + C.axes[1] // 2 - 1 < 5),
+        "and_or_not": (lambda i, j: ((i % 3 == 1) | (j >= 2)) & ~(i == j),
+                       lambda C: ((C.axes[0] % 3 == 1) | (C.axes[1] >= 2)) & ~(C.axes[0] - C.axes[1] == 0)),
+        "two_axes": (lambda i, j: i < j, lambda C: C.axes[0] < C.axes[1]),
+        "reflected": (lambda i, j: 7 - i > 2 * j, lambda C: 7 - C.axes[0] > 2 * C.axes[1]),
+    }
+    want_mask, pred = conds[form]
+
+    def sched(s):
+        C = s.outputs[0]
+        C.set_store_predicate(pred(C))
+    a = RNG.standard_normal((7, 5))
+    k = kd.kernel(lambda A: A * 2.0)
+    k.schedule(backend)(sched)
+    out = np.full((7, 5), -1.0)
+    k(a, backend=backend, out=out)
+    mask = want_mask(*np.indices((7, 5)))
+    assert 0 < mask.sum() < mask.size
+    np.testing.assert_allclose(out[mask], a[mask] * 2)
+    np.testing.assert_array_equal(out[~mask], -1.0)
+
+
+@pytest.mark.parametrize("call, text", [
+    ("C.set_store_predicate(C.axes[0] / 2 < 1)", "true division"),
+    ("C.set_store_predicate(C.axes[0] < 2.5)", "axes are integers"),
+    ("C.set_store_predicate(0 < C.axes[0] < 2)", "no Python truth value"),
+    ("C.set_store_predicate((C.axes[0] < 2) | (C.axes[1] != 0))", "compare the objects"),
+    ("C.set_store_predicate(C.axes[0] + 1)", "integer axis expression"),
+    ("C.set_store_predicate((C.axes[0] < 2) + 1)", "not a condition"),
+])
+def test_store_predicate_axis_arithmetic_mistakes(call, text):
+    s = sched_of(lambda A: A * 2.0, (6, 4))
+    C = s.outputs[0]
+    with pytest.raises(ScheduleError, match=text) as ei:
+        eval(call)
+    assert ei.value.hint
+    assert ei.value.loc is not None and ei.value.loc.file == "<string>"
+
+
 def test_primitive_with_wrong_arguments():
     s = sched_of(rowsum, (4, 5))
     B = s.outputs[0]
@@ -417,3 +460,31 @@ def test_messages_through_a_kernel_point_at_the_schedule_line():
     with pytest.raises(ScheduleError) as ei:
         k(np.ones((3, 3)), backend="interp")
     assert_fair(ei.value, 's["U"].bind(ti, "threadIdx.w")  # the bad line')
+
+
+def test_new_stages_get_unique_names():
+    # F17: cache_write twice made two stages called B.local; s[name] must name one stage
+    def sched(s):
+        B = s["B"]
+        w1, w2 = s.cache_write(B, "local"), s.cache_write(B, "local")
+        r1, r2 = s.cache_read("A", "local", [w1]), s.cache_read("A.local", "local", [w1])
+        names = [h.name for h in s.stages]
+        assert len(names) == len(set(names)), names
+        assert (w1.name, w2.name, r1.name, r2.name) == ("B.local", "B.local_1", "A.local", "A.local.local")
+        for h in (w1, w2, r1, r2, B):
+            assert s[h.name] is h
+    a = RNG.standard_normal((4, 5))
+    out, _ = run(rowsum_from_1, sched, a)
+    np.testing.assert_allclose(out, a[:, 1:].sum(1))
+
+
+def test_rfactor_twice_names_and_result():
+    def sched(s):
+        B = s["B"]
+        ko, ki = B.split(B.axis("k"), factor=2)
+        rf1 = s.rfactor(B, ki)
+        rf2 = s.rfactor(B, B.axis("k.inner.v"))
+        assert (rf1.name, rf2.name) == ("B.rf", "B.rf_1") and s["B.rf_1"] is rf2
+    a = RNG.standard_normal((3, 7))
+    out, _ = run(rowsum_from_1, sched, a)
+    np.testing.assert_allclose(out, a[:, 1:].sum(1))

@@ -1,0 +1,123 @@
+"""Conditions on stage axes written with Python operators (for ``set_store_predicate``).
+
+``C.set_store_predicate(C.axes[0] * 2 + C.axes[1] < 10)``: arithmetic on
+IterVars (``+ - * // %`` with ints, index expressions and other axes),
+comparisons (``< <= > >=``; ``== !=`` once one side is an expression, since
+``==`` between two IterVars compares the objects) and ``& | ~`` on conditions
+build an ``AxisExpr``, which wraps the index expression it stands for.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..errors import ScheduleError
+from . import make as mk
+from . import nodes as n
+
+_EXAMPLE = "e.g. C.set_store_predicate(lambda i, j: i * 2 + j < 10, C.axes[0], C.axes[1])"
+
+
+def _operand(x, what: str) -> n.Expr:
+    """The index expression of ``x`` (an axis, an AxisExpr, an int or an index expression)."""
+    if isinstance(x, AxisExpr):
+        return x.expr
+    if isinstance(x, n.IterVar):
+        return x.var
+    if isinstance(x, n.Expr) and (x.dtype.is_int or x.dtype.is_bool):
+        return x
+    if isinstance(x, bool):
+        raise ScheduleError(f"an axis condition got the Python bool {x} next to {what}: == and != between an "
+                            "axis and a number compare the objects", hint=_EXAMPLE.replace("<", "=="))
+    if isinstance(x, int):
+        return n.const(x, dt.index)
+    raise ScheduleError(f"an axis condition cannot use {what} with {type(x).__name__} {x!r}: axes are integers",
+                        hint=f"combine axes with ints only, {_EXAMPLE}")
+
+
+def _int(e: n.Expr, what: str) -> n.Expr:
+    if not e.dtype.is_int:
+        raise ScheduleError(f"{what} takes integer axis expressions, not a condition",
+                            hint=f"combine conditions with & | ~, {_EXAMPLE}")
+    return e if e.dtype is dt.index else mk.cast(e, dt.index)
+
+
+def _bool(e: n.Expr, what: str) -> n.Expr:
+    if not e.dtype.is_bool:
+        raise ScheduleError(f"{what} combines conditions; got an integer axis expression",
+                            hint=f"compare it first, {_EXAMPLE}")
+    return e
+
+
+def arith(op: n.BinOp, a, b) -> "AxisExpr":
+    """``a op b`` on index expressions (either may be an IterVar, an AxisExpr or an int)."""
+    if op is n.BinOp.DIV:
+        raise ScheduleError("/ on axes is true division; axes are integers", hint="use // (floor division)")
+    return AxisExpr(mk.binary(op, _int(_operand(a, op.value), op.value), _int(_operand(b, op.value), op.value)))
+
+
+def compare(op: n.CmpOp, a, b) -> "AxisExpr":
+    return AxisExpr(mk.compare(op, _int(_operand(a, op.value), op.value), _int(_operand(b, op.value), op.value)))
+
+
+def logical(op: n.BinOp, a, b) -> "AxisExpr":
+    return AxisExpr(n.Binary(dt.bool_, op, _bool(_operand(a, op.value), op.value), _bool(_operand(b, op.value),
+                                                                                          op.value)))
+
+
+def _binop(op):
+    return (lambda self, o: arith(op, self, o)), (lambda self, o: arith(op, o, self))
+
+
+def _logop(op):
+    return (lambda self, o: logical(op, self, o)), (lambda self, o: logical(op, o, self))
+
+
+class AxisExpr:
+    """An index expression or condition over stage axes (``.expr``), built with operators."""
+
+    __slots__ = ("expr",)
+
+    def __init__(self, expr: n.Expr):
+        self.expr = expr
+
+    __add__, __radd__ = _binop(n.BinOp.ADD)
+    __sub__, __rsub__ = _binop(n.BinOp.SUB)
+    __mul__, __rmul__ = _binop(n.BinOp.MUL)
+    __floordiv__, __rfloordiv__ = _binop(n.BinOp.FLOORDIV)
+    __mod__, __rmod__ = _binop(n.BinOp.MOD)
+    __and__, __rand__ = _logop(n.BinOp.AND)
+    __or__, __ror__ = _logop(n.BinOp.OR)
+
+    def __neg__(self):
+        return arith(n.BinOp.SUB, 0, self)
+
+    def __invert__(self):
+        return AxisExpr(n.Unary(dt.bool_, n.UnOp.NOT, _bool(self.expr, "~")))
+
+    def __lt__(self, o):
+        return compare(n.CmpOp.LT, self, o)
+
+    def __le__(self, o):
+        return compare(n.CmpOp.LE, self, o)
+
+    def __gt__(self, o):
+        return compare(n.CmpOp.GT, self, o)
+
+    def __ge__(self, o):
+        return compare(n.CmpOp.GE, self, o)
+
+    def __eq__(self, o):
+        return compare(n.CmpOp.EQ, self, o)
+
+    def __ne__(self, o):
+        return compare(n.CmpOp.NE, self, o)
+
+    __hash__ = None
+
+    def __bool__(self):
+        raise ScheduleError("an axis condition has no Python truth value (and/or/not and chained comparisons "
+                            "such as 0 < i < 4 ask for one)", hint=f"use & | ~ and parentheses, {_EXAMPLE}")
+
+    __truediv__, __rtruediv__ = _binop(n.BinOp.DIV)
+
+    def __repr__(self) -> str:
+        return f"AxisExpr({self.expr!r})"
