@@ -158,8 +158,16 @@ def _rowmax(A):
     return A.max(axis=1)
 
 
-@pytest.mark.parametrize("what", [pytest.param(w, marks=xf("F8", "user errors without a hint saying what would work"))
-                                  for w in ("inline_output", "empty_max")] + ["rfactor0"])
+def _total(A):
+    return A.sum()
+
+
+def _attach_self(s):
+    B = s.outputs[0]
+    B.compute_at(B, B.axes[0])
+
+
+@pytest.mark.parametrize("what", ["inline_output", "empty_max", "rfactor0", "hint_axis_0d", "attach_self"])
 def test_f8_errors_say_what_would_work(what):
     A = np.ones((3, 4), np.float32)
     with pytest.raises(kd.KdslError) as e:
@@ -169,6 +177,10 @@ def test_f8_errors_say_what_would_work(what):
             kern(_ew, "interp", _split0)(A, A, backend="interp")
         elif what == "empty_max":
             kd.kernel(_rowmax)(np.ones((3, 0)), backend="interp")
+        elif what == "hint_axis_0d":
+            kern(_total, "interp", parallel="zz")(A, backend="interp")
+        elif what == "attach_self":
+            kern(_rowmax, "interp", _attach_self)(A, backend="interp")
         else:
             kern(_rowmax, "interp", rfactor=0)(A, backend="interp")
     assert e.value.hint, str(e.value)
