@@ -198,13 +198,31 @@ def _split_k(s):
     C.split(C.axis("k"), factor=2)
 
 
-@pytest.mark.parametrize("backend", [pytest.param("interp", marks=xf(
-    "F9", "where= loads run outside the split guard")), "cpu"])
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
 def test_f9_where_reduction_over_uneven_split(backend, request):
     if backend == "cpu":
         request.getfixturevalue("cpu")
     A = np.array([1.0, -2.0, 3.0, 0.5, -1.0], np.float32)
     assert kern(_sum_where, backend, _split_k)(A, backend=backend) == 4.5
+
+
+def _all_where(A, B):
+    k = kd.reduce_axis(A.shape[1], name="k")
+    return kd.compute((A.shape[0],), lambda i: kd.all(A[i, k] > 0, axis=k, where=B[i, k] != -1))
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_f9_where_reduction_rfactored_by_hints(backend, request):
+    # parallel + vectorize rfactor the reduction: its split guard joins the where= condition
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    k = kern(_all_where, backend, parallel=True, vectorize=8)
+    rng = np.random.default_rng()
+    for n, m in [(1, 3), (5, 8), (4, 13), (2, 0)]:
+        A, B = rng.integers(-1, 3, (2, n, m)).astype(np.int32)
+        np.testing.assert_array_equal(k(A, B, backend=backend), np.all(A > 0, axis=1, where=B != -1))
+    # where= loads sit inside the index guards, not and-ed with them (IR and does not short-circuit)
+    assert "and B[" not in str(k.lower(A, B, backend=backend))
 
 
 # ------------------------------------------------------------------ F10
