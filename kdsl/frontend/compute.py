@@ -28,7 +28,8 @@ def reduce_axis(dom, name=None) -> Array:
             raise KernelError("reduce_axis takes an extent or a (lo, hi) pair",
                               hint="kd.reduce_axis(m) or kd.reduce_axis((1, m))")
         lo, hi = index_expr(dom[0], "bound"), index_expr(dom[1], "bound")
-        extent = mk.sub(hi, lo)
+        # range(lo, hi) with hi < lo is empty (the reduction gives its identity), on every backend
+        extent = mk.max_(mk.sub(hi, lo), mk.as_expr(0, hi.dtype))
     else:
         lo, extent = mk.as_expr(0), index_expr(dom, "extent")
     iv = n.IterVar(n.var(name or "k"), n.Range(lo, extent), n.IterKind.REDUCE)

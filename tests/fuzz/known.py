@@ -41,8 +41,6 @@ FINDINGS: list = [
     Finding("F10", "item 13", "a stage attached at a loop that is then split or rfactored: raw "
             "ValueError 'IterVar(...) is not in list' in lowering", ("exception",),
             pattern=r"is not in list"),
-    Finding("F12", "new", "reduce_axis((lo, hi)) with hi < lo: numpy backend raw ValueError",
-            ("exception",), pattern=r"broadcast shape must be non-negative", backends=("numpy",)),
     Finding("F13", "item 13", "compile time: LLVM runs for minutes on some unrolled schedules",
             ("hang",), backends=("cpu",)),
     Finding("F19", "new", "splitting an already-split axis of a stage with a fuse: raw "
