@@ -36,8 +36,6 @@ class Finding:
 
 
 FINDINGS: list = [
-    Finding("F6", "items 11, 13", "numpy/kd functions of Python scalars stay weak (numpy 2: strong)",
-            ("wrong_dtype", "exception"), pattern=r"dtype|ml_dtypes", features=("fn_of_weak",)),
     Finding("F10", "item 13", "a stage attached at a loop that is then split or rfactored: raw "
             "ValueError 'IterVar(...) is not in list' in lowering", ("exception",),
             pattern=r"is not in list"),
