@@ -18,7 +18,7 @@ _LAZY = {
     # kernels and dispatch
     "kernel": ("kdsl.kernel", "kernel"),
     "Kernel": ("kdsl.kernel", "Kernel"),
-    "backends": ("kdsl.backends.registry", "backends"),
+    "backends": ("kdsl.backends", None),   # the package, callable: kd.backends() lists them
     "register_backend": ("kdsl.backends.registry", "register_backend"),
     "use_backend": ("kdsl.backends.registry", "use_backend"),
     "get_backend": ("kdsl.backends.registry", "get_backend"),
@@ -47,7 +47,10 @@ __all__ = sorted(_LAZY)
 # `kernel`, `backends` and `schedule` are also submodule names (kdsl/kernel.py,
 # kdsl/backends/, kdsl/schedule/): bind them now, so that a later `import kdsl.kernel` (etc.)
 # elsewhere cannot replace the public functions with the modules.  All are light.
-from .backends.registry import backends, register_backend, use_backend  # noqa: E402
+# `backends` is the package itself, callable (kdsl/backends/__init__.py): `kd.backends()` and
+# `kdsl.backends.interpreter` both work, in any import order.
+from . import backends  # noqa: E402
+from .backends.registry import register_backend, use_backend  # noqa: E402
 from .kernel import Kernel, kernel  # noqa: E402
 
 try:

@@ -69,9 +69,10 @@ _OUTSIDE = {True: {C.LT: True, C.LE: True, C.NE: True, C.GT: False, C.GE: False,
 _SWAP = {C.LT: C.GT, C.LE: C.GE, C.GT: C.LT, C.GE: C.LE, C.EQ: C.EQ, C.NE: C.NE}
 
 
-def compare(name: str, a, b) -> Array:
+def compare(name: str, a, b, strong: bool = True) -> Array:
     """numpy 2's comparison ufuncs: an integer array meets a Python integer by value
-    (``uint8_array < -1`` is all False, ``== 300`` too), never through a wrapped value."""
+    (``uint8_array < -1`` is all False, ``== 300`` too), never through a wrapped value.
+    ``strong=False`` (an operator): two weak operands give a weak bool, like Python's."""
     op = _COMPARE[name]
     for lit, other, flip in ((b, a, False), (a, b, True)):
         v = _literal_int(lit)
@@ -99,7 +100,7 @@ def compare(name: str, a, b) -> Array:
             return _compare_runtime(name, _SWAP[op] if flip else op, u, s_, dt.uint64)
     d = common_dtype([a, b])
     return elementwise(name, [a, b], lambda x, y: mk.compare(op, cast_to(x, d), cast_to(y, d)),
-                       dt.bool_)
+                       dt.bool_, a.weak and b.weak and not strong)
 
 
 def _literal_int(x):

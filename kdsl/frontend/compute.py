@@ -11,6 +11,8 @@ import inspect
 from ..errors import KernelError, ShapeError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
+from ..ir.visitor import free_vars
+from ..graph import Constraint
 from . import context
 from .array import Array, from_tensor, index_expr, scalar
 from .ops import asarray
@@ -28,14 +30,47 @@ def reduce_axis(dom, name=None) -> Array:
             raise KernelError("reduce_axis takes an extent or a (lo, hi) pair",
                               hint="kd.reduce_axis(m) or kd.reduce_axis((1, m))")
         lo, hi = index_expr(dom[0], "bound"), index_expr(dom[1], "bound")
-        extent = mk.sub(hi, lo)
+        extent = _range_extent(mk.sub(hi, lo))
     else:
-        lo, extent = mk.as_expr(0), index_expr(dom, "extent")
+        lo, extent = mk.as_expr(0), _range_extent(index_expr(dom, "extent"))
     iv = n.IterVar(n.var(name or "k"), n.Range(lo, extent), n.IterKind.REDUCE)
     ctx = context.active()
     if ctx is not None:
         ctx.ivs[iv.var] = iv
     return _axis_proxy(iv)
+
+
+def _known_nonneg(d: n.Expr) -> bool:
+    """``d`` is a constant >= 0 or an array's size."""
+    ctx = context.active()
+    r = ctx.resolve(d) if ctx is not None else d
+    if isinstance(r, n.Const):
+        return r.value >= 0
+    return ctx is not None and isinstance(r, n.Var) and r in ctx.dim_desc
+
+
+def _range_extent(e: n.Expr) -> n.Expr:
+    """The length of ``range(...)`` whose ``hi - lo`` is ``e``: a negative one is empty (the
+    reduction gives its identity, as numpy's sum over an empty range), on every backend."""
+    if _known_nonneg(e):
+        return e
+    if isinstance(e, n.Const):
+        return mk.as_expr(0, e.dtype)
+    return mk.max_(e, mk.as_expr(0, e.dtype))
+
+
+def _require_nonneg_size(ctx, j: int, d: n.Expr, loc) -> None:
+    """A call-time ShapeError at the user's ``kd.compute`` line for a size that is negative."""
+    if _known_nonneg(d):
+        return
+    legend = [f"{v.name} = {ctx.dim_desc[v]}" for v in free_vars(d) if v in ctx.dim_desc]
+    text = ctx.describe(d) + (f", where {', '.join(legend)}" if legend else "")
+    text = text.replace("{", "{{").replace("}", "}}")
+    ctx.constraints.append(Constraint(
+        mk.compare(n.CmpOp.GE, d, mk.as_expr(0, d.dtype)), n.const(True),
+        f"kd.compute's shape: size {{size}} of dimension {j} ({text}) is negative for this call",
+        loc, ShapeError, (("size", d),),
+        "sizes must be >= 0: guard the call, or clamp the size (kd.maximum(n - 2, 0))"))
 
 
 def _arity(fcompute, ndim: int) -> list:
@@ -72,6 +107,8 @@ def compute(shape, fcompute, name=None) -> Array:
         if isinstance(d, n.Const) and d.value < 0:
             raise ShapeError(f"negative size {d.value} in kd.compute's shape", loc=loc,
                              hint="sizes must be >= 0")
+    for j, d in enumerate(dims):
+        _require_nonneg_size(ctx, j, d, loc)
     names = _arity(fcompute, len(dims))
     axes = tuple(new_axis(ctx, nm, d) for nm, d in zip(names, dims))
     result = fcompute(*[_axis_proxy(ax) for ax in axes])

@@ -51,13 +51,19 @@ def array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if name == "matmul":
         return linalg.matmul(*inputs, dtype=dtype)
     key = _RENAME.get(name, name)
+    # a ufunc returns a strong value even of Python scalars (numpy 2, NEP 50)
     if name in _UFUNC_BINARY and len(inputs) == 2:
-        out = ops.binary(key, *inputs)
+        out = ops.binary(key, *inputs, strong=True)
     elif name in _UFUNC_UNARY and len(inputs) == 1:
-        out = ops.asarray(inputs[0]) if name == "positive" else ops.unary(key, inputs[0])
+        out = _positive(inputs[0]) if name == "positive" else ops.unary(key, inputs[0], strong=True)
     else:
         _unsupported(f"ufunc np.{name}")
     return out if dtype is None else ops.astype(out, dtype)
+
+
+def _positive(x):
+    x = ops.asarray(x)
+    return x if not x.weak else ops.elementwise("positive", [x], lambda e: e, x.dtype)
 
 
 def _np_sum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
@@ -91,7 +97,7 @@ def _dot(a, b, out=None):
     if a.ndim > 2 or b.ndim > 2:
         _unsupported("np.dot on arrays of more than 2 dimensions")
     if a.ndim == 0 or b.ndim == 0:
-        return ops.binary("multiply", a, b)
+        return ops.binary("multiply", a, b, strong=True)
     return linalg.matmul(a, b, out=out)
 
 

@@ -244,24 +244,43 @@ _COMPARE = {"equal": C.EQ, "not_equal": C.NE, "less": C.LT, "less_equal": C.LE,
 _LOGICAL = {"logical_and": B.AND, "logical_or": B.OR, "logical_xor": B.XOR}
 
 
-def binary(name: str, a, b) -> Array:
-    """numpy's ``name`` ufunc (add, multiply, less, logical_and, ...) on traced operands."""
+def binary(name: str, a, b, strong: bool = False) -> Array:
+    """numpy's ``name`` ufunc (add, multiply, less, logical_and, ...) on traced operands.
+
+    An operator of two weak values is weak (``s * s`` is a Python int); ``strong``: the
+    call of a function (``np.multiply(s, s)``, ``kd.maximum``), strong like numpy 2's
+    result of a ufunc on Python scalars (NEP 50)."""
     if name in _COMPARE:
-        return by_value.compare(name, a, b)
+        return by_value.compare(name, a, b, strong)
     a, b = asarray(a), asarray(b)
-    weak = a.weak and b.weak
+    weak = a.weak and b.weak and not strong
+    if weak and name in _PY_ARITH:     # Python: True + True == 2 (numpy's add: True)
+        a, b = _py_int(a), _py_int(b)
     if name in _LOGICAL:
         op = _LOGICAL[name]
         return elementwise(name, [a, b], lambda x, y: mk.binary(op, _truth(x), _truth(y)), dt.bool_)
     ufunc, build, what = _BINARY[name]
     d = result_dtype(ufunc, [a, b], f"'{what}'")
     if name == "power":
-        special = _power_special(a, b, d)
+        special = _power_special(a, b, d, weak)
         if special is not None:
             return special
         if d.is_signed and b.pyvalue is None and (b.dtype.is_signed or b.weak):
             by_value.nonnegative_exponent(b)
     return elementwise(name, [a, b], lambda x, y: build(cast_to(x, d), cast_to(y, d)), d, weak)
+
+
+#: operators that Python applies to bools as ints
+_PY_ARITH = {"add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power"}
+
+
+def _py_int(a: Array) -> Array:
+    """A weak bool as the weak int Python's arithmetic makes of it (``-True == -1``)."""
+    if not (a.weak and a.dtype.is_bool):
+        return a
+    out = elementwise("int", [a], lambda e: cast_to(e, dt.int64), dt.int64, True)
+    out.pyvalue = None if a.pyvalue is None else int(a.pyvalue)
+    return out
 
 
 def _truth(e: n.Expr) -> n.Expr:
@@ -270,7 +289,7 @@ def _truth(e: n.Expr) -> n.Expr:
     return mk.compare(C.NE, e, n.const(0, e.dtype))
 
 
-def _power_special(a: Array, b: Array, d: dt.DType):
+def _power_special(a: Array, b: Array, d: dt.DType, weak: bool):
     v = b.pyvalue
     if v is None or isinstance(v, bool):
         return None
@@ -281,10 +300,9 @@ def _power_special(a: Array, b: Array, d: dt.DType):
         def build(x, _y):
             x = cast_to(x, d)
             return x if v == 1 else mk.binary(B.MUL, x, x)
-        return elementwise("power", [a, b], build, d, a.weak and b.weak)
+        return elementwise("power", [a, b], build, d, weak)
     if v == 0.5 and d.is_float:
-        return elementwise("power", [a, b], lambda x, _y: mk.unary(U.SQRT, cast_to(x, d)), d,
-                           a.weak and b.weak)
+        return elementwise("power", [a, b], lambda x, _y: mk.unary(U.SQRT, cast_to(x, d)), d, weak)
     return None
 
 
@@ -299,9 +317,15 @@ _UNARY = {
 _FLOAT_UFUNCS = (np.true_divide, np.exp, np.log, np.sqrt, np.sin, np.cos, np.tanh)
 
 
-def unary(name: str, x) -> Array:
-    """A unary ufunc (math functions follow numpy: ints give float64, float16 stays)."""
+def unary(name: str, x, strong: bool = False) -> Array:
+    """A unary ufunc (math functions follow numpy: ints give float64, float16 stays).
+
+    An operator (``-s``, ``abs(s)``) keeps a weak operand weak; ``strong``: a function call
+    (``np.exp(s)``, ``kd.exp(2.0)``), strong like numpy 2's ufuncs of Python scalars."""
     x = asarray(x)
+    weak = x.weak and not strong
+    if weak and name in ("negative", "invert", "absolute"):
+        x = _py_int(x)                 # Python: -True == -1, ~True == -2, abs(True) == 1
     if name == "logical_not":
         return elementwise(name, [x], lambda e: mk.unary(U.NOT, _truth(e)), dt.bool_)
     if name == "isnan":
@@ -310,10 +334,10 @@ def unary(name: str, x) -> Array:
     ufunc, op = _UNARY[name]
     d = result_dtype(ufunc, [x], name)
     if op in (U.ABS, U.FLOOR, U.CEIL) and not d.is_float and not d.is_signed:
-        return elementwise(name, [x], lambda e: cast_to(e, d), d, x.weak)
+        return elementwise(name, [x], lambda e: cast_to(e, d), d, weak)
     if op in (U.FLOOR, U.CEIL) and not d.is_float:
-        return elementwise(name, [x], lambda e: cast_to(e, d), d, x.weak)
-    return elementwise(name, [x], lambda e: mk.unary(op, cast_to(e, d)), d, x.weak)
+        return elementwise(name, [x], lambda e: cast_to(e, d), d, weak)
+    return elementwise(name, [x], lambda e: mk.unary(op, cast_to(e, d)), d, weak)
 
 
 # ------------------------------------------------------------------ others
@@ -340,13 +364,13 @@ def where(cond, x=None, y=None) -> Array:
 
 
 def maximum(a, b) -> Array:
-    """Elementwise maximum (NaN propagates, like numpy)."""
-    return binary("maximum", a, b)
+    """Elementwise maximum (NaN propagates, like numpy); strong like ``np.maximum``."""
+    return binary("maximum", a, b, strong=True)
 
 
 def minimum(a, b) -> Array:
-    """Elementwise minimum (NaN propagates, like numpy)."""
-    return binary("minimum", a, b)
+    """Elementwise minimum (NaN propagates, like numpy); strong like ``np.minimum``."""
+    return binary("minimum", a, b, strong=True)
 
 
 def clip(a, a_min=None, a_max=None) -> Array:
@@ -357,9 +381,10 @@ def clip(a, a_min=None, a_max=None) -> Array:
 
 def _math(name):
     def f(x):
-        return unary(name, x)
+        return unary(name, x, strong=True)
     f.__name__ = name
-    f.__doc__ = f"Elementwise {name} (numpy's dtype rules: integers give float64)."
+    f.__doc__ = (f"Elementwise {name} (numpy's dtype rules: integers give float64; of a Python "
+                 f"scalar, a strong value like numpy 2's np.{name})")
     return f
 
 
@@ -369,8 +394,9 @@ floor, ceil, isnan = _math("floor"), _math("ceil"), _math("isnan")
 
 
 def abs(x) -> Array:  # noqa: A001  (kd.abs, like np.abs)
-    """Elementwise absolute value."""
-    return unary("absolute", x)
+    """Elementwise absolute value (strong like ``np.abs``; the builtin ``abs(x)`` keeps a
+    Python scalar weak)."""
+    return unary("absolute", x, strong=True)
 
 
 # ------------------------------------------------------------------ operators
@@ -406,7 +432,7 @@ def install_operators(cls) -> None:
                          ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
         setattr(cls, f"__{dunder}__", _cmp(name))
     cls.__neg__ = lambda self: unary("negative", self)
-    cls.__pos__ = lambda self: self
+    cls.__pos__ = lambda self: _py_int(self)
     cls.__abs__ = lambda self: unary("absolute", self)
     cls.__invert__ = lambda self: unary("invert", self)
     cls.__matmul__ = lambda self, other: linalg.matmul(self, other)

@@ -137,7 +137,8 @@ def _require_nonempty(ctx, kind, dims, loc):
         if size.value == 0:
             raise ShapeError(msg, loc=loc, hint=hint)
         return
-    ctx.constraints.append(Constraint(mk.compare(n.CmpOp.GT, size, 0), n.const(True), msg, loc))
+    ctx.constraints.append(Constraint(mk.compare(n.CmpOp.GT, size, 0), n.const(True), msg, loc,
+                                      hint=hint))
 
 
 def reduce_np(kind: str, x, axis=None, keepdims=False, dtype=None, *, comb=None, name=None,

@@ -23,6 +23,7 @@ from ..schedule.legality import Placement
 from ..schedule.records import AttachKind, IterAttr, where
 from .bound import BoundInference
 from .inline import inline_stages
+from .tighten_loops import conjuncts
 
 
 class _ToLoads(Mutator):
@@ -53,6 +54,15 @@ def _seq(stmts) -> n.Stmt:
 
 def _guard(cond, stmt):
     return stmt if cond is None else n.IfThenElse(cond, stmt)
+
+
+def _guard_all(conds, stmt):
+    """``stmt`` under every condition of ``conds``; those that load memory (a reduction's
+    ``where=``, a store predicate reading data) go in an inner ``if``, so that they run only
+    where the index guards hold (IR ``and`` does not short-circuit)."""
+    loads = [c for c in conds if collect(c, lambda x: isinstance(x, n.Load))]
+    pure = [c for c in conds if not any(c is d for d in loads)]
+    return _guard(mk.all_of(pure), _guard(mk.all_of(loads), stmt))
 
 
 class Lowering:
@@ -197,7 +207,7 @@ class Lowering:
         for g in guards:
             used = [pos[v] + 1 for v in collect(g, lambda x: isinstance(x, n.Var)) if v in pos]
             at.setdefault(max(used, default=0), []).append(g)
-        stmt = _guard(mk.all_of(at.get(len(leaves), [])), innermost)
+        stmt = _guard_all(at.get(len(leaves), []), innermost)
         for k in range(len(leaves) - 1, -1, -1):
             iv = leaves[k]
             if attach:
@@ -206,7 +216,7 @@ class Lowering:
                 a = self._attr(h, iv)
                 kind = a.kind if a.kind is not n.ForKind.BOUND else n.ForKind.SERIAL
                 stmt = n.For(iv.var, mk.as_expr(0), dom.leaf_extent[iv], kind, stmt, None)
-            stmt = _guard(mk.all_of(at.get(k, [])), stmt)
+            stmt = _guard_all(at.get(k, []), stmt)
         return stmt
 
     def _index(self, h, t):
@@ -252,7 +262,9 @@ class Lowering:
         sp_guards = [g for g, kind in dom.guards if kind is not n.IterKind.REDUCE]
         rd_guards = [g for g, kind in dom.guards if kind is n.IterKind.REDUCE]
         if red.condition is not None:
-            rd_guards.append(self._expr(h, red.condition))
+            # one guard per conjunct: rfactor ands its split guards into the where= condition,
+            # and each must sit where _guard_all can put the loads inside the index guards
+            rd_guards.extend(conjuncts(self._expr(h, red.condition)))
         sources = [self._expr(h, s_) for s_ in red.sources]
         # a reduction axis bound to threadIdx makes a cross-thread reduction; a spatial axis bound
         # inside the reduction loops (a column sum's threads) stays an ordinary bound loop
@@ -322,10 +334,10 @@ class Lowering:
         finish = _seq([_seq([n.Store(f, zero, ident) for f, ident in zip(fins, comb.identity)]), fold, out])
         for f in reversed(fins):
             finish = n.Allocate(f, finish)
-        cond = mk.all_of([pred if pred is not None else mk.eq(tl.var, 0)] + sp_guards)
+        conds = [pred if pred is not None else mk.eq(tl.var, 0)] + sp_guards
         # at least one thread combines: an empty reduction still stores the identity
         ext2 = mk.as_expr(max(ext.value, 1))
-        phase2 = n.For(tl.var, mk.as_expr(0), ext2, n.ForKind.BOUND, n.IfThenElse(cond, finish), attr.thread)
+        phase2 = n.For(tl.var, mk.as_expr(0), ext2, n.ForKind.BOUND, _guard_all(conds, finish), attr.thread)
         body = _seq([phase1, n.Barrier(), phase2])
         for r in reversed(reds):
             body = n.Allocate(r, body)

@@ -228,7 +228,10 @@ def validate_hint(sched, hint: Hint):
 
     def check(key, ax):
         if ax not in names:
-            raise _err(hint, f"schedule hint {key} names axis {ax!r}, but {describe_axes(st)}")
+            have = sorted(names)
+            raise _err(hint, f"schedule hint {key} names axis {ax!r}, but {describe_axes(st)}",
+                       f"name one of {', '.join(have)}" if have else
+                       f"drop {key}=, or give stage= naming a stage that has loops")
 
     for ax in hv.get("tile", {}):
         check("tile", ax)

@@ -381,7 +381,8 @@ class StageSchedule:
         if not isinstance(other, StageSchedule):
             other = self.sched[other]
         if other is self:
-            raise ScheduleError(f"compute_at: stage {self.name} cannot be attached to itself")
+            raise ScheduleError(f"compute_at: stage {self.name} cannot be attached to itself",
+                                hint="attach it to a loop of a stage that reads its result")
         if other.attach is AttachKind.INLINE:
             raise ScheduleError(f"compute_at: stage {other.name} is inlined{where(other.attach_loc)} and has "
                                 "no loops", hint=f"attach {self.name} to a stage that has loops")
@@ -392,7 +393,9 @@ class StageSchedule:
             # checks that every reader runs inside that loop)
             if self.stage.output in self.sched.output_tensors():
                 raise ScheduleError(f"compute_at: {self.name} is a kernel output; only intermediate "
-                                    "stages can be computed inside their consumers")
+                                    "stages can be computed inside their consumers",
+                                    hint=f"attach an intermediate stage instead, or schedule "
+                                         f"{self.name}'s own loops")
         elif g.reads(self, other) or g.depends(self, other):
             pass  # a consumer computed inside its producer's loop (legality checks it reads it directly)
         else:
@@ -417,7 +420,9 @@ class StageSchedule:
             raise ScheduleError(f"compute_inline: {self.name} is a reduction and cannot be inlined",
                                 hint="compute_at it inside its consumer instead")
         if self.stage.output in self.sched.output_tensors():
-            raise ScheduleError(f"compute_inline: {self.name} is a kernel output and cannot be inlined")
+            raise ScheduleError(f"compute_inline: {self.name} is a kernel output and cannot be inlined",
+                                hint="inline only intermediate stages (a kernel output must be "
+                                     "stored); compute_at or schedule its loops instead")
         here = self._attached_here()
         if here:
             raise ScheduleError(f"compute_inline: stage {here[0].name} is attached to loop "

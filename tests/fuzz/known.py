@@ -36,16 +36,6 @@ class Finding:
 
 
 FINDINGS: list = [
-    Finding("F6", "items 11, 13", "numpy/kd functions of Python scalars stay weak (numpy 2: strong)",
-            ("wrong_dtype", "exception"), pattern=r"dtype|ml_dtypes", features=("fn_of_weak",)),
-    Finding("F9", "item 1", "a where= reduction over an uneven split loads outside the split guard",
-            ("internal_error",), pattern="OutOfBounds", backends=("interp", "interp-gpu"),
-            features=("ired_where",)),
-    Finding("F12", "new", "reduce_axis((lo, hi)) with hi < lo: numpy backend raw ValueError",
-            ("exception",), pattern=r"broadcast shape must be non-negative", backends=("numpy",)),
-    # last: the catch-all for user errors without a hint (after the specific ones above)
-    Finding("F8", "items 3, 11", "user errors that do not say what would work (no hint)",
-            ("unfair_error",), pattern=r"no hint saying what would work"),
 ]
 
 

@@ -126,12 +126,51 @@ def _abs_scalar(A, s):
     return kd.clip(np.absolute(s), 0.5, 3) + A
 
 
-@xf("F6", "numpy functions of Python scalars stay weak (numpy 2 returns a strong numpy scalar)")
 def test_f6_numpy_functions_of_python_scalars_are_strong():
     A = np.arange(4, dtype=np.int8)
     assert kd.kernel(_fn_of_scalars)(A, 3, backend="numpy").dtype == np.int64
     B = np.ones(3, np.float32)
     assert kd.kernel(_abs_scalar)(B, -1.5, backend="numpy").dtype == np.float64
+
+
+def _f6_case(f):
+    def ref(A, s):
+        return f(s) + A
+    return ref
+
+
+_F6_FUNCS = {
+    "np.exp": np.exp, "np.sqrt": np.sqrt, "np.negative": np.negative, "np.absolute": np.absolute,
+    "np.floor": np.floor, "np.positive": np.positive, "np.invert": np.invert,
+    "np.logical_not": np.logical_not, "np.multiply": lambda s: np.multiply(s, s),
+    "np.power": lambda s: np.power(s, 2), "np.maximum": lambda s: np.maximum(s, 1),
+    "np.true_divide": lambda s: np.true_divide(s, 2), "np.less": lambda s: np.less(s, 2),
+    "np.clip": lambda s: np.clip(s, 0, 5), "np.where": lambda s: np.where(True, s, s),
+    "kd.exp": "exp", "kd.sqrt": "sqrt", "kd.maximum": "maximum", "kd.clip": "clip",
+    # operators keep Python scalars weak, with Python's rules (-True == -1, True + True == 2)
+    "ops": lambda s: -s * s + abs(s) + ~(s > 1) + (s + s) * (+s),
+}
+
+
+@pytest.mark.parametrize("fn", list(_F6_FUNCS))
+@pytest.mark.parametrize("s", [3, -2.5, True], ids=["int", "float", "bool"])
+def test_f6_result_dtypes_follow_numpy(fn, s):
+    f = _F6_FUNCS[fn]
+    if isinstance(f, str):     # kd.X mirrors np.X
+        npf = {"maximum": lambda x: np.maximum(x, 1), "clip": lambda x: np.clip(x, 0, 5),
+               }.get(f, getattr(np, f, None))
+        kdf = {"maximum": lambda x: kd.maximum(x, 1), "clip": lambda x: kd.clip(x, 0, 5)}.get(f, getattr(kd, f))
+    else:
+        npf = kdf = f
+    for A in (np.arange(1, 4, dtype=np.int8), np.ones(3, np.float32), np.ones(3, np.uint8)):
+        try:
+            with np.errstate(all="ignore"):
+                want = np.asarray(_f6_case(npf)(A, s))
+        except (TypeError, ValueError, OverflowError):
+            continue                # numpy rejects it: kdsl's errors are tested elsewhere
+        got = kd.kernel(_f6_case(kdf))(A, s, backend="numpy")
+        assert got.dtype == want.dtype, (fn, s, A.dtype)
+        np.testing.assert_allclose(got, want, rtol=1e-3)
 
 
 # ------------------------------------------------------------------ F7
@@ -158,8 +197,16 @@ def _rowmax(A):
     return A.max(axis=1)
 
 
-@pytest.mark.parametrize("what", [pytest.param(w, marks=xf("F8", "user errors without a hint saying what would work"))
-                                  for w in ("inline_output", "empty_max")] + ["rfactor0"])
+def _total(A):
+    return A.sum()
+
+
+def _attach_self(s):
+    B = s.outputs[0]
+    B.compute_at(B, B.axes[0])
+
+
+@pytest.mark.parametrize("what", ["inline_output", "empty_max", "rfactor0", "hint_axis_0d", "attach_self"])
 def test_f8_errors_say_what_would_work(what):
     A = np.ones((3, 4), np.float32)
     with pytest.raises(kd.KdslError) as e:
@@ -169,6 +216,10 @@ def test_f8_errors_say_what_would_work(what):
             kern(_ew, "interp", _split0)(A, A, backend="interp")
         elif what == "empty_max":
             kd.kernel(_rowmax)(np.ones((3, 0)), backend="interp")
+        elif what == "hint_axis_0d":
+            kern(_total, "interp", parallel="zz")(A, backend="interp")
+        elif what == "attach_self":
+            kern(_rowmax, "interp", _attach_self)(A, backend="interp")
         else:
             kern(_rowmax, "interp", rfactor=0)(A, backend="interp")
     assert e.value.hint, str(e.value)
@@ -186,13 +237,31 @@ def _split_k(s):
     C.split(C.axis("k"), factor=2)
 
 
-@pytest.mark.parametrize("backend", [pytest.param("interp", marks=xf(
-    "F9", "where= loads run outside the split guard")), "cpu"])
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
 def test_f9_where_reduction_over_uneven_split(backend, request):
     if backend == "cpu":
         request.getfixturevalue("cpu")
     A = np.array([1.0, -2.0, 3.0, 0.5, -1.0], np.float32)
     assert kern(_sum_where, backend, _split_k)(A, backend=backend) == 4.5
+
+
+def _all_where(A, B):
+    k = kd.reduce_axis(A.shape[1], name="k")
+    return kd.compute((A.shape[0],), lambda i: kd.all(A[i, k] > 0, axis=k, where=B[i, k] != -1))
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_f9_where_reduction_rfactored_by_hints(backend, request):
+    # parallel + vectorize rfactor the reduction: its split guard joins the where= condition
+    if backend == "cpu":
+        request.getfixturevalue("cpu")
+    k = kern(_all_where, backend, parallel=True, vectorize=8)
+    rng = np.random.default_rng()
+    for n, m in [(1, 3), (5, 8), (4, 13), (2, 0)]:
+        A, B = rng.integers(-1, 3, (2, n, m)).astype(np.int32)
+        np.testing.assert_array_equal(k(A, B, backend=backend), np.all(A > 0, axis=1, where=B != -1))
+    # where= loads sit inside the index guards, not and-ed with them (IR and does not short-circuit)
+    assert "and B[" not in str(k.lower(A, B, backend=backend))
 
 
 # ------------------------------------------------------------------ F10
@@ -270,13 +339,21 @@ def _sum_from_one(A):
     return kd.compute((n,), lambda i: kd.sum(A[i, k], axis=k))
 
 
-@pytest.mark.parametrize("backend", [pytest.param("numpy", marks=xf(
-    "F12", "reduce_axis((1, m)) with m = 0 crashes the numpy backend")), "interp", "cpu"])
+def _prod_backwards(A):
+    k = kd.reduce_axis((3, 1), name="k")
+    return kd.compute((A.shape[0],), lambda i: kd.prod(A[i, k], axis=k))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "interp", "cpu"])
 def test_f12_reduce_axis_with_lo_past_hi(backend, request):
+    # numpy's range(lo, hi) with hi < lo is empty: the reduction gives its identity
     if backend == "cpu":
         request.getfixturevalue("cpu")
     out = kd.kernel(_sum_from_one)(np.ones((3, 0), np.float32), backend=backend)
     assert out.tolist() == [0.0, 0.0, 0.0]
+    A = np.random.default_rng().random((2, 5))
+    np.testing.assert_allclose(kd.kernel(_sum_from_one)(A, backend=backend), A[:, 1:].sum(axis=1))
+    assert kd.kernel(_prod_backwards)(A, backend=backend).tolist() == [1.0, 1.0]
 
 
 # ------------------------------------------------------------------ F13

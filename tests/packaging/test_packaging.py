@@ -148,3 +148,21 @@ def test_install_and_third_party_backend(venv):
     assert names == sorted(names) and set(eps) <= set(names)
     assert lines[2] == "kdsl_toy"
     assert lines[3] == "kdsl.backends.interpreter"
+
+
+@pytest.mark.parametrize("first", ["kdsl", "kdsl.backends.interpreter", "kdsl.backends.registry"])
+def test_kd_backends_and_the_backends_package_do_not_shadow_each_other(first):
+    # kd.backends() (README) and the kdsl.backends package are one callable object, whatever
+    # is imported first; `import kdsl.backends.X as m` used to die on the function
+    out = _py(f"""
+        import importlib
+        importlib.import_module({first!r})
+        import kdsl as kd
+        import kdsl.backends.registry as reg
+        import kdsl.backends.interpreter
+        from kdsl.backends import numpy_backend
+        assert kd.backends() == reg.backends() and "numpy" in kd.backends()
+        assert kd.backends is kdsl.backends and callable(kdsl.backends.interpreter.step)
+        print("OK")
+    """)
+    assert "OK" in out
