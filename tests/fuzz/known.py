@@ -51,6 +51,9 @@ FINDINGS: list = [
     Finding("F19", "new", "splitting an already-split axis of a stage with a fuse: raw "
             "AttributeError ('Fuse' object has no attribute 'parent')", ("exception",),
             pattern=r"'Fuse' object has no attribute 'parent'"),
+    Finding("F25", "new", "cache_write of a two-value (argmin/argmax) rfactor stage keeps one "
+            "value: ICE 'argmin.rf.v1 is read where it is not computed'", ("internal_error",),
+            pattern=r"\.rf\.v\d+ is read where it is not computed"),
     # last: the catch-all for user errors without a hint (after the specific ones above)
     Finding("F8", "items 3, 11", "user errors that do not say what would work (no hint)",
             ("unfair_error",), pattern=r"no hint saying what would work"),
