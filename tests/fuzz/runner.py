@@ -49,6 +49,24 @@ def make_schedule(case, fb, src_plain: str):
     return gen_schedule.explicit(sched, rng, fb.profile)
 
 
+def rejected_for(src_plain: str, spec, args) -> str | None:
+    """The message of the fair user error that replaying explicit schedule ``spec`` raises on
+    the graph of a call with ``args``, else None.  ``spec`` was generated against the first
+    call's graph; a later call's sizes can make a primitive illegal (a size-1 axis is a
+    constant extent, a size-16 one is not), and kdsl then rightly rejects it at that call."""
+    from kdsl.runtime.signature import signature_from_args
+    from kdsl.schedule import Schedule
+    kern = load(src_plain, "<fuzz replay>")["kern"]
+    try:
+        sig = signature_from_args(args, kern.arg_names, kern.constants, kern.specialize, None)
+        L = gen_schedule.Live(Schedule(kern._graph(sig)), None)
+        for line in spec.lines:
+            L.run(line)
+    except KdslUserError as e:
+        return e.message if not check.fairness(e) else None
+    return None
+
+
 def run_task(seed: int, index: int, backend: str, cfg: Config | None = None, keep_source=True) -> dict:
     t0 = time.time()
     fb = BACKENDS[backend]
@@ -105,6 +123,9 @@ def _judge(res, seed, index, fb, cfg, keep_source):
         try:
             got = kern(*call.args, backend=fb.target)
         except Exception as e:
+            if (call_must is None and j > 0 and sched is not None and sched.kind == "explicit"
+                    and isinstance(e, KdslUserError) and rejected_for(plain, sched, call.args) == e.message):
+                call_must = f"schedule: illegal for call {j}'s sizes"
             _record_error(res, e, call_must or ("may" if may else None), explicit, sched, j)
             if res["outcome"] == "bug" or call_must or may:
                 return

@@ -547,3 +547,21 @@ def _consumer_in_producer(s):
 def test_f24_consumer_inside_producer_loop():
     out = kern(_twice, "interp", _consumer_in_producer)(np.arange(8.0), backend="interp")
     assert out.tolist() == [2.0 * i for i in range(8)]
+
+
+# ------------------------------------------------------------------ F25
+def _argmin_rows(A):
+    return np.argmin(A, axis=1)
+
+
+def _rfactor_then_cache_write(s):
+    s.rfactor(s["argmin"], s["argmin"].axis("r0"))
+    s.cache_write(s["argmin.rf"], "local")     # argmin.rf computes two values (v0, v1)
+
+
+@xf("F25", "cache_write of a two-value rfactor stage keeps one value: ICE 'argmin.rf.v1 is read "
+    "where it is not computed'")
+def test_f25_cache_write_of_argmin_rfactor_stage():
+    A = np.random.default_rng(25).standard_normal((4, 16)).astype(np.float32)
+    out = kern(_argmin_rows, "interp", _rfactor_then_cache_write)(A, backend="interp")
+    assert out.tolist() == np.argmin(A, axis=1).tolist()
