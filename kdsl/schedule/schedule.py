@@ -295,6 +295,15 @@ class Schedule:
             raise ScheduleError(f"cache_write: call it on stage {st.name} before other primitives on it")
         sc = as_scope(scope)
         _check_predicate_kept(h, "cache_write", n.IterKind.REDUCE)
+        others = [v for v in st.values if v is not st.output]
+        users = [s.name for s in self.graph.stages if s is not st and any(v in s.reads() for v in others)]
+        if users:   # the copy-out stage holds one value; a reader of the others would lose them
+            raise ScheduleError(
+                f"cache_write: stage {st.name} computes {len(st.values)} values "
+                f"({', '.join(v.name for v in st.values)}) and {', '.join(users)} reads more than "
+                f"one of them; a cache copies one value out",
+                hint=f"cache_write the stage that reads them ({users[0]}) instead, or leave "
+                f"{st.name} uncached")
         # the copies keep each axis's domain: a reduction over range(1, m) stays over range(1, m)
         sp = [n.IterVar(n.var(a.name), a.dom, n.IterKind.SPATIAL) for a in st.axes]
         rd = [n.IterVar(n.var(a.name), a.dom, n.IterKind.REDUCE) for a in st.reduce_axes]

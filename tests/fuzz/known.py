@@ -36,9 +36,6 @@ class Finding:
 
 
 FINDINGS: list = [
-    Finding("F25", "new", "cache_write of a two-value (argmin/argmax) rfactor stage keeps one "
-            "value: ICE 'argmin.rf.v1 is read where it is not computed'", ("internal_error",),
-            pattern=r"\.rf\.v\d+ is read where it is not computed"),
 ]
 
 
