@@ -200,6 +200,16 @@ class Graph:
                         seen.append(v)
         return seen
 
+    def bind(self, inputs, scalars) -> dict:
+        """Var -> value for the scalar parameters and the input shapes' size variables of one
+        call (``inputs``: arrays in parameter order, ``scalars``: values)."""
+        env = dict(zip(self.scalars, scalars))
+        for t, a in zip(self.inputs, inputs):
+            for e, size in zip(t.shape, a.shape):
+                if type(e) is n.Var and e not in env:
+                    env[e] = int(size)
+        return env
+
 
 def topological(stages: list, outputs) -> list:
     """Order ``stages`` so that producers come before their readers (stable).

@@ -219,16 +219,12 @@ def _reduce_blocks(ev: ExprEval, e: n.Reduce):
 
 def bind_shapes(graph, inputs, scalars) -> dict:
     """Var -> value for the graph's scalar params and the shape variables of its inputs."""
-    env = dict(zip(graph.scalars, scalars))
-    for v, s in env.items():
+    env = graph.bind(inputs, scalars)
+    for v, s in zip(graph.scalars, scalars):
         # a Python int beyond the scalar's type (int64): OverflowError, which the kernel call
         # reports as an ArgumentError like every other backend (numpy would wrap it silently)
         if type(s) is int and v.dtype.is_int and not dt.can_cast_value(s, v.dtype):
             raise OverflowError(f"Python integer {s} out of bounds for {v.dtype.name}")
-    for t, a in zip(graph.inputs, inputs):
-        for e, size in zip(t.shape, a.shape):
-            if type(e) is n.Var and e not in env:
-                env[e] = int(size)
     return env
 
 

@@ -311,6 +311,26 @@ class _Iv:
         return _dtype_range(e.dtype)
 
 
+def const_upper(e) -> int | None:
+    """An int constant ``e`` never exceeds, read off its min/max/+/- structure (None if none
+    shows): cheap where ``bound`` would be a full interval analysis (extents of split tails)."""
+    if type(e) is n.Const:
+        return int(e.value) if e.dtype.is_int else None
+    if type(e) is not n.Binary:
+        return None
+    a, b = const_upper(e.a), const_upper(e.b)
+    if e.op is n.BinOp.MIN:
+        sides = [x for x in (a, b) if x is not None]
+        return min(sides) if sides else None
+    if e.op is n.BinOp.MAX:
+        return None if a is None or b is None else max(a, b)
+    if e.op is n.BinOp.ADD:
+        return None if a is None or b is None else a + b
+    if e.op is n.BinOp.SUB and type(e.b) is n.Const:
+        return None if a is None else a - e.b.value
+    return None
+
+
 def _dtype_range(d, force: bool = False):
     """The representable range of narrow int dtypes (wider ones: unbounded)."""
     if d.is_int and (d.bits <= 16 or force):

@@ -58,7 +58,7 @@ import math
 
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.bounds import Unbounded, bound
+from ..ir.bounds import Unbounded, bound, const_upper
 from ..ir.simplify import prove
 from ..ir.visitor import Mutator, collect, free_vars
 
@@ -77,25 +77,6 @@ def blocked_sums(func: n.LoweredFunc) -> n.LoweredFunc:
 
 
 # ----------------------------------------------------------------- analysis
-def const_upper(e) -> int | None:
-    """A constant ``e`` never exceeds, read off its min/max/+ structure (None if none shows)."""
-    if type(e) is n.Const:
-        return int(e.value) if e.dtype.is_int else None
-    if type(e) is not n.Binary:
-        return None
-    a, b = const_upper(e.a), const_upper(e.b)
-    if e.op is n.BinOp.MIN:
-        sides = [x for x in (a, b) if x is not None]
-        return min(sides) if sides else None
-    if e.op is n.BinOp.MAX:
-        return None if a is None or b is None else max(a, b)
-    if e.op is n.BinOp.ADD:
-        return None if a is None or b is None else a + b
-    if e.op is n.BinOp.SUB and type(e.b) is n.Const:
-        return None if a is None else a - e.b.value
-    return None
-
-
 def _self_load(st: n.Store):
     """The operand ``x`` of an accumulator update ``B[I] = B[I] + x`` (float), else None."""
     v = st.value

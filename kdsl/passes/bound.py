@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ..errors import InternalCompilerError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.bounds import Unbounded, bound
+from ..ir.bounds import Unbounded, bound, const_upper
 from ..ir.simplify import simplify
 from ..ir.visitor import collect, substitute
 from ..schedule.legality import consumer_dims
@@ -89,25 +89,6 @@ def _inside(r, h) -> bool:
 
 def _ranges(loops) -> dict:
     return {iv.var: n.Range(mk.as_expr(0), ext) for iv, ext in loops}
-
-
-def _const_upper(e):
-    """A constant that ``e`` never exceeds, read off min/+ structure (None if none shows)."""
-    if type(e) is n.Const:
-        return e.value
-    if type(e) is not n.Binary:
-        return None
-    a, b = _const_upper(e.a), _const_upper(e.b)
-    if e.op is n.BinOp.MIN:
-        sides = [x for x in (a, b) if x is not None]
-        return min(sides) if sides else None
-    if e.op is n.BinOp.MAX:
-        return None if a is None or b is None else max(a, b)
-    if e.op is n.BinOp.ADD:
-        return None if a is None or b is None else a + b
-    if e.op is n.BinOp.SUB and type(e.b) is n.Const:
-        return None if a is None else a - e.b.value
-    return None
 
 
 class BoundInference:
@@ -300,7 +281,7 @@ class BoundInference:
             ext = simplify(mk.min_(ext, a.dom.extent))
         elif inside and type(a.dom.extent) is n.Const:     # (a symbolic min would hide a constant tile)
             ext = simplify(mk.min_(ext, a.dom.extent))
-        top = _const_upper(ext) if widen else None
+        top = const_upper(ext) if widen else None
         return ext if top is None else mk.as_expr(top)
 
     def _consumer_region(self, h, p, idx, enclosing):

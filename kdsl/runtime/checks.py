@@ -103,7 +103,7 @@ class Checked:
             if vmin > vmax:
                 continue            # no point of the domain where the check applies
             if env is None:
-                env = _shape_env(self.graph, inputs, scalars)
+                env = self.graph.bind(inputs, scalars)
             lo = None if c.lo is None else int(eval_expr(c.lo, env))
             hi = None if c.hi is None else int(eval_expr(c.hi, env))
             if (lo is not None and vmin < lo) or (hi is not None and vmax > hi):
@@ -112,12 +112,3 @@ class Checked:
                 call = user_location()
                 at = f" (called at {call.short})" if call is not None else ""
                 raise c.error(c.message.format(**values) + at, loc=c.loc or call, hint=c.hint)
-
-
-def _shape_env(graph, inputs, scalars) -> dict:
-    env = dict(zip(graph.scalars, scalars))
-    for t, a in zip(graph.inputs, inputs):
-        for e, size in zip(t.shape, a.shape):
-            if type(e) is n.Var and e not in env:
-                env[e] = int(size)
-    return env

@@ -23,7 +23,7 @@ from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import Visitor, allocate_chain, free_vars, substitute
-from kdsl.passes.blocked_sums import const_upper
+from kdsl.ir.bounds import const_upper
 
 from kdsl.errors import warn_user
 

@@ -16,7 +16,16 @@ import numpy as np
 
 from . import fdtypes as fd
 from .fdtypes import PromotionError, resolve
+from .oracle import COMPARE, PY_INT_BIN, PY_INT_UN
 from .model import ONE, Dim, Node, ReducerSpec, const, sym
+
+
+def _py_int_spec(spec):
+    """The spec of a weak bool as the weak int that Python's arithmetic makes of it."""
+    d, weak, pyval = spec
+    if weak != "b":
+        return spec
+    return ("int64", "i", None if pyval is None else int(pyval))
 
 
 @dataclass(eq=False)
@@ -231,8 +240,12 @@ class Builder:
         dims = broadcast(a.dims, b.dims)
         if dims is None or (a.py and b.py):    # Python values: Python's rules, not numpy's
             return None
+        operator = op in _BIN_SYM and (style is None or style == "op")
+        sa, sb = a.spec, b.spec
+        if operator and a.weak and b.weak and op in PY_INT_BIN:    # Python: True + True == 2
+            sa, sb = _py_int_spec(sa), _py_int_spec(sb)
         try:
-            R = resolve(_np_name(op), [a.spec, b.spec])
+            R = resolve(_np_name(op), [sa, sb])
         except PromotionError:
             R = None
         if R is None:
@@ -244,7 +257,7 @@ class Builder:
                     np.iinfo(y.dtype).min <= x.pyval <= np.iinfo(y.dtype).max):
                 self.features.add("cmp_out_of_range" if op in ("eq", "ne", "lt", "le", "gt", "ge")
                                   else "literal_out_of_range")
-        if op in _BIN_SYM and (style is None or style == "op"):
+        if operator:
             code = f"{self.par(a)} {_BIN_SYM[op]} {self.par(b)}"
             atom = False
         else:
@@ -258,7 +271,8 @@ class Builder:
         weak = ("b" if dtype == "bool" else "f" if fd.is_float(dtype) else "i") \
             if (a.weak and b.weak and atom is False) else None
         if op in ("eq", "ne", "lt", "le", "gt", "ge", "land", "lor", "lxor"):
-            dtype, weak = "bool", None
+            # a comparison of Python scalars is a Python bool (weak)
+            dtype, weak = "bool", ("b" if weak and op in COMPARE else None)
         return V(node, dims, dtype, weak, code, atom)
 
     def unary(self, op: str, x: V) -> V:
@@ -276,10 +290,13 @@ class Builder:
             node = Node("un", (x.node,), {"op": op, "weak_result": fn == "abs"})
             if x.weak and fn != "abs":
                 self.features.add("fn_of_weak")
+        spec = x.spec
+        if node.attrs.get("weak_result") and op in PY_INT_UN:    # Python: -True == -1
+            spec = _py_int_spec(spec)
         try:
             R = "bool" if op in ("isnan", "lnot") else resolve(
                 {"neg": "negative", "invert": "invert", "abs": "absolute", "rsqrt": "sqrt",
-                 "erf": "exp", "sigmoid": "exp"}.get(op, op), [x.spec])
+                 "erf": "exp", "sigmoid": "exp"}.get(op, op), [spec])
         except PromotionError:
             R = x.dtype
             self.expect_error = True

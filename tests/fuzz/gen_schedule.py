@@ -159,9 +159,14 @@ def p_reorder(L: Live):
     return f"{L.stage_var(h.name)}.reorder({', '.join(L.ax(h, a) for a in pick)})"
 
 
+def _spatial_free(L: Live) -> list:
+    """(stage, leaf axis) pairs a parallel/vectorize may take: spatial, unannotated, unique."""
+    return [(h, a) for h in L.stages() for a in h.leaf
+            if a.kind is n.IterKind.SPATIAL and L.free(h, a) and L.unique(h, a)]
+
+
 def p_parallel(L: Live):
-    cands = [(h, a) for h in L.stages() for a in h.leaf
-             if a.kind is n.IterKind.SPATIAL and L.free(h, a) and L.unique(h, a)]
+    cands = _spatial_free(L)
     if not cands:
         return None
     outer = [c for c in cands if c[0].leaf.index(c[1]) == 0]
@@ -170,8 +175,7 @@ def p_parallel(L: Live):
 
 
 def p_vectorize(L: Live):
-    cands = [(h, a) for h in L.stages() for a in h.leaf
-             if a.kind is n.IterKind.SPATIAL and L.free(h, a) and L.unique(h, a)]
+    cands = _spatial_free(L)
     if not cands:
         return None
     inner = [c for c in cands if c[0].leaf[-1] is c[1] and (L.const_extent(c[1]) or 99) <= 64]

@@ -166,8 +166,24 @@ def _short(v):
         return np.asarray(v, np.float64).astype(np.float32).astype(np.float64) == v
 
 
+#: operators that Python applies to bools as ints (True + True == 2, -True == -1)
+PY_INT_BIN = ("add", "sub", "mul", "div", "fdiv", "mod", "pow")
+PY_INT_UN = ("neg", "invert", "abs")
+
+
+def py_int(o: OVal) -> OVal:
+    """A weak bool as the weak int Python's arithmetic makes of it."""
+    if o.weak != "b":
+        return o
+    return OVal("int64", np.asarray(o.val).astype(np.int64), None, o.mask, "i",
+                None if o.pyval is None else int(o.pyval))
+
+
 def binary(op: str, a: OVal, b: OVal, weak_result: bool = True) -> OVal:
     fname = _NP_BIN[op]
+    both_weak = weak_result and a.weak is not None and b.weak is not None
+    if both_weak and op in PY_INT_BIN:     # an operator on Python scalars: Python's rules
+        a, b = py_int(a), py_int(b)
     try:
         R = resolve(fname, [a.spec(), b.spec()])
     except PromotionError as e:
@@ -179,7 +195,7 @@ def binary(op: str, a: OVal, b: OVal, weak_result: bool = True) -> OVal:
         if not fd.is_float(a.dtype) and not fd.is_float(b.dtype):
             av = a.pyval if a.pyval is not None else np.asarray(a.val)
             bv = b.pyval if b.pyval is not None else np.asarray(b.val)
-            return OVal("bool", np.asarray(cmp(av, bv)), None, mask)
+            return OVal("bool", np.asarray(cmp(av, bv)), None, mask, "b" if both_weak else None)
         try:
             C = resolve("add", [a.spec(), b.spec()])
         except PromotionError:
@@ -190,7 +206,7 @@ def binary(op: str, a: OVal, b: OVal, weak_result: bool = True) -> OVal:
         with np.errstate(all="ignore"):
             r = cmp(A, B)
             und = (ea + eb > 0) & (_abs(A - B) <= ea + eb)
-        return OVal("bool", np.asarray(r), None, mask | und)
+        return OVal("bool", np.asarray(r), None, mask | und, "b" if both_weak else None)
     if op in LOGICAL:
         ta, ua = truth(a)
         tb, ub = truth(b)
@@ -299,6 +315,8 @@ def unary(op: str, x: OVal, weak_result=False) -> OVal:
     if op == "lnot":
         t, u = truth(x)
         return OVal("bool", ~t, None, mask | u)
+    if weak_result and op in PY_INT_UN:    # -True == -1, ~True == -2, abs(True) == 1
+        x = py_int(x)
     try:
         R = resolve(_NP_UN[op], [x.spec()])
     except PromotionError as e:
