@@ -36,6 +36,7 @@ from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import collect
+from ..passes.pipeline import PIPELINE
 from .protocol import CompileRequest
 from .pyexec import Program, generate
 
@@ -90,7 +91,7 @@ def _check_array(func, buf: n.Buffer, arr, what: str):
 def run_lowered(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list) -> None:
     """Execute ``func`` on numpy arrays: ``inputs``/``outputs`` match ``func.inputs``/``outputs``
     (outputs are written in place); ``scalars`` are the graph's scalar arguments in order
-    (shape and stride values come from ``func.attrs["bindings"]``)."""
+    (shape and stride values come from ``func.bindings``)."""
     _, fn = program(func)
     if len(inputs) != len(func.inputs) or len(outputs) != len(func.outputs):
         raise InternalCompilerError(f"kernel {func.name!r} takes {len(func.inputs)} inputs and "
@@ -152,7 +153,7 @@ class InterpreterBackend:
         apply_hints(sched, hints)
 
     def compile(self, request: CompileRequest) -> Compiled:
-        func = request.lower()
+        func = request.lower(pipeline=PIPELINE)
         found = collect(func.body, lambda x: isinstance(x, n.Intrinsic))
         if found:
             raise NotImplementedError(f"the IR interpreter cannot execute the intrinsic "
@@ -161,7 +162,7 @@ class InterpreterBackend:
         return Compiled(func)
 
     def source(self, request: CompileRequest) -> str:
-        return python_source(request.lower())
+        return python_source(request.lower(pipeline=PIPELINE))
 
     def accepts(self, array) -> bool:
         return isinstance(array, np.ndarray)
