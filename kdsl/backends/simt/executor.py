@@ -94,6 +94,7 @@ class Executor:
     def thread(self, t: int) -> tuple:
         """Thread ``t`` of the block as (x, y, z)."""
         x, y, _ = self.dims
+        t = int(t)
         return (t % x, t // x % y, t // (x * y))
 
     # ------------------------------------------------------------- statements
@@ -288,7 +289,7 @@ class Executor:
                 at = tuple(int(x[k]) for x in idx)
                 raise SimtOutOfBounds(
                     f"{self._where()}: out-of-bounds {what} of {b.scope.value} buffer {b.name!r} "
-                    f"(shape {shape}) at {at} by thread {self.thread(int(lanes[k]))}:\n"
+                    f"(shape {shape}) at {at} by thread {self.thread(lanes[k])}:\n"
                     f"    {self._line(self.cur)}", self.kernel or self.func.name)
         return m, tuple(idx)
 
