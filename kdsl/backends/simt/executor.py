@@ -52,6 +52,15 @@ class _Eval(ExprEval):
     def __init__(self, ex: "Executor"):
         super().__init__(ex.env, {})
         self._table[n.Load] = ex.load
+        self._table[n.Const] = self._const_cached
+        self._consts: dict = {}
+
+    def _const_cached(self, e):
+        """Constants evaluated once (their value does not depend on the threads)."""
+        v = self._consts.get(e)
+        if v is None:
+            v = self._consts[e] = self._const(e)
+        return v
 
 
 class Executor:
@@ -277,15 +286,18 @@ class Executor:
             raise InternalCompilerError(f"{what} of buffer {b.name!r} outside its allocation "
                                         f"(kernel {self.func.name!r})")
         lanes = self.lanes
+        full = lanes.size == self.T        # every thread active: no gathers by lane
         idx = []
         for e in indices:
             v = np.asarray(self.ev(e))
-            idx.append(np.full(lanes.size, v, np.int64) if v.ndim == 0 else v[lanes].astype(np.int64))
+            if v.ndim == 0:
+                idx.append(np.full(lanes.size, v, np.int64))
+            else:
+                idx.append((v if full else v[lanes]).astype(np.int64, copy=False))
         shape = m.data.shape[1:] if m.per_thread else m.data.shape
-        for d, (i, size) in enumerate(zip(idx, shape)):
-            bad = np.flatnonzero((i < 0) | (i >= size))
-            if bad.size:
-                k = bad[0]
+        for i, size in zip(idx, shape):
+            if i.size and (i.min() < 0 or i.max() >= size):
+                k = np.flatnonzero((i < 0) | (i >= size))[0]
                 at = tuple(int(x[k]) for x in idx)
                 raise SimtOutOfBounds(
                     f"{self._where()}: out-of-bounds {what} of {b.scope.value} buffer {b.name!r} "
@@ -303,6 +315,8 @@ class Executor:
         vals = m.data[(lanes,) + idx] if m.per_thread else m.data[idx] if idx else m.data[()]
         if m.shadow is not None:
             self._check(m, b, idx, m.shadow.on_load)
+        if lanes.size == self.T:
+            return np.broadcast_to(vals, (self.T,)).astype(out.dtype)
         out[lanes] = vals
         return out
 
