@@ -1,0 +1,71 @@
+"""The SIMT executor (issue 9): lowered IR run as a GPU would, with a race checker.
+
+``run_simt(func, inputs, outputs, scalars)`` has ``interpreter.run_lowered``'s calling
+convention.  See ``executor`` for the execution model and ``races`` for what is checked
+and the errors raised.  It is a test oracle for GPU schedules and passes, not a backend.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InternalCompilerError
+from ...ir import nodes as n
+from ...ir.visitor import free_vars
+from .. import pyexec_rt as rt
+from ..interpreter import _check_array
+from .executor import Executor
+from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds
+
+
+def scalar_values(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list) -> dict:
+    """Var -> value for ``func.scalars``: shapes and strides read off the arrays, scalar
+    arguments from ``scalars`` (the one place that knows how a LoweredFunc binds them)."""
+    binds = func.attrs.get("bindings") or ()
+    if len(binds) != len(func.scalars):
+        raise InternalCompilerError(f"kernel {func.name!r}: {len(func.scalars)} scalars but "
+                                    f"{len(binds)} bindings")
+    arrays = list(inputs) + list(outputs)
+    env = {}
+    for v, (kind, i, dim) in zip(func.scalars, binds):
+        if kind == "shape":
+            x = arrays[i].shape[dim]
+        elif kind == "stride":
+            x = rt.stride_of(arrays[i], dim, func.name)
+        elif kind == "scalar":
+            x = scalars[i]
+        else:
+            raise InternalCompilerError(f"unknown binding kind {kind!r}")
+        env[v] = int(x) if v.dtype.is_int and kind != "scalar" else rt.make_value(x, v.dtype)
+    return env
+
+
+def run_simt(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list,
+             block_order=None) -> None:
+    """Execute ``func`` under SIMT semantics, writing ``outputs`` in place; raises a
+    ``SimtError`` on a race, a divergent barrier or an out-of-bounds access.
+    ``block_order``: None runs blocks in order; a ``numpy.random.Generator`` shuffles them
+    (a correct kernel gives the same result in any order)."""
+    if len(inputs) != len(func.inputs) or len(outputs) != len(func.outputs):
+        raise InternalCompilerError(f"kernel {func.name!r} takes {len(func.inputs)} inputs and "
+                                    f"{len(func.outputs)} outputs, got {len(inputs)} and "
+                                    f"{len(outputs)}")
+    for b, a in zip(func.inputs, inputs):
+        _check_array(func, b, a, "input")
+    for b, a in zip(func.outputs, outputs):
+        _check_array(func, b, a, "output")
+    ex = Executor(func, block_order)
+    from .executor import _Mem
+    for b, a in zip(func.buffers, list(inputs) + list(outputs)):
+        ex.mem[b] = _Mem(a)
+    ex.env.update(scalar_values(func, inputs, outputs, scalars))
+    for b, a in zip(func.buffers, list(inputs) + list(outputs)):
+        if b.shape and all(v in ex.env for x in b.shape for v in free_vars(x)):
+            want = tuple(int(ex.ev(x)) for x in b.shape)
+            if a.shape != want:
+                rt.bad_shape(func.name, b.name, a.shape, want)
+    with np.errstate(all="ignore"):
+        ex.run(func.body)
+
+
+__all__ = ["run_simt", "scalar_values", "SimtError", "RaceError", "BarrierDivergence",
+           "SimtOutOfBounds"]

@@ -1,0 +1,119 @@
+"""The SIMT executor (kdsl.backends.simt): GPU schedules run as a GPU would, against numpy
+and the sequential interpreter, and the race checker's reports on today's lowering."""
+import numpy as np
+import pytest
+
+from schedules import (elementwise_2d, matmul_graph, mm_shared_no_sync, mm_threads, rand,
+                       row_per_block, rowsum_graph, scale_graph)
+from seed_schedules import bind_rows, cross_thread
+from kdsl.backends.interpreter import run_lowered
+from kdsl.backends.simt import RaceError, run_simt
+from kdsl.ir import nodes as n
+from kdsl.ir.visitor import collect
+from kdsl.passes.pipeline import lower
+from kdsl.schedule import Schedule
+
+
+def lowered(graph, sched):
+    s = Schedule(graph)
+    sched(s)
+    return lower(s)
+
+
+def both(f, args, out_shapes, dtype, **kw):
+    """Outputs of the SIMT executor and of the sequential interpreter."""
+    simt = [np.full(sh, np.nan, dtype) for sh in out_shapes]
+    seq = [np.full(sh, np.nan, dtype) for sh in out_shapes]
+    run_simt(f, args, simt, [], **kw)
+    run_lowered(f, args, seq, [])
+    return simt, seq
+
+
+ROW_SHAPES = [(64, 64), (70, 33), (1, 1), (3, 17), (0, 5), (5, 0)]
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+@pytest.mark.parametrize("sched", [bind_rows, row_per_block])
+def test_rowsum_matches_numpy_and_interpreter(sched, shape, rng):
+    f = lowered(rowsum_graph(), sched)
+    if sched is row_per_block:   # the cross-thread reduction, with its barrier
+        assert collect(f.body, lambda x: isinstance(x, n.Barrier))
+    A = rand(rng, shape, np.float32)
+    (got,), (seq,) = both(f, [A], [shape[:1]], np.float32)
+    np.testing.assert_allclose(got, A.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got, seq)
+
+
+@pytest.mark.parametrize("shape", [(8, 16), (9, 13), (1, 1), (0, 3), (4, 8)])
+def test_elementwise_2d_blocks_and_threads(shape, rng):
+    f = lowered(scale_graph(), elementwise_2d)
+    A = rand(rng, shape, np.float64)
+    (got,), (seq,) = both(f, [A], [shape], np.float64)
+    np.testing.assert_array_equal(got, A * 2 + 1)
+    np.testing.assert_array_equal(seq, got)
+
+
+def test_elementwise_strided_view(rng):
+    f = lowered(scale_graph(), elementwise_2d)
+    A = rand(rng, (20, 30), np.float64)[::2, ::-3]
+    (got,), _ = both(f, [A], [A.shape], np.float64)
+    np.testing.assert_array_equal(got, A * 2 + 1)
+
+
+@pytest.mark.parametrize("nkm", [(16, 8, 16), (9, 7, 10), (1, 1, 1), (0, 3, 2)])
+def test_matmul_one_element_per_thread(nkm, rng):
+    nn, kk, mm = nkm
+    f = lowered(matmul_graph(), mm_threads)
+    A, B = rand(rng, (nn, kk), np.float32), rand(rng, (kk, mm), np.float32)
+    (got,), (seq,) = both(f, [A, B], [(nn, mm)], np.float32)
+    np.testing.assert_allclose(got, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got, seq)
+
+
+def test_block_order_does_not_matter(rng):
+    f = lowered(matmul_graph(), mm_threads)
+    A, B = rand(rng, (19, 5), np.float32), rand(rng, (5, 17), np.float32)
+    (ordered,), _ = both(f, [A, B], [(19, 17)], np.float32)
+    shuffled = np.full((19, 17), np.nan, np.float32)
+    run_simt(f, [A, B], [shuffled], [], block_order=np.random.default_rng(7))
+    np.testing.assert_array_equal(shuffled, ordered)
+
+
+def test_shared_cache_read_without_barrier_is_a_race(rng):
+    """EXPECTED CURRENT BEHAVIOUR: the tiles copied into shared memory by the block's threads
+    are read by other threads of the compute nest with no barrier between (today's lowering
+    emits none).  The synchronisation pass (issue 9 item 3) will add the barriers; this test
+    then flips to asserting the result."""
+    f = lowered(matmul_graph(), mm_shared_no_sync)
+    assert not collect(f.body, lambda x: isinstance(x, n.Barrier))
+    A, B = rand(rng, (16, 16), np.float32), rand(rng, (16, 16), np.float32)
+    with pytest.raises(RaceError) as ei:
+        run_simt(f, [A, B], [np.zeros((16, 16), np.float32)], [])
+    e = ei.value
+    assert e.kind == "read-after-write"
+    assert e.buffer in ("A.shared", "B.shared")
+    assert e.kernel == "mm.kernel0"
+    assert e.threads[0] != e.threads[1]
+    msg = str(e)
+    assert f"shared buffer {e.buffer!r}" in msg and "block (0, 0, 0)" in msg
+    # the writer is the copy statement, the reader the compute statement
+    assert e.stmts[0].startswith(e.buffer + "[")
+    assert e.stmts[1].startswith("C[") and e.buffer + "[" in e.stmts[1]
+    # the sequential interpreter runs the phases in order and hides it
+    out = np.zeros((16, 16), np.float32)
+    run_lowered(f, [A, B], [out], [])
+    np.testing.assert_allclose(out, A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
+
+
+def test_seed_cross_thread_shares_one_reduction_buffer_across_threadidx_y(rng):
+    """EXPECTED CURRENT BEHAVIOUR: seed-000's cross-thread schedule binds rows to threadIdx.y
+    outside the reduction; its shared buffer B.red is allocated inside the threadIdx.y loop
+    with 16 elements, so on a GPU the 32 rows of a block write the same 16 elements.  Bound
+    inference must relax shared buffers over threadIdx loops (issue 9 item 2), then this runs."""
+    f = lowered(rowsum_graph(), cross_thread)
+    A = rand(rng, (64, 64), np.float32)
+    with pytest.raises(RaceError) as ei:
+        run_simt(f, [A], [np.zeros(64, np.float32)], [])
+    e = ei.value
+    assert (e.kind, e.buffer, e.element) == ("write-after-write", "B.red", (0,))
+    assert {t[1] for t in e.threads} == {0, 1} and {t[0] for t in e.threads} == {0}

@@ -1,0 +1,167 @@
+"""The SIMT executor's checks on hand-built IR: races, barrier divergence, out-of-bounds."""
+import numpy as np
+import pytest
+
+from kdsl import dtypes as dt
+from kdsl.backends.interpreter import run_lowered
+from kdsl.backends.simt import BarrierDivergence, RaceError, SimtOutOfBounds, run_simt
+from kdsl.ir import make as mk
+from kdsl.ir import nodes as n
+
+F32 = dt.float32
+NB, NT = 3, 8          # blocks, threads per block
+
+
+def c(v):
+    return n.const(v)
+
+
+def buf(name, size, scope=n.Scope.GLOBAL, param=False):
+    return n.Buffer(name, F32, (c(size),), scope=scope, param=param)
+
+
+A, O = buf("A", NB * NT, param=True), buf("O", NB * NT, param=True)
+S = buf("S", NT, n.Scope.SHARED)
+
+
+def load(b, i):
+    return n.Load(F32, b, (i,))
+
+
+def tloop(body_fn, extent=NT, name="t"):
+    t = n.var(name)
+    return n.For(t, c(0), c(extent), n.ForKind.BOUND, body_fn(t), n.ThreadTag.THREAD_X)
+
+
+def kernel(*phases):
+    """for b (blockIdx.x): allocate S (shared): the phases, given b."""
+    b = n.var("b")
+    body = n.Allocate(S, n.Seq(tuple(p(b) for p in phases)))
+    return n.LoweredFunc("hand", (A,), (O,), (), n.For(b, c(0), c(NB), n.ForKind.BOUND, body,
+                                                      n.ThreadTag.BLOCK_X))
+
+
+def fill(b):       # S[t] = A[b*NT + t]
+    return tloop(lambda t: n.Store(S, (t,), load(A, mk.add(mk.mul(b, NT), t))))
+
+
+def reverse(b):    # O[b*NT + t] = S[NT-1 - t]
+    return tloop(lambda t: n.Store(O, (mk.add(mk.mul(b, NT), t),), load(S, mk.sub(NT - 1, t))), name="u")
+
+
+def shift(b):      # S[(t+1) % NT] = 0
+    return tloop(lambda t: n.Store(S, (mk.mod(mk.add(t, 1), NT),), n.const(0.0, F32)), name="w")
+
+
+def barrier(b):
+    return n.Barrier()
+
+
+def run(f, A_):
+    out = np.full(NB * NT, np.nan, np.float32)
+    run_simt(f, [A_], [out], [])
+    return out
+
+
+def reversed_blocks(A_):
+    return A_.reshape(NB, NT)[:, ::-1].reshape(-1)
+
+
+def test_two_phases_with_a_barrier_are_race_free(rng):
+    A_ = rng.standard_normal(NB * NT).astype(np.float32)
+    f = kernel(fill, barrier, reverse, barrier, shift)
+    np.testing.assert_array_equal(run(f, A_), reversed_blocks(A_))
+    seq = np.zeros(NB * NT, np.float32)
+    run_lowered(f, [A_], [seq], [])
+    np.testing.assert_array_equal(seq, reversed_blocks(A_))
+
+
+def test_read_after_write_without_barrier(rng):
+    A_ = rng.standard_normal(NB * NT).astype(np.float32)
+    with pytest.raises(RaceError) as ei:
+        run(kernel(fill, reverse), A_)
+    e = ei.value
+    assert (e.kind, e.buffer, e.kernel) == ("read-after-write", "S", "hand.kernel0")
+    # thread 0 reads S[7], which thread 7 wrote
+    assert e.element == (NT - 1,) and e.threads == ((NT - 1, 0, 0), (0, 0, 0))
+    assert e.stmts == ("S[t] = A[b*8 + t]", "O[b*8 + u] = S[7 - u]")
+    assert "block (0, 0, 0)" in str(e) and "thread (0, 0, 0) read it in" in str(e)
+
+
+def test_write_after_read_without_barrier(rng):
+    A_ = rng.standard_normal(NB * NT).astype(np.float32)
+    with pytest.raises(RaceError) as ei:
+        run(kernel(fill, barrier, reverse, shift), A_)
+    e = ei.value
+    assert e.kind == "write-after-read" and e.buffer == "S"
+    # thread 0 writes S[1], which thread 6 read (reverse: u reads S[7 - u])
+    assert e.element == (1,) and e.threads == ((NT - 2, 0, 0), (0, 0, 0))
+
+
+def test_write_after_write_within_one_statement(rng):
+    same = lambda b: tloop(lambda t: n.Store(S, (c(0),), load(A, t)))
+    with pytest.raises(RaceError) as ei:
+        run(kernel(same), rng.standard_normal(NB * NT).astype(np.float32))
+    assert ei.value.kind == "write-after-write" and ei.value.element == (0,)
+    assert ei.value.stmts[0] == ei.value.stmts[1]
+
+
+def test_barrier_in_a_thread_dependent_if_diverges():
+    t = n.var("t")
+    body = n.Seq((n.Store(S, (t,), n.const(1.0, F32)),
+                  n.IfThenElse(mk.lt(t, 4), n.Barrier())))
+    f = kernel(lambda b: n.For(t, c(0), c(NT), n.ForKind.BOUND, body, n.ThreadTag.THREAD_X))
+    with pytest.raises(BarrierDivergence) as ei:
+        run(f, np.zeros(NB * NT, np.float32))
+    msg = str(ei.value)
+    assert "hand.kernel0" in msg and "block (0, 0, 0)" in msg
+    assert "reached by threads (0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)" in msg
+    assert "not by threads (4, 0, 0), (5, 0, 0), (6, 0, 0), (7, 0, 0):" in msg
+
+
+def test_barrier_in_a_uniform_if_is_fine(rng):
+    A_ = rng.standard_normal(NB * NT).astype(np.float32)
+    uniform = lambda b: n.IfThenElse(mk.lt(b, 100), n.Barrier())
+    np.testing.assert_array_equal(run(kernel(fill, uniform, reverse), A_), reversed_blocks(A_))
+
+
+def test_barrier_inside_a_shorter_thread_loop_diverges():
+    f = kernel(fill, lambda b: tloop(lambda t: n.Barrier(), extent=NT // 2, name="h"))
+    with pytest.raises(BarrierDivergence):
+        run(f, np.zeros(NB * NT, np.float32))
+
+
+def test_out_of_bounds_shared_store():
+    t = n.var("t")
+    f = kernel(lambda b: n.For(t, c(0), c(NT), n.ForKind.BOUND,
+                               n.Store(S, (mk.add(t, 1),), n.const(0.0, F32)), n.ThreadTag.THREAD_X))
+    with pytest.raises(SimtOutOfBounds) as ei:
+        run(f, np.zeros(NB * NT, np.float32))
+    msg = str(ei.value)
+    assert "out-of-bounds store of shared buffer 'S'" in msg
+    assert f"at ({NT},) by thread ({NT - 1}, 0, 0)" in msg and "S[t + 1] = 0.0f" in msg
+
+
+def test_out_of_bounds_global_load_only_for_active_threads(rng):
+    """Threads outside a guard never load: the guard keeps A[b*8 + t + 1] in bounds."""
+    A_ = rng.standard_normal(NB * NT).astype(np.float32)
+    def nxt(b):
+        t = n.var("t")
+        i = mk.add(mk.mul(b, NT), t)
+        st = n.Store(O, (i,), load(A, mk.add(i, 1)))
+        return n.For(t, c(0), c(NT), n.ForKind.BOUND,
+                     n.IfThenElse(mk.lt(mk.add(i, 1), NB * NT), st), n.ThreadTag.THREAD_X)
+    out = run(kernel(nxt), A_)
+    np.testing.assert_array_equal(out[:-1], A_[1:])
+    unguarded = lambda b: tloop(lambda t: n.Store(O, (t,), load(A, mk.add(mk.mul(b, NT), mk.add(t, 1)))))
+    with pytest.raises(SimtOutOfBounds, match=r"load of global buffer 'A'.* by thread \(7, 0, 0\)"):
+        run(kernel(unguarded), A_)
+
+
+def test_a_barrier_resets_the_history(rng):
+    """Thread 0 writes S[0], barrier, thread 1 writes S[0]: no race."""
+    one = lambda k: (lambda b: tloop(lambda t: n.IfThenElse(mk.eq(t, k), n.Store(S, (c(0),), load(A, t))),
+                                     name=f"t{k}"))
+    run(kernel(one(0), barrier, one(1)), np.zeros(NB * NT, np.float32))
+    with pytest.raises(RaceError, match="write-after-write"):
+        run(kernel(one(0), one(1)), np.zeros(NB * NT, np.float32))
