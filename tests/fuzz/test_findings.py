@@ -575,3 +575,21 @@ def test_f25_cache_write_of_argmin_itself_still_works():
         s.cache_write(s["argmin"], "local")
     out = kern(_argmin_rows, "interp", sched)(A, backend="interp")
     assert out.tolist() == np.argmin(A, axis=1).tolist()
+
+
+# ------------------------------------------------------------------ F26
+def _pow_of_narrow_ints(A):
+    k = kd.reduce_axis((1, A.shape[1]), name="k")
+    return kd.compute((A.shape[0],), lambda i: kd.sum(A[i, k] ** (np.abs(A[i, k]) % 4), axis=k),
+                      name="B")
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_f26_power_data_check_of_int32_exponent(backend):
+    """The negative-exponent data check reduced an int32 exponent into an int64 min without a
+    cast (cpu codegen: raw AssertionError from llvmlite; found by cpu case 5:8289)."""
+    if backend == "cpu":
+        pytest.importorskip("kdsl_cpu")
+    A = np.arange(12, dtype=np.int32).reshape(3, 4)
+    want = (A[:, 1:].astype(np.int64) ** (np.abs(A[:, 1:]) % 4)).sum(axis=1)
+    assert kd.kernel(_pow_of_narrow_ints)(A, backend=backend).tolist() == want.tolist()
