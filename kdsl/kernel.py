@@ -508,22 +508,11 @@ class Kernel:
         """Decorator: ``kernel.schedule("cpu")(fn, ...)`` adds explicit schedule functions
         ``fn(s)`` for one target (``None``: every target).  An unknown target is an error that
         lists the known ones."""
-        loc = user_location()
-        if target is not None:
-            if not isinstance(target, str):
-                raise for_user(ScheduleError(
-                    f"{self.__name__}.schedule: the target must be a backend name or None, "
-                    f"got {target!r}", hint=f"@{self.__name__}.schedule('cpu') above "
-                    f"`def my_schedule(s): ...`", loc=loc))
-            try:
-                from .schedule.hints import _check_target
-            except ImportError:     # schedules not there yet: any target name goes
-                pass
-            else:
-                try:
-                    _check_target(target, loc)
-                except KdslUserError as e:
-                    raise for_user(e) from None
+        from .schedule.hints import check_target
+        try:
+            check_target(target, user_location(), f"{self.__name__}.schedule:")
+        except KdslUserError as e:
+            raise for_user(e) from None
 
         def add(*fns):
             where = user_location()

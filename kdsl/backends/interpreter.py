@@ -88,11 +88,9 @@ def _check_array(func, buf: n.Buffer, arr, what: str):
                                     f"{arr.dtype}, the IR expects {want}")
 
 
-def run_lowered(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list) -> None:
-    """Execute ``func`` on numpy arrays: ``inputs``/``outputs`` match ``func.inputs``/``outputs``
-    (outputs are written in place); ``scalars`` are the graph's scalar arguments in order
-    (shape and stride values come from ``func.bindings``)."""
-    _, fn = program(func)
+def check_call(func: n.LoweredFunc, inputs: list, outputs: list) -> None:
+    """That ``inputs``/``outputs`` are numpy arrays of the counts, ranks and dtypes ``func``
+    expects, the outputs writeable (every executor of loop IR checks its call with this)."""
     if len(inputs) != len(func.inputs) or len(outputs) != len(func.outputs):
         raise InternalCompilerError(f"kernel {func.name!r} takes {len(func.inputs)} inputs and "
                                     f"{len(func.outputs)} outputs, got {len(inputs)} and "
@@ -103,6 +101,14 @@ def run_lowered(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list)
         _check_array(func, b, a, "output")
         if not a.flags.writeable:
             raise InternalCompilerError(f"kernel {func.name!r}: output {b.name!r} is read-only")
+
+
+def run_lowered(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list) -> None:
+    """Execute ``func`` on numpy arrays: ``inputs``/``outputs`` match ``func.inputs``/``outputs``
+    (outputs are written in place); ``scalars`` are the graph's scalar arguments in order
+    (shape and stride values come from ``func.bindings``)."""
+    _, fn = program(func)
+    check_call(func, inputs, outputs)
     with np.errstate(all="ignore"):
         if _stepping.get():
             _stepping.set(False)      # the first kernel run by this call only
@@ -174,4 +180,4 @@ class InterpreterBackend:
         return "InterpreterBackend()"
 
 
-__all__ = ["run_lowered", "python_source", "program", "step", "Compiled", "InterpreterBackend"]
+__all__ = ["run_lowered", "check_call", "python_source", "program", "step", "Compiled", "InterpreterBackend"]

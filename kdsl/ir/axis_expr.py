@@ -63,14 +63,6 @@ def logical(op: n.BinOp, a, b) -> "AxisExpr":
                                                                                           op.value)))
 
 
-def _binop(op):
-    return (lambda self, o: arith(op, self, o)), (lambda self, o: arith(op, o, self))
-
-
-def _logop(op):
-    return (lambda self, o: logical(op, self, o)), (lambda self, o: logical(op, o, self))
-
-
 class AxisExpr:
     """An index expression or condition over stage axes (``.expr``), built with operators."""
 
@@ -79,37 +71,8 @@ class AxisExpr:
     def __init__(self, expr: n.Expr):
         self.expr = expr
 
-    __add__, __radd__ = _binop(n.BinOp.ADD)
-    __sub__, __rsub__ = _binop(n.BinOp.SUB)
-    __mul__, __rmul__ = _binop(n.BinOp.MUL)
-    __floordiv__, __rfloordiv__ = _binop(n.BinOp.FLOORDIV)
-    __mod__, __rmod__ = _binop(n.BinOp.MOD)
-    __and__, __rand__ = _logop(n.BinOp.AND)
-    __or__, __ror__ = _logop(n.BinOp.OR)
-
-    def __neg__(self):
-        return arith(n.BinOp.SUB, 0, self)
-
     def __invert__(self):
         return AxisExpr(n.Unary(dt.bool_, n.UnOp.NOT, _bool(self.expr, "~")))
-
-    def __lt__(self, o):
-        return compare(n.CmpOp.LT, self, o)
-
-    def __le__(self, o):
-        return compare(n.CmpOp.LE, self, o)
-
-    def __gt__(self, o):
-        return compare(n.CmpOp.GT, self, o)
-
-    def __ge__(self, o):
-        return compare(n.CmpOp.GE, self, o)
-
-    def __eq__(self, o):
-        return compare(n.CmpOp.EQ, self, o)
-
-    def __ne__(self, o):
-        return compare(n.CmpOp.NE, self, o)
 
     __hash__ = None
 
@@ -117,7 +80,23 @@ class AxisExpr:
         raise ScheduleError("an axis condition has no Python truth value (and/or/not and chained comparisons "
                             "such as 0 < i < 4 ask for one)", hint=f"use & | ~ and parentheses, {_EXAMPLE}")
 
-    __truediv__, __rtruediv__ = _binop(n.BinOp.DIV)
-
     def __repr__(self) -> str:
         return f"AxisExpr({self.expr!r})"
+
+
+_BUILDERS = {"arith": arith, "compare": compare, "logical": logical}
+#: what only expressions have: == and != (on IterVars they stay identity), & | on conditions
+_EXPR_ONLY = {"__eq__": ("compare", n.CmpOp.EQ, False), "__ne__": ("compare", n.CmpOp.NE, False),
+              "__and__": ("logical", n.BinOp.AND, False), "__rand__": ("logical", n.BinOp.AND, True),
+              "__or__": ("logical", n.BinOp.OR, False), "__ror__": ("logical", n.BinOp.OR, True)}
+
+
+def _method(how, op, swap):
+    build = _BUILDERS[how]
+    if swap:
+        return lambda self, o=0: build(op, o, self)
+    return lambda self, o: build(op, self, o)
+
+
+for _name, _spec in {**n.AXIS_OPERATORS, **_EXPR_ONLY}.items():
+    setattr(AxisExpr, _name, _method(*_spec))

@@ -230,63 +230,32 @@ class IterVar:
     def __repr__(self) -> str:
         return f"IterVar({self.var.name}, {self.kind.value})"
 
-    # ``C.set_store_predicate(C.axes[0] * 2 + C.axes[1] < 10)``: operators on axes build an
-    # AxisExpr (kdsl/ir/axis_expr.py), the condition on their variables (``==`` between
-    # two IterVars stays identity: IterVars are dict keys).
-    def _ax(self, how, op, other, swap=False):
-        from . import axis_expr
-        return getattr(axis_expr, how)(op, other, self) if swap else getattr(axis_expr, how)(op, self, other)
 
-    def __lt__(self, other):
-        return self._ax("compare", CmpOp.LT, other)
+#: Python operators on stage axes: name -> (kdsl.ir.axis_expr builder, op, operands swapped).
+#: ``C.set_store_predicate(C.axes[0] * 2 + C.axes[1] < 10)``: IterVar and AxisExpr take their
+#: operator methods from this table (``==`` between two IterVars stays identity: IterVars are
+#: dict keys; ``-i`` is ``0 - i``).
+AXIS_OPERATORS = {
+    "__lt__": ("compare", CmpOp.LT, False), "__le__": ("compare", CmpOp.LE, False),
+    "__gt__": ("compare", CmpOp.GT, False), "__ge__": ("compare", CmpOp.GE, False),
+    **{name: ("arith", op, swap)
+       for op, names in ((BinOp.ADD, "add"), (BinOp.SUB, "sub"), (BinOp.MUL, "mul"),
+                         (BinOp.FLOORDIV, "floordiv"), (BinOp.MOD, "mod"), (BinOp.DIV, "truediv"))
+       for name, swap in ((f"__{names}__", False), (f"__r{names}__", True))},
+    "__neg__": ("arith", BinOp.SUB, True),
+}
 
-    def __le__(self, other):
-        return self._ax("compare", CmpOp.LE, other)
 
-    def __gt__(self, other):
-        return self._ax("compare", CmpOp.GT, other)
+def _axis_operator(how, op, swap):
+    def method(self, other=0):
+        from . import axis_expr       # the builders live above the IR (they raise ScheduleError)
+        build = getattr(axis_expr, how)
+        return build(op, other, self) if swap else build(op, self, other)
+    return method
 
-    def __ge__(self, other):
-        return self._ax("compare", CmpOp.GE, other)
 
-    def __add__(self, other):
-        return self._ax("arith", BinOp.ADD, other)
-
-    def __radd__(self, other):
-        return self._ax("arith", BinOp.ADD, other, True)
-
-    def __sub__(self, other):
-        return self._ax("arith", BinOp.SUB, other)
-
-    def __rsub__(self, other):
-        return self._ax("arith", BinOp.SUB, other, True)
-
-    def __mul__(self, other):
-        return self._ax("arith", BinOp.MUL, other)
-
-    def __rmul__(self, other):
-        return self._ax("arith", BinOp.MUL, other, True)
-
-    def __floordiv__(self, other):
-        return self._ax("arith", BinOp.FLOORDIV, other)
-
-    def __rfloordiv__(self, other):
-        return self._ax("arith", BinOp.FLOORDIV, other, True)
-
-    def __mod__(self, other):
-        return self._ax("arith", BinOp.MOD, other)
-
-    def __rmod__(self, other):
-        return self._ax("arith", BinOp.MOD, other, True)
-
-    def __truediv__(self, other):
-        return self._ax("arith", BinOp.DIV, other)
-
-    def __rtruediv__(self, other):
-        return self._ax("arith", BinOp.DIV, other, True)
-
-    def __neg__(self):
-        return self._ax("arith", BinOp.SUB, 0, True)
+for _name, _spec in AXIS_OPERATORS.items():
+    setattr(IterVar, _name, _axis_operator(*_spec))
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,6 +18,7 @@ from .. import dtypes as dt
 from ..errors import user_location
 from ..backends.protocol import CompileRequest
 from ..graph import Graph, Stage
+from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import substitute
@@ -36,6 +37,8 @@ def check_graph(graph) -> tuple:
             mapping[a.var] = iv.var
             ivs.append(iv)
         value = substitute(c.value, mapping)
+        if value.dtype is not dt.index:     # a narrower int (an int32 exponent): exact in int64
+            value = mk.cast(value, dt.index)
         where = None if c.where is None else substitute(c.where, mapping)
         pos = []
         for kind in ("min", "max"):     # both, even for a one-sided check: the message shows them

@@ -71,11 +71,18 @@ def schedule(target=None, fn=None, **hints):
         raise for_user(e) from None
 
 
-def _check_target(target, loc):
+def check_target(target, loc, who="kd.schedule"):
+    """A ScheduleError at ``loc`` unless ``target`` is None or a known backend name (the
+    error lists the known ones)."""
+    if target is None:
+        return
+    if not isinstance(target, str):
+        raise ScheduleError(f"{who} target must be a backend name or None, got {target!r}",
+                            hint="e.g. 'cpu', 'cuda', 'interp', 'numpy'", loc=loc)
     from ..backends.registry import known_targets
     known = known_targets()
     if target not in known:
-        raise ScheduleError(f"kd.schedule: unknown target {target!r}",
+        raise ScheduleError(f"{who.rstrip(':')}: unknown target {target!r}",
                             hint=f"the known targets are {', '.join(known)} (or None for all)",
                             loc=loc)
 
@@ -85,10 +92,7 @@ def _schedule(target, fn, hints):
     if callable(target) and fn is None and not isinstance(target, str):
         raise ScheduleError("kd.schedule needs a target first: @kd.schedule('cpu', parallel='i0') "
                             "or @kd.schedule('cuda', my_schedule_fn)", loc=loc)
-    if target is not None and not isinstance(target, str):
-        raise ScheduleError(f"kd.schedule target must be a backend name or None, got {target!r}", loc=loc)
-    if target is not None:
-        _check_target(target, loc)
+    check_target(target, loc)
     if fn is not None and hints:
         raise ScheduleError("kd.schedule takes either a schedule function or hints, not both", loc=loc)
     if fn is not None and not callable(fn):

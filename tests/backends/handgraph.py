@@ -73,3 +73,21 @@ def argmax_combiner(dtype):
     return n.Combiner("argmax", (il, vl), (ir_, vr),
                       (n.Select(dt.int64, take, ir_, il), n.Select(dtype, take, vr, vl)),
                       (n.const(-1, dt.int64), n.const(lo, dtype)))
+
+
+def rowsum_graph(dtype=dt.float32, contig=True):
+    """B[i] = sum_k A[i, k] over symbolic (n, m) (``contig=False``: A is a strided view)."""
+    b = Builder("rowsum")
+    A = b.input("A", ("n", "m"), dtype, contiguous=contig)
+    i, k = b.axis("i", b.dim("n")), b.raxis("k", b.dim("m"))
+    return b.graph(b.compute("B", [i], sum_(read(A, i, k), [k]), [k]))
+
+
+def matmul_graph(dtype=dt.float32):
+    """C[i, j] = sum_r A[i, r] * B[r, j] over symbolic (n, k) x (k, m)."""
+    b = Builder("mm")
+    A = b.input("A", ("n", "k"), dtype)
+    B = b.input("B", ("k", "m"), dtype)
+    i, j, r = b.axis("i", b.dim("n")), b.axis("j", b.dim("m")), b.raxis("r", b.dim("k"))
+    prod = n.Binary(dt.as_dtype(dtype), n.BinOp.MUL, read(A, i, r), read(B, r, j))
+    return b.graph(b.compute("C", [i, j], sum_(prod, [r]), [r]))

@@ -81,24 +81,11 @@ def test_store_predicate_with_axis_arithmetic(form):
 def test_unrolled_rfactor_over_strided_partials_compiles_fast(dt, shape):
     # F13: LLVM vectorized the final reduction over the partials (a run-time stride) by
     # emulating gathers lane by lane, in each unrolled copy: minutes of code generation
-    def mm(A, B):
-        n, m = A.shape
-        k = kd.reduce_axis(m, name="k")
-        return kd.compute((n, B.shape[1]), lambda i, j: kd.sum(A[i, k] * B[k, j], axis=k), name="C")
-
-    def sched(s):
-        C = s["C"]
-        C.split(C.axis("j"), factor=7)
-        C.unroll(C.axis("j.inner"))
-        C.split(C.axis("j.outer"), factor=2)
-        C.reorder(C.axis("j.outer.inner"), C.axis("i"), C.axis("j.outer.outer"))
-        C.tile(C.axis("j.outer.inner"), C.axis("i"), 16, 2)
-        s.rfactor(C, C.axis("k"))
     n, m, p = shape
     a = RNG.integers(0, 5, (n, m)).astype(dt)
     b = RNG.integers(0, 5, (m, p)).astype(dt)
     t = time.time()
-    out = run_cpu(mm, sched, a, b)
+    out = run_cpu(rep.mm_k, rep.unrolled_rfactor, a, b)
     assert time.time() - t < 30
     want = (a.astype(np.float64) @ b.astype(np.float64))
     np.testing.assert_allclose(out.astype(np.float64), want.astype(dt).astype(np.float64) if dt != "float32" else want,

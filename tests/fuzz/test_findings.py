@@ -359,22 +359,12 @@ def test_f12_reduce_axis_with_lo_past_hi(backend, request):
 # ------------------------------------------------------------------ F13
 _F13 = r'''
 import sys, time, numpy as np, kdsl as kd, kdsl_cpu
+sys.path.insert(0, "tests/passes")
+from test_schedule_legality import mm_k, unrolled_rfactor
 kd.register_backend("cpu", kdsl_cpu.backend)
-def mm(A, B):
-    n, m = A.shape
-    k = kd.reduce_axis(m, name="k")
-    return kd.compute((n, B.shape[1]), lambda i, j: kd.sum(A[i, k] * B[k, j], axis=k), name="C")
-def sched(s):
-    C = s["C"]
-    C.split(C.axis("j"), factor=7)
-    C.unroll(C.axis("j.inner"))
-    C.split(C.axis("j.outer"), factor=2)
-    C.reorder(C.axis("j.outer.inner"), C.axis("i"), C.axis("j.outer.outer"))
-    C.tile(C.axis("j.outer.inner"), C.axis("i"), 16, 2)
-    s.rfactor(C, C.axis("k"))
 for dt in ("float32", "uint8"):
-    k = kd.kernel(mm)
-    k.schedule("cpu")(sched)
+    k = kd.kernel(mm_k)
+    k.schedule("cpu")(unrolled_rfactor)
     t = time.time()
     assert (k(np.ones((5, 2), dt), np.ones((2, 3), dt), backend="cpu") == 2).all()
     print(dt, time.time() - t)
@@ -575,3 +565,21 @@ def test_f25_cache_write_of_argmin_itself_still_works():
         s.cache_write(s["argmin"], "local")
     out = kern(_argmin_rows, "interp", sched)(A, backend="interp")
     assert out.tolist() == np.argmin(A, axis=1).tolist()
+
+
+# ------------------------------------------------------------------ F26
+def _pow_of_narrow_ints(A):
+    k = kd.reduce_axis((1, A.shape[1]), name="k")
+    return kd.compute((A.shape[0],), lambda i: kd.sum(A[i, k] ** (np.abs(A[i, k]) % 4), axis=k),
+                      name="B")
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_f26_power_data_check_of_int32_exponent(backend):
+    """The negative-exponent data check reduced an int32 exponent into an int64 min without a
+    cast (cpu codegen: raw AssertionError from llvmlite; found by cpu case 5:8289)."""
+    if backend == "cpu":
+        pytest.importorskip("kdsl_cpu")
+    A = np.arange(12, dtype=np.int32).reshape(3, 4)
+    want = (A[:, 1:].astype(np.int64) ** (np.abs(A[:, 1:]) % 4)).sum(axis=1)
+    assert kd.kernel(_pow_of_narrow_ints)(A, backend=backend).tolist() == want.tolist()

@@ -1,16 +1,9 @@
 """Small GPU schedules and graphs shared by the gpu_core tests."""
 import numpy as np
 
-from handgraph import Builder, read, sum_
+from handgraph import Builder, matmul_graph, read, rowsum_graph, sum_  # noqa: F401  (re-exported)
 from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
-
-
-def rowsum_graph(dtype=dt.float32):
-    b = Builder("rowsum")
-    A = b.input("A", ("n", "m"), dtype)
-    i, k = b.axis("i", b.dim("n")), b.raxis("k", b.dim("m"))
-    return b.graph(b.compute("B", [i], sum_(read(A, i, k), [k]), [k]))
 
 
 def scale_graph():
@@ -23,23 +16,18 @@ def scale_graph():
     return b.graph(b.compute("O", [i, j], body))
 
 
-def matmul_graph():
-    b = Builder("mm")
-    A = b.input("A", ("n", "k"), dt.float32)
-    B = b.input("B", ("k", "m"), dt.float32)
-    i, j, r = b.axis("i", b.dim("n")), b.axis("j", b.dim("m")), b.raxis("r", b.dim("k"))
-    prod = n.Binary(dt.float32, n.BinOp.MUL, read(A, i, r), read(B, r, j))
-    return b.graph(b.compute("C", [i, j], sum_(prod, [r]), [r]))
+def tile_2d(st, ty, tx):
+    """Tile ``st``'s two axes by (ty, tx): the tiles over blockIdx.y/x, each tile's elements
+    over threadIdx.y/x (one per thread); returns the four loops."""
+    io, jo, ii, ji = st.tile(st.axes[0], st.axes[1], ty, tx)
+    for ax, tag in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"), (ji, "threadIdx.x")):
+        st.bind(ax, tag)
+    return io, jo, ii, ji
 
 
 def elementwise_2d(s):
     """8x4 threads per block over a 2-D grid of blocks."""
-    O = s["O"]
-    io, jo, ii, ji = O.tile(O.axes[0], O.axes[1], 4, 8)
-    O.bind(io, "blockIdx.y")
-    O.bind(jo, "blockIdx.x")
-    O.bind(ii, "threadIdx.y")
-    O.bind(ji, "threadIdx.x")
+    tile_2d(s["O"], 4, 8)
 
 
 def row_per_block(s):
@@ -54,12 +42,7 @@ def row_per_block(s):
 
 def mm_threads(s):
     """An 8x8 tile of C per block, one element per thread, no shared memory."""
-    C = s["C"]
-    io, jo, ii, ji = C.tile(C.axes[0], C.axes[1], 8, 8)
-    C.bind(io, "blockIdx.y")
-    C.bind(jo, "blockIdx.x")
-    C.bind(ii, "threadIdx.y")
-    C.bind(ji, "threadIdx.x")
+    tile_2d(s["C"], 8, 8)
 
 
 def mm_shared_no_sync(s):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from handgraph import Builder, combiner, read, sum_
+from handgraph import Builder, combiner, matmul_graph, read, rowsum_graph, sum_
 from seed_schedules import bind_rows, cross_thread, rfactor_only, split_only
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
@@ -12,13 +12,6 @@ from kdsl.passes.pipeline import lower
 from kdsl.schedule import Schedule
 
 RNG = np.random.default_rng(0)
-
-
-def rowsum_graph(dtype=dt.float32, contig=True):
-    b = Builder("rowsum")
-    A = b.input("A", ("n", "m"), dtype, contiguous=contig)
-    i, k = b.axis("i", b.dim("n")), b.raxis("k", b.dim("m"))
-    return b.graph(b.compute("B", [i], sum_(read(A, i, k), [k]), [k]))
 
 
 def conv_graph():
@@ -31,15 +24,6 @@ def conv_graph():
     di, dj = b.raxis("di", 3), b.raxis("dj", 3)
     prod = n.Binary(dt.float64, n.BinOp.MUL, read(I, mk.add(i.var, di.var), mk.add(j.var, dj.var)), read(F, di, dj))
     return b.graph(b.compute("O", [i, j], sum_(prod, [di, dj]), [di, dj]))
-
-
-def matmul_graph():
-    b = Builder("mm")
-    A = b.input("A", ("n", "k"), dt.float32)
-    B = b.input("B", ("k", "m"), dt.float32)
-    i, j, r = b.axis("i", b.dim("n")), b.axis("j", b.dim("m")), b.raxis("r", b.dim("k"))
-    prod = n.Binary(dt.float32, n.BinOp.MUL, read(A, i, r), read(B, r, j))
-    return b.graph(b.compute("C", [i, j], sum_(prod, [r]), [r]))
 
 
 def run(g, sched_fn, args, out_shapes, out_dtypes=None):

@@ -18,6 +18,25 @@ RNG = np.random.default_rng(8)
 IR_REPR = re.compile(r"\b(IterVar|Var|Const|Binary|TensorRead|Range|Compare|Load)\(")
 
 
+def mm_k(A, B):
+    """A matmul whose reduce axis is named k (the F13 reproducer's kernel)."""
+    n, m = A.shape
+    k = kd.reduce_axis(m, name="k")
+    return kd.compute((n, B.shape[1]), lambda i, j: kd.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+def unrolled_rfactor(s):
+    """F13: an unrolled split, a tile, then rfactor: the final reduction reads the partials with
+    a run-time stride (LLVM once spent minutes emulating gathers in each unrolled copy)."""
+    C = s["C"]
+    C.split(C.axis("j"), factor=7)
+    C.unroll(C.axis("j.inner"))
+    C.split(C.axis("j.outer"), factor=2)
+    C.reorder(C.axis("j.outer.inner"), C.axis("i"), C.axis("j.outer.outer"))
+    C.tile(C.axis("j.outer.inner"), C.axis("i"), 16, 2)
+    s.rfactor(C, C.axis("k"))
+
+
 def run(body, sched, *args, backend="interp"):
     k = kd.kernel(body)
     k.schedule(backend)(sched)

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from handgraph import Builder, read, sum_
+from handgraph import Builder, matmul_graph, read, rowsum_graph, sum_
 from seed_schedules import bind_rows, split_only
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
@@ -40,21 +40,6 @@ def ew2_graph():
     A = b.input("A", ("n", "m"), F64)
     i, j = b.axis("i", b.dim("n")), b.axis("j", b.dim("m"))
     return b.graph(b.compute("B", [i, j], _mul(read(A, i, j), n.const(2.0, F64))))
-
-
-def rowsum_graph():
-    b = Builder("rowsum")
-    A = b.input("A", ("n", "m"), F64)
-    i, k = b.axis("i", b.dim("n")), b.raxis("k", b.dim("m"))
-    return b.graph(b.compute("B", [i], sum_(read(A, i, k), [k]), [k]))
-
-
-def matmul_graph():
-    b = Builder("mm")
-    A = b.input("A", ("n", "k"), F64)
-    B = b.input("B", ("k", "m"), F64)
-    i, j, r = b.axis("i", b.dim("n")), b.axis("j", b.dim("m")), b.raxis("r", b.dim("k"))
-    return b.graph(b.compute("C", [i, j], sum_(_mul(read(A, i, r), read(B, r, j)), [r]), [r]))
 
 
 # ------------------------------------------------------------------ schedules
@@ -136,7 +121,7 @@ def test_tighten_moves_guard_into_extent():
 def test_tighten_parallel_loop_and_reduction_split():
     t = tighten_loops(_lower(ew1_graph(), s_ew1_parallel))
     assert "if " not in str(t)
-    t = str(tighten_loops(_lower(rowsum_graph(), split_only)))
+    t = str(tighten_loops(_lower(rowsum_graph(F64), split_only)))
     assert "range(min(16, max(m - k.outer*16, 0)))" in t
     assert "if k.outer*16 + k.inner < m" not in t
     # the row loop's body is two guarded statements (init, update), not one if: it stays
@@ -161,7 +146,7 @@ def test_tighten_keeps_other_conjuncts_and_unrolled_loops():
 
 
 def test_thread_bound_loops_are_left_alone():
-    f = _lower(rowsum_graph(), bind_rows)
+    f = _lower(rowsum_graph(F64), bind_rows)
     assert "bound threadIdx.x" in str(f) and "if i.outer*32 + i.inner < n" in str(f)
     assert tighten_loops(f) is f
     assert full_tiles(f) is f
@@ -264,7 +249,7 @@ def test_full_tiles_versions_the_nest():
 
 
 def test_full_tiles_gemm_block():
-    f = _lower(matmul_graph(), s_mm_block)
+    f = _lower(matmul_graph(F64), s_mm_block)
     text = str(full_tiles(f))
     # the reduction nest is versioned on both tile guards: its full copy has no guard at all
     # (blocked_sums wraps it in ``if k <= 1024:``, hence the free indentation)
@@ -312,8 +297,8 @@ SEM_CASES = [
     ("ew1_parallel", ew1_graph, s_ew1_parallel, [(0,), (1,), (5,), (11,)]),
     ("ew2_tile", ew2_graph, s_ew2_tile, [(0, 3), (3, 0), (1, 1), (4, 8), (5, 9), (8, 16), (9, 7)]),
     ("ew2_tile_unroll", ew2_graph, s_ew2_tile_unroll, [(0, 0), (1, 1), (4, 8), (7, 13), (12, 17)]),
-    ("rowsum_split", rowsum_graph, split_only, [(0, 5), (5, 0), (1, 1), (32, 16), (33, 17), (40, 35)]),
-    ("rowsum_default", rowsum_graph, lambda s: None, [(0, 3), (3, 4)]),
+    ("rowsum_split", lambda: rowsum_graph(F64), split_only, [(0, 5), (5, 0), (1, 1), (32, 16), (33, 17), (40, 35)]),
+    ("rowsum_default", lambda: rowsum_graph(F64), lambda s: None, [(0, 3), (3, 4)]),
 ]
 
 
@@ -348,7 +333,7 @@ def test_semantics_vs_numpy(case, variant):
                                    (2, 0, 5)])
 def test_gemm_block_semantics(variant, shape):
     nn, kk, mm = shape
-    f = VARIANTS[variant](_lower(matmul_graph(), s_mm_block))
+    f = VARIANTS[variant](_lower(matmul_graph(F64), s_mm_block))
     verify(f)
     a, b = RNG.standard_normal((nn, kk)), RNG.standard_normal((kk, mm))
     np.testing.assert_allclose(_run(f, [a, b], (nn, mm)), a @ b, rtol=1e-12, atol=1e-12)

@@ -12,8 +12,8 @@ from ...errors import InternalCompilerError
 from ...ir import nodes as n
 from ...ir.visitor import free_vars
 from .. import pyexec_rt as rt
-from ..interpreter import _check_array
-from .executor import Executor
+from ..interpreter import check_call
+from .executor import Executor, _Mem
 from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds
 
 
@@ -46,20 +46,11 @@ def run_simt(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list,
     ``SimtError`` on a race, a divergent barrier or an out-of-bounds access.
     ``block_order``: None runs blocks in order; a ``numpy.random.Generator`` shuffles them
     (a correct kernel gives the same result in any order)."""
-    if len(inputs) != len(func.inputs) or len(outputs) != len(func.outputs):
-        raise InternalCompilerError(f"kernel {func.name!r} takes {len(func.inputs)} inputs and "
-                                    f"{len(func.outputs)} outputs, got {len(inputs)} and "
-                                    f"{len(outputs)}")
-    for b, a in zip(func.inputs, inputs):
-        _check_array(func, b, a, "input")
-    for b, a in zip(func.outputs, outputs):
-        _check_array(func, b, a, "output")
+    check_call(func, inputs, outputs)
     ex = Executor(func, block_order)
-    from .executor import _Mem
-    for b, a in zip(func.buffers, list(inputs) + list(outputs)):
-        ex.mem[b] = _Mem(a)
     ex.env.update(scalar_values(func, inputs, outputs, scalars))
     for b, a in zip(func.buffers, list(inputs) + list(outputs)):
+        ex.mem[b] = _Mem(a)
         if b.shape and all(v in ex.env for x in b.shape for v in free_vars(x)):
             want = tuple(int(ex.ev(x)) for x in b.shape)
             if a.shape != want:
