@@ -7,7 +7,9 @@ that sits on a hot path reads a snapshot once and keeps it.
 | variable           | meaning                                   | default           |
 |--------------------|-------------------------------------------|-------------------|
 | KDSL_BACKEND       | default backend name                      | unset (automatic) |
-| KDSL_DUMP          | print IR and source as kernels compile    | off               |
+| KDSL_DUMP          | print IR and source as kernels compile;   | off               |
+|                    | ``passes``: also the state after each pass |                   |
+| KDSL_VERIFY        | verify the IR after every lowering pass   | on under pytest   |
 | KDSL_CACHE         | ``0`` disables the on-disk cache          | on                |
 | KDSL_CACHE_DIR     | on-disk cache directory                   | ~/.cache/kdsl     |
 | KDSL_NUM_THREADS   | CPU worker threads per parallel loop      | usable cores [1]_ |
@@ -22,6 +24,7 @@ that sits on a hot path reads a snapshot once and keeps it.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 _FALSE = {"", "0", "false", "no", "off"}
@@ -42,6 +45,8 @@ class Config:
     cache: bool
     cache_dir: str
     num_threads: int
+    verify: bool = False
+    dump_passes: bool = False
 
 
 def backend() -> str | None:
@@ -53,6 +58,20 @@ def backend() -> str | None:
 def dump() -> bool:
     """``KDSL_DUMP``: print lowered IR and backend source as kernels compile."""
     return _flag(os.environ.get("KDSL_DUMP"), False)
+
+
+def dump_passes() -> bool:
+    """``KDSL_DUMP=passes``: print the lowering state after every pass of the pipeline."""
+    return os.environ.get("KDSL_DUMP", "").strip().lower() == "passes"
+
+
+def verify() -> bool:
+    """``KDSL_VERIFY``: check the IR's invariants after every lowering pass; when unset,
+    on under pytest (``pytest`` imported) and off otherwise."""
+    v = os.environ.get("KDSL_VERIFY")
+    if v is None:
+        return "pytest" in sys.modules
+    return _flag(v, False)
 
 
 def cache_enabled() -> bool:
@@ -91,4 +110,4 @@ def num_threads() -> int:
 
 def config() -> Config:
     """Read every variable now and return a frozen snapshot."""
-    return Config(backend(), dump(), cache_enabled(), cache_dir(), num_threads())
+    return Config(backend(), dump(), cache_enabled(), cache_dir(), num_threads(), verify(), dump_passes())

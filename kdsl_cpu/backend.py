@@ -19,6 +19,8 @@ from kdsl.backends.protocol import CompileRequest
 from kdsl.passes.fuse_loops import fuse_loops
 from kdsl.passes.full_tiles import full_tiles
 from kdsl.passes.hoist_allocations import hoist_allocations
+from kdsl.passes.pipeline import PIPELINE as CORE_PIPELINE
+from kdsl.passes.pipeline import Pass
 from kdsl.passes.tighten_loops import tighten_loops
 from kdsl.passes.unclamp import unclamp
 from kdsl.runtime import cache as disk
@@ -27,10 +29,11 @@ from . import __version__, jit, parallel
 from .codegen import generate
 from .launcher import build_launcher
 
-#: passes the cpu backend appends to the core pipeline
-EXTRA_PASSES = (("fuse_loops", fuse_loops), ("full_tiles", full_tiles),
-                ("tighten_loops", tighten_loops), ("unclamp", unclamp),
-                ("hoist_allocations", hoist_allocations))
+#: the core pipeline with the cpu backend's IR passes after the core ones
+PIPELINE = CORE_PIPELINE.insert_after(
+    "blocked_sums", Pass("fuse_loops", fuse_loops), Pass("full_tiles", full_tiles),
+    Pass("tighten_loops", tighten_loops), Pass("unclamp", unclamp),
+    Pass("hoist_allocations", hoist_allocations))
 
 #: bump when the generated code changes for the same loop IR (invalidates cache entries)
 CODEGEN_VERSION = "3"
@@ -88,8 +91,8 @@ class CPUBackend:
         schedule(sched, hints, self._thread_count(sched))
 
     def lower(self, request: CompileRequest):
-        """The loop IR this backend compiles for ``request`` (core pipeline + ``EXTRA_PASSES``)."""
-        return request.lower(EXTRA_PASSES)
+        """The loop IR this backend compiles for ``request`` (through ``PIPELINE``)."""
+        return request.lower(pipeline=PIPELINE)
 
     def source(self, request: CompileRequest) -> str:
         """The LLVM IR of the request (before LLVM's optimisation)."""
@@ -125,7 +128,7 @@ class CPUBackend:
     def cache_options(self, func) -> dict:
         """What besides the printed IR decides the object code (part of the cache key)."""
         return {"target": jit.options(), "codegen": CODEGEN_VERSION,
-                "bindings": repr(func.attrs.get("bindings", ())),
+                "bindings": repr(func.bindings),
                 "scalars": [v.dtype.name for v in func.scalars]}
 
     def _generate(self, func):

@@ -399,14 +399,15 @@ class _Gen:
         return made
 
     def slots(self, bufs, scalars):
-        """The kernel's 8-byte scalar slots from ``func.attrs["bindings"]``."""
+        """The kernel's 8-byte scalar slots from ``func.bindings``."""
         b, func = self.b, self.compiled.func
-        binds = tuple(func.attrs.get("bindings", ()))
+        binds = tuple(func.bindings)
         if (len(binds) != len(func.scalars) or len(func.buffers) != len(bufs)
                 or len(func.inputs) != len(self.plan.inputs)):
             raise Unsupported("the kernel's buffers or scalars do not match the plan")
         slots = b.alloca(I64, size=_c64(max(1, len(binds))))
-        for j, (v, (kind, i, d)) in enumerate(zip(func.scalars, binds)):
+        for j, (v, bnd) in enumerate(zip(func.scalars, binds)):
+            kind, i, d = bnd.kind.value, bnd.index, bnd.dim
             at = b.gep(slots, [_c64(j)], source_etype=I64)
             if kind in ("shape", "stride"):
                 if v.dtype is not dt.int64:

@@ -2,7 +2,7 @@
 
 ``build_launcher`` generates (once per compiled kernel) a small Python
 function that reads each array's data pointer, computes the scalar slots
-from ``func.attrs["bindings"]`` (shapes, strides in elements = byte strides //
+from ``func.bindings`` (shapes, strides in elements = byte strides //
 itemsize, the graph's scalar arguments), packs them with precompiled
 ``struct`` formats and calls the entry through a ctypes ``CFUNCTYPE`` --
 which releases the GIL for the whole kernel.  Dispatch has already checked
@@ -23,6 +23,7 @@ import struct
 
 from kdsl import dtypes as dt
 from kdsl.errors import ArgumentError, InternalCompilerError
+from kdsl.ir import nodes as n
 
 ENTRY_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -108,17 +109,18 @@ def build_launcher(func, address: int, runtime, keepalive=()):
             lines.append(f"if not b{k}.flags.writeable: _readonly({buf.name!r})")
     ns["_pack_b"] = struct.Struct("@" + "P" * len(names)).pack
     fmt, vals = "<", []
-    for v, (kind, i, d) in zip(func.scalars, func.attrs.get("bindings", ())):
+    for v, bnd in zip(func.scalars, func.bindings):
+        kind, i, d = bnd.kind, bnd.index, bnd.dim
         try:
             fmt += _SLOT[v.dtype]
         except KeyError:
             raise InternalCompilerError(f"scalar {v.name!r} has unsupported dtype {v.dtype}") from None
-        if kind == "shape":
+        if kind is n.BindingKind.SHAPE:
             vals.append(f"b{i}.shape[{d}]")
-        elif kind == "stride":
+        elif kind is n.BindingKind.STRIDE:
             isz = func.buffers[i].dtype.itemsize
             vals.append(f"_stride(b{i}.strides[{d}], {isz}, {func.buffers[i].name!r})")
-        elif kind == "scalar":
+        elif kind is n.BindingKind.SCALAR:
             vals.append(f"_bf16(scalars[{i}])" if v.dtype is dt.bfloat16 else f"scalars[{i}]")
         else:
             raise InternalCompilerError(f"unknown binding kind {kind!r}")

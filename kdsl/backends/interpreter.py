@@ -36,6 +36,7 @@ from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import collect
+from ..passes.pipeline import PIPELINE
 from .protocol import CompileRequest
 from .pyexec import Program, generate
 
@@ -105,7 +106,7 @@ def check_call(func: n.LoweredFunc, inputs: list, outputs: list) -> None:
 def run_lowered(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list) -> None:
     """Execute ``func`` on numpy arrays: ``inputs``/``outputs`` match ``func.inputs``/``outputs``
     (outputs are written in place); ``scalars`` are the graph's scalar arguments in order
-    (shape and stride values come from ``func.attrs["bindings"]``)."""
+    (shape and stride values come from ``func.bindings``)."""
     _, fn = program(func)
     check_call(func, inputs, outputs)
     with np.errstate(all="ignore"):
@@ -158,7 +159,7 @@ class InterpreterBackend:
         apply_hints(sched, hints)
 
     def compile(self, request: CompileRequest) -> Compiled:
-        func = request.lower()
+        func = request.lower(pipeline=PIPELINE)
         found = collect(func.body, lambda x: isinstance(x, n.Intrinsic))
         if found:
             raise NotImplementedError(f"the IR interpreter cannot execute the intrinsic "
@@ -167,7 +168,7 @@ class InterpreterBackend:
         return Compiled(func)
 
     def source(self, request: CompileRequest) -> str:
-        return python_source(request.lower())
+        return python_source(request.lower(pipeline=PIPELINE))
 
     def accepts(self, array) -> bool:
         return isinstance(array, np.ndarray)

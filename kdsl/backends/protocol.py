@@ -7,8 +7,9 @@ time with ``kdsl.register_backend``.  Dispatch calls, per (signature, schedule):
 1. ``backend.schedule(sched, hints)`` unless the user gave an explicit schedule
    function for this backend: apply the backend's default schedule and the
    user's hints (``kdsl.schedule.hints.apply_hints`` does the generic part).
-2. ``backend.compile(request)`` -> a ``Compiled``; ``request.lower()`` runs the
-   core pass pipeline plus ``extra_passes`` and returns the ``LoweredFunc``.
+2. ``backend.compile(request)`` -> a ``Compiled``; ``request.lower(pipeline=...)``
+   runs the pass table (``kdsl.passes.pipeline.PIPELINE``, which a backend edits
+   by pass name) and returns the ``LoweredFunc``.
 3. ``compiled(inputs, outputs, scalars)`` per call: arrays in the backend's
    array kind, scalars in ``graph.scalars`` order.  Outputs are preallocated
    by dispatch (``backend.empty``) or given by the user with ``out=``.
@@ -43,10 +44,12 @@ class CompileRequest:
     out_contiguous: tuple = () # per output: written through compact C strides?
     options: dict = field(default_factory=dict)
 
-    def lower(self, extra_passes: Sequence = ()):
-        """Run the core lowering pipeline (plus ``extra_passes``) on the schedule."""
+    def lower(self, extra_passes: Sequence = (), pipeline=None):
+        """Run a lowering pipeline on the schedule: ``pipeline`` (a ``kdsl.passes.pipeline.Pipeline``,
+        usually ``PIPELINE`` edited by name; default ``PIPELINE``), then ``extra_passes`` appended."""
         from ..passes.pipeline import lower
-        return lower(self.schedule, extra_passes=extra_passes, out_contiguous=self.out_contiguous)
+        return lower(self.schedule, extra_passes=extra_passes, out_contiguous=self.out_contiguous,
+                     pipeline=pipeline)
 
 
 @runtime_checkable

@@ -425,15 +425,12 @@ class _Gen:
 
     def _bindings(self):
         f = self.func
-        binds = f.attrs.get("bindings")
-        if binds is None:
-            if f.scalars:
-                raise InternalCompilerError(f"kernel {f.name!r} has scalars but no 'bindings' attr")
-            binds = ()
+        binds = f.bindings
         if len(binds) != len(f.scalars):
             raise InternalCompilerError(f"kernel {f.name!r}: {len(f.scalars)} scalars but "
                                         f"{len(binds)} bindings")
-        for v, (kind, i, dim) in zip(f.scalars, binds):
+        for v, bnd in zip(f.scalars, binds):
+            kind, i, dim = bnd.kind.value, bnd.index, bnd.dim
             if kind == "shape":
                 src = self.bufs[f.buffers[i]][1][dim]
             elif kind == "stride":

@@ -404,12 +404,52 @@ class Intrinsic(Stmt):
 
 
 # ----------------------------------------------------------------- functions
+class BindingKind(enum.Enum):
+    """Where the call supplies one of ``LoweredFunc.scalars``."""
+
+    SHAPE = "shape"      # buffers[index].shape[dim]
+    STRIDE = "stride"    # buffers[index]'s stride along dim, in elements
+    SCALAR = "scalar"    # the graph's scalar argument number ``index``
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How the runtime fills one scalar of a ``LoweredFunc`` (see ``BindingKind``).
+
+    ``index`` is into ``func.buffers`` (inputs then outputs) for SHAPE/STRIDE,
+    into ``graph.scalars`` for SCALAR; ``dim`` is None for SCALAR.
+    """
+
+    kind: BindingKind
+    index: int
+    dim: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class TensorizeRequest:
+    """``tensorize(axis, intrin)`` on a stage: the loop of ``axis`` (an IterVar of
+    ``stage``'s schedule, loop variable ``axis.var``) should become ``intrin``.
+    Loops stay scalar (correct) until a backend pass maps them."""
+
+    stage: Any       # kdsl.graph.Stage
+    axis: IterVar
+    intrin: Any
+
+
+#: keys that were semantic ``LoweredFunc.attrs`` entries and are typed fields now
+_TYPED_ATTRS = ("bindings", "tensorize", "launch")
+
+
 @dataclass(frozen=True, eq=False)
 class LoweredFunc:
     """A lowered kernel: parameters in call order and the loop-nest body.
 
     ``inputs``/``outputs`` are param buffers; ``scalars`` the scalar Vars a call
-    must supply (shape sizes, strides, scalar arguments), in a fixed order.
+    must supply (shape sizes, strides, scalar arguments), in a fixed order, each
+    filled as its ``bindings`` entry says.  ``tensorize`` lists the schedule's
+    tensorize requests; ``launch`` (launch dimensions of device kernels) is None
+    until the GPU execution model fills it.  ``attrs`` is for diagnostics only
+    (``pass_times``); nothing may depend on it for semantics.
     """
 
     name: str
@@ -418,6 +458,16 @@ class LoweredFunc:
     scalars: tuple
     body: Stmt
     attrs: dict = field(default_factory=dict)
+    bindings: tuple = ()      # tuple[Binding, ...], one per scalar
+    tensorize: tuple = ()     # tuple[TensorizeRequest, ...]
+    launch: Any = None
+
+    def __post_init__(self):
+        old = [k for k in _TYPED_ATTRS if k in self.attrs]
+        if old:
+            from ..errors import InternalCompilerError
+            raise InternalCompilerError(f"LoweredFunc {self.name!r}: attrs {old} are typed fields now "
+                                        "(LoweredFunc.bindings / tensorize / launch)")
 
     @property
     def buffers(self) -> tuple:

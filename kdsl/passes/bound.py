@@ -14,11 +14,16 @@ A region never exceeds the stage's domain where it starts inside it (splits
 that do not divide never make it grow), and where an index cannot be bounded
 (a data-dependent index) the region is the whole axis: always correct.
 
-Assumes: placements that ``kdsl.schedule.legality`` accepted (readers inside
-the attach loop, consumers reading elementwise outside reduction loops).
+As the ``bound_inference`` pass (``infer_bounds``):
+Assumes: ``state.placement`` (placements that ``kdsl.schedule.legality``
+accepted: readers inside the attach loop, consumers reading elementwise outside
+reduction loops) and ``state.handles`` (inlined stages removed).
+Guarantees: ``state.domains`` maps every handle to its ``Domain``; every extent
+in it is invariant in the loops enclosing the attach point.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..errors import InternalCompilerError
@@ -306,3 +311,9 @@ class BoundInference:
                 continue
             mins[a], exts[a] = self._region(simplify(lo), simplify(hi), outer, a)
         return mins, exts
+
+
+def infer_bounds(state):
+    """The ``bound_inference`` pass: ``state.domains`` (see the module docstring)."""
+    placement, handles = state.need("placement", "handles", by="bound_inference")
+    return dataclasses.replace(state, domains=BoundInference(state.sched, list(handles), placement).run())

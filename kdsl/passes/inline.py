@@ -1,5 +1,14 @@
-"""compute_inline: substitute elementwise stages into their readers (graph level)."""
+"""inline: substitute ``compute_inline`` stages into their readers (a schedule-level pass).
+
+Assumes: ``state.placement`` (inlined stages are elementwise: the primitive
+checked it).
+Guarantees: ``state.handles`` lists the stages still to lower, in topological
+order; no stage body of the schedule reads an inlined stage's tensor (reader
+bodies are rewritten in place, once: running the pass again changes nothing).
+"""
 from __future__ import annotations
+
+import dataclasses
 
 from ..ir import nodes as n
 from ..ir.visitor import Mutator, substitute
@@ -38,6 +47,12 @@ def inline_stages(sched) -> list:
         if h.attach is not AttachKind.INLINE:
             keep.append(h)
     return keep
+
+
+def inline(state):
+    """The ``inline`` pass: ``state.handles`` = the stages left after inlining."""
+    state.need("placement", by="inline")
+    return dataclasses.replace(state, handles=tuple(inline_stages(state.sched)))
 
 
 def reads_tensor(expr, tensor) -> bool:

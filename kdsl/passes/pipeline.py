@@ -1,68 +1,188 @@
-"""The lowering pipeline: a table of passes and the runner around it.
+"""The lowering pipeline: one ordered table of passes and the runner around it.
 
-``lower(sched)`` converts the schedule to loop IR (``schedule_ops``) and then
-runs every pass of ``PASSES`` plus the backend's ``extra_passes`` in order.
-Each pass is a pure function ``LoweredFunc -> LoweredFunc``.  The runner
-verifies the IR after each pass when ``KDSL_VERIFY=1`` or under pytest,
-prints the IR after each pass with ``KDSL_DUMP=passes`` (``KDSL_DUMP=1`` prints
-the final IR), and records pass timings in ``func.attrs["pass_times"]``.
+``PIPELINE`` lists every pass from a Schedule to the final loop IR.  Each is
+one pure function in its own module, whose docstring says what it *Assumes*
+and *Guarantees*:
+
+- ``placement`` (schedule, ``placement.place_stages``): root order, attachments
+- ``inline`` (schedule, ``inline.inline``): compute_inline stages substituted
+- ``bound_inference`` (schedule, ``bound.infer_bounds``): regions, loop extents, guards
+- ``storage`` (schedule, ``storage.plan_storage``): buffers, scopes, bindings, allocation sites
+- ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
+  guards, reduction init nests, cross-thread reductions, tensorize requests)
+- ``simplify`` (IR, ``simplify.simplify_pass``)
+- ``blocked_sums`` (IR, ``blocked_sums.blocked_sums``): compensated long float sums
+
+Schedule-level passes map ``LowerState -> LowerState`` (``kdsl.passes.state``:
+each fills in one analysis); IR-level passes map ``LoweredFunc -> LoweredFunc``
+and run on ``state.func``, so every schedule-level pass comes first.  Backends
+edit the table by name: ``PIPELINE.insert_after("blocked_sums", Pass(...))``,
+``insert_before``, ``replace``, ``append`` (each returns a new Pipeline; an
+unknown or duplicate name raises ``PipelineError``) and hand the result to
+``CompileRequest.lower(pipeline=...)``.
+
+The runner verifies the IR after every pass from ``loop_nests`` on when
+``config.verify()`` (``KDSL_VERIFY``; on under pytest), prints the state after
+every pass with ``KDSL_DUMP=passes`` (``config.dump_passes()``), and records
+pass timings in ``func.attrs["pass_times"]`` (diagnostic only).
 """
 from __future__ import annotations
 
 import dataclasses
-import os
+import enum
 import sys
 import time
+from dataclasses import dataclass
+from typing import Callable
 
+from .. import config
 from ..ir import nodes as n
 from .blocked_sums import blocked_sums
-from .schedule_ops import schedule_to_ir
+from .bound import infer_bounds
+from .inline import inline
+from .loop_nests import build_loop_nests
+from .placement import place_stages
 from .simplify import simplify_pass
-
-#: (name, pass) in order; backends append theirs through ``extra_passes``
-PASSES = (
-    ("simplify", simplify_pass),
-    ("blocked_sums", blocked_sums),
-)
+from .state import LowerState
+from .storage import plan_storage
 
 
-def _verify_enabled() -> bool:
-    if os.environ.get("KDSL_VERIFY") is not None:
-        return os.environ["KDSL_VERIFY"] not in ("", "0")
-    return "pytest" in sys.modules
+class PipelineError(ValueError):
+    """A pipeline edit names no pass of the table, repeats a name or orders levels wrongly."""
 
 
-def _dump_mode() -> str:
-    return os.environ.get("KDSL_DUMP", "")
+class Level(enum.Enum):
+    """What a pass transforms."""
+
+    SCHEDULE = "schedule"    # LowerState -> LowerState
+    IR = "ir"                # LoweredFunc -> LoweredFunc
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One entry of the table: a unique ``name``, the pure function, its level."""
+
+    name: str
+    fn: Callable
+    level: Level = Level.IR
+
+
+def _as_pass(p) -> Pass:
+    if isinstance(p, Pass):
+        return p
+    if isinstance(p, tuple) and len(p) == 2:
+        return Pass(p[0], p[1])
+    if callable(p):
+        return Pass(getattr(p, "__name__", "pass"), p)
+    raise PipelineError(f"not a pass: {p!r} (give a Pass, a (name, function) pair or an IR function)")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """An ordered table of passes; edits return a new Pipeline."""
+
+    passes: tuple
+
+    def __post_init__(self):
+        seen, ir_from = set(), None
+        for p in self.passes:
+            if p.name in seen:
+                raise PipelineError(f"two passes are named {p.name!r}")
+            seen.add(p.name)
+            if p.level is Level.IR and ir_from is None:
+                ir_from = p.name
+            elif p.level is Level.SCHEDULE and ir_from is not None:
+                raise PipelineError(f"schedule-level pass {p.name!r} comes after IR pass {ir_from!r}: "
+                                    "schedule-level passes run before the loop IR exists")
+
+    def names(self) -> tuple:
+        return tuple(p.name for p in self.passes)
+
+    def index(self, name: str) -> int:
+        for k, p in enumerate(self.passes):
+            if p.name == name:
+                return k
+        raise PipelineError(f"no lowering pass named {name!r}; the pipeline has: {', '.join(self.names())}")
+
+    def _with(self, k: int, drop: int, new) -> Pipeline:
+        new = tuple(_as_pass(p) for p in new)
+        return Pipeline(self.passes[:k] + new + self.passes[k + drop:])
+
+    def insert_before(self, name: str, *new) -> Pipeline:
+        return self._with(self.index(name), 0, new)
+
+    def insert_after(self, name: str, *new) -> Pipeline:
+        return self._with(self.index(name) + 1, 0, new)
+
+    def replace(self, name: str, new) -> Pipeline:
+        return self._with(self.index(name), 1, (new,))
+
+    def append(self, *new) -> Pipeline:
+        return self._with(len(self.passes), 0, new)
+
+    def __iter__(self):
+        return iter(self.passes)
+
+
+S = Level.SCHEDULE
+#: every pass from a Schedule to the final loop IR, in order
+PIPELINE = Pipeline((
+    Pass("placement", place_stages, S),
+    Pass("inline", inline, S),
+    Pass("bound_inference", infer_bounds, S),
+    Pass("storage", plan_storage, S),
+    Pass("loop_nests", build_loop_nests, S),
+    Pass("simplify", simplify_pass),
+    Pass("blocked_sums", blocked_sums),
+))
+
+
+def _run_one(p: Pass, state: LowerState) -> LowerState:
+    if p.level is Level.SCHEDULE:
+        return p.fn(state)
+    if state.func is None:
+        raise PipelineError(f"IR pass {p.name!r} runs before any pass made the loop IR")
+    return dataclasses.replace(state, func=p.fn(state.func))
+
+
+def run_pipeline(state: LowerState, pipeline: Pipeline = PIPELINE, stop_after: str | None = None) -> LowerState:
+    """Run ``pipeline`` over ``state`` (up to and including ``stop_after``) with verification,
+    dumps and timing; returns the last state (``state.func`` once ``loop_nests`` ran)."""
+    passes = pipeline.passes
+    if stop_after is not None:
+        passes = passes[:pipeline.index(stop_after) + 1]
+    verify_on, dump = config.verify(), config.dump_passes()
+    if verify_on:
+        from ..ir.verifier import verify
+    times = {}
+    for p in passes:
+        t0 = time.perf_counter()
+        state = _run_one(p, state)
+        times[p.name] = times.get(p.name, 0.0) + time.perf_counter() - t0
+        if verify_on and state.func is not None:
+            verify(state.func)
+        if dump:
+            print(f"# ---- after {p.name}\n{state}", file=sys.stderr)
+    if state.func is not None:
+        attrs = dict(state.func.attrs)
+        attrs["pass_times"] = {**attrs.get("pass_times", {}), **times}
+        state = dataclasses.replace(state, func=dataclasses.replace(state.func, attrs=attrs))
+    return state
 
 
 def run_passes(func: n.LoweredFunc, passes) -> n.LoweredFunc:
-    """Run ``passes`` ((name, fn) pairs) over ``func`` with verification, dumps and timing."""
-    verify_on, dump = _verify_enabled(), _dump_mode()
-    if verify_on:
-        from ..ir.verifier import verify
-    times = dict(func.attrs.get("pass_times", {}))
-    if verify_on:
-        verify(func)
-    for name, fn in passes:
-        t0 = time.perf_counter()
-        func = fn(func)
-        times[name] = times.get(name, 0.0) + time.perf_counter() - t0
-        if verify_on:
-            verify(func)
-        if dump == "passes":
-            print(f"# ---- after {name}\n{func}", file=sys.stderr)
-    attrs = dict(func.attrs)
-    attrs["pass_times"] = times
-    return dataclasses.replace(func, attrs=attrs)
+    """Run IR passes (``Pass``es or (name, fn) pairs) over ``func`` alone, as the pipeline would."""
+    state = LowerState(None, func=func)
+    return run_pipeline(state, Pipeline(tuple(_as_pass(p) for p in passes))).func
 
 
-def lower(sched, extra_passes=(), out_contiguous=()) -> n.LoweredFunc:
-    """Lower a ``Schedule`` to loop IR through ``PASSES`` and the backend's ``extra_passes``."""
-    t0 = time.perf_counter()
-    func = schedule_to_ir(sched, out_contiguous)
-    func.attrs["pass_times"] = {"schedule_ops": time.perf_counter() - t0}
-    if _dump_mode() == "passes":
-        print(f"# ---- after schedule_ops\n{func}", file=sys.stderr)
-    extra = tuple(p if isinstance(p, tuple) else (getattr(p, "__name__", "pass"), p) for p in extra_passes)
-    return run_passes(func, PASSES + extra)
+def lower(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline | None = None) -> n.LoweredFunc:
+    """Lower a ``Schedule`` to loop IR through ``pipeline`` (default ``PIPELINE``), then the
+    IR passes ``extra_passes`` appended (``Pass``es, (name, fn) pairs or functions)."""
+    pipe = pipeline if pipeline is not None else PIPELINE
+    if extra_passes:
+        pipe = pipe.append(*extra_passes)
+    state = run_pipeline(LowerState(sched, tuple(out_contiguous)), pipe)
+    if state.func is None:
+        raise PipelineError(f"the pipeline ({', '.join(pipe.names())}) made no loop IR")
+    return state.func

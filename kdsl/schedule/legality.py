@@ -7,7 +7,7 @@ call that returns; when a later call breaks an earlier placement, the error
 names both calls.  Lowering builds the same ``Placement`` (root order, which
 attached stages keep a whole buffer) and so never meets an illegal placement.
 
-The model follows the lowering (``passes/schedule_ops``): root stages run in
+The model follows the lowering (``passes/loop_nests``): root stages run in
 order; a stage attached at loop ``x`` of ``T`` runs in the body of ``x``:
 producers of ``T`` before ``T``'s inner loops, other stages after them.
 

@@ -1,7 +1,7 @@
 """What schedule primitives record (DESIGN principle 3: schedules are data).
 
 Primitives check legality when called and append these records; the lowering
-pass ``schedule_ops`` turns them into loops.  Relations are TVM's: a split
+passes (``placement`` .. ``loop_nests``) turn them into loops.  Relations are TVM's: a split
 turns one IterVar into (outer, inner), a fuse two into one.
 """
 from __future__ import annotations

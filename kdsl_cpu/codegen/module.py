@@ -48,7 +48,7 @@ def generate(func: n.LoweredFunc, triple: str = "", data_layout: str = "") -> Ge
     """The LLVM IR of ``func`` (see the module docstring for the calling convention)."""
     if not isinstance(func, n.LoweredFunc):
         raise InternalCompilerError(f"generate() needs a LoweredFunc, got {type(func).__name__}")
-    binds = func.attrs.get("bindings", ())
+    binds = func.bindings
     if len(binds) != len(func.scalars):
         raise InternalCompilerError(f"kernel {func.name!r}: {len(func.scalars)} scalars but "
                                     f"{len(binds)} bindings")

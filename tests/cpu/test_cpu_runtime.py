@@ -53,8 +53,7 @@ def test_kernel_runs_without_the_gil(rng):
 def test_intrinsic_is_a_compile_error():
     from kdsl_cpu.codegen import generate
     a = n.Buffer("A", kd.float32, (n.const(4),), param=True)
-    func = n.LoweredFunc("wmma_user", (a,), (), (), n.Intrinsic("wmma.load_a", (a,)),
-                         {"bindings": ()})
+    func = n.LoweredFunc("wmma_user", (a,), (), (), n.Intrinsic("wmma.load_a", (a,)))
     with pytest.raises(kd.BackendCompileError, match="wmma.load_a"):
         generate(func)
 

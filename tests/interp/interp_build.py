@@ -49,17 +49,17 @@ def kernel(name, ins, outs, body_fn, scalars=()):
             v = n.var(f"{bname}_{d}")
             shape.append(v)
             svars.append(v)
-            binds.append(("shape", k, d))
+            binds.append(n.Binding(n.BindingKind.SHAPE, k, d))
         buffers.append(n.Buffer(bname, dt.as_dtype(dtype), tuple(shape), param=True))
     user = []
     for i, (sname, dtype) in enumerate(scalars):
         v = n.var(sname, dt.as_dtype(dtype))
         user.append(v)
         svars.append(v)
-        binds.append(("scalar", i, None))
+        binds.append(n.Binding(n.BindingKind.SCALAR, i))
     body = body_fn(*buffers, *user)
     return n.LoweredFunc(name, tuple(buffers[:len(ins)]), tuple(buffers[len(ins):]),
-                         tuple(svars), body, {"bindings": tuple(binds)})
+                         tuple(svars), body, bindings=tuple(binds))
 
 
 def elementwise(name, dtype_in, dtype_out, fn, nin=1):

@@ -20,7 +20,7 @@ class FakeRequest:
         self.func = func
         self.lowered = 0
 
-    def lower(self, extra_passes=()):
+    def lower(self, extra_passes=(), pipeline=None):
         self.lowered += 1
         return self.func
 

@@ -166,7 +166,8 @@ def test_let_select_and_scalar_and_stride_bindings():
     val = n.Select(dt.float32, mk.lt(i, cut), binop(MUL, load(A, i), alpha), c(-1.0, dt.float32))
     body = n.LetStmt(cut, mk.add(sv, 1), loop(i, A.shape[0], store(B, (i,), val)))
     f = n.LoweredFunc("sel", (A,), (B,), (A.shape[0], sv, alpha), body,
-                      {"bindings": (("shape", 0, 0), ("stride", 0, 0), ("scalar", 0, None))})
+                      bindings=(n.Binding(n.BindingKind.SHAPE, 0, 0), n.Binding(n.BindingKind.STRIDE, 0, 0),
+                                n.Binding(n.BindingKind.SCALAR, 0)))
     a = np.arange(20, dtype=np.float32)[::2]     # stride 2 elements -> cut = 3
     out = np.zeros(10, np.float32)
     run_lowered(f, [a], [out], [0.5])

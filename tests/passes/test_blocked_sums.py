@@ -14,7 +14,7 @@ from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.verifier import verify
 from kdsl.passes import blocked_sums as bs
-from kdsl.passes.pipeline import PASSES, lower
+from kdsl.passes.pipeline import PIPELINE, lower
 from kdsl.schedule import Schedule
 
 F32, F64 = dt.float32, dt.float64
@@ -49,7 +49,7 @@ def reduce_graph(dtype, op, identity, name):
 
 
 def test_pass_is_in_the_core_pipeline():
-    assert ("blocked_sums", bs.blocked_sums) in PASSES
+    assert PIPELINE.passes[PIPELINE.index("blocked_sums")].fn is bs.blocked_sums
 
 
 def test_golden_row_sum():
@@ -138,8 +138,7 @@ def _loop(v, ext, body, kind=n.ForKind.SERIAL):
 
 
 def _func(body, ins, outs, scalars):
-    return n.LoweredFunc("f", tuple(ins), tuple(outs), tuple(scalars), body,
-                         {"bindings": ()})
+    return n.LoweredFunc("f", tuple(ins), tuple(outs), tuple(scalars), body)
 
 
 def test_other_reads_of_the_accumulator_keep_the_sum_as_it_is():

@@ -20,22 +20,23 @@ from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds
 def scalar_values(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list) -> dict:
     """Var -> value for ``func.scalars``: shapes and strides read off the arrays, scalar
     arguments from ``scalars`` (the one place that knows how a LoweredFunc binds them)."""
-    binds = func.attrs.get("bindings") or ()
+    binds = func.bindings
     if len(binds) != len(func.scalars):
         raise InternalCompilerError(f"kernel {func.name!r}: {len(func.scalars)} scalars but "
                                     f"{len(binds)} bindings")
     arrays = list(inputs) + list(outputs)
     env = {}
-    for v, (kind, i, dim) in zip(func.scalars, binds):
-        if kind == "shape":
-            x = arrays[i].shape[dim]
-        elif kind == "stride":
-            x = rt.stride_of(arrays[i], dim, func.name)
-        elif kind == "scalar":
-            x = scalars[i]
+    for v, b in zip(func.scalars, binds):
+        if b.kind is n.BindingKind.SHAPE:
+            x = arrays[b.index].shape[b.dim]
+        elif b.kind is n.BindingKind.STRIDE:
+            x = rt.stride_of(arrays[b.index], b.dim, func.name)
+        elif b.kind is n.BindingKind.SCALAR:
+            x = scalars[b.index]
         else:
-            raise InternalCompilerError(f"unknown binding kind {kind!r}")
-        env[v] = int(x) if v.dtype.is_int and kind != "scalar" else rt.make_value(x, v.dtype)
+            raise InternalCompilerError(f"unknown binding kind {b.kind!r}")
+        scalar = b.kind is n.BindingKind.SCALAR
+        env[v] = int(x) if v.dtype.is_int and not scalar else rt.make_value(x, v.dtype)
     return env
 
 

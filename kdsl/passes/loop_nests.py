@@ -1,0 +1,141 @@
+"""loop_nests: build the loop IR of a placed, bounded, stored schedule (a schedule-level pass).
+
+Assumes: ``state.placement``, ``state.handles``, ``state.domains`` and
+``state.storage`` (every tensor a stage reads has a buffer there).
+Guarantees: ``state.func``, a ``LoweredFunc`` whose body holds only loop-IR
+nodes (no TensorRead/Reduce), with ``bindings`` from storage and one
+``TensorizeRequest`` per tensorized stage:
+- root stages run in placement order; a stage attached at a loop runs inside
+  it (producers before the attaching stage's body, consumers after), its
+  buffers allocated where ``storage.allocs`` says;
+- every guard (uneven splits, a region's domain bounds, a consumer's
+  written-here test) sits right inside the innermost loop it depends on;
+  guards that load memory (a ``where=``, a data store predicate) are nested
+  inside the index guards (``kdsl.passes.guards``);
+- reductions store their identity in an init nest outside their reduction
+  loops (``kdsl.passes.reductions``); a reduction loop bound to threadIdx
+  becomes two barrier-separated phases (``kdsl.passes.cross_thread``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import InternalCompilerError, ScheduleError
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.visitor import Mutator, free_vars, substitute
+from ..schedule.records import AttachKind, IterAttr, where
+from .guards import guard, guard_all, guards_by_depth, seq
+from .reductions import emit_reduction
+from .state import LowerState
+
+
+class _ToLoads(Mutator):
+    """TensorRead -> Load through the buffer map, relative to each buffer's region minimum."""
+
+    def __init__(self, nests):
+        super().__init__()
+        self.nests = nests
+
+    def visit_TensorRead(self, r):
+        r = self.generic(r)
+        buf, offs = self.nests.buffer_of(r.tensor)
+        idx = tuple(mk.sub(i, o) for i, o in zip(r.indices, offs))
+        return n.Load(r.dtype, buf, idx)
+
+
+class NestBuilder:
+    """Emits the statements of one lowering from its state (used by ``build_loop_nests``)."""
+
+    def __init__(self, state: LowerState):
+        self.placement, self.handles, self.domains, self.storage = state.need(
+            "placement", "handles", "domains", "storage", by="loop_nests")
+        self.graph = state.sched.graph
+        self.attached: dict = {}     # (handle, leaf) -> [attached handles]
+        for h in self.handles:
+            if h.attach is AttachKind.AT:
+                self.attached.setdefault((h.attach_stage, h.attach_axis), []).append(h)
+
+    def buffer_of(self, t):
+        try:
+            return self.storage.buffers[t]
+        except KeyError:
+            raise InternalCompilerError(f"tensor {t.name} is read where it is not computed") from None
+
+    def attr(self, h, iv) -> IterAttr:
+        return h.attrs.get(iv, IterAttr())
+
+    def wrap_loop(self, h, iv, ext, body) -> n.Stmt:
+        """The loop for leaf ``iv`` around ``body``, with stages attached at ``iv`` inside it."""
+        before, after = [], []
+        for a in self.attached.get((h, iv), []):
+            (before if self.placement.kind[a] == "producer" else after).append(self.emit(a))
+        inner = seq(before + [body] + after)
+        for b, stages in reversed(self.storage.allocs.get((h, iv), ())):
+            inner = n.Allocate(b, inner, stages)
+        attr = self.attr(h, iv)
+        return n.For(iv.var, mk.as_expr(0), ext, attr.kind, inner, attr.thread)
+
+    def nest(self, h, leaves, guards, innermost, attach=True) -> n.Stmt:
+        """Loops over ``leaves`` around ``innermost``; each guard goes right inside the innermost
+        loop it depends on.  ``attach=False`` makes plain loops without attached stages (the
+        init nest of a reduction repeats spatial loops; GPU bindings stay with the update)."""
+        dom = self.domains[h]
+        at = guards_by_depth(leaves, guards)
+        stmt = guard_all(at.get(len(leaves), []), innermost)
+        for k in range(len(leaves) - 1, -1, -1):
+            iv = leaves[k]
+            if attach:
+                stmt = self.wrap_loop(h, iv, dom.leaf_extent[iv], stmt)
+            else:
+                a = self.attr(h, iv)
+                kind = a.kind if a.kind is not n.ForKind.BOUND else n.ForKind.SERIAL
+                stmt = n.For(iv.var, mk.as_expr(0), dom.leaf_extent[iv], kind, stmt, None)
+            stmt = guard_all(at.get(k, []), stmt)
+        return stmt
+
+    def index(self, h, t):
+        dom = self.domains[h]
+        _, offs = self.buffer_of(t)
+        return tuple(mk.sub(dom.root_value[a], o) for a, o in zip(h.stage.axes, offs))
+
+    def expr(self, h, e):
+        dom = self.domains[h]
+        e = substitute(e, {iv.var: v for iv, v in dom.root_value.items()})
+        return _ToLoads(self).visit(e)
+
+    def predicate(self, h):
+        """The store predicate over this nest's loop variables (axes split after it was set included)."""
+        pred, dom = h.store_predicate, self.domains[h]
+        if pred is None:
+            return None
+        known = {iv.var for iv in dom.root_value} | {iv.var for iv in h.leaf} | {iv.var for iv in dom.derived}
+        known |= set(self.graph.shape_vars()) | set(self.graph.scalars)
+        if not free_vars(pred) <= known:
+            raise ScheduleError(f"stage {h.name}: its store predicate{where(h.store_predicate_loc)} uses an axis "
+                                "that a later primitive removed", hint="set the store predicate last")
+        pred = substitute(pred, {iv.var: v for iv, v in dom.derived.items()})
+        return self.expr(h, pred)
+
+    def emit(self, h) -> n.Stmt:
+        st, dom = h.stage, self.domains[h]
+        pred = self.predicate(h)
+        if not st.is_reduction:
+            buf, _ = self.buffer_of(st.output)
+            store = n.Store(buf, self.index(h, st.output), self.expr(h, st.body))
+            return self.nest(h, h.leaf, [g for g, _ in dom.guards], guard(pred, store))
+        return emit_reduction(self, h, pred)
+
+
+def build_loop_nests(state: LowerState) -> LowerState:
+    """The ``loop_nests`` pass: ``state.func`` (see the module docstring)."""
+    b = NestBuilder(state)
+    st = b.storage
+    body = seq([b.emit(h) for h in b.placement.order])
+    for buf, stages in reversed(st.allocs.get(None, ())):
+        body = n.Allocate(buf, body, stages)
+    tens = tuple(n.TensorizeRequest(h.stage, h.tensorized.axis, h.tensorized.intrin)
+                 for h in b.handles if h.tensorized)
+    func = n.LoweredFunc(b.graph.name, st.inputs, st.outputs, st.scalars, body,
+                         bindings=st.bindings, tensorize=tens)
+    return dataclasses.replace(state, func=func)

@@ -1,0 +1,313 @@
+"""The lowering pipeline: one golden printout per pass, the table-editing API, KDSL_DUMP=passes."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import kdsl as kd
+from handgraph import Builder, read, sum_
+from seed_schedules import cross_thread
+from kdsl import dtypes as dt
+from kdsl.backends.interpreter import run_lowered
+from kdsl.errors import InternalCompilerError
+from kdsl.ir import make as mk
+from kdsl.ir import nodes as n
+from kdsl.passes import pipeline as P
+from kdsl.passes.state import LowerState
+from kdsl.schedule import Schedule
+
+
+def chain_graph():
+    """U = A * 2 (inlined), T = U + 1 (attached at O's outer loop), O[j] = T[j] * 3."""
+    b = Builder("chain")
+    A = b.input("A", ("n",), dt.float64)
+    i = b.axis("i", b.dim("n"))
+    U = b.compute("U", [i], n.Binary(dt.float64, n.BinOp.MUL, read(A, i), n.const(2.0, dt.float64)))
+    k = b.axis("k", b.dim("n"))
+    T = b.compute("T", [k], n.Binary(dt.float64, n.BinOp.ADD, read(U, k), n.const(1.0, dt.float64)))
+    j = b.axis("j", b.dim("n"))
+    O = b.compute("O", [j], n.Binary(dt.float64, n.BinOp.MUL, read(T, j), n.const(3.0, dt.float64)))
+    return b.graph(O)
+
+
+def chain_schedule(s):
+    s["U"].compute_inline()
+    O = s["O"]
+    jo, _ = O.split(O.axes[0], factor=4)
+    s["T"].compute_at(O, jo)
+
+
+def rowsum_graph():
+    b = Builder("rowsum")
+    A = b.input("A", ("n", "m"), dt.float32)
+    i, k = b.axis("i", b.dim("n")), b.raxis("k", b.dim("m"))
+    return b.graph(b.compute("B", [i], sum_(read(A, i, k), [k]), [k]))
+
+
+def rowsum_split(s):
+    B = s["B"]
+    B.split(B.reduce_axes[0], factor=8)
+
+
+def _chain():
+    s = Schedule(chain_graph())
+    chain_schedule(s)
+    return s
+
+
+def state_after(graph_fn, sched_fn, stop, pipeline=P.PIPELINE):
+    s = Schedule(graph_fn())
+    sched_fn(s)
+    return P.run_pipeline(LowerState(s), pipeline, stop_after=stop)
+
+
+GOLDEN_CASES = {
+    "placement": (chain_graph, chain_schedule, "placement"),
+    "inline": (chain_graph, chain_schedule, "inline"),
+    "bound_inference": (chain_graph, chain_schedule, "bound_inference"),
+    "storage": (chain_graph, chain_schedule, "storage"),
+    "loop_nests": (chain_graph, chain_schedule, "loop_nests"),
+    "loop_nests_reduction": (rowsum_graph, rowsum_split, "loop_nests"),
+    "loop_nests_cross_thread": (rowsum_graph, cross_thread, "loop_nests"),
+    "simplify": (chain_graph, chain_schedule, "simplify"),
+    "blocked_sums": (rowsum_graph, rowsum_split, "blocked_sums"),
+}
+
+GOLDEN = {
+    "placement": """\
+# lowering chain
+placement: U (inline), T (at O.j.outer, producer), O (root)""",
+    "inline": """\
+# lowering chain
+placement: U (inline), T (at O.j.outer, producer), O (root)
+stages: T, O""",
+    "bound_inference": """\
+# lowering chain
+placement: U (inline), T (at O.j.outer, producer), O (root)
+stages: T, O
+domains:
+  T: region {k: [j.outer*4, +4)} loops [k < 4] guards [j.outer*4 + k < n]
+  O: region {j: [0, +n)} loops [j.outer < ceildiv(n, 4), j.inner < 4] guards [j.outer*4 + j.inner < n]""",
+    "storage": """\
+# lowering chain
+placement: U (inline), T (at O.j.outer, producer), O (root)
+stages: T, O
+domains:
+  T: region {k: [j.outer*4, +4)} loops [k < 4] guards [j.outer*4 + k < n]
+  O: region {j: [0, +n)} loops [j.outer < ceildiv(n, 4), j.inner < 4] guards [j.outer*4 + j.inner < n]
+bindings: n=shape(0, 0)
+allocations:
+  O.j.outer: T float64[4] local""",
+    "loop_nests": """\
+def chain(A: float64[n], O: float64[n]):
+  for j.outer in range(ceildiv(n, 4)):
+    allocate T: float64[4] local
+      for k in range(4):
+        if j.outer*4 + k < n:
+          T[j.outer*4 + k - j.outer*4] = A[j.outer*4 + k]*2.0 + 1.0
+      for j.inner in range(4):
+        if j.outer*4 + j.inner < n:
+          O[j.outer*4 + j.inner] = T[j.outer*4 + j.inner - j.outer*4]*3.0""",
+    "loop_nests_reduction": """\
+def rowsum(A: float32[n, m], B: float32[n]):
+  for i in range(n):
+    B[i] = 0.0f
+    for k.outer in range(ceildiv(m, 8)):
+      for k.inner in range(8):
+        if k.outer*8 + k.inner < m:
+          B[i] = B[i] + A[i, k.outer*8 + k.inner]""",
+    "loop_nests_cross_thread": """\
+def rowsum(A: float32[n, m], B: float32[n]):
+  for i.outer in range(ceildiv(n, 32)):  # bound blockIdx.x
+    for i.inner in range(32):  # bound threadIdx.y
+      allocate B.red: float32[16] shared
+        for k.inner.v in range(16):  # bound threadIdx.x
+          allocate B.rf: float32[1, 1] local
+            for k.inner in range(1):
+              for i in range(1):
+                if k.inner.v + k.inner < 16 and i.outer*32 + i.inner + i < n:
+                  B.rf[k.inner.v + k.inner - k.inner.v, i.outer*32 + i.inner + i - (i.outer*32 + i.inner)] = 0.0f
+                if k.inner.v + k.inner < 16 and i.outer*32 + i.inner + i < n:
+                  for k.outer in range(ceildiv(m, 16)):
+                    if k.outer*16 + (k.inner.v + k.inner) < m:
+                      B.rf[k.inner.v + k.inner - k.inner.v, i.outer*32 + i.inner + i - (i.outer*32 + i.inner)] = B.rf[k.inner.v + k.inner - k.inner.v, i.outer*32 + i.inner + i - (i.outer*32 + i.inner)] + A[i.outer*32 + i.inner + i, k.outer*16 + (k.inner.v + k.inner)]
+            allocate B.acc: float32[1] local
+              B.acc[0] = 0.0f
+              if i.outer*32 + i.inner < n:
+                B.acc[0] = B.acc[0] + B.rf[k.inner.v - k.inner.v, i.outer*32 + i.inner - (i.outer*32 + i.inner)]
+              B.red[k.inner.v] = B.acc[0]
+        barrier(shared)
+        for k.inner.v in range(16):  # bound threadIdx.x
+          if k.inner.v == 0 and i.outer*32 + i.inner < n:
+            allocate B.fin: float32[1] local
+              B.fin[0] = 0.0f
+              for k.inner.v.t in range(16):
+                B.fin[0] = B.fin[0] + B.red[k.inner.v.t]
+              B[i.outer*32 + i.inner] = B.fin[0]""",
+    "simplify": """\
+def chain(A: float64[n], O: float64[n]):
+  for j.outer in range(ceildiv(n, 4)):
+    allocate T: float64[4] local
+      for k in range(4):
+        if j.outer*4 + k < n:
+          T[k] = A[j.outer*4 + k]*2.0 + 1.0
+      for j.inner in range(4):
+        if j.outer*4 + j.inner < n:
+          O[j.outer*4 + j.inner] = T[j.inner]*3.0""",
+    "blocked_sums": """\
+def rowsum(A: float32[n, m], B: float32[n]):
+  for i in range(n):
+    B[i] = 0.0f
+    if ceildiv(m, 8) <= 128:
+      for k.outer in range(ceildiv(m, 8)):
+        for k.inner in range(8):
+          if k.outer*8 + k.inner < m:
+            B[i] = B[i] + A[i, k.outer*8 + k.inner]
+    else:
+      allocate B.comp: float32[] local
+      allocate B.acc: float32[] local
+        B.comp[()] = 0.0f
+        for k.outer.blk in range(ceildiv(ceildiv(m, 8), 128)):
+          B.acc[()] = 0.0f
+          for k.outer in range(k.outer.blk*128, k.outer.blk*128 + min(128, ceildiv(m, 8) - k.outer.blk*128)):
+            for k.inner in range(8):
+              if k.outer*8 + k.inner < m:
+                B.acc[()] = B.acc[()] + A[i, k.outer*8 + k.inner]
+          let B.t = B[i] + B.acc[()]
+          let B.e = select(abs(B[i]) >= abs(B.acc[()]), B[i] - B.t + B.acc[()], B.acc[()] - B.t + B[i])
+          B.comp[()] = select(abs(B.e) < float32(inf), B.comp[()] + B.e, B.comp[()])
+          B[i] = B.t
+        B[i] = B[i] + B.comp[()]""",
+}
+
+
+def test_the_table_lists_every_pass_in_order():
+    assert P.PIPELINE.names() == ("placement", "inline", "bound_inference", "storage", "loop_nests",
+                                  "simplify", "blocked_sums")
+    for p in P.PIPELINE:
+        doc = __import__(p.fn.__module__, fromlist=["_"]).__doc__
+        assert "Assumes" in doc and "Guarantees" in doc, p.name
+
+
+@pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
+def test_golden_after_each_pass(case):
+    graph_fn, sched_fn, stop = GOLDEN_CASES[case]
+    assert str(state_after(graph_fn, sched_fn, stop)) == GOLDEN[case]
+
+
+def test_every_pass_has_a_golden():
+    assert {stop for _, _, stop in GOLDEN_CASES.values()} == set(P.PIPELINE.names())
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 13])
+def test_chain_runs(size):
+    a = np.random.default_rng().random(size)
+    s = Schedule(chain_graph())
+    chain_schedule(s)
+    out = np.zeros(size)
+    run_lowered(P.lower(s), [a], [out], [])
+    np.testing.assert_allclose(out, (a * 2 + 1) * 3)
+
+
+def test_lowered_func_has_typed_bindings_and_tensorize_requests():
+    s = Schedule(rowsum_graph())
+    B = s["B"]
+    ko, ki = B.split(B.reduce_axes[0], factor=16)
+    mma = kd.intrin.wmma(16, 16, 16)
+    B.tensorize(ki, mma)
+    f = P.lower(s)
+    assert f.bindings == (n.Binding(n.BindingKind.SHAPE, 0, 0), n.Binding(n.BindingKind.SHAPE, 0, 1))
+    (req,) = f.tensorize
+    assert req.stage is B.stage and req.axis is ki and req.intrin is mma
+    assert f.launch is None and set(f.attrs) == {"pass_times"}
+    assert set(f.attrs["pass_times"]) == set(P.PIPELINE.names())
+    with pytest.raises(InternalCompilerError, match="typed fields"):
+        n.LoweredFunc("f", (), (), (), f.body, {"bindings": ()})
+
+
+RAN = []
+
+
+def _mark(tag):
+    def fn(func):
+        RAN.append(tag)
+        return func
+    return fn
+
+
+def test_insert_replace_append_by_name():
+    base = P.PIPELINE
+    pipe = (base.insert_before("simplify", ("m1", _mark(1)))
+                .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
+                .append(P.Pass("m3", _mark(3))))
+    assert pipe.names()[4:] == ("loop_nests", "m1", "simplify", "blocked_sums", "m2", "m3")
+    assert base.names() == P.PIPELINE.names()            # edits never change the original
+    RAN.clear()
+    f = state_after(chain_graph, chain_schedule, None, pipe).func
+    assert RAN == [1, 2, 3] and str(f) == str(P.lower(_chain()))
+    # replacing a schedule-level pass: later passes see its result
+    seen = []
+
+    def my_storage(state):
+        seen.append(state.domains is not None)
+        return P.plan_storage(state)
+    pipe = base.replace("storage", P.Pass("storage", my_storage, P.Level.SCHEDULE))
+    assert str(state_after(chain_graph, chain_schedule, "loop_nests", pipe)) == GOLDEN["loop_nests"]
+    assert seen == [True]
+    # the IR passes of the replaced pipeline (here: simplify replaced by nothing useful)
+    pipe = base.replace("simplify", P.Pass("simplify", lambda f: f))
+    assert str(state_after(chain_graph, chain_schedule, "simplify", pipe)) == GOLDEN["loop_nests"]
+
+
+def test_pipeline_errors_are_clear():
+    with pytest.raises(P.PipelineError, match=r"no lowering pass named 'simplfy'; the pipeline has: placement"):
+        P.PIPELINE.insert_after("simplfy", ("x", _mark(0)))
+    with pytest.raises(P.PipelineError, match="no lowering pass named 'nope'"):
+        P.PIPELINE.replace("nope", ("x", _mark(0)))
+    with pytest.raises(P.PipelineError, match="two passes are named 'simplify'"):
+        P.PIPELINE.append(("simplify", _mark(0)))
+    with pytest.raises(P.PipelineError, match="schedule-level pass 'late' comes after IR pass 'simplify'"):
+        P.PIPELINE.append(P.Pass("late", lambda s: s, P.Level.SCHEDULE))
+    with pytest.raises(P.PipelineError, match="schedule-level pass 'loop_nests' comes after IR pass 'early'"):
+        P.PIPELINE.insert_before("loop_nests", ("early", _mark(0)))
+    no_ir = P.PIPELINE.replace("loop_nests", P.Pass("loop_nests", lambda s: s, P.Level.SCHEDULE))
+    with pytest.raises(P.PipelineError, match="IR pass 'simplify' runs before any pass made the loop IR"):
+        state_after(chain_graph, chain_schedule, None, no_ir)
+    pipe = P.PIPELINE.replace("bound_inference", P.Pass("bound_inference", lambda s: s, P.Level.SCHEDULE))
+    with pytest.raises(InternalCompilerError, match="'storage' needs the state's 'domains'"):
+        state_after(chain_graph, chain_schedule, None, pipe)
+
+
+def test_dump_passes_lists_every_pass(monkeypatch, capsys):
+    monkeypatch.setenv("KDSL_DUMP", "passes")
+    pipe = P.PIPELINE.append(("extra", _mark(5)))
+    state_after(chain_graph, chain_schedule, None, pipe)
+    err = capsys.readouterr().err
+    heads = [line[len("# ---- after "):] for line in err.splitlines() if line.startswith("# ---- after ")]
+    assert heads == list(pipe.names())
+    assert GOLDEN["bound_inference"] in err and GOLDEN["simplify"] in err
+
+
+def test_config_reads_verify_and_dump(monkeypatch):
+    from kdsl import config
+    monkeypatch.delenv("KDSL_VERIFY", raising=False)
+    assert config.verify()                      # under pytest
+    monkeypatch.setenv("KDSL_VERIFY", "0")
+    assert not config.verify()
+    monkeypatch.setenv("KDSL_DUMP", "passes")
+    assert config.dump_passes() and config.dump()
+    monkeypatch.setenv("KDSL_DUMP", "1")
+    assert not config.dump_passes() and config.dump()
+
+
+def test_verify_runs_after_every_ir_pass(monkeypatch):
+    monkeypatch.setenv("KDSL_VERIFY", "1")
+    # a store to a buffer that is neither a parameter nor allocated
+    bad = n.Store(n.Buffer("nowhere", dt.float64, (mk.as_expr(1),)), (mk.as_expr(0),), n.const(1.0, dt.float64))
+
+    def breaks(func):
+        return dataclasses.replace(func, body=n.Seq((bad, func.body)))
+    with pytest.raises(InternalCompilerError):
+        state_after(chain_graph, chain_schedule, None, P.PIPELINE.append(("breaks", breaks)))
+    monkeypatch.setenv("KDSL_VERIFY", "0")
+    state_after(chain_graph, chain_schedule, None, P.PIPELINE.append(("breaks", breaks)))
