@@ -101,9 +101,20 @@ class ThreadTag(enum.Enum):
 
 
 class Scope(enum.Enum):
+    """Where a buffer lives.  GLOBAL: device (or host) memory every thread sees; SHARED: one
+    copy per GPU block; LOCAL: one copy per thread; the WMMA scopes: a warp's tensor-core
+    fragments (``tensorize`` with ``kd.intrin.wmma``), owned by the 32 threads of a warp."""
+
     GLOBAL = "global"
     SHARED = "shared"
     LOCAL = "local"
+    WMMA_MATRIX_A = "wmma.matrix_a"
+    WMMA_MATRIX_B = "wmma.matrix_b"
+    WMMA_ACCUMULATOR = "wmma.accumulator"
+
+    @property
+    def is_fragment(self) -> bool:
+        return self.value.startswith("wmma.")
 
 
 # ----------------------------------------------------------------- expressions
@@ -393,6 +404,76 @@ class Evaluate(Stmt):
 
 
 @dataclass(frozen=True)
+class CrossThreadReduce(Stmt):
+    """Reduce ``values`` across the threads of a block along the ``threads`` tags.
+
+    Per-thread view: it sits inside the BOUND loops of those tags and every thread of the
+    block reaches it (like a barrier: never under a condition on the reduced thread indices).
+    Each thread contributes ``values`` (one expression per combiner value, e.g. its partial
+    sum; a thread with nothing to add contributes the identity).  Afterwards every thread's
+    ``results[j][0]`` (LOCAL buffers of shape (1,)) holds ``combiner`` over the threads that
+    share its indices along the other tags.  A store predicate (``tid == 0`` by default) then
+    picks who writes.  GPU backends lower it to warp shuffles plus shared memory; the core
+    ``lower_cross_thread`` pass lowers it to shared-memory phases for sequential executors.
+    """
+
+    combiner: Combiner
+    values: tuple          # Expr per combiner value
+    threads: tuple         # tuple[ThreadTag, ...] reduced over
+    results: tuple         # tuple[Buffer, ...] LOCAL, shape (1,)
+
+
+@dataclass(frozen=True)
+class AsyncCopy(Stmt):
+    """Start copying ``value`` (a ``Load`` of global memory) into ``buffer[indices]`` (shared).
+
+    The copy is only guaranteed complete after a ``WaitGroup`` that covers the commit group
+    it belongs to (every AsyncCopy issued before a ``CommitGroup`` joins that group).  Where
+    ``predicate`` is false the destination is filled with zero instead (cp.async's src-size
+    0).  Sequential executors copy at issue, which is exact: nothing may read the destination
+    before the wait.
+    """
+
+    buffer: Buffer
+    indices: tuple
+    value: Expr
+    predicate: Expr | None = None
+
+
+@dataclass(frozen=True)
+class CommitGroup(Stmt):
+    """Close the group of the AsyncCopies this thread issued since the last commit."""
+
+
+@dataclass(frozen=True)
+class WaitGroup(Stmt):
+    """Wait until at most ``pending`` of this thread's committed copy groups are still in flight
+    (a ``Barrier`` after it makes the other threads' copies visible)."""
+
+    pending: int = 0
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Launch dimensions of a device kernel: ``grid`` (x, y, z) blocks as Exprs of the shapes and
+    scalars; ``block`` (x, y, z) threads as ints (thread extents are constant per kernel)."""
+
+    grid: tuple = ()
+    block: tuple = (1, 1, 1)
+
+
+@dataclass(frozen=True)
+class DeviceKernel(Stmt):
+    """One GPU kernel of a host program, launched on ``launch``; ``body`` still holds its
+    block and thread loops (``For`` of kind BOUND), so sequential executors run it as loops
+    and a GPU code generator replaces those loops by the block and thread indices."""
+
+    name: str
+    launch: Launch
+    body: Stmt
+
+
+@dataclass(frozen=True)
 class Intrinsic(Stmt):
     """A backend intrinsic (tensorize target) on buffers, e.g. a WMMA fragment op.
 
@@ -479,4 +560,5 @@ class LoweredFunc:
 
 
 EXPR_TYPES = (Var, Const, Binary, Compare, Unary, Select, Cast, Load, TensorRead, Reduce)
-STMT_TYPES = (For, IfThenElse, Store, Allocate, LetStmt, Seq, Barrier, Evaluate, Intrinsic)
+STMT_TYPES = (For, IfThenElse, Store, Allocate, LetStmt, Seq, Barrier, Evaluate, Intrinsic,
+              CrossThreadReduce, AsyncCopy, CommitGroup, WaitGroup, DeviceKernel)

@@ -66,8 +66,10 @@ def named_objects(node) -> list:
     def visit(x):
         if isinstance(x, n.Var):
             out.append(x)
-        elif isinstance(x, (n.Load, n.Store, n.Allocate)):
+        elif isinstance(x, (n.Load, n.Store, n.Allocate, n.AsyncCopy)):
             out.append(x.buffer)
+        elif isinstance(x, n.CrossThreadReduce):
+            out.extend(x.results)
         elif isinstance(x, n.TensorRead):
             out.append(x.tensor)
         elif isinstance(x, n.Reduce):
@@ -245,6 +247,8 @@ class StmtPrinter:
             n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
+            n.CrossThreadReduce: self._cross_thread, n.AsyncCopy: self._async_copy,
+            n.CommitGroup: self._commit, n.WaitGroup: self._wait, n.DeviceKernel: self._kernel,
         }
 
     def lines(self, s, depth: int, out: list):
@@ -323,6 +327,32 @@ class StmtPrinter:
 
     def _barrier(self, s, depth, out):
         out.append(INDENT * depth + f"barrier({s.scope.value})")
+
+    def _cross_thread(self, s, depth, out):
+        res = ", ".join(f"{self.namer(b)}[0]" for b in s.results)
+        vals = ", ".join(self.expr(v) for v in s.values)
+        tags = ", ".join(t.value for t in s.threads)
+        out.append(INDENT * depth + f"{res} = cross_thread_{s.combiner.name}({vals}; over {tags})")
+
+    def _async_copy(self, s, depth, out):
+        e = self.expr
+        text = f"async_copy({self.namer(s.buffer)}[{e._indices(s.indices)}], {e(s.value)}"
+        if s.predicate is not None:
+            text += f", when={e(s.predicate)}"
+        out.append(INDENT * depth + text + ")")
+
+    def _commit(self, s, depth, out):
+        out.append(INDENT * depth + "commit_group()")
+
+    def _wait(self, s, depth, out):
+        out.append(INDENT * depth + f"wait_group({s.pending})")
+
+    def _kernel(self, s, depth, out):
+        e = self.expr
+        grid = ", ".join(e(g) for g in s.launch.grid)
+        block = ", ".join(str(b) for b in s.launch.block)
+        out.append(INDENT * depth + f"kernel {s.name}<<<grid=({grid}), block=({block})>>>:")
+        self.block(s.body, depth + 1, out)
 
     def _evaluate(self, s, depth, out):
         out.append(INDENT * depth + self.expr(s.value))

@@ -28,7 +28,7 @@ _NODE_BASES = (n.Expr, n.Stmt)
 def _child_fields(cls) -> tuple:
     """Names of the fields of ``cls`` that may hold sub-nodes."""
     skip = {"dtype", "name", "op", "kind", "thread", "buffer", "combiner", "tensor", "value_index",
-            "stages", "scope"}
+            "stages", "scope", "launch", "pending", "threads", "results"}
     if cls is n.Const:
         return ()
     return tuple(f.name for f in dataclasses.fields(cls) if f.name not in skip)
