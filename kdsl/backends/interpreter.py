@@ -36,7 +36,7 @@ from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import collect
-from ..passes.pipeline import PIPELINE
+from ..passes.pipeline import SEQUENTIAL
 from .protocol import CompileRequest
 from .pyexec import Program, generate
 
@@ -159,7 +159,7 @@ class InterpreterBackend:
         apply_hints(sched, hints)
 
     def compile(self, request: CompileRequest) -> Compiled:
-        func = request.lower(pipeline=PIPELINE)
+        func = request.lower(pipeline=SEQUENTIAL)
         found = collect(func.body, lambda x: isinstance(x, n.Intrinsic))
         if found:
             raise NotImplementedError(f"the IR interpreter cannot execute the intrinsic "
@@ -168,7 +168,7 @@ class InterpreterBackend:
         return Compiled(func)
 
     def source(self, request: CompileRequest) -> str:
-        return python_source(request.lower(pipeline=PIPELINE))
+        return python_source(request.lower(pipeline=SEQUENTIAL))
 
     def accepts(self, array) -> bool:
         return isinstance(array, np.ndarray)

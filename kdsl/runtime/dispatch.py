@@ -57,9 +57,13 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
 
 
 def lower_request(backend, req):
-    """The LoweredFunc of a request (a backend may add its own passes through ``lower``)."""
+    """The LoweredFunc of a request (a backend may add its own passes through ``lower``; else
+    the core table of its target, ``pipeline.for_target``: GPU form for ``cuda``)."""
     fn = getattr(backend, "lower", None)
-    return fn(req) if fn is not None else req.lower()
+    if fn is not None:
+        return fn(req)
+    from ..passes.pipeline import for_target
+    return req.lower(pipeline=for_target(getattr(backend, "name", None)))
 
 
 def dump(kernel_name, backend, sig, req) -> None:
