@@ -84,10 +84,19 @@ def _kernel_head(s) -> bool:
     return type(h) is n.For and h.kind is n.ForKind.BOUND and (h.thread.is_block or h.thread.is_thread)
 
 
+def _stage_names(s) -> list:
+    """The stages a nest computes, for messages: the buffers it stores to that are not allocated
+    inside it (producers attached inside the nest store to their own buffers)."""
+    inside = {a.buffer for a in collect(s, lambda x: isinstance(x, n.Allocate))}
+    names = []
+    for st in collect(s, lambda x: isinstance(x, n.Store)):
+        if st.buffer not in inside and st.buffer.name not in names:
+            names.append(st.buffer.name)
+    return names or [st.buffer.name for st in collect(s, lambda x: isinstance(x, n.Store))][:1] or ["?"]
+
+
 def _stage_of(s) -> str:
-    """The name of a stage a statement computes (the buffer it stores to), for messages."""
-    stores = collect(s, lambda x: isinstance(x, n.Store))
-    return stores[0].buffer.name if stores else "?"
+    return _stage_names(s)[0]
 
 
 def _host_code(func, s) -> ScheduleError:
@@ -100,8 +109,10 @@ def _host_code(func, s) -> ScheduleError:
             f"inside a loop that is not bound: a GPU kernel's block and thread loops must be its "
             f"outermost loops", hint=f"reorder the axes of stage {stage!r} so that the bound ones "
             f"come first, or bind its outer loops too", loc=user_location())
+    names = _stage_names(s)
+    which = f"stage {stage!r}" if len(names) == 1 else "stages " + ", ".join(map(repr, names))
     return ScheduleError(
-        f"{func.name}: stage {stage!r} runs outside every GPU kernel: none of its loops is bound "
+        f"{func.name}: {which} runs outside every GPU kernel: none of its loops is bound "
         f"to blockIdx or threadIdx", hint=f"bind its loops, e.g. xo, xi = s[{stage!r}].split(axis, "
         f"factor=64); s[{stage!r}].bind(xo, 'blockIdx.x'); s[{stage!r}].bind(xi, 'threadIdx.x') "
         f"(or compute_at / compute_inline it into a stage that is bound)", loc=user_location())

@@ -35,7 +35,10 @@ def make_schedule(graph):
 
 
 def _targets(hint_target, backend) -> bool:
-    return hint_target is None or hint_target == getattr(backend, "name", None)
+    """Whether a schedule for ``hint_target`` applies on ``backend`` (its ``target`` when it runs
+    another target's schedules, e.g. ``interp-cuda``: cuda's; else its name)."""
+    return hint_target is None or hint_target == (getattr(backend, "target", None)
+                                                  or getattr(backend, "name", None))
 
 
 def prepare(kernel, backend, sig, graph) -> CompileRequest:
