@@ -192,7 +192,8 @@ def _run_one(p: Pass, state: LowerState) -> LowerState:
         return p.fn(state)
     if state.func is None:
         raise PipelineError(f"IR pass {p.name!r} runs before any pass made the loop IR")
-    return dataclasses.replace(state, func=p.fn(state.func))
+    func = p.fn(state.func)
+    return state if func is state.func else dataclasses.replace(state, func=func)
 
 
 def run_pipeline(state: LowerState, pipeline: Pipeline = SEQUENTIAL, stop_after: str | None = None) -> LowerState:
