@@ -19,7 +19,7 @@ from kdsl.backends.protocol import CompileRequest
 from kdsl.passes.fuse_loops import fuse_loops
 from kdsl.passes.full_tiles import full_tiles
 from kdsl.passes.hoist_allocations import hoist_allocations
-from kdsl.passes.pipeline import PIPELINE as CORE_PIPELINE
+from kdsl.passes.pipeline import SEQUENTIAL as CORE_PIPELINE
 from kdsl.passes.pipeline import Pass
 from kdsl.passes.tighten_loops import tighten_loops
 from kdsl.passes.unclamp import unclamp
@@ -29,7 +29,7 @@ from . import __version__, jit, parallel
 from .codegen import generate
 from .launcher import build_launcher
 
-#: the core pipeline with the cpu backend's IR passes after the core ones
+#: the core sequential table (BOUND loops run as loops) with the cpu backend's IR passes after it
 PIPELINE = CORE_PIPELINE.insert_after(
     "blocked_sums", Pass("fuse_loops", fuse_loops), Pass("full_tiles", full_tiles),
     Pass("tighten_loops", tighten_loops), Pass("unclamp", unclamp),

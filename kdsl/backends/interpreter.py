@@ -36,7 +36,7 @@ from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import collect
-from ..passes.pipeline import PIPELINE
+from ..passes.pipeline import SEQUENTIAL
 from .protocol import CompileRequest
 from .pyexec import Program, generate
 
@@ -148,18 +148,42 @@ class Compiled:
 
 
 class InterpreterBackend:
-    """The loop-IR interpreter as a backend: "interp" on the host, numpy arrays."""
+    """The loop-IR interpreter as a backend: "interp" on the host, numpy arrays.
+
+    ``InterpreterBackend(target="cuda")`` (built in as ``"interp-cuda"``) runs a kernel as
+    scheduled for ``cuda`` instead: the kernel's ``cuda`` schedules, the GPU table
+    (``pipeline.PIPELINE``: device kernels, launches, barriers) and the SIMT executor
+    (``kdsl.backends.simt``: every block's threads together, shared-memory races, divergent
+    barriers and out-of-bounds accesses reported).  No CUDA install is needed.
+    """
 
     name = "interp"
     device = "host"
+    target = None          # the target whose schedules apply: None means the backend's name
+
+    def __init__(self, target: str | None = None):
+        from ..passes.pipeline import GPU_TARGETS
+        if target is not None:
+            if target not in GPU_TARGETS:
+                raise ValueError(f"the interpreter runs its own schedules or those of a GPU target "
+                                 f"({', '.join(sorted(GPU_TARGETS))}), not {target!r}")
+            self.name, self.target = f"interp-{target}", target
 
     def schedule(self, sched, hints) -> None:
         """No default schedule: only the generic part of the user's hints applies."""
         from ..schedule.hints import apply_hints
         apply_hints(sched, hints)
 
+    def lower(self, request: CompileRequest) -> n.LoweredFunc:
+        """The loop IR it runs: the sequential table, or the GPU table for a GPU target."""
+        from ..passes.pipeline import for_target
+        return request.lower(pipeline=for_target(self.target) if self.target else SEQUENTIAL)
+
     def compile(self, request: CompileRequest) -> Compiled:
-        func = request.lower(pipeline=PIPELINE)
+        if self.target is not None:
+            from .simt.compiled import SimtCompiled
+            return SimtCompiled(self.lower(request))
+        func = request.lower(pipeline=SEQUENTIAL)
         found = collect(func.body, lambda x: isinstance(x, n.Intrinsic))
         if found:
             raise NotImplementedError(f"the IR interpreter cannot execute the intrinsic "
@@ -168,7 +192,10 @@ class InterpreterBackend:
         return Compiled(func)
 
     def source(self, request: CompileRequest) -> str:
-        return python_source(request.lower(pipeline=PIPELINE))
+        """The Python it runs (for a GPU target: the host program of kernels it executes)."""
+        if self.target is not None:
+            return str(self.lower(request))
+        return python_source(request.lower(pipeline=SEQUENTIAL))
 
     def accepts(self, array) -> bool:
         return isinstance(array, np.ndarray)
@@ -177,7 +204,13 @@ class InterpreterBackend:
         return np.empty(tuple(shape), dtype=dt.as_dtype(dtype).np)
 
     def __repr__(self) -> str:
-        return "InterpreterBackend()"
+        return f"InterpreterBackend(target={self.target!r})" if self.target else "InterpreterBackend()"
 
 
-__all__ = ["run_lowered", "check_call", "python_source", "program", "step", "Compiled", "InterpreterBackend"]
+def cuda_interpreter() -> InterpreterBackend:
+    """The built-in ``"interp-cuda"``: kernels as scheduled for cuda, on the SIMT executor."""
+    return InterpreterBackend(target="cuda")
+
+
+__all__ = ["run_lowered", "check_call", "python_source", "program", "step", "Compiled", "InterpreterBackend",
+           "cuda_interpreter"]

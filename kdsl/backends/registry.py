@@ -2,7 +2,8 @@
 
 Backends come from three places, later ones shadowing earlier ones by name:
 
-1. built-ins of the core (``numpy``, and ``interp``, the loop-IR interpreter), known even
+1. built-ins of the core (``numpy``, and ``interp``, the loop-IR interpreter, with
+   ``interp-cuda``, the interpreter running cuda schedules on the SIMT executor), known even
    when kdsl runs from a checkout that was never pip-installed;
 2. the entry-point group ``kdsl.backends`` of installed distributions
    (``kdsl-cpu`` registers ``cpu = "kdsl_cpu:backend"``, ``kdsl-cuda`` ``cuda``);
@@ -31,7 +32,10 @@ GROUP = "kdsl.backends"
 
 #: backends shipped inside the core distribution (module:attr, like an entry point value)
 _BUILTIN = {"numpy": "kdsl.backends.numpy_backend:NumpyBackend",
-            "interp": "kdsl.backends.interpreter:InterpreterBackend"}
+            "interp": "kdsl.backends.interpreter:InterpreterBackend",
+            "interp-cuda": "kdsl.backends.interpreter:cuda_interpreter"}
+#: built-in backends that run another target's schedules (they are not schedule targets)
+_SIMULATORS = frozenset({"interp-cuda"})
 #: backends the kdsl project ships as separate distributions: name -> (directory, distribution)
 _KNOWN_PACKAGES = {"cpu": ("kdsl_cpu", "kdsl-cpu"), "cuda": ("kdsl_cuda", "kdsl-cuda")}
 #: DLPack device types that mean "a CUDA device" (kDLCUDA, kDLCUDAManaged)
@@ -203,7 +207,7 @@ def known_targets() -> list:
     """Sorted names a schedule may target: installed and registered backends, the backends the
     kdsl project ships (installed or not: a kernel may carry schedules for a GPU it lacks here)
     and the loop-IR interpreter."""
-    return sorted(set(backends()) | set(_KNOWN_PACKAGES) | {"interp"})
+    return sorted((set(backends()) - _SIMULATORS) | set(_KNOWN_PACKAGES) | {"interp"})
 
 
 def is_installed(name: str) -> bool:

@@ -528,9 +528,11 @@ class LoweredFunc:
     ``inputs``/``outputs`` are param buffers; ``scalars`` the scalar Vars a call
     must supply (shape sizes, strides, scalar arguments), in a fixed order, each
     filled as its ``bindings`` entry says.  ``tensorize`` lists the schedule's
-    tensorize requests; ``launch`` (launch dimensions of device kernels) is None
-    until the GPU execution model fills it.  ``attrs`` is for diagnostics only
-    (``pass_times``); nothing may depend on it for semantics.
+    tensorize requests.  After the GPU table (``kdsl.passes.pipeline.PIPELINE``) the body is a
+    host program: root ``Allocate``s (the ``workspaces``) around the ``kernels``, each a
+    ``DeviceKernel`` with its ``Launch``; sequential tables leave the loops at the root (no
+    kernels).  ``attrs`` is for diagnostics only (``pass_times``); nothing may depend on it
+    for semantics.
     """
 
     name: str
@@ -541,18 +543,37 @@ class LoweredFunc:
     attrs: dict = field(default_factory=dict)
     bindings: tuple = ()      # tuple[Binding, ...], one per scalar
     tensorize: tuple = ()     # tuple[TensorizeRequest, ...]
-    launch: Any = None
 
     def __post_init__(self):
         old = [k for k in _TYPED_ATTRS if k in self.attrs]
         if old:
             from ..errors import InternalCompilerError
             raise InternalCompilerError(f"LoweredFunc {self.name!r}: attrs {old} are typed fields now "
-                                        "(LoweredFunc.bindings / tensorize / launch)")
+                                        "(LoweredFunc.bindings / tensorize / kernels)")
 
     @property
     def buffers(self) -> tuple:
         return self.inputs + self.outputs
+
+    @property
+    def workspaces(self) -> tuple:
+        """Buffers of the Allocates at the root (outside every loop and kernel), outermost first:
+        the global temporaries a runtime allocates once per call (a GPU: device workspaces)."""
+        out, s = [], self.body
+        while type(s) is Allocate:
+            out.append(s.buffer)
+            s = s.body
+        return tuple(out)
+
+    @property
+    def kernels(self) -> tuple:
+        """The ``DeviceKernel``s of the host program, in launch order (() before the GPU table's
+        ``device_kernels`` pass, and for sequential targets)."""
+        s = self.body
+        while type(s) is Allocate:
+            s = s.body
+        stmts = s.stmts if type(s) is Seq else (s,)
+        return tuple(x for x in stmts if type(x) is DeviceKernel)
 
     def __str__(self) -> str:
         from .printer import format_func   # late: the printer imports this module

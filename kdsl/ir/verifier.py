@@ -5,13 +5,16 @@ printing the offending node: a pass produced IR that no backend may trust.
 Rules: Vars used only inside the scope that defines them (For, LetStmt, or
 ``func.scalars``); Load/Store index counts match the buffer; operand dtypes
 agree; no stage-graph nodes (TensorRead, Reduce) remain; no Store to an input;
-temporaries used only inside their Allocate; BOUND loops nest sensibly.
+temporaries used only inside their Allocate; BOUND loops nest sensibly; inside each
+DeviceKernel, the GPU rules of ``verify_gpu`` (constant thread extents, one per tag, no
+barrier under divergence, shared allocations at block level, locals inside their threads).
 """
 from __future__ import annotations
 
 from ..errors import InternalCompilerError
 from . import nodes as n
 from .printer import Namer, format_expr, format_stmt
+from .verify_gpu import check_host, check_kernel
 from .visitor import free_vars
 
 _MAX_LINES = 12
@@ -139,7 +142,7 @@ class _Verifier:
             n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: lambda s: None, n.Evaluate: lambda s: self.expr(s.value),
-            n.Intrinsic: self._intrinsic,
+            n.Intrinsic: self._intrinsic, n.DeviceKernel: self._kernel,
         }
 
     def fail(self, msg, node=None):
@@ -170,6 +173,7 @@ class _Verifier:
                         self.fail(f"shape or stride of {b.name!r} uses {v.name!r}, "
                                   f"which is not among the function's scalars", x)
         self.visit(self.func.body)
+        check_host(self.func, self.fail)
 
     def visit(self, s):
         fn = self.table.get(type(s))
@@ -260,6 +264,11 @@ class _Verifier:
     def _seq(self, s):
         for x in s.stmts:
             self.visit(x)
+
+    def _kernel(self, s):
+        """A GPU kernel: the loop-IR rules on its body, then the GPU rules (``verify_gpu``)."""
+        self.visit(s.body)
+        check_kernel(s, self.func, self.fail)
 
     def _intrinsic(self, s):
         def walk(a):

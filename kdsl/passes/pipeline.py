@@ -1,6 +1,6 @@
 """The lowering pipeline: one ordered table of passes and the runner around it.
 
-``PIPELINE`` lists every pass from a Schedule to the final loop IR.  Each is
+``PIPELINE`` lists every pass from a Schedule to GPU-form loop IR.  Each is
 one pure function in its own module, whose docstring says what it *Assumes*
 and *Guarantees*:
 
@@ -11,13 +11,37 @@ and *Guarantees*:
 - ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
   guards, reduction init nests, cross-thread reductions, tensorize requests)
 - ``simplify`` (IR, ``simplify.simplify_pass``)
-- ``blocked_sums`` (IR, ``blocked_sums.blocked_sums``): compensated long float sums
+- ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
+  kernels with their launches and workspaces (GPU form)
+
+That table, ``PIPELINE``, is target-neutral and ends with GPU-form IR (DeviceKernels; later:
+barriers, CrossThreadReduce, AsyncCopy); GPU targets run it as is.  Sequential executors (the
+interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_kernels``
+(its GPU checks do not apply to loops that run one iteration after another) followed by
+``SEQUENTIAL_TAIL``:
+
+- ``sequential_kernels`` (IR, ``sequential.sequential_kernels``): DeviceKernels -> their loops
+- ``lower_async_copies`` (IR, ``sequential.lower_async_copies``): AsyncCopy -> Store
+- ``blocked_sums`` (IR, ``blocked_sums.blocked_sums``): compensated long float sums (CPU
+  numerics; GPU reductions accumulate like cuBLAS, so the GPU table leaves it out)
+
+The whole lists, in order (``names()``)::
+
+    PIPELINE:   placement, inline, bound_inference, storage, loop_nests, simplify, device_kernels
+    SEQUENTIAL: placement, inline, bound_inference, storage, loop_nests, simplify,
+                sequential_kernels, lower_async_copies, blocked_sums
+    (cpu: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp, hoist_allocations)
+
+``for_target(name)`` gives the table of a target.  On functions without BOUND loops
+``SEQUENTIAL`` gives the IR the single table gave before the GPU passes (the tail's new passes
+return the function as is, after a walk over statements only).  GPU passes that sequential
+executors must also see go before ``device_kernels``.
 
 Schedule-level passes map ``LowerState -> LowerState`` (``kdsl.passes.state``:
 each fills in one analysis); IR-level passes map ``LoweredFunc -> LoweredFunc``
 and run on ``state.func``, so every schedule-level pass comes first.  Backends
-edit the table by name: ``PIPELINE.insert_after("blocked_sums", Pass(...))``,
-``insert_before``, ``replace``, ``append`` (each returns a new Pipeline; an
+edit a table by name: ``SEQUENTIAL.insert_after("blocked_sums", Pass(...))``,
+``insert_before``, ``replace``, ``append``, ``remove`` (each returns a new Pipeline; an
 unknown or duplicate name raises ``PipelineError``) and hand the result to
 ``CompileRequest.lower(pipeline=...)``.
 
@@ -39,9 +63,11 @@ from .. import config
 from ..ir import nodes as n
 from .blocked_sums import blocked_sums
 from .bound import infer_bounds
+from .device_kernels import device_kernels
 from .inline import inline
 from .loop_nests import build_loop_nests
 from .placement import place_stages
+from .sequential import lower_async_copies, sequential_kernels
 from .simplify import simplify_pass
 from .state import LowerState
 from .storage import plan_storage
@@ -120,12 +146,15 @@ class Pipeline:
     def append(self, *new) -> Pipeline:
         return self._with(len(self.passes), 0, new)
 
+    def remove(self, name: str) -> Pipeline:
+        return self._with(self.index(name), 1, ())
+
     def __iter__(self):
         return iter(self.passes)
 
 
 S = Level.SCHEDULE
-#: every pass from a Schedule to the final loop IR, in order
+#: every pass from a Schedule to GPU-form loop IR, in order (the table of GPU targets)
 PIPELINE = Pipeline((
     Pass("placement", place_stages, S),
     Pass("inline", inline, S),
@@ -133,8 +162,29 @@ PIPELINE = Pipeline((
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
     Pass("simplify", simplify_pass),
-    Pass("blocked_sums", blocked_sums),
+    Pass("device_kernels", device_kernels),
 ))
+
+#: what sequential executors run after the target-neutral passes (module docstring)
+# TODO(ctr): ``lower_cross_thread`` (CrossThreadReduce -> shared-memory phases) goes here,
+# after "sequential_kernels" and before "blocked_sums".
+SEQUENTIAL_TAIL = (
+    Pass("sequential_kernels", sequential_kernels),
+    Pass("lower_async_copies", lower_async_copies),
+    Pass("blocked_sums", blocked_sums),
+)
+
+#: the table of sequential executors (interp, cpu): PIPELINE without device_kernels, then the tail
+SEQUENTIAL = PIPELINE.remove("device_kernels").append(*SEQUENTIAL_TAIL)
+
+#: targets whose code runs as GPU kernels: they get ``PIPELINE`` (GPU form)
+GPU_TARGETS = frozenset({"cuda"})
+
+
+def for_target(name) -> Pipeline:
+    """The table a target runs: ``PIPELINE`` for GPU targets (``GPU_TARGETS``), ``SEQUENTIAL``
+    for every other one (and for None)."""
+    return PIPELINE if name in GPU_TARGETS else SEQUENTIAL
 
 
 def _run_one(p: Pass, state: LowerState) -> LowerState:
@@ -142,10 +192,11 @@ def _run_one(p: Pass, state: LowerState) -> LowerState:
         return p.fn(state)
     if state.func is None:
         raise PipelineError(f"IR pass {p.name!r} runs before any pass made the loop IR")
-    return dataclasses.replace(state, func=p.fn(state.func))
+    func = p.fn(state.func)
+    return state if func is state.func else dataclasses.replace(state, func=func)
 
 
-def run_pipeline(state: LowerState, pipeline: Pipeline = PIPELINE, stop_after: str | None = None) -> LowerState:
+def run_pipeline(state: LowerState, pipeline: Pipeline = SEQUENTIAL, stop_after: str | None = None) -> LowerState:
     """Run ``pipeline`` over ``state`` (up to and including ``stop_after``) with verification,
     dumps and timing; returns the last state (``state.func`` once ``loop_nests`` ran)."""
     passes = pipeline.passes
@@ -176,10 +227,12 @@ def run_passes(func: n.LoweredFunc, passes) -> n.LoweredFunc:
     return run_pipeline(state, Pipeline(tuple(_as_pass(p) for p in passes))).func
 
 
-def lower(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline | None = None) -> n.LoweredFunc:
-    """Lower a ``Schedule`` to loop IR through ``pipeline`` (default ``PIPELINE``), then the
-    IR passes ``extra_passes`` appended (``Pass``es, (name, fn) pairs or functions)."""
-    pipe = pipeline if pipeline is not None else PIPELINE
+def lower(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline | None = None,
+          target: str | None = None) -> n.LoweredFunc:
+    """Lower a ``Schedule`` to loop IR through ``pipeline`` (default: ``for_target(target)``,
+    ``SEQUENTIAL`` without a target), then the IR passes ``extra_passes`` appended
+    (``Pass``es, (name, fn) pairs or functions)."""
+    pipe = pipeline if pipeline is not None else for_target(target)
     if extra_passes:
         pipe = pipe.append(*extra_passes)
     state = run_pipeline(LowerState(sched, tuple(out_contiguous)), pipe)

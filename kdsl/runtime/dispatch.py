@@ -35,7 +35,10 @@ def make_schedule(graph):
 
 
 def _targets(hint_target, backend) -> bool:
-    return hint_target is None or hint_target == getattr(backend, "name", None)
+    """Whether a schedule for ``hint_target`` applies on ``backend`` (its ``target`` when it runs
+    another target's schedules, e.g. ``interp-cuda``: cuda's; else its name)."""
+    return hint_target is None or hint_target == (getattr(backend, "target", None)
+                                                  or getattr(backend, "name", None))
 
 
 def prepare(kernel, backend, sig, graph) -> CompileRequest:
@@ -57,9 +60,13 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
 
 
 def lower_request(backend, req):
-    """The LoweredFunc of a request (a backend may add its own passes through ``lower``)."""
+    """The LoweredFunc of a request (a backend may add its own passes through ``lower``; else
+    the core table of its target, ``pipeline.for_target``: GPU form for ``cuda``)."""
     fn = getattr(backend, "lower", None)
-    return fn(req) if fn is not None else req.lower()
+    if fn is not None:
+        return fn(req)
+    from ..passes.pipeline import for_target
+    return req.lower(pipeline=for_target(getattr(backend, "name", None)))
 
 
 def dump(kernel_name, backend, sig, req) -> None:

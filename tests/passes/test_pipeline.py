@@ -6,7 +6,7 @@ import pytest
 
 import kdsl as kd
 from handgraph import Builder, read, sum_
-from seed_schedules import cross_thread
+from seed_schedules import bind_rows, cross_thread
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
 from kdsl.errors import InternalCompilerError
@@ -55,7 +55,7 @@ def _chain():
     return s
 
 
-def state_after(graph_fn, sched_fn, stop, pipeline=P.PIPELINE):
+def state_after(graph_fn, sched_fn, stop, pipeline=P.SEQUENTIAL):
     s = Schedule(graph_fn())
     sched_fn(s)
     return P.run_pipeline(LowerState(s), pipeline, stop_after=stop)
@@ -71,7 +71,13 @@ GOLDEN_CASES = {
     "loop_nests_cross_thread": (rowsum_graph, cross_thread, "loop_nests"),
     "simplify": (chain_graph, chain_schedule, "simplify"),
     "blocked_sums": (rowsum_graph, rowsum_split, "blocked_sums"),
+    "device_kernels": (rowsum_graph, bind_rows, "device_kernels"),
+    "sequential_kernels": (rowsum_graph, bind_rows, "sequential_kernels"),
+    "lower_async_copies": (chain_graph, chain_schedule, "lower_async_copies"),
 }
+#: the table each golden case runs: GPU form, the GPU table plus the sequential tail, else SEQUENTIAL
+GOLDEN_TABLE = {"device_kernels": P.PIPELINE,
+                "sequential_kernels": P.PIPELINE.append(*P.SEQUENTIAL_TAIL)}
 
 GOLDEN = {
     "placement": """\
@@ -178,13 +184,36 @@ def rowsum(A: float32[n, m], B: float32[n]):
           B.comp[()] = select(abs(B.e) < float32(inf), B.comp[()] + B.e, B.comp[()])
           B[i] = B.t
         B[i] = B[i] + B.comp[()]""",
+    "device_kernels": """\
+def rowsum(A: float32[n, m], B: float32[n]):
+  kernel rowsum_kernel0<<<grid=(ceildiv(n, 32), 1, 1), block=(32, 1, 1)>>>:
+    for i.outer in range(ceildiv(n, 32)):  # bound blockIdx.x
+      for i.inner in range(32):  # bound threadIdx.x
+        if i.outer*32 + i.inner < n:
+          B[i.outer*32 + i.inner] = 0.0f
+        if i.outer*32 + i.inner < n:
+          for k in range(m):
+            B[i.outer*32 + i.inner] = B[i.outer*32 + i.inner] + A[i.outer*32 + i.inner, k]""",
+    "sequential_kernels": """\
+def rowsum(A: float32[n, m], B: float32[n]):
+  for i.outer in range(ceildiv(n, 32)):  # bound blockIdx.x
+    for i.inner in range(32):  # bound threadIdx.x
+      if i.outer*32 + i.inner < n:
+        B[i.outer*32 + i.inner] = 0.0f
+      if i.outer*32 + i.inner < n:
+        for k in range(m):
+          B[i.outer*32 + i.inner] = B[i.outer*32 + i.inner] + A[i.outer*32 + i.inner, k]""",
 }
+GOLDEN["lower_async_copies"] = GOLDEN["simplify"]      # nothing asynchronous in the chain
 
 
 def test_the_table_lists_every_pass_in_order():
-    assert P.PIPELINE.names() == ("placement", "inline", "bound_inference", "storage", "loop_nests",
-                                  "simplify", "blocked_sums")
-    for p in P.PIPELINE:
+    core = ("placement", "inline", "bound_inference", "storage", "loop_nests", "simplify")
+    assert P.PIPELINE.names() == core + ("device_kernels",)
+    assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_async_copies", "blocked_sums")
+    assert P.for_target("cuda") is P.PIPELINE
+    assert P.for_target("cpu") is P.for_target("interp") is P.for_target(None) is P.SEQUENTIAL
+    for p in P.PIPELINE.passes + P.SEQUENTIAL.passes:
         doc = __import__(p.fn.__module__, fromlist=["_"]).__doc__
         assert "Assumes" in doc and "Guarantees" in doc, p.name
 
@@ -192,11 +221,12 @@ def test_the_table_lists_every_pass_in_order():
 @pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
 def test_golden_after_each_pass(case):
     graph_fn, sched_fn, stop = GOLDEN_CASES[case]
-    assert str(state_after(graph_fn, sched_fn, stop)) == GOLDEN[case]
+    table = GOLDEN_TABLE.get(case, P.SEQUENTIAL)
+    assert str(state_after(graph_fn, sched_fn, stop, table)) == GOLDEN[case]
 
 
 def test_every_pass_has_a_golden():
-    assert {stop for _, _, stop in GOLDEN_CASES.values()} == set(P.PIPELINE.names())
+    assert {stop for _, _, stop in GOLDEN_CASES.values()} == set(P.PIPELINE.names()) | set(P.SEQUENTIAL.names())
 
 
 @pytest.mark.parametrize("size", [0, 1, 7, 8, 13])
@@ -219,8 +249,8 @@ def test_lowered_func_has_typed_bindings_and_tensorize_requests():
     assert f.bindings == (n.Binding(n.BindingKind.SHAPE, 0, 0), n.Binding(n.BindingKind.SHAPE, 0, 1))
     (req,) = f.tensorize
     assert req.stage is B.stage and req.axis is ki and req.intrin is mma
-    assert f.launch is None and set(f.attrs) == {"pass_times"}
-    assert set(f.attrs["pass_times"]) == set(P.PIPELINE.names())
+    assert f.kernels == () and f.workspaces == () and set(f.attrs) == {"pass_times"}
+    assert set(f.attrs["pass_times"]) == set(P.SEQUENTIAL.names())
     with pytest.raises(InternalCompilerError, match="typed fields"):
         n.LoweredFunc("f", (), (), (), f.body, {"bindings": ()})
 
@@ -236,12 +266,14 @@ def _mark(tag):
 
 
 def test_insert_replace_append_by_name():
-    base = P.PIPELINE
+    base = P.SEQUENTIAL
     pipe = (base.insert_before("simplify", ("m1", _mark(1)))
                 .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
                 .append(P.Pass("m3", _mark(3))))
-    assert pipe.names()[4:] == ("loop_nests", "m1", "simplify", "blocked_sums", "m2", "m3")
-    assert base.names() == P.PIPELINE.names()            # edits never change the original
+    assert pipe.names()[4:] == ("loop_nests", "m1", "simplify", "sequential_kernels",
+                                "lower_async_copies", "blocked_sums", "m2", "m3")
+    assert base.names() == P.SEQUENTIAL.names()            # edits never change the original
+    assert base.remove("blocked_sums").names() == base.names()[:-1]
     RAN.clear()
     f = state_after(chain_graph, chain_schedule, None, pipe).func
     assert RAN == [1, 2, 3] and str(f) == str(P.lower(_chain()))
@@ -280,7 +312,7 @@ def test_pipeline_errors_are_clear():
 
 def test_dump_passes_lists_every_pass(monkeypatch, capsys):
     monkeypatch.setenv("KDSL_DUMP", "passes")
-    pipe = P.PIPELINE.append(("extra", _mark(5)))
+    pipe = P.SEQUENTIAL.append(("extra", _mark(5)))
     state_after(chain_graph, chain_schedule, None, pipe)
     err = capsys.readouterr().err
     heads = [line[len("# ---- after "):] for line in err.splitlines() if line.startswith("# ---- after ")]
@@ -308,6 +340,6 @@ def test_verify_runs_after_every_ir_pass(monkeypatch):
     def breaks(func):
         return dataclasses.replace(func, body=n.Seq((bad, func.body)))
     with pytest.raises(InternalCompilerError):
-        state_after(chain_graph, chain_schedule, None, P.PIPELINE.append(("breaks", breaks)))
+        state_after(chain_graph, chain_schedule, None, P.SEQUENTIAL.append(("breaks", breaks)))
     monkeypatch.setenv("KDSL_VERIFY", "0")
-    state_after(chain_graph, chain_schedule, None, P.PIPELINE.append(("breaks", breaks)))
+    state_after(chain_graph, chain_schedule, None, P.SEQUENTIAL.append(("breaks", breaks)))

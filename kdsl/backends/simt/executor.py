@@ -83,6 +83,7 @@ class Executor:
             n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
+            n.DeviceKernel: self._device_kernel,
         }
 
     # ------------------------------------------------------------- thread state
@@ -207,7 +208,17 @@ class Executor:
             axis = _AXIS[f.thread]
             dims[axis] = max(dims[axis], ext)
         k = self._kernels.setdefault(id(s), len(self._kernels))
-        self.kernel = f"{self.func.name}.kernel{k}"
+        self._launch(f"{self.func.name}.kernel{k}", dims, s)
+
+    def _device_kernel(self, s: n.DeviceKernel):
+        """A ``DeviceKernel`` (GPU-form IR): its launch sizes the block, its body runs on it."""
+        if self.kernel is not None:
+            raise InternalCompilerError(f"kernel {s.name!r} inside kernel {self.kernel!r}")
+        self._launch(s.name, [int(b) for b in s.launch.block], s.body)
+
+    def _launch(self, name: str, dims, s):
+        """Run ``s`` as kernel ``name`` on blocks of ``dims`` threads, then back to host code."""
+        self.kernel = name
         self.dims = tuple(dims)
         self.T = dims[0] * dims[1] * dims[2]
         self.tid = np.arange(self.T, dtype=np.int64)

@@ -1,0 +1,218 @@
+"""The verifier's GPU rules: what must hold inside every ``DeviceKernel`` (GPU_PLAN, "The
+execution model of BOUND loops").  ``verifier.verify`` calls ``check_kernel`` on each kernel
+and ``check_host`` on the root; a failure is an InternalCompilerError (``device_kernels``
+turns the user's mistakes into ScheduleErrors first).
+
+Rules, inside a kernel:
+- launch: grid entries are index Exprs of the function's scalars, block entries ints >= 0;
+- thread extents constant: every loop bound to ``threadIdx.*`` has a ``Const`` extent;
+- one extent per tag: every loop bound to one ``threadIdx`` tag has the same extent, at most
+  the launch's block size along it; block loops only outside thread loops;
+- no ``Barrier``/``CrossThreadReduce`` under divergence: not under a condition (``if``, a
+  serial loop's bounds) that depends on a thread index, and not inside a thread loop shorter
+  than the block (the threads past its extent never reach it);
+- shared allocations at block level: no ``Allocate`` of a SHARED buffer inside a threadIdx loop;
+- local buffers inside the thread loops that use them: every thread tag around a use of a
+  LOCAL buffer is also around its ``Allocate`` (a local is per thread).
+On the root: DeviceKernels only there (not nested in loops or kernels), and, once a function
+has kernels, no BOUND block/thread loop outside them.
+"""
+from __future__ import annotations
+
+from . import nodes as n
+from .visitor import collect, free_vars
+
+_AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2}
+_SYNC = (n.Barrier, n.CrossThreadReduce)
+
+
+def _expr_fields(s) -> tuple:
+    """The expressions a statement evaluates itself (not those of its sub-statements)."""
+    t = type(s)
+    if t is n.Store:
+        return tuple(s.indices) + (s.value,)
+    if t is n.For:
+        return (s.min, s.extent)
+    if t is n.IfThenElse:
+        return (s.cond,)
+    if t is n.LetStmt:
+        return (s.value,)
+    if t is n.Evaluate:
+        return (s.value,)
+    if t is n.AsyncCopy:
+        return tuple(s.indices) + (s.value,) + ((s.predicate,) if s.predicate is not None else ())
+    if t is n.CrossThreadReduce:
+        return tuple(s.values)
+    if t is n.Intrinsic:
+        return tuple(a for a in s.args if isinstance(a, n.Expr))
+    return ()
+
+
+class _Kernel:
+    """Walks one kernel's body with the thread loops, divergence and locals in force."""
+
+    def __init__(self, k: n.DeviceKernel, func: n.LoweredFunc, fail):
+        self.k, self.func, self.fail = k, func, fail
+        self.threads: list = []          # enclosing thread loops (For), outermost first
+        self.tdep: set = set()           # Vars whose value differs between threads
+        self.divergent = 0               # depth of thread-dependent conditions
+        self.local_tags: dict = {}       # LOCAL Buffer -> thread tags around its Allocate
+        self.extent: dict = {}           # thread tag -> (extent, first loop)
+
+    def where(self) -> str:
+        return f"kernel {self.k.name!r}"
+
+    def run(self):
+        lau = self.k.launch
+        if len(lau.grid) != 3 or len(lau.block) != 3:
+            self.fail(f"{self.where()}: a launch has three grid and three block entries, got {lau}")
+        scal = set(self.func.scalars)
+        for g in lau.grid:
+            if not isinstance(g, n.Expr) or not g.dtype.is_int or not free_vars(g) <= scal:
+                self.fail(f"{self.where()}: grid size {g!r} is not an index expression of the "
+                          f"function's scalars")
+        for b in lau.block:
+            if type(b) is not int or b < 0:
+                self.fail(f"{self.where()}: block size {b!r} is not an int >= 0")
+        self.visit(self.k.body)
+
+    def _tdep(self, e) -> bool:
+        return any(v in self.tdep for v in free_vars(e))
+
+    def visit(self, s):
+        t = type(s)
+        self._uses(s)
+        if t is n.For:
+            self._for(s)
+        elif t is n.IfThenElse:
+            div = self._tdep(s.cond)
+            self.divergent += div
+            self.visit(s.then)
+            if s.otherwise is not None:
+                self.visit(s.otherwise)
+            self.divergent -= div
+        elif t is n.Seq:
+            for x in s.stmts:
+                self.visit(x)
+        elif t is n.LetStmt:
+            if self._tdep(s.value):
+                self.tdep.add(s.var)
+            self.visit(s.body)
+        elif t is n.Allocate:
+            self._allocate(s)
+        elif t is n.DeviceKernel:
+            self.fail(f"{self.where()}: kernel {s.name!r} nested inside it")
+        elif t in _SYNC:
+            self._sync(s)
+
+    def _for(self, s: n.For):
+        tag = s.thread
+        if s.kind is n.ForKind.BOUND and tag.is_thread:
+            if type(s.extent) is not n.Const:
+                self.fail(f"{self.where()}: the extent of the {tag.value} loop {s.var.name} is "
+                          f"not a constant")
+            ext = int(s.extent.value)
+            first = self.extent.setdefault(tag, (ext, s))
+            if first[0] != ext:
+                self.fail(f"{self.where()}: {tag.value} loops of extents {first[0]} "
+                          f"({first[1].var.name}) and {ext} ({s.var.name}): one extent per tag")
+            if ext > self.k.launch.block[_AXIS[tag]]:
+                self.fail(f"{self.where()}: the {tag.value} loop {s.var.name} has {ext} iterations, "
+                          f"more than the launch's {self.k.launch.block[_AXIS[tag]]} threads")
+            self.threads.append(s)
+            self.tdep.add(s.var)
+            self.visit(s.body)
+            self.threads.pop()
+            return
+        if s.kind is n.ForKind.BOUND and tag.is_block and self.threads:
+            self.fail(f"{self.where()}: the {tag.value} loop {s.var.name} is inside a thread loop")
+        div = self._tdep(s.min) or self._tdep(s.extent)
+        if div:
+            self.tdep.add(s.var)
+        self.divergent += div
+        self.visit(s.body)
+        self.divergent -= div
+
+    def _sync(self, s):
+        what = "a barrier" if type(s) is n.Barrier else "a cross-thread reduction"
+        if self.divergent:
+            self.fail(f"{self.where()}: {what} under a condition on a thread index (divergent: "
+                      f"some threads would wait forever)")
+        for f in self.threads:
+            size = self.k.launch.block[_AXIS[f.thread]]
+            if int(f.extent.value) < size:
+                self.fail(f"{self.where()}: {what} inside the {f.thread.value} loop {f.var.name} of "
+                          f"{int(f.extent.value)} iterations, shorter than the block's {size} "
+                          f"threads (the others never reach it)")
+
+    def _allocate(self, s: n.Allocate):
+        b = s.buffer
+        if b.scope is n.Scope.SHARED and self.threads:
+            self.fail(f"{self.where()}: shared buffer {b.name!r} is allocated inside the "
+                      f"{self.threads[-1].thread.value} loop {self.threads[-1].var.name}: shared "
+                      f"memory is allocated once per block, outside every thread loop")
+        if b.scope is n.Scope.LOCAL:
+            self.local_tags[b] = {f.thread for f in self.threads}
+        self.visit(s.body)
+        self.local_tags.pop(b, None)
+
+    def _uses(self, s):
+        """Local buffers used by ``s`` itself: inside every thread loop around the use."""
+        bufs = [s.buffer] if type(s) in (n.Store, n.AsyncCopy) else []
+        if type(s) is n.CrossThreadReduce:
+            bufs.extend(s.results)
+        for e in _expr_fields(s):
+            bufs.extend(x.buffer for x in collect(e, lambda x: type(x) is n.Load))
+        if not bufs or not self.threads:
+            return
+        here = {f.thread for f in self.threads}
+        for b in bufs:
+            tags = self.local_tags.get(b)
+            if tags is not None and not here <= tags:
+                f = next(f for f in self.threads if f.thread not in tags)
+                self.fail(f"{self.where()}: local buffer {b.name!r} is used inside the "
+                          f"{f.thread.value} loop {f.var.name} but allocated outside it (a local "
+                          f"buffer is per thread: allocate it inside the thread loops that use it)")
+
+
+def check_kernel(k: n.DeviceKernel, func: n.LoweredFunc, fail) -> None:
+    """The GPU rules of the module docstring on one kernel; ``fail(msg)`` raises."""
+    _Kernel(k, func, fail).run()
+
+
+def _statements(s):
+    """Every statement below ``s`` (pre-order; expressions are not walked)."""
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        yield x
+        t = type(x)
+        if t is n.Seq:
+            stack.extend(reversed(x.stmts))
+        elif t is n.IfThenElse:
+            if x.otherwise is not None:
+                stack.append(x.otherwise)
+            stack.append(x.then)
+        elif t in (n.For, n.Allocate, n.LetStmt, n.DeviceKernel):
+            stack.append(x.body)
+
+
+def check_host(func: n.LoweredFunc, fail) -> None:
+    """Root rules: DeviceKernels only at the root; with kernels, no bound loop outside them."""
+    kernels = func.kernels
+    every = sum(1 for x in _statements(func.body) if type(x) is n.DeviceKernel)
+    if every != len(kernels):
+        fail("a DeviceKernel below the root of the function (kernels are launched by the host)")
+    if not kernels:
+        return
+    s = func.body
+    while type(s) is n.Allocate:
+        s = s.body
+    for x in (s.stmts if type(s) is n.Seq else (s,)):
+        if type(x) is not n.DeviceKernel and any(
+                type(y) is n.For and y.kind is n.ForKind.BOUND and not y.thread.is_vthread
+                for y in _statements(x)):
+            fail("a loop bound to a GPU block or thread outside every DeviceKernel")
+
+
+__all__ = ["check_kernel", "check_host"]

@@ -1,0 +1,200 @@
+"""device_kernels: a lowered function becomes a host program of GPU kernels (the GPU table's last pass).
+
+A *kernel* is a root nest whose outermost loop is bound to a ``blockIdx`` tag, or to a
+``threadIdx`` tag with no block loop around it (a kernel of one block).  Each becomes a
+``DeviceKernel`` named ``<func>_kernel<k>`` (k counts from 0 in launch order) with its
+``Launch``: ``grid`` = per block tag the extent of the loops bound to it (an Expr of the
+function's shape and scalar arguments; 1 when unbound), ``block`` = per thread tag the
+extent of the loops bound to it (an int: thread extents are constant within a kernel, and
+every loop of one kernel bound to one tag has the same extent, GPU_PLAN's execution model).
+The loops stay in the body as ``For(kind=BOUND)`` (sequential executors run them; a CUDA
+code generator replaces them by the indices).  Root nests that a schedule does not fuse stay
+separate kernels, in order (an unfused softmax: up to three; a fused one: one).
+
+The host program is what is left at the root: the chain of root ``Allocate``s around the
+kernels.  Their buffers are the *workspaces* (``LoweredFunc.workspaces``): global temporaries
+that the runtime allocates once per call and that the kernels exchange data through (a
+softmax's row maxima and sums).  Code outside every kernel (a stage whose loops are not bound)
+is not allowed on a GPU target: the pass raises a ScheduleError naming the stage and saying to
+bind its loops (TVM: "did you forget to bind?"); so is a root buffer in shared or local memory.
+
+Assumes: simplified loop IR (constant extents are ``Const``); the root is a chain of
+``Allocate``s around a ``Seq`` of root nests (``loop_nests``); no DeviceKernel yet.
+Guarantees: the root holds only Allocates (GLOBAL), a Seq and DeviceKernels; every BOUND
+loop is inside a DeviceKernel; each kernel's Launch matches its loops (thread extents
+constant and one per tag; grid extents use only ``func.scalars``); the body of each kernel
+is the root nest unchanged, so unwrapping the kernels (``sequential.sequential_kernels``)
+gives back the input IR.  A function without BOUND loops is an error (all host code), as
+above; the sequential table (``pipeline.SEQUENTIAL``) does not run this pass.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import ScheduleError, user_location
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.visitor import allocate_chain, collect, free_vars
+
+_BLOCK_TAGS = (n.ThreadTag.BLOCK_X, n.ThreadTag.BLOCK_Y, n.ThreadTag.BLOCK_Z)
+_THREAD_TAGS = (n.ThreadTag.THREAD_X, n.ThreadTag.THREAD_Y, n.ThreadTag.THREAD_Z)
+
+
+def device_kernels(func: n.LoweredFunc) -> n.LoweredFunc:
+    """The pass (see the module docstring)."""
+    chain, inner = allocate_chain(func.body)
+    for a in chain:
+        if a.buffer.scope is not n.Scope.GLOBAL:
+            raise ScheduleError(
+                f"{func.name}: buffer {a.buffer.name!r} is in {a.buffer.scope.value} memory but "
+                f"allocated outside every GPU kernel (its stage is computed at the root)",
+                hint=f"compute_at the stage of {a.buffer.name!r} inside a blockIdx loop of its "
+                     f"consumer ({a.buffer.scope.value} memory lives in one block or thread)",
+                loc=user_location())
+    stmts = inner.stmts if type(inner) is n.Seq else (inner,)
+    out = []
+    for s in stmts:
+        if not _kernel_head(s):
+            raise _host_code(func, s)
+        out.append(n.DeviceKernel(f"{func.name}_kernel{len(out)}", launch_of(func, s), s))
+    body = out[0] if len(out) == 1 else n.Seq(tuple(out))
+    body = _rewrap(chain, body)
+    return dataclasses.replace(func, body=body)
+
+
+def _rewrap(chain, body):
+    for a in reversed(chain):
+        body = dataclasses.replace(a, body=body)
+    return body
+
+
+def _peel(s):
+    """The statement under uniform root wrappers (a guard without else, a let)."""
+    while True:
+        if type(s) is n.IfThenElse and s.otherwise is None:
+            s = s.then
+        elif type(s) is n.LetStmt:
+            s = s.body
+        else:
+            return s
+
+
+def _kernel_head(s) -> bool:
+    h = _peel(s)
+    return type(h) is n.For and h.kind is n.ForKind.BOUND and (h.thread.is_block or h.thread.is_thread)
+
+
+def _stage_names(s) -> list:
+    """The stages a nest computes, for messages: the buffers it stores to that are not allocated
+    inside it (producers attached inside the nest store to their own buffers)."""
+    inside = {a.buffer for a in collect(s, lambda x: isinstance(x, n.Allocate))}
+    names = []
+    for st in collect(s, lambda x: isinstance(x, n.Store)):
+        if st.buffer not in inside and st.buffer.name not in names:
+            names.append(st.buffer.name)
+    return names or [st.buffer.name for st in collect(s, lambda x: isinstance(x, n.Store))][:1] or ["?"]
+
+
+def _stage_of(s) -> str:
+    return _stage_names(s)[0]
+
+
+def _host_code(func, s) -> ScheduleError:
+    stage = _stage_of(s)
+    inner = [f for f in collect(s, lambda x: isinstance(x, n.For) and x.kind is n.ForKind.BOUND)]
+    if inner:
+        f = inner[0]
+        return ScheduleError(
+            f"{func.name}: stage {stage!r} has its loop {f.var.name} bound to {f.thread.value} "
+            f"inside a loop that is not bound: a GPU kernel's block and thread loops must be its "
+            f"outermost loops", hint=f"reorder the axes of stage {stage!r} so that the bound ones "
+            f"come first, or bind its outer loops too", loc=user_location())
+    names = _stage_names(s)
+    which = f"stage {stage!r}" if len(names) == 1 else "stages " + ", ".join(map(repr, names))
+    return ScheduleError(
+        f"{func.name}: {which} runs outside every GPU kernel: none of its loops is bound "
+        f"to blockIdx or threadIdx", hint=f"bind its loops, e.g. xo, xi = s[{stage!r}].split(axis, "
+        f"factor=64); s[{stage!r}].bind(xo, 'blockIdx.x'); s[{stage!r}].bind(xi, 'threadIdx.x') "
+        f"(or compute_at / compute_inline it into a stage that is bound)", loc=user_location())
+
+
+def _walk(s, outer: tuple, found: list):
+    """(loop, the BOUND/serial loops around it) for every For below ``s`` (statements only)."""
+    stack = [(s, outer)]
+    while stack:
+        x, around = stack.pop()
+        t = type(x)
+        if t is n.For:
+            found.append((x, around))
+            stack.append((x.body, around + (x,)))
+        elif t is n.Seq:
+            stack.extend((y, around) for y in reversed(x.stmts))
+        elif t is n.IfThenElse:
+            if x.otherwise is not None:
+                stack.append((x.otherwise, around))
+            stack.append((x.then, around))
+        elif t in (n.Allocate, n.LetStmt, n.DeviceKernel):
+            stack.append((x.body, around))
+
+
+def launch_of(func: n.LoweredFunc, nest) -> n.Launch:
+    """The Launch of the kernel ``nest`` (ScheduleError where it cannot have one)."""
+    loops: list = []
+    _walk(nest, (), loops)
+    grid = {t: [] for t in _BLOCK_TAGS}
+    block = {t: [] for t in _THREAD_TAGS}
+    scalars = set(func.scalars)
+    for f, around in loops:
+        if f.kind is not n.ForKind.BOUND or f.thread.is_vthread:
+            continue
+        stage = _stage_of(f)
+        if f.thread.is_block:
+            if any(not (g.kind is n.ForKind.BOUND and g.thread.is_block) for g in around):
+                raise ScheduleError(
+                    f"{func.name}: stage {stage!r} binds {f.var.name} to {f.thread.value} inside "
+                    f"a loop that is not a block loop: blockIdx loops must be a kernel's "
+                    f"outermost loops", hint=f"reorder stage {stage!r} so that its blockIdx "
+                    f"axes come first", loc=user_location())
+            if not free_vars(f.extent) <= scalars:
+                raise ScheduleError(
+                    f"{func.name}: the number of blocks of stage {stage!r} along {f.thread.value} "
+                    f"(the extent of {f.var.name}) changes from one block to the next",
+                    hint="bind axes whose extent depends only on the arguments' shapes",
+                    loc=user_location())
+            grid[f.thread].append(f)
+        else:
+            if type(f.extent) is not n.Const:
+                raise ScheduleError(
+                    f"{func.name}: stage {stage!r} binds {f.var.name} to {f.thread.value} over a "
+                    f"number of iterations that is not a constant: the threads of a GPU block "
+                    f"are fixed when the kernel is launched",
+                    hint=f"split the axis by a constant factor and bind the inner loop: "
+                         f"xo, xi = s[{stage!r}].split(axis, factor=64); "
+                         f"s[{stage!r}].bind(xi, {f.thread.value!r})", loc=user_location())
+            block[f.thread].append(f)
+    dims = []
+    for t in _THREAD_TAGS:
+        exts = sorted({int(f.extent.value) for f in block[t]})
+        if len(exts) > 1:
+            a, b = (next(f for f in block[t] if int(f.extent.value) == e) for e in exts[:2])
+            raise ScheduleError(
+                f"{func.name}: one kernel binds {t.value} to loops of {exts[0]} iterations "
+                f"({a.var.name}, stage {_stage_of(a)!r}) and {exts[1]} iterations ({b.var.name}, "
+                f"stage {_stage_of(b)!r}): every loop of a kernel bound to one thread index has "
+                f"the same extent (the block's size)",
+                hint="split the axes bound to that index by the same factor", loc=user_location())
+        dims.append(exts[0] if exts else 1)
+    sizes = []
+    for t in _BLOCK_TAGS:
+        exts = []
+        for f in grid[t]:
+            if not any(f.extent == e for e in exts):
+                exts.append(f.extent)
+        size = exts[0] if exts else mk.as_expr(1)
+        for e in exts[1:]:
+            size = mk.max_(size, e)
+        sizes.append(size)
+    return n.Launch(tuple(sizes), tuple(dims))
+
+
+__all__ = ["device_kernels", "launch_of"]

@@ -1,0 +1,97 @@
+"""The sequential tail: GPU-form loop IR made runnable by sequential executors (interp, cpu).
+
+``pipeline.SEQUENTIAL`` runs these after the target-neutral passes (GPU_PLAN, "The execution
+model of BOUND loops": sequential executors run BOUND loops as loops):
+
+- ``sequential_kernels``: every ``DeviceKernel`` is replaced by its body (its block and thread
+  loops are BOUND loops, which run as loops).  The sequential table does not run
+  ``device_kernels``, so this matters only for a table built as the GPU table plus the tail.
+- ``lower_async_copies``: ``AsyncCopy`` becomes a ``Store`` at issue (a ``predicate`` false
+  stores zero, cp.async's zero fill), ``CommitGroup``/``WaitGroup`` disappear.  Exact: nothing
+  may read a copy's destination before the wait that covers it.  (The async-copy semantics
+  are owned by the software-pipelining work; this pass is its slot in the table.)
+
+Assumes: loop IR; DeviceKernels only at the root (``device_kernels``).
+Guarantees: no DeviceKernel, AsyncCopy, CommitGroup or WaitGroup remains; every other
+statement is unchanged, and a function without them is returned as the same object (the
+check walks statements only, never expressions: CPU compile time does not move).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.visitor import Mutator, allocate_chain, rewrap
+
+_ASYNC = (n.AsyncCopy, n.CommitGroup, n.WaitGroup)
+
+
+def sequential_kernels(func: n.LoweredFunc) -> n.LoweredFunc:
+    """Replace each root DeviceKernel by its body (see the module docstring)."""
+    chain, inner = allocate_chain(func.body)
+    stmts = inner.stmts if type(inner) is n.Seq else (inner,)
+    if not any(type(s) is n.DeviceKernel for s in stmts):
+        return func
+    out = tuple(s.body if type(s) is n.DeviceKernel else s for s in stmts)
+    body = out[0] if len(out) == 1 else n.Seq(out)
+    return dataclasses.replace(func, body=rewrap(chain, body))
+
+
+def has_statement(s, types) -> bool:
+    """Whether a statement of one of ``types`` is below ``s`` (statements only, stops early)."""
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t in types:
+            return True
+        if t is n.Seq:
+            stack.extend(x.stmts)
+        elif t is n.IfThenElse:
+            stack.append(x.then)
+            if x.otherwise is not None:
+                stack.append(x.otherwise)
+        elif t in (n.For, n.Allocate, n.LetStmt, n.DeviceKernel):
+            stack.append(x.body)
+    return False
+
+
+class _Async(Mutator):
+    def visit_AsyncCopy(self, s):
+        store = n.Store(s.buffer, s.indices, s.value)
+        if s.predicate is None:
+            return store
+        zero = n.Store(s.buffer, s.indices, mk.as_expr(0, s.buffer.dtype))
+        return n.IfThenElse(s.predicate, store, zero)
+
+    def visit_CommitGroup(self, s):
+        return n.Seq(())
+
+    def visit_WaitGroup(self, s):
+        return n.Seq(())
+
+    def visit_Seq(self, s):
+        out = []
+        for x in s.stmts:
+            y = self.visit(x)
+            if type(y) is n.Seq and not y.stmts:
+                continue
+            out.append(y)
+        if len(out) == len(s.stmts) and all(a is b for a, b in zip(out, s.stmts)):
+            return s
+        return n.Seq(tuple(out))
+
+    # expressions hold no statements: never walk them
+    def visit_Store(self, s):
+        return s
+
+
+def lower_async_copies(func: n.LoweredFunc) -> n.LoweredFunc:
+    """AsyncCopy -> Store at issue, CommitGroup/WaitGroup -> nothing (module docstring)."""
+    if not has_statement(func.body, _ASYNC):
+        return func
+    return dataclasses.replace(func, body=_Async().visit(func.body))
+
+
+__all__ = ["sequential_kernels", "lower_async_copies", "has_statement"]
