@@ -11,6 +11,8 @@ and *Guarantees*:
 - ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
   guards, reduction init nests, cross-thread reductions, tensorize requests)
 - ``simplify`` (IR, ``simplify.simplify_pass``)
+- ``software_pipeline`` (IR, ``software_pipeline.software_pipeline``): pipelined copies
+  become rings of shared buffers filled by asynchronous copies
 - ``blocked_sums`` (IR, ``blocked_sums.blocked_sums``): compensated long float sums
 
 Schedule-level passes map ``LowerState -> LowerState`` (``kdsl.passes.state``:
@@ -43,6 +45,7 @@ from .inline import inline
 from .loop_nests import build_loop_nests
 from .placement import place_stages
 from .simplify import simplify_pass
+from .software_pipeline import software_pipeline
 from .state import LowerState
 from .storage import plan_storage
 
@@ -133,6 +136,7 @@ PIPELINE = Pipeline((
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
     Pass("simplify", simplify_pass),
+    Pass("software_pipeline", software_pipeline),
     Pass("blocked_sums", blocked_sums),
 ))
 
