@@ -13,6 +13,7 @@ and *Guarantees*:
 - ``simplify`` (IR, ``simplify.simplify_pass``)
 - ``software_pipeline`` (IR, ``software_pipeline.software_pipeline``): pipelined copies
   become rings of shared buffers filled by asynchronous copies
+- ``vthread`` (IR, ``vthread.inject_vthreads``): virtual-thread loops unrolled, interleaved
 - ``blocked_sums`` (IR, ``blocked_sums.blocked_sums``): compensated long float sums
 
 Schedule-level passes map ``LowerState -> LowerState`` (``kdsl.passes.state``:
@@ -48,6 +49,7 @@ from .simplify import simplify_pass
 from .software_pipeline import software_pipeline
 from .state import LowerState
 from .storage import plan_storage
+from .vthread import inject_vthreads
 
 
 class PipelineError(ValueError):
@@ -137,6 +139,7 @@ PIPELINE = Pipeline((
     Pass("loop_nests", build_loop_nests, S),
     Pass("simplify", simplify_pass),
     Pass("software_pipeline", software_pipeline),
+    Pass("vthread", inject_vthreads),
     Pass("blocked_sums", blocked_sums),
 ))
 
