@@ -5,6 +5,8 @@ one pure function in its own module, whose docstring says what it *Assumes*
 and *Guarantees*:
 
 - ``placement`` (schedule, ``placement.place_stages``): root order, attachments
+- ``pipeline_legality`` (schedule, ``software_pipeline.check_pipelines``): pipelined stages
+  still qualify (a primitive after ``double_buffer`` may have broken it)
 - ``inline`` (schedule, ``inline.inline``): compute_inline stages substituted
 - ``bound_inference`` (schedule, ``bound.infer_bounds``): regions, loop extents, guards
 - ``storage`` (schedule, ``storage.plan_storage``): buffers, scopes, bindings, allocation sites
@@ -46,7 +48,7 @@ from .inline import inline
 from .loop_nests import build_loop_nests
 from .placement import place_stages
 from .simplify import simplify_pass
-from .software_pipeline import software_pipeline
+from .software_pipeline import check_pipelines, software_pipeline
 from .state import LowerState
 from .storage import plan_storage
 from .vthread import inject_vthreads
@@ -133,6 +135,7 @@ S = Level.SCHEDULE
 #: every pass from a Schedule to the final loop IR, in order
 PIPELINE = Pipeline((
     Pass("placement", place_stages, S),
+    Pass("pipeline_legality", check_pipelines, S),
     Pass("inline", inline, S),
     Pass("bound_inference", infer_bounds, S),
     Pass("storage", plan_storage, S),

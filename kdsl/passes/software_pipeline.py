@@ -83,7 +83,7 @@ class _Pipeliner(Mutator):
         piped = [a for a in chain if a.stages > 1]
         if not piped:
             return s
-        if s.kind is not n.ForKind.SERIAL:
+        if s.kind not in (n.ForKind.SERIAL, n.ForKind.UNROLLED):
             what = s.kind.value + (f" to {s.thread.value}" if s.thread else "")
             raise _err(piped[0].buffer, f"is allocated in loop {s.var.name}, which is {what}; the loop "
                                         "a copy is pipelined over must be serial (checked at lowering)")
@@ -156,6 +156,16 @@ def _pipeline(loop: n.For, chain, core, piped, made: set) -> n.Stmt:
     return out
 
 
+def check_pipelines(state):
+    """The ``pipeline_legality`` pass (schedule level): every stage pipelined with
+    ``double_buffer``/``pipeline`` still qualifies (``kdsl.schedule.pipelining``); the
+    ScheduleError names the user's pipeline call.  Returns ``state`` unchanged."""
+    from ..schedule.pipelining import check_schedule
+    if any(h.buffer_stages > 1 for h in state.sched.stages):
+        check_schedule(state.sched)
+    return state
+
+
 def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
     """The ``software_pipeline`` pass (see the module docstring); a no-op without pipelined
     allocations."""
@@ -170,4 +180,4 @@ def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
     return dataclasses.replace(func, body=body)
 
 
-__all__ = ["software_pipeline"]
+__all__ = ["software_pipeline", "check_pipelines"]

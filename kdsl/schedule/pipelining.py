@@ -18,6 +18,9 @@ QUALIFIES = ("a stage can be pipelined when it copies global memory into shared 
 
 
 def _err(h, what: str, loc=None) -> ScheduleError:
+    if loc is not None:     # re-checked at lowering
+        what += (" (found at lowering: a primitive after the pipeline / double_buffer call "
+                 "changed the stage)")
     return ScheduleError(f"pipeline: stage {h.name} {what}", hint=QUALIFIES, loc=loc)
 
 
@@ -50,7 +53,7 @@ def check_pipelinable(h, loc=None) -> None:
                       "serial loop it is pipelined over", loc)
     ax = h.attach_axis
     attr = h.attach_stage.attrs.get(ax)
-    if attr is not None and attr.kind is not n.ForKind.SERIAL:
+    if attr is not None and attr.kind not in (n.ForKind.SERIAL, n.ForKind.UNROLLED):
         kind = attr.kind.value + (f" to {attr.thread.value}" if attr.thread else "")
         raise _err(h, f"is attached at loop {ax.name} of {h.attach_stage.name}{where(h.attach_loc)}, "
                       f"which is {kind}; the loop must be serial", loc)

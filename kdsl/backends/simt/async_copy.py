@@ -15,7 +15,7 @@ import numpy as np
 from ...errors import InternalCompilerError
 from ...ir import nodes as n
 from ..numpy_eval import internal_np
-from .races import RaceError, SimtError
+from .races import WAR, WAW, RaceError, SimtError
 
 
 class AsyncCopyRace(SimtError):
@@ -80,6 +80,7 @@ def async_copy(ex, s: n.AsyncCopy):
     flat = np.ravel_multi_index(idx, m.data.shape) if idx else np.zeros(lanes.size, np.int64)
     st = state(ex)
     _check_pending(ex, st, m, b, flat, "wrote")
+    _check_issue(ex, m, b, flat, lanes)
     st.copies.append(_Copy(m, b, flat, lanes.copy(), st.commits[lanes].copy(), value[lanes], ex.cur))
     key = id(m)
     if key not in st.inflight:
@@ -156,6 +157,28 @@ def _check_pending(ex, st, m, b, flat, verb):
         f"{element}: thread {thread} {verb} it in\n    {second}\n  while the asynchronous copy "
         f"by thread {ex.thread(t_copy)} in\n    {first}\n  was still in flight (no wait_group "
         f"covering its group came between them)", ex.kernel, b.name, element, thread, (first, second))
+
+
+def _check_issue(ex, m, b, flat, lanes):
+    """The copy may land any time from its issue on: another thread's access to the element
+    since the last barrier is a write-after-read (write-after-write) race already."""
+    sh = m.shadow
+    for tid_arr, stmt_arr, kind in ((sh.w_tid, sh.w_stmt, WAW), (sh.r_tid, sh.r_stmt, WAR),
+                                    (sh.r_tid2, sh.r_stmt2, WAR)):
+        other = tid_arr[flat]
+        bad = np.flatnonzero((other >= 0) & (other != lanes))
+        if bad.size:
+            k = bad[0]
+            f = int(flat[k])
+            element = tuple(int(x) for x in np.unravel_index(f, m.data.shape)) if m.data.shape else ()
+            th = (ex.thread(other[k]), ex.thread(lanes[k]))
+            first, second = ex._line(int(stmt_arr[f])), ex._line(ex.cur)
+            verb = "read" if kind == WAR else "wrote"
+            raise RaceError(
+                f"{ex._where()}: {kind} race on {b.scope.value} buffer {b.name!r} element {element}: "
+                f"thread {th[1]} issued an asynchronous copy into it in\n    {second}\n  (it may land "
+                f"any time before its wait) after thread {th[0]} {verb} it in\n    {first}\n  with no "
+                f"barrier between them", ex.kernel, kind, b.name, element, th, (first, second))
 
 
 def _race(ex, c: _Copy, got):
