@@ -21,6 +21,7 @@ from kdsl.passes.full_tiles import full_tiles
 from kdsl.passes.hoist_allocations import hoist_allocations
 from kdsl.passes.pipeline import PIPELINE as CORE_PIPELINE
 from kdsl.passes.pipeline import Pass
+from kdsl.passes.sequential_async import sequential_async
 from kdsl.passes.tighten_loops import tighten_loops
 from kdsl.passes.unclamp import unclamp
 from kdsl.runtime import cache as disk
@@ -33,7 +34,8 @@ from .launcher import build_launcher
 PIPELINE = CORE_PIPELINE.insert_after(
     "blocked_sums", Pass("fuse_loops", fuse_loops), Pass("full_tiles", full_tiles),
     Pass("tighten_loops", tighten_loops), Pass("unclamp", unclamp),
-    Pass("hoist_allocations", hoist_allocations))
+    Pass("hoist_allocations", hoist_allocations)).insert_after(
+    "software_pipeline", Pass("sequential_async", sequential_async))   # copies complete at issue
 
 #: bump when the generated code changes for the same loop IR (invalidates cache entries)
 CODEGEN_VERSION = "3"
