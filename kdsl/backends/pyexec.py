@@ -86,6 +86,7 @@ class _Gen:
             n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
+            **async_copy_handlers(self),
         }
 
     # ------------------------------------------------------------- naming
@@ -466,3 +467,13 @@ def generate(func: n.LoweredFunc) -> Program:
 
 
 __all__ = ["Program", "generate"]
+
+
+def async_copy_handlers(c) -> dict:
+    """DeviceKernel, AsyncCopy / CommitGroup / WaitGroup for the interpreter: the copy completes at issue
+    (``kdsl.passes.sequential.lower_async_copies``), commits and waits do nothing."""
+    from ..passes.sequential import as_stores
+    skip = lambda s: c.out.line(f"pass  # {type(s).__name__}: copies completed at issue")  # noqa: E731
+    return {n.AsyncCopy: lambda s: c.stmt(as_stores(s)), n.CommitGroup: skip, n.WaitGroup: skip,
+            # a DeviceKernel of GPU-form IR runs its block and thread loops as loops
+            n.DeviceKernel: lambda s: c.stmt(s.body)}

@@ -143,6 +143,7 @@ class _Verifier:
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: lambda s: None, n.Evaluate: lambda s: self.expr(s.value),
             n.Intrinsic: self._intrinsic, n.DeviceKernel: self._kernel,
+            **async_copy_rules(self),
         }
 
     def fail(self, msg, node=None):
@@ -285,3 +286,24 @@ class _Verifier:
 def verify(func: n.LoweredFunc) -> None:
     """Raise InternalCompilerError if ``func`` breaks a loop-IR invariant (see module doc)."""
     _Verifier(func).run()
+
+
+def async_copy_rules(v) -> dict:
+    """Verifier rules of AsyncCopy (a store into shared memory of a load of global memory,
+    with a bool predicate), CommitGroup and WaitGroup (pending >= 0)."""
+    def copy(s):
+        v._store(n.Store(s.buffer, s.indices, s.value))
+        if s.buffer.scope is not n.Scope.SHARED:
+            v.fail(f"asynchronous copy into {s.buffer.scope.value} buffer {s.buffer.name!r} (shared only)")
+        if not (isinstance(s.value, n.Load) and s.value.buffer.scope is n.Scope.GLOBAL):
+            v.fail("an asynchronous copy's value must be a load of global memory", s.value)
+        if s.predicate is not None:
+            v.expr(s.predicate)
+            if not s.predicate.dtype.is_bool:
+                v.fail(f"asynchronous copy predicate of dtype {s.predicate.dtype}", s.predicate)
+
+    def wait(s):
+        if not isinstance(s.pending, int) or s.pending < 0:
+            v.fail(f"wait_group({s.pending!r}): pending must be an int >= 0")
+
+    return {n.AsyncCopy: copy, n.CommitGroup: lambda s: None, n.WaitGroup: wait}

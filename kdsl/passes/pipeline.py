@@ -5,12 +5,17 @@ one pure function in its own module, whose docstring says what it *Assumes*
 and *Guarantees*:
 
 - ``placement`` (schedule, ``placement.place_stages``): root order, attachments
+- ``pipeline_legality`` (schedule, ``software_pipeline.check_pipelines``): pipelined stages
+  still qualify (a primitive after ``double_buffer`` may have broken it)
 - ``inline`` (schedule, ``inline.inline``): compute_inline stages substituted
 - ``bound_inference`` (schedule, ``bound.infer_bounds``): regions, loop extents, guards
 - ``storage`` (schedule, ``storage.plan_storage``): buffers, scopes, bindings, allocation sites
 - ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
   guards, reduction init nests, cross-thread reductions, tensorize requests)
 - ``simplify`` (IR, ``simplify.simplify_pass``)
+- ``software_pipeline`` (IR, ``software_pipeline.software_pipeline``): pipelined copies
+  become rings of shared buffers filled by asynchronous copies
+- ``vthread`` (IR, ``vthread.inject_vthreads``): virtual-thread loops unrolled, interleaved
 - ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
   kernels with their launches and workspaces (GPU form)
 
@@ -27,8 +32,9 @@ interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_
 
 The whole lists, in order (``names()``)::
 
-    PIPELINE:   placement, inline, bound_inference, storage, loop_nests, simplify, device_kernels
-    SEQUENTIAL: placement, inline, bound_inference, storage, loop_nests, simplify,
+    PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
+                simplify, software_pipeline, vthread, device_kernels
+    SEQUENTIAL: PIPELINE without device_kernels, then
                 sequential_kernels, lower_async_copies, blocked_sums
     (cpu: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp, hoist_allocations)
 
@@ -69,8 +75,10 @@ from .loop_nests import build_loop_nests
 from .placement import place_stages
 from .sequential import lower_async_copies, sequential_kernels
 from .simplify import simplify_pass
+from .software_pipeline import check_pipelines, software_pipeline
 from .state import LowerState
 from .storage import plan_storage
+from .vthread import inject_vthreads
 
 
 class PipelineError(ValueError):
@@ -157,11 +165,14 @@ S = Level.SCHEDULE
 #: every pass from a Schedule to GPU-form loop IR, in order (the table of GPU targets)
 PIPELINE = Pipeline((
     Pass("placement", place_stages, S),
+    Pass("pipeline_legality", check_pipelines, S),
     Pass("inline", inline, S),
     Pass("bound_inference", infer_bounds, S),
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
     Pass("simplify", simplify_pass),
+    Pass("software_pipeline", software_pipeline),
+    Pass("vthread", inject_vthreads),
     Pass("device_kernels", device_kernels),
 ))
 

@@ -9,7 +9,7 @@ model of BOUND loops": sequential executors run BOUND loops as loops):
 - ``lower_async_copies``: ``AsyncCopy`` becomes a ``Store`` at issue (a ``predicate`` false
   stores zero, cp.async's zero fill), ``CommitGroup``/``WaitGroup`` disappear.  Exact: nothing
   may read a copy's destination before the wait that covers it.  (The async-copy semantics
-  are owned by the software-pipelining work; this pass is its slot in the table.)
+  are those of ``software_pipeline``; the interpreter runs hand IR holding them the same way.)
 
 Assumes: loop IR; DeviceKernels only at the root (``device_kernels``).
 Guarantees: no DeviceKernel, AsyncCopy, CommitGroup or WaitGroup remains; every other
@@ -57,13 +57,19 @@ def has_statement(s, types) -> bool:
     return False
 
 
+def as_stores(s: n.AsyncCopy) -> n.Stmt:
+    """What ``s`` amounts to when copies complete at issue: its store, under its predicate
+    (where the predicate is false, the zero fill of cp.async's src-size 0)."""
+    store = n.Store(s.buffer, s.indices, s.value)
+    if s.predicate is None:
+        return store
+    zero = n.Store(s.buffer, s.indices, mk.as_expr(0, s.buffer.dtype))
+    return n.IfThenElse(s.predicate, store, zero)
+
+
 class _Async(Mutator):
     def visit_AsyncCopy(self, s):
-        store = n.Store(s.buffer, s.indices, s.value)
-        if s.predicate is None:
-            return store
-        zero = n.Store(s.buffer, s.indices, mk.as_expr(0, s.buffer.dtype))
-        return n.IfThenElse(s.predicate, store, zero)
+        return as_stores(s)
 
     def visit_CommitGroup(self, s):
         return n.Seq(())
@@ -94,4 +100,4 @@ def lower_async_copies(func: n.LoweredFunc) -> n.LoweredFunc:
     return dataclasses.replace(func, body=_Async().visit(func.body))
 
 
-__all__ = ["sequential_kernels", "lower_async_copies", "has_statement"]
+__all__ = ["sequential_kernels", "lower_async_copies", "has_statement", "as_stores"]

@@ -67,7 +67,7 @@ def primitive(check: bool = False):
 
 _HANDLE_FIELDS = ("relations", "leaf", "attrs", "bind_locs", "attach", "attach_stage", "attach_axis", "attach_loc",
                   "store_predicate_loc",
-                  "scope", "store_predicate", "buffer_stages", "tensorized")
+                  "scope", "store_predicate", "buffer_stages", "pipeline_loc", "tensorized")
 _STAGE_FIELDS = ("axes", "reduce_axes", "body", "values")
 
 
@@ -121,6 +121,7 @@ class StageSchedule:
         self.store_predicate: n.Expr | None = None
         self.store_predicate_loc = None
         self.buffer_stages = 1
+        self.pipeline_loc = None    # the user's double_buffer / pipeline line
         self.tensorized: Tensorize | None = None
 
     # ------------------------------------------------------------ introspection
@@ -459,12 +460,11 @@ class StageSchedule:
     @primitive()
     def pipeline(self, stages: int):
         """Multi-buffer this stage's buffer across ``stages`` iterations (cp.async on CUDA)."""
-        if isinstance(stages, bool) or not isinstance(stages, int) or stages < 2:
-            raise ScheduleError(f"pipeline needs stages >= 2, got {stages!r}")
-        if self.attach is not AttachKind.AT:
-            raise ScheduleError(f"pipeline: stage {self.name} must first be attached with compute_at "
-                                "inside the loop it is pipelined over")
+        from .pipelining import check_pipelinable, check_stages
+        check_stages(stages)
+        check_pipelinable(self)    # a copy global -> shared attached at a serial loop
         self.buffer_stages = stages
+        self.pipeline_loc = user_location()
 
     @primitive()
     def tensorize(self, axis, intrin):

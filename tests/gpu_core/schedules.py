@@ -66,3 +66,33 @@ def mm_shared_no_sync(s):
 
 def rand(rng, shape, dtype):
     return rng.standard_normal(shape).astype(dtype)
+
+
+def mm_vthread(s, block=16, vthreads=2, threads=4):
+    """Seed-002 warp tiling, scaled down: a block x block tile of C per block, split over
+    vthread.y/x (outermost), threadIdx.y/x, then each thread's own block/(vthreads*threads)
+    square; C accumulates in a local cache attached at threadIdx.x (one per virtual thread)."""
+    C = s["C"]
+    CL = s.cache_write(C, "local")
+    by, yi = C.split(C.axes[0], factor=block)
+    bx, xi = C.split(C.axes[1], factor=block)
+    vy, yi = C.split(yi, nparts=vthreads)
+    ty, yi = C.split(yi, nparts=threads)
+    vx, xi = C.split(xi, nparts=vthreads)
+    tx, xi = C.split(xi, nparts=threads)
+    C.reorder(by, bx, vy, vx, ty, tx, yi, xi)
+    for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (vy, "vthread.y"), (vx, "vthread.x"),
+                    (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        C.bind(ax, tag)
+    CL.compute_at(C, tx)
+
+
+def mm_double_buffer(s, stages=2):
+    """mm_shared_no_sync with both shared tiles pipelined over the K-tile loop (``stages=2``:
+    double_buffer(), else pipeline(stages))."""
+    mm_shared_no_sync(s)
+    for name in ("A.shared", "B.shared"):
+        if stages == 2:
+            s[name].double_buffer()
+        else:
+            s[name].pipeline(stages)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-from handgraph import Builder, read, sum_
+from handgraph import Builder, matmul_graph, read, sum_
 from seed_schedules import bind_rows, cross_thread
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
@@ -49,6 +49,33 @@ def rowsum_split(s):
     B.split(B.reduce_axes[0], factor=8)
 
 
+def chain_vthread(s):
+    """O's tile of 8 per block split over vthread.x (2) and threadIdx.x (4)."""
+    s["U"].compute_inline()
+    s["T"].compute_inline()
+    O = s["O"]
+    bo, ji = O.split(O.axes[0], factor=8)
+    vo, ti = O.split(ji, nparts=2)
+    O.bind(bo, "blockIdx.x")
+    O.bind(vo, "vthread.x")
+    O.bind(ti, "threadIdx.x")
+
+
+def mm_pipelined(s):
+    """A 4x4 tile of C per block; A's 4x4 shared tile double-buffered over the K-tile loop."""
+    C = s["C"]
+    AA = s.cache_read("A", "shared", [C])
+    io, jo, ii, ji = C.tile(C.axes[0], C.axes[1], 4, 4)
+    ko, ki = C.split(C.reduce_axes[0], factor=4)
+    C.reorder(io, jo, ko, ii, ji, ki)
+    for ax, tag in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"), (ji, "threadIdx.x")):
+        C.bind(ax, tag)
+    AA.compute_at(C, ko)
+    AA.bind(AA.axes[0], "threadIdx.y")
+    AA.bind(AA.axes[1], "threadIdx.x")
+    AA.double_buffer()
+
+
 def _chain():
     s = Schedule(chain_graph())
     chain_schedule(s)
@@ -74,6 +101,9 @@ GOLDEN_CASES = {
     "device_kernels": (rowsum_graph, bind_rows, "device_kernels"),
     "sequential_kernels": (rowsum_graph, bind_rows, "sequential_kernels"),
     "lower_async_copies": (chain_graph, chain_schedule, "lower_async_copies"),
+    "pipeline_legality": (chain_graph, chain_schedule, "pipeline_legality"),
+    "software_pipeline": (matmul_graph, mm_pipelined, "software_pipeline"),
+    "vthread": (chain_graph, chain_vthread, "vthread"),
 }
 #: the table each golden case runs: GPU form, the GPU table plus the sequential tail, else SEQUENTIAL
 GOLDEN_TABLE = {"device_kernels": P.PIPELINE,
@@ -203,12 +233,56 @@ def rowsum(A: float32[n, m], B: float32[n]):
       if i.outer*32 + i.inner < n:
         for k in range(m):
           B[i.outer*32 + i.inner] = B[i.outer*32 + i.inner] + A[i.outer*32 + i.inner, k]""",
+    "software_pipeline": """\
+def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
+  for i.outer in range(ceildiv(n, 4)):  # bound blockIdx.y
+    for j.outer in range(ceildiv(m, 4)):  # bound blockIdx.x
+      for i.inner in range(4):
+        if i.outer*4 + i.inner < n:
+          for j.inner in range(4):
+            if j.outer*4 + j.inner < m:
+              C[i.outer*4 + i.inner, j.outer*4 + j.inner] = 0.0f
+      allocate A.shared: float32[2, 4, 4] shared, stages=2
+        for ax0 in range(4):  # bound threadIdx.y
+          if i.outer*4 + ax0 < n:
+            for ax1 in range(4):  # bound threadIdx.x
+              if ax1 < k:
+                async_copy(A.shared[0, ax0, ax1], A[i.outer*4 + ax0, ax1], when=0 < ceildiv(k, 4))
+        commit_group()
+        for r.outer in range(ceildiv(k, 4)):
+          for ax0 in range(4):  # bound threadIdx.y
+            if i.outer*4 + ax0 < n:
+              for ax1 in range(4):  # bound threadIdx.x
+                if r.outer*4 + ax1 + 4 < k:
+                  async_copy(A.shared[(r.outer + 1) % 2, ax0, ax1], A[i.outer*4 + ax0, r.outer*4 + ax1 + 4], when=r.outer + 1 < ceildiv(k, 4))
+          commit_group()
+          wait_group(1)
+          barrier(shared)
+          for i.inner in range(4):  # bound threadIdx.y
+            if i.outer*4 + i.inner < n:
+              for j.inner in range(4):  # bound threadIdx.x
+                if j.outer*4 + j.inner < m:
+                  for r.inner in range(4):
+                    if r.outer*4 + r.inner < k:
+                      C[i.outer*4 + i.inner, j.outer*4 + j.inner] = C[i.outer*4 + i.inner, j.outer*4 + j.inner] + A.shared[r.outer % 2, i.inner, r.inner]*B[r.outer*4 + r.inner, j.outer*4 + j.inner]
+          barrier(shared)
+        wait_group(0)""",
+    "vthread": """\
+def chain(A: float64[n], O: float64[n]):
+  for j.outer in range(ceildiv(n, 8)):  # bound blockIdx.x
+    for j.inner.inner in range(4):  # bound threadIdx.x
+      if j.outer*8 + j.inner.inner < n:
+        O[j.outer*8 + j.inner.inner] = (A[j.outer*8 + j.inner.inner]*2.0 + 1.0)*3.0
+      if j.outer*8 + j.inner.inner + 4 < n:
+        O[j.outer*8 + j.inner.inner + 4] = (A[j.outer*8 + j.inner.inner + 4]*2.0 + 1.0)*3.0""",
 }
+GOLDEN["pipeline_legality"] = GOLDEN["placement"]     # a check: the state passes unchanged
 GOLDEN["lower_async_copies"] = GOLDEN["simplify"]      # nothing asynchronous in the chain
 
 
 def test_the_table_lists_every_pass_in_order():
-    core = ("placement", "inline", "bound_inference", "storage", "loop_nests", "simplify")
+    core = ("placement", "pipeline_legality", "inline", "bound_inference", "storage", "loop_nests",
+            "simplify", "software_pipeline", "vthread")
     assert P.PIPELINE.names() == core + ("device_kernels",)
     assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_async_copies", "blocked_sums")
     assert P.for_target("cuda") is P.PIPELINE
@@ -270,8 +344,8 @@ def test_insert_replace_append_by_name():
     pipe = (base.insert_before("simplify", ("m1", _mark(1)))
                 .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
                 .append(P.Pass("m3", _mark(3))))
-    assert pipe.names()[4:] == ("loop_nests", "m1", "simplify", "sequential_kernels",
-                                "lower_async_copies", "blocked_sums", "m2", "m3")
+    assert pipe.names()[5:] == ("loop_nests", "m1", "simplify", "software_pipeline", "vthread",
+                                "sequential_kernels", "lower_async_copies", "blocked_sums", "m2", "m3")
     assert base.names() == P.SEQUENTIAL.names()            # edits never change the original
     assert base.remove("blocked_sums").names() == base.names()[:-1]
     RAN.clear()

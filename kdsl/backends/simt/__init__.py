@@ -15,6 +15,7 @@ from .. import pyexec_rt as rt
 from ..interpreter import check_call
 from .executor import Executor, _Mem
 from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds
+from .async_copy import AsyncCopyRace
 
 
 def scalar_values(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list) -> dict:
@@ -60,4 +61,4 @@ def run_simt(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list,
 
 
 __all__ = ["run_simt", "scalar_values", "SimtError", "RaceError", "BarrierDivergence",
-           "SimtOutOfBounds"]
+           "SimtOutOfBounds", "AsyncCopyRace"]

@@ -32,6 +32,7 @@ from ...ir.visitor import collect, free_vars
 from .. import pyexec_rt as rt
 from ..numpy_eval import ExprEval, internal_np
 from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds
+from . import async_copy
 
 _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2,
          n.ThreadTag.BLOCK_X: 0, n.ThreadTag.BLOCK_Y: 1, n.ThreadTag.BLOCK_Z: 2}
@@ -84,6 +85,7 @@ class Executor:
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
             n.DeviceKernel: self._device_kernel,
+            **async_copy.handlers(self),
         }
 
     # ------------------------------------------------------------- thread state
@@ -177,6 +179,7 @@ class Executor:
             self.block[axis] = int(i)
             self.block_mem = {}            # a new block: fresh shared memory
             self.run(s.body)
+            async_copy.check_block_end(self)
         self.env.pop(s.var, None)
 
     def _thread_loop(self, s: n.For):
@@ -325,6 +328,7 @@ class Executor:
         lanes = self.lanes
         vals = m.data[(lanes,) + idx] if m.per_thread else m.data[idx] if idx else m.data[()]
         if m.shadow is not None:
+            async_copy.check_access(self, m, b, idx, "read")
             self._check(m, b, idx, m.shadow.on_load)
         if lanes.size == self.T:
             return np.broadcast_to(vals, (self.T,)).astype(out.dtype)
@@ -338,6 +342,7 @@ class Executor:
         lanes = self.lanes
         vals = value[lanes] if value.ndim else value
         if m.shadow is not None:
+            async_copy.check_access(self, m, b, idx, "wrote")
             self._check(m, b, idx, m.shadow.on_store)
         if m.per_thread:
             m.data[(lanes,) + idx] = vals

@@ -1,0 +1,183 @@
+"""software_pipeline: multi-buffered global->shared copies with asynchronous copies (IR pass).
+
+Assumes: loop IR as ``loop_nests`` builds it: a stage pipelined with ``double_buffer()`` /
+``pipeline(S)`` (``kdsl.schedule.pipelining`` checked it) is a copy of global memory into a
+shared buffer allocated with ``Allocate(stages=S)`` directly in the body of the serial loop
+it is attached to (``for ko: allocate X.shared (stages=S): <copy nests>; <readers>``).
+
+Guarantees: for such a loop ``for ko in [m, m+E)`` with ring buffers B (all of one S):
+
+    allocate B: [S, ...] (stages=S)              # the ring: slot of tile t = (t - m) % S
+      <copy of tile m+s into slot s, if s < E>; commit_group      for s in 0..S-2  (prologue)
+      for ko in [m, m+E):
+        <copy of tile ko+S-1 into its slot, if ko+S-1 < m+E>; commit_group
+        wait_group(S-1)                           # this thread's copies of tile ko are done
+        barrier                                   # ... and every thread's (RAW)
+        <the loop's other statements, reading slot (ko - m) % S>
+        barrier                                   # slot read here is refilled next (WAR)
+      wait_group(0)                               # epilogue: drain the groups still open
+
+Copies are ``AsyncCopy`` statements (their predicate zero-fills past the end); every
+iteration commits one group, possibly empty, so the group count stays uniform.  The copy
+of tile ko+1 thus overlaps the compute of tile ko (S=2).  Sequential executors run
+``AsyncCopy`` as a store at issue (``sequential.lower_async_copies``), which is exact: every read of a
+slot follows the wait that covers its copy.
+
+This pass emits the barriers its ring needs.  A general barrier-insertion pass must treat
+``wait_group`` + ``barrier`` as the synchronisation of an asynchronous copy (the copy's
+writes land at the wait, not at the issue) and must not add barriers between the ring's
+copies and reads: they touch different slots in one iteration.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import InternalCompilerError, ScheduleError
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.simplify import simplify_stmt
+from ..ir.visitor import Mutator, allocate_chain, collect, free_vars, rewrap, substitute
+from ..schedule.pipelining import QUALIFIES
+
+
+def _stores_to(s, bufs) -> list:
+    return collect(s, lambda x: isinstance(x, (n.Store, n.AsyncCopy)) and x.buffer in bufs)
+
+
+def _loads_of(s, bufs) -> list:
+    return collect(s, lambda x: isinstance(x, n.Load) and x.buffer in bufs)
+
+
+def _err(buf, what) -> ScheduleError:
+    return ScheduleError(f"pipeline: the buffer {buf.name} of a pipelined stage {what}", hint=QUALIFIES)
+
+
+class _Ring(Mutator):
+    """Accesses of ring buffers get the slot index; stores to them become AsyncCopies."""
+
+    def __init__(self, rings: dict, slot, predicate=None):
+        super().__init__()
+        self.rings, self.slot, self.predicate = rings, slot, predicate
+
+    def visit_Load(self, e):
+        e = self.generic(e)
+        r = self.rings.get(e.buffer)
+        return e if r is None else n.Load(e.dtype, r, (self.slot,) + e.indices)
+
+    def visit_Store(self, s):
+        s = self.generic(s)
+        r = self.rings.get(s.buffer)
+        if r is None:
+            return s
+        return n.AsyncCopy(r, (self.slot,) + s.indices, s.value, self.predicate)
+
+
+class _Pipeliner(Mutator):
+    def __init__(self):
+        super().__init__()
+        self.rings: set = set()     # the ring buffers made
+
+    def visit_For(self, s: n.For):
+        s = self.generic(s)
+        chain, core = allocate_chain(s.body)
+        piped = [a for a in chain if a.stages > 1]
+        if not piped:
+            return s
+        if s.kind not in (n.ForKind.SERIAL, n.ForKind.UNROLLED):
+            what = s.kind.value + (f" to {s.thread.value}" if s.thread else "")
+            raise _err(piped[0].buffer, f"is allocated in loop {s.var.name}, which is {what}; the loop "
+                                        "a copy is pipelined over must be serial (checked at lowering)")
+        return _pipeline(s, chain, core, piped, self.rings)
+
+    def visit_Allocate(self, a: n.Allocate):
+        body = self.visit(a.body)
+        return a if body is a.body else dataclasses.replace(a, body=body)
+
+
+def _pipeline(loop: n.For, chain, core, piped, made: set) -> n.Stmt:
+    S = piped[0].stages
+    if any(a.stages != S for a in piped):
+        raise _err(piped[0].buffer, f"and {piped[1].buffer.name} are pipelined over loop "
+                                    f"{loop.var.name} with different stage counts "
+                                    f"({', '.join(str(a.stages) for a in piped)}); use one count")
+    bufs = {a.buffer for a in piped}
+    stmts = core.stmts if isinstance(core, n.Seq) else (core,)
+    producers, rest = [], []
+    for x in stmts:
+        (producers if _stores_to(x, bufs) else rest).append(x)
+    inner_bufs = {a.buffer for a in chain if a.stages == 1}
+    written = {st.buffer for st in collect(core, lambda y: isinstance(y, n.Store))}
+    for p in producers:
+        for st in collect(p, lambda y: isinstance(y, (n.Store, n.AsyncCopy))):
+            if st.buffer not in bufs:
+                raise InternalCompilerError(f"pipelined copy nest of loop {loop.var.name} also "
+                                            f"stores to {st.buffer.name}")
+            v = st.value
+            if not (isinstance(v, n.Load) and v.buffer.scope is n.Scope.GLOBAL):
+                raise _err(st.buffer, "is not filled by a copy from global memory (checked at lowering)")
+        for ld in collect(p, lambda y: isinstance(y, n.Load)):
+            if ld.buffer in written or ld.buffer in inner_bufs or ld.buffer in bufs:
+                raise _err(next(iter(bufs)), f"is copied from {ld.buffer.name}, which the loop "
+                                             f"{loop.var.name} itself writes; the copy of a later "
+                                             "tile cannot be issued early (checked at lowering)")
+    for b in bufs:
+        if not any(_stores_to(p, {b}) for p in producers):
+            raise InternalCompilerError(f"pipelined buffer {b.name} is never written in loop {loop.var.name}")
+        if loop.var in free_vars(b.shape):
+            raise _err(b, f"has a size that changes with loop {loop.var.name}")
+    first_reader = next((k for k, x in enumerate(stmts) if _loads_of(x, bufs)), len(stmts))
+    if any(stmts.index(p) > first_reader for p in producers):
+        raise InternalCompilerError(f"loop {loop.var.name}: a ring buffer is read before its copy")
+
+    ko, m, E = loop.var, loop.min, loop.extent
+    rings = {a.buffer: dataclasses.replace(a.buffer, shape=(mk.as_expr(S),) + tuple(a.buffer.shape))
+             for a in piped}
+
+    def slot(t):
+        return mk.mod(mk.sub(t, m), S)
+
+    def issue(t, pred):
+        pred = None if isinstance(pred, n.Const) and pred.value else pred
+        body = [simplify_stmt(_Ring(rings, slot(t), pred).visit(substitute(p, {ko: t}))) for p in producers]
+        return body + [n.CommitGroup()]
+
+    prologue = []
+    for s in range(S - 1):
+        prologue += issue(mk.add(m, s), mk.lt(mk.as_expr(s), E))
+    nxt = mk.add(ko, S - 1)
+    compute = [_Ring(rings, slot(ko)).visit(x) for x in rest]
+    body = issue(nxt, mk.lt(nxt, mk.add(m, E))) + [n.WaitGroup(S - 1), n.Barrier()] + compute + [n.Barrier()]
+    others = [a for a in chain if a.stages == 1]
+    new_loop = dataclasses.replace(loop, body=rewrap(others, n.Seq(tuple(body))))
+    out: n.Stmt = n.Seq(tuple(prologue) + (new_loop, n.WaitGroup(0)))
+    for a in reversed(piped):
+        out = n.Allocate(rings[a.buffer], out, S)
+    made.update(rings.values())
+    return out
+
+
+def check_pipelines(state):
+    """The ``pipeline_legality`` pass (schedule level): every stage pipelined with
+    ``double_buffer``/``pipeline`` still qualifies (``kdsl.schedule.pipelining``); the
+    ScheduleError names the user's pipeline call.  Returns ``state`` unchanged."""
+    from ..schedule.pipelining import check_schedule
+    if any(h.buffer_stages > 1 for h in state.sched.stages):
+        check_schedule(state.sched)
+    return state
+
+
+def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
+    """The ``software_pipeline`` pass (see the module docstring); a no-op without pipelined
+    allocations."""
+    if not collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1):
+        return func
+    p = _Pipeliner()
+    body = p.visit(func.body)
+    left = collect(body, lambda x: isinstance(x, n.Allocate) and x.stages > 1 and x.buffer not in p.rings)
+    if left:
+        raise _err(left[0].buffer, "is not allocated directly inside the loop it is pipelined over "
+                                   "(it must be attached with compute_at at a serial loop)")
+    return dataclasses.replace(func, body=body)
+
+
+__all__ = ["software_pipeline", "check_pipelines"]
