@@ -10,6 +10,7 @@ and *Guarantees*:
 - ``storage`` (schedule, ``storage.plan_storage``): buffers, scopes, bindings, allocation sites
 - ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
   guards, reduction init nests, cross-thread reductions, tensorize requests)
+- ``tensorize`` (IR, ``tensorize.tensorize``): tensorized nests -> warp-level WMMA statements
 - ``simplify`` (IR, ``simplify.simplify_pass``)
 - ``blocked_sums`` (IR, ``blocked_sums.blocked_sums``): compensated long float sums
 
@@ -45,6 +46,7 @@ from .placement import place_stages
 from .simplify import simplify_pass
 from .state import LowerState
 from .storage import plan_storage
+from .tensorize import tensorize
 
 
 class PipelineError(ValueError):
@@ -132,6 +134,7 @@ PIPELINE = Pipeline((
     Pass("bound_inference", infer_bounds, S),
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
+    Pass("tensorize", tensorize),
     Pass("simplify", simplify_pass),
     Pass("blocked_sums", blocked_sums),
 ))
