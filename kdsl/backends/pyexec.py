@@ -86,6 +86,7 @@ class _Gen:
             n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
+            **{t: self._wmma for t in n.WMMA_STMTS},
         }
 
     # ------------------------------------------------------------- naming
@@ -404,6 +405,10 @@ class _Gen:
 
     def _intrinsic(self, s):
         self.out.line(f"_intrinsic({s.name!r})")
+
+    def _wmma(self, s):
+        from .wmma_defs import emit_python    # warp-level matrix statements, run by definition
+        emit_python(self, s)
 
     # ------------------------------------------------------------- function
     def function(self) -> Program:

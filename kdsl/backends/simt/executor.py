@@ -31,6 +31,7 @@ from ...ir.printer import StmtPrinter, named_objects
 from ...ir.visitor import collect, free_vars
 from .. import pyexec_rt as rt
 from ..numpy_eval import ExprEval, internal_np
+from . import wmma
 from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds
 
 _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2,
@@ -73,6 +74,7 @@ class Executor:
         self.ev = _Eval(self)
         self.mem: dict = {}                # Buffer -> _Mem, while allocated
         self.block_mem: dict = {}          # Buffer -> _Mem of this block's shared buffers
+        self.frags: dict = {}              # fragment Buffer -> _Mem, one array per warp (simt.wmma)
         self._stmt_ids: dict = {}
         self._stmts: list = []
         self._kernels: dict = {}
@@ -83,6 +85,7 @@ class Executor:
             n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
+            **{t: self._wmma for t in n.WMMA_STMTS},
         }
 
     # ------------------------------------------------------------- thread state
@@ -206,6 +209,8 @@ class Executor:
             ext = self._uniform(f.extent, "a thread extent")
             axis = _AXIS[f.thread]
             dims[axis] = max(dims[axis], ext)
+        if wmma.has_wmma(s):               # warps of 32 lanes along threadIdx.x
+            dims = wmma.kernel_dims(self, s, dims)
         k = self._kernels.setdefault(id(s), len(self._kernels))
         self.kernel = f"{self.func.name}.kernel{k}"
         self.dims = tuple(dims)
@@ -242,6 +247,9 @@ class Executor:
         raise NotImplementedError(f"the SIMT executor cannot execute the intrinsic {s.name!r} "
                                   f"of kernel {self.func.name!r}")
 
+    def _wmma(self, s):
+        wmma.run(self, s)
+
     def _barrier(self, s):
         if self.kernel is None:
             return
@@ -261,6 +269,15 @@ class Executor:
         if any(x < 0 for x in shape):
             raise InternalCompilerError(f"allocation of buffer {b.name!r} with negative shape {shape}")
         npd = rt.storage_np(b.dtype)
+        if b.scope.is_fragment:            # one per warp, outside self.mem: wmma statements only
+            prev = self.frags.get(b)
+            self.frags[b] = wmma.alloc_fragment(self, b, shape)
+            self.run(s.body)
+            if prev is None:
+                del self.frags[b]
+            else:
+                self.frags[b] = prev
+            return
         if self.kernel is None:
             m = _Mem(rt.alloc(shape, npd, b.name))
         elif b.scope is n.Scope.LOCAL:
@@ -283,6 +300,8 @@ class Executor:
         """The live buffer and the active lanes' indices (checked in bounds)."""
         m = self.mem.get(b)
         if m is None:
+            if b in self.frags:
+                wmma.scalar_access(self, b, what)
             raise InternalCompilerError(f"{what} of buffer {b.name!r} outside its allocation "
                                         f"(kernel {self.func.name!r})")
         lanes = self.lanes
