@@ -420,24 +420,32 @@ def _build(plan: _Plan, nest: _Nest) -> n.Stmt:
     return n.WmmaStore(dst, origin, layout, plan.buffer(fail, frag, intrin), tile, shape, extents)
 
 
-def _check_padding(plan: _Plan, built: dict):
-    """An accumulation cut short along k runs on whole tiles: both operand tiles must be zero
-    beyond that point, i.e. loaded with the same k extent (the loads zero-fill the rest)."""
-    loads = [x for x in plan.nests.values() if x.role == "load"]
+def _pad_to_reduction(plan: _Plan, built: dict, scalars):
+    """An accumulation cut short along k runs on whole tiles, so both operand tiles must be zero
+    beyond its reduction's end: each load of an operand fragment stops there too (its valid k
+    extent becomes the smaller of its own and the accumulation's; the rest is zero-filled)."""
     for nest in plan.nests.values():
         if nest.role != "mma" or nest.info["klimit"] is None:
             continue
         klim = nest.info["klimit"]
         for op, k_at in (("a", 1), ("b", 0)):
             frag = nest.info[op].buffer
-            for ld in (x for x in loads if x.info["frag"] is frag):
-                got = ld.info["extents"][k_at]
-                if got != klim:
+            for key, ld in plan.nests.items():
+                if ld.role != "load" or ld.info["frag"] is not frag:
+                    continue
+                stmt = built[key]
+                got = stmt.extents[k_at]
+                if got == klim:
+                    continue
+                if not free_vars(klim) <= ld.info["scope"] | set(scalars):
                     _Fail(nest.req)(
-                        f"the accumulation stops at k < {_show(klim)} but the fragment {frag.name} is "
-                        f"loaded ({ld.req.stage.name}) up to {_show(got)}; a wmma tile is multiplied whole, "
-                        "so both operand tiles must be zero beyond the reduction's end",
+                        f"the accumulation stops at k < {_show(klim)}, which the load of {frag.name} "
+                        f"({ld.req.stage.name}) cannot see; a wmma tile is multiplied whole, so both operand "
+                        "tiles must be zero beyond the reduction's end",
                         hint="attach the loads (compute_at) inside the reduction's tile loop of this stage")
+                ext = list(stmt.extents)
+                ext[k_at] = simplify(mk.min_(got, klim))
+                built[key] = dataclasses.replace(stmt, extents=tuple(ext))
 
 
 # ------------------------------------------------------------------ the walk
@@ -454,6 +462,7 @@ def _find(s, reqs: dict, plan: _Plan, stack: list, kernels: list):
                      "statements run once per warp, and threadIdx.x is the 32 lanes of a warp",
                      hint="bind the loops that pick a warp's tiles to threadIdx.y / threadIdx.z")
             nest = _parse(req, s)
+            nest.info["scope"] = {f.var for f in stack}
             plan.nests[id(s)] = nest
             root = next((f for f in stack if f.kind is n.ForKind.BOUND), None)
             if root is not None and all(r is not root for r, _ in kernels):
@@ -536,7 +545,7 @@ def tensorize(func: n.LoweredFunc) -> n.LoweredFunc:
         if nest.role == "mma":
             _analyze_mma(plan, nest)
     built = {k: _build(plan, nest) for k, nest in plan.nests.items()}
-    _check_padding(plan, built)
+    _pad_to_reduction(plan, built, func.scalars)
     _check_lanes(kernels)
     body = _Rewrite(built, plan.canon).visit(func.body)
     _check_no_scalar_access(body, reqs, plan.canon)
