@@ -297,7 +297,7 @@ def test_pipeline_errors_are_clear():
     with pytest.raises(P.PipelineError, match="schedule-level pass 'loop_nests' comes after IR pass 'early'"):
         P.PIPELINE.insert_before("loop_nests", ("early", _mark(0)))
     no_ir = P.PIPELINE.replace("loop_nests", P.Pass("loop_nests", lambda s: s, P.Level.SCHEDULE))
-    with pytest.raises(P.PipelineError, match="IR pass 'simplify' runs before any pass made the loop IR"):
+    with pytest.raises(P.PipelineError, match="IR pass 'tensorize' runs before any pass made the loop IR"):
         state_after(chain_graph, chain_schedule, None, no_ir)
     pipe = P.PIPELINE.replace("bound_inference", P.Pass("bound_inference", lambda s: s, P.Level.SCHEDULE))
     with pytest.raises(InternalCompilerError, match="'storage' needs the state's 'domains'"):
