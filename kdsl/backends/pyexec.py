@@ -87,6 +87,7 @@ class _Gen:
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
             **async_copy_handlers(self),
+            **{t: self._wmma for t in n.WMMA_STMTS},
         }
 
     # ------------------------------------------------------------- naming
@@ -405,6 +406,10 @@ class _Gen:
 
     def _intrinsic(self, s):
         self.out.line(f"_intrinsic({s.name!r})")
+
+    def _wmma(self, s):
+        from .wmma_defs import emit_python    # warp-level matrix statements, run by definition
+        emit_python(self, s)
 
     # ------------------------------------------------------------- function
     def function(self) -> Program:

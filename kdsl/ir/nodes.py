@@ -484,6 +484,86 @@ class Intrinsic(Stmt):
     args: tuple = ()
 
 
+# ----------------------------------------------------------------- warp-level matrix ops
+class WmmaLayout(enum.Enum):
+    """How a tile lies in memory: ROW_MAJOR puts the tile's rows along the buffer's next-to-last
+    dimension and its columns along the last (``ldm`` = that buffer's stride of dimension -2);
+    COL_MAJOR the other way round (nvcuda::wmma's row_major / col_major)."""
+
+    ROW_MAJOR = "row_major"
+    COL_MAJOR = "col_major"
+
+
+# The four statements below are executed by a whole warp (32 threads), like nvcuda::wmma's
+# ``*_sync`` functions: every thread of the warp reaches them, with the same operands.  A
+# fragment is a Buffer of a WMMA scope, owned by one warp, shaped as a grid of tiles in the
+# canonical orientation (matrix_a: rows x k, matrix_b: k x cols, accumulator: rows x cols,
+# each a multiple of the m x k, k x n, m x n tile); ``tile`` is the (row, col) of the first
+# element of the tile an operation uses (multiples of the tile's shape).  ``shape`` is the
+# intrinsic's (m, n, k).  Fragment data is only accessible through these statements.
+@dataclass(frozen=True)
+class WmmaFill(Stmt):
+    """Set the accumulator tile ``frag[tile]`` to ``value`` (fill_fragment)."""
+
+    frag: Buffer
+    tile: tuple            # (row, col) Exprs
+    shape: tuple           # (m, n, k)
+    value: Expr
+
+
+@dataclass(frozen=True)
+class WmmaLoad(Stmt):
+    """Load the tile ``frag[tile]`` from ``src`` (load_matrix_sync).
+
+    ``origin`` indexes ``src`` (one Expr per dimension) at the tile's element (0, 0); the tile
+    spans ``src``'s last two dimensions as ``layout`` says.  ``extents`` = (rows, cols): the
+    tile's valid part (clamped to [0, tile size]); elements outside it are set to zero and
+    ``src`` is not read there (a partial tile of a non-divisible shape).
+    """
+
+    frag: Buffer
+    tile: tuple
+    shape: tuple
+    src: Buffer
+    origin: tuple
+    layout: WmmaLayout
+    extents: tuple
+
+
+@dataclass(frozen=True)
+class WmmaMma(Stmt):
+    """``d[d_tile] = a[a_tile] @ b[b_tile] + c[c_tile]`` (mma_sync): products of the inputs
+    exact, accumulated in the accumulator's dtype."""
+
+    d: Buffer
+    d_tile: tuple
+    a: Buffer
+    a_tile: tuple
+    b: Buffer
+    b_tile: tuple
+    c: Buffer
+    c_tile: tuple
+    shape: tuple
+
+
+@dataclass(frozen=True)
+class WmmaStore(Stmt):
+    """Store the accumulator tile ``frag[tile]`` into ``dst`` at ``origin`` (store_matrix_sync);
+    only its valid part ``extents`` = (rows, cols) is written (see ``WmmaLoad``)."""
+
+    dst: Buffer
+    origin: tuple
+    layout: WmmaLayout
+    frag: Buffer
+    tile: tuple
+    shape: tuple
+    extents: tuple
+
+
+#: the warp-level statements (executed by every thread of a warp together)
+WMMA_STMTS = (WmmaFill, WmmaLoad, WmmaMma, WmmaStore)
+
+
 # ----------------------------------------------------------------- functions
 class BindingKind(enum.Enum):
     """Where the call supplies one of ``LoweredFunc.scalars``."""
@@ -515,6 +595,7 @@ class TensorizeRequest:
     stage: Any       # kdsl.graph.Stage
     axis: IterVar
     intrin: Any
+    loc: Any = None  # the user's tensorize line (kdsl.errors.SourceLoc), for messages
 
 
 #: keys that were semantic ``LoweredFunc.attrs`` entries and are typed fields now
@@ -582,4 +663,4 @@ class LoweredFunc:
 
 EXPR_TYPES = (Var, Const, Binary, Compare, Unary, Select, Cast, Load, TensorRead, Reduce)
 STMT_TYPES = (For, IfThenElse, Store, Allocate, LetStmt, Seq, Barrier, Evaluate, Intrinsic,
-              CrossThreadReduce, AsyncCopy, CommitGroup, WaitGroup, DeviceKernel)
+              CrossThreadReduce, AsyncCopy, CommitGroup, WaitGroup, DeviceKernel) + WMMA_STMTS

@@ -84,6 +84,8 @@ def named_objects(node) -> list:
                     stack[:0] = list(a)
         elif isinstance(x, n.Buffer):
             out.append(x)
+        elif isinstance(x, n.WMMA_STMTS):
+            out.extend(getattr(x, f) for f in ("d", "a", "b", "c", "frag", "src", "dst") if hasattr(x, f))
         return False
 
     collect(node, visit)
@@ -249,6 +251,8 @@ class StmtPrinter:
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
             n.CrossThreadReduce: self._cross_thread, n.AsyncCopy: self._async_copy,
             n.CommitGroup: self._commit, n.WaitGroup: self._wait, n.DeviceKernel: self._kernel,
+            n.WmmaFill: self._wmma_fill, n.WmmaLoad: self._wmma_load, n.WmmaMma: self._wmma_mma,
+            n.WmmaStore: self._wmma_store,
         }
 
     def lines(self, s, depth: int, out: list):
@@ -370,6 +374,41 @@ class StmtPrinter:
 
     def _intrinsic(self, s, depth, out):
         out.append(INDENT * depth + f"{s.name}({', '.join(self._arg(a) for a in s.args)})")
+
+    # warp-level matrix operations: fragment tiles print as ``frag[r:r+16, c:c+16]``
+    def _tile(self, frag, tile, rows, cols) -> str:
+        e = self.expr
+        r, c = tile
+        return (f"{self.namer(frag)}[{e(r)}:{e.end(r, n.const(rows, r.dtype))}, "
+                f"{e(c)}:{e.end(c, n.const(cols, c.dtype))}]")
+
+    def _valid(self, extents, rows, cols) -> str:
+        full = all(isinstance(x, n.Const) and x.value == t for x, t in zip(extents, (rows, cols)))
+        return "" if full else f", valid=({self.expr(extents[0])}, {self.expr(extents[1])})"
+
+    def _wmma_fill(self, s, depth, out):
+        m, nn, _ = s.shape
+        out.append(INDENT * depth + f"wmma.fill({self._tile(s.frag, s.tile, m, nn)}, {self.expr(s.value)})")
+
+    def _wmma_load(self, s, depth, out):
+        m, nn, k = s.shape
+        rows, cols = {n.Scope.WMMA_MATRIX_A: (m, k), n.Scope.WMMA_MATRIX_B: (k, nn)}.get(s.frag.scope, (m, nn))
+        what = {n.Scope.WMMA_MATRIX_A: "load_a", n.Scope.WMMA_MATRIX_B: "load_b"}.get(s.frag.scope, "load_c")
+        src = f"{self.namer(s.src)}[{self.expr._indices(s.origin)}]"
+        out.append(INDENT * depth + f"wmma.{what}({self._tile(s.frag, s.tile, rows, cols)}, {src}, "
+                   f"{s.layout.value}{self._valid(s.extents, rows, cols)})")
+
+    def _wmma_mma(self, s, depth, out):
+        m, nn, k = s.shape
+        out.append(INDENT * depth + f"wmma.mma({self._tile(s.d, s.d_tile, m, nn)} = "
+                   f"{self._tile(s.a, s.a_tile, m, k)} @ {self._tile(s.b, s.b_tile, k, nn)} + "
+                   f"{self._tile(s.c, s.c_tile, m, nn)})  # {m}x{nn}x{k}")
+
+    def _wmma_store(self, s, depth, out):
+        m, nn, _ = s.shape
+        dst = f"{self.namer(s.dst)}[{self.expr._indices(s.origin)}]"
+        out.append(INDENT * depth + f"wmma.store({dst}, {self._tile(s.frag, s.tile, m, nn)}, "
+                   f"{s.layout.value}{self._valid(s.extents, m, nn)})")
 
 
 def format_expr(e, namer: Namer | None = None) -> str:

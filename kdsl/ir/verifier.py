@@ -144,6 +144,7 @@ class _Verifier:
             n.Barrier: lambda s: None, n.Evaluate: lambda s: self.expr(s.value),
             n.Intrinsic: self._intrinsic, n.DeviceKernel: self._kernel,
             **async_copy_rules(self),
+            **{t: self._wmma for t in n.WMMA_STMTS},
         }
 
     def fail(self, msg, node=None):
@@ -281,6 +282,37 @@ class _Verifier:
                 for x in a:
                     walk(x)
         walk(s.args)
+
+    def _wmma(self, s):
+        """Warp-level matrix statements: fragments of the right scope, live buffers, index counts."""
+        frags = [(getattr(s, f), getattr(s, f + "_tile") if f in "dabc" else s.tile)
+                 for f in ("d", "a", "b", "c", "frag") if hasattr(s, f)]
+        want = {"a": n.Scope.WMMA_MATRIX_A, "b": n.Scope.WMMA_MATRIX_B, "c": n.Scope.WMMA_ACCUMULATOR,
+                "d": n.Scope.WMMA_ACCUMULATOR}
+        for f in ("d", "a", "b", "c"):
+            if hasattr(s, f) and getattr(s, f).scope is not want[f]:
+                self.fail(f"wmma operand {f} is the {getattr(s, f).scope.value} buffer {getattr(s, f).name!r}")
+        for buf, tile in frags:
+            self.buffer_ok(buf)
+            if not buf.scope.is_fragment or len(buf.shape) != 2 or len(tile) != 2:
+                self.fail(f"wmma statement on {buf.scope.value} buffer {buf.name!r} (a 2-d fragment is needed)")
+            for x in tile:
+                self.expr(x)
+        if isinstance(s, (n.WmmaFill, n.WmmaStore)) and s.frag.scope is not n.Scope.WMMA_ACCUMULATOR:
+            self.fail(f"wmma fill/store of the {s.frag.scope.value} fragment {s.frag.name!r}")
+        mem = getattr(s, "src", None) or getattr(s, "dst", None)
+        if mem is not None:
+            self.buffer_ok(mem)
+            if mem.scope.is_fragment or len(s.origin) != len(mem.shape) or len(mem.shape) < 2:
+                self.fail(f"wmma load/store of memory buffer {mem.name!r} with {len(s.origin)} indices")
+            if isinstance(s, n.WmmaStore) and mem.param and any(mem is b for b in self.func.inputs):
+                self.fail(f"wmma store to input buffer {mem.name!r}")
+            if mem.dtype is not (s.frag.dtype):
+                self.fail(f"wmma load/store between {mem.dtype} {mem.name!r} and {s.frag.dtype} {s.frag.name!r}")
+            for x in tuple(s.origin) + tuple(s.extents):
+                self.expr(x)
+        if isinstance(s, n.WmmaFill):
+            self.expr(s.value)
 
 
 def verify(func: n.LoweredFunc) -> None:

@@ -113,7 +113,7 @@ def _paths(s, frames, out):
             _paths(s.otherwise, frames + [(s, "else")], out)
     elif t in (n.For, n.LetStmt, n.Allocate):
         _paths(s.body, frames + [(s, None)], out)
-    elif t is n.Intrinsic:
+    elif t is n.Intrinsic or t in n.WMMA_STMTS:
         raise _Skip
 
 

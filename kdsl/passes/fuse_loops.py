@@ -61,6 +61,8 @@ class _Effects(Visitor):
     def visit_Intrinsic(self, s):
         self.opaque = True
 
+    visit_WmmaFill = visit_WmmaLoad = visit_WmmaMma = visit_WmmaStore = visit_Intrinsic
+
 
 def _effects(s: n.Stmt) -> _Effects:
     e = _Effects()

@@ -134,7 +134,7 @@ def build_loop_nests(state: LowerState) -> LowerState:
     body = seq([b.emit(h) for h in b.placement.order])
     for buf, stages in reversed(st.allocs.get(None, ())):
         body = n.Allocate(buf, body, stages)
-    tens = tuple(n.TensorizeRequest(h.stage, h.tensorized.axis, h.tensorized.intrin)
+    tens = tuple(n.TensorizeRequest(h.stage, h.tensorized.axis, h.tensorized.intrin, h.tensorized.loc)
                  for h in b.handles if h.tensorized)
     func = n.LoweredFunc(b.graph.name, st.inputs, st.outputs, st.scalars, body,
                          bindings=st.bindings, tensorize=tens)

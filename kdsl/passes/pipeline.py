@@ -12,6 +12,7 @@ and *Guarantees*:
 - ``storage`` (schedule, ``storage.plan_storage``): buffers, scopes, bindings, allocation sites
 - ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
   guards, reduction init nests, cross-thread reductions, tensorize requests)
+- ``tensorize`` (IR, ``tensorize.tensorize``): tensorized nests -> warp-level WMMA statements
 - ``simplify`` (IR, ``simplify.simplify_pass``)
 - ``software_pipeline`` (IR, ``software_pipeline.software_pipeline``): pipelined copies
   become rings of shared buffers filled by asynchronous copies
@@ -33,7 +34,7 @@ interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_
 The whole lists, in order (``names()``)::
 
     PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
-                simplify, software_pipeline, vthread, device_kernels
+                tensorize, simplify, software_pipeline, vthread, device_kernels
     SEQUENTIAL: PIPELINE without device_kernels, then
                 sequential_kernels, lower_async_copies, blocked_sums
     (cpu: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp, hoist_allocations)
@@ -78,6 +79,7 @@ from .simplify import simplify_pass
 from .software_pipeline import check_pipelines, software_pipeline
 from .state import LowerState
 from .storage import plan_storage
+from .tensorize import tensorize
 from .vthread import inject_vthreads
 
 
@@ -170,6 +172,7 @@ PIPELINE = Pipeline((
     Pass("bound_inference", infer_bounds, S),
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
+    Pass("tensorize", tensorize),
     Pass("simplify", simplify_pass),
     Pass("software_pipeline", software_pipeline),
     Pass("vthread", inject_vthreads),

@@ -1,24 +1,72 @@
-"""Tensor intrinsics that ``tensorize`` can map a loop nest onto."""
+"""Tensor intrinsics that ``tensorize`` can map a loop nest onto.
+
+``kd.intrin.wmma(m, n, k)`` is a warp-level matrix multiply-accumulate (CUDA tensor cores,
+nvcuda::wmma): ``D = A @ B + C`` on an m x k tile of A, a k x n tile of B and m x n tiles
+of C and D.  One intrinsic object serves the four stages of a WMMA schedule: the loads of
+A and B into ``wmma.matrix_a``/``wmma.matrix_b`` fragments, the accumulation into a
+``wmma.accumulator`` (its zero init becomes a fill) and the store out of it; the
+``tensorize`` pass (``kdsl.passes.tensorize``) checks each nest against what it declares.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import dtypes as dt
+
+_SHAPES = ((16, 16, 16), (32, 8, 16), (8, 32, 16))
+_LAYOUTS = ("row_major", "col_major")
+
 
 @dataclass(frozen=True)
 class WMMA:
-    """A warp-level matrix multiply-accumulate tile of shape m x n x k (CUDA tensor cores)."""
+    """A warp-level matrix multiply-accumulate tile of shape m x n x k (CUDA tensor cores).
+
+    ``dtype``: the inputs' type (float16 or bfloat16); ``acc_dtype``: the accumulator's
+    (float32; float16 too for float16 inputs).  ``layout_a``/``layout_b``/``layout_c``: how
+    A, B and the stored C lie in the memory they are loaded from / stored to: "row_major"
+    (the tile's rows along the buffer's next-to-last dimension) or "col_major".
+    """
 
     m: int
     n: int
     k: int
+    dtype: object = dt.float16
+    acc_dtype: object = dt.float32
+    layout_a: str = "row_major"
+    layout_b: str = "row_major"
+    layout_c: str = "row_major"
 
     def __post_init__(self):
-        if (self.m, self.n, self.k) not in ((16, 16, 16), (32, 8, 16), (8, 32, 16)):
-            from ..errors import ScheduleError
+        from ..errors import ScheduleError
+        if (self.m, self.n, self.k) not in _SHAPES:
             raise ScheduleError(f"kd.intrin.wmma({self.m}, {self.n}, {self.k}) is not a WMMA shape",
                                 hint="use (16, 16, 16), (32, 8, 16) or (8, 32, 16)")
+        try:
+            d, acc = dt.as_dtype(self.dtype), dt.as_dtype(self.acc_dtype)
+        except TypeError as e:
+            raise ScheduleError(f"kd.intrin.wmma: {e}") from None
+        if d not in (dt.float16, dt.bfloat16):
+            raise ScheduleError(f"kd.intrin.wmma: inputs of {d.name} are not supported",
+                                hint="tensor cores take float16 or bfloat16 inputs")
+        if acc is not dt.float32 and not (acc is dt.float16 and d is dt.float16):
+            raise ScheduleError(f"kd.intrin.wmma: a {acc.name} accumulator with {d.name} inputs is not "
+                                "supported", hint="accumulate in float32")
+        object.__setattr__(self, "dtype", d)
+        object.__setattr__(self, "acc_dtype", acc)
+        for name in ("layout_a", "layout_b", "layout_c"):
+            if getattr(self, name) not in _LAYOUTS:
+                raise ScheduleError(f"kd.intrin.wmma: {name}={getattr(self, name)!r} is not a layout",
+                                    hint="use 'row_major' or 'col_major'")
+
+    def __str__(self) -> str:
+        extra = [f"{f}={getattr(self, f)!r}" for f in ("layout_a", "layout_b", "layout_c")
+                 if getattr(self, f) != "row_major"]
+        if self.dtype is not dt.float16:
+            extra.insert(0, f"dtype={self.dtype.name}")
+        return f"wmma({', '.join([str(self.m), str(self.n), str(self.k)] + extra)})"
 
 
-def wmma(m: int = 16, n: int = 16, k: int = 16) -> WMMA:
-    """The WMMA fragment shape for ``tensorize`` (fp16/bf16 inputs, fp32 accumulation)."""
-    return WMMA(m, n, k)
+def wmma(m: int = 16, n: int = 16, k: int = 16, *, dtype=dt.float16, acc_dtype=dt.float32,
+         layout_a: str = "row_major", layout_b: str = "row_major", layout_c: str = "row_major") -> WMMA:
+    """The WMMA tile for ``tensorize`` (float16/bfloat16 inputs, float32 accumulation)."""
+    return WMMA(m, n, k, dtype, acc_dtype, layout_a, layout_b, layout_c)

@@ -7,6 +7,7 @@ import pytest
 import kdsl as kd
 from handgraph import Builder, matmul_graph, read, sum_
 from seed_schedules import bind_rows, cross_thread
+from wmma_schedules import mm16_graph, wmma_one_warp
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
 from kdsl.errors import InternalCompilerError
@@ -96,6 +97,7 @@ GOLDEN_CASES = {
     "loop_nests": (chain_graph, chain_schedule, "loop_nests"),
     "loop_nests_reduction": (rowsum_graph, rowsum_split, "loop_nests"),
     "loop_nests_cross_thread": (rowsum_graph, cross_thread, "loop_nests"),
+    "tensorize": (mm16_graph, wmma_one_warp, "tensorize"),
     "simplify": (chain_graph, chain_schedule, "simplify"),
     "blocked_sums": (rowsum_graph, rowsum_split, "blocked_sums"),
     "device_kernels": (rowsum_graph, bind_rows, "device_kernels"),
@@ -275,6 +277,29 @@ def chain(A: float64[n], O: float64[n]):
         O[j.outer*8 + j.inner.inner] = (A[j.outer*8 + j.inner.inner]*2.0 + 1.0)*3.0
       if j.outer*8 + j.inner.inner + 4 < n:
         O[j.outer*8 + j.inner.inner + 4] = (A[j.outer*8 + j.inner.inner + 4]*2.0 + 1.0)*3.0""",
+    "tensorize": """\
+def mm16(A: float16[n, k], B: float16[k, m], C: float32[n, m]):
+  for i.outer in range(ceildiv(n, 16)):  # bound blockIdx.y
+    for j.outer in range(ceildiv(m, 16)):  # bound blockIdx.x
+      for i.inner.outer in range(1):  # bound threadIdx.z
+        for j.inner.outer in range(1):  # bound threadIdx.y
+          allocate C.wmma.accumulator: float32[16, 16] wmma.accumulator
+            for i.outer_1 in range(1):
+              for j.outer_1 in range(1):
+                wmma.fill(C.wmma.accumulator[i.outer_1*16:i.outer_1*16 + 16, j.outer_1*16:j.outer_1*16 + 16], 0.0f)
+            for r.outer in range(ceildiv(k, 16)):
+              allocate A.wmma.matrix_a: float16[16, 16] wmma.matrix_a
+              allocate B.wmma.matrix_b: float16[16, 16] wmma.matrix_b
+                for ax0.outer in range(1):
+                  wmma.load_a(A.wmma.matrix_a[ax0.outer*16:ax0.outer*16 + 16, 0:16], A[i.outer*16 + i.inner.outer*16 + ax0.outer*16, r.outer*16], row_major, valid=(min(16 - ax0.outer*16, n - i.outer*16 - i.inner.outer*16 - ax0.outer*16), k - r.outer*16))
+                for ax1.outer in range(1):
+                  wmma.load_b(B.wmma.matrix_b[0:16, ax1.outer*16:ax1.outer*16 + 16], B[r.outer*16, j.outer*16 + j.inner.outer*16 + ax1.outer*16], row_major, valid=(k - r.outer*16, min(16 - ax1.outer*16, m - j.outer*16 - j.inner.outer*16 - ax1.outer*16)))
+                for i.outer_1 in range(1):
+                  for j.outer_1 in range(1):
+                    wmma.mma(C.wmma.accumulator[i.outer_1*16:i.outer_1*16 + 16, j.outer_1*16:j.outer_1*16 + 16] = A.wmma.matrix_a[i.outer_1*16:i.outer_1*16 + 16, 0:16] @ B.wmma.matrix_b[0:16, j.outer_1*16:j.outer_1*16 + 16] + C.wmma.accumulator[i.outer_1*16:i.outer_1*16 + 16, j.outer_1*16:j.outer_1*16 + 16])  # 16x16x16
+            for i.inner.inner.outer in range(1):
+              for j.inner.inner.outer in range(1):
+                wmma.store(C[i.outer*16 + i.inner.outer*16 + i.inner.inner.outer*16, j.outer*16 + j.inner.outer*16 + j.inner.inner.outer*16], C.wmma.accumulator[i.inner.inner.outer*16:i.inner.inner.outer*16 + 16, j.inner.inner.outer*16:j.inner.inner.outer*16 + 16], row_major, valid=(min(min(16 - i.inner.inner.outer*16, 16 - i.inner.outer*16 - i.inner.inner.outer*16), n - i.outer*16 - i.inner.outer*16 - i.inner.inner.outer*16), min(min(16 - j.inner.inner.outer*16, 16 - j.inner.outer*16 - j.inner.inner.outer*16), m - j.outer*16 - j.inner.outer*16 - j.inner.inner.outer*16)))""",
 }
 GOLDEN["pipeline_legality"] = GOLDEN["placement"]     # a check: the state passes unchanged
 GOLDEN["lower_async_copies"] = GOLDEN["simplify"]      # nothing asynchronous in the chain
@@ -282,7 +307,7 @@ GOLDEN["lower_async_copies"] = GOLDEN["simplify"]      # nothing asynchronous in
 
 def test_the_table_lists_every_pass_in_order():
     core = ("placement", "pipeline_legality", "inline", "bound_inference", "storage", "loop_nests",
-            "simplify", "software_pipeline", "vthread")
+            "tensorize", "simplify", "software_pipeline", "vthread")
     assert P.PIPELINE.names() == core + ("device_kernels",)
     assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_async_copies", "blocked_sums")
     assert P.for_target("cuda") is P.PIPELINE
@@ -319,7 +344,8 @@ def test_lowered_func_has_typed_bindings_and_tensorize_requests():
     ko, ki = B.split(B.reduce_axes[0], factor=16)
     mma = kd.intrin.wmma(16, 16, 16)
     B.tensorize(ki, mma)
-    f = P.lower(s)
+    # the request as loop_nests records it (the tensorize pass itself would refuse a row sum)
+    f = P.lower(s, pipeline=P.SEQUENTIAL.replace("tensorize", P.Pass("tensorize", lambda f: f)))
     assert f.bindings == (n.Binding(n.BindingKind.SHAPE, 0, 0), n.Binding(n.BindingKind.SHAPE, 0, 1))
     (req,) = f.tensorize
     assert req.stage is B.stage and req.axis is ki and req.intrin is mma
@@ -344,7 +370,7 @@ def test_insert_replace_append_by_name():
     pipe = (base.insert_before("simplify", ("m1", _mark(1)))
                 .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
                 .append(P.Pass("m3", _mark(3))))
-    assert pipe.names()[5:] == ("loop_nests", "m1", "simplify", "software_pipeline", "vthread",
+    assert pipe.names()[5:] == ("loop_nests", "tensorize", "m1", "simplify", "software_pipeline", "vthread",
                                 "sequential_kernels", "lower_async_copies", "blocked_sums", "m2", "m3")
     assert base.names() == P.SEQUENTIAL.names()            # edits never change the original
     assert base.remove("blocked_sums").names() == base.names()[:-1]
@@ -372,12 +398,12 @@ def test_pipeline_errors_are_clear():
         P.PIPELINE.replace("nope", ("x", _mark(0)))
     with pytest.raises(P.PipelineError, match="two passes are named 'simplify'"):
         P.PIPELINE.append(("simplify", _mark(0)))
-    with pytest.raises(P.PipelineError, match="schedule-level pass 'late' comes after IR pass 'simplify'"):
+    with pytest.raises(P.PipelineError, match="schedule-level pass 'late' comes after IR pass 'tensorize'"):
         P.PIPELINE.append(P.Pass("late", lambda s: s, P.Level.SCHEDULE))
     with pytest.raises(P.PipelineError, match="schedule-level pass 'loop_nests' comes after IR pass 'early'"):
         P.PIPELINE.insert_before("loop_nests", ("early", _mark(0)))
     no_ir = P.PIPELINE.replace("loop_nests", P.Pass("loop_nests", lambda s: s, P.Level.SCHEDULE))
-    with pytest.raises(P.PipelineError, match="IR pass 'simplify' runs before any pass made the loop IR"):
+    with pytest.raises(P.PipelineError, match="IR pass 'tensorize' runs before any pass made the loop IR"):
         state_after(chain_graph, chain_schedule, None, no_ir)
     pipe = P.PIPELINE.replace("bound_inference", P.Pass("bound_inference", lambda s: s, P.Level.SCHEDULE))
     with pytest.raises(InternalCompilerError, match="'storage' needs the state's 'domains'"):

@@ -31,6 +31,7 @@ from ...ir.printer import StmtPrinter, named_objects
 from ...ir.visitor import collect, free_vars
 from .. import pyexec_rt as rt
 from ..numpy_eval import ExprEval, internal_np
+from . import wmma
 from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds
 from . import async_copy
 
@@ -74,6 +75,7 @@ class Executor:
         self.ev = _Eval(self)
         self.mem: dict = {}                # Buffer -> _Mem, while allocated
         self.block_mem: dict = {}          # Buffer -> _Mem of this block's shared buffers
+        self.frags: dict = {}              # fragment Buffer -> _Mem, one array per warp (simt.wmma)
         self._stmt_ids: dict = {}
         self._stmts: list = []
         self._kernels: dict = {}
@@ -86,6 +88,7 @@ class Executor:
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
             n.DeviceKernel: self._device_kernel,
             **async_copy.handlers(self),
+            **{t: self._wmma for t in n.WMMA_STMTS},
         }
 
     # ------------------------------------------------------------- thread state
@@ -210,6 +213,8 @@ class Executor:
             ext = self._uniform(f.extent, "a thread extent")
             axis = _AXIS[f.thread]
             dims[axis] = max(dims[axis], ext)
+        if wmma.has_wmma(s):               # warps of 32 lanes along threadIdx.x
+            dims = wmma.kernel_dims(self, s, dims)
         k = self._kernels.setdefault(id(s), len(self._kernels))
         self._launch(f"{self.func.name}.kernel{k}", dims, s)
 
@@ -256,6 +261,9 @@ class Executor:
         raise NotImplementedError(f"the SIMT executor cannot execute the intrinsic {s.name!r} "
                                   f"of kernel {self.func.name!r}")
 
+    def _wmma(self, s):
+        wmma.run(self, s)
+
     def _barrier(self, s):
         if self.kernel is None:
             return
@@ -275,6 +283,15 @@ class Executor:
         if any(x < 0 for x in shape):
             raise InternalCompilerError(f"allocation of buffer {b.name!r} with negative shape {shape}")
         npd = rt.storage_np(b.dtype)
+        if b.scope.is_fragment:            # one per warp, outside self.mem: wmma statements only
+            prev = self.frags.get(b)
+            self.frags[b] = wmma.alloc_fragment(self, b, shape)
+            self.run(s.body)
+            if prev is None:
+                del self.frags[b]
+            else:
+                self.frags[b] = prev
+            return
         if self.kernel is None:
             m = _Mem(rt.alloc(shape, npd, b.name))
         elif b.scope is n.Scope.LOCAL:
@@ -297,6 +314,8 @@ class Executor:
         """The live buffer and the active lanes' indices (checked in bounds)."""
         m = self.mem.get(b)
         if m is None:
+            if b in self.frags:
+                wmma.scalar_access(self, b, what)
             raise InternalCompilerError(f"{what} of buffer {b.name!r} outside its allocation "
                                         f"(kernel {self.func.name!r})")
         lanes = self.lanes

@@ -1,0 +1,555 @@
+"""tensorize: the loop nests under tensorized axes become warp-level WMMA statements (IR pass).
+
+Assumes: ``func.tensorize`` lists the schedule's requests (``loop_nests``); each request's
+axis is a loop variable of the body (a reduction's spatial axis: of its init and update
+nests); nothing after ``loop_nests`` has changed the nests yet.
+Guarantees: without requests, ``func`` itself.  Otherwise every nest under a tensorized
+loop is checked against ``kd.intrin.wmma(m, n, k)`` and replaced by one statement:
+- a copy into a ``wmma.matrix_a``/``wmma.matrix_b`` buffer -> ``WmmaLoad``;
+- the identity init of a ``wmma.accumulator`` -> ``WmmaFill``;
+- ``acc[i, j] = acc[i, j] + cast(a[i, k]) * cast(b[k, j])`` -> ``WmmaMma``;
+- a copy out of an accumulator -> ``WmmaStore``;
+with loop extents = the tile's, dtypes = the intrinsic's, layouts read off the index maps
+(checked against the declared ones) and fragment buffers turned to the canonical orientation
+(matrix_a rows x k, matrix_b k x cols, accumulator rows x cols).  Any other nest, or a
+fragment still read or written element by element, is a ScheduleError at the user's
+``tensorize`` line saying what differs.
+
+Partial tiles (shapes the tiles do not divide): the guards inside a tensorized nest must
+each bound one tile axis from above (``base + x < N``, what bound inference emits); they
+become the statement's valid ``extents``.  A load zero-fills the tile outside them and a
+store writes only inside them, so the multiply-accumulate always runs on whole tiles: the
+zeros beyond the end of the reduction add nothing (checked: both operand loads stop where
+the accumulation's own reduction guard does).  Rows and columns beyond the output's end are
+computed from zeros and never stored.
+
+Warps: the statements run once per warp, so a tensorized nest must not lie inside a loop
+bound to ``threadIdx.x``: that index is the 32 lanes of a warp (TVM's convention: warps are
+indexed by ``threadIdx.y``/``z``), and every ``threadIdx.x`` loop of such a kernel has
+extent 32.  A kernel without one still runs 32 lanes per warp (``Launch`` block x = 32).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..errors import InternalCompilerError, ScheduleError
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.printer import format_expr, format_stmt
+from ..ir.simplify import linear, simplify
+from ..ir.visitor import Mutator, collect, free_vars
+from ..schedule.records import where
+from .tighten_loops import conjuncts
+
+S = n.Scope
+_FRAG_ROLE = {S.WMMA_MATRIX_A: "matrix_a", S.WMMA_MATRIX_B: "matrix_b", S.WMMA_ACCUMULATOR: "accumulator"}
+_LAYOUT = {"row_major": n.WmmaLayout.ROW_MAJOR, "col_major": n.WmmaLayout.COL_MAJOR}
+
+
+@dataclass
+class _Nest:
+    """The perfect nest under one tensorized loop."""
+
+    req: n.TensorizeRequest
+    loop: n.For
+    loops: list            # the For nodes, outermost first
+    guards: list           # conjuncts of the ifs inside the nest
+    store: n.Store
+    role: str = ""         # "load", "fill", "mma", "store"
+    info: dict = dataclasses.field(default_factory=dict)
+
+
+class _Fail:
+    """Builds the ScheduleErrors of one request (its stage, axis and line)."""
+
+    def __init__(self, req):
+        self.req = req
+
+    def __call__(self, msg, hint=None):
+        r = self.req
+        raise ScheduleError(f"{r.stage.name}.tensorize({r.axis.name}, {r.intrin}){where(r.loc)}: {msg}",
+                            loc=r.loc, hint=hint)
+
+
+def _show(x) -> str:
+    return format_expr(x) if isinstance(x, n.Expr) else format_stmt(x).strip()
+
+
+# ------------------------------------------------------------------ parsing
+def _parse(req, loop: n.For) -> _Nest:
+    fail = _Fail(req)
+    loops, guards, s = [], [], loop
+    while True:
+        t = type(s)
+        if t is n.For:
+            if s.kind is n.ForKind.BOUND:
+                fail(f"loop {s.var.name} inside the tensorized nest is bound to {s.thread.value}; "
+                     "the loops of a wmma tile are the warp's own", hint="bind only the loops outside it")
+            loops.append(s)
+            s = s.body
+        elif t is n.IfThenElse and s.otherwise is None:
+            guards.extend(conjuncts(s.cond))
+            s = s.then
+        elif t is n.Store:
+            return _Nest(req, loop, loops, guards, s)
+        else:
+            fail(f"the nest under {req.axis.name} is not one loop nest around one store:\n    "
+                 + _show(s).replace("\n", "\n    "),
+                 hint="tensorize at the loop of the tile's first axis, with no other stage attached inside it")
+
+
+def _const_extent(fail, loop: n.For) -> int:
+    if not (isinstance(loop.min, n.Const) and loop.min.value == 0 and isinstance(loop.extent, n.Const)):
+        fail(f"loop {loop.var.name} has extent {_show(loop.extent)}; a wmma tile needs constant extents",
+             hint="split the axis by the tile size and tensorize the inner loop")
+    return loop.extent.value
+
+
+def _affine(fail, e: n.Expr, tvars, what: str):
+    """(coefficients of the tile vars, the rest as a Linear) of index ``e``."""
+    if not e.dtype.is_int:
+        fail(f"{what} is indexed by {_show(e)}, not an integer")
+    lin = linear(e)
+    coeffs, rest = {}, {}
+    for term, c in lin.terms.items():
+        if term in tvars:
+            coeffs[term] = c
+        elif free_vars(term) & set(tvars):
+            fail(f"{what} is indexed by {_show(e)}, which is not affine in the tile's loops")
+        else:
+            rest[term] = c
+    return coeffs, type(lin)(lin.dtype, rest, lin.const)
+
+
+def _tile_index(fail, buf: n.Buffer, indices, tvars, what: str):
+    """For each dimension of fragment ``buf``: (its tile var, the tile's first index)."""
+    out = []
+    for d, e in enumerate(indices):
+        coeffs, rest = _affine(fail, e, tvars, what)
+        if len(coeffs) != 1 or next(iter(coeffs.values())) != 1:
+            fail(f"{what} is indexed by {_show(e)} in dimension {d}; a tile is addressed by one "
+                 "of its loops in each dimension")
+        out.append((next(iter(coeffs)), rest))
+    return out
+
+
+def _mem_index(fail, buf, indices, tvars, what: str):
+    """(dimension of ``buf`` holding each tile var, origin Exprs) of a load or store's index."""
+    dims, origin = {}, []
+    for d, e in enumerate(indices):
+        coeffs, rest = _affine(fail, e, tvars, what)
+        for v, c in coeffs.items():
+            if c != 1 or v in dims or len(coeffs) > 1:
+                fail(f"{buf.name} is read as [{', '.join(_show(x) for x in indices)}]; a wmma tile "
+                     "is a block of consecutive rows and columns of it")
+            dims[v] = d
+        origin.append(simplify(rest.to_expr()))
+    nd = len(indices)
+    if set(dims.values()) != {nd - 2, nd - 1}:
+        fail(f"{buf.name} is accessed as [{', '.join(_show(x) for x in indices)}]; a wmma tile "
+             f"spans {buf.name}'s last two dimensions")
+    return dims, tuple(origin)
+
+
+def _limits(fail, guards, tvars) -> dict:
+    """tile var -> the valid extent its guards allow (``base + x < N`` gives ``N - base``)."""
+    out = {}
+    for g in guards:
+        used = [v for v in tvars if v in free_vars(g)]
+        if collect(g, lambda x: isinstance(x, n.Load)):
+            fail(f"the tile is guarded by {_show(g)}, which reads memory; a wmma tile can only be "
+                 "cut short at the end of its rows or columns")
+        ok = type(g) is n.Compare and g.a.dtype.is_int and len(used) == 1
+        if ok:
+            lin = linear(g.a).add(linear(g.b), -1)         # a - b
+            op, v = g.op, used[0]
+            if op in (n.CmpOp.GT, n.CmpOp.GE):              # a > b  <=>  b - a < 0
+                lin, op = lin.scale(-1), {n.CmpOp.GT: n.CmpOp.LT, n.CmpOp.GE: n.CmpOp.LE}[op]
+            rest = type(lin)(lin.dtype, {t: c for t, c in lin.terms.items() if t is not v}, lin.const)
+            ok = op in (n.CmpOp.LT, n.CmpOp.LE) and lin.terms.get(v) == 1 and not (free_vars(rest.to_expr()) & set(tvars))
+        if not ok:
+            fail(f"the tile is guarded by {_show(g)}; a wmma tile can only be cut short at the end "
+                 "of its rows or columns (x < N on one tile axis)",
+                 hint="pad the input to whole tiles or change the schedule so the tile loops are unguarded")
+        # v + rest < 0  <=>  v < -rest ;  v + rest <= 0  <=>  v < 1 - rest
+        lim = rest.scale(-1)
+        if op is n.CmpOp.LE:
+            lim = lim.add(type(lim)(lim.dtype, {}, 1))
+        e = simplify(lim.to_expr())
+        out[v] = e if v not in out else simplify(mk.min_(out[v], e))
+    return out
+
+
+def _classify(nest: _Nest):
+    """Set ``nest.role`` or fail saying what the nest computes instead."""
+    fail = _Fail(nest.req)
+    st = nest.store
+    b, v = st.buffer, st.value
+    if b.scope in (S.WMMA_MATRIX_A, S.WMMA_MATRIX_B):
+        if type(v) is n.Load and not v.buffer.scope.is_fragment:
+            nest.role = "load"
+            return
+        fail(f"it stores {_show(v)} into the {b.scope.value} fragment {b.name}; a wmma load copies "
+             "a tile of memory into it unchanged")
+    if b.scope is S.WMMA_ACCUMULATOR:
+        if type(v) is n.Const:
+            nest.role = "fill"
+            return
+        nest.role = "mma"
+        nest.info.update(_match_mma(fail, st, nest.req.intrin))
+        return
+    if type(v) is n.Load and v.buffer.scope is S.WMMA_ACCUMULATOR:
+        nest.role = "store"
+        return
+    fail(f"its nest computes\n    {_show(st)}\n  which is none of what wmma does: a copy into a "
+         "wmma.matrix_a/matrix_b fragment (load), c[i, j] = c[i, j] + float32(a[i, k]) * "
+         "float32(b[k, j]) into a wmma.accumulator (multiply-accumulate, with its zero init), or "
+         "a copy out of an accumulator (store)",
+         hint="cache_read the inputs with scopes 'wmma.matrix_a'/'wmma.matrix_b' and cache_write "
+              "the product with 'wmma.accumulator', then tensorize each of those stages and the copy out")
+
+
+def _match_mma(fail, st: n.Store, intrin) -> dict:
+    acc, v = st.buffer, st.value
+    want = f"{acc.name}[..] = {acc.name}[..] + {intrin.acc_dtype.name}(a[i, k]) * {intrin.acc_dtype.name}(b[k, j])"
+    if acc.dtype is not intrin.acc_dtype:
+        fail(f"the accumulator {acc.name} is {acc.dtype.name}; {intrin} accumulates in {intrin.acc_dtype.name}",
+             hint=f"compute the product in {intrin.acc_dtype.name} (cast the inputs: A.astype(kd.{intrin.acc_dtype.name}))")
+    if not (type(v) is n.Binary and v.op is n.BinOp.ADD):
+        fail(f"it computes {_show(st)}; a wmma multiply-accumulate is {want}")
+    same = lambda x: type(x) is n.Load and x.buffer is acc and x.indices == st.indices  # noqa: E731
+    prod = v.b if same(v.a) else v.a if same(v.b) else None
+    if prod is None or not (type(prod) is n.Binary and prod.op is n.BinOp.MUL):
+        fail(f"it computes {_show(st)}; a wmma multiply-accumulate is {want}")
+    ops = {}
+    for x in (prod.a, prod.b):
+        y = x.a if type(x) is n.Cast else x
+        if type(y) is not n.Load or y.buffer.scope not in (S.WMMA_MATRIX_A, S.WMMA_MATRIX_B):
+            name = y.buffer.name if type(y) is n.Load else _show(y)
+            fail(f"it multiplies {_show(x)}: {name} is not a wmma.matrix_a or wmma.matrix_b fragment",
+                 hint=f"cache_read it with scope 'wmma.matrix_a' (or 'wmma.matrix_b') for {acc.name}'s stage")
+        if x is not y and x.dtype is not acc.dtype:
+            fail(f"it multiplies {_show(x)}; a wmma product is cast to the accumulator's {acc.dtype.name}")
+        if y.buffer.dtype is not intrin.dtype:
+            fail(f"the fragment {y.buffer.name} holds {y.buffer.dtype.name}; {intrin} takes "
+                 f"{intrin.dtype.name} inputs", hint=f"give the kernel {intrin.dtype.name} inputs, or "
+                 f"declare kd.intrin.wmma(..., dtype=kd.{y.buffer.dtype.name}) if tensor cores take it")
+        if x is y and y.dtype is not acc.dtype:
+            fail(f"it multiplies {y.buffer.dtype.name} values into a {acc.dtype.name} accumulator without a cast")
+        if y.buffer.scope in ops:
+            fail(f"it multiplies two {y.buffer.scope.value} fragments; a wmma product is matrix_a times matrix_b")
+        ops[y.buffer.scope] = y
+    return {"a": ops[S.WMMA_MATRIX_A], "b": ops[S.WMMA_MATRIX_B]}
+
+
+# ------------------------------------------------------------------ analysis per role
+def _check_multiple(fail, rest, size: int, what: str):
+    if rest.const % size or any(c % size for c in rest.terms.values()):
+        fail(f"{what} starts at {_show(rest.to_expr())}, not at a multiple of the tile's {size}")
+
+
+def _tile_dims(intrin, scope) -> tuple:
+    """(rows, cols) of one tile of a fragment of ``scope``."""
+    m, nn, k = intrin.m, intrin.n, intrin.k
+    return {S.WMMA_MATRIX_A: (m, k), S.WMMA_MATRIX_B: (k, nn), S.WMMA_ACCUMULATOR: (m, nn)}[scope]
+
+
+def _dim_words(scope) -> tuple:
+    return {S.WMMA_MATRIX_A: ("m", "k"), S.WMMA_MATRIX_B: ("k", "n"), S.WMMA_ACCUMULATOR: ("m", "n")}[scope]
+
+
+class _Plan:
+    """Everything the rewrite needs: matched nests, fragment orientations, canonical buffers."""
+
+    def __init__(self):
+        self.nests: dict = {}          # id(For) -> _Nest
+        self.transposed: dict = {}     # fragment Buffer -> (bool, the nest that decided it)
+        self.canon: dict = {}          # fragment Buffer -> canonical Buffer
+
+    def orient(self, fail, buf, transposed: bool, nest):
+        got = self.transposed.get(buf)
+        if got is not None and got[0] != transposed:
+            fail(f"the fragment {buf.name} is indexed one way round by {got[1].req.stage.name} and the "
+                 "other way round here")
+        self.transposed[buf] = (transposed, nest)
+
+    def is_transposed(self, buf) -> bool:
+        return self.transposed.get(buf, (False, None))[0]
+
+    def buffer(self, fail, buf, intrin) -> n.Buffer:
+        """``buf`` in the canonical orientation (shape checked against the tile)."""
+        got = self.canon.get(buf)
+        if got is not None:
+            return got
+        shape = tuple(buf.shape)
+        if self.is_transposed(buf):
+            shape = shape[::-1]
+        tile = _tile_dims(intrin, buf.scope)
+        if len(shape) != 2 or not all(isinstance(x, n.Const) and x.value % t == 0 for x, t in zip(shape, tile)):
+            fail(f"the fragment {buf.name} has shape [{', '.join(_show(x) for x in buf.shape)}]; a "
+                 f"{buf.scope.value} fragment holds whole {tile[0]}x{tile[1]} tiles",
+                 hint="attach its stage (compute_at) inside the loops that pick one warp's tiles")
+        got = buf if shape == tuple(buf.shape) else dataclasses.replace(buf, shape=shape)
+        self.canon[buf] = got
+        return got
+
+
+def _analyze_mma(plan: _Plan, nest: _Nest):
+    fail, intrin, st = _Fail(nest.req), nest.req.intrin, nest.store
+    if len(nest.loops) != 3:
+        fail(f"the nest under {nest.req.axis.name} has {len(nest.loops)} loops "
+             f"({', '.join(f.var.name for f in nest.loops)}); a wmma multiply-accumulate has 3: the "
+             f"rows, columns and reduction of one {intrin.m}x{intrin.n}x{intrin.k} tile",
+             hint="tensorize at the first of the three loops of one tile")
+    tv = [f.var for f in nest.loops]
+    acc, a, b = st.buffer, nest.info["a"], nest.info["b"]
+    acc_ix = _tile_index(fail, acc, st.indices, tv, f"the accumulator {acc.name}")
+    a_ix = _tile_index(fail, a.buffer, a.indices, tv, f"the fragment {a.buffer.name}")
+    b_ix = _tile_index(fail, b.buffer, b.indices, tv, f"the fragment {b.buffer.name}")
+    sets = [{v for v, _ in ix} for ix in (acc_ix, a_ix, b_ix)]
+    ks, is_, js = sets[1] & sets[2], sets[1] & sets[0], sets[2] & sets[0]
+    if not (all(len(x) == 2 for x in sets) and len(ks) == len(is_) == len(js) == 1):
+        fail(f"it computes {_show(st)}; a wmma multiply-accumulate is c[i, j] = c[i, j] + a[i, k] * b[k, j]")
+    (i,), (j,), (k,) = is_, js, ks
+    ext = {f.var: _const_extent(fail, f) for f in nest.loops}
+    for v, want, what in ((i, intrin.m, "m: rows"), (j, intrin.n, "n: columns"), (k, intrin.k, "k: reduction")):
+        if ext[v] != want:
+            fail(f"the loop under {v.name} has extent {ext[v]}, {intrin} needs {want} ({what})",
+                 hint=f"split that axis by {want} and tensorize the inner loops")
+    for buf, ix, first in ((acc, acc_ix, j), (a.buffer, a_ix, k), (b.buffer, b_ix, j)):
+        plan.orient(fail, buf, ix[0][0] is first, nest)
+        for v, rest in ix:
+            _check_multiple(fail, rest, ext[v], f"the tile of {buf.name} used here")
+    lim = _limits(fail, nest.guards, tv)
+    nest.info.update(i=i, j=j, k=k, acc_ix=acc_ix, a_ix=a_ix, b_ix=b_ix, klimit=lim.get(k))
+
+
+def _tile_origin(plan, buf, ix) -> tuple:
+    rests = [simplify(rest.to_expr()) for _, rest in ix]
+    return tuple(rests[::-1]) if plan.is_transposed(buf) else tuple(rests)
+
+
+def _row_col_vars(plan, buf, ix) -> tuple:
+    vs = [v for v, _ in ix]
+    return tuple(vs[::-1]) if plan.is_transposed(buf) else tuple(vs)
+
+
+def _copy_parts(plan, nest, frag, frag_indices, mem, mem_indices, what):
+    """Shared by loads and stores: (fragment tile, memory origin, layout, valid extents)."""
+    fail, intrin = _Fail(nest.req), nest.req.intrin
+    if len(nest.loops) != 2:
+        fail(f"the nest under {nest.req.axis.name} has {len(nest.loops)} loops "
+             f"({', '.join(f.var.name for f in nest.loops)}); a wmma {what} has 2: the rows and "
+             "columns of one tile", hint="tensorize at the first of the two loops of one tile")
+    tv = [f.var for f in nest.loops]
+    ix = _tile_index(fail, frag, frag_indices, tv, f"the fragment {frag.name}")
+    rv, cv = _row_col_vars(plan, frag, ix)
+    rows, cols = _tile_dims(intrin, frag.scope)
+    words = _dim_words(frag.scope)
+    ext = {f.var: _const_extent(fail, f) for f in nest.loops}
+    for v, want, word in ((rv, rows, words[0]), (cv, cols, words[1])):
+        if ext[v] != want:
+            fail(f"the loop under {v.name} has extent {ext[v]}, {intrin} needs {want} (the {word} of a "
+                 f"{frag.scope.value} tile)", hint=f"split that axis by {want} and tensorize the inner loops")
+    for v, rest in ix:
+        _check_multiple(fail, rest, ext[v], f"the tile of {frag.name} used here")
+    dims, origin = _mem_index(fail, mem, mem_indices, tv, f"{mem.name}")
+    layout = n.WmmaLayout.ROW_MAJOR if dims[rv] == len(mem_indices) - 2 else n.WmmaLayout.COL_MAJOR
+    lim = _limits(fail, nest.guards, tv)
+    extents = (lim.get(rv, mk.as_expr(rows)), lim.get(cv, mk.as_expr(cols)))
+    return _tile_origin(plan, frag, ix), origin, layout, extents
+
+
+def _check_layout(nest, layout, declared: str, mem, frag, field: str):
+    if layout is _LAYOUT[declared]:
+        return
+    intrin = nest.req.intrin
+    how = "along its last dimension" if layout is n.WmmaLayout.COL_MAJOR else "along its next-to-last dimension"
+    role = _FRAG_ROLE.get(frag.scope, "accumulator")
+    _Fail(nest.req)(f"{mem.name} holds the {role} tile with the tile's rows {how}: that is a "
+                    f"{layout.value} {role}, and {intrin} declares {field}={declared!r}",
+                    hint=f"declare kd.intrin.wmma({intrin.m}, {intrin.n}, {intrin.k}, {field}={layout.value!r}), "
+                         f"or reorder the data so that it is {declared}")
+
+
+def _build(plan: _Plan, nest: _Nest) -> n.Stmt:
+    fail, intrin, st = _Fail(nest.req), nest.req.intrin, nest.store
+    shape = (intrin.m, intrin.n, intrin.k)
+    if nest.role == "mma":
+        inf = nest.info
+        acc, a, b = st.buffer, inf["a"].buffer, inf["b"].buffer
+        acc_t = _tile_origin(plan, acc, inf["acc_ix"])
+        canon = lambda x: plan.buffer(fail, x, intrin)  # noqa: E731
+        return n.WmmaMma(canon(acc), acc_t, canon(a), _tile_origin(plan, a, inf["a_ix"]),
+                         canon(b), _tile_origin(plan, b, inf["b_ix"]), canon(acc), acc_t, shape)
+    if nest.role == "fill":
+        frag = st.buffer
+        if len(nest.loops) != 2:
+            fail(f"the init nest under {nest.req.axis.name} has {len(nest.loops)} loops; a wmma fill "
+                 "has 2: the rows and columns of one accumulator tile")
+        tv = [f.var for f in nest.loops]
+        ix = _tile_index(fail, frag, st.indices, tv, f"the accumulator {frag.name}")
+        rv, cv = _row_col_vars(plan, frag, ix)
+        ext = {f.var: _const_extent(fail, f) for f in nest.loops}
+        for v, want, word in ((rv, intrin.m, "m"), (cv, intrin.n, "n")):
+            if ext[v] != want:
+                fail(f"the loop under {v.name} has extent {ext[v]}, {intrin} needs {want} (the {word} of "
+                     "an accumulator tile)", hint=f"split that axis by {want} and tensorize the inner loops")
+        _limits(fail, nest.guards, tv)      # checked; a fill writes the whole tile
+        return n.WmmaFill(plan.buffer(fail, frag, intrin), _tile_origin(plan, frag, ix), shape, st.value)
+    if nest.role == "load":
+        frag, src = st.buffer, st.value
+        if src.buffer.dtype is not frag.dtype:
+            fail(f"it loads {src.buffer.dtype.name} {src.buffer.name} into the {frag.dtype.name} fragment {frag.name}")
+        if frag.dtype is not intrin.dtype:
+            fail(f"the fragment {frag.name} holds {frag.dtype.name}; {intrin} takes {intrin.dtype.name} inputs",
+                 hint=f"give the kernel {intrin.dtype.name} inputs")
+        tile, origin, layout, extents = _copy_parts(plan, nest, frag, st.indices, src.buffer, src.indices, "load")
+        field = "layout_a" if frag.scope is S.WMMA_MATRIX_A else "layout_b"
+        _check_layout(nest, layout, getattr(intrin, field), src.buffer, frag, field)
+        nest.info.update(frag=frag, layout=layout, extents=extents)
+        return n.WmmaLoad(plan.buffer(fail, frag, intrin), tile, shape, src.buffer, origin, layout, extents)
+    frag, dst = st.value.buffer, st.buffer          # store
+    if dst.dtype is not frag.dtype:
+        fail(f"{dst.name} is {dst.dtype.name} and the accumulator {frag.name} {frag.dtype.name}; a wmma "
+             "store writes the accumulator's values unchanged",
+             hint=f"make {dst.name} {frag.dtype.name} (cast afterwards in a separate stage)")
+    tile, origin, layout, extents = _copy_parts(plan, nest, frag, st.value.indices, dst, st.indices, "store")
+    _check_layout(nest, layout, intrin.layout_c, dst, frag, "layout_c")
+    return n.WmmaStore(dst, origin, layout, plan.buffer(fail, frag, intrin), tile, shape, extents)
+
+
+def _pad_to_reduction(plan: _Plan, built: dict, scalars):
+    """An accumulation cut short along k runs on whole tiles, so both operand tiles must be zero
+    beyond its reduction's end: each load of an operand fragment stops there too (its valid k
+    extent becomes the smaller of its own and the accumulation's; the rest is zero-filled)."""
+    for nest in plan.nests.values():
+        if nest.role != "mma" or nest.info["klimit"] is None:
+            continue
+        klim = nest.info["klimit"]
+        for op, k_at in (("a", 1), ("b", 0)):
+            frag = nest.info[op].buffer
+            for key, ld in plan.nests.items():
+                if ld.role != "load" or ld.info["frag"] is not frag:
+                    continue
+                stmt = built[key]
+                got = stmt.extents[k_at]
+                if got == klim:
+                    continue
+                if not free_vars(klim) <= ld.info["scope"] | set(scalars):
+                    _Fail(nest.req)(
+                        f"the accumulation stops at k < {_show(klim)}, which the load of {frag.name} "
+                        f"({ld.req.stage.name}) cannot see; a wmma tile is multiplied whole, so both operand "
+                        "tiles must be zero beyond the reduction's end",
+                        hint="attach the loads (compute_at) inside the reduction's tile loop of this stage")
+                ext = list(stmt.extents)
+                ext[k_at] = simplify(mk.min_(got, klim))
+                built[key] = dataclasses.replace(stmt, extents=tuple(ext))
+
+
+# ------------------------------------------------------------------ the walk
+def _find(s, reqs: dict, plan: _Plan, stack: list, kernels: list):
+    """Record the nest under every tensorized loop of ``s`` (``stack``: enclosing Fors)."""
+    t = type(s)
+    if t is n.For:
+        req = reqs.get(s.var)
+        if req is not None:
+            fail = _Fail(req)
+            lanes = [f for f in stack if f.thread is n.ThreadTag.THREAD_X]
+            if lanes:
+                fail(f"its tile nest lies inside loop {lanes[-1].var.name}, bound to threadIdx.x; wmma "
+                     "statements run once per warp, and threadIdx.x is the 32 lanes of a warp",
+                     hint="bind the loops that pick a warp's tiles to threadIdx.y / threadIdx.z")
+            nest = _parse(req, s)
+            nest.info["scope"] = {f.var for f in stack}
+            plan.nests[id(s)] = nest
+            root = next((f for f in stack if f.kind is n.ForKind.BOUND), None)
+            if root is not None and all(r is not root for r, _ in kernels):
+                kernels.append((root, req))
+            return
+        stack.append(s)
+        _find(s.body, reqs, plan, stack, kernels)
+        stack.pop()
+    elif t is n.Seq:
+        for x in s.stmts:
+            _find(x, reqs, plan, stack, kernels)
+    elif t is n.IfThenElse:
+        _find(s.then, reqs, plan, stack, kernels)
+        if s.otherwise is not None:
+            _find(s.otherwise, reqs, plan, stack, kernels)
+    elif t in (n.Allocate, n.LetStmt, n.DeviceKernel):
+        _find(s.body, reqs, plan, stack, kernels)
+
+
+class _Rewrite(Mutator):
+    def __init__(self, built: dict, canon: dict):
+        super().__init__()
+        self.built, self.canon = built, canon
+
+    def visit_For(self, s):
+        got = self.built.get(id(s))
+        return got if got is not None else self.generic(s)
+
+    def visit_Allocate(self, s):
+        s = self.generic(s)
+        b = self.canon.get(s.buffer)
+        return s if b is None or b is s.buffer else dataclasses.replace(s, buffer=b)
+
+
+def _check_lanes(kernels):
+    for root, req in kernels:
+        for f in collect(root, lambda x: isinstance(x, n.For) and x.thread is n.ThreadTag.THREAD_X):
+            if not (isinstance(f.extent, n.Const) and f.extent.value == 32):
+                _Fail(req)(f"the kernel binds loop {f.var.name} of extent {_show(f.extent)} to threadIdx.x; "
+                           "in a kernel with wmma statements threadIdx.x is the 32 lanes of a warp",
+                           hint="split that axis by 32 for threadIdx.x, or bind it to threadIdx.y / threadIdx.z")
+
+
+def _check_no_scalar_access(body, reqs, canon):
+    frags = set(canon) | set(canon.values())
+    bad = collect(body, lambda x: isinstance(x, (n.Load, n.Store)) and x.buffer.scope.is_fragment)
+    if not bad:
+        return
+    x = bad[0]
+    stmt = next((s for s in collect(body, lambda y: isinstance(y, n.Store))
+                 if s is x or collect(s, lambda z: z is x)), x)
+    req = next(iter(reqs.values()))
+    where_ = "the fragment" if x.buffer in frags else "the fragment buffer"
+    raise ScheduleError(
+        f"{where_} {x.buffer.name} ({x.buffer.scope.value}) is accessed element by element in\n    "
+        f"{_show(stmt)}\n  but a wmma fragment belongs to a warp and only wmma statements can read or write it",
+        loc=req.loc, hint=f"tensorize the stage that computes {getattr(stmt, 'buffer', x.buffer).name} at the loop of its tile "
+                          f"(e.g. .tensorize(axis, {req.intrin}))")
+
+
+def tensorize(func: n.LoweredFunc) -> n.LoweredFunc:
+    """The ``tensorize`` pass (see the module docstring)."""
+    if not func.tensorize:
+        return func
+    reqs = {}
+    for r in func.tensorize:
+        from ..schedule.intrin import WMMA
+        if not isinstance(r.intrin, WMMA):
+            raise InternalCompilerError(f"tensorize request with intrinsic {r.intrin!r}")
+        reqs[r.axis.var] = r
+    plan, kernels = _Plan(), []
+    _find(func.body, reqs, plan, [], kernels)
+    found = {x.req.axis.var for x in plan.nests.values()}
+    for v, r in reqs.items():
+        if v not in found:
+            _Fail(r)(f"loop {r.axis.name} is not in the lowered kernel (is stage {r.stage.name} inlined?)")
+    for nest in plan.nests.values():
+        _classify(nest)
+    for nest in plan.nests.values():        # the multiply-accumulates fix the fragments' orientation
+        if nest.role == "mma":
+            _analyze_mma(plan, nest)
+    built = {k: _build(plan, nest) for k, nest in plan.nests.items()}
+    _pad_to_reduction(plan, built, func.scalars)
+    _check_lanes(kernels)
+    body = _Rewrite(built, plan.canon).visit(func.body)
+    _check_no_scalar_access(body, reqs, plan.canon)
+    return dataclasses.replace(func, body=body)
+
+
+__all__ = ["tensorize"]
