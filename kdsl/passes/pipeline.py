@@ -11,6 +11,8 @@ and *Guarantees*:
 - ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
   guards, reduction init nests, cross-thread reductions, tensorize requests)
 - ``simplify`` (IR, ``simplify.simplify_pass``)
+- ``lower_cross_thread`` (IR, ``lower_cross_thread.lower_cross_thread``): CrossThreadReduce as
+  shared-memory phases, for sequential executors (GPU targets may leave it out)
 - ``blocked_sums`` (IR, ``blocked_sums.blocked_sums``): compensated long float sums
 
 Schedule-level passes map ``LowerState -> LowerState`` (``kdsl.passes.state``:
@@ -41,6 +43,7 @@ from .blocked_sums import blocked_sums
 from .bound import infer_bounds
 from .inline import inline
 from .loop_nests import build_loop_nests
+from .lower_cross_thread import lower_cross_thread
 from .placement import place_stages
 from .simplify import simplify_pass
 from .state import LowerState
@@ -133,6 +136,7 @@ PIPELINE = Pipeline((
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
     Pass("simplify", simplify_pass),
+    Pass("lower_cross_thread", lower_cross_thread),
     Pass("blocked_sums", blocked_sums),
 ))
 
