@@ -31,6 +31,7 @@ from ...ir.printer import StmtPrinter, named_objects
 from ...ir.visitor import collect, free_vars
 from .. import pyexec_rt as rt
 from ..numpy_eval import ExprEval, internal_np
+from .cross_thread import cross_thread_reduce
 from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds
 
 _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2,
@@ -78,11 +79,13 @@ class Executor:
         self._kernels: dict = {}
         self._printer = None
         self.cur = -1                      # id of the statement being executed
+        self.thread_ext = [1, 1, 1]        # extent of the enclosing loop per threadIdx axis
         self._host()
         self._table = {
             n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
+            n.CrossThreadReduce: lambda s: cross_thread_reduce(self, s),
         }
 
     # ------------------------------------------------------------- thread state
@@ -184,6 +187,7 @@ class Executor:
                                         f"another one")
         lo, ext = self._uniform(s.min, "a thread loop's start"), self._uniform(s.extent, "a thread extent")
         comp = self.comp[_AXIS[s.thread]]
+        self.thread_ext[_AXIS[s.thread]] = ext
         outer = self.mask
         self.env[s.var] = comp + lo
         self.bound.add(s.thread)
