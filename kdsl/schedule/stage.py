@@ -367,7 +367,8 @@ class StageSchedule:
                 raise ScheduleError(f"{what}: the reduction axis {tl.name} of stage {self.name} is bound to "
                                     f"{self.attrs[tl].thread.value}{line}, so every spatial loop must be outside it "
                                     f"or bound to threadIdx, but {a.name} is inside; {self._describe()}",
-                                    hint=f"reorder so that {a.name} comes before {tl.name}")
+                                    hint=f"reorder so that {a.name} comes before {tl.name}, or bind {a.name} to a "
+                                    f"threadIdx tag before binding {tl.name} (threads of a block stay spatial)")
             if tag is None and serial is None:
                 serial = a
 
