@@ -28,7 +28,7 @@ from .guards import guard_all, seq
 from .reductions import combine_store
 
 
-def _check_shape(nb, h, p):
+def _check_shape(nb, h, p, bound_red):
     """The thread-bound and serial loops inside the reduction (leaves ``p:``); a ScheduleError
     naming the user's axes where they cannot make a cross-thread reduction."""
     st, leaves = h.stage, h.leaf
@@ -48,7 +48,7 @@ def _check_shape(nb, h, p):
                                 "loops of a cross-thread reduction",
                                 hint=f"move {iv.name} outside the reduction axes")
         elif iv.kind is n.IterKind.SPATIAL:
-            red = next(a for a in threads if a.kind is n.IterKind.REDUCE)
+            red = bound_red[0]
             raise ScheduleError(
                 f"stage {st.name}: the spatial loop {iv.name} is inside the reduction over {red.name}, "
                 f"which is bound to {nb.attr(h, red).thread.value}{where(h.bind_locs.get(red))}: the "
@@ -66,7 +66,7 @@ def emit_cross_thread(nb, h, p, bound_red, bufs, idx, sources, guards, pred):
     st, dom = h.stage, nb.domains[h]
     comb = st.body.combiner
     leaves = h.leaf
-    threads, serial = _check_shape(nb, h, p)
+    threads, serial = _check_shape(nb, h, p, bound_red)
     ext = {}
     for iv in threads:
         e = dom.leaf_extent[iv]
