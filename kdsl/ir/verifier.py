@@ -143,6 +143,7 @@ class _Verifier:
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: lambda s: None, n.Evaluate: lambda s: self.expr(s.value),
             n.Intrinsic: self._intrinsic, n.DeviceKernel: self._kernel,
+            n.CrossThreadReduce: self._cross_thread,
             **async_copy_rules(self),
             **{t: self._wmma for t in n.WMMA_STMTS},
         }
@@ -313,6 +314,27 @@ class _Verifier:
                 self.expr(x)
         if isinstance(s, n.WmmaFill):
             self.expr(s.value)
+    def _cross_thread(self, s):
+        """One value and one LOCAL (1,) result per combiner value, inside thread loops of every
+        reduced tag (distinct threadIdx tags)."""
+        comb = s.combiner
+        if not (len(s.values) == len(s.results) == len(comb.result)):
+            self.fail(f"cross-thread reduce with {len(s.values)} values and {len(s.results)} results "
+                      f"for a combiner of {len(comb.result)}")
+        if not s.threads or len(set(s.threads)) != len(s.threads) or not all(t.is_thread for t in s.threads):
+            self.fail(f"cross-thread reduce over {[t.value for t in s.threads]}: distinct threadIdx tags needed")
+        for t in s.threads:
+            if t not in self.threads:
+                self.fail(f"cross-thread reduce over {t.value} outside a loop bound to it")
+        for v, b, r in zip(s.values, s.results, comb.result):
+            self.expr(v)
+            self.buffer_ok(b)
+            if b.scope is not n.Scope.LOCAL or len(b.shape) != 1 or not (
+                    isinstance(b.shape[0], n.Const) and b.shape[0].value == 1):
+                self.fail(f"cross-thread reduce result {b.name!r} is not a LOCAL buffer of shape (1,)")
+            if v.dtype is not r.dtype or b.dtype is not r.dtype:
+                self.fail(f"cross-thread reduce value of {v.dtype} into {b.name!r} of {b.dtype} "
+                          f"(combiner value of {r.dtype})", v)
 
 
 def verify(func: n.LoweredFunc) -> None:

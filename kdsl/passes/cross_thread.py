@@ -1,71 +1,121 @@
 """Cross-thread reductions of the ``loop_nests`` pass (not a pass).
 
-A reduction loop bound to threadIdx lowers to two barrier-separated phases:
-each thread accumulates its partial into a local ``<B>.acc`` and publishes it
-to the shared ``<B>.red[thread]``; after a ``barrier``, thread 0 (or the
-threads the store predicate selects) folds the partials into ``<B>.fin`` and
-stores the result.  Sequential executors (interpreter, CPU) run it exactly;
-GPU backends replace it with shuffles.
+A reduction whose outermost reduction loops are bound to threadIdx becomes one
+``CrossThreadReduce`` statement, in the per-thread view of the GPU model:
+
+    for <spatial loops outside the reduction>            # blockIdx, threadIdx.y, serial ...
+      for <thread-bound loops inside the reduction>      # the reduced threadIdx, spatial ones
+        B.acc = identity
+        if <conditions on thread indices>: for <serial reduction loops>: B.acc = comb(B.acc, x)
+        B.v = cross_thread_comb(B.acc; over threadIdx.x)
+        if <store predicate (reduced indices == 0)> and <spatial guards>: B[i] = B.v
+
+Every thread of a reduction group reaches the statement: a condition that depends on a
+thread index (an uneven split, a ``where=``) guards only the accumulation (a thread with
+nothing to add contributes the identity) and, for the spatial ones, the store.  Thread
+loops are foralls, so the thread-bound loops inside the reduction run first whatever their
+order among themselves; serial reduction loops run inside them.  ``lower_cross_thread``
+rewrites the statement for sequential executors; GPU backends lower it to shuffles.
 """
 from __future__ import annotations
 
-from ..errors import ScheduleError
+from ..errors import InternalCompilerError, ScheduleError
 from ..ir import make as mk
 from ..ir import nodes as n
+from ..ir.visitor import free_vars
+from ..schedule.records import where
 from .guards import guard_all, seq
 from .reductions import combine_store
 
 
+def _check_shape(nb, h, p, bound_red):
+    """The thread-bound and serial loops inside the reduction (leaves ``p:``); a ScheduleError
+    naming the user's axes where they cannot make a cross-thread reduction."""
+    st, leaves = h.stage, h.leaf
+    threads, serial = [], []
+    for iv in leaves[p:]:
+        tag = nb.attr(h, iv).thread
+        if tag is not None and tag.is_thread:
+            if serial:
+                raise ScheduleError(
+                    f"stage {st.name}: {iv.name} is bound to {tag.value} inside the serial reduction loop "
+                    f"{serial[0].name}, but a cross-thread reduction needs its threadIdx-bound loops "
+                    "outside the serial reduction loops",
+                    hint=f"reorder so that {iv.name} comes before {serial[0].name}")
+            threads.append(iv)
+        elif tag is not None:
+            raise ScheduleError(f"stage {st.name}: {iv.name} is bound to {tag.value} inside the reduction "
+                                "loops of a cross-thread reduction",
+                                hint=f"move {iv.name} outside the reduction axes")
+        elif iv.kind is n.IterKind.SPATIAL:
+            red = bound_red[0]
+            raise ScheduleError(
+                f"stage {st.name}: the spatial loop {iv.name} is inside the reduction over {red.name}, "
+                f"which is bound to {nb.attr(h, red).thread.value}{where(h.bind_locs.get(red))}: the "
+                "threads combine their partials once, after all their reduction loops",
+                hint=f"reorder so that {iv.name} comes before the reduction axes, or bind it to threadIdx")
+        else:
+            serial.append(iv)
+    return threads, serial
+
+
 def emit_cross_thread(nb, h, p, bound_red, bufs, idx, sources, guards, pred):
-    """Reduction stage ``h`` whose reduction loop ``h.leaf[p]`` is bound to threadIdx
-    (``nb``: the pass's ``NestBuilder``; ``guards``: spatial then reduction guards)."""
+    """Reduction stage ``h`` with reduction loops bound to threadIdx (``bound_red``), the
+    first reduction loop at ``h.leaf[p]`` (``nb``: the pass's ``NestBuilder``; ``guards``:
+    (guard, kind) pairs: the domain's guards and the ``where=`` conjuncts as REDUCE)."""
     st, dom = h.stage, nb.domains[h]
     comb = st.body.combiner
     leaves = h.leaf
-    tl = bound_red[0]
-    if len(bound_red) > 1 or leaves[p] is not tl or not nb.attr(h, tl).thread.is_thread:
-        raise ScheduleError(f"stage {st.name}: a cross-thread reduction needs exactly one reduction axis "
-                            "bound to threadIdx, and it must be the outermost reduction loop",
-                            hint="reorder the reduction axes so the bound one comes first")
-    if any(iv.kind is n.IterKind.SPATIAL for iv in leaves[p:]):
-        raise ScheduleError(f"stage {st.name}: spatial loops must be outside the cross-thread reduction "
-                            f"axis {tl.name}")
-    ext = dom.leaf_extent[tl]
-    if not isinstance(ext, n.Const):
-        raise ScheduleError(f"stage {st.name}: the thread-bound reduction axis {tl.name} needs a constant "
-                            "extent (split it by a constant factor first)")
-    sp_guards = [g for g, kind in dom.guards if kind is not n.IterKind.REDUCE]
-    attr = nb.attr(h, tl)
-    reds = [n.Buffer(f"{st.name}.red{j}" if len(bufs) > 1 else f"{st.name}.red", b.dtype, (ext,), None,
-                     n.Scope.SHARED) for j, b in enumerate(bufs)]
-    accs = [n.Buffer(f"{st.name}.acc{j}" if len(bufs) > 1 else f"{st.name}.acc", b.dtype, (mk.as_expr(1),),
-                     None, n.Scope.LOCAL) for j, b in enumerate(bufs)]
+    threads, serial = _check_shape(nb, h, p, bound_red)
+    ext = {}
+    for iv in threads:
+        e = dom.leaf_extent[iv]
+        if not isinstance(e, n.Const):
+            raise ScheduleError(f"stage {st.name}: the thread-bound axis {iv.name} inside the cross-thread "
+                                "reduction needs a constant extent",
+                                hint=f"split it by a constant factor first and bind the inner axis")
+        ext[iv] = e
+    thread_vars = {iv.var for iv in leaves if nb.attr(h, iv).thread is not None
+                   and nb.attr(h, iv).thread.is_thread}
+    serial_vars = {iv.var for iv in serial}
+    inner_vars = {iv.var for iv in threads} | serial_vars
+    outer_g, acc_g, store_g, nest_g = [], [], [], []
+    for g, kind in guards:
+        used = free_vars(g)
+        if used & serial_vars:
+            if kind is not n.IterKind.REDUCE:
+                raise InternalCompilerError(f"stage {st.name}: a spatial guard uses a serial reduction loop")
+            nest_g.append(g)              # inside the serial reduction loops
+        elif used & (thread_vars | inner_vars):
+            acc_g.append(g)               # on the accumulation only: every thread reaches the reduce
+            if kind is not n.IterKind.REDUCE:
+                store_g.append(g)
+        elif kind is n.IterKind.REDUCE:
+            acc_g.append(g)
+        else:
+            outer_g.append(g)             # uniform over the block: may enclose the statement
+    # a reduction loop bound with extent 0 still runs one thread, which stores the identity
+    for iv in threads:
+        if ext[iv].value == 0:
+            acc_g.append(mk.lt(iv.var, 0))
+            ext[iv] = mk.as_expr(1)
     zero = (mk.as_expr(0),)
+    many = len(bufs) > 1
+    accs = [n.Buffer(f"{st.name}.acc{j}" if many else f"{st.name}.acc", b.dtype, (mk.as_expr(1),), None,
+                     n.Scope.LOCAL) for j, b in enumerate(bufs)]
+    res = [n.Buffer(f"{st.name}.v{j}" if many else f"{st.name}.v", b.dtype, (mk.as_expr(1),), None,
+                    n.Scope.LOCAL) for j, b in enumerate(bufs)]
     init = seq([n.Store(a, zero, ident) for a, ident in zip(accs, comb.identity)])
     cur = [n.Load(a.dtype, a, zero) for a in accs]
     upd = combine_store(comb, cur, sources, lambda j, v: n.Store(accs[j], zero, v))
-    inner = nb.nest(h, leaves[p + 1:], guards, upd)
-    publish = seq([n.Store(r, (tl.var,), n.Load(a.dtype, a, zero)) for r, a in zip(reds, accs)])
-    phase1_body = seq([init, inner, publish])
-    for a in reversed(accs):
-        phase1_body = n.Allocate(a, phase1_body)
-    phase1 = nb.wrap_loop(h, tl, ext, phase1_body)
-    # phase 2: one thread combines the partials and stores the result
-    t = n.var(tl.name + ".t")
-    fins = [n.Buffer(b.name.replace(".acc", ".fin"), b.dtype, b.shape, None, n.Scope.LOCAL) for b in accs]
-    fcur = [n.Load(f.dtype, f, zero) for f in fins]
-    parts = [n.Load(r.dtype, r, (t,)) for r in reds]
-    fold = n.For(t, mk.as_expr(0), ext, n.ForKind.SERIAL,
-                 combine_store(comb, fcur, parts, lambda j, v: n.Store(fins[j], zero, v)))
-    out = seq([n.Store(b, idx, n.Load(f.dtype, f, zero)) for b, f in zip(bufs, fins)])
-    finish = seq([seq([n.Store(f, zero, ident) for f, ident in zip(fins, comb.identity)]), fold, out])
-    for f in reversed(fins):
-        finish = n.Allocate(f, finish)
-    conds = [pred if pred is not None else mk.eq(tl.var, 0)] + sp_guards
-    # at least one thread combines: an empty reduction still stores the identity
-    ext2 = mk.as_expr(max(ext.value, 1))
-    phase2 = n.For(tl.var, mk.as_expr(0), ext2, n.ForKind.BOUND, guard_all(conds, finish), attr.thread)
-    body = seq([phase1, n.Barrier(), phase2])
-    for r in reversed(reds):
-        body = n.Allocate(r, body)
-    return nb.nest(h, leaves[:p], [], body) if p else body
+    accum = guard_all(acc_g, nb.nest(h, serial, nest_g, upd))
+    tags = tuple(nb.attr(h, iv).thread for iv in threads if iv.kind is n.IterKind.REDUCE)
+    ctr = n.CrossThreadReduce(comb, tuple(cur), tags, tuple(res))
+    who = pred if pred is not None else mk.all_of([mk.eq(iv.var, 0) for iv in bound_red])
+    out = guard_all([who] + store_g, seq([n.Store(b, idx, n.Load(r.dtype, r, zero)) for b, r in zip(bufs, res)]))
+    body = seq([init, accum, ctr, out])
+    for b in reversed(accs + res):
+        body = n.Allocate(b, body)
+    for iv in reversed(threads):
+        body = nb.wrap_loop(h, iv, ext[iv], body)
+    return nb.nest(h, leaves[:p], outer_g, body) if p else guard_all(outer_g, body)

@@ -13,8 +13,8 @@ nodes (no TensorRead/Reduce), with ``bindings`` from storage and one
   guards that load memory (a ``where=``, a data store predicate) are nested
   inside the index guards (``kdsl.passes.guards``);
 - reductions store their identity in an init nest outside their reduction
-  loops (``kdsl.passes.reductions``); a reduction loop bound to threadIdx
-  becomes two barrier-separated phases (``kdsl.passes.cross_thread``).
+  loops (``kdsl.passes.reductions``); reduction loops bound to threadIdx
+  make one ``CrossThreadReduce`` statement (``kdsl.passes.cross_thread``).
 """
 from __future__ import annotations
 

@@ -20,13 +20,15 @@ and *Guarantees*:
 - ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
   kernels with their launches and workspaces (GPU form)
 
-That table, ``PIPELINE``, is target-neutral and ends with GPU-form IR (DeviceKernels; later:
-barriers, CrossThreadReduce, AsyncCopy); GPU targets run it as is.  Sequential executors (the
+That table, ``PIPELINE``, is target-neutral and ends with GPU-form IR (DeviceKernels, barriers,
+CrossThreadReduce, AsyncCopy, WMMA statements); GPU targets run it as is.  Sequential executors (the
 interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_kernels``
 (its GPU checks do not apply to loops that run one iteration after another) followed by
 ``SEQUENTIAL_TAIL``:
 
 - ``sequential_kernels`` (IR, ``sequential.sequential_kernels``): DeviceKernels -> their loops
+- ``lower_cross_thread`` (IR, ``lower_cross_thread.lower_cross_thread``): CrossThreadReduce as
+  publish / barrier / fold phases over a block-level shared buffer
 - ``lower_async_copies`` (IR, ``sequential.lower_async_copies``): AsyncCopy -> Store
 - ``blocked_sums`` (IR, ``blocked_sums.blocked_sums``): compensated long float sums (CPU
   numerics; GPU reductions accumulate like cuBLAS, so the GPU table leaves it out)
@@ -36,7 +38,7 @@ The whole lists, in order (``names()``)::
     PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
                 tensorize, simplify, software_pipeline, vthread, device_kernels
     SEQUENTIAL: PIPELINE without device_kernels, then
-                sequential_kernels, lower_async_copies, blocked_sums
+                sequential_kernels, lower_cross_thread, lower_async_copies, blocked_sums
     (cpu: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp, hoist_allocations)
 
 ``for_target(name)`` gives the table of a target.  On functions without BOUND loops
@@ -73,6 +75,7 @@ from .bound import infer_bounds
 from .device_kernels import device_kernels
 from .inline import inline
 from .loop_nests import build_loop_nests
+from .lower_cross_thread import lower_cross_thread
 from .placement import place_stages
 from .sequential import lower_async_copies, sequential_kernels
 from .simplify import simplify_pass
@@ -180,10 +183,9 @@ PIPELINE = Pipeline((
 ))
 
 #: what sequential executors run after the target-neutral passes (module docstring)
-# TODO(ctr): ``lower_cross_thread`` (CrossThreadReduce -> shared-memory phases) goes here,
-# after "sequential_kernels" and before "blocked_sums".
 SEQUENTIAL_TAIL = (
     Pass("sequential_kernels", sequential_kernels),
+    Pass("lower_cross_thread", lower_cross_thread),
     Pass("lower_async_copies", lower_async_copies),
     Pass("blocked_sums", blocked_sums),
 )

@@ -51,7 +51,8 @@ def emit_reduction(nb, h, pred) -> n.Stmt:
     bound_red = [iv for iv in leaves[p:] if iv.kind is n.IterKind.REDUCE and nb.attr(h, iv).thread is not None]
     if bound_red:
         from .cross_thread import emit_cross_thread
-        return emit_cross_thread(nb, h, p, bound_red, bufs, idx, sources, sp_guards + rd_guards, pred)
+        kinded = [(g, n.IterKind.SPATIAL) for g in sp_guards] + [(g, n.IterKind.REDUCE) for g in rd_guards]
+        return emit_cross_thread(nb, h, p, bound_red, bufs, idx, sources, kinded, pred)
     init = seq([n.Store(b, idx, ident) for b, ident in zip(bufs, comb.identity)])
     init_leaves = [iv for iv in leaves[p:] if iv.kind is n.IterKind.SPATIAL]
     cur = [n.Load(b.dtype, b, idx) for b in bufs]

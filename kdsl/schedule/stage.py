@@ -338,30 +338,40 @@ class StageSchedule:
             raise
 
     def _check_cross_thread(self, what: str):
-        """A reduction axis bound to threadIdx must be the one outermost reduction loop, inside
-        every spatial loop (lowering makes it per-thread partials plus one combine)."""
+        """Reduction axes bound to threadIdx make a cross-thread reduction: inside the reduction
+        loops, the threadIdx-bound loops (reduced, or spatial ones that stay spatial) come before
+        the serial reduction loops, and no serial spatial loop is left there (each thread folds
+        its partial once, after all its reduction loops)."""
         bound = [a for a in self.leaf if a.kind is n.IterKind.REDUCE and self.attrs.get(a) is not None
                  and self.attrs[a].thread is not None]
         if not bound:
             return
         tl = bound[0]
         line = where(self.bind_locs.get(tl))
-        if len(bound) > 1:
-            raise ScheduleError(f"{what}: stage {self.name} has reduction axes {tl.name} and {bound[1].name} "
-                                f"bound to threads; a cross-thread reduction binds one",
-                                hint="fuse the reduction axes before binding, or bind only one")
         p = next(k for k, a in enumerate(self.leaf) if a.kind is n.IterKind.REDUCE)
-        if self.leaf[p] is not tl:
-            raise ScheduleError(f"{what}: the reduction axis {tl.name} of stage {self.name} is bound to "
-                                f"{self.attrs[tl].thread.value}{line}, so it must be the outermost reduction loop; "
-                                f"{self._describe()}", hint=f"reorder so that {tl.name} comes before "
-                                f"{self.leaf[p].name}")
-        late = [a for a in self.leaf[p:] if a.kind is n.IterKind.SPATIAL]
-        if late:
-            raise ScheduleError(f"{what}: the reduction axis {tl.name} of stage {self.name} is bound to "
-                                f"{self.attrs[tl].thread.value}{line}, so every spatial loop must be outside it, "
-                                f"but {late[0].name} is inside; {self._describe()}",
-                                hint=f"reorder so that {late[0].name} comes before {tl.name}")
+        serial = None
+        for a in self.leaf[p:]:
+            attr = self.attrs.get(a)
+            tag = attr.thread if attr is not None else None
+            if tag is not None and not tag.is_thread:
+                raise ScheduleError(f"{what}: the reduction axis {tl.name} of stage {self.name} is bound to "
+                                    f"{self.attrs[tl].thread.value}{line}, so {a.name}, bound to {tag.value}, must "
+                                    f"be outside the reduction loops; {self._describe()}",
+                                    hint=f"reorder so that {a.name} comes before the reduction axes")
+            if tag is not None and serial is not None:
+                raise ScheduleError(f"{what}: the reduction axis {tl.name} of stage {self.name} is bound to "
+                                    f"{self.attrs[tl].thread.value}{line}, so the thread-bound loops must be the "
+                                    f"outermost reduction loops, but {a.name} ({tag.value}) is inside the serial "
+                                    f"reduction loop {serial.name}; {self._describe()}",
+                                    hint=f"reorder so that {a.name} comes before {serial.name}")
+            if tag is None and a.kind is n.IterKind.SPATIAL:
+                raise ScheduleError(f"{what}: the reduction axis {tl.name} of stage {self.name} is bound to "
+                                    f"{self.attrs[tl].thread.value}{line}, so every spatial loop must be outside it "
+                                    f"or bound to threadIdx, but {a.name} is inside; {self._describe()}",
+                                    hint=f"reorder so that {a.name} comes before {tl.name}, or bind {a.name} to a "
+                                    f"threadIdx tag before binding {tl.name} (threads of a block stay spatial)")
+            if tag is None and serial is None:
+                serial = a
 
     # ------------------------------------------------------------ placement
     @primitive(check=True)

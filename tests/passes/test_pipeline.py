@@ -99,6 +99,7 @@ GOLDEN_CASES = {
     "loop_nests_cross_thread": (rowsum_graph, cross_thread, "loop_nests"),
     "tensorize": (mm16_graph, wmma_one_warp, "tensorize"),
     "simplify": (chain_graph, chain_schedule, "simplify"),
+    "lower_cross_thread": (rowsum_graph, cross_thread, "lower_cross_thread"),
     "blocked_sums": (rowsum_graph, rowsum_split, "blocked_sums"),
     "device_kernels": (rowsum_graph, bind_rows, "device_kernels"),
     "sequential_kernels": (rowsum_graph, bind_rows, "sequential_kernels"),
@@ -158,30 +159,24 @@ def rowsum(A: float32[n, m], B: float32[n]):
 def rowsum(A: float32[n, m], B: float32[n]):
   for i.outer in range(ceildiv(n, 32)):  # bound blockIdx.x
     for i.inner in range(32):  # bound threadIdx.y
-      allocate B.red: float32[16] shared
-        for k.inner.v in range(16):  # bound threadIdx.x
-          allocate B.rf: float32[1, 1] local
-            for k.inner in range(1):
-              for i in range(1):
-                if k.inner.v + k.inner < 16 and i.outer*32 + i.inner + i < n:
-                  B.rf[k.inner.v + k.inner - k.inner.v, i.outer*32 + i.inner + i - (i.outer*32 + i.inner)] = 0.0f
-                if k.inner.v + k.inner < 16 and i.outer*32 + i.inner + i < n:
-                  for k.outer in range(ceildiv(m, 16)):
-                    if k.outer*16 + (k.inner.v + k.inner) < m:
-                      B.rf[k.inner.v + k.inner - k.inner.v, i.outer*32 + i.inner + i - (i.outer*32 + i.inner)] = B.rf[k.inner.v + k.inner - k.inner.v, i.outer*32 + i.inner + i - (i.outer*32 + i.inner)] + A[i.outer*32 + i.inner + i, k.outer*16 + (k.inner.v + k.inner)]
-            allocate B.acc: float32[1] local
-              B.acc[0] = 0.0f
-              if i.outer*32 + i.inner < n:
-                B.acc[0] = B.acc[0] + B.rf[k.inner.v - k.inner.v, i.outer*32 + i.inner - (i.outer*32 + i.inner)]
-              B.red[k.inner.v] = B.acc[0]
-        barrier(shared)
-        for k.inner.v in range(16):  # bound threadIdx.x
-          if k.inner.v == 0 and i.outer*32 + i.inner < n:
-            allocate B.fin: float32[1] local
-              B.fin[0] = 0.0f
-              for k.inner.v.t in range(16):
-                B.fin[0] = B.fin[0] + B.red[k.inner.v.t]
-              B[i.outer*32 + i.inner] = B.fin[0]""",
+      for k.inner.v in range(16):  # bound threadIdx.x
+        allocate B.rf: float32[1, 1] local
+          for k.inner in range(1):
+            for i in range(1):
+              if k.inner.v + k.inner < 16 and i.outer*32 + i.inner + i < n:
+                B.rf[k.inner.v + k.inner - k.inner.v, i.outer*32 + i.inner + i - (i.outer*32 + i.inner)] = 0.0f
+              if k.inner.v + k.inner < 16 and i.outer*32 + i.inner + i < n:
+                for k.outer in range(ceildiv(m, 16)):
+                  if k.outer*16 + (k.inner.v + k.inner) < m:
+                    B.rf[k.inner.v + k.inner - k.inner.v, i.outer*32 + i.inner + i - (i.outer*32 + i.inner)] = B.rf[k.inner.v + k.inner - k.inner.v, i.outer*32 + i.inner + i - (i.outer*32 + i.inner)] + A[i.outer*32 + i.inner + i, k.outer*16 + (k.inner.v + k.inner)]
+          allocate B.acc: float32[1] local
+          allocate B.v: float32[1] local
+            B.acc[0] = 0.0f
+            if i.outer*32 + i.inner < n:
+              B.acc[0] = B.acc[0] + B.rf[k.inner.v - k.inner.v, i.outer*32 + i.inner - (i.outer*32 + i.inner)]
+            B.v[0] = cross_thread_sum(B.acc[0]; over threadIdx.x)
+            if k.inner.v == 0 and i.outer*32 + i.inner < n:
+              B[i.outer*32 + i.inner] = B.v[0]""",
     "simplify": """\
 def chain(A: float64[n], O: float64[n]):
   for j.outer in range(ceildiv(n, 4)):
@@ -192,6 +187,33 @@ def chain(A: float64[n], O: float64[n]):
       for j.inner in range(4):
         if j.outer*4 + j.inner < n:
           O[j.outer*4 + j.inner] = T[j.inner]*3.0""",
+    "lower_cross_thread": """\
+def rowsum(A: float32[n, m], B: float32[n]):
+  for i.outer in range(ceildiv(n, 32)):  # bound blockIdx.x
+    allocate B.red: float32[32, 16] shared
+      for i.inner in range(32):  # bound threadIdx.y
+        for k.inner.v in range(16):  # bound threadIdx.x
+          allocate B.rf: float32[1, 1] local
+            if i.outer*32 + i.inner < n:
+              B.rf[0, 0] = 0.0f
+            if i.outer*32 + i.inner < n:
+              for k.outer in range(ceildiv(m, 16)):
+                if k.outer*16 + k.inner.v < m:
+                  B.rf[0, 0] = B.rf[0, 0] + A[i.outer*32 + i.inner, k.outer*16 + k.inner.v]
+            allocate B.acc: float32[1] local
+              B.acc[0] = 0.0f
+              if i.outer*32 + i.inner < n:
+                B.acc[0] = B.acc[0] + B.rf[0, 0]
+              B.red[i.inner, k.inner.v] = B.acc[0]
+      barrier(shared)
+      for i.inner in range(32):  # bound threadIdx.y
+        for k.inner.v in range(16):  # bound threadIdx.x
+          allocate B.v: float32[1] local
+            B.v[0] = 0.0f
+            for k.inner.v.t in range(16):
+              B.v[0] = B.v[0] + B.red[i.inner, k.inner.v.t]
+            if k.inner.v == 0 and i.outer*32 + i.inner < n:
+              B[i.outer*32 + i.inner] = B.v[0]""",
     "blocked_sums": """\
 def rowsum(A: float32[n, m], B: float32[n]):
   for i in range(n):
@@ -309,7 +331,8 @@ def test_the_table_lists_every_pass_in_order():
     core = ("placement", "pipeline_legality", "inline", "bound_inference", "storage", "loop_nests",
             "tensorize", "simplify", "software_pipeline", "vthread")
     assert P.PIPELINE.names() == core + ("device_kernels",)
-    assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_async_copies", "blocked_sums")
+    assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_cross_thread", "lower_async_copies",
+                                          "blocked_sums")
     assert P.for_target("cuda") is P.PIPELINE
     assert P.for_target("cpu") is P.for_target("interp") is P.for_target(None) is P.SEQUENTIAL
     for p in P.PIPELINE.passes + P.SEQUENTIAL.passes:
@@ -371,7 +394,8 @@ def test_insert_replace_append_by_name():
                 .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
                 .append(P.Pass("m3", _mark(3))))
     assert pipe.names()[5:] == ("loop_nests", "tensorize", "m1", "simplify", "software_pipeline", "vthread",
-                                "sequential_kernels", "lower_async_copies", "blocked_sums", "m2", "m3")
+                                "sequential_kernels", "lower_cross_thread", "lower_async_copies", "blocked_sums",
+                                "m2", "m3")
     assert base.names() == P.SEQUENTIAL.names()            # edits never change the original
     assert base.remove("blocked_sums").names() == base.names()[:-1]
     RAN.clear()

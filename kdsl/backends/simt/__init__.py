@@ -14,6 +14,7 @@ from ...ir.visitor import free_vars
 from .. import pyexec_rt as rt
 from ..interpreter import check_call
 from .executor import Executor, _Mem
+from .cross_thread import CrossThreadDivergence
 from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds
 from .async_copy import AsyncCopyRace
 
@@ -61,4 +62,4 @@ def run_simt(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list,
 
 
 __all__ = ["run_simt", "scalar_values", "SimtError", "RaceError", "BarrierDivergence",
-           "SimtOutOfBounds", "AsyncCopyRace"]
+           "SimtOutOfBounds", "AsyncCopyRace", "CrossThreadDivergence"]

@@ -32,6 +32,7 @@ from ...ir.visitor import collect, free_vars
 from .. import pyexec_rt as rt
 from ..numpy_eval import ExprEval, internal_np
 from . import wmma
+from .cross_thread import cross_thread_reduce
 from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds
 from . import async_copy
 
@@ -81,6 +82,7 @@ class Executor:
         self._kernels: dict = {}
         self._printer = None
         self.cur = -1                      # id of the statement being executed
+        self.thread_ext = [1, 1, 1]        # extent of the enclosing loop per threadIdx axis
         self._host()
         self._table = {
             n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
@@ -89,6 +91,7 @@ class Executor:
             n.DeviceKernel: self._device_kernel,
             **async_copy.handlers(self),
             **{t: self._wmma for t in n.WMMA_STMTS},
+            n.CrossThreadReduce: lambda s: cross_thread_reduce(self, s),
         }
 
     # ------------------------------------------------------------- thread state
@@ -191,6 +194,7 @@ class Executor:
                                         f"another one")
         lo, ext = self._uniform(s.min, "a thread loop's start"), self._uniform(s.extent, "a thread extent")
         comp = self.comp[_AXIS[s.thread]]
+        self.thread_ext[_AXIS[s.thread]] = ext
         outer = self.mask
         self.env[s.var] = comp + lo
         self.bound.add(s.thread)
