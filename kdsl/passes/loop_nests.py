@@ -78,8 +78,9 @@ class NestBuilder:
 
     def nest(self, h, leaves, guards, innermost, attach=True) -> n.Stmt:
         """Loops over ``leaves`` around ``innermost``; each guard goes right inside the innermost
-        loop it depends on.  ``attach=False`` makes plain loops without attached stages (the
-        init nest of a reduction repeats spatial loops; GPU bindings stay with the update)."""
+        loop it depends on.  ``attach=False`` makes loops without attached stages (the init
+        nest of a reduction repeats spatial loops): they keep their kind and thread binding, so
+        that on a GPU each thread initialises the elements it then updates."""
         dom = self.domains[h]
         at = guards_by_depth(leaves, guards)
         stmt = guard_all(at.get(len(leaves), []), innermost)
@@ -89,8 +90,7 @@ class NestBuilder:
                 stmt = self.wrap_loop(h, iv, dom.leaf_extent[iv], stmt)
             else:
                 a = self.attr(h, iv)
-                kind = a.kind if a.kind is not n.ForKind.BOUND else n.ForKind.SERIAL
-                stmt = n.For(iv.var, mk.as_expr(0), dom.leaf_extent[iv], kind, stmt, None)
+                stmt = n.For(iv.var, mk.as_expr(0), dom.leaf_extent[iv], a.kind, stmt, a.thread)
             stmt = guard_all(at.get(k, []), stmt)
         return stmt
 
