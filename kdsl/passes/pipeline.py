@@ -11,6 +11,7 @@ and *Guarantees*:
 - ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
   guards, reduction init nests, cross-thread reductions, tensorize requests)
 - ``simplify`` (IR, ``simplify.simplify_pass``)
+- ``sync`` (IR, ``sync.sync``): barriers for shared memory in GPU kernels, guards predicated
 - ``blocked_sums`` (IR, ``blocked_sums.blocked_sums``): compensated long float sums
 
 Schedule-level passes map ``LowerState -> LowerState`` (``kdsl.passes.state``:
@@ -45,6 +46,7 @@ from .placement import place_stages
 from .simplify import simplify_pass
 from .state import LowerState
 from .storage import plan_storage
+from .sync import sync
 
 
 class PipelineError(ValueError):
@@ -133,6 +135,7 @@ PIPELINE = Pipeline((
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
     Pass("simplify", simplify_pass),
+    Pass("sync", sync),
     Pass("blocked_sums", blocked_sums),
 ))
 
