@@ -103,6 +103,10 @@ class _Kernel:
         return None if per_dim is None and flat is None else (per_dim, flat)
 
     def _decompose(self, indices, ctx):
+        """Per index: (thread coefficients, stable part, digits, window) where the index is
+        ``stable + sum(c * tid) + sum(d * v) + w`` with each digit ``(d, count)`` a varying
+        variable over ``[0, count)`` (its start folded into the window) and ``w`` in the
+        window ``(lo, hi)`` (whatever else varies, bounded); None when not of that form."""
         out = []
         varying = ctx.ranges
         for e in indices:
@@ -111,6 +115,7 @@ class _Kernel:
                 return None
             lin = linear(simplify(e))
             tid, base, rest = {}, Linear(lin.dtype, const=lin.const), Linear(lin.dtype)
+            digits, off = set(), 0
             for t, c in lin.terms.items():
                 if t in _TID_TAG:
                     tid[_TID_TAG[t]] = c
@@ -118,10 +123,16 @@ class _Kernel:
                 fv = free_vars(t)
                 if any(v in _TID_TAG for v in fv):
                     return None             # non-linear in a thread index
-                if any(v in varying for v in fv):
-                    rest.terms[t] = c
-                else:
+                if not any(v in varying for v in fv):
                     base.terms[t] = c
+                    continue
+                r = varying.get(t)
+                if r is not None and type(r.min) is n.Const and type(r.extent) is n.Const:
+                    if r.extent.value > 1:
+                        digits.add((abs(c), int(r.extent.value)))
+                    off += c * int(r.min.value) + (c * (int(r.extent.value) - 1) if c < 0 else 0)
+                else:
+                    rest.terms[t] = c
             lo = hi = 0
             if rest.terms:
                 try:
@@ -131,7 +142,8 @@ class _Kernel:
                 if type(lo) is not n.Const or type(hi) is not n.Const:
                     return None
                 lo, hi = int(lo.value), int(hi.value)
-            out.append((frozenset(tid.items()), simplify(base.to_expr()), lo, hi))
+            out.append((frozenset(tid.items()), simplify(base.to_expr()), frozenset(digits),
+                        (lo + off, hi + off)))
         return tuple(out)
 
     def separated(self, a, b) -> bool:
@@ -141,22 +153,27 @@ class _Kernel:
         return any(self._separated(da, db) for da, db in zip(a[2], b[2]))
 
     def _separated(self, da, db) -> bool:
+        """Every thread tag of the block is separated in some dimension: there the thread,
+        digit and window terms of both accesses form a mixed radix (each coefficient above
+        the span of the smaller ones), so distinct threads never meet."""
         if da is None or db is None or len(da) != len(db):
             return False
         covered = set()
-        for (ta, ba, la, ha), (tb, bb, lb, hb) in zip(da, db):
+        for (ta, ba, ga, wa), (tb, bb, gb, wb) in zip(da, db):
             if ta != tb or ba != bb:
                 return False
-            terms = sorted(((abs(c), tag) for tag, c in ta), key=lambda x: x[0])
-            ok, need = True, max(ha, hb) - min(la, lb) + 1
-            for c, tag in terms:        # mixed radix: distinct threads, disjoint windows
-                if need is None or c < need:
+            width = max(wa[1], wb[1]) - min(wa[0], wb[0]) + 1
+            terms = [(abs(c), self.extents.get(tag)) for tag, c in ta]
+            terms += list(ga | gb) + ([(1, width)] if width > 1 else [])
+            terms.sort(key=lambda x: (x[0], x[1] is None, x[1] or 0))
+            span, ok = 0, True
+            for c, count in terms:
+                if span is None or c <= span:
                     ok = False
                     break
-                e = self.extents.get(tag)
-                need = c * e if e is not None else None
+                span = None if count is None else span + c * (count - 1)
             if ok:
-                covered |= {tag for _, tag in terms}
+                covered |= {tag for tag, _ in ta}
         return all(t in covered for t, e in self.extents.items() if e is None or e > 1)
 
     def conflict(self, pending, acc) -> bool:
