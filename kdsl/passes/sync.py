@@ -357,9 +357,23 @@ def _map_kernels(s, fn):
     return s
 
 
+def _has_kernel(s) -> bool:
+    """Any kernel loop in ``s`` (statements only, stopping at the first: cheap on CPU code)."""
+    t = type(s)
+    if t is n.For:
+        return s.thread is not None or _has_kernel(s.body)
+    if t is n.Seq:
+        return any(_has_kernel(x) for x in s.stmts)
+    if t is n.IfThenElse:
+        return _has_kernel(s.then) or (s.otherwise is not None and _has_kernel(s.otherwise))
+    if t is n.Allocate or t is n.LetStmt:
+        return _has_kernel(s.body)
+    return False
+
+
 def sync(func: n.LoweredFunc) -> n.LoweredFunc:
     """The ``sync`` pass (see the module docstring)."""
-    if not collect(func.body, _is_kernel_loop):
+    if not _has_kernel(func.body):
         return func
     body = _map_kernels(func.body, sync_kernel)
     return func if body is func.body else dataclasses.replace(func, body=body)
