@@ -205,7 +205,9 @@ class _Verifier:
             self.fail("loop var, min and extent must be integers")
         if s.kind is n.ForKind.BOUND:
             tag = s.thread
-            if tag in self.threads:
+            # nested threadIdx/vthread loops of one tag are the same hardware index
+            # (notes/GPU_PLAN.md, the execution model of BOUND loops): only block loops may not nest
+            if tag in self.threads and tag.is_block:
                 self.fail(f"loop bound to {tag.value} nested inside another {tag.value} loop")
             if tag.is_block and any(t.is_thread for t in self.threads):
                 self.fail(f"loop bound to {tag.value} nested inside a threadIdx loop")

@@ -35,6 +35,7 @@ from ..ir.visitor import collect, substitute
 from ..schedule.legality import consumer_dims
 from ..schedule.records import AttachKind, Split
 from ..schedule.schedule import leaf_values
+from .scopes import attr_table, relaxed_loops, stage_scope
 
 
 @dataclass
@@ -104,6 +105,7 @@ class BoundInference:
         self.placement = placement or Placement(sched, "lowering")
         self.sched = sched
         self.handles = handles          # stage handles that are lowered (inline ones removed)
+        self.attrs = attr_table(handles)
         self.result: dict = {}
         self._busy: set = set()
         #: array extents are >= 0 (and stay symbolic above)
@@ -128,10 +130,11 @@ class BoundInference:
             td = self.domain(t)
             idx = t.leaf.index(h.attach_axis)
             enclosing = td.enclosing + [(iv, td.leaf_extent[iv]) for iv in t.leaf[:idx + 1]]
+            relaxed = self._relaxed(h, enclosing)
             if self.placement.kind[h] == "producer":
-                mins, exts = self._producer_region(h, enclosing)
+                mins, exts = self._producer_region(h, enclosing, relaxed)
             else:
-                mins, exts = self._consumer_region(h, t, idx, enclosing)
+                mins, exts = self._consumer_region(h, t, idx, enclosing, relaxed)
             restricted = True
         else:
             enclosing = []
@@ -161,6 +164,16 @@ class BoundInference:
         self.result[h] = d
         self._busy.discard(h)
         return d
+
+    def _relaxed(self, h, enclosing) -> dict:
+        """Ranges of the enclosing loops whose iterations share ``h``'s buffer (its scope spans
+        their thread tags): the region is the union over them (``kdsl.passes.scopes``)."""
+        if h in self.placement.full_buffer or not any(self.attrs.get(iv) is not None
+                                                       and self.attrs[iv].thread is not None
+                                                       for iv, _ in enclosing):
+            return {}
+        scope = stage_scope(h, self.attrs, enclosing, False)
+        return _ranges(relaxed_loops(scope, self.attrs, enclosing))
 
     def _written_here(self, h, root_value) -> list:
         """Guards that keep a consumer to the points its producer wrote in this iteration.
@@ -210,7 +223,7 @@ class BoundInference:
         d = self.domain(r)
         return d.enclosing + [(iv, d.leaf_extent[iv]) for iv in r.leaf]
 
-    def _producer_region(self, h, enclosing):
+    def _producer_region(self, h, enclosing, relaxed):
         fixed = [iv for iv, _ in enclosing]
         lo_hi = {a: None for a in h.stage.axes}
         # readers computed inside h's own loops read what the current iteration wrote (legality
@@ -222,7 +235,7 @@ class BoundInference:
             if len(loops) < len(fixed) or any(a is not b for a, b in zip(prefix, fixed)):
                 raise InternalCompilerError(f"bound inference: stage {h.name} is computed inside loop "
                                             f"{fixed[-1].name}, but its reader {r.name} runs outside it")
-            relax = _ranges(loops[len(fixed):])
+            relax = {**relaxed, **_ranges(loops[len(fixed):])}
             rd = self.domain(r)
             env = dict(rd.root_value)
             reads = collect(r.stage.body, lambda x: isinstance(x, n.TensorRead) and x.tensor in h.stage.values)
@@ -289,13 +302,13 @@ class BoundInference:
         top = const_upper(ext) if widen else None
         return ext if top is None else mk.as_expr(top)
 
-    def _consumer_region(self, h, p, idx, enclosing):
+    def _consumer_region(self, h, p, idx, enclosing, relaxed):
         inner = p.leaf[idx + 1:]
         if any(a.kind is n.IterKind.REDUCE for a in p.leaf[:idx + 1]) and p.stage.is_reduction:
             raise InternalCompilerError(f"bound inference: {h.name} is attached inside the reduction loops "
                                         f"of {p.name}")
         pd = self.domain(p)
-        relax = {iv.var: n.Range(mk.as_expr(0), pd.leaf_extent[iv]) for iv in inner}
+        relax = {**relaxed, **{iv.var: n.Range(mk.as_expr(0), pd.leaf_extent[iv]) for iv in inner}}
         reads = collect(h.stage.body, lambda x: isinstance(x, n.TensorRead) and x.tensor in p.stage.values)
         dims = consumer_dims(reads, h, p)
         if dims is None:

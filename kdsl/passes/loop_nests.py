@@ -9,7 +9,10 @@ nodes (no TensorRead/Reduce), with ``bindings`` from storage and one
   it (producers before the attaching stage's body, consumers after), its
   buffers allocated where ``storage.allocs`` says;
 - every guard (uneven splits, a region's domain bounds, a consumer's
-  written-here test) sits right inside the innermost loop it depends on;
+  written-here test) sits right inside the innermost loop it depends on, except
+  that a guard on a thread index never encloses a stage whose buffer the block's
+  threads share (it moves onto the innermost statement: each thread does its
+  part of a cooperative copy even where its own element is out of bounds);
   guards that load memory (a ``where=``, a data store predicate) are nested
   inside the index guards (``kdsl.passes.guards``);
 - reductions store their identity in an init nest outside their reduction
@@ -23,7 +26,7 @@ import dataclasses
 from ..errors import InternalCompilerError, ScheduleError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, free_vars, substitute
+from ..ir.visitor import Mutator, collect, free_vars, substitute
 from ..schedule.records import AttachKind, IterAttr, where
 from .guards import guard, guard_all, guards_by_depth, seq
 from .reductions import emit_reduction
@@ -55,6 +58,42 @@ class NestBuilder:
         for h in self.handles:
             if h.attach is AttachKind.AT:
                 self.attached.setdefault((h.attach_stage, h.attach_axis), []).append(h)
+        self._coop: dict = {}
+        self.thread_vars = {iv.var for h in self.handles for iv, a in h.attrs.items()
+                            if a.thread is not None and a.thread.is_thread}
+
+    def cooperative(self, h) -> bool:
+        """True when a stage computed inside ``h``'s loops (``h`` included) keeps its values
+        in a buffer that the threads of a block share (shared, or a global temporary): on a
+        GPU every thread runs its part of it, so no per-thread guard may skip it."""
+        got = self._coop.get(h)
+        if got is None:
+            scopes = {self.storage.buffers[t][0].scope for t in h.stage.values if t in self.storage.buffers}
+            got = h.attach is AttachKind.AT and bool(scopes & {n.Scope.SHARED, n.Scope.GLOBAL}) and \
+                not any(self.storage.buffers[t][0].param for t in h.stage.values if t in self.storage.buffers)
+            got = got or any(self.cooperative(a) for iv in h.leaf for a in self.attached.get((h, iv), ()))
+            self._coop[h] = got
+        return got
+
+    def _sink_thread_guards(self, h, leaves, at) -> dict:
+        """Guards that depend on a thread index and would enclose a cooperative stage attached
+        inside ``leaves`` move onto the innermost statement (the stage's own store): on a GPU
+        the threads they turn off still do their part of the cooperative stage (whose own
+        guards keep it in bounds).  Nothing moves without thread loops (CPU schedules)."""
+        inner = len(leaves)
+        coop = [any(self.cooperative(a) for a in self.attached.get((h, iv), ())) for iv in leaves]
+        moved = []
+        for k in range(inner):
+            if not any(coop[k:]):
+                break
+            keep = []
+            for g in at.get(k, []):
+                uses = collect(g, lambda x: isinstance(x, n.Var))
+                (moved if any(v in self.thread_vars for v in uses) else keep).append(g)
+            at[k] = keep
+        if moved:
+            at[inner] = moved + at.get(inner, [])
+        return at
 
     def buffer_of(self, t):
         try:
@@ -78,10 +117,13 @@ class NestBuilder:
 
     def nest(self, h, leaves, guards, innermost, attach=True) -> n.Stmt:
         """Loops over ``leaves`` around ``innermost``; each guard goes right inside the innermost
-        loop it depends on.  ``attach=False`` makes plain loops without attached stages (the
-        init nest of a reduction repeats spatial loops; GPU bindings stay with the update)."""
+        loop it depends on.  ``attach=False`` makes loops without attached stages (the init
+        nest of a reduction repeats spatial loops): they keep their kind and thread binding, so
+        that on a GPU each thread initialises the elements it then updates."""
         dom = self.domains[h]
         at = guards_by_depth(leaves, guards)
+        if attach and self.thread_vars:
+            at = self._sink_thread_guards(h, leaves, at)
         stmt = guard_all(at.get(len(leaves), []), innermost)
         for k in range(len(leaves) - 1, -1, -1):
             iv = leaves[k]
@@ -89,8 +131,7 @@ class NestBuilder:
                 stmt = self.wrap_loop(h, iv, dom.leaf_extent[iv], stmt)
             else:
                 a = self.attr(h, iv)
-                kind = a.kind if a.kind is not n.ForKind.BOUND else n.ForKind.SERIAL
-                stmt = n.For(iv.var, mk.as_expr(0), dom.leaf_extent[iv], kind, stmt, None)
+                stmt = n.For(iv.var, mk.as_expr(0), dom.leaf_extent[iv], a.kind, stmt, a.thread)
             stmt = guard_all(at.get(k, []), stmt)
         return stmt
 

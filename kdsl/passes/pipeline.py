@@ -17,6 +17,8 @@ and *Guarantees*:
 - ``software_pipeline`` (IR, ``software_pipeline.software_pipeline``): pipelined copies
   become rings of shared buffers filled by asynchronous copies
 - ``vthread`` (IR, ``vthread.inject_vthreads``): virtual-thread loops unrolled, interleaved
+- ``sync`` (IR, ``sync.sync``): barriers for shared memory in GPU kernels, guards predicated
+  where a barrier would be under divergence
 - ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
   kernels with their launches and workspaces (GPU form)
 
@@ -36,7 +38,7 @@ interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_
 The whole lists, in order (``names()``)::
 
     PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
-                tensorize, simplify, software_pipeline, vthread, device_kernels
+                tensorize, simplify, software_pipeline, vthread, sync, device_kernels
     SEQUENTIAL: PIPELINE without device_kernels, then
                 sequential_kernels, lower_cross_thread, lower_async_copies, blocked_sums
     (cpu: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp, hoist_allocations)
@@ -82,6 +84,7 @@ from .simplify import simplify_pass
 from .software_pipeline import check_pipelines, software_pipeline
 from .state import LowerState
 from .storage import plan_storage
+from .sync import sync
 from .tensorize import tensorize
 from .vthread import inject_vthreads
 
@@ -179,6 +182,7 @@ PIPELINE = Pipeline((
     Pass("simplify", simplify_pass),
     Pass("software_pipeline", software_pipeline),
     Pass("vthread", inject_vthreads),
+    Pass("sync", sync),
     Pass("device_kernels", device_kernels),
 ))
 

@@ -2,8 +2,8 @@
 
 A reduction's leaves split at the first reduction loop ``p``: loops before it
 enclose both nests; the init nest stores the combiner's identity over the
-spatial loops found inside the reduction loops (plain loops: no attached
-stages, no thread bindings), and the update nest combines every source term
+spatial loops found inside the reduction loops (no attached stages; their
+thread bindings kept, so each GPU thread zeroes what it updates), and the update nest combines every source term
 under the spatial, reduction and ``where=`` guards.  A reduction loop bound to
 threadIdx goes to ``cross_thread.emit_cross_thread`` instead.
 """

@@ -15,7 +15,11 @@ Guarantees: ``state.storage`` (a ``Storage``):
   LOCAL inside plain loops;
 - allocation sites: root stages and whole-buffer stages at the function root,
   in stage order; every other attached stage in the body of its attach loop
-  (with its ``double_buffer`` stages count).
+  (with its ``double_buffer`` stages count), except shared buffers attached
+  inside thread loops: at block level, in the body of the loop right outside
+  the kernel's outermost threadIdx/vthread loop (the root when there is none).
+  Their extents do not depend on enclosing loops (bound inference), their
+  offsets (region mins, e.g. over a serial K loop) are computed where used.
 """
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ import dataclasses
 
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..schedule.records import AttachKind, IterAttr
+from ..schedule.records import AttachKind
+from .scopes import attr_table, first_thread_loop, stage_scope
 from .state import LowerState, Storage
 
 
@@ -79,24 +84,17 @@ def _temp_buffers(h, dom, scope, whole, buffers):
     return bufs
 
 
-def _loop_attrs(handles, loops) -> list:
-    """The IterAttr of each (IterVar, extent) loop, from the handle that owns it."""
-    out = []
-    for iv, _ in loops:
-        for h in handles:
-            if iv in h.leaf:
-                out.append(h.attrs.get(iv, IterAttr()))
-                break
-    return out
-
-
-def _default_scope(enclosing_attrs) -> n.Scope:
-    tags = [a.thread for a in enclosing_attrs if a.thread is not None]
-    if any(t.is_thread for t in tags):
-        return n.Scope.LOCAL
-    if any(t.is_block for t in tags):
-        return n.Scope.SHARED
-    return n.Scope.LOCAL if enclosing_attrs else n.Scope.GLOBAL
+def _site(h, scope, enclosing, table, owner):
+    """Where ``h``'s buffers are allocated: the body of its attach loop, except a shared buffer
+    attached inside thread (or vthread) loops, which is allocated at block level (in the loop
+    right outside the kernel's outermost thread loop; at the root for a kernel of one block)."""
+    k = first_thread_loop(table, enclosing) if scope is n.Scope.SHARED else None
+    if k is None:
+        return (h.attach_stage, h.attach_axis)
+    if k == 0:
+        return None
+    iv = enclosing[k - 1][0]
+    return (owner[iv], iv)
 
 
 def plan_storage(state: LowerState) -> LowerState:
@@ -106,13 +104,13 @@ def plan_storage(state: LowerState) -> LowerState:
     buffers: dict = {}
     inputs, outputs, scalars, bindings = _param_buffers(graph, tuple(state.out_contiguous), buffers)
     whole = placement.full_buffer      # attached consumers also read outside their loop
-    temps = {}
+    temps, scopes = {}, {}
+    table = attr_table(handles)
+    owner = {iv: h for h in handles for iv in h.leaf}
     for h in handles:
         dom = domains[h]
-        if h.attach is AttachKind.ROOT or h in whole:
-            scope = h.scope or n.Scope.GLOBAL
-        else:
-            scope = h.scope or _default_scope(_loop_attrs(handles, dom.enclosing))
+        scope = stage_scope(h, table, dom.enclosing, h in whole)
+        scopes[h] = scope
         temps[h] = _temp_buffers(h, dom, scope, h in whole, buffers)
     allocs: dict = {None: []}
     for h in handles:
@@ -120,7 +118,7 @@ def plan_storage(state: LowerState) -> LowerState:
             allocs[None] += [(b, 1) for b in temps[h]]
     for h in handles:                  # attach loops, in the order nest construction meets them
         if h.attach is AttachKind.AT and h not in whole:
-            site = (h.attach_stage, h.attach_axis)
+            site = _site(h, scopes[h], domains[h].enclosing, table, owner)
             allocs.setdefault(site, []).extend((b, h.buffer_stages) for b in temps[h])
     allocs = {k: tuple(v) for k, v in allocs.items()}
     storage = Storage(inputs, outputs, scalars, bindings, buffers, allocs)

@@ -96,3 +96,102 @@ def mm_double_buffer(s, stages=2):
             s[name].double_buffer()
         else:
             s[name].pipeline(stages)
+
+
+# ---------------------------------------------------------------- the seed-002 GEMM ladder
+# (scaled down: 32x32 block tiles, BK = 8, 8x8 threads, 4x4 elements per thread; the
+# full-size thread tiling is 128x128, BK = 8, 16x16 threads, 8x8 per thread)
+
+def ladder_naive(s):
+    """Step 0: one row of C per block, 32 columns per block row over threadIdx.x."""
+    C = s["C"]
+    jo, ji = C.split(C.axes[1], factor=32)
+    C.reorder(C.axes[0], jo, ji)
+    C.bind(C.axes[0], "blockIdx.x")
+    C.bind(jo, "blockIdx.y")
+    C.bind(ji, "threadIdx.x")
+
+
+def _coop_copy(X, ty, tx):
+    """Copy stage ``X`` (attached inside the block) by all ty*tx threads of the block: its
+    region's elements fused, dealt out one per thread in turn (serial loop outside)."""
+    f = X.fuse(*X.axes)
+    o, t = X.split(f, factor=ty * tx)
+    y, x = X.split(t, factor=tx)
+    X.bind(y, "threadIdx.y")
+    X.bind(x, "threadIdx.x")
+    return o
+
+
+def ladder_blocked(s, tile=8, bk=8):
+    """Step 1: a tile x tile block tile, one element of C per thread accumulated in a local
+    C.local, A and B tiles of BK columns/rows copied to shared memory per K step."""
+    C = s["C"]
+    CL = s.cache_write(C, "local")
+    AA = s.cache_read("A", "shared", [CL])
+    BB = s.cache_read("B", "shared", [CL])
+    tile_2d(C, tile, tile)
+    CL.compute_at(C, C.leaf[3])
+    ko, ki = CL.split(CL.reduce_axes[0], factor=bk)
+    CL.reorder(ko, ki, *CL.axes)
+    for X in (AA, BB):
+        X.compute_at(CL, ko)
+        _coop_copy(X, tile, tile)
+
+
+def ladder_thread_tiling(block=32, bk=8, threads=8):
+    """Step 2 (a schedule factory): block x block tiles of C per block, threads x threads
+    threads each computing a (block/threads)^2 tile in C.local; A/B tiles of BK in shared
+    memory (copied by all threads) and their per-thread slices in local memory per k."""
+    per = block // threads
+
+    def sched(s):
+        C = s["C"]
+        CL = s.cache_write(C, "local")
+        AA = s.cache_read("A", "shared", [CL])
+        BB = s.cache_read("B", "shared", [CL])
+        AL = s.cache_read(AA, "local", [CL])
+        BL = s.cache_read(BB, "local", [CL])
+        by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], block, block)
+        ty, yi = C.split(yi, factor=per)
+        tx, xi = C.split(xi, factor=per)
+        C.reorder(by, bx, ty, tx, yi, xi)
+        for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+            C.bind(ax, tag)
+        CL.compute_at(C, tx)
+        ko, ki = CL.split(CL.reduce_axes[0], factor=bk)
+        CL.reorder(ko, ki, *CL.axes)
+        AL.compute_at(CL, ki)
+        BL.compute_at(CL, ki)
+        for X in (AA, BB):
+            X.compute_at(CL, ko)
+            _coop_copy(X, threads, threads)
+    sched.__name__ = f"ladder_thread_tiling_{block}_{bk}_{threads}"
+    return sched
+
+
+def conv3x3_graph(dtype=dt.float32):
+    """O[i, j] = sum_{di, dj} I[i + di, j + dj] * W[di, dj] over an (h, w) input ('valid':
+    O is (h - 2, w - 2))."""
+    from kdsl.ir import make as mk
+    b = Builder("conv")
+    I = b.input("I", ("h", "w"), dtype)
+    W = b.input("W", (3, 3), dtype)
+    i, j = b.axis("i", mk.sub(b.dim("h"), 2)), b.axis("j", mk.sub(b.dim("w"), 2))
+    di, dj = b.raxis("di", 3), b.raxis("dj", 3)
+    d = dt.as_dtype(dtype)
+    src = n.Binary(d, n.BinOp.MUL, read(I, mk.add(i.var, di.var), mk.add(j.var, dj.var)), read(W, di, dj))
+    return b.graph(b.compute("O", [i, j], sum_(src, [di, dj]), [di, dj]))
+
+
+def conv_shared_tile(s, tile=8):
+    """tile x tile outputs per block, one per thread; the (tile+2)^2 input tile copied to
+    shared memory by the block's threads (attached inside the thread loops: relaxed to the
+    block's tile, allocated at block level), the weights too."""
+    O = s["O"]
+    IS = s.cache_read("I", "shared", [O])
+    WS = s.cache_read("W", "shared", [O])
+    tile_2d(O, tile, tile)
+    for X in (IS, WS):
+        X.compute_at(O, O.leaf[3])
+        _coop_copy(X, tile, tile)

@@ -157,8 +157,8 @@ def _sched(fn):
 
 def test_races_are_still_found_inside_device_kernels(rng):
     s = Schedule(matmul_graph())
-    mm_shared_no_sync(s)       # shared tiles without a barrier (the sync pass is not there yet)
-    f = P.lower(s, target="cuda")
+    mm_shared_no_sync(s)       # shared tiles, and a GPU table without the sync pass: no barrier
+    f = P.lower(s, pipeline=P.PIPELINE.remove("sync"))
     A, B = rand(rng, (16, 8), np.float32), rand(rng, (8, 16), np.float32)
     with pytest.raises(RaceError, match="kernel 'mm_kernel0'"):
         run_simt(f, [A, B], [np.zeros((16, 16), np.float32)], [])

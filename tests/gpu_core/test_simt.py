@@ -79,12 +79,36 @@ def test_block_order_does_not_matter(rng):
     np.testing.assert_array_equal(shuffled, ordered)
 
 
-def test_shared_cache_read_without_barrier_is_a_race(rng):
-    """EXPECTED CURRENT BEHAVIOUR: the tiles copied into shared memory by the block's threads
-    are read by other threads of the compute nest with no barrier between (today's lowering
-    emits none).  The synchronisation pass (issue 9 item 3) will add the barriers; this test
-    then flips to asserting the result."""
+def drop_barriers(func):
+    """Test-only: ``func`` with every barrier removed (the IR the sync pass would start from)."""
+    import dataclasses
+    from kdsl.ir.visitor import Mutator
+
+    class Drop(Mutator):
+        def visit_Seq(self, s):
+            s = self.generic(s)
+            kept = tuple(x for x in s.stmts if not isinstance(x, n.Barrier))
+            return kept[0] if len(kept) == 1 else n.Seq(kept)
+    return dataclasses.replace(func, body=Drop().visit(func.body))
+
+
+@pytest.mark.parametrize("nkm", [(16, 16, 16), (9, 13, 10), (1, 1, 1), (0, 3, 2)])
+def test_shared_cache_read_is_synchronised(nkm, rng):
+    """The tiles copied into shared memory by the block's threads and read by other threads
+    of the compute nest: the sync pass puts a barrier after the copies (RAW) and one before
+    the next K tile's copies (WAR), and the result is race-free."""
     f = lowered(matmul_graph(), mm_shared_no_sync)
+    assert len(collect(f.body, lambda x: isinstance(x, n.Barrier))) >= 2
+    nn, kk, mm = nkm
+    A, B = rand(rng, (nn, kk), np.float32), rand(rng, (kk, mm), np.float32)
+    (got,), (seq,) = both(f, [A, B], [(nn, mm)], np.float32)
+    np.testing.assert_allclose(got, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got, seq)
+
+
+def test_shared_cache_read_without_barrier_is_a_race(rng):
+    """The same IR with its barriers removed: the race checker reports the copy/compute race."""
+    f = drop_barriers(lowered(matmul_graph(), mm_shared_no_sync))
     assert not collect(f.body, lambda x: isinstance(x, n.Barrier))
     A, B = rand(rng, (16, 16), np.float32), rand(rng, (16, 16), np.float32)
     with pytest.raises(RaceError) as ei:

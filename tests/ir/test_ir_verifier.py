@@ -101,8 +101,11 @@ def test_thread_nesting():
     blk = lambda body: loop(j, body, 4, n.ForKind.BOUND, n.ThreadTag.BLOCK_X)  # noqa: E731
     thr = lambda v, body: loop(v, body, 4, n.ForKind.BOUND, n.ThreadTag.THREAD_X)  # noqa: E731
     fails(thr(i, blk(copy())), "blockIdx.x nested inside a threadIdx")
-    fails(thr(i, thr(j, copy())), "threadIdx.x nested inside another threadIdx.x")
+    fails(loop(i, blk(copy()), 4, n.ForKind.BOUND, n.ThreadTag.BLOCK_X), "blockIdx.x nested inside another")
     verify(func(blk(thr(i, copy()))))
+    # nested thread loops of one tag are one hardware index (GPU_PLAN's execution model)
+    k = n.var("k")
+    verify(func(blk(thr(i, thr(k, copy(k))))))
 
 
 def test_shape_vars_must_be_scalars():

@@ -75,6 +75,51 @@ def mm_pipelined(s):
     AA.bind(AA.axes[0], "threadIdx.y")
     AA.bind(AA.axes[1], "threadIdx.x")
     AA.double_buffer()
+def gpu_matmul_graph():
+    from handgraph import matmul_graph
+    return matmul_graph()
+
+
+def mm_shared_tiles(s):
+    """8x8 threads per block, one C element each; A and B tiles per K step of 8 copied to
+    shared memory by the block's threads (the sync pass's barriers)."""
+    C = s["C"]
+    AA, BB = s.cache_read("A", "shared", [C]), s.cache_read("B", "shared", [C])
+    io, jo, ii, ji = C.tile(C.axes[0], C.axes[1], 8, 8)
+    ko, ki = C.split(C.reduce_axes[0], factor=8)
+    C.reorder(io, jo, ko, ii, ji, ki)
+    for ax, tag in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"), (ji, "threadIdx.x")):
+        C.bind(ax, tag)
+    for X in (AA, BB):
+        X.compute_at(C, ko)
+        X.bind(X.axes[0], "threadIdx.y")
+        X.bind(X.axes[1], "threadIdx.x")
+
+
+def mm_thread_tiles(s):
+    """The seed-002 thread-tiling step scaled down: 32x32 block tiles, 8x8 threads of 4x4,
+    BK 8; shared tiles relaxed over the threads and allocated at block level."""
+    C = s["C"]
+    CL = s.cache_write(C, "local")
+    AA, BB = s.cache_read("A", "shared", [CL]), s.cache_read("B", "shared", [CL])
+    AL, BL = s.cache_read(AA, "local", [CL]), s.cache_read(BB, "local", [CL])
+    by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], 32, 32)
+    ty, yi = C.split(yi, factor=4)
+    tx, xi = C.split(xi, factor=4)
+    C.reorder(by, bx, ty, tx, yi, xi)
+    for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        C.bind(ax, tag)
+    CL.compute_at(C, tx)
+    ko, ki = CL.split(CL.reduce_axes[0], factor=8)
+    CL.reorder(ko, ki, *CL.axes)
+    AL.compute_at(CL, ki)
+    BL.compute_at(CL, ki)
+    for X in (AA, BB):
+        X.compute_at(CL, ko)
+        o, t = X.split(X.fuse(*X.axes), factor=64)
+        y, x = X.split(t, factor=8)
+        X.bind(y, "threadIdx.y")
+        X.bind(x, "threadIdx.x")
 
 
 def _chain():
@@ -100,6 +145,8 @@ GOLDEN_CASES = {
     "tensorize": (mm16_graph, wmma_one_warp, "tensorize"),
     "simplify": (chain_graph, chain_schedule, "simplify"),
     "lower_cross_thread": (rowsum_graph, cross_thread, "lower_cross_thread"),
+    "storage_gpu": (gpu_matmul_graph, mm_thread_tiles, "storage"),
+    "sync": (gpu_matmul_graph, mm_shared_tiles, "sync"),
     "blocked_sums": (rowsum_graph, rowsum_split, "blocked_sums"),
     "device_kernels": (rowsum_graph, bind_rows, "device_kernels"),
     "sequential_kernels": (rowsum_graph, bind_rows, "sequential_kernels"),
@@ -214,6 +261,55 @@ def rowsum(A: float32[n, m], B: float32[n]):
               B.v[0] = B.v[0] + B.red[i.inner, k.inner.v.t]
             if k.inner.v == 0 and i.outer*32 + i.inner < n:
               B[i.outer*32 + i.inner] = B.v[0]""",
+    "storage_gpu": """\
+# lowering mm
+placement: A.shared (at C.local.r.outer, producer), B.shared (at C.local.r.outer, producer), A.shared.local (at C.local.r.inner, producer), B.shared.local (at C.local.r.inner, producer), C.local (at C.j.inner.outer, producer), C (root)
+stages: A.shared, B.shared, A.shared.local, B.shared.local, C.local, C
+domains:
+  A.shared: region {ax0: [i.outer*32, +32), ax1: [r.outer*8, +8)} loops [ax0.ax1.fused.outer < 4, ax0.ax1.fused.inner.outer < 8, ax0.ax1.fused.inner.inner < 8] guards [ax0.ax1.fused.inner.outer*8 + ax0.ax1.fused.inner.inner < 64; ax0.ax1.fused.outer*64 + (ax0.ax1.fused.inner.outer*8 + ax0.ax1.fused.inner.inner) < 256; i.outer*32 + (ax0.ax1.fused.outer*64 + (ax0.ax1.fused.inner.outer*8 + ax0.ax1.fused.inner.inner)) // 8 < n; r.outer*8 + (ax0.ax1.fused.outer*64 + (ax0.ax1.fused.inner.outer*8 + ax0.ax1.fused.inner.inner)) % 8 < k]
+  B.shared: region {ax0: [r.outer*8, +8), ax1: [j.outer*32, +32)} loops [ax0.ax1.fused.outer < 4, ax0.ax1.fused.inner.outer < 8, ax0.ax1.fused.inner.inner < 8] guards [ax0.ax1.fused.inner.outer_1*8 + ax0.ax1.fused.inner.inner_1 < 64; ax0.ax1.fused.outer_1*64 + (ax0.ax1.fused.inner.outer_1*8 + ax0.ax1.fused.inner.inner_1) < 256; r.outer*8 + (ax0.ax1.fused.outer_1*64 + (ax0.ax1.fused.inner.outer_1*8 + ax0.ax1.fused.inner.inner_1)) // 32 < k; j.outer*32 + (ax0.ax1.fused.outer_1*64 + (ax0.ax1.fused.inner.outer_1*8 + ax0.ax1.fused.inner.inner_1)) % 32 < m]
+  A.shared.local: region {ax0: [i.outer*32 + i.inner.outer*4, +4), ax1: [r.outer*8 + r.inner, +1)} loops [ax0 < 4, ax1 < 1] guards [i.outer*32 + i.inner.outer*4 + ax0 < n; r.outer*8 + r.inner + ax1 < k]
+  B.shared.local: region {ax0: [r.outer*8 + r.inner, +1), ax1: [j.outer*32 + j.inner.outer*4, +4)} loops [ax0 < 1, ax1 < 4] guards [r.outer*8 + r.inner + ax0_1 < k; j.outer*32 + j.inner.outer*4 + ax1_1 < m]
+  C.local: region {i: [i.outer*32 + i.inner.outer*4, +4), j: [j.outer*32 + j.inner.outer*4, +4)} loops [r.outer < ceildiv(k, 8), r.inner < 8, i < 4, j < 4] guards [r.outer*8 + r.inner < k; i.outer*32 + i.inner.outer*4 + i < n; j.outer*32 + j.inner.outer*4 + j < m]
+  C: region {i: [0, +n), j: [0, +m)} loops [i.outer < ceildiv(n, 32), j.outer < ceildiv(m, 32), i.inner.outer < 8, j.inner.outer < 8, i.inner.inner < 4, j.inner.inner < 4] guards [j.inner.outer*4 + j.inner.inner < 32; i.inner.outer*4 + i.inner.inner < 32; j.outer*32 + (j.inner.outer*4 + j.inner.inner) < m; i.outer*32 + (i.inner.outer*4 + i.inner.inner) < n]
+bindings: n=shape(0, 0), k=shape(0, 1), m=shape(1, 1)
+allocations:
+  C.j.outer: A.shared float32[32, 8] shared
+  C.j.outer: B.shared float32[8, 32] shared
+  C.local.r.inner: A.shared.local float32[4, 1] local
+  C.local.r.inner: B.shared.local float32[1, 4] local
+  C.j.inner.outer: C.local float32[4, 4] local""",
+    "sync": """\
+def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
+  for i.outer in range(ceildiv(n, 8)):  # bound blockIdx.y
+    for j.outer in range(ceildiv(m, 8)):  # bound blockIdx.x
+      for i.inner in range(8):  # bound threadIdx.y
+        if i.outer*8 + i.inner < n:
+          for j.inner in range(8):  # bound threadIdx.x
+            if j.outer*8 + j.inner < m:
+              C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
+      for r.outer in range(ceildiv(k, 8)):
+        barrier(shared)
+        allocate A.shared: float32[8, 8] shared
+        allocate B.shared: float32[8, 8] shared
+          for ax0 in range(8):  # bound threadIdx.y
+            if i.outer*8 + ax0 < n:
+              for ax1 in range(8):  # bound threadIdx.x
+                if r.outer*8 + ax1 < k:
+                  A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
+          for ax0_1 in range(8):  # bound threadIdx.y
+            if r.outer*8 + ax0_1 < k:
+              for ax1_1 in range(8):  # bound threadIdx.x
+                if j.outer*8 + ax1_1 < m:
+                  B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
+          barrier(shared)
+          for i.inner in range(8):  # bound threadIdx.y
+            if i.outer*8 + i.inner < n:
+              for j.inner in range(8):  # bound threadIdx.x
+                if j.outer*8 + j.inner < m:
+                  for r.inner in range(8):
+                    if r.outer*8 + r.inner < k:
+                      C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]""",
     "blocked_sums": """\
 def rowsum(A: float32[n, m], B: float32[n]):
   for i in range(n):
@@ -261,9 +357,9 @@ def rowsum(A: float32[n, m], B: float32[n]):
 def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
   for i.outer in range(ceildiv(n, 4)):  # bound blockIdx.y
     for j.outer in range(ceildiv(m, 4)):  # bound blockIdx.x
-      for i.inner in range(4):
+      for i.inner in range(4):  # bound threadIdx.y
         if i.outer*4 + i.inner < n:
-          for j.inner in range(4):
+          for j.inner in range(4):  # bound threadIdx.x
             if j.outer*4 + j.inner < m:
               C[i.outer*4 + i.inner, j.outer*4 + j.inner] = 0.0f
       allocate A.shared: float32[2, 4, 4] shared, stages=2
@@ -329,7 +425,7 @@ GOLDEN["lower_async_copies"] = GOLDEN["simplify"]      # nothing asynchronous in
 
 def test_the_table_lists_every_pass_in_order():
     core = ("placement", "pipeline_legality", "inline", "bound_inference", "storage", "loop_nests",
-            "tensorize", "simplify", "software_pipeline", "vthread")
+            "tensorize", "simplify", "software_pipeline", "vthread", "sync")
     assert P.PIPELINE.names() == core + ("device_kernels",)
     assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_cross_thread", "lower_async_copies",
                                           "blocked_sums")
@@ -394,7 +490,7 @@ def test_insert_replace_append_by_name():
                 .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
                 .append(P.Pass("m3", _mark(3))))
     assert pipe.names()[5:] == ("loop_nests", "tensorize", "m1", "simplify", "software_pipeline", "vthread",
-                                "sequential_kernels", "lower_cross_thread", "lower_async_copies", "blocked_sums",
+                                "sync", "sequential_kernels", "lower_cross_thread", "lower_async_copies", "blocked_sums",
                                 "m2", "m3")
     assert base.names() == P.SEQUENTIAL.names()            # edits never change the original
     assert base.remove("blocked_sums").names() == base.names()[:-1]

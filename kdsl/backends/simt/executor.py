@@ -7,7 +7,7 @@ a new block, in order or shuffled); the threads of a block run together, every v
 a numpy vector over them (evaluated by ``numpy_eval.ExprEval``, so arithmetic means what
 it means in the numpy backend and the sequential interpreter).  Control flow is masks:
 a ``threadIdx`` loop binds its variable to the thread indices and keeps the threads below
-its extent; statements outside thread loops run on every thread (CUDA semantics); ``if``
+its extent (one nested in another of its tag too: the same index); statements outside thread loops run on every thread (CUDA semantics); ``if``
 splits the mask; a serial loop whose bounds differ between threads runs to the largest
 extent under a mask; vthread loops run serially (each thread does every virtual thread).
 
@@ -189,9 +189,9 @@ class Executor:
         self.env.pop(s.var, None)
 
     def _thread_loop(self, s: n.For):
-        if s.thread in self.bound:
-            raise InternalCompilerError(f"kernel {self.kernel!r}: a {s.thread.value} loop inside "
-                                        f"another one")
+        # a thread loop inside another of the same tag is the same hardware index (GPU_PLAN's
+        # execution model): it binds its variable to the same thread indices, under its extent
+        nested = s.thread in self.bound
         lo, ext = self._uniform(s.min, "a thread loop's start"), self._uniform(s.extent, "a thread extent")
         comp = self.comp[_AXIS[s.thread]]
         self.thread_ext[_AXIS[s.thread]] = ext
@@ -201,7 +201,8 @@ class Executor:
         self._set_mask(outer & (comp < ext))
         self.run(s.body)
         self._set_mask(outer)
-        self.bound.discard(s.thread)
+        if not nested:
+            self.bound.discard(s.thread)
         del self.env[s.var]
 
     def _kernel(self, s: n.For):

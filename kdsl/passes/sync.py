@@ -1,0 +1,386 @@
+"""sync: barriers between the threads of a block that exchange shared memory (an IR pass).
+
+A *kernel* is an outermost loop bound to blockIdx (or a threadIdx loop under none); inside
+it, loops bound to threadIdx are foralls over the threads of the block and every loop of
+one tag is the same hardware index (notes/GPU_PLAN.md, the execution model of BOUND loops).
+The pass walks each kernel in program order keeping the accesses to shared buffers (and
+global temporaries allocated in the kernel) made since the last barrier on some path, and
+puts ``Barrier()`` right before a statement whose accesses conflict with them:
+
+- RAW: it reads an element that another thread may have written;
+- WAR / WAW: it writes an element that another thread may have read or written; across the
+  iterations of an enclosing serial loop too (the next K tile overwrites a tile still being
+  read: the body is walked again from its own end state until nothing changes).
+
+Two accesses of one buffer conflict unless both read, or their index maps keep every
+thread to its own elements.  The rule (conservative: when unsure, a barrier): each index is
+put in linear form over the canonical thread indices ``tid.x/y/z`` (a thread loop's variable
+is ``tid + min``), *stable* terms (block indices, shapes: constant in a block) and *varying*
+terms (serial and vthread loops and lets inside the kernel, bounded by their ranges to a
+constant window ``[lo, hi]``).  The two accesses are separated when, in every dimension,
+their thread coefficients and stable parts are equal, and the dimensions where the thread
+terms and window form a mixed radix (sorted coefficients ``c1 >= width``, ``c(k+1) >= ck *
+extent(k)``: distinct threads, distinct elements) cover every thread tag whose block extent
+exceeds 1.  Anything else (an index non-linear in a thread index, a data-dependent index, a
+window that is not a constant) conflicts.  A barrier goes before the outermost statement of
+the current sequence whose accesses conflict (before a loop rather than in its body), so it
+runs as rarely as the program allows; an existing barrier clears the state.
+
+Buffers filled by ``AsyncCopy`` (``software_pipeline``'s rings) are left to that pass, which
+places their waits and barriers.
+
+Assumes: loop IR after ``simplify`` and ``software_pipeline`` (index arithmetic canonical);
+thread extents constant in a kernel; loop bounds inside kernels uniform across the threads of a block.
+Guarantees: the same program (sequential executors ignore barriers) in which no two threads
+of a block touch one element of a shared buffer, one of them writing, without a barrier
+between them, as far as the rule above can tell; barriers sit at block level or inside
+thread loops, never under a condition that depends on a thread index nor in a thread loop
+shorter than the block (``kdsl.passes.predicate`` sinks such conditions onto the statements
+around the barrier).  A no-op on functions without loops bound to blockIdx/threadIdx.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as n
+from ..ir.bounds import Unbounded, bound
+from ..ir.simplify import Linear, linear, simplify
+from ..ir.visitor import collect, free_vars, substitute
+from .predicate import kernel_thread_extents, predicate_kernel
+
+#: the canonical thread indices: every threadIdx loop's variable is one of them plus its min
+TID = {t: n.var(f"tid.{t.value[-1]}") for t in n.ThreadTag if t.is_thread}
+_TID_TAG = {v: t for t, v in TID.items()}
+
+
+def _is_kernel_loop(s) -> bool:
+    return type(s) is n.For and s.thread is not None and (s.thread.is_block or s.thread.is_thread)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ctx:
+    """Where a statement runs inside a kernel: substitutions for thread and let variables,
+    the ranges of varying (serial loop) variables."""
+
+    subst: dict
+    ranges: dict
+
+    def with_thread(self, s: n.For):
+        tid = TID[s.thread]
+        value = tid if type(s.min) is n.Const and s.min.value == 0 else n.Binary(s.var.dtype, n.BinOp.ADD,
+                                                                                 tid, s.min)
+        return _Ctx({**self.subst, s.var: value}, self.ranges)
+
+    def with_loop(self, s: n.For):
+        lo, ext = substitute(s.min, self.subst), substitute(s.extent, self.subst)
+        return _Ctx(self.subst, {**self.ranges, s.var: n.Range(lo, ext)})
+
+    def with_let(self, s: n.LetStmt):
+        return _Ctx({**self.subst, s.var: substitute(s.value, self.subst)}, self.ranges)
+
+
+def _access(buffer, write, dims):
+    """One access pattern: (buffer, is it a write, per dimension (thread coefficients, stable
+    part, lo, hi) or None when unknown); equal patterns are one entry of the pending set."""
+    return (buffer, write, dims)
+
+
+class _Kernel:
+    """Barrier insertion in one kernel (see the module docstring)."""
+
+    def __init__(self, tracked, extents):
+        self.tracked = tracked          # buffers whose accesses are checked
+        self.extents = extents          # ThreadTag -> int block extent (None: not constant)
+
+    # ------------------------------------------------------------------ index maps
+    def _dims(self, buffer, indices, ctx):
+        """The access pattern of ``indices`` into ``buffer``: its decomposition per dimension
+        and, for a constant shape, of the row-major flat index (which merges what fusing then
+        splitting a copy's loops left, ``(x // c)*c + x % c``), or None when unknown."""
+        per_dim, flat = self._decompose(indices, ctx), None
+        if indices and all(type(d) is n.Const for d in buffer.shape):
+            e = indices[0]
+            for d, i in zip(buffer.shape[1:], indices[1:]):
+                e = n.Binary(e.dtype, n.BinOp.ADD, n.Binary(e.dtype, n.BinOp.MUL, e, n.Const(e.dtype, d.value)), i)
+            flat = self._decompose((e,), ctx)
+        return None if per_dim is None and flat is None else (per_dim, flat)
+
+    def _decompose(self, indices, ctx):
+        """Per index: (thread coefficients, stable part, digits, window) where the index is
+        ``stable + sum(c * tid) + sum(d * v) + w`` with each digit ``(d, count)`` a varying
+        variable over ``[0, count)`` (its start folded into the window) and ``w`` in the
+        window ``(lo, hi)`` (whatever else varies, bounded); None when not of that form."""
+        out = []
+        varying = ctx.ranges
+        for e in indices:
+            e = substitute(e, ctx.subst)
+            if collect(e, lambda x: isinstance(x, n.Load)) or not e.dtype.is_int:
+                return None
+            lin = linear(simplify(e))
+            tid, base, rest = {}, Linear(lin.dtype, const=lin.const), Linear(lin.dtype)
+            digits, off = set(), 0
+            for t, c in lin.terms.items():
+                if t in _TID_TAG:
+                    tid[_TID_TAG[t]] = c
+                    continue
+                fv = free_vars(t)
+                if any(v in _TID_TAG for v in fv):
+                    return None             # non-linear in a thread index
+                if not any(v in varying for v in fv):
+                    base.terms[t] = c
+                    continue
+                r = varying.get(t)
+                if r is not None and type(r.min) is n.Const and type(r.extent) is n.Const:
+                    if r.extent.value > 1:
+                        digits.add((abs(c), int(r.extent.value)))
+                    off += c * int(r.min.value) + (c * (int(r.extent.value) - 1) if c < 0 else 0)
+                else:
+                    rest.terms[t] = c
+            lo = hi = 0
+            if rest.terms:
+                try:
+                    lo, hi = (simplify(x) for x in bound(rest.to_expr(), varying))
+                except Unbounded:
+                    return None
+                if type(lo) is not n.Const or type(hi) is not n.Const:
+                    return None
+                lo, hi = int(lo.value), int(hi.value)
+            out.append((frozenset(tid.items()), simplify(base.to_expr()), frozenset(digits),
+                        (lo + off, hi + off)))
+        return tuple(out)
+
+    def separated(self, a, b) -> bool:
+        """True when no element is touched by one thread in ``a`` and another in ``b``."""
+        if a[2] is None or b[2] is None:
+            return False
+        return any(self._separated(da, db) for da, db in zip(a[2], b[2]))
+
+    def _separated(self, da, db) -> bool:
+        """Every thread tag of the block is separated in some dimension: there the thread,
+        digit and window terms of both accesses form a mixed radix (each coefficient above
+        the span of the smaller ones), so distinct threads never meet."""
+        if da is None or db is None or len(da) != len(db):
+            return False
+        covered = set()
+        for (ta, ba, ga, wa), (tb, bb, gb, wb) in zip(da, db):
+            if ta != tb or ba != bb:
+                return False
+            width = max(wa[1], wb[1]) - min(wa[0], wb[0]) + 1
+            terms = [(abs(c), self.extents.get(tag)) for tag, c in ta]
+            terms += list(ga | gb) + ([(1, width)] if width > 1 else [])
+            terms.sort(key=lambda x: (x[0], x[1] is None, x[1] or 0))
+            span, ok = 0, True
+            for c, count in terms:
+                if span is None or c <= span:
+                    ok = False
+                    break
+                span = None if count is None else span + c * (count - 1)
+            if ok:
+                covered |= {tag for tag, _ in ta}
+        return all(t in covered for t, e in self.extents.items() if e is None or e > 1)
+
+    def conflict(self, pending, acc) -> bool:
+        for b in acc:
+            for a in pending:
+                if a[0] is b[0] and (a[1] or b[1]) and not self.separated(a, b):
+                    return True
+        return False
+
+    # ------------------------------------------------------------------ accesses
+    def _loads(self, e, ctx, out):
+        for ld in collect(e, lambda x: isinstance(x, n.Load)):
+            if ld.buffer in self.tracked:
+                out.append(_access(ld.buffer, False, self._dims(ld.buffer, ld.indices, ctx)))
+
+    def leaf_accesses(self, s, ctx) -> list:
+        """The tracked accesses of one statement that is not walked into."""
+        out = []
+        t = type(s)
+        if t is n.Store:
+            self._loads(s.value, ctx, out)
+            for i in s.indices:
+                self._loads(i, ctx, out)
+            if s.buffer in self.tracked:
+                out.append(_access(s.buffer, True, self._dims(s.buffer, s.indices, ctx)))
+        elif t is n.Evaluate:
+            self._loads(s.value, ctx, out)
+        else:        # any other statement: every access, with unknown indices (conflicts)
+            for ld in collect(s, lambda x: isinstance(x, n.Load)):
+                if ld.buffer in self.tracked:
+                    out.append(_access(ld.buffer, False, None))
+            for st in collect(s, lambda x: isinstance(x, n.Stmt) and hasattr(x, "buffer")):
+                if st.buffer in self.tracked:
+                    out.append(_access(st.buffer, True, None))
+        return out
+
+    def summary(self, s, ctx) -> list:
+        """Every tracked access of ``s`` (and of the statements inside it)."""
+        t = type(s)
+        if t is n.Seq:
+            return [a for x in s.stmts for a in self.summary(x, ctx)]
+        if t is n.For:
+            out = []
+            self._loads(s.min, ctx, out)
+            self._loads(s.extent, ctx, out)
+            inner = ctx.with_thread(s) if s.thread is not None and s.thread.is_thread else ctx.with_loop(s)
+            return out + self.summary(s.body, inner)
+        if t is n.IfThenElse:
+            out = []
+            self._loads(s.cond, ctx, out)
+            out += self.summary(s.then, ctx)
+            if s.otherwise is not None:
+                out += self.summary(s.otherwise, ctx)
+            return out
+        if t is n.Allocate:
+            return self.summary(s.body, ctx)
+        if t is n.LetStmt:
+            out = []
+            self._loads(s.value, ctx, out)
+            return out + self.summary(s.body, ctx.with_let(s))
+        if t is n.Barrier:
+            return []
+        return self.leaf_accesses(s, ctx)
+
+    # ------------------------------------------------------------------ the walk
+    def walk(self, s, ctx, pending):
+        """(``s`` with barriers, the accesses pending after it).  A barrier before ``s`` is
+        the caller's decision (``_item``); this places those needed inside it."""
+        t = type(s)
+        if t is n.Seq:
+            out = []
+            for x in s.stmts:
+                x, pending = self._item(x, ctx, pending)
+                out.append(x)
+            return _seq(out), pending
+        if t is n.Barrier:
+            return s, []
+        if t is n.For:
+            head = []
+            self._loads(s.min, ctx, head)
+            self._loads(s.extent, ctx, head)
+            pending = pending + head
+            if s.thread is not None and s.thread.is_thread:     # a forall: no carried state
+                body, pending = self._item(s.body, ctx.with_thread(s), pending)
+                return dataclasses.replace(s, body=body), pending
+            if s.thread is not None and s.thread.is_block:      # each block: fresh shared memory
+                body, _ = self._item(s.body, ctx, [])
+                return dataclasses.replace(s, body=body), []
+            return self._loop(s, ctx.with_loop(s), pending)
+        if t is n.IfThenElse:
+            head = []
+            self._loads(s.cond, ctx, head)
+            pending = pending + head
+            then, p1 = self._item(s.then, ctx, pending)
+            other, p2 = (None, pending) if s.otherwise is None else self._item(s.otherwise, ctx, pending)
+            return dataclasses.replace(s, then=then, otherwise=other), _union(p1, p2)
+        if t is n.Allocate:
+            body, pending = self._item(s.body, ctx, pending)
+            return dataclasses.replace(s, body=body), pending
+        if t is n.LetStmt:
+            head = []
+            self._loads(s.value, ctx, head)
+            body, pending = self._item(s.body, ctx.with_let(s), pending + head)
+            return dataclasses.replace(s, body=body), pending
+        return s, pending + self.leaf_accesses(s, ctx)
+
+    def _item(self, s, ctx, pending):
+        """``s`` preceded by a barrier when its accesses conflict with ``pending``."""
+        acc = self.summary(s, ctx)
+        if not acc:
+            return s, pending
+        if pending and self.conflict(pending, acc):
+            s, after = self.walk(s, ctx, [])
+            return _seq([n.Barrier(), s]), after
+        return self.walk(s, ctx, pending)
+
+    def _loop(self, s: n.For, ctx, pending):
+        """A serial loop: its body walked from the state at loop entry joined with the state
+        at the end of an iteration, until that state stops growing."""
+        entry = pending
+        while True:     # the pending set only grows, over finitely many access patterns
+            body, end = self._item(s.body, ctx, entry)
+            grown = _union(entry, end)
+            if len(grown) == len(entry):
+                return dataclasses.replace(s, body=body), _union(pending, end)
+            entry = grown
+
+
+def _union(a, b):
+    seen = set(a)
+    return a + [x for x in b if x not in seen]
+
+
+def _seq(stmts):
+    flat = []
+    for s in stmts:
+        flat.extend(s.stmts if type(s) is n.Seq else [s])
+    return flat[0] if len(flat) == 1 else n.Seq(tuple(flat))
+
+
+def _tracked(kernel) -> set:
+    """The buffers the pass synchronises: shared buffers and the kernel's global temporaries,
+    except the rings that ``software_pipeline`` fills by asynchronous copies (that pass emits
+    their barriers itself: a wait then a barrier before a slot is read, a barrier before it is
+    refilled; slots written and read in one iteration differ, which this rule cannot see)."""
+    out = set()
+    for a in collect(kernel, lambda x: isinstance(x, n.Allocate)):
+        if a.buffer.scope is n.Scope.GLOBAL and not a.buffer.param:
+            out.add(a.buffer)
+    for x in collect(kernel, lambda x: isinstance(x, (n.Load, n.Store))):
+        if x.buffer.scope is n.Scope.SHARED:
+            out.add(x.buffer)
+    return out - {c.buffer for c in collect(kernel, lambda x: isinstance(x, n.AsyncCopy))}
+
+
+def sync_kernel(kernel: n.For) -> n.For:
+    """One kernel with the barriers it needs (and guards around barriers predicated)."""
+    tracked = _tracked(kernel)
+    if not tracked:
+        return kernel
+    extents = kernel_thread_extents(kernel)
+    k = _Kernel(tracked, extents)
+    ctx = _Ctx({}, {})
+    body, _ = k.walk(kernel, ctx, [])
+    return predicate_kernel(body, extents)
+
+
+def _map_kernels(s, fn):
+    """``s`` with every kernel (outermost block/thread loop) replaced by ``fn(kernel)``."""
+    if _is_kernel_loop(s):
+        return fn(s)
+    t = type(s)
+    if t is n.Seq:
+        new = tuple(_map_kernels(x, fn) for x in s.stmts)
+        return s if all(a is b for a, b in zip(new, s.stmts)) else n.Seq(new)
+    if t in (n.For, n.Allocate, n.LetStmt):
+        body = _map_kernels(s.body, fn)
+        return s if body is s.body else dataclasses.replace(s, body=body)
+    if t is n.IfThenElse:
+        then = _map_kernels(s.then, fn)
+        other = None if s.otherwise is None else _map_kernels(s.otherwise, fn)
+        if then is s.then and other is s.otherwise:
+            return s
+        return dataclasses.replace(s, then=then, otherwise=other)
+    return s
+
+
+def _has_kernel(s) -> bool:
+    """Any kernel loop in ``s`` (statements only, stopping at the first: cheap on CPU code)."""
+    t = type(s)
+    if t is n.For:
+        return s.thread is not None or _has_kernel(s.body)
+    if t is n.Seq:
+        return any(_has_kernel(x) for x in s.stmts)
+    if t is n.IfThenElse:
+        return _has_kernel(s.then) or (s.otherwise is not None and _has_kernel(s.otherwise))
+    if t is n.Allocate or t is n.LetStmt:
+        return _has_kernel(s.body)
+    return False
+
+
+def sync(func: n.LoweredFunc) -> n.LoweredFunc:
+    """The ``sync`` pass (see the module docstring)."""
+    if not _has_kernel(func.body):
+        return func
+    body = _map_kernels(func.body, sync_kernel)
+    return func if body is func.body else dataclasses.replace(func, body=body)
