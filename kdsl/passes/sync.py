@@ -365,16 +365,24 @@ def _map_kernels(s, fn):
 
 
 def _has_kernel(s) -> bool:
-    """Any kernel loop in ``s`` (statements only, stopping at the first: cheap on CPU code)."""
-    t = type(s)
-    if t is n.For:
-        return s.thread is not None or _has_kernel(s.body)
-    if t is n.Seq:
-        return any(_has_kernel(x) for x in s.stmts)
-    if t is n.IfThenElse:
-        return _has_kernel(s.then) or (s.otherwise is not None and _has_kernel(s.otherwise))
-    if t is n.Allocate or t is n.LetStmt:
-        return _has_kernel(s.body)
+    """Any kernel loop in ``s`` (statements only, stopping at the first: cheap on CPU code;
+    iterative: a chain of thousands of stages nests thousands of allocations)."""
+    stack = [s]
+    while stack:
+        s = stack.pop()
+        t = type(s)
+        if t is n.For:
+            if s.thread is not None:
+                return True
+            stack.append(s.body)
+        elif t is n.Seq:
+            stack.extend(s.stmts)
+        elif t is n.IfThenElse:
+            stack.append(s.then)
+            if s.otherwise is not None:
+                stack.append(s.otherwise)
+        elif t is n.Allocate or t is n.LetStmt:
+            stack.append(s.body)
     return False
 
 
