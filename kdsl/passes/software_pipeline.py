@@ -73,34 +73,47 @@ class _Ring(Mutator):
 
 
 class _Pipeliner(Mutator):
-    def __init__(self):
+    """Finds the serial loop whose body copies each pipelined buffer (the loop the stage is
+    attached at) and pipelines it; the buffer's Allocate, wherever storage put it (inside that
+    loop, or hoisted to block level for shared memory), becomes the ring's."""
+
+    def __init__(self, piped: list):
         super().__init__()
-        self.rings: set = set()     # the ring buffers made
+        self.piped = {a.buffer: a for a in piped}    # pipelined Allocates by buffer, in order
+        self.rings: dict = {}                         # buffer -> its ring buffer
 
     def visit_For(self, s: n.For):
         s = self.generic(s)
         chain, core = allocate_chain(s.body)
-        piped = [a for a in chain if a.stages > 1]
-        if not piped:
+        stmts = core.stmts if isinstance(core, n.Seq) else (core,)
+        # the attach loop: its body both copies the tile and reads it (inner copy loops only store)
+        bufs = [b for b in self.piped if b not in self.rings and any(_stores_to(x, {b}) for x in stmts)
+                and any(_loads_of(x, {b}) for x in stmts)]
+        if not bufs:
             return s
         if s.kind not in (n.ForKind.SERIAL, n.ForKind.UNROLLED):
             what = s.kind.value + (f" to {s.thread.value}" if s.thread else "")
-            raise _err(piped[0].buffer, f"is allocated in loop {s.var.name}, which is {what}; the loop "
-                                        "a copy is pipelined over must be serial (checked at lowering)")
-        return _pipeline(s, chain, core, piped, self.rings)
+            raise _err(bufs[0], f"is copied in loop {s.var.name}, which is {what}; the loop "
+                                "a copy is pipelined over must be serial (checked at lowering)")
+        return _pipeline(s, chain, core, [self.piped[b] for b in bufs], self.rings)
 
     def visit_Allocate(self, a: n.Allocate):
         body = self.visit(a.body)
+        ring = self.rings.get(a.buffer) if a.stages > 1 else None
+        if ring is not None:
+            return n.Allocate(ring, body, a.stages)
         return a if body is a.body else dataclasses.replace(a, body=body)
 
 
-def _pipeline(loop: n.For, chain, core, piped, made: set) -> n.Stmt:
+def _pipeline(loop: n.For, chain, core, piped, made: dict) -> n.Stmt:
     S = piped[0].stages
     if any(a.stages != S for a in piped):
         raise _err(piped[0].buffer, f"and {piped[1].buffer.name} are pipelined over loop "
                                     f"{loop.var.name} with different stage counts "
                                     f"({', '.join(str(a.stages) for a in piped)}); use one count")
     bufs = {a.buffer for a in piped}
+    chain = [a for a in chain if a.buffer not in bufs or a.stages == 1]   # the rings: out of the loop
+    inside = [a for a in piped if any(a is c for c in allocate_chain(loop.body)[0])]
     stmts = core.stmts if isinstance(core, n.Seq) else (core,)
     producers, rest = [], []
     for x in stmts:
@@ -150,9 +163,9 @@ def _pipeline(loop: n.For, chain, core, piped, made: set) -> n.Stmt:
     others = [a for a in chain if a.stages == 1]
     new_loop = dataclasses.replace(loop, body=rewrap(others, n.Seq(tuple(body))))
     out: n.Stmt = n.Seq(tuple(prologue) + (new_loop, n.WaitGroup(0)))
-    for a in reversed(piped):
+    for a in reversed(inside):        # allocated in the loop: the ring goes around it
         out = n.Allocate(rings[a.buffer], out, S)
-    made.update(rings.values())
+    made.update(rings)                # allocated further out: visit_Allocate swaps in the ring
     return out
 
 
@@ -171,11 +184,12 @@ def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
     allocations."""
     if not collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1):
         return func
-    p = _Pipeliner()
+    piped = collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)
+    p = _Pipeliner(piped)
     body = p.visit(func.body)
-    left = collect(body, lambda x: isinstance(x, n.Allocate) and x.stages > 1 and x.buffer not in p.rings)
+    left = [a for a in piped if a.buffer not in p.rings]
     if left:
-        raise _err(left[0].buffer, "is not allocated directly inside the loop it is pipelined over "
+        raise _err(left[0].buffer, "is not copied directly inside the loop it is pipelined over "
                                    "(it must be attached with compute_at at a serial loop)")
     return dataclasses.replace(func, body=body)
 

@@ -13,6 +13,10 @@ where its K copies (v replaced by m, ..., m+K-1) sit next to each other:
   per virtual thread, indexed by v);
 - barriers, commit_group and wait_group stay single: all virtual threads reach them
   together (K commits would change the group count a wait refers to);
+- a statement that does not use v and reads none of the buffers it writes (a cooperative
+  copy into shared memory, an init) is the same for every virtual thread: it stays single
+  (running it K times would do the same K times; an asynchronous copy would even be issued
+  K times into one slot);
 - any other statement (a store, an asynchronous copy, or a loop/if/let depending on v, a
   shared allocation) is copied K times in order.
 So ``for vy: for vx: for ty: for tx: for i: C.local[i] = ...`` becomes
@@ -78,7 +82,16 @@ class _Injector:
                                     "cannot be given one copy per virtual thread")
             body = _Replicate(b, new, mk.sub(v, self.m)).visit(s.body)
             return dataclasses.replace(s, buffer=new, body=self.inject(body))
+        if not uses_var(s, v) and _idempotent(s):
+            return s      # the same for every virtual thread (a cooperative copy): once
         return self.copies(s)
+
+
+def _idempotent(s) -> bool:
+    """Running ``s`` twice in a row does what running it once does: it reads none of the
+    buffers it writes (a copy, an init; not an accumulation)."""
+    written = {x.buffer for x in collect(s, lambda x: isinstance(x, (n.Store, n.AsyncCopy)))}
+    return not any(x.buffer in written for x in collect(s, lambda x: isinstance(x, n.Load)))
 
 
 class _VThreads(Mutator):

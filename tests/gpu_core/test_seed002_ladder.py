@@ -1,0 +1,153 @@
+"""Every step of the seed-002 GEMM ladder, scaled down, as kdsl schedules lowered for the
+``cuda`` target (the GPU table: device kernels with launches, barriers, rings), run as a GPU
+would (``run_simt``, race-checked, blocks shuffled) and sequentially (``run_lowered`` on the
+sequential table), against numpy in float64, on shapes that do and do not divide the tiles.
+
+Scale: 32x32 block tiles, BK = 8, 8x8 threads, 4x4 outputs per thread (the seed: 128x128,
+BK = 8, 16x16 threads, 8x8 per thread). Steps: naive, blocked (shared tiles), thread tiling
+(shared + local caches), warp tiling (vthreads spread each thread's outputs), vectorised
+copies (each thread copies 4 consecutive elements), double buffering (rings of shared tiles
+filled by asynchronous copies).
+"""
+import numpy as np
+import pytest
+
+from schedules import (ladder_blocked, ladder_naive, ladder_thread_tiling, matmul_graph,
+                       rand)
+from kdsl.backends.interpreter import run_lowered
+from kdsl.backends.simt import run_simt
+from kdsl.ir import nodes as n
+from kdsl.ir.visitor import collect
+from kdsl.passes.pipeline import lower
+from kdsl.schedule import Schedule
+
+BLOCK, BK, THREADS, VEC = 32, 8, 8, 4
+
+
+def _copy_vectorised(X, threads=THREADS, vec=VEC):
+    """The cooperative copy of a shared tile, each thread moving ``vec`` consecutive
+    elements per turn (the seed's float4 loads): fused region split into turns x ty x tx x vec."""
+    f = X.fuse(*X.axes)
+    rest, v = X.split(f, factor=vec)
+    o, t = X.split(rest, factor=threads * threads)
+    y, x = X.split(t, factor=threads)
+    X.bind(y, "threadIdx.y")
+    X.bind(x, "threadIdx.x")
+    X.vectorize(v)
+
+
+def ladder_warp_tiling(vectorised=False, stages=1):
+    """Step 3 (warp tiling): the thread tiling step with each thread's 4x4 outputs spread as 2x2
+    virtual threads of 2x2 (vthread.y/x outermost inside the block: neighbouring threads own
+    neighbouring 2x2 squares); step 4 with ``vectorised`` copies; step 5 with ``stages`` >= 2
+    (double buffering of both shared tiles)."""
+    vt = 2
+
+    def sched(s):
+        C = s["C"]
+        CL = s.cache_write(C, "local")
+        AA = s.cache_read("A", "shared", [CL])
+        BB = s.cache_read("B", "shared", [CL])
+        AL = s.cache_read(AA, "local", [CL])
+        BL = s.cache_read(BB, "local", [CL])
+        by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], BLOCK, BLOCK)
+        vy, yi = C.split(yi, nparts=vt)
+        ty, yi = C.split(yi, nparts=THREADS)
+        vx, xi = C.split(xi, nparts=vt)
+        tx, xi = C.split(xi, nparts=THREADS)
+        C.reorder(by, bx, vy, vx, ty, tx, yi, xi)
+        for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (vy, "vthread.y"), (vx, "vthread.x"),
+                        (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+            C.bind(ax, tag)
+        CL.compute_at(C, tx)
+        ko, ki = CL.split(CL.reduce_axes[0], factor=BK)
+        CL.reorder(ko, ki, *CL.axes)
+        AL.compute_at(CL, ki)
+        BL.compute_at(CL, ki)
+        for X in (AA, BB):
+            X.compute_at(CL, ko)
+            if vectorised:
+                _copy_vectorised(X)
+            else:
+                o = X.fuse(*X.axes)
+                o, t = X.split(o, factor=THREADS * THREADS)
+                y, x = X.split(t, factor=THREADS)
+                X.bind(y, "threadIdx.y")
+                X.bind(x, "threadIdx.x")
+            if stages == 2:
+                X.double_buffer()
+            elif stages > 2:
+                X.pipeline(stages)
+    sched.__name__ = "warp_tiling" + ("_vec" if vectorised else "") + (f"_stages{stages}" if stages > 1 else "")
+    return sched
+
+
+LADDER = [ladder_naive, ladder_blocked, ladder_thread_tiling(), ladder_warp_tiling(),
+          ladder_warp_tiling(vectorised=True), ladder_warp_tiling(vectorised=True, stages=2)]
+MM_SHAPES = [(64, 16, 64), (37, 13, 45), (1, 1, 1), (0, 3, 2), (5, 0, 3), (33, 9, 70)]
+
+
+def _lower(sched, target):
+    s = Schedule(matmul_graph())
+    sched(s)
+    return lower(s, target=target)
+
+
+@pytest.fixture(scope="module")
+def ladder():
+    """step name -> (the cuda lowering, the sequential lowering)."""
+    return {s.__name__: (_lower(s, "cuda"), _lower(s, None)) for s in LADDER}
+
+
+@pytest.mark.parametrize("nkm", MM_SHAPES)
+@pytest.mark.parametrize("step", [s.__name__ for s in LADDER])
+def test_every_ladder_step_matches_numpy(step, nkm, ladder, rng):
+    nn, kk, mm = nkm
+    gpu, seq = ladder[step]
+    A, B = rand(rng, (nn, kk), np.float32), rand(rng, (kk, mm), np.float32)
+    got_simt, got_seq = np.full((nn, mm), np.nan, np.float32), np.full((nn, mm), np.nan, np.float32)
+    run_simt(gpu, [A, B], [got_simt], [], block_order=np.random.default_rng(7))
+    run_lowered(seq, [A, B], [got_seq], [])
+    want = A.astype(np.float64) @ B.astype(np.float64)
+    np.testing.assert_allclose(got_simt, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got_seq, want, rtol=1e-4, atol=1e-4)
+
+
+def _kinds(f, cls):
+    return collect(f.body, lambda x: isinstance(x, cls))
+
+
+def test_printed_steps_read_like_the_seed_cuda(ladder):
+    """What a CUDA code generator receives: one kernel with its launch, block-sized shared
+    tiles at block level, per-thread local tiles, barriers only where threads exchange data,
+    the ring and its asynchronous copies in the double-buffered step."""
+    for name, (gpu, _) in ladder.items():
+        (k,) = _kinds(gpu, n.DeviceKernel)
+        text = str(gpu)
+        if name == "ladder_naive":
+            assert k.launch.block == (32, 1, 1) and not _kinds(gpu, n.Barrier)
+            continue
+        threads = (8, 8, 1)
+        assert k.launch.block == threads, name
+        shared = {a.buffer.name: a for a in _kinds(gpu, n.Allocate) if a.buffer.scope is n.Scope.SHARED}
+        assert set(shared) == {"A.shared", "B.shared"}, name
+        if name.startswith("ladder_blocked"):
+            continue
+        tile_a = [int(e.value) for e in shared["A.shared"].buffer.shape]
+        if name.endswith("stages2"):
+            assert tile_a == [2, BLOCK, BK] and shared["A.shared"].stages == 2
+            assert _kinds(gpu, n.AsyncCopy) and _kinds(gpu, n.WaitGroup) and _kinds(gpu, n.CommitGroup)
+            assert "async_copy(A.shared[" in text and "wait_group(1)" in text
+        else:
+            assert tile_a == [BLOCK, BK], name
+            assert len(_kinds(gpu, n.Barrier)) == 2, name      # RAW after the copy, WAR before the next
+        local = {a.buffer.name: [int(e.value) for e in a.buffer.shape]
+                 for a in _kinds(gpu, n.Allocate) if a.buffer.scope is n.Scope.LOCAL}
+        per_thread = BLOCK // THREADS
+        if name.startswith("warp_tiling"):    # one 2x2 tile per virtual thread
+            assert local["C.local"] == [2, 2, per_thread // 2, per_thread // 2], name
+        else:
+            assert local["C.local"] == [per_thread, per_thread], name
+        if "_vec" in name:
+            assert any(f.kind is n.ForKind.VECTORIZED for f in _kinds(gpu, n.For)), name
+        assert text.splitlines()[1].lstrip().startswith("kernel mm_kernel0<<<grid=(ceildiv(m, 32), ceildiv(n, 32), 1)")
