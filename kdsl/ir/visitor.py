@@ -180,6 +180,27 @@ def collect(node, pred) -> list:
     return found
 
 
+def any_statement(s, pred) -> bool:
+    """Whether ``pred`` holds for ``s`` or a statement below it, walking statements only (never
+    expressions) and stopping at the first: cheap enough to run on every CPU lowering, and
+    iterative (a chain of thousands of stages nests thousands of allocations)."""
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        if pred(x):
+            return True
+        t = type(x)
+        if t is n.Seq:
+            stack.extend(x.stmts)
+        elif t is n.IfThenElse:
+            stack.append(x.then)
+            if x.otherwise is not None:
+                stack.append(x.otherwise)
+        elif t in (n.For, n.Allocate, n.LetStmt, n.DeviceKernel):
+            stack.append(x.body)
+    return False
+
+
 def free_vars(node) -> set:
     """The Vars used in ``node`` (loop variables bound inside are included)."""
     return set(collect(node, lambda x: isinstance(x, n.Var)))

@@ -22,7 +22,7 @@ import dataclasses
 
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, allocate_chain, rewrap
+from ..ir.visitor import Mutator, allocate_chain, any_statement, rewrap
 
 _ASYNC = (n.AsyncCopy, n.CommitGroup, n.WaitGroup)
 
@@ -40,21 +40,7 @@ def sequential_kernels(func: n.LoweredFunc) -> n.LoweredFunc:
 
 def has_statement(s, types) -> bool:
     """Whether a statement of one of ``types`` is below ``s`` (statements only, stops early)."""
-    stack = [s]
-    while stack:
-        x = stack.pop()
-        t = type(x)
-        if t in types:
-            return True
-        if t is n.Seq:
-            stack.extend(x.stmts)
-        elif t is n.IfThenElse:
-            stack.append(x.then)
-            if x.otherwise is not None:
-                stack.append(x.otherwise)
-        elif t in (n.For, n.Allocate, n.LetStmt, n.DeviceKernel):
-            stack.append(x.body)
-    return False
+    return any_statement(s, lambda x: type(x) in types)
 
 
 def as_stores(s: n.AsyncCopy) -> n.Stmt:

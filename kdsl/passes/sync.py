@@ -45,7 +45,7 @@ import dataclasses
 from ..ir import nodes as n
 from ..ir.bounds import Unbounded, bound
 from ..ir.simplify import Linear, linear, simplify
-from ..ir.visitor import collect, free_vars, substitute
+from ..ir.visitor import any_statement, collect, free_vars, substitute
 from .predicate import kernel_thread_extents, predicate_kernel
 
 #: the canonical thread indices: every threadIdx loop's variable is one of them plus its min
@@ -365,25 +365,8 @@ def _map_kernels(s, fn):
 
 
 def _has_kernel(s) -> bool:
-    """Any kernel loop in ``s`` (statements only, stopping at the first: cheap on CPU code;
-    iterative: a chain of thousands of stages nests thousands of allocations)."""
-    stack = [s]
-    while stack:
-        s = stack.pop()
-        t = type(s)
-        if t is n.For:
-            if s.thread is not None:
-                return True
-            stack.append(s.body)
-        elif t is n.Seq:
-            stack.extend(s.stmts)
-        elif t is n.IfThenElse:
-            stack.append(s.then)
-            if s.otherwise is not None:
-                stack.append(s.otherwise)
-        elif t is n.Allocate or t is n.LetStmt:
-            stack.append(s.body)
-    return False
+    """Any kernel loop in ``s`` (statements only, stopping at the first: cheap on CPU code)."""
+    return any_statement(s, lambda x: type(x) is n.For and x.thread is not None)
 
 
 def sync(func: n.LoweredFunc) -> n.LoweredFunc:

@@ -112,10 +112,14 @@ def ladder_naive(s):
     C.bind(ji, "threadIdx.x")
 
 
-def _coop_copy(X, ty, tx):
+def _coop_copy(X, ty, tx, vec=1):
     """Copy stage ``X`` (attached inside the block) by all ty*tx threads of the block: its
-    region's elements fused, dealt out one per thread in turn (serial loop outside)."""
+    region's elements fused, dealt out in turn (serial loop outside), ``vec`` consecutive
+    elements per thread and turn (a vectorised inner loop: the seed's float4 copies)."""
     f = X.fuse(*X.axes)
+    if vec > 1:
+        f, v = X.split(f, factor=vec)
+        X.vectorize(v)
     o, t = X.split(f, factor=ty * tx)
     y, x = X.split(t, factor=tx)
     X.bind(y, "threadIdx.y")
@@ -139,10 +143,13 @@ def ladder_blocked(s, tile=8, bk=8):
         _coop_copy(X, tile, tile)
 
 
-def ladder_thread_tiling(block=32, bk=8, threads=8):
-    """Step 2 (a schedule factory): block x block tiles of C per block, threads x threads
+def ladder_thread_tiling(block=32, bk=8, threads=8, vthreads=1, vec=1, stages=1):
+    """Steps 2-5 (a schedule factory): block x block tiles of C per block, threads x threads
     threads each computing a (block/threads)^2 tile in C.local; A/B tiles of BK in shared
-    memory (copied by all threads) and their per-thread slices in local memory per k."""
+    memory (copied by all threads) and their per-thread slices in local memory per k.
+    ``vthreads`` > 1 (warp tiling): each thread's tile spread as vthreads x vthreads virtual
+    threads (vthread.y/x outermost in the block, one local tile each); ``vec``: copies of
+    ``vec`` consecutive elements per thread; ``stages`` >= 2: shared tiles pipelined."""
     per = block // threads
 
     def sched(s):
@@ -153,9 +160,18 @@ def ladder_thread_tiling(block=32, bk=8, threads=8):
         AL = s.cache_read(AA, "local", [CL])
         BL = s.cache_read(BB, "local", [CL])
         by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], block, block)
-        ty, yi = C.split(yi, factor=per)
-        tx, xi = C.split(xi, factor=per)
-        C.reorder(by, bx, ty, tx, yi, xi)
+        if vthreads > 1:
+            vy, yi = C.split(yi, nparts=vthreads)
+            ty, yi = C.split(yi, nparts=threads)
+            vx, xi = C.split(xi, nparts=vthreads)
+            tx, xi = C.split(xi, nparts=threads)
+            C.reorder(by, bx, vy, vx, ty, tx, yi, xi)
+            C.bind(vy, "vthread.y")
+            C.bind(vx, "vthread.x")
+        else:
+            ty, yi = C.split(yi, factor=per)
+            tx, xi = C.split(xi, factor=per)
+            C.reorder(by, bx, ty, tx, yi, xi)
         for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
             C.bind(ax, tag)
         CL.compute_at(C, tx)
@@ -165,8 +181,14 @@ def ladder_thread_tiling(block=32, bk=8, threads=8):
         BL.compute_at(CL, ki)
         for X in (AA, BB):
             X.compute_at(CL, ko)
-            _coop_copy(X, threads, threads)
-    sched.__name__ = f"ladder_thread_tiling_{block}_{bk}_{threads}"
+            _coop_copy(X, threads, threads, vec)
+            if stages == 2:
+                X.double_buffer()
+            elif stages > 2:
+                X.pipeline(stages)
+    name = f"ladder_thread_tiling_{block}_{bk}_{threads}"
+    sched.__name__ = name + "".join(f"_{k}{v}" for k, v in (("vthreads", vthreads), ("vec", vec),
+                                                              ("stages", stages)) if v > 1)
     return sched
 
 

@@ -24,66 +24,10 @@ from kdsl.schedule import Schedule
 BLOCK, BK, THREADS, VEC = 32, 8, 8, 4
 
 
-def _copy_vectorised(X, threads=THREADS, vec=VEC):
-    """The cooperative copy of a shared tile, each thread moving ``vec`` consecutive
-    elements per turn (the seed's float4 loads): fused region split into turns x ty x tx x vec."""
-    f = X.fuse(*X.axes)
-    rest, v = X.split(f, factor=vec)
-    o, t = X.split(rest, factor=threads * threads)
-    y, x = X.split(t, factor=threads)
-    X.bind(y, "threadIdx.y")
-    X.bind(x, "threadIdx.x")
-    X.vectorize(v)
-
-
-def ladder_warp_tiling(vectorised=False, stages=1):
-    """Step 3 (warp tiling): the thread tiling step with each thread's 4x4 outputs spread as 2x2
-    virtual threads of 2x2 (vthread.y/x outermost inside the block: neighbouring threads own
-    neighbouring 2x2 squares); step 4 with ``vectorised`` copies; step 5 with ``stages`` >= 2
-    (double buffering of both shared tiles)."""
-    vt = 2
-
-    def sched(s):
-        C = s["C"]
-        CL = s.cache_write(C, "local")
-        AA = s.cache_read("A", "shared", [CL])
-        BB = s.cache_read("B", "shared", [CL])
-        AL = s.cache_read(AA, "local", [CL])
-        BL = s.cache_read(BB, "local", [CL])
-        by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], BLOCK, BLOCK)
-        vy, yi = C.split(yi, nparts=vt)
-        ty, yi = C.split(yi, nparts=THREADS)
-        vx, xi = C.split(xi, nparts=vt)
-        tx, xi = C.split(xi, nparts=THREADS)
-        C.reorder(by, bx, vy, vx, ty, tx, yi, xi)
-        for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (vy, "vthread.y"), (vx, "vthread.x"),
-                        (ty, "threadIdx.y"), (tx, "threadIdx.x")):
-            C.bind(ax, tag)
-        CL.compute_at(C, tx)
-        ko, ki = CL.split(CL.reduce_axes[0], factor=BK)
-        CL.reorder(ko, ki, *CL.axes)
-        AL.compute_at(CL, ki)
-        BL.compute_at(CL, ki)
-        for X in (AA, BB):
-            X.compute_at(CL, ko)
-            if vectorised:
-                _copy_vectorised(X)
-            else:
-                o = X.fuse(*X.axes)
-                o, t = X.split(o, factor=THREADS * THREADS)
-                y, x = X.split(t, factor=THREADS)
-                X.bind(y, "threadIdx.y")
-                X.bind(x, "threadIdx.x")
-            if stages == 2:
-                X.double_buffer()
-            elif stages > 2:
-                X.pipeline(stages)
-    sched.__name__ = "warp_tiling" + ("_vec" if vectorised else "") + (f"_stages{stages}" if stages > 1 else "")
-    return sched
-
-
-LADDER = [ladder_naive, ladder_blocked, ladder_thread_tiling(), ladder_warp_tiling(),
-          ladder_warp_tiling(vectorised=True), ladder_warp_tiling(vectorised=True, stages=2)]
+LADDER = [ladder_naive, ladder_blocked, ladder_thread_tiling(),
+          ladder_thread_tiling(vthreads=2),                      # warp tiling
+          ladder_thread_tiling(vthreads=2, vec=VEC),             # vectorised copies
+          ladder_thread_tiling(vthreads=2, vec=VEC, stages=2)]   # double buffering
 MM_SHAPES = [(64, 16, 64), (37, 13, 45), (1, 1, 1), (0, 3, 2), (5, 0, 3), (33, 9, 70)]
 
 
@@ -144,7 +88,7 @@ def test_printed_steps_read_like_the_seed_cuda(ladder):
         local = {a.buffer.name: [int(e.value) for e in a.buffer.shape]
                  for a in _kinds(gpu, n.Allocate) if a.buffer.scope is n.Scope.LOCAL}
         per_thread = BLOCK // THREADS
-        if name.startswith("warp_tiling"):    # one 2x2 tile per virtual thread
+        if "vthreads" in name:    # one 2x2 tile per virtual thread
             assert local["C.local"] == [2, 2, per_thread // 2, per_thread // 2], name
         else:
             assert local["C.local"] == [per_thread, per_thread], name
