@@ -63,35 +63,7 @@ class _Predicator:
 
     def visit(self, s):
         """``s`` with no barrier under divergent control flow."""
-        if not _has_barrier(s):
-            return s
-        t = type(s)
-        if t is n.Seq:
-            return n.Seq(tuple(self.visit(x) for x in s.stmts))
-        if t is n.For:
-            if self.is_divergent(s.min) or self.is_divergent(s.extent):
-                raise InternalCompilerError("a barrier inside a loop whose bounds differ between the "
-                                            "threads of a block cannot be made uniform")
-            if s.thread is not None and s.thread.is_thread:
-                self.divergent.add(s.var)
-                full = self.extents.get(s.thread)
-                if full is not None and not (type(s.extent) is n.Const and s.extent.value >= full):
-                    cond = mk.lt(s.var, mk.add(s.min, s.extent))
-                    body = self.sink(cond, s.body)
-                    return dataclasses.replace(s, extent=mk.as_expr(full), body=body)
-            return dataclasses.replace(s, body=self.visit(s.body))
-        if t is n.IfThenElse:
-            if not self.is_divergent(s.cond):
-                other = None if s.otherwise is None else self.visit(s.otherwise)
-                return dataclasses.replace(s, then=self.visit(s.then), otherwise=other)
-            return self.split_if(s.cond, s.then, s.otherwise)
-        if t is n.Allocate:
-            return dataclasses.replace(s, body=self.visit(s.body))
-        if t is n.LetStmt:
-            if self.is_divergent(s.value):
-                self.divergent.add(s.var)
-            return dataclasses.replace(s, body=self.visit(s.body))
-        return s
+        return self.sink(None, s)
 
     def split_if(self, cond, then, otherwise):
         wrap = None
@@ -107,9 +79,10 @@ class _Predicator:
         return out if wrap is None else n.LetStmt(wrap[0], wrap[1], out)
 
     def sink(self, cond, s):
-        """``if cond: s`` with the condition moved below every barrier of ``s``."""
+        """``if cond: s`` with the condition moved below every barrier of ``s`` (``cond`` None:
+        ``s`` itself, with its own divergent conditions sunk the same way)."""
         if not _has_barrier(s):
-            return n.IfThenElse(cond, s)
+            return s if cond is None else n.IfThenElse(cond, s)
         t = type(s)
         if t is n.Barrier:
             return s
@@ -118,7 +91,7 @@ class _Predicator:
         if t is n.Allocate:
             return dataclasses.replace(s, body=self.sink(cond, s.body))
         if t is n.LetStmt:
-            if _loads(s.value):
+            if cond is not None and _loads(s.value):
                 raise InternalCompilerError("cannot predicate a barrier under a let that loads memory")
             if self.is_divergent(s.value):
                 self.divergent.add(s.var)
@@ -131,15 +104,15 @@ class _Predicator:
                 self.divergent.add(s.var)
                 full = self.extents.get(s.thread)
                 if full is not None and not (type(s.extent) is n.Const and s.extent.value >= full):
-                    inner = mk.all_of([cond, mk.lt(s.var, mk.add(s.min, s.extent))])
+                    inner = mk.all_of([c for c in (cond, mk.lt(s.var, mk.add(s.min, s.extent)))
+                                       if c is not None])
                     return dataclasses.replace(s, extent=mk.as_expr(full), body=self.sink(inner, s.body))
             return dataclasses.replace(s, body=self.sink(cond, s.body))
         if t is n.IfThenElse:
             if not self.is_divergent(s.cond):
                 other = None if s.otherwise is None else self.sink(cond, s.otherwise)
                 return dataclasses.replace(s, then=self.sink(cond, s.then), otherwise=other)
-            inner = self.split_if(s.cond, s.then, s.otherwise)
-            return self.sink(cond, inner)
+            return self.sink(cond, self.split_if(s.cond, s.then, s.otherwise))
         raise InternalCompilerError(f"cannot predicate a barrier inside a {t.__name__}")
 
 
