@@ -275,6 +275,36 @@ def test_softmax_layernorm_row_per_block(fn, T, shape, rng):
     check(pair, [X], [(shape, np.float32)], [want], rtol=1e-4, atol=1e-4)
 
 
+def row_per_block_default(T):
+    """row_per_block_fused with the default scopes and store predicates: each row statistic
+    lives in shared memory, stored by thread 0 and read by every thread (the sync pass puts
+    the barrier between)."""
+    def sched(s):
+        D = s.stages[-1]
+        i0, i1 = D.axes
+        D.bind(i0, "blockIdx.x")
+        jo, ji = D.split(i1, factor=T)
+        D.reorder(i0, ji, jo)
+        D.bind(ji, "threadIdx.x")
+        for R in reversed(s.stages[:-1]):
+            R.compute_at(D, i0)
+            ko, ki = R.split(R.reduce_axes[0], factor=T)
+            R.reorder(*R.axes, ki, ko)
+            R.bind(ki, "threadIdx.x")
+    return sched
+
+
+@pytest.mark.parametrize("shape", [(4, 64), (3, 70), (1, 1), (0, 4)])
+@pytest.mark.parametrize("fn", [softmax, layernorm], ids=lambda f: f.__name__)
+def test_softmax_layernorm_default_scopes(fn, shape, rng):
+    g = trace(fn, [TensorSpec(("n", "m"), "float32")])
+    pair = lowered_pair(g, row_per_block_default(32))
+    assert collect(pair[0].body, lambda x: isinstance(x, n.Barrier))
+    X = rand(rng, shape, np.float32)
+    want = (np_softmax if fn is softmax else np_layernorm)(X.astype(np.float64))
+    check(pair, [X], [(shape, np.float32)], [want], rtol=1e-4, atol=1e-4)
+
+
 # ------------------------------------------------------------------ schedules refused
 def test_serial_spatial_loop_inside_the_reduction_is_refused():
     s = Schedule(rowsum_graph())
