@@ -97,7 +97,11 @@ def _stage_names(s) -> list:
 
 
 def _stage_of(s) -> str:
-    return _stage_names(s)[0]
+    """The stage that owns loop nest ``s``: the last one it stores to (producers attached
+    inside the nest, such as a shared tile, run before their consumer)."""
+    inside = {a.buffer for a in collect(s, lambda x: isinstance(x, n.Allocate))}
+    last = [st.buffer.name for st in collect(s, lambda x: isinstance(x, n.Store)) if st.buffer not in inside]
+    return last[-1] if last else _stage_names(s)[0]
 
 
 def _host_code(func, s) -> ScheduleError:

@@ -249,3 +249,20 @@ def test_interp_cuda_runs_only_cuda_schedules(rng):
     np.testing.assert_allclose(k(x, backend="interp"), softmax64(x), rtol=1e-5)  # its own (none)
     src = k.source(x, backend="interp-cuda")
     assert "kernel _softmax_kernel0<<<grid=(ceildiv(X_0, 4), 1, 1), block=(4, 1, 1)>>>:" in src
+
+
+def test_two_extents_for_one_tag_name_the_stages_that_own_the_loops():
+    """The copy of a shared tile dealt out over 4 rows of threads inside C's 8x8 threads: the
+    message names each loop's own stage (the tile's copy, and C), not the first store found."""
+    from schedules import _coop_copy, tile_2d
+    s = Schedule(matmul_graph())
+    C = s["C"]
+    AA = s.cache_read("A", "shared", [C])
+    tile_2d(C, 8, 8)
+    ko, ki = C.split(C.reduce_axes[0], factor=8)
+    AA.compute_at(C, ko)
+    _coop_copy(AA, 4, 8)
+    with pytest.raises(ScheduleError) as ei:
+        P.lower(s, target="cuda")
+    msg = str(ei.value)
+    assert "threadIdx.y to loops of 4 iterations" in msg and "stage 'A.shared'" in msg and "stage 'C'" in msg
