@@ -75,3 +75,28 @@ wmma_one_warp = wmma_schedule((1, 1), (1, 1))
 wmma_four_warps = wmma_schedule((2, 2), (1, 1))
 #: 2x2 warps per 64x64 block, each warp 2x2 tiles (fragments of several tiles)
 wmma_64 = wmma_schedule((2, 2), (2, 2))
+
+
+def wmma_shared(warps=(2, 2)):
+    """wmma_schedule with A and B staged in shared memory per K step: each 16-wide tile copied
+    by every thread of the block (warps x 32 lanes), then loaded into fragments from there (the
+    seed-002 tensor-core step; the sync pass puts the barriers around the fragment loads)."""
+    wy, wx = warps
+    base = wmma_schedule(warps, (1, 1))
+
+    def sched(s):
+        base(s)
+        AF, BF, CF = s["A.wmma.matrix_a"], s["B.wmma.matrix_b"], s["C.wmma.accumulator"]
+        ko = CF.leaf[0]                     # the K-step loop (reordered outermost)
+        for src, F in (("A", AF), ("B", BF)):
+            X = s.cache_read(src, "shared", [F])
+            X.compute_at(CF, ko)
+            f = X.fuse(*X.axes)
+            o, t = X.split(f, factor=32 * wx * wy)
+            z, t = X.split(t, factor=32 * wx)
+            y, x = X.split(t, factor=32)
+            X.bind(z, "threadIdx.z")
+            X.bind(y, "threadIdx.y")
+            X.bind(x, "threadIdx.x")
+    return sched
+

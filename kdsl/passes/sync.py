@@ -208,9 +208,11 @@ class _Kernel:
             for ld in collect(s, lambda x: isinstance(x, n.Load)):
                 if ld.buffer in self.tracked:
                     out.append(_access(ld.buffer, False, None))
-            for st in collect(s, lambda x: isinstance(x, n.Stmt) and hasattr(x, "buffer")):
-                if st.buffer in self.tracked:
-                    out.append(_access(st.buffer, True, None))
+            for st in collect(s, lambda x: isinstance(x, n.Stmt)):
+                for b in _buffers_named(st):      # a store, an async copy, a wmma load/store...
+                    if b in self.tracked:
+                        out.append(_access(b, False, None))
+                        out.append(_access(b, True, None))
         return out
 
     def summary(self, s, ctx) -> list:
@@ -303,6 +305,18 @@ class _Kernel:
             if len(grown) == len(entry):
                 return dataclasses.replace(s, body=body), _union(pending, end)
             entry = grown
+
+
+def _buffers_named(st) -> list:
+    """The Buffers a statement names in its fields (what it may read or write beyond its Loads:
+    a WMMA load reads its source tile, a WMMA store writes its destination)."""
+    out = []
+    for f in dataclasses.fields(st):
+        v = getattr(st, f.name)
+        for x in (v if isinstance(v, tuple) else (v,)):
+            if isinstance(x, n.Buffer):
+                out.append(x)
+    return out
 
 
 def _union(a, b):

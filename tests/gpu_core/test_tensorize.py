@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-from wmma_schedules import mm16_graph, wmma_64, wmma_four_warps, wmma_one_warp, wmma_schedule
+from wmma_schedules import mm16_graph, wmma_64, wmma_four_warps, wmma_one_warp, wmma_schedule, wmma_shared
 from handgraph import matmul_graph, rowsum_graph
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
@@ -52,6 +52,25 @@ def check(f, A, B, ref):
 def test_wmma_matmul_matches_numpy(sched, nkm, rng):
     nn, kk, mm = nkm
     f = lowered(mm16_graph(), sched)
+    A, B = fp16(rng, (nn, kk)), fp16(rng, (kk, mm))
+    check(f, A, B, A.astype(np.float64) @ B.astype(np.float64))
+
+
+@pytest.mark.parametrize("nkm", SHAPES)
+def test_wmma_from_shared_tiles(nkm, rng):
+    """Fragments loaded from block-sized shared tiles that all warps copy: race-free only with
+    the barriers the sync pass puts around the fragment loads (the cuda lowering, with kernels)."""
+    nn, kk, mm = nkm
+    s = Schedule(mm16_graph())
+    wmma_shared()(s)
+    f = lower(s, target="cuda")
+    shared = [a.buffer for a in collect(f.body, lambda x: isinstance(x, n.Allocate))
+              if a.buffer.scope is n.Scope.SHARED]
+    assert sorted(b.name for b in shared) == ["A.shared", "B.shared"]
+    assert [int(e.value) for e in shared[0].shape] in ([32, 16], [16, 32])
+    # per K step: before the copies (the last step's loads still read), after A's copy (before
+    # load_a), after B's copy (before load_b): the copies and loads interleave in attach order
+    assert len(collect(f.body, lambda x: isinstance(x, n.Barrier))) == 3
     A, B = fp16(rng, (nn, kk)), fp16(rng, (kk, mm))
     check(f, A, B, A.astype(np.float64) @ B.astype(np.float64))
 
