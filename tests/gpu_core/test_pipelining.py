@@ -147,7 +147,7 @@ def test_block_ending_with_copies_in_flight_is_reported(rng):
     out = n.For(t, n.const(0), n.const(8), n.ForKind.BOUND,
                 n.Store(O, (t,), n.const(1.0, dt.float32)), n.ThreadTag.THREAD_X)
     body = n.Allocate(S, n.Seq((copy, n.CommitGroup(), out)))
-    f = n.LoweredFunc("hand", (A,), (O,), (), n.For(b, n.const(0), n.const(2), n.ForKind.BOUND, body,
+    f = n.LoweredFunc("hand", (A,), (O,), (), n.For(b, n.const(0), n.const(1), n.ForKind.BOUND, body,
                                                       n.ThreadTag.BLOCK_X))
     a = rng.standard_normal(8).astype(np.float32)
     with pytest.raises(AsyncCopyRace, match="still in flight") as ei:

@@ -153,7 +153,8 @@ def test_out_of_bounds_global_load_only_for_active_threads(rng):
                      n.IfThenElse(mk.lt(mk.add(i, 1), NB * NT), st), n.ThreadTag.THREAD_X)
     out = run(kernel(nxt), A_)
     np.testing.assert_array_equal(out[:-1], A_[1:])
-    unguarded = lambda b: tloop(lambda t: n.Store(O, (t,), load(A, mk.add(mk.mul(b, NT), mk.add(t, 1)))))
+    unguarded = lambda b: tloop(lambda t: n.Store(O, (mk.add(mk.mul(b, NT), t),),
+                                                  load(A, mk.add(mk.mul(b, NT), mk.add(t, 1)))))
     with pytest.raises(SimtOutOfBounds, match=r"load of global buffer 'A'.* by thread \(7, 0, 0\)"):
         run(kernel(unguarded), A_)
 
@@ -165,3 +166,50 @@ def test_a_barrier_resets_the_history(rng):
     run(kernel(one(0), barrier, one(1)), np.zeros(NB * NT, np.float32))
     with pytest.raises(RaceError, match="write-after-write"):
         run(kernel(one(0), one(1)), np.zeros(NB * NT, np.float32))
+
+
+# ------------------------------------------------------------------ global memory
+def own_row(b):    # O[b*NT + t] = A[b*NT + t]: every thread and block its own element
+    return tloop(lambda t: n.Store(O, (mk.add(mk.mul(b, NT), t),), load(A, mk.add(mk.mul(b, NT), t))))
+
+
+def first_row(b):  # O[t] = A[b*NT + t]: every block writes O[0:NT]
+    return tloop(lambda t: n.Store(O, (t,), load(A, mk.add(mk.mul(b, NT), t))), name="u")
+
+
+def zero_row_unbound(b):   # every thread zeroes the block's whole row (an unbound init loop)
+    i = n.var("i")
+    return n.For(i, c(0), c(NT), n.ForKind.SERIAL, n.Store(O, (mk.add(mk.mul(b, NT), i),), n.const(0.0, F32)))
+
+
+def add_own(b):    # O[b*NT + t] += A[b*NT + t]
+    def body(t):
+        at = mk.add(mk.mul(b, NT), t)
+        return n.Store(O, (at,), n.Binary(F32, n.BinOp.ADD, load(O, at), load(A, at)))
+    return tloop(body, name="v")
+
+
+def test_global_outputs_each_thread_its_own_element_are_race_free(rng):
+    A_ = rng.standard_normal(NB * NT).astype(np.float32)
+    np.testing.assert_array_equal(run(kernel(own_row), A_), A_)
+
+
+def test_two_blocks_writing_one_global_element_is_a_race(rng):
+    with pytest.raises(RaceError, match="across blocks") as ei:
+        run(kernel(first_row), rng.standard_normal(NB * NT).astype(np.float32))
+    e = ei.value
+    assert e.kind == "write-after-write across blocks" and e.buffer == "O" and e.element == (0,)
+    assert "block (0, 0, 0)" in str(e) and "block (1, 0, 0)" in str(e)
+
+
+def test_every_thread_zeroing_the_tile_then_accumulating_is_a_race(rng):
+    """The init-nest bug that thread-bound reduction inits fixed: all threads of a block write
+    every element of the row, then each thread updates its own, with no barrier between."""
+    with pytest.raises(RaceError) as ei:
+        run(kernel(zero_row_unbound, add_own), rng.standard_normal(NB * NT).astype(np.float32))
+    assert ei.value.buffer == "O" and "across blocks" not in ei.value.kind
+    # the init distributed over the threads like the update (what loop_nests emits now): each
+    # thread writes only its own element, so no barrier is needed, and the sum is right
+    zero_own = lambda b: tloop(lambda t: n.Store(O, (mk.add(mk.mul(b, NT), t),), n.const(0.0, F32)), name="z")
+    A_ = rng.standard_normal(NB * NT).astype(np.float32)
+    np.testing.assert_array_equal(run(kernel(zero_own, add_own), A_), A_)

@@ -13,7 +13,7 @@ from ...ir import nodes as n
 from ...ir.visitor import free_vars
 from .. import pyexec_rt as rt
 from ..interpreter import check_call
-from .executor import Executor, _Mem
+from .executor import Executor, _Mem, global_mem
 from .cross_thread import CrossThreadDivergence
 from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds
 from .async_copy import AsyncCopyRace
@@ -51,8 +51,12 @@ def run_simt(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list,
     check_call(func, inputs, outputs)
     ex = Executor(func, block_order)
     ex.env.update(scalar_values(func, inputs, outputs, scalars))
-    for b, a in zip(func.buffers, list(inputs) + list(outputs)):
-        ex.mem[b] = _Mem(a)
+    for k, (b, a) in enumerate(zip(func.buffers, list(inputs) + list(outputs))):
+        if k < len(inputs):
+            ex.mem[b] = _Mem(a)             # read only: nothing to race with
+        else:
+            ex.mem[b] = global_mem(a)
+            ex.global_mem.append(ex.mem[b])
         if b.shape and all(v in ex.env for x in b.shape for v in free_vars(x)):
             want = tuple(int(ex.ev(x)) for x in b.shape)
             if a.shape != want:

@@ -18,8 +18,11 @@ block (GPU memory does not move between loop iterations); local = one array per 
 Checked (as ``races.SimtError``s naming the kernel, block, buffer, statements and threads):
 every access in bounds; no element of a shared buffer read by one thread after another
 thread wrote it, or written after another thread read or wrote it, since the last barrier
-(within one statement too: its loads happen before its store); every barrier reached by
-all threads of the block or by none.
+(within one statement too: its loads happen before its store); the same for the global
+buffers kernels write (outputs, workspaces) between the threads of a block, and between
+blocks for the whole kernel (blocks never synchronise: an element one block wrote may not be
+read or written by another block of the same kernel); every barrier reached by all threads
+of the block or by none.
 """
 from __future__ import annotations
 
@@ -41,12 +44,14 @@ _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z:
 
 
 class _Mem:
-    """A live buffer: its data, whether it has one copy per thread, its race shadow or None."""
+    """A live buffer: its data, whether it has one copy per thread, its race shadow or None,
+    and for global memory the shadow over blocks (``blocks``: accesses by block id, kept for
+    the whole kernel: blocks never synchronise with one another)."""
 
-    __slots__ = ("data", "per_thread", "shadow")
+    __slots__ = ("data", "per_thread", "shadow", "blocks")
 
-    def __init__(self, data, per_thread=False, shadow=None):
-        self.data, self.per_thread, self.shadow = data, per_thread, shadow
+    def __init__(self, data, per_thread=False, shadow=None, blocks=None):
+        self.data, self.per_thread, self.shadow, self.blocks = data, per_thread, shadow, blocks
 
 
 class _Eval(ExprEval):
@@ -77,6 +82,7 @@ class Executor:
         self.mem: dict = {}                # Buffer -> _Mem, while allocated
         self.block_mem: dict = {}          # Buffer -> _Mem of this block's shared buffers
         self.frags: dict = {}              # fragment Buffer -> _Mem, one array per warp (simt.wmma)
+        self.global_mem: list = []         # outputs and workspaces: race-checked in kernels
         self._stmt_ids: dict = {}
         self._stmts: list = []
         self._kernels: dict = {}
@@ -184,6 +190,8 @@ class Executor:
             self.env[s.var] = lo + int(i)
             self.block[axis] = int(i)
             self.block_mem = {}            # a new block: fresh shared memory
+            for m in self.global_mem:      # other blocks' accesses: in ``m.blocks``
+                m.shadow.reset()
             self.run(s.body)
             async_copy.check_block_end(self)
         self.env.pop(s.var, None)
@@ -239,6 +247,9 @@ class Executor:
         self.block = [0, 0, 0]
         self.block_mem = {}
         self._set_mask(np.ones(self.T, bool))
+        for m in self.global_mem:          # a new kernel: the previous one has completed
+            m.shadow.reset()
+            m.blocks.reset()
         try:
             self.run(s)
         finally:
@@ -281,6 +292,8 @@ class Executor:
                 f"{_few(away, self.T - self.lanes.size)}:\n    {self._line(self.cur)}", self.kernel)
         for m in self.block_mem.values():
             m.shadow.reset()
+        for m in self.global_mem:          # a barrier orders the block's global accesses too
+            m.shadow.reset()
 
     def _allocate(self, s: n.Allocate):
         b = s.buffer
@@ -297,7 +310,10 @@ class Executor:
             else:
                 self.frags[b] = prev
             return
-        if self.kernel is None:
+        if self.kernel is None and b.scope is n.Scope.GLOBAL:     # a workspace
+            m = global_mem(rt.alloc(shape, npd, b.name))
+            self.global_mem.append(m)
+        elif self.kernel is None:
             m = _Mem(rt.alloc(shape, npd, b.name))
         elif b.scope is n.Scope.LOCAL:
             m = _Mem(rt.alloc((self.T,) + shape, npd, b.name), per_thread=True)
@@ -309,6 +325,8 @@ class Executor:
         prev = self.mem.get(b)
         self.mem[b] = m
         self.run(s.body)
+        if m.blocks is not None:
+            self.global_mem.remove(m)
         if prev is None:
             del self.mem[b]
         else:
@@ -351,9 +369,11 @@ class Executor:
         m, idx = self._access(b, e.indices, "load")
         lanes = self.lanes
         vals = m.data[(lanes,) + idx] if m.per_thread else m.data[idx] if idx else m.data[()]
-        if m.shadow is not None:
+        if m.shadow is not None and self.kernel is not None:
             async_copy.check_access(self, m, b, idx, "read")
             self._check(m, b, idx, m.shadow.on_load)
+            if m.blocks is not None:
+                self._check(m, b, idx, m.blocks.on_load, across=True)
         if lanes.size == self.T:
             return np.broadcast_to(vals, (self.T,)).astype(out.dtype)
         out[lanes] = vals
@@ -365,9 +385,11 @@ class Executor:
         m, idx = self._access(b, s.indices, "store")
         lanes = self.lanes
         vals = value[lanes] if value.ndim else value
-        if m.shadow is not None:
+        if m.shadow is not None and self.kernel is not None:
             async_copy.check_access(self, m, b, idx, "wrote")
             self._check(m, b, idx, m.shadow.on_store)
+            if m.blocks is not None:
+                self._check(m, b, idx, m.blocks.on_store, across=True)
         if m.per_thread:
             m.data[(lanes,) + idx] = vals
         elif idx:
@@ -375,16 +397,28 @@ class Executor:
         else:
             m.data[()] = vals if np.ndim(vals) == 0 else vals[-1]
 
-    def _check(self, m: _Mem, b: n.Buffer, idx, on):
+    def _check(self, m: _Mem, b: n.Buffer, idx, on, across=False):
+        """Record one access in a shadow (``on``: its on_load/on_store), raising a RaceError on a
+        conflict; ``across``: the shadow over blocks, whose ids stand for the threads."""
         shape = m.data.shape
         flat = (np.ravel_multi_index(idx, shape) if idx
                 else np.zeros(self.lanes.size, np.int64))
-        got = on(flat, self.lanes, self.cur)
+        if across:
+            who = np.full(self.lanes.size, _block_id(self.block), np.int64)
+            if flat.size > 1:      # lanes of one block may share elements: one record each
+                flat, first = np.unique(flat, return_index=True)
+                who = who[first]
+        else:
+            who = self.lanes
+        got = on(flat, who, self.cur)
         if got is None:
             return
         kind, f, (t1, s1), (t2, s2) = got
         element = tuple(int(x) for x in np.unravel_index(int(f), shape)) if shape else ()
-        th = (self.thread(t1), self.thread(t2))
+        th = (self.thread(t1), self.thread(t2)) if not across else tuple(
+            f"of block {_block_of(t)}" for t in (t1, t2))
+        if across:
+            kind = kind + " across blocks"
         first, second = self._line(s1), self._line(s2)
         verb1 = "read" if kind.startswith("write-after-read") else "wrote"
         verb2 = "read" if kind.startswith("read") else "wrote"
@@ -419,3 +453,21 @@ def _few(threads: list, total: int) -> str:
 
 
 __all__ = ["Executor"]
+
+
+def _block_id(block) -> int:
+    """One int for a block's (x, y, z) indices (the race shadow over blocks records these)."""
+    x, y, z = block
+    return (z << 42) | (y << 21) | x
+
+
+def _block_of(bid: int) -> tuple:
+    return (bid & (2 ** 21 - 1), (bid >> 21) & (2 ** 21 - 1), bid >> 42)
+
+
+def global_mem(data) -> _Mem:
+    """A global buffer the kernels write (an output, a workspace): race-checked between the
+    threads of a block (reset at barriers) and between blocks (for the whole kernel)."""
+    size = int(np.prod(data.shape))
+    return _Mem(data, shadow=Shadow(size), blocks=Shadow(size))
+
