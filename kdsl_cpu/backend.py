@@ -20,6 +20,7 @@ from kdsl.passes.fuse_loops import fuse_loops
 from kdsl.passes.full_tiles import full_tiles
 from kdsl.passes.hoist_allocations import hoist_allocations
 from kdsl.passes.pipeline import SEQUENTIAL as CORE_PIPELINE
+from kdsl.errors import ScheduleError
 from kdsl.passes.pipeline import Pass
 from kdsl.passes.tighten_loops import tighten_loops
 from kdsl.passes.unclamp import unclamp
@@ -92,7 +93,15 @@ class CPUBackend:
 
     def lower(self, request: CompileRequest):
         """The loop IR this backend compiles for ``request`` (through ``PIPELINE``)."""
-        return request.lower(pipeline=PIPELINE)
+        func = request.lower(pipeline=PIPELINE)
+        if func.tensorize:
+            t = func.tensorize[0]
+            raise ScheduleError(
+                f"stage {t.stage.name}: tensorize(..., {type(t.intrin).__name__.lower()}) maps the nest "
+                f"onto GPU tensor cores, which the cpu backend does not have",
+                loc=t.loc, hint="give the tensorize schedule to the GPU target only "
+                "(@kernel.schedule(\"cuda\")), or run it on backend=\"interp\" / \"interp-cuda\"")
+        return func
 
     def source(self, request: CompileRequest) -> str:
         """The LLVM IR of the request (before LLVM's optimisation)."""

@@ -112,6 +112,27 @@ def test_traced_kernel_on_the_interp_backend(rng):
                                rtol=1e-5, atol=1e-5)
 
 
+def test_cpu_backend_refuses_tensor_core_tiles_clearly(rng):
+    """A tensorize schedule given to every target reaches the cpu backend: a ScheduleError at
+    the tensorize line saying where it can run, never an internal error from code generation."""
+    @kd.kernel
+    def mm(A, B):
+        n_, k = A.shape
+        _, m = B.shape
+        r = kd.reduce_axis(k, name="r")
+        return kd.compute((n_, m), lambda i, j: kd.sum(A[i, r].astype(kd.float32) * B[r, j].astype(kd.float32),
+                                                        axis=r), name="C")
+
+    mm.schedule(None)(wmma_one_warp)
+    A, B = fp16(rng, (16, 16)), fp16(rng, (16, 16))
+    with pytest.raises(ScheduleError, match="GPU tensor cores, which the cpu backend does not have") as ei:
+        mm(A, B, backend="cpu")
+    assert "tensorize" in ei.value.loc.code and 'schedule(\\"cuda\\")' not in str(ei.value)
+    assert '@kernel.schedule("cuda")' in ei.value.hint
+    np.testing.assert_allclose(mm(A, B, backend="interp"), A.astype(np.float64) @ B.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_printed_ir_shows_fragments_and_the_four_statements():
     text = str(lowered(mm16_graph(), wmma_64))
     for line in ("allocate C.wmma.accumulator: float32[32, 32] wmma.accumulator",
