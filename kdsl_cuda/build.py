@@ -45,6 +45,7 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kerne
     when NVRTC rejects it."""
     Program, ProgramOptions = _cuda_core()
     opts = options(arch, name)
+    prog = None
     try:
         prog = Program(source, code_type="c++", options=ProgramOptions(**opts))
         obj = prog.compile("cubin")
@@ -59,6 +60,9 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kerne
         raise BackendCompileError(f"NVRTC rejected the generated CUDA for {name} "
                                   f"(options: {args})", log=str(e), source_path=path,
                                   repro=repro) from None
+    finally:
+        if prog is not None and hasattr(prog, "close"):
+            prog.close()          # else cuda.core's finaliser warns at interpreter exit
     code = obj.code
     if not isinstance(code, (bytes, bytearray)) or not bytes(code[:4]) == b"\x7fELF":
         raise BackendCompileError(f"NVRTC produced no cubin for {name} (got {type(code).__name__})")

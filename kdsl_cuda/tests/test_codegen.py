@@ -132,14 +132,23 @@ def test_cross_thread_reduction_folds_every_value_of_the_combiner():
 
 
 def test_thread_loop_shorter_than_the_block_is_guarded():
-    """row_per_block: the cross-thread sum's loop spans the block; no extent is shorter, no guard.
-    The unfused softmax's 32-row stages in a 32-thread block: none either; a mixed-extent
-    schedule (the ladder's copies over 8 threads in an 8-thread block) none; the one with a
-    shorter loop (fused softmax's row loops inside a 4-thread block) prints its guard."""
-    src = generate(lowered(S.rowsum_graph, S.row_per_block)).source
-    assert "if (threadIdx." not in src
-    src = generate(lowered(*CASES["softmax_unfused_3_kernels"])).source
-    assert "const int64_t" in src and "blockIdx.y" in src
+    """Hand IR: a 32-thread block whose second loop over threadIdx.x has 16 iterations gets
+    ``if (threadIdx.x < 16)``; the full-size loop gets none; nested same-tag loops name the
+    same hardware index."""
+    A = n.Buffer("A", dt.float32, (n.const(64),), param=True)
+    b, t, t2 = n.var("b"), n.var("t"), n.var("t2")
+    one = n.const(1.0, dt.float32)
+    full = n.For(t, n.const(0), n.const(32), n.ForKind.BOUND,
+                 n.Store(A, (t,), one), n.ThreadTag.THREAD_X)
+    short = n.For(t2, n.const(0), n.const(16), n.ForKind.BOUND,
+                  n.Store(A, (n.Binary(dt.index, n.BinOp.ADD, t2, n.const(32)),), one), n.ThreadTag.THREAD_X)
+    body = n.For(b, n.const(0), n.const(2), n.ForKind.BOUND, n.Seq((full, short)), n.ThreadTag.BLOCK_X)
+    k = n.DeviceKernel("guarded", n.Launch((n.const(2), n.const(1), n.const(1)), (32, 1, 1)), body)
+    func = n.LoweredFunc("guarded", (), (A,), (), k)
+    src = generate(func).source
+    assert src.count("if (threadIdx.x < 16)") == 1 and "threadIdx.x < 32" not in src
+    assert "blockIdx.x <" not in src          # the block loop's extent is the grid's
+    assert compile_cubin(src)[:4] == b"\x7fELF"
 
 
 def test_params_with_explicit_strides_index_through_them():
