@@ -1,0 +1,69 @@
+"""NVRTC -> cubin through ``cuda.core`` (NVRTC and headers from the pip wheels, located by
+``cuda.pathfinder``; no system CUDA).  Works without a GPU: the architecture is explicit
+(``sm_90`` when there is no device).  A rejected source raises ``BackendCompileError`` with
+NVRTC's log, the path of the dumped source and the options (a repro)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+
+from kdsl.errors import BackendCompileError, BackendUnavailable
+
+#: the architecture compiled for when no device says otherwise
+DEFAULT_ARCH = "sm_90"
+
+
+def options(arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> dict:
+    """The ProgramOptions keywords used for every module (part of a future cache key)."""
+    return {"arch": arch, "std": "c++17", "name": name}
+
+
+def _cuda_core():
+    try:
+        from cuda.core import Program, ProgramOptions
+    except ImportError as e:        # a broken or missing wheel
+        raise BackendUnavailable(
+            f"the cuda backend needs the cuda-core wheel ({e}); install it with "
+            "pip install cuda-core cuda-bindings cuda-pathfinder nvidia-cuda-nvrtc nvidia-cuda-runtime") from e
+    return Program, ProgramOptions
+
+
+def dump_source(source: str, name: str) -> str:
+    """Write ``source`` where a user can find it (``$KDSL_CUDA_DUMP_DIR`` or a temp folder)."""
+    folder = os.environ.get("KDSL_CUDA_DUMP_DIR") or os.path.join(tempfile.gettempdir(), "kdsl_cuda")
+    os.makedirs(folder, exist_ok=True)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = os.path.join(folder, f"{os.path.splitext(name)[0]}-{digest}.cu")
+    with open(path, "w") as f:
+        f.write(source)
+    return path
+
+
+def compile_cubin(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> bytes:
+    """The cubin of ``source`` for ``arch``; BackendCompileError (log, dumped source, options)
+    when NVRTC rejects it."""
+    Program, ProgramOptions = _cuda_core()
+    opts = options(arch, name)
+    prog = None
+    try:
+        prog = Program(source, code_type="c++", options=ProgramOptions(**opts))
+        obj = prog.compile("cubin")
+    except Exception as e:          # cuda.core raises NVRTCError (a CUDAError) with the log
+        if type(e).__name__ not in ("NVRTCError", "CUDAError"):
+            raise
+        path = dump_source(source, name)
+        args = ", ".join(f"{k}={v!r}" for k, v in opts.items())
+        repro = (f"python3 -c \"from cuda.core import Program, ProgramOptions; "
+                 f"Program(open({path!r}).read(), code_type='c++', "
+                 f"options=ProgramOptions({args})).compile('cubin')\"")
+        raise BackendCompileError(f"NVRTC rejected the generated CUDA for {name} "
+                                  f"(options: {args})", log=str(e), source_path=path,
+                                  repro=repro) from None
+    finally:
+        if prog is not None and hasattr(prog, "close"):
+            prog.close()          # else cuda.core's finaliser warns at interpreter exit
+    code = obj.code
+    if not isinstance(code, (bytes, bytearray)) or not bytes(code[:4]) == b"\x7fELF":
+        raise BackendCompileError(f"NVRTC produced no cubin for {name} (got {type(code).__name__})")
+    return bytes(code)

@@ -1,0 +1,134 @@
+"""Loop-IR expressions -> CUDA C++ expression text, with numpy's scalar semantics.
+
+Fully parenthesised.  Integer ``//``/``%`` floor with Python's signs (zero divisor -> 0), float
+``//``/``%`` follow numpy's divmod, MIN/MAX propagate NaN (prelude helpers); small integer types
+are cast back after C++'s promotion to int so that they wrap; ``x -> bool`` is ``x != 0``; math
+functions are CUDA's, in the operand's precision (``expf`` for float32, ``exp`` for float64).
+"""
+from __future__ import annotations
+
+from kdsl.errors import BackendCompileError, InternalCompilerError
+from kdsl.ir import nodes as n
+
+from .types import SMALL_INTS, ctype, literal
+
+_SYM = {n.BinOp.ADD: "+", n.BinOp.SUB: "-", n.BinOp.MUL: "*", n.BinOp.DIV: "/",
+        n.BinOp.AND: "&", n.BinOp.OR: "|", n.BinOp.XOR: "^"}
+_BOOL_SYM = {n.BinOp.ADD: "||", n.BinOp.OR: "||", n.BinOp.MAX: "||",
+             n.BinOp.MUL: "&&", n.BinOp.AND: "&&", n.BinOp.MIN: "&&", n.BinOp.XOR: "!="}
+_CMP = {n.CmpOp.EQ: "==", n.CmpOp.NE: "!=", n.CmpOp.LT: "<", n.CmpOp.LE: "<=",
+        n.CmpOp.GT: ">", n.CmpOp.GE: ">="}
+#: CUDA math function per unary op (float64 name; float32 adds "f")
+_MATH = {n.UnOp.EXP: "exp", n.UnOp.LOG: "log", n.UnOp.SQRT: "sqrt", n.UnOp.RSQRT: "rsqrt",
+         n.UnOp.SIN: "sin", n.UnOp.COS: "cos", n.UnOp.TANH: "tanh", n.UnOp.ERF: "erf",
+         n.UnOp.FLOOR: "floor", n.UnOp.CEIL: "ceil", n.UnOp.ABS: "fabs"}
+
+
+def _math(name: str, d) -> str:
+    return name + "f" if d.name == "float32" else name
+
+
+class ExprPrinter:
+    """Prints expressions; ``var_name(v)`` names Vars, ``load(e)`` prints a Load (both supplied
+    by the kernel printer, which owns the names and the buffers' index arithmetic)."""
+
+    def __init__(self, var_name, load):
+        self.var_name = var_name
+        self.load = load
+        self._table = {n.Var: lambda e: self.var_name(e), n.Const: lambda e: literal(e.value, e.dtype),
+                       n.Binary: self._binary, n.Compare: self._compare, n.Unary: self._unary,
+                       n.Select: self._select, n.Cast: self._cast, n.Load: lambda e: self.load(e)}
+
+    def __call__(self, e) -> str:
+        fn = self._table.get(type(e))
+        if fn is None:
+            raise InternalCompilerError(f"cuda codegen: {type(e).__name__} expression in loop IR")
+        ctype(e.dtype)          # refuses unsupported dtypes with a clear message
+        return fn(e)
+
+    # ------------------------------------------------------------- binary
+    def _binary(self, e):
+        d, op = e.dtype, e.op
+        a, b = self(e.a), self(e.b)
+        if d.is_bool:
+            sym = _BOOL_SYM.get(op)
+            if sym is None:
+                raise BackendCompileError(f"cuda codegen: binary {op.value} on bool values")
+            return f"({a} {sym} {b})"
+        t = ctype(d)
+        if d.is_float:
+            if op in (n.BinOp.MIN, n.BinOp.MAX):
+                return f"kd_f{op.value}<{t}>({a}, {b})"
+            if op is n.BinOp.FLOORDIV:
+                return f"kd_ffloordiv<{t}>({a}, {b})"
+            if op is n.BinOp.MOD:
+                return f"kd_fmod<{t}>({a}, {b})"
+            if op is n.BinOp.POW:
+                return f"{_math('pow', d)}({a}, {b})"
+            sym = _SYM.get(op)
+            if sym is None or op in (n.BinOp.AND, n.BinOp.OR, n.BinOp.XOR):
+                raise BackendCompileError(f"cuda codegen: binary {op.value} on {d.name} values")
+            return f"({a} {sym} {b})"
+        # integers
+        if op in (n.BinOp.MIN, n.BinOp.MAX):
+            return f"kd_i{op.value}<{t}>({a}, {b})"
+        if op in (n.BinOp.FLOORDIV, n.BinOp.MOD):
+            kind = "s" if d.is_signed else "u"
+            fn = "floordiv" if op is n.BinOp.FLOORDIV else "mod"
+            return f"kd_{kind}{fn}<{t}>({a}, {b})"
+        if op is n.BinOp.POW:
+            return f"kd_ipow<{t}>({a}, {b})"
+        if op is n.BinOp.DIV:     # true division with an int result: in double, then truncate
+            return f"(({t})(long long)((double)({a}) / (double)({b})))"
+        sym = _SYM[op]
+        if d.name in SMALL_INTS:
+            return f"(({t})({a} {sym} {b}))"
+        return f"({a} {sym} {b})"
+
+    def _compare(self, e):
+        return f"({self(e.a)} {_CMP[e.op]} {self(e.b)})"
+
+    # ------------------------------------------------------------- unary
+    def _unary(self, e):
+        d, op, src = e.dtype, e.op, e.a.dtype
+        a = self(e.a)
+        if op is n.UnOp.ISNAN:
+            return f"({a} != {a})" if src.is_float else "false"
+        if op is n.UnOp.NOT:
+            return f"(!{a})" if d.is_bool else f"(({ctype(d)})(~{a}))"
+        if op is n.UnOp.NEG:
+            if d.is_bool:
+                return a
+            return f"(({ctype(d)})(-{a}))" if d.name in SMALL_INTS else f"(-{a})"
+        if not d.is_float:
+            if op is n.UnOp.ABS:
+                return a if (d.is_bool or not d.is_signed) else f"(({ctype(d)})({a} < 0 ? -{a} : {a}))"
+            if op in (n.UnOp.FLOOR, n.UnOp.CEIL):
+                return a
+            raise BackendCompileError(f"cuda codegen: {op.value} of {d.name} values")
+        if op is n.UnOp.SIGMOID:
+            one = literal(1.0, d)
+            return f"({one} / ({one} + {_math('exp', d)}(-{a})))"
+        name = _MATH.get(op)
+        if name is None:
+            raise InternalCompilerError(f"cuda codegen: unary {op.value}")
+        return f"{_math(name, d)}({a})"
+
+    def _select(self, e):
+        return f"({self(e.cond)} ? {self(e.t)} : {self(e.f)})"
+
+    def _cast(self, e):
+        d, src = e.dtype, e.a.dtype
+        a = self(e.a)
+        if d == src:
+            return a
+        if d.is_bool:
+            return f"({a} != 0)"
+        t = ctype(d)
+        if src.is_float and d.is_int:
+            # numpy: saturate to int64 (uint64: to [0, 2**64) for values >= 0), then wrap;
+            # PTX's cvt.rzi saturates and maps NaN to 0
+            if d.name == "uint64":
+                return f"({a} < 0 ? (uint64_t)(int64_t)({a}) : (uint64_t)({a}))"
+            return f"(({t})(int64_t)({a}))"
+        return f"(({t})({a}))"

@@ -1,0 +1,49 @@
+"""A GPU-form ``LoweredFunc`` (root workspace Allocates around ``DeviceKernel``s) -> one CUDA
+C++ translation unit: the prelude, then one ``extern "C" __global__`` function per kernel."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kdsl.errors import InternalCompilerError
+from kdsl.ir import nodes as n
+from kdsl.ir.visitor import allocate_chain
+
+from .kernel import KernelPrinter, KernelSource, kernel_params
+from .prelude import PRELUDE
+
+
+@dataclass(frozen=True)
+class CudaModule:
+    """Generated CUDA: ``source`` (the text NVRTC compiles) and ``kernels`` (KernelSource:
+    name, params, launch), in launch order; ``workspaces`` the global temporaries a call
+    allocates (the root Allocates)."""
+
+    source: str
+    kernels: tuple
+    workspaces: tuple
+
+
+def host_kernels(func: n.LoweredFunc) -> tuple:
+    """The DeviceKernels of the host program, refusing any other host-level statement."""
+    _, inner = allocate_chain(func.body)
+    stmts = inner.stmts if type(inner) is n.Seq else (inner,)
+    for s in stmts:
+        if type(s) is not n.DeviceKernel:
+            raise InternalCompilerError(
+                f"cuda codegen: {type(s).__name__} at host level of {func.name} (the GPU table "
+                "leaves only device kernels inside the workspace allocations)")
+    return stmts
+
+
+def generate(func: n.LoweredFunc) -> CudaModule:
+    """CUDA C++ for ``func`` (the output of ``kdsl.passes.pipeline.PIPELINE``); pure."""
+    kernels = []
+    for k in host_kernels(func):
+        kp = KernelPrinter(func, k)
+        params = kernel_params(func, k, kp.names)
+        kernels.append(kp.print(params))
+    text = PRELUDE + "\n" + "\n\n".join(ks.text for ks in kernels) + "\n"
+    return CudaModule(text, tuple(kernels), func.workspaces)
+
+
+__all__ = ["CudaModule", "KernelSource", "generate", "host_kernels"]

@@ -1,0 +1,40 @@
+"""Unique C identifiers for Vars and Buffers (compared by identity; names are only hints)."""
+from __future__ import annotations
+
+import re
+
+_RESERVED = frozenset("""auto bool break case char const continue default do double else enum extern
+float for goto if int long register return short signed sizeof static struct switch typedef union
+unsigned void volatile while class new delete template this true false inline namespace operator
+private public protected virtual friend typename using min max dim3 threadIdx blockIdx blockDim
+gridDim warpSize""".split())
+
+
+class Namer:
+    """Hands out C identifiers: the hint sanitised, suffixed on collision, stable per object."""
+
+    def __init__(self, taken=()):
+        self._names: dict[int, str] = {}
+        self._keep: list = []           # keeps named objects alive (ids stay unique)
+        self._used = set(taken)
+
+    def __call__(self, obj, hint: str, internal: bool = False) -> str:
+        key = id(obj)
+        got = self._names.get(key)
+        if got is not None:
+            return got
+        base = re.sub(r"[^0-9A-Za-z_]", "_", hint) or "v"
+        if base[0].isdigit() or base in _RESERVED or base.startswith("__") or (
+                base.startswith("kd_") and not internal):
+            base = "v_" + base
+        name, k = base, 1
+        while name in self._used:
+            name, k = f"{base}_{k}", k + 1
+        self._used.add(name)
+        self._names[key] = name
+        self._keep.append(obj)
+        return name
+
+    def fresh(self, hint: str) -> str:
+        """A new identifier not tied to any object."""
+        return self(object(), hint, internal=True)
