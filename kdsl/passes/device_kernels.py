@@ -57,10 +57,51 @@ def device_kernels(func: n.LoweredFunc) -> n.LoweredFunc:
     for s in stmts:
         if not _kernel_head(s):
             raise _host_code(func, s)
+        _check_locals(func, s)
         out.append(n.DeviceKernel(f"{func.name}_kernel{len(out)}", launch_of(func, s), s))
     body = out[0] if len(out) == 1 else n.Seq(tuple(out))
     body = _rewrap(chain, body)
     return dataclasses.replace(func, body=body)
+
+
+def _check_locals(func, nest) -> None:
+    """A LOCAL buffer (one copy per thread) allocated outside the thread loops but used inside
+    them would hand each thread its own copy of a value other threads computed: refused (the
+    verifier's rule "local buffers inside the thread loops that use them", in user terms)."""
+    outside = []                        # LOCAL allocations met with no thread loop around
+
+    def walk(s, in_thread):
+        stack = [(s, in_thread)]
+        while stack:
+            x, t = stack.pop()
+            k = type(x)
+            if k is n.For:
+                stack.append((x.body, t or (x.thread is not None and x.thread.is_thread)))
+            elif k is n.Allocate:
+                if x.buffer.scope is n.Scope.LOCAL and not t:
+                    outside.append(x.buffer)
+                stack.append((x.body, t))
+            elif k is n.Seq:
+                stack.extend((y, t) for y in x.stmts)
+            elif k is n.IfThenElse:
+                stack.append((x.then, t))
+                if x.otherwise is not None:
+                    stack.append((x.otherwise, t))
+            elif k is n.LetStmt:
+                stack.append((x.body, t))
+            elif t and outside:
+                used = {y.buffer for y in collect(x, lambda y: isinstance(y, (n.Load, n.Store)))}
+                bad = [b for b in outside if b in used]
+                if bad:
+                    b = bad[0]
+                    raise ScheduleError(
+                        f"{func.name}: stage {b.name!r} is in local memory (one copy per thread) but "
+                        f"is attached outside the thread loops that compute and read it: on a GPU "
+                        f"each thread would see only its own copy, not the block's value",
+                        hint=f"leave {b.name!r} in shared memory (the default for a stage computed at "
+                             f"a block loop) so the block's threads share it, or compute_at it inside "
+                             f"the thread loop of its reader", loc=user_location())
+    walk(nest, False)
 
 
 def _rewrap(chain, body):

@@ -305,6 +305,18 @@ def test_softmax_layernorm_default_scopes(fn, shape, rng):
     check(pair, [X], [(shape, np.float32)], [want], rtol=1e-4, atol=1e-4)
 
 
+def test_local_row_statistics_across_thread_loops_are_refused_for_cuda():
+    """row_per_block_fused keeps each row statistic in a local buffer at the block loop: fine
+    one iteration after another (every thread stores the same value), but on a GPU each thread
+    has its own copy: the cuda lowering refuses it in the user's terms."""
+    g = trace(softmax, [TensorSpec(("n", "m"), "float32")])
+    s = Schedule(g)
+    row_per_block_fused(32)(s)
+    with pytest.raises(ScheduleError, match="is in local memory .one copy per thread.") as ei:
+        lower(s, target="cuda")
+    assert "shared memory" in ei.value.hint
+
+
 # ------------------------------------------------------------------ schedules refused
 def test_serial_spatial_loop_inside_the_reduction_is_refused():
     s = Schedule(rowsum_graph())

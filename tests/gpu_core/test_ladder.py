@@ -82,9 +82,17 @@ def test_naive_step_has_no_barrier(ladder_funcs):
 def test_conv3x3_shared_input_tile(hw, rng):
     f = lowered(conv3x3_graph(), conv_shared_tile)
     assert "allocate I.shared: float32[10, 10] shared" in str(f)
+    s = Schedule(conv3x3_graph())
+    conv_shared_tile(s)
+    gpu = lower(s, target="cuda")              # the cuda form: one kernel of 8x8 threads
+    (k,) = collect(gpu.body, lambda x: isinstance(x, n.DeviceKernel))
+    assert k.launch.block == (8, 8, 1) and collect(gpu.body, lambda x: isinstance(x, n.Barrier))
     h, w = hw
     I, W = rand(rng, (h, w), np.float32), rand(rng, (3, 3), np.float32)
     got, seq = both(f, [I, W], (h - 2, w - 2))
+    on_gpu = np.full((h - 2, w - 2), np.nan, np.float32)
+    run_simt(gpu, [I, W], [on_gpu], [], block_order=np.random.default_rng(2))
+    np.testing.assert_array_equal(on_gpu, got)
     I64, W64 = I.astype(np.float64), W.astype(np.float64)
     want = sum(I64[di:di + h - 2, dj:dj + w - 2] * W64[di, dj] for di in range(3) for dj in range(3))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
