@@ -34,8 +34,7 @@ import dataclasses
 from ..errors import ScheduleError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import allocate_chain, collect, free_vars
-from .sequential import has_statement
+from ..ir.visitor import allocate_chain, any_statement, collect, free_vars
 
 _BLOCK_TAGS = (n.ThreadTag.BLOCK_X, n.ThreadTag.BLOCK_Y, n.ThreadTag.BLOCK_Z)
 _THREAD_TAGS = (n.ThreadTag.THREAD_X, n.ThreadTag.THREAD_Y, n.ThreadTag.THREAD_Z)
@@ -230,7 +229,7 @@ def launch_of(func: n.LoweredFunc, nest) -> n.Launch:
                 f"the same extent (the block's size)",
                 hint="split the axes bound to that index by the same factor", loc=user_location())
         dims.append(exts[0] if exts else 1)
-    if dims[0] == 1 and has_statement(nest, n.WMMA_STMTS):
+    if dims[0] == 1 and any_statement(nest, lambda x: type(x) in n.WMMA_STMTS):
         dims[0] = 32     # wmma statements run on whole warps: 32 lanes along threadIdx.x
     sizes = []
     for t in _BLOCK_TAGS:

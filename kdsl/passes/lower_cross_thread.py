@@ -25,7 +25,7 @@ import dataclasses
 from ..errors import InternalCompilerError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, collect, free_vars
+from ..ir.visitor import Mutator, any_statement, collect, free_vars
 from .guards import seq
 from .reductions import combine_store
 
@@ -33,7 +33,7 @@ _ORDER = (n.ThreadTag.THREAD_Z, n.ThreadTag.THREAD_Y, n.ThreadTag.THREAD_X)   # 
 
 
 def _has_ctr(s) -> bool:
-    return bool(collect(s, lambda x: isinstance(x, n.CrossThreadReduce)))
+    return any_statement(s, lambda x: type(x) is n.CrossThreadReduce)
 
 
 def _uses(s, b: n.Buffer) -> bool:

@@ -29,7 +29,7 @@ import dataclasses
 from ..errors import InternalCompilerError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import collect, free_vars
+from ..ir.visitor import any_statement, collect, free_vars
 
 
 def kernel_thread_extents(kernel: n.Stmt) -> dict:
@@ -45,7 +45,7 @@ def kernel_thread_extents(kernel: n.Stmt) -> dict:
 
 
 def _has_barrier(s) -> bool:
-    return bool(collect(s, lambda x: type(x) is n.Barrier))
+    return any_statement(s, lambda x: type(x) is n.Barrier)
 
 
 def _loads(e) -> bool:

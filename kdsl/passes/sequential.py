@@ -38,11 +38,6 @@ def sequential_kernels(func: n.LoweredFunc) -> n.LoweredFunc:
     return dataclasses.replace(func, body=rewrap(chain, body))
 
 
-def has_statement(s, types) -> bool:
-    """Whether a statement of one of ``types`` is below ``s`` (statements only, stops early)."""
-    return any_statement(s, lambda x: type(x) in types)
-
-
 def as_stores(s: n.AsyncCopy) -> n.Stmt:
     """What ``s`` amounts to when copies complete at issue: its store, under its predicate
     (where the predicate is false, the zero fill of cp.async's src-size 0)."""
@@ -81,9 +76,9 @@ class _Async(Mutator):
 
 def lower_async_copies(func: n.LoweredFunc) -> n.LoweredFunc:
     """AsyncCopy -> Store at issue, CommitGroup/WaitGroup -> nothing (module docstring)."""
-    if not has_statement(func.body, _ASYNC):
+    if not any_statement(func.body, lambda x: type(x) in _ASYNC):
         return func
     return dataclasses.replace(func, body=_Async().visit(func.body))
 
 
-__all__ = ["sequential_kernels", "lower_async_copies", "has_statement", "as_stores"]
+__all__ = ["sequential_kernels", "lower_async_copies", "as_stores"]

@@ -36,7 +36,7 @@ from ..errors import InternalCompilerError, ScheduleError
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import simplify_stmt
-from ..ir.visitor import Mutator, allocate_chain, collect, free_vars, rewrap, substitute
+from ..ir.visitor import Mutator, allocate_chain, any_statement, collect, free_vars, rewrap, substitute
 from ..schedule.pipelining import QUALIFIES
 
 
@@ -182,7 +182,7 @@ def check_pipelines(state):
 def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
     """The ``software_pipeline`` pass (see the module docstring); a no-op without pipelined
     allocations."""
-    if not collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1):
+    if not any_statement(func.body, lambda x: type(x) is n.Allocate and x.stages > 1):
         return func
     piped = collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)
     p = _Pipeliner(piped)

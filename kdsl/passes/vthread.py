@@ -31,7 +31,7 @@ from ..errors import ScheduleError
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import simplify_stmt
-from ..ir.visitor import Mutator, collect, substitute, uses_var
+from ..ir.visitor import Mutator, any_statement, collect, substitute, uses_var
 
 _SINGLE = (n.Barrier, n.CommitGroup, n.WaitGroup)
 
@@ -108,8 +108,8 @@ class _VThreads(Mutator):
 
 def inject_vthreads(func: n.LoweredFunc) -> n.LoweredFunc:
     """The ``vthread`` pass (see the module docstring)."""
-    if not collect(func.body, lambda x: isinstance(x, n.For) and x.thread is not None
-                   and x.thread.is_vthread):
+    if not any_statement(func.body, lambda x: type(x) is n.For and x.thread is not None
+                         and x.thread.is_vthread):
         return func
     body = simplify_stmt(_VThreads().visit(func.body))
     return dataclasses.replace(func, body=body)

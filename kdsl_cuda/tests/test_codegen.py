@@ -55,8 +55,8 @@ CASES = {
     "argmax_traced_f64": (_traced(X._argmax, "float64"), X.row_threads(32)),
     "softmax_row_per_block_fused": (_traced(X.softmax), X.row_per_block_fused(32)),
     "layernorm_row_per_block_fused": (_traced(X.layernorm), X.row_per_block_fused(64)),
-    "softmax_row_per_block_default": (_traced(X.softmax), X.row_per_block_default(32)),
-    "layernorm_row_per_block_default_f64": (_traced(X.layernorm, "float64"), X.row_per_block_default(32)),
+    "softmax_row_per_block_default": (_traced(X.softmax), X.row_per_block_fused(32, local=False)),
+    "layernorm_row_per_block_default_f64": (_traced(X.layernorm, "float64"), X.row_per_block_fused(32, local=False)),
     "softmax_unfused_3_kernels": (_traced(K._softmax), K.unfused),
     "softmax_fused_local": (_traced(K._softmax), K.fused),
 }

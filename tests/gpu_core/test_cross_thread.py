@@ -242,10 +242,12 @@ def np_layernorm(x):
     return d / np.sqrt((d * d).mean(1, keepdims=True) + 1e-5)
 
 
-def row_per_block_fused(T):
+def row_per_block_fused(T, local=True):
     """One row per block: every reduction attached at the block loop and reduced over T
-    threads, its result kept by every thread (local scope, all threads store); the output's
-    row over the same threads."""
+    threads; the output's row over the same threads.  ``local``: each result kept by every
+    thread (local scope, all threads store); else the default scopes and store predicate
+    (shared memory, stored by thread 0 and read by every thread: the sync pass puts the
+    barrier between)."""
     def sched(s):
         D = s.stages[-1]
         i0, i1 = D.axes
@@ -258,8 +260,9 @@ def row_per_block_fused(T):
             ko, ki = R.split(R.reduce_axes[0], factor=T)
             R.reorder(*R.axes, ki, ko)
             R.bind(ki, "threadIdx.x")
-            R.set_scope("local")
-            R.set_store_predicate(lambda t: t >= 0, ki)
+            if local:
+                R.set_scope("local")
+                R.set_store_predicate(lambda t: t >= 0, ki)
     return sched
 
 
@@ -275,30 +278,11 @@ def test_softmax_layernorm_row_per_block(fn, T, shape, rng):
     check(pair, [X], [(shape, np.float32)], [want], rtol=1e-4, atol=1e-4)
 
 
-def row_per_block_default(T):
-    """row_per_block_fused with the default scopes and store predicates: each row statistic
-    lives in shared memory, stored by thread 0 and read by every thread (the sync pass puts
-    the barrier between)."""
-    def sched(s):
-        D = s.stages[-1]
-        i0, i1 = D.axes
-        D.bind(i0, "blockIdx.x")
-        jo, ji = D.split(i1, factor=T)
-        D.reorder(i0, ji, jo)
-        D.bind(ji, "threadIdx.x")
-        for R in reversed(s.stages[:-1]):
-            R.compute_at(D, i0)
-            ko, ki = R.split(R.reduce_axes[0], factor=T)
-            R.reorder(*R.axes, ki, ko)
-            R.bind(ki, "threadIdx.x")
-    return sched
-
-
 @pytest.mark.parametrize("shape", [(4, 64), (3, 70), (1, 1), (0, 4)])
 @pytest.mark.parametrize("fn", [softmax, layernorm], ids=lambda f: f.__name__)
 def test_softmax_layernorm_default_scopes(fn, shape, rng):
     g = trace(fn, [TensorSpec(("n", "m"), "float32")])
-    pair = lowered_pair(g, row_per_block_default(32))
+    pair = lowered_pair(g, row_per_block_fused(32, local=False))
     assert collect(pair[0].body, lambda x: isinstance(x, n.Barrier))
     X = rand(rng, shape, np.float32)
     want = (np_softmax if fn is softmax else np_layernorm)(X.astype(np.float64))

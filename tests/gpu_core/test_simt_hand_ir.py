@@ -2,59 +2,15 @@
 import numpy as np
 import pytest
 
-from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
 from kdsl.backends.simt import BarrierDivergence, RaceError, SimtOutOfBounds, run_simt
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
-
-F32 = dt.float32
-NB, NT = 3, 8          # blocks, threads per block
-
-
-def c(v):
-    return n.const(v)
-
-
-def buf(name, size, scope=n.Scope.GLOBAL, param=False):
-    return n.Buffer(name, F32, (c(size),), scope=scope, param=param)
-
-
-A, O = buf("A", NB * NT, param=True), buf("O", NB * NT, param=True)
-S = buf("S", NT, n.Scope.SHARED)
-
-
-def load(b, i):
-    return n.Load(F32, b, (i,))
-
-
-def tloop(body_fn, extent=NT, name="t"):
-    t = n.var(name)
-    return n.For(t, c(0), c(extent), n.ForKind.BOUND, body_fn(t), n.ThreadTag.THREAD_X)
-
-
-def kernel(*phases):
-    """for b (blockIdx.x): allocate S (shared): the phases, given b."""
-    b = n.var("b")
-    body = n.Allocate(S, n.Seq(tuple(p(b) for p in phases)))
-    return n.LoweredFunc("hand", (A,), (O,), (), n.For(b, c(0), c(NB), n.ForKind.BOUND, body,
-                                                      n.ThreadTag.BLOCK_X))
-
-
-def fill(b):       # S[t] = A[b*NT + t]
-    return tloop(lambda t: n.Store(S, (t,), load(A, mk.add(mk.mul(b, NT), t))))
-
-
-def reverse(b):    # O[b*NT + t] = S[NT-1 - t]
-    return tloop(lambda t: n.Store(O, (mk.add(mk.mul(b, NT), t),), load(S, mk.sub(NT - 1, t))), name="u")
+from hand_kernels import A, F32, NB, NT, O, S, barrier, c, fill, kernel, load, reverse, tloop
 
 
 def shift(b):      # S[(t+1) % NT] = 0
     return tloop(lambda t: n.Store(S, (mk.mod(mk.add(t, 1), NT),), n.const(0.0, F32)), name="w")
-
-
-def barrier(b):
-    return n.Barrier()
 
 
 def run(f, A_):

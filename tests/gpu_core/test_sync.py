@@ -8,7 +8,6 @@ import pytest
 
 from schedules import (elementwise_2d, ladder_blocked, ladder_thread_tiling, matmul_graph,
                        mm_shared_no_sync, mm_threads, rand, scale_graph)
-from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
 from kdsl.backends.simt import BarrierDivergence, RaceError, run_simt
 from kdsl.ir import make as mk
@@ -18,9 +17,8 @@ from kdsl.passes.pipeline import SEQUENTIAL, lower
 from kdsl.passes.predicate import predicate_kernel
 from kdsl.passes.sync import sync
 from kdsl.schedule import Schedule
+from hand_kernels import A, F32, NB, NT, O, S, c, fill, kernel, load, reverse, tloop
 
-F32 = dt.float32
-NB, NT = 3, 8
 
 
 def lowered(graph, sched, **kw):
@@ -131,42 +129,9 @@ def _children(s):
 
 
 # ------------------------------------------------------------------ hand-built kernels
-def c(v):
-    return n.const(v)
-
-
-A = n.Buffer("A", F32, (c(NB * NT),), scope=n.Scope.GLOBAL, param=True)
-O = n.Buffer("O", F32, (c(NB * NT),), scope=n.Scope.GLOBAL, param=True)
-S = n.Buffer("S", F32, (c(NT),), scope=n.Scope.SHARED)
-
-
-def load(b, i):
-    return n.Load(F32, b, (i,))
-
-
-def tloop(body_fn, extent=NT, name="t"):
-    t = n.var(name)
-    return n.For(t, c(0), c(extent), n.ForKind.BOUND, body_fn(t), n.ThreadTag.THREAD_X)
-
-
-def kernel(*phases):
-    b = n.var("b")
-    body = n.Allocate(S, n.Seq(tuple(p(b) for p in phases)))
-    return n.LoweredFunc("hand", (A,), (O,), (), n.For(b, c(0), c(NB), n.ForKind.BOUND, body,
-                                                      n.ThreadTag.BLOCK_X))
-
-
-def fill(b):        # S[t] = A[b*NT + t]
-    return tloop(lambda t: n.Store(S, (t,), load(A, mk.add(mk.mul(b, NT), t))))
-
-
 def own(b):         # O[b*NT + t] = S[t] * 2  (each thread reads what it wrote)
     return tloop(lambda t: n.Store(O, (mk.add(mk.mul(b, NT), t),),
                                    n.Binary(F32, n.BinOp.MUL, load(S, t), n.const(2.0, F32))), name="u")
-
-
-def reverse(b):     # O[b*NT + t] = S[NT-1 - t]
-    return tloop(lambda t: n.Store(O, (mk.add(mk.mul(b, NT), t),), load(S, mk.sub(NT - 1, t))), name="u")
 
 
 def rotate(b):      # S[t] = S[t] + 1, twice over a serial loop, then read reversed
