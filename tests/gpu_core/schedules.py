@@ -47,7 +47,8 @@ def mm_threads(s):
 
 def mm_shared_no_sync(s):
     """mm_threads with A and B tiles copied to shared memory per K block by the block's
-    threads (one element each), read by the compute nest: today's lowering emits no barrier."""
+    threads (one element each), read by the compute nest (the sync pass puts the barriers
+    between; tests that need a race lower it without that pass)."""
     C = s["C"]
     AA = s.cache_read("A", "shared", [C])
     BB = s.cache_read("B", "shared", [C])

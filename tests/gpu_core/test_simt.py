@@ -1,5 +1,6 @@
 """The SIMT executor (kdsl.backends.simt): GPU schedules run as a GPU would, against numpy
-and the sequential interpreter, and the race checker's reports on today's lowering."""
+and the sequential interpreter, and the race checker's reports (on races the lowering once
+had, and on IR with a barrier removed)."""
 import numpy as np
 import pytest
 
