@@ -18,6 +18,7 @@ is traced inline into it (its own hints do not apply).  Host array-likes
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -31,7 +32,7 @@ from .errors import (ArgumentError, KdslError, KdslUserError, KernelError, Sched
                      _is_internal, for_user, user_frames_only, user_location)
 from .frontend import context as _ctx
 from .runtime import dispatch, fastpath
-from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args,
+from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args, size_classes,
                                 signature_from_specs)
 
 _RESERVED = ("backend", "out", "stream")
@@ -209,6 +210,8 @@ class Kernel:
                     key.append(arg_key(a, spec, False))
             if out is not None:
                 key.append(out_key(out))
+            if backend in _reg._size_classed:
+                key.append(size_classes(args))
             launch = self._cache.get(tuple(key))
         elif any(type(a) not in _PLAIN and not c and self._host_array(a, backend)
                  for a, c in zip(args, self._const)):
@@ -339,6 +342,9 @@ class Kernel:
             key.append(k)
         if out is not None:
             key.append(out_key(out))
+        if getattr(_reg.get_backend(backend), "size_classes", False):
+            _reg._size_classed.add(backend)    # later keys are built with sizes (_call_bound)
+            key.append(size_classes(args))
         return tuple(key)
 
     def _lock_for(self, key):
@@ -403,7 +409,7 @@ class Kernel:
                 return launch
             loc = user_location()
             sig = signature_from_args(args, self.arg_names, self.constants, self.specialize,
-                                      out, loc)
+                                      out, loc, getattr(be, "size_classes", False))
             graph = self._graph(sig)
             if out is not None:
                 self._check_out(graph, out)
@@ -475,6 +481,8 @@ class Kernel:
                 one = signature_from_args((a,), (name,), self.constants, self.specialize, None)
                 specs.extend(one.specs())
         sig = signature_from_specs(specs)
+        if getattr(be, "size_classes", False):   # concrete arrays: the sizes a call would see
+            sig = dataclasses.replace(sig, size_classes=size_classes(args))
         graph = self._graph(sig)
         return be, dispatch.prepare(self, be, sig, graph)
 

@@ -168,6 +168,7 @@ class InterpreterBackend:
                 raise ValueError(f"the interpreter runs its own schedules or those of a GPU target "
                                  f"({', '.join(sorted(GPU_TARGETS))}), not {target!r}")
             self.name, self.target = f"interp-{target}", target
+            self.size_classes = True   # the target's default schedules choose by size
 
     def schedule(self, sched, hints) -> None:
         """No default schedule: only the generic part of the user's hints applies."""

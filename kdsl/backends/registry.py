@@ -50,6 +50,8 @@ _auto_default = None       # cached "cpu" or "numpy" (the last step of the defau
 _warned_numpy = False
 #: bumped whenever a name may start meaning another backend (kernels key their caches on it)
 _generation = 0
+#: names of loaded backends whose keys include size classes (``backend.size_classes``)
+_size_classed: set = set()
 
 _current = contextvars.ContextVar("kdsl_backend", default=None)
 

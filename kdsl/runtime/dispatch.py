@@ -41,9 +41,30 @@ def _targets(hint_target, backend) -> bool:
                                                   or getattr(backend, "name", None))
 
 
+def size_hints(graph, sig) -> dict:
+    """``{shape Var: (lo, hi)}``: the sizes each symbolic dim of the parameters can have in
+    this specialisation (from ``sig.size_classes``; empty when the signature has none)."""
+    if not sig.size_classes:
+        return {}
+    from .signature import ConstSig, size_range
+    out = {}
+    classes = [c for c, p in zip(sig.size_classes, sig.params) if not isinstance(p, ConstSig)]
+    for p, cls in zip(graph.params, classes):
+        if isinstance(p, n.Var) or len(cls) != len(p.shape):
+            continue
+        for e, c in zip(p.shape, cls):
+            if type(e) is n.Var and c is not None:
+                lo, hi = size_range(c)
+                if e in out:   # one name in several places: the sizes are equal
+                    lo, hi = max(lo, out[e][0]), min(hi, out[e][1])
+                out[e] = (lo, hi)
+    return out
+
+
 def prepare(kernel, backend, sig, graph) -> CompileRequest:
     """Schedule ``graph`` for ``backend`` and wrap it in a CompileRequest (nothing compiled)."""
     sched = make_schedule(graph)
+    sched.size_hints = size_hints(graph, sig)
     hints = [h for h in kernel._hints if _targets(h.target, backend)]
     explicit = [h.fn for h in hints if getattr(h, "fn", None) is not None]
     if explicit:

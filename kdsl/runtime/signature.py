@@ -11,6 +11,10 @@ with kdsl dtypes), and the signature gives the trace specs.
   in the trace, as in numpy 2), or its value for parameters listed in ``constants``;
   ``None`` is always a compile-time constant (a parameter defaulting to None).
 - ``out=``: per output array its layout class and whether it is writeable.
+- size classes (only for backends with ``size_classes = True``, e.g. ``cuda``, whose default
+  schedules depend on sizes: a warp or a block per row, split reductions): per array dim the
+  bit length of its size, so one compiled kernel serves sizes within a power of two.  They
+  are part of the key and of ``Signature.size_classes``, not of the trace.
 """
 from __future__ import annotations
 
@@ -56,6 +60,27 @@ def arg_key(a, specialize: bool, constant: bool):
     if a is None:   # nothing to pass at run time: a compile-time constant
         return ("const", t, None)
     return _generic_key(a, specialize)
+
+
+def size_classes(args) -> tuple:
+    """Per argument, the bit lengths of an array's dims (``()`` for scalars and constants):
+    the size part of the key for backends with ``size_classes = True``."""
+    out = []
+    for a in args:
+        sh = getattr(a, "shape", None)
+        if sh is None:
+            out.append(())
+        elif type(a).__module__ == "kdsl.frontend.spec":   # a TensorSpec: named dims: no size
+            out.append(tuple([int(s).bit_length() if isinstance(s, (int, np.integer)) else None
+                              for s in sh]))
+        else:
+            out.append(tuple([int(s).bit_length() for s in sh]))
+    return tuple(out)
+
+
+def size_range(cls: int) -> tuple:
+    """The sizes a dim of bit length ``cls`` can have: ``(lo, hi)``."""
+    return (0, 0) if cls == 0 else (1 << (cls - 1), (1 << cls) - 1)
 
 
 def _writeable(o) -> bool:
@@ -118,6 +143,7 @@ class Signature:
     params: tuple            # ArraySig | ScalarSig, in call order
     out_contiguous: tuple = ()   # per output, when out= was given; () = allocated (contiguous)
     specialize: bool = False
+    size_classes: tuple = ()     # per param: dims' bit lengths (size-classed backends), or ()
 
     def specs(self) -> list:
         """The trace specs (kdsl.frontend.spec TensorSpec/ScalarSpec), one per parameter."""
@@ -151,7 +177,8 @@ def _fail(message, hint, loc):
     return ArgumentError(message, hint=hint, loc=loc)
 
 
-def signature_from_args(args, names, constants, specialize, out, loc=None) -> Signature:
+def signature_from_args(args, names, constants, specialize, out, loc=None,
+                        classes: bool = False) -> Signature:
     """Validate the arguments of a call and build its Signature (the cache-miss path)."""
     params = []
     for a, name in zip(args, names):
@@ -191,7 +218,8 @@ def signature_from_args(args, names, constants, specialize, out, loc=None) -> Si
     if out is not None:
         outs = tuple(bool(array_info(o)[2]) if array_info(o) else True
                      for o in (out if isinstance(out, tuple) else (out,)))
-    return Signature(tuple(params), outs, bool(specialize))
+    return Signature(tuple(params), outs, bool(specialize),
+                     size_classes(args) if classes else ())
 
 
 def signature_from_specs(specs, out_contiguous=()) -> Signature:

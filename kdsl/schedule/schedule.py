@@ -60,6 +60,10 @@ class Schedule:
         self._handles = {st: StageSchedule(self, st) for st in stages}
         #: hints that only backends interpret (threads, cache, stages, tensor_cores), per stage name
         self.backend_hints: dict = {}
+        #: {shape Var: (lo, hi)}: the sizes a symbolic dim of the parameters can have in the
+        #: specialisation being compiled (set by dispatch for size-classed backends, e.g. cuda,
+        #: whose default schedules choose by size); empty when unknown
+        self.size_hints: dict = {}
 
     # ------------------------------------------------------------ lookup
     def __getitem__(self, key) -> StageSchedule:
