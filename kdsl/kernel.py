@@ -324,6 +324,7 @@ class Kernel:
                 f"{self.__name__}() takes {self._nargs} argument(s) "
                 f"({', '.join(self.arg_names)}) but {len(args)} were given",
                 hint="pass one array or scalar per parameter, positionally")
+        be = _reg.get_backend(backend)   # loaded first: it may register array readers
         key = [backend, _reg._generation]
         for a, name, const in zip(args, self.arg_names, self._const):
             k = arg_key(a, self.specialize, const)
@@ -342,7 +343,7 @@ class Kernel:
             key.append(k)
         if out is not None:
             key.append(out_key(out))
-        if getattr(_reg.get_backend(backend), "size_classes", False):
+        if getattr(be, "size_classes", False):
             _reg._size_classed.add(backend)    # later keys are built with sizes (_call_bound)
             key.append(size_classes(args))
         return tuple(key)

@@ -1,15 +1,18 @@
-"""The ``cuda`` Backend object (kdsl/backends/protocol.py): lower, source, compile.
+"""The ``cuda`` Backend object (kdsl/backends/protocol.py): schedule, lower, source, compile.
 
 ``lower`` runs the core GPU table (``kdsl.passes.pipeline.PIPELINE``: device kernels with
 launches); ``source`` prints it as CUDA C++ (``kdsl_cuda.codegen``); ``build`` compiles that to
-a cubin with NVRTC (``kdsl_cuda.build``, no GPU needed).  Executing kernels (loading cubins,
-launching, device arrays) is not implemented yet: ``compile`` says so.  There are no default
-schedules yet either: a kernel needs an explicit ``@kernel.schedule("cuda")``.
+a cubin with NVRTC (``kdsl_cuda.build``, no GPU needed; cubins are kept in kdsl's disk cache,
+keyed by the source, the architecture and the NVRTC version); ``compile`` loads it on the device
+and returns the launcher (``kdsl_cuda.runtime.launch.CudaCompiled``).  Arrays: device arrays of
+any library in place, numpy arrays copied (``kdsl_cuda.runtime``).
 """
 from __future__ import annotations
 
+import numpy as np
+
+from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
-from kdsl.errors import BackendUnavailable
 from kdsl.passes.pipeline import PIPELINE
 
 from . import build
@@ -21,6 +24,7 @@ class CUDABackend:
 
     name = "cuda"
     device = "cuda"
+    size_classes = True     # default schedules choose by size (kdsl.runtime.signature)
 
     def __init__(self, arch: str | None = None):
         self.arch = arch or build.DEFAULT_ARCH
@@ -43,23 +47,73 @@ class CUDABackend:
         """The CUDA C++ of the request (what NVRTC compiles)."""
         return self.generate(request).source
 
-    def build(self, request: CompileRequest) -> bytes:
-        """The cubin of the request for ``self.arch`` (NVRTC; no device needed)."""
+    def build(self, request: CompileRequest, arch: str | None = None) -> bytes:
+        """The cubin of the request for ``arch`` (default ``self.arch``; NVRTC, no device needed)."""
         mod = self.generate(request)
-        name = (mod.kernels[0].name if mod.kernels else "kdsl") + ".cu"
-        return build.compile_cubin(mod.source, self.arch, name)
+        return self.cubin(mod, arch or self.arch)
+
+    def cubin(self, mod: CudaModule, arch: str) -> bytes:
+        """The cubin of a generated module for ``arch``: from the disk cache, or NVRTC."""
+        from .runtime.cubin_cache import cached_cubin
+        return cached_cubin(mod.source, arch, _module_name(mod))
 
     def compile(self, request: CompileRequest):
-        raise BackendUnavailable(
-            "the cuda backend generates and NVRTC-compiles CUDA (kernel.source(..., backend=\"cuda\")) "
-            "but cannot run kernels yet (loading cubins and launching is issue 10 items 2-4); run "
-            "cuda schedules on backend=\"interp-cuda\" (the SIMT interpreter) meanwhile")
+        """Lower, generate, build (or load from the disk cache) and load on the device."""
+        from .runtime import driver
+        from .runtime.launch import CudaCompiled
+        _register_readers()
+        dev = driver.device(0)     # BackendUnavailable where there is no driver or device
+        func = self.lower(request)
+        mod = generate(func)
+        cubins = {dev.arch: self.cubin(mod, dev.arch)}
+
+        def cubin_for(arch):
+            if arch not in cubins:
+                cubins[arch] = self.cubin(mod, arch)
+            return cubins[arch]
+        return CudaCompiled(func, mod, cubin_for, mod.source)
 
     def accepts(self, array) -> bool:
-        return hasattr(array, "__cuda_array_interface__")
+        """Device arrays of any library (and numpy arrays, which calls copy)."""
+        return isinstance(array, np.ndarray) or hasattr(array, "__cuda_array_interface__") or \
+            hasattr(array, "__dlpack__")
 
     def empty(self, shape: tuple, dtype, like=None):
-        raise BackendUnavailable("the cuda backend cannot allocate device arrays yet (issue 10 item 3)")
+        """A result array: numpy when the call's first array is numpy (or there is none), else
+        made by the library of ``like`` (torch, CuPy, JAX: a DeviceArray; kdsl: DeviceArray)."""
+        if like is None or isinstance(like, np.ndarray):
+            return np.empty(tuple(shape), dtype=dt.as_dtype(dtype).np)
+        from .runtime import interop
+        return interop.library(like).empty(shape, dtype, like)
+
+    def result_wrapper(self, kind):
+        """What turns an allocated result into the call's result for inputs of type ``kind``
+        (JAX: its array, through DLPack), or None."""
+        from .runtime import interop
+        mod = getattr(kind, "__module__", "") or ""
+        if mod.startswith("jax"):
+            return interop._LIBS["jax"].result
+        return None
 
     def __repr__(self) -> str:
         return f"CUDABackend(arch={self.arch!r})"
+
+
+def _module_name(mod: CudaModule) -> str:
+    return (mod.kernels[0].name if mod.kernels else "kdsl") + ".cu"
+
+
+_readers_done = set()
+
+
+def _register_readers() -> None:
+    """Let kdsl's dispatch read torch and CuPy arrays through their attributes (cheap) instead of
+    ``__cuda_array_interface__`` (costly on torch), for the libraries imported so far."""
+    import sys
+    from kdsl.runtime.arrays import register_reader
+    from .runtime import interop
+    for mod, attr in (("torch", "Tensor"), ("cupy", "ndarray")):
+        m = sys.modules.get(mod)
+        if m is not None and mod not in _readers_done:
+            register_reader(getattr(m, attr), interop.array_info)
+            _readers_done.add(mod)

@@ -33,10 +33,23 @@ def _from_interface(iface: dict):
     return dtype, shape, is_c_contiguous(shape, iface.get("strides"), dtype.itemsize)
 
 
+#: type -> reader(a) -> (numpy dtype, shape, C-contiguous): fast or protocol-free readers that
+#: backends register for array types they know (kdsl_cuda: torch, CuPy, DLPack-only arrays)
+_readers: dict = {}
+
+
+def register_reader(kind: type, reader) -> None:
+    """Let ``array_info`` read arrays of exactly type ``kind`` with ``reader``."""
+    _readers[kind] = reader
+
+
 def array_info(a):
     """(numpy dtype, shape, C-contiguous) of an array argument, or None if ``a`` is not one."""
     if type(a) is np.ndarray or isinstance(a, np.ndarray):
         return a.dtype, a.shape, a.flags.c_contiguous
+    reader = _readers.get(type(a))
+    if reader is not None:
+        return reader(a)
     for attr in ("__cuda_array_interface__", "__array_interface__"):
         iface = getattr(a, attr, None)
         if isinstance(iface, dict):

@@ -1,0 +1,275 @@
+"""A compiled cuda specialisation: cubins loaded per device, and the call that launches them.
+
+``CudaCompiled(func, module, cubins)`` is the protocol's ``Compiled``: ``(inputs, outputs,
+scalars, stream=None)`` runs the host program of ``func`` (its workspaces and device kernels,
+in order, on one stream).  What a call computes from its arguments -- the scalar parameters
+(shapes, strides in elements, the kernel's scalar arguments, as ``func.bindings`` says), each
+kernel's grid and the workspace sizes -- is one generated Python function (``geometry``), made
+once from the IR's expressions with the same printer the dispatch launcher uses.  Each kernel's
+parameters are packed into one prebuilt ctypes buffer (8-byte slots) whose slot addresses are
+the ``kernelParams`` of ``cuLaunchKernel``.
+
+Arrays: device arrays of any library are read in place (``interop.view``); numpy arrays are
+copied to the device first, and numpy outputs back after the launches (then the stream is
+synchronised: the caller gets finished host arrays).  Nothing else synchronises.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import threading
+
+import numpy as np
+
+from kdsl import dtypes as dt
+from kdsl.errors import ArgumentError, InternalCompilerError
+from kdsl.ir import nodes as n
+from kdsl.runtime.dispatch import py_expr
+
+from . import driver, interop
+from .memory import Allocation, DeviceArray, sync_stream
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+#: struct format of one 8-byte parameter slot per scalar dtype (value first, then padding)
+SLOT = {dt.int64: "q", dt.float64: "d", dt.float32: "f4x", dt.float16: "e6x",
+        dt.int32: "i4x", dt.int16: "h6x", dt.int8: "b7x", dt.uint8: "B7x", dt.bool_: "?7x",
+        dt.bfloat16: "H6x", dt.uint16: "H6x", dt.uint32: "I4x", dt.uint64: "Q"}
+_MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+
+
+def bf16_bits(x) -> int:
+    """The bfloat16 bits of ``x`` (round to nearest even), for a bfloat16 scalar parameter."""
+    (u,) = struct.unpack("<I", struct.pack("<f", float(x)))
+    if (u & 0x7F800000) == 0x7F800000 and u & 0x7FFFFF:
+        return 0x7FC0
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+class KernelPlan:
+    """One device kernel of a call: its name, block, and parameter slots (a buffer: its index in
+    ``func.buffers + func.workspaces``; a scalar: its index in ``func.scalars``)."""
+
+    def __init__(self, ks, func):
+        self.name = ks.name
+        self.block = tuple(int(b) for b in ks.launch.block) + (1,) * (3 - len(ks.launch.block))
+        bufs = list(func.buffers) + list(func.workspaces)
+        scalars = list(func.scalars)
+        self.slots = []          # ("buf", k) | ("scalar", j)
+        fmt = "<"
+        for p in ks.params:
+            if p.buffer is not None:
+                self.slots.append(("buf", _index(bufs, p.buffer)))
+                fmt += "Q"
+            elif p.var is not None:
+                self.slots.append(("scalar", _index(scalars, p.var)))
+                try:
+                    fmt += SLOT[p.var.dtype]
+                except KeyError:
+                    raise InternalCompilerError(f"cuda launch: scalar {p.var.name} of dtype "
+                                                f"{p.var.dtype}") from None
+            else:
+                raise InternalCompilerError(f"cuda launch: parameter {p.name} of {ks.name} is "
+                                            "neither a buffer nor a scalar")
+        self.pack_into = struct.Struct(fmt).pack_into
+        nslots = max(len(self.slots), 1)
+        self.buffer = ctypes.create_string_buffer(8 * nslots)
+        base = ctypes.addressof(self.buffer)
+        self.params = (ctypes.c_void_p * nslots)(*[base + 8 * i for i in range(nslots)])
+        self.grid = ks.launch.grid
+
+
+def _index(seq, obj) -> int:
+    for i, x in enumerate(seq):
+        if x is obj:
+            return i
+    raise InternalCompilerError(f"cuda launch: {getattr(obj, 'name', obj)} is not a parameter")
+
+
+def geometry_function(func, plans):
+    """``geometry(shapes, strides, scalars) -> (scalar values, grids, workspace byte sizes)``,
+    generated from the IR (see the module docstring)."""
+    names, lines = {}, []
+    nb = len(func.buffers)
+    for j, (v, b) in enumerate(zip(func.scalars, func.bindings)):
+        nm = f"s{j}"
+        names[v] = nm
+        if b.kind is n.BindingKind.SHAPE:
+            lines.append(f"{nm} = shapes[{b.index}][{b.dim}]")
+        elif b.kind is n.BindingKind.STRIDE:
+            isz = func.buffers[b.index].dtype.itemsize
+            lines.append(f"{nm} = _stride(strides[{b.index}][{b.dim}], {isz}, "
+                         f"{func.buffers[b.index].name!r})")
+        elif b.kind is n.BindingKind.SCALAR:
+            lines.append(f"{nm} = scalars[{b.index}]")
+        else:
+            raise InternalCompilerError(f"cuda launch: binding {b.kind}")
+    grids = []
+    for p in plans:
+        g = [py_expr(e, names) for e in p.grid] + ["1"] * (3 - len(p.grid))
+        grids.append("(" + ", ".join(f"int({x})" for x in g) + ")")
+    sizes = []
+    for w in func.workspaces:
+        count = " * ".join(f"max(int({py_expr(e, names)}), 0)" for e in w.shape) or "1"
+        sizes.append(f"({count}) * {w.dtype.itemsize}")
+    vals = "[" + ", ".join(f"s{j}" for j in range(len(func.scalars))) + "]"
+    lines.append(f"return {vals}, [{', '.join(grids)}], [{', '.join(sizes)}]")
+    src = "def geometry(shapes, strides, scalars):\n" + "".join(f"    {x}\n" for x in lines)
+    ns = {"_stride": _stride, "_fdiv": lambda a, b: 0 if b == 0 else a // b,
+          "_fmod": lambda a, b: 0 if b == 0 else a % b}
+    exec(compile(src, os.path.join(_HERE, f"<cuda geometry {func.name}>"), "exec"), ns)
+    fn = ns["geometry"]
+    fn.__kdsl_source__ = src
+    assert nb >= 0
+    return fn
+
+
+def _stride(nbytes: int, itemsize: int, name: str) -> int:
+    q, r = divmod(int(nbytes), itemsize)
+    if r:
+        raise ArgumentError(f"argument {name!r} has a stride of {nbytes} bytes, which is not a "
+                            f"multiple of its item size {itemsize}",
+                            hint="pass a contiguous copy of this view")
+    return q
+
+
+class CudaCompiled:
+    """A loaded specialisation (see the module docstring).  ``cubin(arch)`` gives the cubin for
+    a device's architecture (compiled on demand for a device other than the first)."""
+
+    def __init__(self, func: n.LoweredFunc, module, cubin_for, source: str):
+        self.func = func
+        self.module = module
+        self.source = source
+        self._cubin_for = cubin_for
+        self.plans = [KernelPlan(ks, func) for ks in module.kernels]
+        self.geometry = geometry_function(func, self.plans)
+        self._functions: dict = {}       # device ordinal -> [CUfunction]
+        self._lock = threading.Lock()
+        self._nin = len(func.inputs)
+        self._ws_dtypes = [w.dtype for w in func.workspaces]
+
+    # ----------------------------------------------------------------- loading
+    def functions(self, ordinal: int) -> list:
+        fns = self._functions.get(ordinal)
+        if fns is None:
+            with self._lock:
+                fns = self._functions.get(ordinal)
+                if fns is None:
+                    d = driver.device(ordinal)
+                    L = driver.lib()
+                    mod = ctypes.c_void_p()
+                    L.check(L.cuModuleLoadData(ctypes.byref(mod), self._cubin_for(d.arch)),
+                            "cuModuleLoadData")
+                    fns = []
+                    for p in self.plans:
+                        f = ctypes.c_void_p()
+                        L.check(L.cuModuleGetFunction(ctypes.byref(f), mod, p.name.encode()),
+                                f"cuModuleGetFunction({p.name})")
+                        fns.append(f.value)
+                    self._functions[ordinal] = fns
+        return fns
+
+    # ----------------------------------------------------------------- the call
+    def __call__(self, inputs, outputs, scalars, stream=None) -> None:
+        arrays = list(inputs) + list(outputs)
+        views, host, first = [], [], None
+        for k, a in enumerate(arrays):
+            if type(a) is np.ndarray:
+                views.append(None)
+                host.append(k)
+            else:
+                v = interop.view(a)
+                views.append(v)
+                if first is None:
+                    first = (k, v)
+        ordinal = first[1].device if first else 0
+        for v in views:
+            if v is not None and v.device != ordinal:
+                raise ArgumentError(f"{self.func.name}: the arrays are on different CUDA devices "
+                                    f"({ordinal} and {v.device})",
+                                    hint="move them to one device first")
+        if stream is not None:
+            handle = interop.stream_handle(stream)
+        elif first is not None:
+            handle = interop.library(arrays[first[0]]).current_stream(arrays[first[0]])
+        else:
+            handle = 0
+        driver.device(ordinal)
+        staged = {}
+        for k in host:   # numpy arrays: inputs copied in, outputs made on the device
+            a = arrays[k]
+            if k < self._nin:
+                d = _stage_in(a, ordinal, handle)
+            else:
+                d = DeviceArray(a.shape, self.func.buffers[k].dtype, device=ordinal, stream=handle)
+            staged[k] = d
+            views[k] = interop.view(d)
+        self._launch(views, scalars, ordinal, handle)
+        if host:
+            outs = [k for k in host if k >= self._nin]
+            for k in outs:
+                _stage_out(staged[k], arrays[k], handle)
+            sync_stream(handle)
+            del staged
+
+    def _launch(self, views, scalars, ordinal, stream) -> None:
+        shapes = [v.shape for v in views]
+        strides = [v.strides for v in views]
+        values, grids, sizes = self.geometry(shapes, strides, scalars)
+        ptrs = [v.ptr for v in views]
+        keep = [Allocation(sz, ordinal, stream) for sz in sizes]
+        ptrs += [w.ptr for w in keep]
+        fns = self.functions(ordinal)
+        L = driver.lib()
+        sv = ctypes.c_void_p(stream)
+        for plan, fn, grid in zip(self.plans, fns, grids):
+            if 0 in grid:
+                continue
+            for g, lim, ax in zip(grid, _MAX_GRID, "xyz"):
+                if g > lim:
+                    raise ArgumentError(f"{self.func.name}: kernel {plan.name} needs {g} blocks "
+                                        f"along {ax}, more than CUDA allows ({lim})",
+                                        hint="bind a larger extent to blockIdx.x, or split the "
+                                             "axis over blockIdx.y")
+            args = [ptrs[i] if kind == "buf" else _scalar(values[i], self.func.scalars[i].dtype)
+                    for kind, i in plan.slots]
+            with self._lock:
+                plan.pack_into(plan.buffer, 0, *args)
+                code = L.cuLaunchKernel(fn, grid[0], grid[1], grid[2], plan.block[0],
+                                        plan.block[1], plan.block[2], 0, sv, plan.params, None)
+            if code:
+                L.check(code, f"cuLaunchKernel({plan.name}, grid={grid}, block={plan.block})")
+        del keep      # freed on the stream, after the launches that use them
+
+
+def _scalar(v, d):
+    return bf16_bits(v) if d is dt.bfloat16 else v
+
+
+def _stage_in(a: np.ndarray, ordinal: int, stream: int) -> DeviceArray:
+    src = np.ascontiguousarray(a)
+    d = DeviceArray(src.shape, src.dtype, device=ordinal, stream=stream,
+                    kdsl_dtype=dt.as_dtype(src.dtype))
+    if src.nbytes:
+        L = driver.lib()
+        L.check(L.cuMemcpyHtoDAsync_v2(ctypes.c_void_p(d.ptr), ctypes.c_void_p(src.ctypes.data),
+                                       src.nbytes, ctypes.c_void_p(stream)), "cuMemcpyHtoD")
+        d._host_keepalive = src   # pageable copies are synchronous, but keep it anyway
+    return d
+
+
+def _stage_out(d: DeviceArray, out: np.ndarray, stream: int) -> None:
+    if not out.size:
+        return
+    L = driver.lib()
+    if out.flags.c_contiguous and out.flags.writeable:
+        L.check(L.cuMemcpyDtoHAsync_v2(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(d.ptr),
+                                       out.nbytes, ctypes.c_void_p(stream)), "cuMemcpyDtoH")
+        return
+    tmp = np.empty(out.shape, out.dtype)
+    L.check(L.cuMemcpyDtoHAsync_v2(ctypes.c_void_p(tmp.ctypes.data), ctypes.c_void_p(d.ptr),
+                                   tmp.nbytes, ctypes.c_void_p(stream)), "cuMemcpyDtoH")
+    sync_stream(stream)
+    np.copyto(out, tmp)
