@@ -117,7 +117,8 @@ class Kernel:
         self._locks = {}
         self._lock = threading.Lock()
         self._version = 0
-        self._fast = None      # (backend name, registry generation, fast launcher) or None
+        self._fast = None      # (backend name, registry generation, fast launcher, takes device
+        #                       arrays: also tried when the device rule chooses) or None
         self._fast_out = None  # the same for calls with out=
 
     # ------------------------------------------------------------- calling
@@ -149,7 +150,10 @@ class Kernel:
                 b = _cur_backend()
                 if b is None and _env_get(_ENV_KEY) is None:
                     b = _reg._auto_default
-            if b is fast[0] or (type(b) is str and b == fast[0]):
+            # a launcher made for device arrays also serves calls that leave the choice to
+            # the arguments' device (it declines host arrays)
+            if b is fast[0] or (type(b) is str and b == fast[0]) or (
+                    fast[3] and backend is None and b is _reg._auto_default):
                 # a fast launcher takes only numpy arrays and Python scalars, never the traced
                 # values of a kernel calling this one (those go to _general, below)
                 r = fast[2](*args) if out is None else fast[2](*args, out)
@@ -235,7 +239,8 @@ class Kernel:
         if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
             fn = slot.get()
             if fn is not None:
-                self._promote(out is None, (backend, gen, fn), version)
+                self._promote(out is None, (backend, gen, fn,
+                                            bool(getattr(fn, "__kdsl_device__", False))), version)
         return result
 
     def _bind(self, args, kw) -> tuple:

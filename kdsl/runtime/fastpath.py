@@ -32,10 +32,13 @@ PROMOTE_AFTER = 3
 
 
 # named tuples, not dataclasses: `import kdsl` should not pay ~0.4 ms per class
-class ArrayArg(namedtuple("ArrayArg", "pos dtype dims contiguous")):
-    """An array argument the fast launcher accepts: exactly ``numpy.ndarray`` with this dtype
+class ArrayArg(namedtuple("ArrayArg", "pos dtype dims contiguous kind classes",
+                          defaults=(np.ndarray, None))):
+    """An array argument the fast launcher accepts: exactly ``kind`` (``numpy.ndarray`` unless
+    the compiled kernel takes device arrays: ``Compiled.fast_device_arrays``) with this dtype
     object (identity), rank, C-contiguity flag and per-dim sizes (``None``: any size but 1;
-    an int: exactly that size)."""
+    an int: exactly that size); ``classes``: per dim the size's bit length, for size-classed
+    backends (``Signature.size_classes``), else None."""
 
     __slots__ = ()
 
@@ -70,14 +73,17 @@ class FastPlan(namedtuple("FastPlan", "nargs args inputs scalars sources checks 
     __slots__ = ()
 
 
-def make_plan(graph, sig, args, param_pos, nargs, out_mode=None, out=None):
+def make_plan(graph, sig, args, param_pos, nargs, out_mode=None, out=None, device=False):
     """The FastPlan of a specialisation, or None when its calls cannot be checked exactly.
 
     ``args``/``out`` are the arguments of the call that built the specialisation (their
     dtype objects are what later calls must carry); mirrors ``dispatch.build_launcher``.
+    ``device``: arrays of other types than numpy's may be planned (the backend's launcher reads
+    them: ``Compiled.fast_device_arrays``).
     """
     if graph.data_checks:
         return None      # checks that need the data run in the Python launcher's path
+    classes = sig.size_classes or (None,) * len(args)
     checked, inputs, scalars, sources, checks = [], [], [], [], []
     bound = set()
     for p, pos in zip(graph.params, param_pos):
@@ -94,9 +100,11 @@ def make_plan(graph, sig, args, param_pos, nargs, out_mode=None, out=None):
         if isinstance(p, n.Var):
             continue
         a, ps = args[pos], sig.params[pos]
-        if type(a) is not np.ndarray or getattr(ps, "kind", None) is not np.ndarray:
+        kind = getattr(ps, "kind", None)
+        if type(a) is not kind or (kind is not np.ndarray and not device):
             return None
-        checked.append(ArrayArg(pos, a.dtype, tuple(ps.shape), bool(ps.contiguous)))
+        checked.append(ArrayArg(pos, a.dtype, tuple(ps.shape), bool(ps.contiguous), kind,
+                                classes[pos]))
         inputs.append(pos)
         for d, e in enumerate(p.shape):
             if type(e) is n.Var and e not in bound:
@@ -108,11 +116,16 @@ def make_plan(graph, sig, args, param_pos, nargs, out_mode=None, out=None):
     out_args = ()
     if out_mode is not None:
         outs = out if out_mode == "tuple" else (out,)
-        if len(outs) != len(outputs) or any(type(o) is not np.ndarray for o in outs):
+        if len(outs) != len(outputs) or any(
+                type(o) is not np.ndarray and not device for o in outs):
             return None
         # out= keys carry each dim's size-1 flag (kdsl.runtime.signature.out_key)
-        out_args = tuple(ArrayArg(-1, o.dtype, tuple(1 if s == 1 else None for s in o.shape),
-                                  bool(o.flags.c_contiguous)) for o in outs)
+        from .arrays import array_info
+        infos = [array_info(o) for o in outs]
+        if any(i is None for i in infos):
+            return None
+        out_args = tuple(ArrayArg(-1, o.dtype, tuple(1 if s == 1 else None for s in info[1]),
+                                  bool(info[2]), type(o)) for o, info in zip(outs, infos))
     return FastPlan(nargs, tuple(checked), tuple(inputs), tuple(scalars), tuple(sources),
                     tuple(checks), tuple((c.lhs, c.rhs) for c in graph.constraints), outputs,
                     out_mode, out_args)
@@ -157,7 +170,8 @@ def slot_for(compiled, graph, sig, args, param_pos, nargs, out_mode=None, out=No
     make = getattr(compiled, "fast_launcher", None)
     if make is None:
         return None
-    plan = make_plan(graph, sig, args, param_pos, nargs, out_mode, out)
+    plan = make_plan(graph, sig, args, param_pos, nargs, out_mode, out,
+                     bool(getattr(compiled, "fast_device_arrays", False)))
     if plan is None:
         return None
     return FastSlot(lambda: make(plan))

@@ -48,21 +48,27 @@ def _deleter(ptr):
 _PyCapsule_New = ctypes.pythonapi.PyCapsule_New
 _PyCapsule_New.restype = ctypes.py_object
 _PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_PyCapsule_IsValid = ctypes.pythonapi.PyCapsule_IsValid
-_PyCapsule_IsValid.restype = ctypes.c_int
-_PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
 _PyCapsule_GetPointer.restype = ctypes.c_void_p
 _PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# the destructor runs while the capsule is being freed: it must take the capsule as a raw
+# pointer (a py_object argument would revive and free it a second time)
+_api = ctypes.PyDLL(None)
+_IsValidRaw = _api.PyCapsule_IsValid
+_IsValidRaw.restype = ctypes.c_int
+_IsValidRaw.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_GetPointerRaw = _api.PyCapsule_GetPointer
+_GetPointerRaw.restype = ctypes.c_void_p
+_GetPointerRaw.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 
 _NAME = b"dltensor"
 
 
-@ctypes.CFUNCTYPE(None, ctypes.py_object)
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 def _capsule_destructor(capsule):
     # a consumer renames the capsule to "used_dltensor" and owns the tensor from then on
-    if _PyCapsule_IsValid(capsule, _NAME):
-        addr = _PyCapsule_GetPointer(capsule, _NAME)
+    if _IsValidRaw(capsule, _NAME):
+        addr = _GetPointerRaw(capsule, _NAME)
         _live.pop(addr, None)
 
 

@@ -148,7 +148,16 @@ class CudaCompiled:
         self._functions: dict = {}       # device ordinal -> [CUfunction]
         self._lock = threading.Lock()
         self._nin = len(func.inputs)
-        self._ws_dtypes = [w.dtype for w in func.workspaces]
+        self._last_device = None         # the device of the last call (fast launchers serve it)
+
+    #: fast launchers read device arrays (kdsl.runtime.fastpath plans them)
+    fast_device_arrays = True
+
+    def fast_launcher(self, plan):
+        """A generated launcher for ``plan`` (``fastlaunch``), or None (numpy arrays, other
+        libraries' arrays)."""
+        from . import fastlaunch
+        return fastlaunch.build(self, plan)
 
     # ----------------------------------------------------------------- loading
     def functions(self, ordinal: int) -> list:
@@ -197,6 +206,9 @@ class CudaCompiled:
         else:
             handle = 0
         driver.device(ordinal)
+        self._last_device = ordinal
+        if outputs and first is not None:
+            _check_disjoint(self.func, views, self._nin)
         staged = {}
         for k in host:   # numpy arrays: inputs copied in, outputs made on the device
             a = arrays[k]
@@ -273,3 +285,23 @@ def _stage_out(d: DeviceArray, out: np.ndarray, stream: int) -> None:
                                    tmp.nbytes, ctypes.c_void_p(stream)), "cuMemcpyDtoH")
     sync_stream(stream)
     np.copyto(out, tmp)
+
+
+def _check_disjoint(func, views, nin) -> None:
+    """out= device arrays must not share memory with the inputs (the kernels read inputs while
+    writing outputs, and the CUDA code promises ``__restrict__``)."""
+    from .fastlaunch import _span
+    spans = [None if v is None else _span(v.ptr, v.shape, v.strides, v.dtype.itemsize, False)
+             for v in views]
+    for j in range(nin, len(views)):
+        if spans[j] is None:
+            continue
+        for i in range(len(views)):
+            if i == j or spans[i] is None:
+                continue
+            if spans[i][0] < spans[j][1] and spans[j][0] < spans[i][1] and spans[j][0] < spans[j][1]:
+                what = "an input" if i < nin else "another output"
+                raise ArgumentError(f"{func.name}: out= array {func.buffers[j].name!r} shares device "
+                                    f"memory with {what} ({func.buffers[i].name!r})",
+                                    hint="pass an out= array that does not overlap the inputs "
+                                         "(the cuda backend writes results while reading inputs)")

@@ -1,0 +1,273 @@
+"""The cuda backend's fast launcher: one generated Python function per specialisation.
+
+``build(compiled, plan)`` turns a ``kdsl.runtime.fastpath.FastPlan`` (the argument checks of one
+specialisation, as data) into ``fast(*args[, out])``: it reads each device array through its
+library's cheapest attributes (torch: ``data_ptr()``, ``shape``, ``stride()``; CuPy:
+``data.ptr``; ``DeviceArray``: fields), checks exactly what the plan says (type, dtype object,
+rank, sizes, size classes, contiguity, device), computes the kernels' scalar parameters, grids
+and workspace sizes inline, allocates results with the input's library and launches each kernel
+with its prepacked parameter buffer.  Anything else -- another array type, a failed check, a
+launch error -- answers ``NotImplemented``, and the call takes the normal path, which keeps every
+error message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from kdsl import dtypes as dt
+from kdsl.ir import nodes as n
+from kdsl.runtime.dispatch import py_expr
+
+from . import driver, interop
+from .launch import _MAX_GRID, bf16_bits
+from .memory import Allocation, DeviceArray
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Unsupported(Exception):
+    """This plan gets no fast launcher."""
+
+
+def _kind_of(kind) -> str:
+    if kind is DeviceArray:
+        return "kdsl"
+    torch = sys.modules.get("torch")
+    if torch is not None and kind is torch.Tensor:
+        return "torch"
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and kind is cupy.ndarray:
+        return "cupy"
+    raise Unsupported(f"no fast reader for {kind.__name__}")
+
+
+class _Gen:
+    def __init__(self, compiled, plan, ordinal):
+        self.c, self.plan, self.ordinal = compiled, plan, ordinal
+        self.lines, self.ns, self.k = [], {"NotImplemented": NotImplemented}, 0
+
+    def const(self, value, stem="_c") -> str:
+        name = f"{stem}{self.k}"
+        self.k += 1
+        self.ns[name] = value
+        return name
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " + line)
+
+    def read_array(self, var: str, spec, tag: str) -> str:
+        """Checks and reads of array ``var`` (names ``sh{tag}``, ``st{tag}``, ``p{tag}``);
+        returns the library kind."""
+        kind = _kind_of(spec.kind)
+        e = self.emit
+        e(f"if type({var}) is not {self.const(spec.kind, '_K')}: return NotImplemented")
+        if kind == "torch":
+            e(f"if {var}.dtype is not {self.const(spec.dtype, '_D')}: return NotImplemented")
+        else:
+            e(f"if {var}.dtype != {self.const(spec.dtype, '_D')}: return NotImplemented")
+        e(f"sh{tag} = {var}.shape")
+        e(f"if len(sh{tag}) != {len(spec.dims)}: return NotImplemented")
+        for d, want in enumerate(spec.dims):
+            if want is None:
+                e(f"if sh{tag}[{d}] == 1: return NotImplemented")
+            else:
+                e(f"if sh{tag}[{d}] != {int(want)}: return NotImplemented")
+        if spec.classes:
+            for d, cls in enumerate(spec.classes):
+                if cls is not None:
+                    e(f"if sh{tag}[{d}].bit_length() != {cls}: return NotImplemented")
+        if kind == "torch":
+            e(f"if {var}.get_device() != {self.ordinal}: return NotImplemented")
+            if spec.contiguous:
+                e(f"if not {var}.is_contiguous(): return NotImplemented")
+            e(f"st{tag} = {var}.stride()")              # elements
+            e(f"p{tag} = {var}.data_ptr()")
+        elif kind == "cupy":
+            e(f"if {var}.data.device_id != {self.ordinal}: return NotImplemented")
+            if spec.contiguous:
+                e(f"if not {var}.flags.c_contiguous: return NotImplemented")
+            e(f"st{tag} = {var}.strides")              # bytes
+            e(f"p{tag} = {var}.data.ptr")
+        else:
+            e(f"if {var}.device != {self.ordinal}: return NotImplemented")
+            if spec.contiguous:
+                e(f"if not {var}.is_c_contiguous: return NotImplemented")
+            e(f"st{tag} = {var}.strides")
+            e(f"p{tag} = {var}.ptr")
+        return kind
+
+    def source(self) -> str:
+        c, plan, e = self.c, self.plan, self.emit
+        func = c.func
+        if len(func.inputs) != len(plan.inputs) or len(func.outputs) != len(plan.outputs):
+            raise Unsupported("the kernel's buffers do not match the plan")
+        params = [f"a{i}" for i in range(plan.nargs)] + (["out"] if plan.out_mode else [])
+        kinds, first = {}, None
+        for spec in plan.args:
+            if hasattr(spec, "pytype"):
+                e(f"if type(a{spec.pos}) is not {spec.pytype.__name__}: return NotImplemented")
+            else:
+                kinds[spec.pos] = self.read_array(f"a{spec.pos}", spec, str(spec.pos))
+                first = spec.pos if first is None else first
+        if first is None:
+            raise Unsupported("no device array")
+        lib = kinds[first]
+        names = {}
+        for var, src in plan.sources:
+            nm = f"v{len(names)}"
+            names[var] = nm
+            e(f"{nm} = a{src[1]}" if src[0] == "scalar" else f"{nm} = sh{src[1]}[{src[2]}]")
+        for pos, d, ex in plan.checks:
+            e(f"if sh{pos}[{d}] != {py_expr(ex, names)}: return NotImplemented")
+        for lhs, rhs in plan.constraints:
+            e(f"if {py_expr(lhs, names)} != {py_expr(rhs, names)}: return NotImplemented")
+        # the stream: the library's current one (kdsl's arrays: the first one's)
+        stream_line = {"torch": f"stream = _raw_stream({self.ordinal})",
+                       "cupy": "stream = _cupy_stream().ptr",
+                       "kdsl": f"stream = a{first}.stream"}[lib]
+        if lib == "torch":
+            import torch
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            self.ns["_raw_stream"] = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
+        elif lib == "cupy":
+            self.ns["_cupy_stream"] = sys.modules["cupy"].cuda.get_current_stream
+        e(stream_line)
+        # outputs
+        bufs = [(f"p{p}", f"sh{p}", f"st{p}", kinds[p]) for p in plan.inputs]
+        if plan.out_mode is not None:
+            outs = ["out"] if plan.out_mode == "one" else [f"out[{j}]" for j in range(len(plan.outputs))]
+            if plan.out_mode == "tuple":
+                e(f"if type(out) is not tuple or len(out) != {len(outs)}: return NotImplemented")
+            for j, (src, spec, (_, shape)) in enumerate(zip(outs, plan.out_args, plan.outputs)):
+                e(f"o{j} = {src}")
+                kinds[f"o{j}"] = self.read_array(f"o{j}", spec, f"o{j}")
+                for d, ex in enumerate(shape):
+                    e(f"if sho{j}[{d}] != {py_expr(ex, names)}: return NotImplemented")
+                bufs.append((f"po{j}", f"sho{j}", f"sto{j}", kinds[f"o{j}"]))
+            self.overlap_checks(plan, kinds)
+        else:
+            like = f"a{first}"
+            for j, (npdt, shape) in enumerate(plan.outputs):
+                shp = "(" + "".join(py_expr(ex, names) + ", " for ex in shape) + ")"
+                kd = dt.as_dtype(func.outputs[j].dtype)
+                if lib == "torch":
+                    tdt = self.const(interop._torch_dtypes()[kd], "_TD")
+                    e(f"o{j} = _torch_empty({shp}, dtype={tdt}, device={self.ordinal})")
+                    self.ns["_torch_empty"] = sys.modules["torch"].empty
+                    e(f"po{j} = o{j}.data_ptr()")
+                    e(f"sto{j} = o{j}.stride()")
+                elif lib == "cupy":
+                    e(f"o{j} = _empty_like({shp}, {self.const(kd)}, {like})")
+                    self.ns["_empty_like"] = interop._LIBS["cupy"].empty
+                    e(f"po{j} = o{j}.data.ptr")
+                    e(f"sto{j} = o{j}.strides")
+                else:
+                    e(f"o{j} = _DA({shp}, {self.const(kd)}, device={self.ordinal}, stream=stream)")
+                    self.ns["_DA"] = DeviceArray
+                    e(f"po{j} = o{j}.ptr")
+                    e(f"sto{j} = o{j}.strides")
+                e(f"sho{j} = {shp}")
+                bufs.append((f"po{j}", f"sho{j}", f"sto{j}", lib))
+        self.scalars_and_launch(bufs, names)
+        if plan.out_mode is not None:
+            e("return out")
+        else:
+            outs = [f"o{j}" for j in range(len(plan.outputs))]
+            e(f"return {outs[0]}" if len(outs) == 1 else f"return ({', '.join(outs)},)")
+        return f"def fast({', '.join(params)}):\n" + "\n".join(self.lines) + "\n"
+
+    def overlap_checks(self, plan, kinds) -> None:
+        """out= arrays must not share memory with inputs (the kernels assume so): decline
+        (the normal path handles it) when their byte ranges meet."""
+        self.ns["_span"] = _span
+        e = self.emit
+        for j in range(len(plan.outputs)):
+            isz = self.c.func.outputs[j].dtype.itemsize
+            e(f"lo{j}, hi{j} = _span(po{j}, sho{j}, sto{j}, {isz}, {kinds[f'o{j}'] == 'torch'})")
+            for p in plan.inputs:
+                iszi = self.c.func.buffers[plan.inputs.index(p)].dtype.itemsize
+                e(f"li, hi_ = _span(p{p}, sh{p}, st{p}, {iszi}, {kinds[p] == 'torch'})")
+                e(f"if li < hi{j} and lo{j} < hi_: return NotImplemented")
+
+    def scalars_and_launch(self, bufs, names) -> None:
+        c, e, func = self.c, self.emit, self.c.func
+        snames = {}
+        for j, (v, b) in enumerate(zip(func.scalars, func.bindings)):
+            nm = f"s{j}"
+            snames[v] = nm
+            if b.kind is n.BindingKind.SHAPE:
+                e(f"{nm} = {bufs[b.index][1]}[{b.dim}]")
+            elif b.kind is n.BindingKind.STRIDE:
+                p, sh, st, kind = bufs[b.index]
+                if kind == "torch":
+                    e(f"{nm} = {st}[{b.dim}]")
+                else:
+                    isz = func.buffers[b.index].dtype.itemsize
+                    e(f"{nm}, r_ = divmod({st}[{b.dim}], {isz})")
+                    e("if r_: return NotImplemented")
+            elif b.kind is n.BindingKind.SCALAR:
+                src = f"a{self.plan.scalars[b.index]}"
+                e(f"{nm} = {'_bf16(' + src + ')' if v.dtype is dt.bfloat16 else src}")
+                self.ns["_bf16"] = bf16_bits
+            else:
+                raise Unsupported(f"binding {b.kind}")
+        ptrs = [b[0] for b in bufs]
+        for w, wbuf in enumerate(func.workspaces):
+            count = " * ".join(f"max(int({py_expr(x, snames)}), 0)" for x in wbuf.shape) or "1"
+            e(f"w{w} = _Alloc(({count}) * {wbuf.dtype.itemsize}, {self.ordinal}, stream)")
+            ptrs.append(f"w{w}.ptr")
+        self.ns.update(_Alloc=Allocation, _lock=c._lock, _launch=driver.lib().cuLaunchKernel)
+        fns = c.functions(self.ordinal)
+        e("with _lock:")
+        for k, (plan, fn) in enumerate(zip(c.plans, fns)):
+            g = [py_expr(x, snames) for x in plan.grid] + ["1"] * (3 - len(plan.grid))
+            for ax, (gx, lim) in enumerate(zip(g, _MAX_GRID)):
+                e(f"    g{k}{ax} = {gx}")
+                e(f"    if g{k}{ax} > {lim}: return NotImplemented")
+            args = []
+            for kind, i in plan.slots:
+                args.append(ptrs[i] if kind == "buf" else
+                            (f"_bf16(s{i})" if func.scalars[i].dtype is dt.bfloat16 else f"s{i}"))
+            self.ns[f"_pack{k}"] = plan.pack_into
+            self.ns[f"_buf{k}"] = plan.buffer
+            self.ns[f"_par{k}"] = plan.params
+            self.ns[f"_fn{k}"] = fn
+            e(f"    if g{k}0 > 0 and g{k}1 > 0 and g{k}2 > 0:")
+            e(f"        _pack{k}(_buf{k}, 0{''.join(', ' + a for a in args)})")
+            bx, by, bz = plan.block
+            e(f"        if _launch(_fn{k}, g{k}0, g{k}1, g{k}2, {bx}, {by}, {bz}, 0, stream, "
+              f"_par{k}, None): return NotImplemented")
+
+
+def _span(p: int, shape, strides, itemsize: int, elements: bool) -> tuple:
+    """The byte range [lo, hi) an array's elements occupy (strides in elements or bytes)."""
+    lo = hi = p
+    for s, st in zip(shape, strides):
+        if s == 0:
+            return p, p
+        step = st * itemsize if elements else st
+        if step < 0:
+            lo += (s - 1) * step
+        else:
+            hi += (s - 1) * step
+    return lo, hi + itemsize
+
+
+def build(compiled, plan):
+    """The fast launcher of ``plan`` for ``compiled`` (a CudaCompiled), or None."""
+    first = next((a for a in plan.args if not hasattr(a, "pytype")), None)
+    if first is None or compiled._last_device is None:
+        return None
+    try:
+        g = _Gen(compiled, plan, compiled._last_device)
+        src = g.source()
+    except Unsupported:
+        return None
+    code = compile(src, os.path.join(_HERE, f"<cuda fast launcher {compiled.func.name}>"), "exec")
+    exec(code, g.ns)
+    fn = g.ns["fast"]
+    fn.__kdsl_source__ = src
+    fn.__kdsl_device__ = True
+    return fn
+
