@@ -628,10 +628,10 @@ def run_cold(quick) -> dict:
             res["error"] = f"wrong result: max error {res['err']:.3g} of the largest value"
         return res
 
-    row = {"key": "cold", "workload": f"cold compile, row sum {_shape_text(COLD_SHAPE)} "
-           "(trace -> cubin -> first result)", "kdsl_s": None, "kdsl_error": None,
-           "pct_copy": None, "bw_target": None, "notes": [], "limit_s": 0.150,
-           "limit_label": "limit", "unit": "host",
+    title = f"cold compile, row sum {_shape_text(COLD_SHAPE)}, 1st result"
+    row = {"key": "cold", "workload": title,
+           "kdsl_s": None, "kdsl_error": None, "pct_copy": None, "bw_target": None, "notes": [],
+           "limit_s": 0.150, "limit_label": "limit", "unit": "host",
            "peers": {"triton first call": {"s": None, "error": None, "target": 1.0,
                                            "ratio": None, "met": None}}}
     if not quick:
@@ -685,15 +685,15 @@ def _fmt_s(t) -> str:
     if t >= 1.0:
         return f"{t:.3f} s"
     if t >= 1e-3:
-        return f"{t * 1e3:.3f} ms"
-    return f"{t * 1e6:.2f} us"
+        return f"{t * 1e3:.{3 if t < 1e-2 else 1}f} ms"
+    return f"{t * 1e6:.{2 if t < 1e-5 else 1}f} us"
 
 
 def _met(m) -> str:
     return {True: "yes", False: "NO", None: "n/a"}[m]
 
 
-HEADER = (f"{'workload':<50} {'kdsl':>10}  {'peer':<21} {'peer':>10} {'ratio':>7} {'%copy':>6}"
+HEADER = (f"{'workload':<46} {'kdsl':>10}  {'peer':<21} {'peer':>10} {'ratio':>7} {'%copy':>6}"
           f"  {'target':<11} met?")
 
 
@@ -715,8 +715,8 @@ def format_row(row) -> list:
     pct = f"{row['pct_copy']:.1%}" if row.get("pct_copy") is not None else ""
     lines = []
     for i, (name, pt, ratio, tgt, met) in enumerate(cells or [("", "", "", "", "")]):
-        head = (row["workload"][:50], kt, pct) if i == 0 else ("", "", "")
-        lines.append(f"{head[0]:<50} {head[1]:>10}  {name[:21]:<21} {pt:>10} {ratio:>7} "
+        head = (row["workload"][:46], kt, pct) if i == 0 else ("", "", "")
+        lines.append(f"{head[0]:<46} {head[1]:>10}  {name[:21]:<21} {pt:>10} {ratio:>7} "
                      f"{head[2]:>6}  {tgt:<11} {met}".rstrip())
     if row["kdsl_error"]:
         lines.append(f"    ! kdsl: {row['kdsl_error']}")
@@ -740,7 +740,8 @@ def summary(results) -> list:
                 if p["met"]:
                     met += 1
                 else:
-                    (missed if p["met"] is False else unjudged).append(f"{row['workload']} vs {name}")
+                    which = missed if p["met"] is False else unjudged
+                    which.append(f"{row['workload']} vs {name}")
         for flag, label in (("bw_met", "copy bandwidth"), ("limit_met", "limit")):
             if flag in row and not (flag == "limit_met" and row["limit_label"] == "stretch"):
                 if row[flag]:
@@ -773,10 +774,10 @@ def _check_cases():
 
 
 def _lowering_summary(f) -> str:
-    ks = f.kernels
-    parts = [f"{len(ks)} kernel(s)"] + [
-        f"{k.name} grid=({', '.join(str(g) for g in k.launch.grid)}) block={tuple(k.launch.block)}"
-        for k in ks]
+    """Its device kernels with their launches, as the printed lowering shows them."""
+    heads = [ln.strip().removeprefix("kernel ").rstrip(":") for ln in str(f).splitlines()
+             if "<<<" in ln]
+    parts = [f"{len(f.kernels)} kernel(s)"] + heads
     if f.workspaces:
         parts.append(f"{len(f.workspaces)} workspace(s)")
     return "; ".join(parts)
@@ -869,6 +870,10 @@ def _versions() -> dict:
     try:
         import kdsl_cuda
         out["kdsl_cuda"] = kdsl_cuda.__version__
+    except Exception:
+        pass
+    try:   # whether cupy.sum goes through CUB (CUPY_ACCELERATORS)
+        out["cupy_accelerators"] = [str(a) for a in cp._core.get_routine_accelerators()]
     except Exception:
         pass
     return out

@@ -84,6 +84,9 @@ torch.cuda.synchronize()
 try:
     if MODE == "kdsl":
         import kdsl as kd
+        if "cuda" not in kd.backends():     # this checkout's, when not pip-installed
+            import kdsl_cuda
+            kd.register_backend("cuda", kdsl_cuda.backend)
 
         @kd.kernel
         def warm_add(p, q):
