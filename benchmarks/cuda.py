@@ -54,16 +54,20 @@ import numpy as np  # noqa: E402
 import kdsl as kd  # noqa: E402
 
 
-def _load_peers():
-    spec = importlib.util.spec_from_file_location("kdsl_bench_cuda_peers",
-                                                  os.path.join(HERE, "cuda_peers.py"))
+def _load(name):
+    """benchmarks/cuda_<name>.py, loaded from its path (this folder is not on sys.path)."""
+    spec = importlib.util.spec_from_file_location(f"kdsl_bench_cuda_{name}",
+                                                  os.path.join(HERE, f"cuda_{name}.py"))
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod   # Triton's jit looks its functions' module up
+    sys.modules[spec.name] = mod   # Triton's jit and dataclasses look the module up
     spec.loader.exec_module(mod)
     return mod
 
 
-peers_mod = _load_peers()
+peers_mod, M, R = _load("peers"), _load("measure"), _load("report")
+sync, safe_sync, first_line, compare = M.sync, M.safe_sync, M.first_line, M.compare
+gpu_ms, per_call_s, nbytes, shape_text = M.gpu_ms, M.per_call_s, M.nbytes, M.shape_text
+judge, print_row, HEADER = R.judge, R.print_row, R.HEADER
 
 try:
     import torch
@@ -75,8 +79,6 @@ try:
 except Exception:   # not installed, or no usable CUDA for it: the CuPy rows say so
     cp = None
 triton = peers_mod.triton
-
-DEV = "cuda"
 
 
 # ----------------------------------------------------------------- kdsl kernels (default schedules)
@@ -155,10 +157,6 @@ class Workload:
     bw_target: float | None = None                 # minimum fraction of copy bandwidth
     exact: bool = False        # integer results: must be equal
     tiny: tuple = (5, 67)      # --check's SIMT size
-
-
-def _f64(x):
-    return x.double()
 
 
 def _np_softmax(X):
@@ -288,112 +286,6 @@ WORKLOADS = [
 KEYS = [w.key for w in WORKLOADS] + ["overhead", "cold"]
 
 
-# ----------------------------------------------------------------- measuring
-REPS, BATCH_MS = 7, 20.0     # batches per median, milliseconds per batch (--quick: fewer)
-
-
-def sync():
-    torch.cuda.synchronize()
-
-
-def safe_sync():
-    """Synchronize after a failure; a sticky CUDA error shows in the next row instead."""
-    try:
-        sync()
-    except Exception:
-        pass
-
-
-def first_line(e: BaseException) -> str:
-    msg = (str(e).strip().splitlines() or [""])[0]
-    return f"{type(e).__name__}: {msg}"[:300]
-
-
-def gpu_ms(fn):
-    """Median milliseconds of one ``fn()``, and the per-batch values: CUDA events on the
-    current stream around batches of calls (enough calls per batch that launch gaps vanish)."""
-    sync()
-    fn()
-    sync()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    e.synchronize()
-    est = max(s.elapsed_time(e), 1e-3)
-    inner = max(1, min(200, int(BATCH_MS / est)))
-    reps = REPS if est * inner * REPS < 3000 else 3     # a very slow kernel: fewer batches
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(reps)]
-    for a, b in events:
-        a.record()
-        for _ in range(inner):
-            fn()
-        b.record()
-    sync()
-    per = [a.elapsed_time(b) / inner for a, b in events]
-    return statistics.median(per), per
-
-
-def per_call_s(fn, quick):
-    """Host seconds per call: median over batches of the mean; the queue drains (untimed)
-    between batches, so the GPU never holds the host back."""
-    batch, batches = (100, 10) if quick else (200, 30)
-    for _ in range(batch):
-        fn()
-    sync()
-    per = []
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        per.append((time.perf_counter() - t0) / batch)
-        sync()
-    return statistics.median(per)
-
-
-def compare(got, want, tol, exact):
-    """None when ``got`` matches ``want`` (a torch tensor); else what is wrong."""
-    if not torch.is_tensor(got):
-        got = torch.as_tensor(got, device=want.device)
-    if got.numel() == want.numel() == 1:
-        got, want = got.reshape(()), want.reshape(())
-    if tuple(got.shape) != tuple(want.shape):
-        return f"shape {tuple(got.shape)}, expected {tuple(want.shape)}"
-    if exact:
-        bad = int((got.to(want.device, want.dtype) != want).sum())
-        return None if bad == 0 else f"{bad} of {want.numel()} values differ"
-    g, w = got.to(want.device).double(), want.double()
-    scale = max(float(w.abs().max()), 1e-30)
-    err = float((g - w).abs().max()) / scale      # NaN (unwritten, poisoned) fails below
-    return None if err <= tol else f"max error {err:.3g} of the largest value (tolerance {tol:g})"
-
-
-def nbytes(t) -> int:
-    if torch.is_tensor(t):
-        return t.numel() * t.element_size()
-    return int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize
-
-
-def make_inputs(w: Workload, shape, gen):
-    """Fresh random inputs on the GPU (never zeros: they hide unwritten outputs)."""
-    out = []
-    for s, dist in w.inputs(shape):
-        if dist == "randn":
-            out.append(torch.randn(s, generator=gen, device=DEV))
-        elif dist == "weights":
-            out.append(torch.rand(s, generator=gen, device=DEV) - 0.5)
-        else:
-            out.append(torch.rand(s, generator=gen, device=DEV))
-    return out
-
-
-def _shape_text(shape) -> str:
-    if len(shape) == 1 and shape[0] & (shape[0] - 1) == 0:
-        return f"2^{shape[0].bit_length() - 1}"
-    return "x".join(map(str, shape))
-
-
 # ----------------------------------------------------------------- one workload
 def _out_check(w, args, got, want):
     """Run again into a NaN-poisoned (integers: -1) ``out=``: every element must be written.
@@ -470,11 +362,11 @@ def _run_peer(w, pname, factory, args, want, row, quick):
 
 def run_workload(w: Workload, quick, copy_bw, gen) -> dict:
     shape = w.quick if quick else w.shape
-    row = {"key": w.key, "workload": w.title.format(shape=_shape_text(shape)),
+    row = {"key": w.key, "workload": w.title.format(shape=shape_text(shape)),
            "shape": list(shape), "kdsl_s": None, "kdsl_error": None, "pct_copy": None,
            "bw_target": w.bw_target, "peers": {}, "notes": []}
     try:
-        args = make_inputs(w, shape, gen)
+        args = M.make_inputs(w, shape, gen)
         want = w.torch_oracle(*args)
         sync()
     except Exception as e:
@@ -488,21 +380,6 @@ def run_workload(w: Workload, quick, copy_bw, gen) -> dict:
     del args, want
     torch.cuda.empty_cache()
     return row
-
-
-def copy_bandwidth(quick) -> dict:
-    """Bytes read plus written per second of ``dst.copy_(src)`` (1 GiB; --quick 256 MiB)."""
-    n = 2 ** (26 if quick else 28)
-    src = torch.rand(n, device=DEV)
-    dst = torch.empty_like(src)
-    ms, per = gpu_ms(lambda: dst.copy_(src))
-    if not torch.equal(dst, src):
-        raise SystemExit("device-to-device copy: dst differs from src")
-    out = {"bytes": 2 * nbytes(src), "s": ms / 1e3, "batches_ms": per,
-           "bytes_per_s": 2 * nbytes(src) / (ms / 1e3)}
-    del src, dst
-    torch.cuda.empty_cache()
-    return out
 
 
 # ----------------------------------------------------------------- Python cost per launch
@@ -558,8 +435,8 @@ def _check_tiny(fn, c, want, into):
 
 
 def run_overhead(quick) -> list:
-    a = torch.rand(N_TINY, device=DEV)
-    b = torch.rand(N_TINY, device=DEV)
+    a = torch.rand(N_TINY, device=M.DEV)
+    b = torch.rand(N_TINY, device=M.DEV)
     c = torch.empty_like(a)
     want = (a + b).double()     # one float32 rounding: every peer must match it exactly
     rows = []
@@ -594,163 +471,6 @@ def run_overhead(quick) -> list:
                 safe_sync()
         rows.append(row)
     return rows
-
-
-# ----------------------------------------------------------------- cold compile
-COLD_SHAPE = (4096, 1024)
-
-
-def run_cold(quick) -> dict:
-    """First call of a fresh row-sum kernel, kdsl vs Triton, in fresh processes."""
-    reps = 1 if quick else 3
-    tmp = tempfile.mkdtemp(prefix="kdsl-bench-cold-")
-    script = os.path.join(tmp, "cold_child.py")
-    with open(script, "w") as f:
-        f.write(peers_mod.COLD_CHILD)
-
-    def child(mode):
-        env = dict(os.environ, KDSL_CACHE_DIR=tempfile.mkdtemp(dir=tmp),
-                   TRITON_CACHE_DIR=tempfile.mkdtemp(dir=tmp),
-                   PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [
-                       os.environ.get("PYTHONPATH")] if p]))
-        env.pop("KDSL_CACHE", None)     # the disk cache on (and empty), as users have it
-        try:
-            r = subprocess.run([sys.executable, script, ROOT, mode, *map(str, COLD_SHAPE)],
-                               capture_output=True, text=True, env=env, cwd=tmp, timeout=300)
-        except subprocess.TimeoutExpired:
-            return {"error": "child process ran past 300 s"}
-        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-        if not lines:
-            tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
-            return {"error": f"child process exited {r.returncode}: {tail}"[:300]}
-        res = json.loads(lines[-1])
-        if "error" not in res and not res["err"] <= 1e-4:
-            res["error"] = f"wrong result: max error {res['err']:.3g} of the largest value"
-        return res
-
-    title = f"cold compile, row sum {_shape_text(COLD_SHAPE)}, 1st result"
-    row = {"key": "cold", "workload": title,
-           "kdsl_s": None, "kdsl_error": None, "pct_copy": None, "bw_target": None, "notes": [],
-           "limit_s": 0.150, "limit_label": "limit", "unit": "host",
-           "peers": {"triton first call": {"s": None, "error": None, "target": 1.0,
-                                           "ratio": None, "met": None}}}
-    if not quick:
-        child("kdsl")   # untimed: writes kdsl's own .pyc files (installed packages have theirs)
-    runs = {"kdsl": [], "triton": []}
-    for _ in range(reps):
-        for mode in runs:     # interleaved: a burst of load elsewhere hits both
-            runs[mode].append(child(mode))
-    for mode, res in runs.items():
-        errs = [r["error"] for r in res if "error" in r]
-        t = statistics.median([r["first_s"] for r in res]) if not errs else None
-        if mode == "kdsl":
-            row["kdsl_s"], row["kdsl_error"], row["kdsl_runs_s"] = t, (errs or [None])[0], \
-                [r.get("first_s") for r in res]
-        else:
-            p = row["peers"]["triton first call"]
-            p["s"], p["error"], p["runs_s"] = t, (errs or [None])[0], \
-                [r.get("first_s") for r in res]
-    import shutil
-    shutil.rmtree(tmp, ignore_errors=True)
-    return row
-
-
-# ----------------------------------------------------------------- judging and the table
-def judge(row) -> dict:
-    """Ratios (peer / kdsl) and whether each target is met (None: cannot be judged)."""
-    k = row["kdsl_s"]
-    checks = []
-    for p in row["peers"].values():
-        if k and p["s"]:
-            p["ratio"] = p["s"] / k
-        if p["target"] is not None:
-            p["met"] = False if k is None else (None if p["s"] is None
-                                                else p["ratio"] >= p["target"])
-            checks.append(p["met"])
-    if row.get("bw_target") is not None:
-        row["bw_met"] = row["pct_copy"] is not None and row["pct_copy"] >= row["bw_target"]
-        checks.append(row["bw_met"])
-    if "limit_s" in row:
-        row["limit_met"] = k is not None and k <= row["limit_s"]
-        if row["limit_label"] != "stretch":
-            checks.append(row["limit_met"])
-    row["met"] = (False if False in checks else None if None in checks else True) \
-        if checks else None
-    return row
-
-
-def _fmt_s(t) -> str:
-    if t is None:
-        return "-"
-    if t >= 1.0:
-        return f"{t:.3f} s"
-    if t >= 1e-3:
-        return f"{t * 1e3:.{3 if t < 1e-2 else 1}f} ms"
-    return f"{t * 1e6:.{2 if t < 1e-5 else 1}f} us"
-
-
-def _met(m) -> str:
-    return {True: "yes", False: "NO", None: "n/a"}[m]
-
-
-HEADER = (f"{'workload':<46} {'kdsl':>10}  {'peer':<21} {'peer':>10} {'ratio':>7} {'%copy':>6}"
-          f"  {'target':<11} met?")
-
-
-def format_row(row) -> list:
-    cells = []
-    for name, p in row["peers"].items():
-        pt = "FAIL" if p["error"] and p["s"] is None else _fmt_s(p["s"])
-        ratio = f"{p['ratio']:.2f}x" if p.get("ratio") else "-"
-        tgt = f">={p['target']:.2f}x" if p["target"] is not None else ""
-        cells.append((name + (f" [{p['variant']}]" if p.get("variant") else ""), pt, ratio, tgt,
-                      _met(p["met"]) if p["target"] is not None else ""))
-    if row.get("bw_target") is not None:
-        cells.append(("copy bandwidth", "", "", f">={row['bw_target']:.0%} copy",
-                      _met(row["bw_met"])))
-    if "limit_s" in row:
-        cells.append((row["limit_label"], "", "", f"<={_fmt_s(row['limit_s'])}",
-                      _met(row["limit_met"])))
-    kt = "FAIL" if row["kdsl_error"] else _fmt_s(row["kdsl_s"])
-    pct = f"{row['pct_copy']:.1%}" if row.get("pct_copy") is not None else ""
-    lines = []
-    for i, (name, pt, ratio, tgt, met) in enumerate(cells or [("", "", "", "", "")]):
-        head = (row["workload"][:46], kt, pct) if i == 0 else ("", "", "")
-        lines.append(f"{head[0]:<46} {head[1]:>10}  {name[:21]:<21} {pt:>10} {ratio:>7} "
-                     f"{head[2]:>6}  {tgt:<11} {met}".rstrip())
-    if row["kdsl_error"]:
-        lines.append(f"    ! kdsl: {row['kdsl_error']}")
-    for name, p in row["peers"].items():
-        if p["error"]:
-            lines.append(f"    ! {name}: {p['error']}")
-    for note in row.get("notes", ()):
-        lines.append(f"    . {note}")
-    return lines
-
-
-def print_row(row):
-    print("\n".join(format_row(row)), flush=True)
-
-
-def summary(results) -> list:
-    missed, unjudged, met = [], [], 0
-    for row in results:
-        for name, p in row["peers"].items():
-            if p["target"] is not None:
-                if p["met"]:
-                    met += 1
-                else:
-                    which = missed if p["met"] is False else unjudged
-                    which.append(f"{row['workload']} vs {name}")
-        for flag, label in (("bw_met", "copy bandwidth"), ("limit_met", "limit")):
-            if flag in row and not (flag == "limit_met" and row["limit_label"] == "stretch"):
-                if row[flag]:
-                    met += 1
-                else:
-                    missed.append(f"{row['workload']}: {label}")
-    out = [f"# targets: {met} met, {len(missed)} missed, {len(unjudged)} not judged"]
-    out += [f"#   missed: {m}" for m in missed] + [f"#   not judged: {u}" for u in unjudged]
-    return out
 
 
 # ----------------------------------------------------------------- --check (no GPU needed)
@@ -907,21 +627,20 @@ def main(argv=None) -> int:
         return check_mode(only, simt=not args.no_simt)
     require_gpu()
 
-    global REPS, BATCH_MS
     if args.quick:
-        REPS, BATCH_MS = 3, 2.0
+        M.REPS, M.BATCH_MS = 3, 2.0
     t_start = time.perf_counter()
     torch.backends.cudnn.benchmark = True       # cuDNN picks its fastest conv algorithm
     torch.backends.cudnn.allow_tf32 = False     # float32 as kdsl computes it, not TF32
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     seed = int(time.time_ns() % (2 ** 31))
-    gen = torch.Generator(device=DEV).manual_seed(seed)
-    copy = copy_bandwidth(args.quick)
+    gen = torch.Generator(device=M.DEV).manual_seed(seed)
+    copy = M.copy_bandwidth(args.quick)
     print(f"# kdsl cuda benchmark on {props.name} ({props.multi_processor_count} SMs, "
           f"{props.total_memory / 2 ** 30:.0f} GiB), {platform.node()}; "
           + ", ".join(f"{k} {v}" for k, v in _versions().items() if v) + "")
     print(f"# device-to-device copy: {copy['bytes_per_s'] / 1e12:.2f} TB/s "
-          f"({copy['bytes'] / 2 ** 30:.1f} GiB in {_fmt_s(copy['s'])}); ratio = peer time / "
+          f"({copy['bytes'] / 2 ** 30:.1f} GiB in {R.fmt_s(copy['s'])}); ratio = peer time / "
           f"kdsl time (> 1: kdsl faster); seed {seed}{'; --quick' if args.quick else ''}",
           flush=True)
     print(HEADER, flush=True)
@@ -935,18 +654,18 @@ def main(argv=None) -> int:
             results.append(judge(row))
             print_row(row)
     if not only or "cold" in only:
-        results.append(judge(run_cold(args.quick)))
+        results.append(judge(M.run_cold(args.quick, ROOT, peers_mod.COLD_CHILD)))
         print_row(results[-1])
     elapsed = time.perf_counter() - t_start
     # the whole table again at the end, where a truncated log still shows it
     print(f"\n# summary ({elapsed:.0f} s)\n{HEADER}")
     for row in results:
         print_row(row)
-    for line in summary(results):
+    for line in R.summary(results):
         print(line)
     meta = {"gpu": props.name, "sms": props.multi_processor_count,
             "memory_bytes": props.total_memory, "host": platform.node(), "seed": seed,
-            "quick": args.quick, "reps": REPS, "batch_ms": BATCH_MS, "elapsed_s": elapsed,
+            "quick": args.quick, "reps": M.REPS, "batch_ms": M.BATCH_MS, "elapsed_s": elapsed,
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "versions": _versions(), "copy": copy}
     path = _json_path(args.json, props.name)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
