@@ -361,6 +361,7 @@ def _run_peer(w, pname, factory, args, want, row, quick):
 
 
 def run_workload(w: Workload, quick, copy_bw, gen) -> dict:
+    """Inputs, oracle, kdsl checked then timed, each peer checked then timed: one row."""
     shape = w.quick if quick else w.shape
     row = {"key": w.key, "workload": w.title.format(shape=shape_text(shape)),
            "shape": list(shape), "kdsl_s": None, "kdsl_error": None, "pct_copy": None,
@@ -435,6 +436,7 @@ def _check_tiny(fn, c, want, into):
 
 
 def run_overhead(quick) -> list:
+    """Host cost per call of a cached add on 8 floats, into ``out=`` and allocating."""
     a = torch.rand(N_TINY, device=M.DEV)
     b = torch.rand(N_TINY, device=M.DEV)
     c = torch.empty_like(a)
@@ -609,6 +611,7 @@ def _json_path(arg, gpu_name) -> str:
 
 
 def main(argv=None) -> int:
+    """Parse the options; ``--check`` or the GPU run; print the table, write the JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
                     help="small sizes, no torch.compile: a smoke run of the harness (< 60 s)")

@@ -27,6 +27,7 @@ REPS, BATCH_MS = 7, 20.0     # batches per median, milliseconds per batch (--qui
 
 
 def sync():
+    """Wait for all work on the device (every stream, every library)."""
     torch.cuda.synchronize()
 
 
@@ -39,6 +40,7 @@ def safe_sync():
 
 
 def first_line(e: BaseException) -> str:
+    """An exception as its type and first line (a FAIL row's text)."""
     msg = (str(e).strip().splitlines() or [""])[0]
     return f"{type(e).__name__}: {msg}"[:300]
 
@@ -104,6 +106,7 @@ def compare(got, want, tol, exact):
 
 
 def nbytes(t) -> int:
+    """Bytes of a torch tensor or of any array with shape and dtype."""
     if torch.is_tensor(t):
         return t.numel() * t.element_size()
     return int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize
@@ -123,6 +126,7 @@ def make_inputs(w, shape, gen):
 
 
 def shape_text(shape) -> str:
+    """``16384x16384``, or ``2^28`` for a power-of-two vector."""
     if len(shape) == 1 and shape[0] & (shape[0] - 1) == 0:
         return f"2^{shape[0].bit_length() - 1}"
     return "x".join(map(str, shape))

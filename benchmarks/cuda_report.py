@@ -27,6 +27,7 @@ def judge(row) -> dict:
 
 
 def fmt_s(t) -> str:
+    """Seconds in the unit that suits them (us, ms, s); ``-`` for None."""
     if t is None:
         return "-"
     if t >= 1.0:
@@ -45,6 +46,7 @@ HEADER = (f"{'workload':<46} {'kdsl':>10}  {'peer':<21} {'peer':>10} {'ratio':>7
 
 
 def format_row(row) -> list:
+    """The table lines of one row: one per peer and target, then errors and notes."""
     cells = []
     for name, p in row["peers"].items():
         pt = "FAIL" if p["error"] and p["s"] is None else fmt_s(p["s"])
@@ -76,10 +78,12 @@ def format_row(row) -> list:
 
 
 def print_row(row):
+    """Print ``format_row`` at once (rows stream as they finish)."""
     print("\n".join(format_row(row)), flush=True)
 
 
 def summary(results) -> list:
+    """Lines counting targets met, missed and not judged, naming the last two."""
     missed, unjudged, met = [], [], 0
     for row in results:
         for name, p in row["peers"].items():
