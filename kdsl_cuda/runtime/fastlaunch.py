@@ -77,20 +77,24 @@ class _Gen:
             for d, cls in enumerate(spec.classes):
                 if cls is not None:
                     e(f"if sh{tag}[{d}].bit_length() != {cls}: return NotImplemented")
+        several = driver.device_count() > 1    # one device: every array is on it
         if kind == "torch":
-            e(f"if {var}.get_device() != {self.ordinal}: return NotImplemented")
+            if several:
+                e(f"if {var}.get_device() != {self.ordinal}: return NotImplemented")
             if spec.contiguous:
                 e(f"if not {var}.is_contiguous(): return NotImplemented")
             e(f"st{tag} = {var}.stride()")              # elements
             e(f"p{tag} = {var}.data_ptr()")
         elif kind == "cupy":
-            e(f"if {var}.data.device_id != {self.ordinal}: return NotImplemented")
+            if several:
+                e(f"if {var}.data.device_id != {self.ordinal}: return NotImplemented")
             if spec.contiguous:
                 e(f"if not {var}.flags.c_contiguous: return NotImplemented")
             e(f"st{tag} = {var}.strides")              # bytes
             e(f"p{tag} = {var}.data.ptr")
         else:
-            e(f"if {var}.device != {self.ordinal}: return NotImplemented")
+            if several:
+                e(f"if {var}.device != {self.ordinal}: return NotImplemented")
             if spec.contiguous:
                 e(f"if not {var}.is_c_contiguous: return NotImplemented")
             e(f"st{tag} = {var}.strides")
@@ -182,12 +186,19 @@ class _Gen:
         (the normal path handles it) when their byte ranges meet."""
         self.ns["_span"] = _span
         e = self.emit
-        for j in range(len(plan.outputs)):
+
+        def span(p, sh, st, isz, spec, kind):
+            if spec.contiguous:    # [p, p + size * itemsize)
+                size = " * ".join(f"{sh}[{d}]" for d in range(len(spec.dims))) or "1"
+                return f"{p}, {p} + {size} * {isz}"
+            return f"_span({p}, {sh}, {st}, {isz}, {kind == 'torch'})"
+        specs = {a.pos: a for a in plan.args if not hasattr(a, "pytype")}
+        for j, ospec in enumerate(plan.out_args):
             isz = self.c.func.outputs[j].dtype.itemsize
-            e(f"lo{j}, hi{j} = _span(po{j}, sho{j}, sto{j}, {isz}, {kinds[f'o{j}'] == 'torch'})")
-            for p in plan.inputs:
-                iszi = self.c.func.buffers[plan.inputs.index(p)].dtype.itemsize
-                e(f"li, hi_ = _span(p{p}, sh{p}, st{p}, {iszi}, {kinds[p] == 'torch'})")
+            e(f"lo{j}, hi{j} = {span(f'po{j}', f'sho{j}', f'sto{j}', isz, ospec, kinds[f'o{j}'])}")
+            for k, p in enumerate(plan.inputs):
+                iszi = self.c.func.buffers[k].dtype.itemsize
+                e(f"li, hi_ = {span(f'p{p}', f'sh{p}', f'st{p}', iszi, specs[p], kinds[p])}")
                 e(f"if li < hi{j} and lo{j} < hi_: return NotImplemented")
 
     def scalars_and_launch(self, bufs, names) -> None:
@@ -223,8 +234,14 @@ class _Gen:
         for k, (plan, fn) in enumerate(zip(c.plans, fns)):
             g = [py_expr(x, snames) for x in plan.grid] + ["1"] * (3 - len(plan.grid))
             for ax, (gx, lim) in enumerate(zip(g, _MAX_GRID)):
+                if gx.isdigit():
+                    if not 0 < int(gx) <= lim:
+                        raise Unsupported(f"constant grid {gx}")
+                    continue
                 e(f"    g{k}{ax} = {gx}")
                 e(f"    if g{k}{ax} > {lim}: return NotImplemented")
+            g = [gx if gx.isdigit() else f"g{k}{ax}" for ax, gx in enumerate(g)]
+            positive = " and ".join(f"{x} > 0" for x in g if not x.isdigit()) or "True"
             args = []
             for kind, i in plan.slots:
                 args.append(ptrs[i] if kind == "buf" else
@@ -233,10 +250,10 @@ class _Gen:
             self.ns[f"_buf{k}"] = plan.buffer
             self.ns[f"_par{k}"] = plan.params
             self.ns[f"_fn{k}"] = fn
-            e(f"    if g{k}0 > 0 and g{k}1 > 0 and g{k}2 > 0:")
+            e(f"    if {positive}:")
             e(f"        _pack{k}(_buf{k}, 0{''.join(', ' + a for a in args)})")
             bx, by, bz = plan.block
-            e(f"        if _launch(_fn{k}, g{k}0, g{k}1, g{k}2, {bx}, {by}, {bz}, 0, stream, "
+            e(f"        if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, 0, stream, "
               f"_par{k}, None): return NotImplemented")
 
 

@@ -82,6 +82,8 @@ class DeviceArray:
             strides = c_strides(self.shape, itemsize)
         self.strides = tuple(int(s) for s in strides)
         self.device, self.stream = device, stream
+        from kdsl.runtime.arrays import is_c_contiguous
+        self.is_c_contiguous = is_c_contiguous(self.shape, self.strides, self.dtype.itemsize)
         if allocation is None and ptr is None:
             allocation = Allocation(self.nbytes_span(), device, stream)
         self._allocation = allocation
@@ -105,11 +107,6 @@ class DeviceArray:
         if self.size == 0:
             return 0
         return sum((s - 1) * abs(st) for s, st in zip(self.shape, self.strides)) + self.dtype.itemsize
-
-    @property
-    def is_c_contiguous(self) -> bool:
-        from kdsl.runtime.arrays import is_c_contiguous
-        return is_c_contiguous(self.shape, self.strides, self.dtype.itemsize)
 
     def __len__(self) -> int:
         if not self.shape:
