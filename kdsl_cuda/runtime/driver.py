@@ -109,7 +109,7 @@ class _Lib:
 
 
 _lib: _Lib | None = None
-_lib_lock = threading.Lock()
+_lib_lock = threading.RLock()   # device() builds a Device, which calls lib()
 _devices: dict = {}
 
 
