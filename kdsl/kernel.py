@@ -54,6 +54,9 @@ def _hint(target, fn, loc):
 
 def _overlaps(out, args) -> bool:
     """Does an ``out=`` array share memory with an argument or with another out array?"""
+    t = type(out)
+    if t is not np.ndarray and t is not tuple and not isinstance(out, np.ndarray):
+        return False     # a device array: its backend checks (the numpy rule below is host-only)
     outs = out if isinstance(out, tuple) else (out,)
     arrays = [a for a in args if isinstance(a, np.ndarray)]
     for k, o in enumerate(outs):

@@ -61,42 +61,34 @@ class _Gen:
         returns the library kind."""
         kind = _kind_of(spec.kind)
         e = self.emit
-        e(f"if type({var}) is not {self.const(spec.kind, '_K')}: return NotImplemented")
-        if kind == "torch":
-            e(f"if {var}.dtype is not {self.const(spec.dtype, '_D')}: return NotImplemented")
-        else:
-            e(f"if {var}.dtype != {self.const(spec.dtype, '_D')}: return NotImplemented")
-        e(f"sh{tag} = {var}.shape")
-        e(f"if len(sh{tag}) != {len(spec.dims)}: return NotImplemented")
-        for d, want in enumerate(spec.dims):
-            if want is None:
-                e(f"if sh{tag}[{d}] == 1: return NotImplemented")
-            else:
-                e(f"if sh{tag}[{d}] != {int(want)}: return NotImplemented")
-        if spec.classes:
-            for d, cls in enumerate(spec.classes):
-                if cls is not None:
-                    e(f"if sh{tag}[{d}].bit_length() != {cls}: return NotImplemented")
         several = driver.device_count() > 1    # one device: every array is on it
+        # few bytecodes per check: one `if` per group of conditions
+        same = "is not" if kind == "torch" else "!="
+        cond = [f"type({var}) is not {self.const(spec.kind, '_K')}",
+                f"{var}.dtype {same} {self.const(spec.dtype, '_D')}"]
+        if spec.contiguous:
+            cond.append({"torch": f"not {var}.is_contiguous()", "cupy": f"not {var}.flags.c_contiguous",
+                         "kdsl": f"not {var}.is_c_contiguous"}[kind])
+        if several:
+            cond.append({"torch": f"{var}.get_device() != {self.ordinal}",
+                         "cupy": f"{var}.data.device_id != {self.ordinal}",
+                         "kdsl": f"{var}.device != {self.ordinal}"}[kind])
+        e(f"if {' or '.join(cond)}: return NotImplemented")
+        e(f"sh{tag} = {var}.shape")
+        cond = [f"len(sh{tag}) != {len(spec.dims)}"]
+        for d, want in enumerate(spec.dims):
+            cond.append(f"sh{tag}[{d}] == 1" if want is None else f"sh{tag}[{d}] != {int(want)}")
+        for d, cls in enumerate(spec.classes or ()):
+            if cls is not None and spec.dims[d] is None:
+                cond.append(f"sh{tag}[{d}].bit_length() != {cls}")
+        e(f"if {' or '.join(cond)}: return NotImplemented")
         if kind == "torch":
-            if several:
-                e(f"if {var}.get_device() != {self.ordinal}: return NotImplemented")
-            if spec.contiguous:
-                e(f"if not {var}.is_contiguous(): return NotImplemented")
             e(f"st{tag} = {var}.stride()")              # elements
             e(f"p{tag} = {var}.data_ptr()")
         elif kind == "cupy":
-            if several:
-                e(f"if {var}.data.device_id != {self.ordinal}: return NotImplemented")
-            if spec.contiguous:
-                e(f"if not {var}.flags.c_contiguous: return NotImplemented")
             e(f"st{tag} = {var}.strides")              # bytes
             e(f"p{tag} = {var}.data.ptr")
         else:
-            if several:
-                e(f"if {var}.device != {self.ordinal}: return NotImplemented")
-            if spec.contiguous:
-                e(f"if not {var}.is_c_contiguous: return NotImplemented")
             e(f"st{tag} = {var}.strides")
             e(f"p{tag} = {var}.ptr")
         return kind
@@ -230,7 +222,7 @@ class _Gen:
             ptrs.append(f"w{w}.ptr")
         self.ns.update(_Alloc=Allocation, _lock=c._lock, _launch=driver.lib().cuLaunchKernel)
         fns = c.functions(self.ordinal)
-        e("with _lock:")
+        launches = []
         for k, (plan, fn) in enumerate(zip(c.plans, fns)):
             g = [py_expr(x, snames) for x in plan.grid] + ["1"] * (3 - len(plan.grid))
             for ax, (gx, lim) in enumerate(zip(g, _MAX_GRID)):
@@ -238,8 +230,8 @@ class _Gen:
                     if not 0 < int(gx) <= lim:
                         raise Unsupported(f"constant grid {gx}")
                     continue
-                e(f"    g{k}{ax} = {gx}")
-                e(f"    if g{k}{ax} > {lim}: return NotImplemented")
+                e(f"g{k}{ax} = {gx}")
+                e(f"if g{k}{ax} > {lim}: return NotImplemented")
             g = [gx if gx.isdigit() else f"g{k}{ax}" for ax, gx in enumerate(g)]
             positive = " and ".join(f"{x} > 0" for x in g if not x.isdigit()) or "True"
             args = []
@@ -250,11 +242,19 @@ class _Gen:
             self.ns[f"_buf{k}"] = plan.buffer
             self.ns[f"_par{k}"] = plan.params
             self.ns[f"_fn{k}"] = fn
-            e(f"    if {positive}:")
-            e(f"        _pack{k}(_buf{k}, 0{''.join(', ' + a for a in args)})")
             bx, by, bz = plan.block
-            e(f"        if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, 0, stream, "
-              f"_par{k}, None): return NotImplemented")
+            launches.append((positive, f"_pack{k}(_buf{k}, 0{''.join(', ' + a for a in args)})",
+                             f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, 0, "
+                             f"stream, _par{k}, None): return NotImplemented"))
+        e("with _lock:")
+        for positive, pack, launch in launches:
+            if positive == "True":
+                e(f"    {pack}")
+                e(f"    {launch}")
+            else:
+                e(f"    if {positive}:")
+                e(f"        {pack}")
+                e(f"        {launch}")
 
 
 def _span(p: int, shape, strides, itemsize: int, elements: bool) -> tuple:
