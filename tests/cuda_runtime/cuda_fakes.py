@@ -1,0 +1,61 @@
+"""A fake CUDA driver that records launches, and device arrays at fake addresses: the cuda
+launcher's host side tested without a GPU (the ``fake_driver`` fixture in conftest.py)."""
+import ctypes
+
+
+class FakeLib:
+    """The driver calls the launcher makes, recorded (params read back as int64 slots)."""
+
+    def __init__(self):
+        self.launches = []
+        self.fail_next = 0
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        if self.fail_next:
+            code, self.fail_next = self.fail_next, 0
+            return code
+        stream = getattr(stream, "value", stream) or 0
+        vals = [ctypes.c_int64.from_address(params[i]).value for i in range(len(params))]
+        self.launches.append(dict(fn=fn, grid=(gx, gy, gz), block=(bx, by, bz), stream=stream,
+                                  params=vals))
+        return 0
+
+    def check(self, code, what):
+        if code:
+            from kdsl_cuda.runtime.driver import CudaError
+            raise CudaError(f"{what} failed with {code}", code)
+
+    def cuModuleLoadData(self, mod, data):
+        assert bytes(data[:4]) == b"\x7fELF"
+        return 0
+
+    def cuModuleGetFunction(self, f, mod, name):
+        f._obj.value = 1000 + len(name)
+        return 0
+
+
+class FakeDevice:
+    arch = "sm_90"
+    pools = False
+    ordinal = 0
+
+
+class FakeAllocation:
+    """Device memory that is only an address (never dereferenced)."""
+
+    next_ptr = 1 << 40
+
+    def __init__(self, nbytes, device=0, stream=0):
+        self.ptr = FakeAllocation.next_ptr
+        self.nbytes = nbytes
+        FakeAllocation.next_ptr += max(int(nbytes), 1) + 256
+
+
+def device_array(shape, dtype, strides=None):
+    """A DeviceArray at a fake address (nothing is allocated)."""
+    import numpy as np
+    from kdsl_cuda.runtime.memory import DeviceArray
+    a = DeviceArray(shape, np.dtype(dtype), strides=strides, ptr=FakeAllocation.next_ptr)
+    FakeAllocation.next_ptr += max(a.nbytes_span(), 1) + 256
+    return a
+
