@@ -427,8 +427,9 @@ class Kernel:
             # graph.params: the arguments that are not compile-time constants (constants=,
             # and None values), in call order
             param_pos = tuple(i for i, p in enumerate(sig.params) if not isinstance(p, ConstSig))
+            like = next((p.kind for p in sig.params if hasattr(p, "kind")), None)
             launch = dispatch.build_launcher(self.__name__, graph, be, compiled, self.arg_names,
-                                             param_pos, mode)
+                                             param_pos, mode, like)
             if len(param_pos) == self._nargs:
                 launch.__kdsl_fast__ = fastpath.slot_for(compiled, graph, sig, args,
                                                          param_pos, self._nargs, mode, out)

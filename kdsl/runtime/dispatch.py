@@ -198,11 +198,14 @@ class _Fail:
                             hint="allocate out with the result's shape", loc=user_location())
 
 
-def build_launcher(kernel_name, graph, backend, compiled, arg_names, param_pos, out_mode):
+def build_launcher(kernel_name, graph, backend, compiled, arg_names, param_pos, out_mode,
+                   like_kind=None):
     """Generate the call path of one specialisation.
 
     ``param_pos[i]``: the argument position of ``graph.params[i]``; ``out_mode``:
-    None (allocate), "one" (out=array) or "tuple" (out=tuple of arrays).
+    None (allocate), "one" (out=array) or "tuple" (out=tuple of arrays).  ``like_kind``: the
+    type of the first array argument; a backend's optional ``result_wrapper(like_kind)`` may
+    give a function applied to each allocated result (the cuda backend: JAX arrays).
     """
     names, lines, ns = {}, [], {"_fdiv": _fdiv, "_fmod": _fmod, "_run": compiled,
                                 "_empty": backend.empty}
@@ -250,6 +253,11 @@ def build_launcher(kernel_name, graph, backend, compiled, arg_names, param_pos, 
     call = f"[{', '.join(inputs)}], [{', '.join(outs)}], [{', '.join(scalars)}]"
     lines.append(f"if stream is None: _run({call})")
     lines.append(f"else: _run({call}, stream=stream)")
+    wrapper = getattr(backend, "result_wrapper", None)
+    wrap = wrapper(like_kind) if wrapper is not None and like_kind is not None else None
+    if wrap is not None:
+        ns["_wrap"] = wrap
+        outs = [f"_wrap({o})" for o in outs]
     if out_mode is not None:
         lines.append("return out")
     else:
