@@ -3,8 +3,8 @@
 ``lower`` runs the core GPU table (``kdsl.passes.pipeline.PIPELINE``: device kernels with
 launches); ``source`` prints it as CUDA C++ (``kdsl_cuda.codegen``); ``build`` compiles that to
 a cubin with NVRTC (``kdsl_cuda.build``, no GPU needed).  Executing kernels (loading cubins,
-launching, device arrays) is not implemented yet: ``compile`` says so.  There are no default
-schedules yet either: a kernel needs an explicit ``@kernel.schedule("cuda")``.
+launching, device arrays) is not implemented yet: ``compile`` says so.  Kernels without a
+cuda schedule get the defaults of ``kdsl_cuda.schedules``.
 """
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ class CUDABackend:
 
     # ------------------------------------------------------------- protocol
     def schedule(self, sched, hints) -> None:
-        """No default schedules yet (issue 10 item 5): the user's cuda schedule is used as is,
-        and an unbound stage is the core's ScheduleError at lowering."""
-        from kdsl.schedule.hints import record_backend_hints
-        record_backend_hints(sched, hints)
+        """The default cuda schedules (``kdsl_cuda.schedules``: blocks and threads by stage
+        kind and size), adjusted by the user's declarative ``hints``."""
+        from .schedules import schedule
+        schedule(sched, hints)
 
     def lower(self, request: CompileRequest):
         """The GPU-form loop IR of ``request`` (the core GPU table)."""
