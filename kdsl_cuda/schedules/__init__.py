@@ -90,6 +90,10 @@ def attach_rows(sched, plans) -> dict:
         rplan = plans.get(root.name)
         if rplan is None or root.name in attach or not _chain_member(sched, root, rplan):
             continue
+        if not root.stage.is_reduction and len(root.stage.axes) < 2:
+            # one value per row (logsumexp's last step): nothing for a block's threads to
+            # share, and a store by every thread of the block races; separate kernels
+            continue
         if root.stage.axes[0].dom.extent is not h.stage.axes[0].dom.extent and \
                 str(root.stage.axes[0].dom.extent) != str(h.stage.axes[0].dom.extent):
             continue

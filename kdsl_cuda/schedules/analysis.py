@@ -10,7 +10,6 @@ from kdsl.graph import Input
 from kdsl.ir import nodes as n
 from kdsl.ir.evaluate import eval_expr
 from kdsl.ir.visitor import collect, uses_var
-from kdsl.schedule.plan import contiguous_axis
 from kdsl.schedule.records import AttachKind
 
 #: reductions whose constant reduce extents multiply to at most this are unrolled (stencils)
@@ -80,9 +79,18 @@ def _row_major(t) -> bool:
 
 
 def reduces_contiguously(stage) -> bool:
-    """The reads walk memory fastest along a reduction axis (a row reduction)."""
-    c = contiguous_axis(stage)
-    return c is not None and any(c is a for a in stage.reduce_axes)
+    """The streamed reads (those indexed by a reduction axis; a per-row statistic read at the
+    output's index is not streamed) walk memory fastest along a reduction axis: each votes
+    for the kind of axis its last index uses (a row reduction when reduce axes win)."""
+    red = [a.var for a in stage.reduce_axes]
+    votes = 0
+    for r in reads_of(stage):
+        if not r.indices or not _row_major(r.tensor):
+            continue
+        if not any(uses_var(e, v) for e in r.indices for v in red):
+            continue
+        votes += 1 if any(uses_var(r.indices[-1], v) for v in red) else -1
+    return votes > 0
 
 
 def trailing_reduce(stage) -> bool:

@@ -96,12 +96,6 @@ def row_block(sched, x, *, threads: int, vec: int):
     row over ``threads`` threads x ``vec`` contiguous elements.  Returns the row loop."""
     axes = list(x.stage.axes)
     row = axes[0]
-    if len(axes) == 1:
-        # one element per row: computed by thread 0 (a thread loop of extent 1, masked)
-        ro, ri = x.split(row, factor=1)
-        x.bind(ro, "blockIdx.x")
-        x.bind(ri, "threadIdx.x")
-        return ro
     w = _fuse(x, axes[1:])
     wv = None
     if vec > 1:
