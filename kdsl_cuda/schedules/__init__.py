@@ -162,6 +162,10 @@ def _chain_threads(sched, root: str, attach: dict) -> int:
     """Threads per block of a row-wise chain: from the row length (the root's second axis or
     the attached reductions' reduce axes), at the widest vector width of the chain."""
     members = [sched[root]] + [sched[p] for p, r in attach.items() if r == root]
+    for m in members:     # a threads hint on any stage of the chain sets the block
+        t = rules.threads_hint(sched, m)
+        if t is not None:
+            return t[0] * t[1]
     vec = max(rules.vector_width(m.stage, reads_only=m.stage.is_reduction) for m in members)
     best = None
     for m in members:

@@ -61,7 +61,7 @@ def vector_width(stage, reads_only: bool = False) -> int:
     return max(1, VECTOR_BYTES // max(1, max(sizes)))
 
 
-def _threads_hint(sched, h):
+def threads_hint(sched, h):
     t = sched.backend_hints.get(h.name, {}).get("threads")
     if t is None:
         return None
@@ -83,7 +83,7 @@ def _parts(plan, default):
 def elementwise(sched, h, plan) -> dict:
     st = h.stage
     vec = _vec(plan, vector_width(st))
-    t = _threads_hint(sched, h)
+    t = threads_hint(sched, h)
     threads = t[0] * t[1] if t else THREADS
     row_tile = None
     if len(st.axes) >= 2:
@@ -124,7 +124,7 @@ def row(sched, h, plan) -> dict:
         ty = plan.tile[names_sp[0]]
     if names_rd and names_rd[0] in plan.tile:
         tx = max(1, plan.tile[names_rd[0]] // vec)
-    t = _threads_hint(sched, h)
+    t = threads_hint(sched, h)
     if t is not None:
         tx, ty = t[0], (t[1] if st.axes else 1)
     parts = _parts(plan, parts)
@@ -149,7 +149,7 @@ def column(sched, h, plan) -> dict:
     names = spatial_names(st)
     if names[-1] in plan.tile:
         threads = max(1, plan.tile[names[-1]] // vec)
-    t = _threads_hint(sched, h)
+    t = threads_hint(sched, h)
     if t is not None:
         threads = t[0] * t[1]
     parts = _parts(plan, parts)
@@ -158,7 +158,7 @@ def column(sched, h, plan) -> dict:
 
 
 def per_output(sched, h, plan, window: bool) -> dict:
-    t = _threads_hint(sched, h) or (32, 8)
+    t = threads_hint(sched, h) or (32, 8)
     tiles = {k: v for k, v in plan.tile.items() if k in spatial_names(h.stage)}
     return dict(tx=t[0], ty=t[1], window=window or bool(plan.unroll_axes),
                 unroll=plan.unroll, tiles=tiles)
@@ -168,7 +168,7 @@ def matmul(sched, h, plan) -> dict:
     from . import gemm
     *_, i, j = spatial_names(h.stage)
     (k,) = reduce_names(h.stage)
-    t = _threads_hint(sched, h) or (gemm.TX, gemm.TY)
+    t = threads_hint(sched, h) or (gemm.TX, gemm.TY)
     hw = sched.backend_hints.get(h.name, {})
     return dict(bm=plan.tile.get(i, gemm.BM), bn=plan.tile.get(j, gemm.BN),
                 bk=plan.tile.get(k, gemm.BK), tx=t[0], ty=t[1],
