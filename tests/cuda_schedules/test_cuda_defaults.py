@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-import workloads as W
+import cuda_workloads as W
 
 F32_TOL = dict(rtol=2e-5, atol=2e-5)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-import workloads as W
+import cuda_workloads as W
 
 S2 = (kd.TensorSpec(("n", "m"), kd.float32),)
 

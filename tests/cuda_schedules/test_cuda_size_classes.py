@@ -4,7 +4,7 @@ SIMT executor (race-checked, any block order), and its CUDA compiled by NVRTC fo
 import numpy as np
 import pytest
 
-import workloads as W
+import cuda_workloads as W
 from kdsl.backends.simt import run_simt
 from kdsl.frontend.spec import TensorSpec
 from kdsl.frontend.trace import trace
