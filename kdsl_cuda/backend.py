@@ -5,7 +5,8 @@ launches); ``source`` prints it as CUDA C++ (``kdsl_cuda.codegen``); ``build`` c
 a cubin with NVRTC (``kdsl_cuda.build``, no GPU needed; cubins are kept in kdsl's disk cache,
 keyed by the source, the architecture and the NVRTC version); ``compile`` loads it on the device
 and returns the launcher (``kdsl_cuda.runtime.launch.CudaCompiled``).  Arrays: device arrays of
-any library in place, numpy arrays copied (``kdsl_cuda.runtime``).
+any library in place, numpy arrays copied (``kdsl_cuda.runtime``).  Kernels without a cuda
+schedule get the defaults of ``kdsl_cuda.schedules``.
 """
 from __future__ import annotations
 
@@ -31,10 +32,10 @@ class CUDABackend:
 
     # ------------------------------------------------------------- protocol
     def schedule(self, sched, hints) -> None:
-        """No default schedules yet (issue 10 item 5): the user's cuda schedule is used as is,
-        and an unbound stage is the core's ScheduleError at lowering."""
-        from kdsl.schedule.hints import record_backend_hints
-        record_backend_hints(sched, hints)
+        """The default cuda schedules (``kdsl_cuda.schedules``: blocks and threads by stage
+        kind and size), adjusted by the user's declarative ``hints``."""
+        from .schedules import schedule
+        schedule(sched, hints)
 
     def lower(self, request: CompileRequest):
         """The GPU-form loop IR of ``request`` (the core GPU table)."""

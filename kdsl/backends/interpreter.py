@@ -171,7 +171,14 @@ class InterpreterBackend:
             self.size_classes = True   # the target's default schedules choose by size
 
     def schedule(self, sched, hints) -> None:
-        """No default schedule: only the generic part of the user's hints applies."""
+        """For a GPU target, that target's default schedules when its backend is installed
+        (``interp-cuda`` checks the cuda defaults without a GPU); otherwise no default
+        schedule: only the generic part of the user's hints applies."""
+        if self.target is not None:
+            target = _target_backend(self.target)
+            if target is not None:
+                target.schedule(sched, hints)
+                return
         from ..schedule.hints import apply_hints
         apply_hints(sched, hints)
 
@@ -206,6 +213,16 @@ class InterpreterBackend:
 
     def __repr__(self) -> str:
         return f"InterpreterBackend(target={self.target!r})" if self.target else "InterpreterBackend()"
+
+
+def _target_backend(target: str):
+    """The installed backend of ``target`` (looked up when first needed), or None."""
+    from ..errors import BackendNotInstalled, BackendUnavailable
+    from .registry import get_backend
+    try:
+        return get_backend(target)
+    except (BackendNotInstalled, BackendUnavailable):
+        return None
 
 
 def cuda_interpreter() -> InterpreterBackend:

@@ -1,0 +1,178 @@
+"""Default cuda schedules: what a kernel gets on ``cuda`` (and ``interp-cuda``) without an
+explicit schedule.
+
+``schedule(sched, hints)`` gives each computed stage a ``StagePlan`` (kdsl/schedule/plan.py)
+whose recipe maps it onto blocks and threads by kind (rules.kind):
+
+* elementwise: threads over contiguous ``vec``-element vectors, blocks over the rest;
+* row reductions (the reads walk the reduce axis; argmax too): a warp per row for short
+  rows, a block per row for long ones, cut across blocks with a second pass when there are
+  few rows (and always for a full reduction); per-thread lanes then a cross-thread reduction;
+* column reductions: threads across adjacent outputs, rows accumulated in registers, cut
+  across blocks with a second pass when there are few columns;
+* small constant windows (stencils): 2-D thread tiles, the window unrolled;
+* matrix products: the tiled shared-memory GEMM (gemm.py);
+* other reductions: one output per thread.
+
+Row-wise chains (softmax, layernorm, logsumexp): an intermediate stage read row by row by
+one consumer is computed inside the consumer's block loop over rows, by the block's
+threads (one block per row, every statistic reduced cross-thread in shared memory).
+
+The user's hints override fields of the plans (``kdsl.schedule.hints.merge_hints``):
+``threads`` (block shape), ``vectorize`` (elements per thread and access), ``rfactor``
+(partial reductions across blocks; 1: none), ``tile`` (elements per block along an axis;
+matmul: ``i``/``j`` block tile and the k step), ``unroll`` (the per-thread serial loop);
+``stages`` multi-buffers the matmul's shared tiles.  A hint adjusts the default and keeps
+the rest of it.
+"""
+from __future__ import annotations
+
+from kdsl.schedule.hints import merge_hints, record_backend_hints
+from kdsl.schedule.plan import Recipe, StagePlan
+from kdsl.schedule.records import AttachKind
+
+from . import analysis as A
+from . import gemm, recipes, rules
+
+
+def schedule(sched, hints) -> None:
+    """Default plans, adjusted by ``hints`` (declarative Hints), realised on ``sched``."""
+    record_backend_hints(sched, hints)
+    plans = default_plans(sched)
+    merge_hints(sched, plans, hints)
+    attach = attach_rows(sched, plans)
+    realize(sched, plans, attach)
+
+
+def _accepts(plan, stage) -> bool:
+    return True     # every cuda recipe reads the hinted fields it understands
+
+
+def default_plans(sched) -> dict:
+    """Stage name -> the default StagePlan of every stage computed at its own loops."""
+    plans = {}
+    for h in sched.stages:
+        if h.attach is AttachKind.INLINE:
+            continue
+        k = rules.kind(h.stage)
+        vec = rules.vector_width(h.stage, reads_only=h.stage.is_reduction)
+        plans[h.name] = StagePlan(vectorize=vec if vec > 1 else None,
+                                  recipe=Recipe(k, None, _accepts))
+    return plans
+
+
+def _chain_member(sched, h, plan) -> bool:
+    """A stage that may be computed inside a row-wise consumer's block: a row reduction or an
+    elementwise stage of at most two axes, not cut across blocks by a hint."""
+    k = plan.recipe.name if plan.recipe else None
+    if k not in ("row", "elementwise") or len(h.stage.axes) not in (1, 2):
+        return False
+    if k == "row" and (plan.rfactor or 1) > 1 and "rfactor" in plan.explicit:
+        return False
+    return not plan.tile
+
+
+def attach_rows(sched, plans) -> dict:
+    """Producer name -> root consumer name, for each intermediate stage whose readers are all
+    one root stage (or stages attached to it) and read it at their own first axis."""
+    attach = {}
+    for h in reversed(sched.stages):
+        plan = plans.get(h.name)
+        if plan is None or A.is_output(sched, h) or not _chain_member(sched, h, plan):
+            continue
+        readers = A.consumers(sched, h)
+        if not readers:
+            continue
+        roots = {attach.get(r.name, r.name) for r in readers}
+        if len(roots) != 1:
+            continue
+        root = sched[roots.pop()]
+        rplan = plans.get(root.name)
+        if rplan is None or root.name in attach or not _chain_member(sched, root, rplan):
+            continue
+        if not root.stage.is_reduction and len(root.stage.axes) < 2:
+            # one value per row (logsumexp's last step): nothing for a block's threads to
+            # share, and a store by every thread of the block races; separate kernels
+            continue
+        if root.stage.axes[0].dom.extent is not h.stage.axes[0].dom.extent and \
+                str(root.stage.axes[0].dom.extent) != str(h.stage.axes[0].dom.extent):
+            continue
+        if len(h.stage.axes) == 2 and not (A.const_extent(h.stage.axes[1]) == 1 or (
+                len(root.stage.axes) == 2
+                and str(h.stage.axes[1].dom.extent) == str(root.stage.axes[1].dom.extent))):
+            continue
+        if not all(A.reads_by_row(r, h) for r in readers):
+            continue
+        attach[h.name] = root.name
+    return attach
+
+
+def realize(sched, plans: dict, attach: dict) -> None:
+    """Apply every plan's recipe, consumers first (a producer attaches at its root's row
+    loop, and rfactor/bind on a stage come before anything attaches inside it)."""
+    roots = set(attach.values())
+    chain_tx = {r: _chain_threads(sched, r, attach) for r in roots}
+    row_loop = {}
+    for h in reversed(list(sched.stages)):
+        plan = plans.get(h.name)
+        if plan is None or h.attach is AttachKind.INLINE:
+            continue
+        k = plan.recipe.name
+        if h.name in roots:
+            tx = chain_tx[h.name]
+            vec = plan.vectorize or 1
+            if k == "elementwise":
+                row_loop[h.name] = recipes.row_block(sched, h, threads=tx, vec=vec)
+            else:
+                p = rules.row(sched, h, plan)
+                row_loop[h.name] = recipes.row_reduce(sched, h, tx=tx, ty=1, vec=p["vec"],
+                                                      parts=None, unroll=p["unroll"])
+            continue
+        if h.name in attach:
+            root = attach[h.name]
+            where = (sched[root], row_loop[root])
+            tx = chain_tx[root]
+            if k == "row":
+                p = rules.row(sched, h, plan)
+                recipes.row_reduce(sched, h, tx=tx, ty=1, vec=p["vec"], parts=None,
+                                   unroll=p["unroll"], attach=where)
+            else:
+                recipes.attached_elementwise(sched, h, where, threads=tx,
+                                             vec=plan.vectorize or 1)
+            continue
+        _root_recipe(sched, h, plan, k)
+
+
+def _root_recipe(sched, h, plan, k) -> None:
+    if k == "elementwise":
+        if h.stage.axes:
+            recipes.elementwise(sched, h, **rules.elementwise(sched, h, plan))
+        return   # a 0-d stage has no loop to bind (the core says so)
+    if k == "matmul":
+        gemm.gemm(sched, h, **rules.matmul(sched, h, plan))
+    elif k == "row":
+        recipes.row_reduce(sched, h, **rules.row(sched, h, plan))
+    elif k == "column":
+        recipes.column_reduce(sched, h, **rules.column(sched, h, plan))
+    else:
+        recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, k == "stencil"))
+
+
+def _chain_threads(sched, root: str, attach: dict) -> int:
+    """Threads per block of a row-wise chain: from the row length (the root's second axis or
+    the attached reductions' reduce axes), at the widest vector width of the chain."""
+    members = [sched[root]] + [sched[p] for p, r in attach.items() if r == root]
+    for m in members:     # a threads hint on any stage of the chain sets the block
+        t = rules.threads_hint(sched, m)
+        if t is not None:
+            return t[0] * t[1]
+    vec = max(rules.vector_width(m.stage, reads_only=m.stage.is_reduction) for m in members)
+    best = None
+    for m in members:
+        axes = m.stage.reduce_axes if m.stage.is_reduction else m.stage.axes[1:]
+        length = A.typical(sched, axes) if axes else None
+        if length is not None:
+            best = max(best or 0, length)
+    if best is None:
+        return rules.THREADS
+    return min(rules.THREADS, max(32, rules.pow2ceil(-(-best // vec))))

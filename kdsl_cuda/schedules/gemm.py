@@ -1,0 +1,104 @@
+"""The default cuda schedule of a matrix product ``C[.., i, j] = sum_k A[.., i, k] * B[.., k, j]``.
+
+The seed-002 ladder's thread-tiling step: a ``BM x BN`` tile of C per block (batch axes and
+the tile index fused into blockIdx.x), ``TY x TX`` threads each accumulating a
+``BM/TY x BN/TX`` sub-tile in local memory (registers), the reduction cut into ``BK``-long
+steps whose A and B tiles are copied into shared memory by all the block's threads, and
+the per-thread slices of those tiles read into local memory at each k.  Correct for every
+shape (the core guards partial tiles); the GEMM issue makes it fast (vectorised copies,
+cp.async stages, tensor cores).
+"""
+from __future__ import annotations
+
+from kdsl.ir import nodes as n
+from kdsl.ir.visitor import uses_var
+
+BM = BN = 64
+BK = 8
+TY = TX = 8
+
+
+def _uncast(e):
+    while isinstance(e, n.Cast):
+        e = e.a
+    return e
+
+
+def factors(stage):
+    """The two TensorReads of ``sum_k X[..] * Y[..]`` (casts peeled), or None."""
+    body = stage.body
+    if not isinstance(body, n.Reduce) or len(body.sources) != 1:
+        return None
+    src = _uncast(body.sources[0])
+    if not (isinstance(src, n.Binary) and src.op is n.BinOp.MUL):
+        return None
+    a, b = _uncast(src.a), _uncast(src.b)
+    return (a, b) if isinstance(a, n.TensorRead) and isinstance(b, n.TensorRead) else None
+
+
+def is_matmul(stage) -> bool:
+    """``sum_k X[.., i, k] * Y[.., k, j]`` over one reduce axis, i and j the last two axes."""
+    body = stage.body
+    if not isinstance(body, n.Reduce) or len(stage.reduce_axes) != 1 or len(stage.axes) < 2:
+        return False
+    if body.combiner.kind != "sum" or body.condition is not None:
+        return False
+    ab = factors(stage)
+    if ab is None:
+        return False
+    a, b = ab
+    i, j = stage.axes[-2].var, stage.axes[-1].var
+    k = stage.reduce_axes[0].var
+    if len(a.indices) < 2 or len(b.indices) < 2 or a.tensor is b.tensor:
+        return False
+    return (a.indices[-1] is k and a.indices[-2] is i and b.indices[-2] is k and b.indices[-1] is j
+            and not uses_var(b.indices[-1], k))
+
+
+def _coop_copy(X, ty, tx, vec):
+    """All ``ty * tx`` threads copy stage X's region: elements fused, dealt out in turn,
+    ``vec`` consecutive elements per thread and turn (vectorized)."""
+    f = X.fuse(*X.axes) if len(X.axes) > 1 else X.axes[0]
+    if vec > 1:
+        f, v = X.split(f, factor=vec)
+        X.vectorize(v)
+    _, t = X.split(f, factor=ty * tx)
+    y, x = X.split(t, factor=tx)
+    X.bind(y, "threadIdx.y")
+    X.bind(x, "threadIdx.x")
+
+
+def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, ty=TY, tx=TX, vec=1, stages=None, unroll=None):
+    """Realise the tiled shared-memory matmul on stage handle ``C`` (see the module docstring)."""
+    a_t, b_t = (r.tensor for r in factors(C.stage))
+    bm, bn = max(bm, ty), max(bn, tx)
+    CL = sched.cache_write(C, "local")
+    AA = sched.cache_read(a_t, "shared", [CL])
+    BB = sched.cache_read(b_t, "shared", [CL])
+    AL = sched.cache_read(AA, "local", [CL])
+    BL = sched.cache_read(BB, "local", [CL])
+    *batch, i, j = C.stage.axes
+    by, yi = C.split(i, factor=bm)
+    bx, xi = C.split(j, factor=bn)
+    tyl, yi = C.split(yi, nparts=ty)
+    txl, xi = C.split(xi, nparts=tx)
+    C.reorder(*batch, by, bx, tyl, txl, yi, xi)
+    C.bind(C.fuse(*batch, by, bx) if batch else C.fuse(by, bx), "blockIdx.x")
+    C.bind(tyl, "threadIdx.y")
+    C.bind(txl, "threadIdx.x")
+    CL.compute_at(C, txl)
+    (k,) = CL.stage.reduce_axes
+    ko, ki = CL.split(k, factor=bk)
+    *cb, ci, cj = CL.stage.axes
+    CL.reorder(*cb, ko, ki, ci, cj)
+    if unroll and unroll > 1:
+        CL.unroll(ki)
+    AL.compute_at(CL, ki)
+    BL.compute_at(CL, ki)
+    for X in (AA, BB):
+        X.compute_at(CL, ko)
+        _coop_copy(X, ty, tx, vec)
+        if stages == 2:
+            X.double_buffer()
+        elif stages and stages > 2:
+            X.pipeline(stages)

@@ -1,0 +1,184 @@
+"""Which recipe each stage gets, and its numbers (threads, vector width, partial
+reductions), chosen from the stage's access pattern and, where ``sched.size_hints`` gives
+them, its sizes; the merged hints of the stage's ``StagePlan`` override the choice.
+
+Numbers are for an H200-class GPU (132 SMs, 2048 resident threads per SM, 16-byte loads);
+unknown sizes get choices that are reasonable at every size (a warp per row, 256 partials
+for a full reduction).
+"""
+from __future__ import annotations
+
+import math
+
+from kdsl.schedule.plan import spatial_names, reduce_names
+
+from . import analysis as A
+from .gemm import is_matmul
+
+SMS = 132
+#: blocks of 256 threads that keep every SM busy for a few waves
+TARGET_BLOCKS = 8 * SMS * 2
+THREADS = 256
+VECTOR_BYTES = 16
+#: rows up to this many elements get a warp each, longer rows a block
+WARP_ROW = 2048
+#: a row needs this many elements before it is worth cutting across blocks
+SPLIT_MIN = 16384
+#: partial results of a full reduction when its size is unknown
+FULL_PARTS = 256
+MAX_PARTS = 1024
+
+
+def pow2ceil(x: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, x))))
+
+
+def pow2floor(x: int) -> int:
+    return 1 << max(0, int(math.floor(math.log2(max(1, x)))))
+
+
+def kind(stage) -> str:
+    """The recipe family of a stage computed at the root (see __init__)."""
+    if not stage.is_reduction:
+        return "elementwise"
+    if is_matmul(stage):
+        return "matmul"
+    if A.is_small_reduction(stage) and stage.axes:
+        return "stencil"
+    if not stage.axes:
+        return "row"
+    if A.reduces_contiguously(stage) and A.trailing_reduce(stage):
+        return "row"
+    if not A.reduces_contiguously(stage):
+        return "column"
+    return "generic"
+
+
+def vector_width(stage, reads_only: bool = False) -> int:
+    sizes = [r.dtype.itemsize for r in A.reads_of(stage)]
+    if not reads_only or not sizes:
+        sizes.append(stage.dtype.itemsize)
+    return max(1, VECTOR_BYTES // max(1, max(sizes)))
+
+
+def threads_hint(sched, h):
+    t = sched.backend_hints.get(h.name, {}).get("threads")
+    if t is None:
+        return None
+    return (t, 1) if isinstance(t, int) else tuple(t) + (1,) * (2 - len(t))
+
+
+def _vec(plan, default: int) -> int:
+    if "vectorize" in plan.explicit:
+        return plan.vectorize or 1
+    return default
+
+
+def _parts(plan, default):
+    if "rfactor" in plan.explicit:
+        return plan.rfactor
+    return default
+
+
+def elementwise(sched, h, plan) -> dict:
+    st = h.stage
+    vec = _vec(plan, vector_width(st))
+    t = threads_hint(sched, h)
+    threads = t[0] * t[1] if t else THREADS
+    row_tile = None
+    if len(st.axes) >= 2:
+        r = A.extent_range(sched, st.axes[-1])
+        if r is not None and r[0] >= threads * vec:
+            row_tile = threads * vec
+    return dict(threads=threads, vec=vec, tiles=dict(plan.tile), unroll=plan.unroll,
+                row_tile=row_tile)
+
+
+def row(sched, h, plan) -> dict:
+    st = h.stage
+    vec = _vec(plan, vector_width(st, reads_only=True))
+    length = A.typical(sched, st.reduce_axes)
+    rows = A.typical(sched, st.axes) if st.axes else 1
+    if not st.axes:
+        tx, ty = THREADS, 1
+    elif length is None or length <= WARP_ROW:
+        tx, ty = 32, 8
+        if length is not None:
+            tx = min(32, max(4, pow2ceil(-(-length // vec))))
+            ty = max(1, THREADS // tx)
+    else:
+        tx, ty = (512 if length >= 65536 else THREADS), 1
+    parts = None
+    if not st.axes:
+        if length is None:
+            parts = FULL_PARTS
+        else:
+            parts = min(MAX_PARTS, pow2floor(length // (tx * vec * 16)))
+    elif rows is not None and length is not None and length >= SPLIT_MIN:
+        blocks = -(-rows // ty)
+        if blocks < 2 * SMS:
+            most = pow2floor(max(1, length // (tx * vec * 8)))
+            parts = min(MAX_PARTS, most, pow2ceil(-(-TARGET_BLOCKS // blocks)))
+    names_sp, names_rd = spatial_names(st), reduce_names(st)
+    if names_sp and names_sp[0] in plan.tile:
+        ty = plan.tile[names_sp[0]]
+    if names_rd and names_rd[0] in plan.tile:
+        tx = max(1, plan.tile[names_rd[0]] // vec)
+    t = threads_hint(sched, h)
+    if t is not None:
+        tx, ty = t[0], (t[1] if st.axes else 1)
+    parts = _parts(plan, parts)
+    return dict(tx=tx, ty=ty, vec=vec, parts=parts if parts and parts > 1 else None,
+                unroll=plan.unroll)
+
+
+def column(sched, h, plan) -> dict:
+    st = h.stage
+    vec = _vec(plan, vector_width(st, reads_only=True))
+    cols = A.typical(sched, st.axes)
+    length = A.typical(sched, st.reduce_axes)
+    threads = THREADS
+    if cols is not None:
+        threads = min(THREADS, max(32, pow2ceil(-(-cols // vec))))
+    parts = None
+    if cols is not None and length is not None and length >= 1024:
+        blocks = -(-cols // (threads * vec))
+        if blocks < TARGET_BLOCKS:
+            parts = min(MAX_PARTS, pow2floor(length // 128),
+                        pow2ceil(-(-TARGET_BLOCKS // blocks)))
+    names = spatial_names(st)
+    if names[-1] in plan.tile:
+        threads = max(1, plan.tile[names[-1]] // vec)
+    t = threads_hint(sched, h)
+    if t is not None:
+        threads = t[0] * t[1]
+    parts = _parts(plan, parts)
+    return dict(threads=threads, vec=vec, parts=parts if parts and parts > 1 else None,
+                unroll=plan.unroll)
+
+
+def per_output(sched, h, plan, window: bool) -> dict:
+    t = threads_hint(sched, h) or (32, 8)
+    tiles = {k: v for k, v in plan.tile.items() if k in spatial_names(h.stage)}
+    return dict(tx=t[0], ty=t[1], window=window or bool(plan.unroll_axes),
+                unroll=plan.unroll, tiles=tiles)
+
+
+def matmul(sched, h, plan) -> dict:
+    from . import gemm
+    *_, i, j = spatial_names(h.stage)
+    (k,) = reduce_names(h.stage)
+    t = threads_hint(sched, h) or (gemm.TX, gemm.TY)
+    hw = sched.backend_hints.get(h.name, {})
+    return dict(bm=plan.tile.get(i, gemm.BM), bn=plan.tile.get(j, gemm.BN),
+                bk=plan.tile.get(k, gemm.BK), tx=t[0], ty=t[1],
+                vec=_vec(plan, 1), stages=hw.get("stages"), unroll=plan.unroll)
+
+
+def chain_threads(sched, h, vec: int) -> int:
+    """Threads of a row-wise chain's block: enough for one pass of ``vec``-wide loads over the
+    row, between a warp and 256."""
+    length = A.typical(sched, h.stage.axes[1:]) if len(h.stage.axes) > 1 else None
+    if length is None:
+        return THREADS
+    return min(THREADS, max(32, pow2ceil(-(-length // vec))))
