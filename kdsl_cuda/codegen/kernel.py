@@ -13,6 +13,7 @@ are not generated yet.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kdsl.errors import BackendCompileError, InternalCompilerError
@@ -39,7 +40,8 @@ class Param:
 
 @dataclass(frozen=True)
 class KernelSource:
-    """A printed kernel: its name, parameters in order, launch and CUDA text."""
+    """A printed kernel: its ``extern "C"`` name (the IR's, made a C identifier), parameters
+    in order, launch and CUDA text."""
 
     name: str
     params: tuple
@@ -64,6 +66,10 @@ class KernelPrinter:
         self.block = tuple(int(b) for b in kernel.launch.block) + (1,) * (3 - len(kernel.launch.block))
         self.nthreads = self.block[0] * self.block[1] * self.block[2]
         self.names = Namer({"kd_tid"})
+        # the extern "C" symbol (a lambda's kernel is "<lambda>_kernel0"): what a loader looks up
+        self.c_name = re.sub(r"[^0-9A-Za-z_]", "_", kernel.name)
+        if not self.c_name or self.c_name[0].isdigit():
+            self.c_name = "k_" + self.c_name
         self.expr = ExprPrinter(self._var, self._load)
         self.lines: list[str] = []
         self.shared_decls: list[str] = []
@@ -128,9 +134,9 @@ class KernelPrinter:
         plist = ",\n    ".join(
             f"{p.ctype} {p.name}" for p in params) or "void"
         head = (f'extern "C" __global__ void __launch_bounds__({self.nthreads})\n'
-                f"{self.kernel.name}(\n    {plist})")
+                f"{self.c_name}(\n    {plist})")
         text = "\n".join([head + " {", *["  " + d for d in self.shared_decls], *self.lines, "}"])
-        return KernelSource(self.kernel.name, params, self.kernel.launch, text)
+        return KernelSource(self.c_name, params, self.kernel.launch, text)
 
     # ------------------------------------------------------------- statements
     def stmt(self, s, d: int) -> None:
