@@ -4,12 +4,12 @@ BOUND loops become the hardware indices (``const int64_t i = blockIdx.x + min;``
 of a kernel bound to one tag is the same index, so nested same-tag loops just name it again.
 A thread loop shorter than the launch's block size is guarded (``if (threadIdx.x < extent)``).
 Shared allocations are declared once at the top of the kernel (``__shared__``, 16-byte
-aligned), local ones where they are allocated.  ``CrossThreadReduce`` publishes each thread's
-values in a shared scratch array, and after a barrier every thread folds its group serially
-(in thread-index order) into its own results; a second barrier lets the scratch be reused.
-Warp shuffles are issue 10's next step.  Async copies are plain (predicated) copies and
-commit/wait print nothing (exact: a wait and a barrier precede every read); WMMA statements
-are not generated yet.
+aligned), local ones where they are allocated.  ``CrossThreadReduce`` becomes warp shuffles
+plus shared memory across warps (``cross_thread``).  ``AsyncCopy`` of 4- and 8-byte elements
+is ``cp.async`` with zero fill (others copy synchronously), ``CommitGroup``/``WaitGroup`` are
+``cp.async.commit_group``/``wait_group``.  16-bit floats are stored as raw bits and computed
+in float (``types``).  WMMA statements are refused (issue 11).  Not done yet: 16-byte
+vectorised loads/stores and 32-bit index arithmetic (indices are int64).
 """
 from __future__ import annotations
 
