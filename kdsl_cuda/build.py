@@ -67,3 +67,30 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kerne
     if not isinstance(code, (bytes, bytearray)) or not bytes(code[:4]) == b"\x7fELF":
         raise BackendCompileError(f"NVRTC produced no cubin for {name} (got {type(code).__name__})")
     return bytes(code)
+
+
+def compile_ptx(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> str:
+    """The PTX of ``source`` (for reading and tests: do the shuffles, ``cp.async`` and 16-byte
+    loads appear?).  Through ``cuda.bindings.nvrtc`` because cuda.core asks the driver whether
+    it can load PTX, which fails without one; BackendCompileError with the log on rejection."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:
+        raise BackendUnavailable(f"compile_ptx needs the cuda-bindings wheel ({e})") from e
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+    opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17"]
+    try:
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+            log = b" " * size
+            nvrtc.nvrtcGetProgramLog(prog, log)
+            raise BackendCompileError(f"NVRTC rejected {name} (PTX, {arch})",
+                                      log=log.decode(errors="replace"),
+                                      source_path=dump_source(source, name))
+        _, size = nvrtc.nvrtcGetPTXSize(prog)
+        buf = b" " * size
+        nvrtc.nvrtcGetPTX(prog, buf)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    return buf.rstrip(b"\0").decode()

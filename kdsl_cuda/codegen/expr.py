@@ -3,14 +3,17 @@
 Fully parenthesised.  Integer ``//``/``%`` floor with Python's signs (zero divisor -> 0), float
 ``//``/``%`` follow numpy's divmod, MIN/MAX propagate NaN (prelude helpers); small integer types
 are cast back after C++'s promotion to int so that they wrap; ``x -> bool`` is ``x != 0``; math
-functions are CUDA's, in the operand's precision (``expf`` for float32, ``exp`` for float64).
+functions are CUDA's, in the operand's precision (``expf`` for float32, ``exp`` for float64;
+``rsqrt`` is ``1 / sqrt``, correctly rounded like numpy's).  16-bit floats compute in float and
+round after every operation (``types.rounded``), like numpy's float16 and the interpreter's
+bfloat16; their loads and stores convert (``types.load``/``store``, in the kernel printer).
 """
 from __future__ import annotations
 
 from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import nodes as n
 
-from .types import SMALL_INTS, ctype, literal
+from .types import SMALL_INTS, ctype, literal, rounded
 
 _SYM = {n.BinOp.ADD: "+", n.BinOp.SUB: "-", n.BinOp.MUL: "*", n.BinOp.DIV: "/",
         n.BinOp.AND: "&", n.BinOp.OR: "|", n.BinOp.XOR: "^"}
@@ -19,13 +22,13 @@ _BOOL_SYM = {n.BinOp.ADD: "||", n.BinOp.OR: "||", n.BinOp.MAX: "||",
 _CMP = {n.CmpOp.EQ: "==", n.CmpOp.NE: "!=", n.CmpOp.LT: "<", n.CmpOp.LE: "<=",
         n.CmpOp.GT: ">", n.CmpOp.GE: ">="}
 #: CUDA math function per unary op (float64 name; float32 adds "f")
-_MATH = {n.UnOp.EXP: "exp", n.UnOp.LOG: "log", n.UnOp.SQRT: "sqrt", n.UnOp.RSQRT: "rsqrt",
+_MATH = {n.UnOp.EXP: "exp", n.UnOp.LOG: "log", n.UnOp.SQRT: "sqrt",
          n.UnOp.SIN: "sin", n.UnOp.COS: "cos", n.UnOp.TANH: "tanh", n.UnOp.ERF: "erf",
          n.UnOp.FLOOR: "floor", n.UnOp.CEIL: "ceil", n.UnOp.ABS: "fabs"}
 
 
 def _math(name: str, d) -> str:
-    return name + "f" if d.name == "float32" else name
+    return name if d.name == "float64" else name + "f"
 
 
 class ExprPrinter:
@@ -48,6 +51,10 @@ class ExprPrinter:
 
     # ------------------------------------------------------------- binary
     def _binary(self, e):
+        text = self._binary_text(e)
+        return rounded(e.dtype, text) if e.dtype.is_float else text
+
+    def _binary_text(self, e):
         d, op = e.dtype, e.op
         a, b = self(e.a), self(e.b)
         if d.is_bool:
@@ -90,6 +97,10 @@ class ExprPrinter:
 
     # ------------------------------------------------------------- unary
     def _unary(self, e):
+        text = self._unary_text(e)
+        return rounded(e.dtype, text) if e.dtype.is_float and e.op is not n.UnOp.NEG else text
+
+    def _unary_text(self, e):
         d, op, src = e.dtype, e.op, e.a.dtype
         a = self(e.a)
         if op is n.UnOp.ISNAN:
@@ -107,8 +118,11 @@ class ExprPrinter:
                 return a
             raise BackendCompileError(f"cuda codegen: {op.value} of {d.name} values")
         if op is n.UnOp.SIGMOID:
-            one = literal(1.0, d)
+            one = "1.0" if d.name == "float64" else "1.0f"
             return f"({one} / ({one} + {_math('exp', d)}(-{a})))"
+        if op is n.UnOp.RSQRT:      # numpy: 1 / sqrt, both correctly rounded (CUDA's rsqrt is not)
+            one = "1.0" if d.name == "float64" else "1.0f"
+            return f"({one} / {_math('sqrt', d)}({a}))"
         name = _MATH.get(op)
         if name is None:
             raise InternalCompilerError(f"cuda codegen: unary {op.value}")
@@ -125,6 +139,10 @@ class ExprPrinter:
         if d.is_bool:
             return f"({a} != 0)"
         t = ctype(d)
+        if d.name == "float16" and src.name == "float64":     # numpy rounds once, from double
+            return f"kd_h2f(kd_d2h({a}))"
+        if d.is_float and d.bits == 16:     # bfloat16: via float32, like the interpreter
+            return rounded(d, f"((float)({a}))")
         if src.is_float and d.is_int:
             # numpy: saturate to int64 (uint64: to [0, 2**64) for values >= 0), then wrap;
             # PTX's cvt.rzi saturates and maps NaN to 0

@@ -4,15 +4,16 @@ BOUND loops become the hardware indices (``const int64_t i = blockIdx.x + min;``
 of a kernel bound to one tag is the same index, so nested same-tag loops just name it again.
 A thread loop shorter than the launch's block size is guarded (``if (threadIdx.x < extent)``).
 Shared allocations are declared once at the top of the kernel (``__shared__``, 16-byte
-aligned), local ones where they are allocated.  ``CrossThreadReduce`` publishes each thread's
-values in a shared scratch array, and after a barrier every thread folds its group serially
-(in thread-index order) into its own results; a second barrier lets the scratch be reused.
-Warp shuffles are issue 10's next step.  Async copies are plain (predicated) copies and
-commit/wait print nothing (exact: a wait and a barrier precede every read); WMMA statements
-are not generated yet.
+aligned), local ones where they are allocated.  ``CrossThreadReduce`` becomes warp shuffles
+plus shared memory across warps (``cross_thread``).  ``AsyncCopy`` of 4- and 8-byte elements
+is ``cp.async`` with zero fill (others copy synchronously), ``CommitGroup``/``WaitGroup`` are
+``cp.async.commit_group``/``wait_group``.  16-bit floats are stored as raw bits and computed
+in float (``types``).  WMMA statements are refused (issue 11).  Not done yet: 16-byte
+vectorised loads/stores and 32-bit index arithmetic (indices are int64).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kdsl.errors import BackendCompileError, InternalCompilerError
@@ -21,7 +22,8 @@ from kdsl.ir.visitor import collect
 
 from .expr import ExprPrinter
 from .names import Namer
-from .types import ctype, literal
+from .cross_thread import CrossThreadEmitter
+from .types import ctype, literal, load, store, stype
 
 _AXIS = {"x": 0, "y": 1, "z": 2}
 
@@ -38,7 +40,8 @@ class Param:
 
 @dataclass(frozen=True)
 class KernelSource:
-    """A printed kernel: its name, parameters in order, launch and CUDA text."""
+    """A printed kernel: its ``extern "C"`` name (the IR's, made a C identifier), parameters
+    in order, launch and CUDA text."""
 
     name: str
     params: tuple
@@ -63,6 +66,10 @@ class KernelPrinter:
         self.block = tuple(int(b) for b in kernel.launch.block) + (1,) * (3 - len(kernel.launch.block))
         self.nthreads = self.block[0] * self.block[1] * self.block[2]
         self.names = Namer({"kd_tid"})
+        # the extern "C" symbol (a lambda's kernel is "<lambda>_kernel0"): what a loader looks up
+        self.c_name = re.sub(r"[^0-9A-Za-z_]", "_", kernel.name)
+        if not self.c_name or self.c_name[0].isdigit():
+            self.c_name = "k_" + self.c_name
         self.expr = ExprPrinter(self._var, self._load)
         self.lines: list[str] = []
         self.shared_decls: list[str] = []
@@ -70,6 +77,7 @@ class KernelPrinter:
         self._bound: set = set()       # ids of Vars in scope
         self._scalars = {id(v): v for v in func.scalars}
         self._ctr_count = 0
+        self._async = False              # a cp.async was emitted
 
     # ------------------------------------------------------------- names and memory
     def _var(self, v: n.Var) -> str:
@@ -80,6 +88,16 @@ class KernelPrinter:
 
     def _buf(self, b: n.Buffer) -> str:
         return self.names(b, b.name)
+
+    buf = _buf
+
+    def bind(self, v: n.Var) -> str:
+        """``v``'s C name, in scope until ``unbind``."""
+        self._bound.add(id(v))
+        return self.names(v, v.name)
+
+    def unbind(self, v: n.Var) -> None:
+        self._bound.discard(id(v))
 
     def flat_index(self, b: n.Buffer, indices) -> str:
         """Element offset of ``b[indices]``: explicit strides, else row-major (Horner form)."""
@@ -101,7 +119,7 @@ class KernelPrinter:
         return text or "0"
 
     def _load(self, e: n.Load) -> str:
-        return f"{self._buf(e.buffer)}[{self.flat_index(e.buffer, e.indices)}]"
+        return load(e.buffer.dtype, f"{self._buf(e.buffer)}[{self.flat_index(e.buffer, e.indices)}]")
 
     # ------------------------------------------------------------- output
     def emit(self, depth: int, text: str) -> None:
@@ -116,9 +134,9 @@ class KernelPrinter:
         plist = ",\n    ".join(
             f"{p.ctype} {p.name}" for p in params) or "void"
         head = (f'extern "C" __global__ void __launch_bounds__({self.nthreads})\n'
-                f"{self.kernel.name}(\n    {plist})")
+                f"{self.c_name}(\n    {plist})")
         text = "\n".join([head + " {", *["  " + d for d in self.shared_decls], *self.lines, "}"])
-        return KernelSource(self.kernel.name, params, self.kernel.launch, text)
+        return KernelSource(self.c_name, params, self.kernel.launch, text)
 
     # ------------------------------------------------------------- statements
     def stmt(self, s, d: int) -> None:
@@ -201,21 +219,40 @@ class KernelPrinter:
 
     def _Store(self, s, d):
         self.emit(d, f"{self._buf(s.buffer)}[{self.flat_index(s.buffer, s.indices)}] = "
-                     f"{self.expr(s.value)};")
+                     f"{store(s.buffer.dtype, self.expr(s.value))};")
 
     def _AsyncCopy(self, s, d):
+        """``cp.async`` (4- and 8-byte elements: ``.ca`` with the src-size operand, 0 where the
+        predicate is false: cp.async's zero fill); other element sizes copy synchronously,
+        which is exact (a wait and a barrier precede every read of the destination)."""
         dst = f"{self._buf(s.buffer)}[{self.flat_index(s.buffer, s.indices)}]"
-        if s.predicate is None:
-            self.emit(d, f"{dst} = {self.expr(s.value)};")
+        v = s.value
+        size = s.buffer.dtype.itemsize
+        if (type(v) is n.Load and v.buffer.scope is n.Scope.GLOBAL and s.buffer.scope is n.Scope.SHARED
+                and v.buffer.dtype == s.buffer.dtype and size in (4, 8)):
+            src = f"{self._buf(v.buffer)}[{self.flat_index(v.buffer, v.indices)}]"
+            if s.predicate is None:
+                self.emit(d, f"kd_cp_async<{size}>(&{dst}, &{src}, true);")
+            else:           # predicated off: no bytes read, from the buffer's base (in bounds)
+                p = self.names.fresh("kd_p")
+                self.emit(d, "{")
+                self.emit(d + 1, f"const bool {p} = {self.expr(s.predicate)};")
+                self.emit(d + 1, f"kd_cp_async<{size}>(&{dst}, {p} ? &{src} : {self._buf(v.buffer)}, {p});")
+                self.emit(d, "}")
+            self._async = True
             return
-        zero = literal(0, s.buffer.dtype)
-        self.emit(d, f"if ({self.expr(s.predicate)}) {dst} = {self.expr(s.value)}; else {dst} = {zero};")
+        value = store(s.buffer.dtype, self.expr(v))
+        if s.predicate is None:
+            self.emit(d, f"{dst} = {value};")
+            return
+        zero = store(s.buffer.dtype, literal(0, s.buffer.dtype))
+        self.emit(d, f"if ({self.expr(s.predicate)}) {dst} = {value}; else {dst} = {zero};")
 
     def _CommitGroup(self, s, d):
-        self.emit(d, "// commit_group: copies are synchronous for now")
+        self.emit(d, 'asm volatile("cp.async.commit_group;\\n" ::: "memory");')
 
     def _WaitGroup(self, s, d):
-        self.emit(d, f"// wait_group({s.pending}): copies are synchronous for now")
+        self.emit(d, f'asm volatile("cp.async.wait_group %0;\\n" :: "n"({int(s.pending)}) : "memory");')
 
     def _Barrier(self, s, d):
         self.emit(d, "__syncthreads();")
@@ -225,7 +262,7 @@ class KernelPrinter:
 
     def _Allocate(self, s, d):
         b = s.buffer
-        t = ctype(b.dtype)
+        t = stype(b.dtype)
         size = 1
         for e in b.shape:
             c = _const_int(e)
@@ -253,67 +290,15 @@ class KernelPrinter:
                                         f"kernel {self.kernel.name} (workspaces are root allocations)")
 
     def _CrossThreadReduce(self, s: n.CrossThreadReduce, d):
-        """Publish / barrier / serial fold per thread (see the module docstring)."""
-        comb = s.combiner
+        """Warp shuffles plus shared memory (``cross_thread``)."""
         k = self._ctr_count
         self._ctr_count += 1
-        reduced = {_tag_axis(t)[1] for t in s.threads}
-        scratch, vals = [], []
-        for j, (val, res) in enumerate(zip(s.values, s.results)):
-            t = ctype(res.dtype)
-            sname = self.names.fresh(f"kd_red{k}_{j}")
-            self.shared_decls.append(f"__shared__ __align__(16) {t} {sname}[{self.nthreads}];")
-            scratch.append((sname, t, res))
-            vals.append(val)
-        self.emit(d, "{")
-        for (sname, t, _), val in zip(scratch, vals):
-            self.emit(d + 1, f"{sname}[kd_tid] = {self.expr(val)};")
-        self.emit(d + 1, "__syncthreads();")
-        accs = []
-        for (sname, t, res), ident in zip(scratch, comb.identity):
-            acc = self.names.fresh(f"kd_acc{k}")
-            accs.append(acc)
-            self.emit(d + 1, f"{t} {acc} = {self.expr(ident)};")
-        # loops over the reduced axes; the other axes keep this thread's index
-        coords, depth = [], d + 1
-        for axis in range(3):
-            if axis in reduced:
-                r = self.names.fresh(f"kd_r{'xyz'[axis]}")
-                self.emit(depth, f"for (int {r} = 0; {r} < {self.block[axis]}; ++{r}) {{")
-                depth += 1
-                coords.append(r)
-            else:
-                coords.append(f"(int)threadIdx.{'xyz'[axis]}")
-        src = self.names.fresh("kd_src")
-        self.emit(depth, f"const int {src} = {coords[0]} + {self.block[0]} * ({coords[1]} + "
-                         f"{self.block[1]} * {coords[2]});")
-        for lhs, rhs, acc, (sname, t, _) in zip(comb.lhs, comb.rhs, accs, scratch):
-            ln, rn = self.names(lhs, lhs.name), self.names(rhs, rhs.name)
-            self._bound.update((id(lhs), id(rhs)))
-            self.emit(depth, f"const {t} {ln} = {acc};")
-            self.emit(depth, f"const {t} {rn} = {sname}[{src}];")
-        news = []
-        for res, (_, t, _) in zip(comb.result, scratch):
-            nv = self.names.fresh(f"kd_new{k}")
-            news.append(nv)
-            self.emit(depth, f"const {t} {nv} = {self.expr(res)};")
-        for acc, nv in zip(accs, news):
-            self.emit(depth, f"{acc} = {nv};")
-        for lhs, rhs in zip(comb.lhs, comb.rhs):
-            self._bound.discard(id(lhs))
-            self._bound.discard(id(rhs))
-        while depth > d + 1:
-            depth -= 1
-            self.emit(depth, "}")
-        for acc, (_, _, res) in zip(accs, scratch):
-            self.emit(d + 1, f"{self._buf(res)}[0] = {acc};")
-        self.emit(d + 1, "__syncthreads();   // the scratch may be reused")
-        self.emit(d, "}")
+        CrossThreadEmitter(self, s, k).emit(d)
 
 
 def kernel_params(func: n.LoweredFunc, kernel: n.DeviceKernel, namer) -> tuple:
     """The parameters of ``kernel``: the global buffers it reads or writes (inputs as
-    ``const T* __restrict__``), in ``func.buffers`` then workspace order, then the scalars it
+    ``const T* __restrict__``, outputs and workspaces ``T* __restrict__``), in ``func.buffers`` then workspace order, then the scalars it
     uses (shapes, strides, scalar arguments) in ``func.scalars`` order."""
     used = set()
     for x in collect(kernel.body, lambda x: type(x) in (n.Load, n.Store, n.AsyncCopy)):
@@ -325,9 +310,9 @@ def kernel_params(func: n.LoweredFunc, kernel: n.DeviceKernel, namer) -> tuple:
             free.update(id(v) for v in collect(e, lambda x: type(x) is n.Var))
     inputs = {id(b) for b in func.inputs}
     params = []
-    for b in bufs:
-        t = ctype(b.dtype)
-        decl = f"const {t}* __restrict__" if id(b) in inputs else f"{t}*"
+    for b in bufs:          # the dispatch never lets an output or workspace alias anything
+        t = stype(b.dtype)
+        decl = f"const {t}* __restrict__" if id(b) in inputs else f"{t}* __restrict__"
         params.append(Param(namer(b, b.name), decl, buffer=b))
     for v in func.scalars:
         if id(v) in free:

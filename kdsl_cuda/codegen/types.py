@@ -1,4 +1,11 @@
-"""kdsl dtypes -> CUDA C++ types and literals (no headers: the typedefs live in the prelude)."""
+"""kdsl dtypes -> CUDA C++ types and literals (no headers: the typedefs live in the prelude).
+
+16-bit floats have two types: in memory (buffers, parameters) the raw 16 bits (``uint16_t``),
+in registers a ``float`` holding a value rounded to the 16-bit type after every operation
+(numpy's float16 semantics; bfloat16 rounds to nearest even like the interpreter).
+``ctype`` is the register type, ``stype`` the memory type; ``load``/``store``/``rounded``
+wrap expression text with the prelude's conversions.
+"""
 from __future__ import annotations
 
 import math
@@ -19,14 +26,43 @@ _CTYPES = {
 SMALL_INTS = frozenset({"int8", "int16", "uint8", "uint16"})
 
 
+#: 16-bit floats: (to memory, from memory, round a float to the type) prelude helpers
+_HALF = {"float16": ("kd_f2h", "kd_h2f", "kd_rh"), "bfloat16": ("kd_f2bf", "kd_bf2f", "kd_rbf")}
+
+
 def ctype(d) -> str:
-    """The C type of dtype ``d``; 16-bit floats are not supported by this codegen yet."""
+    """The C type of dtype ``d``'s values in registers (16-bit floats: ``float``)."""
+    if d.name in _HALF:
+        return "float"
     t = _CTYPES.get(d.name)
     if t is None:
-        raise BackendCompileError(
-            f"the cuda backend does not generate {d.name} code yet (float16/bfloat16 storage with "
-            "float32 math is planned: issue 10 item 1); use float32 or float64 for now")
+        raise BackendCompileError(f"the cuda backend does not generate {d.name} code (use a "
+                                  "float, integer or bool dtype)")
     return t
+
+
+def stype(d) -> str:
+    """The C type of dtype ``d``'s elements in memory (16-bit floats: their raw bits)."""
+    return "uint16_t" if d.name in _HALF else ctype(d)
+
+
+def is_half(d) -> bool:
+    return d.name in _HALF
+
+
+def load(d, text: str) -> str:
+    """A memory element ``text`` of dtype ``d`` as a register value."""
+    return f"{_HALF[d.name][1]}({text})" if d.name in _HALF else text
+
+
+def store(d, text: str) -> str:
+    """A register value ``text`` of dtype ``d`` in its memory form."""
+    return f"{_HALF[d.name][0]}({text})" if d.name in _HALF else text
+
+
+def rounded(d, text: str) -> str:
+    """A float result ``text`` of an operation of dtype ``d`` (rounded when ``d`` is 16-bit)."""
+    return f"{_HALF[d.name][2]}({text})" if d.name in _HALF else text
 
 
 def literal(value, d) -> str:
@@ -35,7 +71,12 @@ def literal(value, d) -> str:
         return "true" if value else "false"
     if d.is_float:
         v = float(value)
-        single = d.name == "float32"
+        single = d.name != "float64"
+        if d.name == "float16":
+            with np.errstate(over="ignore"):
+                v = float(np.float16(v))
+        elif d.name == "bfloat16":
+            v = _bf16(v)
         if math.isnan(v):
             return "__int_as_float(0x7fc00000)" if single else "__longlong_as_double(0x7ff8000000000000LL)"
         if math.isinf(v):
@@ -65,3 +106,11 @@ def literal(value, d) -> str:
 
 def is_index(d) -> bool:
     return d == dt.index
+
+
+def _bf16(x: float) -> float:
+    """``x`` rounded to float32 then to the nearest bfloat16, ties to even (the interpreter's
+    ``round_bf16``)."""
+    from kdsl.backends.numpy_eval import round_bf16
+    with np.errstate(over="ignore"):
+        return float(round_bf16(np.float32(x)))
