@@ -21,6 +21,7 @@ from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
 
 from .expr import ExprPrinter
+from .vector import try_vectorize
 from .names import Namer
 from .cross_thread import CrossThreadEmitter
 from .types import ctype, literal, load, store, stype
@@ -191,7 +192,14 @@ class KernelPrinter:
                     guard = f"({t}){hw} < {self.expr(s.extent)}"
             self._scoped(s.var, d, decl, s.body, guard)
             return
-        # serial, unrolled, vectorized (plain loops for now), parallel, vthread (run in turn)
+        if s.kind is n.ForKind.VECTORIZED and try_vectorize(self, s, d):
+            return        # 16-byte loads/stores where aligned, else the loop (codegen/vector.py)
+        self.plain_loop(s, d)
+
+    def plain_loop(self, s: n.For, d):
+        """A C loop: serial, unrolled, vectorized (no vector accesses), parallel, vthread (run in
+        turn)."""
+        t = ctype(s.var.dtype)
         name = self.names(s.var, s.var.name)
         end = self.names.fresh(name + "_end")
         lo = self.expr(s.min)

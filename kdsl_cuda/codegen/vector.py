@@ -1,0 +1,141 @@
+"""Vectorized loops -> 16-byte (or 8-byte) loads and stores, with the scalar loop as fallback.
+
+A ``vectorized`` loop ``for v in range(W)`` whose body is (under guards) one Store is printed as
+
+    bool ok = <every guard holds for every lane> && <every vector address is aligned>;
+    if (ok) { float4 a4 = *(float4*)&A[base]; ...  W lanes, each the body with v = lane and the
+              vector loads' components for those loads; a vector store if the Store is one }
+    else    { the loop as written }
+
+A Load or Store is a *vector access* when it is contiguous in ``v``: a row-major buffer (no
+run-time strides), ``v`` only in the last index, as ``X + v`` or ``v``, an element of 4 or 8 bytes,
+and ``W * itemsize`` of 8 or 16 bytes.  Alignment is checked on the address at run time, so views
+at odd offsets and rows of odd length take the scalar path: never a wrong answer.  Lanes run in
+order, so an accumulation (``acc = acc + A[.. + v]``) adds in the loop's order.
+"""
+from __future__ import annotations
+
+from kdsl.ir import nodes as n
+from kdsl.ir.visitor import collect, substitute, uses_var
+
+from .types import ctype
+
+#: (C element type, lanes) -> CUDA's built-in vector type
+VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("int32_t", 4): "int4",
+                ("int32_t", 2): "int2", ("uint32_t", 4): "uint4", ("uint32_t", 2): "uint2",
+                ("double", 2): "double2", ("int64_t", 2): "longlong2",
+                ("uint64_t", 2): "ulonglong2"}
+_LANES = "xyzw"
+
+
+def _contiguous_in(indices, v) -> bool:
+    """``v`` appears only in the last index, as ``v`` or ``X + v`` / ``v + X``."""
+    if not indices or any(uses_var(i, v) for i in indices[:-1]):
+        return False
+    last = indices[-1]
+    if last is v:
+        return True
+    if type(last) is n.Binary and last.op is n.BinOp.ADD:
+        a, b = last.a, last.b
+        return (a is v and not uses_var(b, v)) or (b is v and not uses_var(a, v))
+    return False
+
+
+def _vector_type(buf: n.Buffer, lanes: int):
+    if buf.strides is not None or buf.scope not in (n.Scope.GLOBAL, n.Scope.SHARED):
+        return None
+    return VECTOR_TYPES.get((ctype(buf.dtype), lanes))
+
+
+def try_vectorize(p, s: n.For, d: int) -> bool:
+    """Print ``s`` (a VECTORIZED loop) with vector accesses through KernelPrinter ``p``; False
+    when it has none (the caller prints the plain loop)."""
+    lanes = s.extent.value if type(s.extent) is n.Const else None
+    if lanes not in (2, 4) or type(s.min) is not n.Const:
+        return False
+    v = s.var
+    guards, body = [], s.body
+    while type(body) is n.IfThenElse and body.otherwise is None:
+        guards.append(body.cond)
+        body = body.then
+    if type(body) is not n.Store:
+        return False
+    store_vec = None
+    if _contiguous_in(body.indices, v) and _vector_type(body.buffer, lanes):
+        if not collect(body.value, lambda x: type(x) is n.Load and x.buffer is body.buffer):
+            store_vec = _vector_type(body.buffer, lanes)
+    loads = {}
+    for ld in collect(body.value, lambda x: type(x) is n.Load):
+        vt = _vector_type(ld.buffer, lanes)
+        if vt is None or ld.buffer is body.buffer or not _contiguous_in(ld.indices, v):
+            continue
+        key = (id(ld.buffer), _base_text(p, ld.buffer, ld.indices, v, s.min))
+        loads.setdefault(key, (ld, vt))
+    if not loads and store_vec is None:
+        return False
+    _emit(p, s, d, guards, body, loads, store_vec, lanes)
+    return True
+
+
+def _base_text(p, buf, indices, v, lo) -> str:
+    return p.flat_index(buf, tuple(substitute(i, {v: lo}) for i in indices))
+
+
+def _emit(p, s, d, guards, body, loads, store_vec, lanes):
+    v, t = s.var, ctype(s.var.dtype)
+    lo = s.min.value
+    ok = p.names.fresh("kd_vok")
+    p.emit(d, "{")
+    p.emit(d + 1, f"bool {ok} = true;")
+    name = p.bind(v)
+    for k in range(lanes):   # every guard, every lane (constant-folded by the compiler)
+        if guards:
+            conds = " && ".join(f"({p.expr(g)})" for g in guards)
+            p.emit(d + 1, f"{{ const {t} {name} = {lo + k}; {ok} = {ok} && {conds}; }}")
+    addrs = []
+    for (bid, base), (ld, vt) in loads.items():
+        addrs.append((f"&{p.buf(ld.buffer)}[{base}]", ld.buffer.dtype.itemsize * lanes))
+    if store_vec is not None:
+        sbase = _base_text(p, body.buffer, body.indices, v, s.min)
+        addrs.append((f"&{p.buf(body.buffer)}[{sbase}]", body.buffer.dtype.itemsize * lanes))
+    for addr, nbytes in addrs:
+        p.emit(d + 1, f"{ok} = {ok} && ((reinterpret_cast<unsigned long long>({addr}) & "
+                      f"{nbytes - 1}ULL) == 0ULL);")
+    p.unbind(v)
+    p.emit(d + 1, f"if ({ok}) {{")
+    names = {}
+    for key, (ld, vt) in loads.items():
+        vn = p.names.fresh("kd_vl")
+        names[key] = vn
+        p.emit(d + 2, f"const {vt} {vn} = *reinterpret_cast<const {vt}*>(&{p.buf(ld.buffer)}[{key[1]}]);")
+    out = None
+    if store_vec is not None:
+        out = p.names.fresh("kd_vs")
+        p.emit(d + 2, f"{store_vec} {out};")
+    plain_load = p.expr.load
+    for k in range(lanes):
+        p.emit(d + 2, "{")
+        p.emit(d + 3, f"const {t} {p.bind(v)} = {lo + k};")
+
+        def lane_load(e, k=k):
+            if type(e) is n.Load and _contiguous_in(e.indices, v):
+                key = (id(e.buffer), _base_text(p, e.buffer, e.indices, v, s.min))
+                if key in names:
+                    return f"{names[key]}.{_LANES[k]}"
+            return plain_load(e)
+        p.expr.load = lane_load
+        try:
+            if out is not None:
+                p.emit(d + 3, f"{out}.{_LANES[k]} = {p.expr(body.value)};")
+            else:
+                p.stmt(body, d + 3)
+        finally:
+            p.expr.load = plain_load
+        p.unbind(v)
+        p.emit(d + 2, "}")
+    if out is not None:
+        p.emit(d + 2, f"*reinterpret_cast<{store_vec}*>(&{p.buf(body.buffer)}[{sbase}]) = {out};")
+    p.emit(d + 1, "} else {")
+    p.plain_loop(s, d + 2)
+    p.emit(d + 1, "}")
+    p.emit(d, "}")
