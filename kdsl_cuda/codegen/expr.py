@@ -38,6 +38,9 @@ class ExprPrinter:
     def __init__(self, var_name, load):
         self.var_name = var_name
         self.load = load
+        #: text of an integer // or % -> the name of a variable holding it (set by the kernel
+        #: printer for divisions that depend only on block/thread indices and parameters)
+        self.hoisted: dict = {}
         self._table = {n.Var: lambda e: self.var_name(e), n.Const: lambda e: literal(e.value, e.dtype),
                        n.Binary: self._binary, n.Compare: self._compare, n.Unary: self._unary,
                        n.Select: self._select, n.Cast: self._cast, n.Load: lambda e: self.load(e)}
@@ -82,7 +85,8 @@ class ExprPrinter:
         if op in (n.BinOp.FLOORDIV, n.BinOp.MOD):
             kind = "s" if d.is_signed else "u"
             fn = "floordiv" if op is n.BinOp.FLOORDIV else "mod"
-            return f"kd_{kind}{fn}<{t}>({a}, {b})"
+            text = f"kd_{kind}{fn}<{t}>({a}, {b})"
+            return self.hoisted.get(text, text)   # computed once per thread (kernel.py)
         if op is n.BinOp.POW:
             return f"kd_ipow<{t}>({a}, {b})"
         if op is n.BinOp.DIV:     # true division with an int result: in double, then truncate

@@ -78,6 +78,7 @@ class KernelPrinter:
         self._bound: set = set()       # ids of Vars in scope
         self._scalars = {id(v): v for v in func.scalars}
         self._ctr_count = 0
+        self._invariants = _thread_invariant_divisions(kernel.body, self._scalars)
         self._async = False              # a cp.async was emitted
 
     # ------------------------------------------------------------- names and memory
@@ -155,11 +156,14 @@ class KernelPrinter:
         for x in s.stmts:
             self.stmt(x, d)
 
-    def _scoped(self, v, d, decl: str, body, guard: str | None = None):
-        """``{ decl; [if (guard)] body }`` with ``v`` in scope for the body."""
+    def _scoped(self, v, d, decl: str, body, guard: str | None = None, hoist: bool = False):
+        """``{ decl; [if (guard)] body }`` with ``v`` in scope for the body.  ``hoist``: ``v``
+        is a block/thread index; integer divisions that now have all their variables in scope
+        are computed here, once (index arithmetic of fused axes), and named."""
         self.emit(d, "{")
         self.emit(d + 1, decl)
         self._bound.add(id(v))
+        made = self._hoist(d + 1) if hoist else ()
         if guard:
             self.emit(d + 1, f"if ({guard}) {{")
             self.stmt(body, d + 2)
@@ -167,7 +171,25 @@ class KernelPrinter:
         else:
             self.stmt(body, d + 1)
         self._bound.discard(id(v))
+        for text in made:
+            del self.expr.hoisted[text]
         self.emit(d, "}")
+
+    def _hoist(self, d) -> list:
+        """Declare the thread-invariant divisions whose variables are all in scope (see
+        ``_thread_invariant_divisions``); returns their texts (forgotten when the scope ends)."""
+        made = []
+        for e, vars_ in self._invariants:
+            if not all(x in self._bound or x in self._scalars for x in vars_):
+                continue
+            text = self.expr(e)
+            if text in self.expr.hoisted.values() or text in self.expr.hoisted:
+                continue
+            name = self.names.fresh("kd_ix")
+            self.emit(d, f"const {ctype(e.dtype)} {name} = {text};")
+            self.expr.hoisted[text] = name
+            made.append(text)
+        return made
 
     def _For(self, s: n.For, d):
         t = ctype(s.var.dtype)
@@ -190,7 +212,7 @@ class KernelPrinter:
                 grid = self.kernel.launch.grid
                 if axis >= len(grid) or self.expr(grid[axis]) != self.expr(s.extent):
                     guard = f"({t}){hw} < {self.expr(s.extent)}"
-            self._scoped(s.var, d, decl, s.body, guard)
+            self._scoped(s.var, d, decl, s.body, guard, hoist=True)
             return
         if s.kind is n.ForKind.VECTORIZED and try_vectorize(self, s, d):
             return        # 16-byte loads/stores where aligned, else the loop (codegen/vector.py)
@@ -326,3 +348,31 @@ def kernel_params(func: n.LoweredFunc, kernel: n.DeviceKernel, namer) -> tuple:
         if id(v) in free:
             params.append(Param(namer(v, v.name), ctype(v.dtype), var=v))
     return tuple(params)
+
+
+def _thread_invariant_divisions(body, scalars: dict) -> list:
+    """Integer ``//`` and ``%`` nodes of ``body`` whose variables are all block/thread indices
+    or kernel parameters, innermost first (their texts nest), each with the ids of its
+    variables.  Splitting fused axes puts such divisions (64-bit, often by a run-time size)
+    into every index; computed once per thread they cost nothing in the loops."""
+    bound = {id(f.var) for f in collect(body, lambda x: type(x) is n.For and x.kind is n.ForKind.BOUND
+                                        and not x.thread.is_vthread)}
+    out, seen = [], set()
+    for e in collect(body, lambda x: type(x) is n.Binary and x.op in (n.BinOp.FLOORDIV, n.BinOp.MOD)
+                     and x.dtype.is_int):
+        vars_ = {id(v) for v in collect(e, lambda x: type(x) is n.Var)}
+        if not vars_ or not all(v in bound or v in scalars for v in vars_):
+            continue
+        if type(e.b) is n.Const and type(e.a) is n.Var:
+            continue        # bx // 4: cheaper to recompute than to keep in a register
+        key = id(e)
+        if key not in seen:
+            seen.add(key)
+            out.append((e, vars_))
+    out.sort(key=lambda ev: _depth(ev[0]))
+    return out
+
+
+def _depth(e) -> int:
+    kids = [getattr(e, f) for f in ("a", "b") if hasattr(e, f)]
+    return 1 + max((_depth(k) for k in kids if isinstance(k, n.Expr)), default=0)
