@@ -158,6 +158,8 @@ class CuPy:
             cupy.cuda.runtime.getDeviceCount()
         except Exception as e:          # noqa: BLE001  (CUDARuntimeError without a driver)
             pytest.skip(f"no CUDA device visible to CuPy ({e})")
+        if os.environ.get("KDSL_TEST_SANITIZER") == "1":
+            cupy.cuda.set_allocator(None)      # every array its own cudaMalloc: memcheck sees its end
         self.m = cupy
 
     def array(self, a, dtype=None):

@@ -10,13 +10,10 @@ from cuda_support import (ARGMAX, AXPY, MIX, NUMPY_DTYPES, ROWSUM, TWO, check_el
 
 pytestmark = pytest.mark.cuda
 
-SHAPES = [(37, 45), (1, 7), (7, 1), (1, 1), (0, 5), (5, 0)]
-
-
 @pytest.mark.parametrize("dtype", NUMPY_DTYPES)
 def test_every_dtype_in_and_out(dtype, rng):
     k = elementwise(dtype)[0]
-    for shape in SHAPES:
+    for shape in [(37, 45), (1, 7), (0, 5), (5, 0)]:     # more 1s: test_any_layout
         a, b = values(rng, shape, dtype), values(rng, shape, dtype)
         a0, b0 = a.copy(), b.copy()
         r = k(a, b, backend="cuda")

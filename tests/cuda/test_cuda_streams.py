@@ -7,6 +7,8 @@ new input values into ``x``), then calls the kernel on ``x``.  On S the kernel r
 copy and sees the new values; on any other stream it would race ahead and read the old ones.
 That S is still busy when the call returns shows the call did not synchronise (neither S nor
 the device).  Kernels are compiled before the producer is queued."""
+import os
+
 import numpy as np
 import pytest
 
@@ -15,6 +17,9 @@ from cuda_support import MIX, ROWSUM, check_elementwise, library, values
 pytestmark = pytest.mark.cuda
 
 SPIN_CYCLES = 1_000_000_000        # ~0.5 s at the H200's ~2 GHz
+#: under compute-sanitizer (README.md) launches may be serialised by the tool: the ordering
+#: and values are still checked, not that the call returned before the producer finished
+SANITIZER = os.environ.get("KDSL_TEST_SANITIZER") == "1"
 
 
 class _Protocol:
@@ -53,7 +58,7 @@ def _torch_produce(torch, s, x, src):
 
 
 def _torch_check(L, s, r, x, new, b, rs=None):
-    assert not s.query(), "the call waited for the stream (or the device)"
+    assert SANITIZER or not s.query(), "the call waited for the stream (or the device)"
     s.synchronize()
     check_elementwise(L.numpy(r), new, b, "float32")
     if rs is not None:
@@ -138,7 +143,7 @@ def _cupy_produce(spin, s, x, src):
 
 
 def _cupy_check(L, s, r, new, b, rs):
-    assert not s.done, "the call waited for the stream (or the device)"
+    assert SANITIZER or not s.done, "the call waited for the stream (or the device)"
     s.synchronize()
     check_elementwise(L.numpy(r), new, b, "float32")
     np.testing.assert_allclose(L.numpy(rs), new.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
