@@ -92,9 +92,10 @@ def test_torch_current_stream_is_the_default(rng):
 def test_torch_launch_is_ordered_before_later_work_on_its_stream(rng):
     """The consumer side: torch work queued on S after the kernel reads the kernel's result."""
     L, torch, x, y, src, new, b = _torch_setup(rng)
+    out = L.full(x.shape, 0.0, "float32")
+    torch.cuda.synchronize()                   # the fill (default stream) is done before S runs
     s = torch.cuda.Stream()
     _torch_produce(torch, s, x, src)
-    out = L.full(x.shape, 0.0, "float32")
     MIX(x, y, out=out, stream=s)
     with torch.cuda.stream(s):
         copy = out.clone()
