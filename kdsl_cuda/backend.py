@@ -29,6 +29,7 @@ class CUDABackend:
 
     def __init__(self, arch: str | None = None):
         self.arch = arch or build.DEFAULT_ARCH
+        _register_readers()
 
     # ------------------------------------------------------------- protocol
     def schedule(self, sched, hints) -> None:
@@ -111,8 +112,9 @@ def _register_readers() -> None:
     """Let kdsl's dispatch read torch and CuPy arrays through their attributes (cheap) instead of
     ``__cuda_array_interface__`` (costly on torch), for the libraries imported so far."""
     import sys
-    from kdsl.runtime.arrays import register_reader
+    from kdsl.runtime.arrays import register_dlpack_reader, register_reader
     from .runtime import interop
+    register_dlpack_reader(interop.dlpack_info)
     for mod, attr in (("torch", "Tensor"), ("cupy", "ndarray")):
         m = sys.modules.get(mod)
         if m is not None and mod not in _readers_done:

@@ -381,8 +381,11 @@ def env_backend_reader():
 
 
 def _is_cuda_array(a) -> bool:
-    if hasattr(a, "__cuda_array_interface__"):
-        return True
+    try:
+        if hasattr(a, "__cuda_array_interface__"):
+            return True
+    except Exception:   # a property that raises for this array (JAX bfloat16): ask DLPack
+        pass
     dev = getattr(a, "__dlpack_device__", None)
     if dev is None:
         return False

@@ -17,6 +17,8 @@ that the runtime allocates once per call and that the kernels exchange data thro
 softmax's row maxima and sums).  Code outside every kernel (a stage whose loops are not bound)
 is not allowed on a GPU target: the pass raises a ScheduleError naming the stage and saying to
 bind its loops (TVM: "did you forget to bind?"); so is a root buffer in shared or local memory.
+A root statement with no loops at all (a 0-d stage such as ``x.sum() / n``) has nothing to bind:
+it becomes a kernel of one thread.
 
 Assumes: simplified loop IR (constant extents are ``Const``); the root is a chain of
 ``Allocate``s around a ``Seq`` of root nests (``loop_nests``); no DeviceKernel yet.
@@ -54,7 +56,8 @@ def device_kernels(func: n.LoweredFunc) -> n.LoweredFunc:
     stmts = inner.stmts if type(inner) is n.Seq else (inner,)
     out = []
     for s in stmts:
-        if not _kernel_head(s):
+        # a root statement without loops (a 0-d stage: x.sum() / n) runs as a one-thread kernel
+        if not _kernel_head(s) and any_statement(s, lambda x: type(x) is n.For):
             raise _host_code(func, s)
         _check_locals(func, s)
         out.append(n.DeviceKernel(f"{func.name}_kernel{len(out)}", launch_of(func, s), s))

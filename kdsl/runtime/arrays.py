@@ -51,13 +51,31 @@ def array_info(a):
     if reader is not None:
         return reader(a)
     for attr in ("__cuda_array_interface__", "__array_interface__"):
-        iface = getattr(a, attr, None)
+        try:
+            iface = getattr(a, attr, None)
+        except Exception:     # e.g. JAX raises for dtypes the interface cannot describe
+            iface = None
         if isinstance(iface, dict):
             try:
                 return _from_interface(iface)
             except (KeyError, TypeError, ValueError):
-                return None
+                break
+    if _dlpack_reader is not None and hasattr(a, "__dlpack__"):
+        try:
+            return _dlpack_reader(a)
+        except Exception:
+            return None
     return None
+
+
+#: reads arrays that only DLPack describes (bfloat16 from JAX), set by a backend that can
+_dlpack_reader = None
+
+
+def register_dlpack_reader(reader) -> None:
+    """``reader(a) -> (dtype, shape, C-contiguous)`` for DLPack-only arrays (kdsl_cuda)."""
+    global _dlpack_reader
+    _dlpack_reader = reader
 
 
 def is_device_array(a) -> bool:

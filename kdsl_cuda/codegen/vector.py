@@ -18,7 +18,7 @@ from __future__ import annotations
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect, substitute, uses_var
 
-from .types import ctype
+from .types import ctype, is_half
 
 #: (C element type, lanes) -> CUDA's built-in vector type
 VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("int32_t", 4): "int4",
@@ -43,6 +43,8 @@ def _contiguous_in(indices, v) -> bool:
 
 def _vector_type(buf: n.Buffer, lanes: int):
     if buf.strides is not None or buf.scope not in (n.Scope.GLOBAL, n.Scope.SHARED):
+        return None
+    if is_half(buf.dtype):     # stored as 16 bits, computed in float: lanes of another type
         return None
     return VECTOR_TYPES.get((ctype(buf.dtype), lanes))
 

@@ -121,13 +121,29 @@ def view(a) -> View:
         return _view_torch(a)
     if _is_cupy(a):
         return _view_cupy(a)
-    if hasattr(a, "__cuda_array_interface__"):
-        return _view_cai(a)
+    try:
+        cai = hasattr(a, "__cuda_array_interface__")
+    except Exception:          # JAX raises for dtypes the interface cannot describe (bfloat16)
+        cai = False
+    if cai:
+        try:
+            return _view_cai(a)
+        except (TypeError, ValueError, KeyError):
+            if not hasattr(a, "__dlpack__"):
+                raise
     if hasattr(a, "__dlpack__"):
         return _view_dlpack(a)
     raise ArgumentError(f"the cuda backend cannot read a {t.__name__} argument",
                         hint="pass a numpy array, a CUDA array (PyTorch, CuPy, JAX, ...) or a "
                              "kdsl_cuda.DeviceArray")
+
+
+def dlpack_info(a):
+    """``array_info`` through DLPack only (arrays whose CUDA Array Interface cannot describe
+    them, e.g. JAX bfloat16)."""
+    from kdsl.runtime.arrays import is_c_contiguous
+    v = _view_dlpack(a)
+    return v.dtype, v.shape, is_c_contiguous(v.shape, v.strides, v.dtype.itemsize)
 
 
 def array_info(a):

@@ -261,7 +261,7 @@ def _scalar(v, d):
 
 
 def _stage_in(a: np.ndarray, ordinal: int, stream: int) -> DeviceArray:
-    src = np.ascontiguousarray(a)
+    src = a if a.flags.c_contiguous else a.copy(order="C")   # (ascontiguousarray makes 0-d 1-d)
     d = DeviceArray(src.shape, src.dtype, device=ordinal, stream=stream,
                     kdsl_dtype=dt.as_dtype(src.dtype))
     if src.nbytes:

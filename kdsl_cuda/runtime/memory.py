@@ -188,7 +188,7 @@ def to_device(a, device: int = 0, stream: int = 0) -> DeviceArray:
         kd = dt.as_dtype(a.dtype)
     except TypeError:
         raise TypeError(f"to_device: dtype {a.dtype} is not a kdsl dtype") from None
-    a = np.ascontiguousarray(a)
+    a = a if a.flags.c_contiguous else a.copy(order="C")   # (ascontiguousarray makes 0-d 1-d)
     out = DeviceArray(a.shape, a.dtype, device=device, stream=stream, kdsl_dtype=kd)
     if a.nbytes:
         L = driver.lib()
