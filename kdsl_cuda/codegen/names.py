@@ -7,7 +7,10 @@ _RESERVED = frozenset("""auto bool break case char const continue default do dou
 float for goto if int long register return short signed sizeof static struct switch typedef union
 unsigned void volatile while class new delete template this true false inline namespace operator
 private public protected virtual friend typename using min max dim3 threadIdx blockIdx blockDim
-gridDim warpSize""".split())
+gridDim warpSize""".split()) | frozenset(
+    # the math functions the generated code calls (a stage is named after its op: "exp")
+    f + suffix for f in """exp log sqrt sin cos tanh erf floor ceil fabs pow fmod copysign
+    rsqrt exp2 log2 log10 abs""".split() for suffix in ("", "f"))
 
 
 class Namer:

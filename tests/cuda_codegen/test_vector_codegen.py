@@ -45,3 +45,14 @@ def test_vectorized_results_on_the_simt_interpreter():
     for n_ in (0, 1, 7, 1024, 1029):
         x, y = rng.standard_normal(n_).astype(np.float32), rng.standard_normal(n_).astype(np.float32)
         np.testing.assert_array_equal(k(x, y, backend="interp-cuda"), x - y)
+
+
+def test_outputs_named_after_math_functions_do_not_shadow_them():
+    """A stage is named after its op (kd.exp -> "exp"): its buffer must not hide CUDA's exp()
+    (found by the fuzzer on the H200: NVRTC rejected the source)."""
+    from kdsl_cuda.build import compile_cubin
+    a = np.zeros(64, np.float64)
+    src = _source(lambda x: kd.tanh(abs(x) - x * x), a)
+    compile_cubin(src)
+    src = _source(lambda x: (kd.exp(x), kd.sqrt(x)), a.astype(np.float32))
+    compile_cubin(src)
