@@ -1,10 +1,12 @@
 """Vectorized loops -> 16-byte (or 8-byte) loads and stores, with the scalar loop as fallback.
 
-A ``vectorized`` loop ``for v in range(W)`` whose body is (under guards) one Store is printed as
+A ``vectorized`` loop ``for v in range(W)`` whose body is (under guards) straight-line code --
+lets around one Store or a sequence of Stores -- is printed as
 
     bool ok = <every guard holds for every lane> && <every vector address is aligned>;
     if (ok) { float4 a4 = *(float4*)&A[base]; ...  W lanes, each the body with v = lane and the
-              vector loads' components for those loads; a vector store if the Store is one }
+              vector loads' components for those loads; a vector store if the body is one
+              contiguous Store }
     else    { the loop as written }
 
 A Load or Store is a *vector access* when it is contiguous in ``v``: a row-major buffer (no
@@ -60,16 +62,18 @@ def try_vectorize(p, s: n.For, d: int) -> bool:
     while type(body) is n.IfThenElse and body.otherwise is None:
         guards.append(body.cond)
         body = body.then
-    if type(body) is not n.Store:
+    stored = _stored_buffers(body)
+    if stored is None:
         return False
     store_vec = None
-    if _contiguous_in(body.indices, v) and _vector_type(body.buffer, lanes):
+    if type(body) is n.Store and _contiguous_in(body.indices, v) and _vector_type(body.buffer, lanes):
         if not collect(body.value, lambda x: type(x) is n.Load and x.buffer is body.buffer):
             store_vec = _vector_type(body.buffer, lanes)
     loads = {}
-    for ld in collect(body.value, lambda x: type(x) is n.Load):
+    for ld in collect(body, lambda x: type(x) is n.Load):
         vt = _vector_type(ld.buffer, lanes)
-        if vt is None or ld.buffer is body.buffer or not _contiguous_in(ld.indices, v):
+        # a buffer the body stores to is read lane by lane (a vector load would read it early)
+        if vt is None or ld.buffer in stored or not _contiguous_in(ld.indices, v):
             continue
         key = (id(ld.buffer), _base_text(p, ld.buffer, ld.indices, v, s.min))
         loads.setdefault(key, (ld, vt))
@@ -77,6 +81,18 @@ def try_vectorize(p, s: n.For, d: int) -> bool:
         return False
     _emit(p, s, d, guards, body, loads, store_vec, lanes)
     return True
+
+
+def _stored_buffers(body):
+    """The buffers ``body`` stores to, when it is straight-line code (lets around one Store or
+    a sequence of Stores: an elementwise value, an accumulation, argmax's value and index);
+    None otherwise."""
+    while type(body) is n.LetStmt:
+        body = body.body
+    stmts = body.stmts if type(body) is n.Seq else (body,)
+    if not stmts or any(type(x) is not n.Store for x in stmts):
+        return None
+    return {x.buffer for x in stmts}
 
 
 def _base_text(p, buf, indices, v, lo) -> str:
