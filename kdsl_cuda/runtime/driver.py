@@ -88,6 +88,10 @@ class _Lib:
                                      f"which this machine does not have ({e}); kernels can still be "
                                      "inspected with kernel.source(..., backend=\"cuda\") and run on "
                                      "backend=\"interp-cuda\" (the SIMT interpreter)") from None
+        # the launch of the fast launchers: no argtypes, so no per-call argument conversion
+        raw = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+        raw.restype = _I
+        self.raw_launch = raw
         for name, argtypes in _SIGNATURES.items():
             fn = getattr(self.dll, name, None)
             if fn is None:

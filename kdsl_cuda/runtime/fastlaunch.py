@@ -12,6 +12,7 @@ error message.  Plans with numpy arrays or other libraries' arrays get no fast l
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 
@@ -46,6 +47,14 @@ class _Gen:
     def __init__(self, compiled, plan, ordinal):
         self.c, self.plan, self.ordinal = compiled, plan, ordinal
         self.lines, self.ns, self.k = [], {"NotImplemented": NotImplemented}, 0
+        self.stride_src: dict = {}       # "st<tag>" -> the expression reading those strides
+
+    def strides(self, name: str) -> str:
+        """``name`` (``st<tag>``), read now if it was not read yet."""
+        src = self.stride_src.pop(name, None)
+        if src is not None:
+            self.emit(f"{name} = {src}")
+        return name
 
     def const(self, value, stem="_c") -> str:
         name = f"{stem}{self.k}"
@@ -82,14 +91,15 @@ class _Gen:
             if cls is not None and spec.dims[d] is None:
                 cond.append(f"sh{tag}[{d}].bit_length() != {cls}")
         e(f"if {' or '.join(cond)}: return NotImplemented")
+        # strides are read where they are used (a stride parameter, a strided overlap check)
         if kind == "torch":
-            e(f"st{tag} = {var}.stride()")              # elements
+            self.stride_src[f"st{tag}"] = f"{var}.stride()"      # elements
             e(f"p{tag} = {var}.data_ptr()")
         elif kind == "cupy":
-            e(f"st{tag} = {var}.strides")              # bytes
+            self.stride_src[f"st{tag}"] = f"{var}.strides"       # bytes
             e(f"p{tag} = {var}.data.ptr")
         else:
-            e(f"st{tag} = {var}.strides")
+            self.stride_src[f"st{tag}"] = f"{var}.strides"
             e(f"p{tag} = {var}.ptr")
         return kind
 
@@ -152,17 +162,17 @@ class _Gen:
                     e(f"o{j} = _torch_empty({shp}, dtype={tdt}, device={self.ordinal})")
                     self.ns["_torch_empty"] = sys.modules["torch"].empty
                     e(f"po{j} = o{j}.data_ptr()")
-                    e(f"sto{j} = o{j}.stride()")
+                    self.stride_src[f"sto{j}"] = f"o{j}.stride()"
                 elif lib == "cupy":
                     e(f"o{j} = _empty_like({shp}, {self.const(kd)}, {like})")
                     self.ns["_empty_like"] = interop._LIBS["cupy"].empty
                     e(f"po{j} = o{j}.data.ptr")
-                    e(f"sto{j} = o{j}.strides")
+                    self.stride_src[f"sto{j}"] = f"o{j}.strides"
                 else:
                     e(f"o{j} = _DA({shp}, {self.const(kd)}, device={self.ordinal}, stream=stream)")
                     self.ns["_DA"] = DeviceArray
                     e(f"po{j} = o{j}.ptr")
-                    e(f"sto{j} = o{j}.strides")
+                    self.stride_src[f"sto{j}"] = f"o{j}.strides"
                 e(f"sho{j} = {shp}")
                 bufs.append((f"po{j}", f"sho{j}", f"sto{j}", lib))
         self.scalars_and_launch(bufs, names)
@@ -183,7 +193,7 @@ class _Gen:
             if spec.contiguous:    # [p, p + size * itemsize)
                 size = " * ".join(f"{sh}[{d}]" for d in range(len(spec.dims))) or "1"
                 return f"{p}, {p} + {size} * {isz}"
-            return f"_span({p}, {sh}, {st}, {isz}, {kind == 'torch'})"
+            return f"_span({p}, {sh}, {self.strides(st)}, {isz}, {kind == 'torch'})"
         specs = {a.pos: a for a in plan.args if not hasattr(a, "pytype")}
         for j, ospec in enumerate(plan.out_args):
             isz = self.c.func.outputs[j].dtype.itemsize
@@ -203,6 +213,7 @@ class _Gen:
                 e(f"{nm} = {bufs[b.index][1]}[{b.dim}]")
             elif b.kind is n.BindingKind.STRIDE:
                 p, sh, st, kind = bufs[b.index]
+                st = self.strides(st)
                 if kind == "torch":
                     e(f"{nm} = {st}[{b.dim}]")
                 else:
@@ -220,7 +231,15 @@ class _Gen:
             count = " * ".join(f"max(int({py_expr(x, snames)}), 0)" for x in wbuf.shape) or "1"
             e(f"w{w} = _Alloc(({count}) * {wbuf.dtype.itemsize}, {self.ordinal}, stream)")
             ptrs.append(f"w{w}.ptr")
-        self.ns.update(_Alloc=Allocation, _lock=c._lock, _launch=driver.lib().cuLaunchKernel)
+        L = driver.lib()
+        # the driver's cuLaunchKernel without ctypes argument conversion: handles as prebuilt
+        # c_void_p objects, ints as C ints (grids are checked < 2**31 above)
+        raw = getattr(L, "raw_launch", None)
+        self.ns.update(_Alloc=Allocation, _lock=c._lock, _launch=raw or L.cuLaunchKernel,
+                       _cstream=_stream_objects())
+        e("cs = _cstream.get(stream)")
+        e("if cs is None: cs = _cstream.setdefault(stream, _c_void_p(stream))")
+        self.ns["_c_void_p"] = ctypes.c_void_p
         fns = c.functions(self.ordinal)
         launches = []
         for k, (plan, fn) in enumerate(zip(c.plans, fns)):
@@ -241,11 +260,11 @@ class _Gen:
             self.ns[f"_pack{k}"] = plan.pack_into
             self.ns[f"_buf{k}"] = plan.buffer
             self.ns[f"_par{k}"] = plan.params
-            self.ns[f"_fn{k}"] = fn
+            self.ns[f"_fn{k}"] = ctypes.c_void_p(fn)
             bx, by, bz = plan.block
             launches.append((positive, f"_pack{k}(_buf{k}, 0{''.join(', ' + a for a in args)})",
                              f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, 0, "
-                             f"stream, _par{k}, None): return NotImplemented"))
+                             f"cs, _par{k}, None): return NotImplemented"))
         e("with _lock:")
         for positive, pack, launch in launches:
             if positive == "True":
@@ -255,6 +274,14 @@ class _Gen:
                 e(f"    if {positive}:")
                 e(f"        {pack}")
                 e(f"        {launch}")
+
+
+def _stream_objects() -> dict:
+    """Stream handle -> its c_void_p (made once per stream, shared by the fast launchers)."""
+    return _STREAMS
+
+
+_STREAMS: dict = {}
 
 
 def _span(p: int, shape, strides, itemsize: int, elements: bool) -> tuple:
