@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import nodes as n
-from kdsl.ir.visitor import any_statement, collect
+from kdsl.ir.visitor import collect
 
 from .expr import ExprPrinter
 from .vector import try_vectorize
@@ -229,11 +229,6 @@ class KernelPrinter:
         self._bound.add(id(s.var))
         if s.kind is n.ForKind.UNROLLED:
             self.emit(d, "#pragma unroll")
-        elif s.kind is n.ForKind.SERIAL and type(s.extent) is not n.Const and any_statement(
-                s.body, lambda x: type(x) is n.For and x.kind is n.ForKind.VECTORIZED):
-            # a streaming loop (vector loads inside, run-time trip count): unrolled by 4, the
-            # loads of 4 iterations are in flight together (memory-level parallelism)
-            self.emit(d, "#pragma unroll 4")
         self.emit(d, f"for ({t} {name} = {lo}, {end} = {hi}; {name} < {end}; ++{name}) {{")
         self.stmt(s.body, d + 1)
         self._bound.discard(id(s.var))
