@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import nodes as n
+from kdsl.ir.visitor import collect
 
 from .types import SMALL_INTS, ctype, literal, rounded
 
@@ -41,9 +42,17 @@ class ExprPrinter:
         #: text of an integer // or % -> the name of a variable holding it (set by the kernel
         #: printer for divisions that depend only on block/thread indices and parameters)
         self.hoisted: dict = {}
+        #: Load -> whether it prints as a register (set while a vectorized lane is printed)
+        self.in_register = lambda e: False
         self._table = {n.Var: lambda e: self.var_name(e), n.Const: lambda e: literal(e.value, e.dtype),
                        n.Binary: self._binary, n.Compare: self._compare, n.Unary: self._unary,
                        n.Select: self._select, n.Cast: self._cast, n.Load: lambda e: self.load(e)}
+
+    def _branch_free(self, e) -> bool:
+        """Whether ``a && b`` may evaluate both sides: neither reads global or shared memory (a
+        short-circuit may guard such a read; registers and local arrays are always in range)."""
+        return not collect(e, lambda x: type(x) is n.Load and x.buffer.scope is not n.Scope.LOCAL
+                           and not self.in_register(x))
 
     def __call__(self, e) -> str:
         fn = self._table.get(type(e))
@@ -64,6 +73,8 @@ class ExprPrinter:
             sym = _BOOL_SYM.get(op)
             if sym is None:
                 raise BackendCompileError(f"cuda codegen: binary {op.value} on bool values")
+            if sym in ("&&", "||") and self._branch_free(e):
+                sym = sym[0]   # both sides evaluated: selects instead of branches (argmax's combine)
             return f"({a} {sym} {b})"
         t = ctype(d)
         if d.is_float:

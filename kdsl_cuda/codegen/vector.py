@@ -141,7 +141,11 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
                 if key in names:
                     return f"{names[key]}.{_LANES[k]}"
             return plain_load(e)
+        def in_register(e):
+            return (type(e) is n.Load and _contiguous_in(e.indices, v) and
+                    (id(e.buffer), _base_text(p, e.buffer, e.indices, v, s.min)) in names)
         p.expr.load = lane_load
+        p.expr.in_register = in_register
         try:
             if out is not None:
                 p.emit(d + 3, f"{out}.{_LANES[k]} = {p.expr(body.value)};")
@@ -149,6 +153,7 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
                 p.stmt(body, d + 3)
         finally:
             p.expr.load = plain_load
+            p.expr.in_register = lambda e: False
         p.unbind(v)
         p.emit(d + 2, "}")
     if out is not None:
