@@ -237,6 +237,10 @@ def column_reduce(sched, x, *, threads: int, vec: int, parts: int | None, unroll
     return None
 
 
+#: adjacent output rows per thread of a stencil (thread_per_output with a window)
+STENCIL_ROWS = 4
+
+
 def thread_per_output(sched, x, *, tx: int, ty: int, window: bool, unroll: int | None,
                       tiles: dict | None = None):
     """One output per thread, accumulated in local memory: the last two spatial axes as
@@ -252,9 +256,19 @@ def thread_per_output(sched, x, *, tx: int, ty: int, window: bool, unroll: int |
         *rest, yi, xi = axes
         fy = tiles.get(names[-2], ty)
         fx = tiles.get(names[-1], tx)
+        rows = 1
+        if window and names[-2] not in tiles:
+            # a stencil: STENCIL_ROWS adjacent output rows per thread, unrolled, so that the
+            # window's input rows shared by neighbouring outputs are loaded once (the compiler
+            # merges identical loads) and the block index arithmetic is paid once per rows
+            rows = STENCIL_ROWS
+            fy = ty * rows
         yo, yi = x.split(yi, factor=fy)
         xo, xi = x.split(xi, factor=fx)
-        if fy > ty:
+        if rows > 1:
+            yi, ys = x.split(yi, factor=rows)
+            x.unroll(ys)
+        elif fy > ty:
             ys, yi = x.split(yi, factor=ty)
         else:
             ys = None
