@@ -238,7 +238,7 @@ def column_reduce(sched, x, *, threads: int, vec: int, parts: int | None, unroll
 
 
 #: adjacent output rows per thread of a stencil (thread_per_output with a window)
-STENCIL_ROWS = 4
+STENCIL_ROWS = 8
 
 
 def thread_per_output(sched, x, *, tx: int, ty: int, window: bool, unroll: int | None,
