@@ -175,4 +175,4 @@ def _chain_threads(sched, root: str, attach: dict) -> int:
             best = max(best or 0, length)
     if best is None:
         return rules.THREADS
-    return min(rules.THREADS, max(32, rules.pow2ceil(-(-best // vec))))
+    return min(rules.CHAIN_THREADS, max(32, rules.pow2ceil(-(-best // vec))))
