@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import math
 
-from kdsl.ir import nodes as n
-from kdsl.ir.visitor import uses_var
+from kdsl.schedule import patterns
 from kdsl.schedule.plan import PARTIALS, Recipe, reduce_names, spatial_names
 
 MR = 6      # rows of the register block
@@ -27,41 +26,9 @@ MC = 32     # register blocks per parallel chunk of rows (192 rows share one pac
 KC = 256    # reduction block: a packed KC x NR panel of B is 64 KiB
 
 
-def _uncast(e):
-    while isinstance(e, n.Cast):
-        e = e.a
-    return e
-
-
-def _factors(stage):
-    """The two TensorReads of ``sum_k X[..] * Y[..]`` (casts peeled), or None."""
-    body = stage.body
-    if not isinstance(body, n.Reduce) or len(body.sources) != 1:
-        return None
-    src = _uncast(body.sources[0])
-    if not (isinstance(src, n.Binary) and src.op is n.BinOp.MUL):
-        return None
-    a, b = _uncast(src.a), _uncast(src.b)
-    return (a, b) if isinstance(a, n.TensorRead) and isinstance(b, n.TensorRead) else None
-
-
 def is_matmul(stage) -> bool:
-    """``sum_k X[.., i, k] * Y[.., k, j]`` over one reduce axis with i, j the last two axes."""
-    body = stage.body
-    if not isinstance(body, n.Reduce) or len(stage.reduce_axes) != 1 or len(stage.axes) < 2:
-        return False
-    if body.combiner.kind != "sum" or body.condition is not None:
-        return False
-    ab = _factors(stage)
-    if ab is None:
-        return False
-    a, b = ab
-    i, j = stage.axes[-2].var, stage.axes[-1].var
-    k = stage.reduce_axes[0].var
-    if len(a.indices) < 2 or len(b.indices) < 2:
-        return False
-    return (a.indices[-1] is k and a.indices[-2] is i and b.indices[-2] is k and b.indices[-1] is j
-            and not uses_var(b.indices[-1], k))
+    """``sum_k X[.., i, k] * Y[.., k, j]`` (kdsl.schedule.patterns)."""
+    return patterns.is_matmul(stage)
 
 
 def _names(stage):
@@ -140,6 +107,6 @@ def gemm(sched, h, mr: int = MR, mc: int = MC, nr: int = NR, kc: int = KC,
     rf.unroll(ri)
     rf.vectorize(rj)
     rf.set_scope("local")
-    bp = sched.cache_read(_factors(rf.stage)[1].tensor, "local", [rf])
+    bp = sched.cache_read(patterns.matmul_factors(rf.stage)[1].tensor, "local", [rf])
     bp.compute_at(h, kv)
     bp.vectorize(bp.stage.axes[-1])

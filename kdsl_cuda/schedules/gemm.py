@@ -10,49 +10,20 @@ cp.async stages, tensor cores).
 """
 from __future__ import annotations
 
-from kdsl.ir import nodes as n
-from kdsl.ir.visitor import uses_var
+from kdsl.schedule import patterns
 
 BM = BN = 64
 BK = 8
 TY = TX = 8
 
 
-def _uncast(e):
-    while isinstance(e, n.Cast):
-        e = e.a
-    return e
-
-
-def factors(stage):
-    """The two TensorReads of ``sum_k X[..] * Y[..]`` (casts peeled), or None."""
-    body = stage.body
-    if not isinstance(body, n.Reduce) or len(body.sources) != 1:
-        return None
-    src = _uncast(body.sources[0])
-    if not (isinstance(src, n.Binary) and src.op is n.BinOp.MUL):
-        return None
-    a, b = _uncast(src.a), _uncast(src.b)
-    return (a, b) if isinstance(a, n.TensorRead) and isinstance(b, n.TensorRead) else None
+factors = patterns.matmul_factors
 
 
 def is_matmul(stage) -> bool:
-    """``sum_k X[.., i, k] * Y[.., k, j]`` over one reduce axis, i and j the last two axes."""
-    body = stage.body
-    if not isinstance(body, n.Reduce) or len(stage.reduce_axes) != 1 or len(stage.axes) < 2:
-        return False
-    if body.combiner.kind != "sum" or body.condition is not None:
-        return False
-    ab = factors(stage)
-    if ab is None:
-        return False
-    a, b = ab
-    i, j = stage.axes[-2].var, stage.axes[-1].var
-    k = stage.reduce_axes[0].var
-    if len(a.indices) < 2 or len(b.indices) < 2 or a.tensor is b.tensor:
-        return False
-    return (a.indices[-1] is k and a.indices[-2] is i and b.indices[-2] is k and b.indices[-1] is j
-            and not uses_var(b.indices[-1], k))
+    """``sum_k X[.., i, k] * Y[.., k, j]`` of two different tensors (kdsl.schedule.patterns):
+    the tiled recipe caches each in shared memory."""
+    return patterns.is_matmul(stage, distinct=True)
 
 
 def _coop_copy(X, ty, tx, vec):

@@ -1,0 +1,47 @@
+"""Stage patterns that backends' default schedules recognise (the same on every target).
+
+``matmul_factors(stage)`` and ``is_matmul(stage)`` find ``sum_k X[.., i, k] * Y[.., k, j]``:
+the CPU backend gives it its blocked GEMM recipe, the CUDA backend its tiled one.
+"""
+from __future__ import annotations
+
+from ..ir import nodes as n
+from ..ir.visitor import uses_var
+
+
+def _uncast(e):
+    while isinstance(e, n.Cast):
+        e = e.a
+    return e
+
+
+def matmul_factors(stage):
+    """The two TensorReads of ``sum_k X[..] * Y[..]`` (casts peeled), or None."""
+    body = stage.body
+    if not isinstance(body, n.Reduce) or len(body.sources) != 1:
+        return None
+    src = _uncast(body.sources[0])
+    if not (isinstance(src, n.Binary) and src.op is n.BinOp.MUL):
+        return None
+    a, b = _uncast(src.a), _uncast(src.b)
+    return (a, b) if isinstance(a, n.TensorRead) and isinstance(b, n.TensorRead) else None
+
+
+def is_matmul(stage, distinct: bool = False) -> bool:
+    """``sum_k X[.., i, k] * Y[.., k, j]`` over one reduce axis, ``i`` and ``j`` the last two
+    axes; ``distinct``: X and Y must be different tensors (a recipe that caches each)."""
+    body = stage.body
+    if not isinstance(body, n.Reduce) or len(stage.reduce_axes) != 1 or len(stage.axes) < 2:
+        return False
+    if body.combiner.kind != "sum" or body.condition is not None:
+        return False
+    ab = matmul_factors(stage)
+    if ab is None:
+        return False
+    a, b = ab
+    i, j = stage.axes[-2].var, stage.axes[-1].var
+    k = stage.reduce_axes[0].var
+    if len(a.indices) < 2 or len(b.indices) < 2 or (distinct and a.tensor is b.tensor):
+        return False
+    return (a.indices[-1] is k and a.indices[-2] is i and b.indices[-2] is k and b.indices[-1] is j
+            and not uses_var(b.indices[-1], k))
