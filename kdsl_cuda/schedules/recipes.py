@@ -208,10 +208,11 @@ def column_reduce(sched, x, *, threads: int, vec: int, parts: int | None, unroll
     owns ``vec`` adjacent outputs (threadIdx.x across them: coalesced rows), accumulated in
     local memory serially over the reduction; ``parts`` > 1 cuts the reduction into chunks
     reduced by separate blocks (a global partial stage) and a second kernel adds them."""
-    r = _reduce_leaf(x)
     work = x
     if parts and parts > 1:
-        rp, rr = x.split(r, nparts=parts)
+        # the reduce axes fused only here: cache_write below must come before any primitive
+        # on the stage it caches (a column reduction over several axes: sum(axis=(0, 1)))
+        rp, rr = x.split(_reduce_leaf(x), nparts=parts)
         work = sched.rfactor(x, rp, 0)             # work[p, S...]
         column_reduce(sched, x, threads=min(threads, 128), vec=1, parts=None, unroll=None)
     local = sched.cache_write(work, "local")

@@ -89,9 +89,13 @@ def _setup_interp_cuda():
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
     try:
-        import kdsl_cuda  # noqa: F401  (its default schedules are what interp-cuda runs)
+        import kdsl_cuda   # its default schedules are what interp-cuda runs
     except Exception as e:  # noqa: BLE001
         return f"kdsl_cuda is not importable ({type(e).__name__}: {e})"
+    import kdsl as kd
+    from kdsl.backends import registry
+    if not registry.is_installed("cuda"):   # not pip-installed: this checkout's kdsl_cuda
+        kd.register_backend("cuda", kdsl_cuda.backend)
     hook_dir = os.path.join(ROOT, "tests", "cuda_codegen")
     if hook_dir not in sys.path:
         sys.path.insert(0, hook_dir)
