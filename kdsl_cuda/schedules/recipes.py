@@ -169,7 +169,12 @@ def row_reduce(sched, x, *, tx: int, ty: int, vec: int, parts: int | None, unrol
         work.compute_at(*attach)
     spatial = [a for a in work.leaf if a.kind is n.IterKind.SPATIAL]
     row = None
-    if attach is None:
+    if attach is None and ty == 1 and len(spatial) > 1 and all(_const(a) == 1 for a in spatial[1:]):
+        # keepdims rows (n, 1): the row axis alone over blocks, so that a row-wise chain's
+        # producers can attach at it; the extent-1 axes stay (one-iteration) serial loops
+        work.bind(spatial[0], "blockIdx.x")
+        order, row = spatial, spatial[0]
+    elif attach is None:
         blk = _fuse(work, spatial)
         order = [blk] if blk is not None else []
         if blk is not None and ty > 1:

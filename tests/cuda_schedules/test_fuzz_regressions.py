@@ -26,3 +26,69 @@ def test_column_reduction_over_several_axes(shape, rng):
     close(run(lambda A: A.sum(axis=(0, 1)), a), a.astype(np.float64).sum(axis=(0, 1)))
     b = np.asfortranarray(rng.standard_normal((3, 4, 5)))
     close(run(lambda A: A.max(axis=(1, 2), keepdims=True), b), b.max(axis=(1, 2), keepdims=True))
+
+
+def _two_computes_then_any(a0):
+    n0, n1 = a0.shape
+    t1 = kd.compute((n0, n1), lambda i, j: kd.where(a0[i, j] < 1.0, i, a0[i, j]), name="t1")
+    t2 = kd.compute((n0, n1), lambda i, j: (abs(t1[i, j]) + 0.5) ** 2.0, name="t2")
+    return kd.any(t2 > 3.0, axis=-2, keepdims=True)
+
+
+@pytest.mark.parametrize("shape", [(4, 5), (3, 300), (1, 7), (6, 1)])
+def test_chain_elementwise_producer_of_symbolic_row(shape, rng):
+    """fuzz 8:14, 8:285: an elementwise producer of an elementwise row-wise consumer was
+    computed per row in shared memory, a buffer of the row's symbolic length (the CUDA codegen
+    only has static shared arrays: "shared buffer compute of non-constant shape")."""
+    a = (rng.standard_normal(shape) * 3).astype(np.float32)
+    a64 = a.astype(np.float64)
+    t1 = np.where(a64 < 1.0, np.arange(shape[0])[:, None], a64)
+    want = ((np.abs(t1) + 0.5) ** 2.0 > 3.0).any(axis=-2, keepdims=True)
+    np.testing.assert_array_equal(run(_two_computes_then_any, a), want)
+
+
+@pytest.mark.parametrize("shape", [(7, 4), (9, 40), (1, 3), (3, 1)])
+def test_chain_into_keepdims_row_reduction(shape, rng):
+    """fuzz 8:82: a row-wise chain whose root is a keepdims row reduction (n, 1): its rows were
+    fused with the extent-1 axis, leaving no row loop for the producer to attach at."""
+    def f(a0):
+        t0 = np.sum(a0, axis=1, dtype=np.int64, keepdims=True)
+        return kd.sum(a0 * t0, axis=1, keepdims=True)
+    a = rng.integers(-4, 5, shape).astype(np.float64)
+    want = (a * a.sum(axis=1, keepdims=True)).sum(axis=1, keepdims=True)
+    close(run(f, a), want, 1e-12)
+
+
+@pytest.mark.parametrize("shape", [(9, 11), (2, 6), (1, 1), (300, 1)])
+def test_keepdims_mean_of_everything(shape, rng):
+    """fuzz 8:250: ``mean(axis=None, keepdims=True)``: the (1, 1) elementwise division became a
+    chain root whose one-element row bound threadIdx.x to 1 iteration, its attached sum to 32."""
+    a = rng.standard_normal(shape).astype(np.float32)
+    got = run(lambda A: (5 + A.astype("float16")).mean(axis=None, keepdims=True), a)
+    close(got, (5 + a.astype(np.float16).astype(np.float64)).mean(axis=None, keepdims=True), 2e-2)
+
+
+def test_chain_with_one_value_per_row_intermediate(rng):
+    """An elementwise (n, 1) intermediate between a row sum and its row-wise consumer bound
+    threadIdx.x to 1 iteration inside the consumer's block of 32 threads."""
+    def f(A):
+        n, m = A.shape
+        s = A.sum(axis=1, keepdims=True)
+        c = kd.compute((n, 1), lambda i, j: s[i, j] * 2.0 + i, name="c")
+        return kd.compute((n, m), lambda i, j: A[i, j] - c[i, 0], name="out")
+    a = rng.standard_normal((5, 70)).astype(np.float32)
+    a64 = a.astype(np.float64)
+    close(run(f, a), a64 - (a64.sum(axis=1, keepdims=True) * 2 + np.arange(5)[:, None]), 1e-4)
+
+
+def test_chain_rows_of_constant_length(rng):
+    """A row-wise chain whose rows have constant lengths (3 outputs, a 300-long max): the
+    splits of a constant extent by a larger factor are that extent, so the block's threads are
+    capped by the shortest constant row (every threadIdx.x loop of a kernel has one extent)."""
+    def g(A):
+        n = A.shape[0]
+        k = kd.reduce_axis(300, name="k")
+        s = kd.compute((n,), lambda i: kd.max(A[i, k], axis=k), name="s")
+        return kd.compute((n, 3), lambda i, j: A[i, j] - s[i], name="out")
+    a = rng.standard_normal((5, 300)).astype(np.float32)
+    close(run(g, a), a[:, :3].astype(np.float64) - a.max(axis=1, keepdims=True), 1e-6)
