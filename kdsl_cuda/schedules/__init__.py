@@ -179,7 +179,11 @@ def _root_recipe(sched, h, plan, k) -> None:
             recipes.elementwise(sched, h, **rules.elementwise(sched, h, plan))
         return   # a 0-d stage has no loop to bind (the core says so)
     if k == "matmul":
-        gemm.gemm(sched, h, **rules.matmul(sched, h, plan))
+        params = rules.matmul(sched, h, plan)
+        if gemm.fits(h.stage, **params):
+            gemm.gemm(sched, h, **params)
+        else:    # small constant extents: one output per thread (a safe generic mapping)
+            recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, False))
     elif k == "row":
         recipes.row_reduce(sched, h, **rules.row(sched, h, plan))
     elif k == "column":

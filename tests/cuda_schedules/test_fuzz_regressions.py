@@ -92,3 +92,25 @@ def test_chain_rows_of_constant_length(rng):
         return kd.compute((n, 3), lambda i, j: A[i, j] - s[i], name="out")
     a = rng.standard_normal((5, 300)).astype(np.float32)
     close(run(g, a), a[:, :3].astype(np.float64) - a.max(axis=1, keepdims=True), 1e-6)
+
+
+@pytest.mark.parametrize("shapes", [((1, 11), (11, 8)), ((6, 9), (9, 11)), ((70, 3), (3, 5)),
+                                    ((13, 1), (1, 8)), ((70, 9), (9, 66)), ((2, 1, 7), (7, 4))])
+def test_matmul_of_small_constant_extents(shapes, rng):
+    """fuzz 8:22, 8:98, 8:215, 8:221, 8:227, 8:374, 8:403, 8:410, 8:460: the tiled GEMM on
+    constant extents smaller than its tiles (a size-1 dimension, ``specialize=True``): the
+    splits shrink to the extent, so a cooperative copy bound threadIdx.y to fewer iterations
+    than C's thread tile.  Such products fall back to one output per thread."""
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    close(run(lambda A, B: A @ B, a, b), want, 1e-4)
+    close(kd.kernel(specialize=True)(lambda A, B: A @ B)(a, b, backend="interp-cuda"), want, 1e-4)
+
+
+def test_matmul_of_large_constant_extents_keeps_the_tiled_gemm(rng):
+    """The fallback is for tiles the constant extents cannot fill: (70, 9) @ (9, 66) with
+    ``specialize=True`` still copies its tiles through shared memory."""
+    a, b = rng.standard_normal((70, 9)), rng.standard_normal((9, 66))
+    k = kd.kernel(specialize=True)(lambda A, B: A @ B)
+    assert " shared" in k.source(a, b, backend="interp-cuda")
+    close(k(a, b, backend="interp-cuda"), a @ b, 1e-10)
