@@ -121,7 +121,7 @@ BACKENDS = {
     # interpreter (races, divergent barriers, out-of-bounds accesses reported) and, through the
     # NVRTC hook, the CUDA it prints compiled.  No generated schedules, like "cuda"; small cases
     # (the SIMT interpreter runs every thread in Python)
-    "interp-cuda": FuzzBackend("interp-cuda", "interp-cuda", "gpu", 300, _setup_interp_cuda,
+    "interp-cuda": FuzzBackend("interp-cuda", "interp-cuda", "gpu", 400, _setup_interp_cuda,
                                schedules=False, default=False),
 }
 
