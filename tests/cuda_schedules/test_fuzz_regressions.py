@@ -114,3 +114,15 @@ def test_matmul_of_large_constant_extents_keeps_the_tiled_gemm(rng):
     k = kd.kernel(specialize=True)(lambda A, B: A @ B)
     assert " shared" in k.source(a, b, backend="interp-cuda")
     close(k(a, b, backend="interp-cuda"), a @ b, 1e-10)
+
+
+def test_chain_into_a_row_reduction_of_several_rows_axes(rng):
+    """A row-wise chain whose root reduces the last axis of a 3-D input (two spatial axes, fused
+    over blocks): no row loop to attach the per-first-axis producer at, so it is computed by its
+    own kernel (before: "compute_at takes an axis of stage sum_1 ..., got NoneType")."""
+    def f(X):
+        s = X.sum(axis=(1, 2))
+        return (X * s[:, None, None]).sum(axis=2)
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    close(run(f, x), (x64 * x64.sum(axis=(1, 2))[:, None, None]).sum(axis=2), 1e-4)
