@@ -26,6 +26,12 @@ class FuzzBackend:
     setup: object              # () -> None if usable, else a reason
     schedules: bool = True     # whether schedules are generated for it
     default: bool = True       # part of the default backend list
+    explicit: bool = True      # explicit primitive sequences too (else hint sets only)
+    sched_target: str = ""     # the target its schedules are written for ("": ``target``)
+
+    @property
+    def schedules_for(self) -> str:
+        return self.sched_target or self.target
 
 
 def _setup_numpy():
@@ -119,10 +125,11 @@ BACKENDS = {
     "cuda": FuzzBackend("cuda", "cuda", "gpu", 1 << 20, _setup_cuda, schedules=False, default=False),
     # the same default cuda schedules without a GPU: the core's GPU lowering on the SIMT
     # interpreter (races, divergent barriers, out-of-bounds accesses reported) and, through the
-    # NVRTC hook, the CUDA it prints compiled.  No generated schedules, like "cuda"; small cases
-    # (the SIMT interpreter runs every thread in Python)
+    # NVRTC hook, the CUDA it prints compiled.  Hint sets (which adjust the default schedules)
+    # but no generated primitive sequences (see "cuda"); small cases (the SIMT interpreter
+    # runs every thread in Python)
     "interp-cuda": FuzzBackend("interp-cuda", "interp-cuda", "gpu", 400, _setup_interp_cuda,
-                               schedules=False, default=False),
+                               explicit=False, sched_target="cuda", default=False),
 }
 
 
