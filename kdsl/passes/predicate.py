@@ -56,7 +56,19 @@ class _Predicator:
     def __init__(self, extents):
         self.extents = extents
         self.divergent: set = set()     # thread loop vars and lets that depend on them
+        self.masks: dict = {}           # id(var < extent) of a padded thread loop -> (it, tag)
         self._k = 0
+
+    def _cooperative(self, cond, s) -> bool:
+        """Whether ``cond``, the mask of a padded thread loop, must not guard ``s``: ``s`` binds
+        the same thread index again (a cooperative stage computed inside that loop, e.g. a
+        shared tile copied by all the block's threads) and reads no thread-dependent value of
+        the loops around it.  Masking it would turn off threads whose part of the copy then
+        never happens; loop_nests keeps every thread guard off such stages for that reason."""
+        tag = self.masks.get(id(cond), (None, None))[1]
+        if tag is None or not any_statement(s, lambda x: type(x) is n.For and x.thread is tag):
+            return False
+        return not (free_vars(s) & self.divergent)
 
     def is_divergent(self, e) -> bool:
         return _loads(e) or any(v in self.divergent for v in free_vars(e))
@@ -82,7 +94,7 @@ class _Predicator:
         """``if cond: s`` with the condition moved below every barrier of ``s`` (``cond`` None:
         ``s`` itself, with its own divergent conditions sunk the same way)."""
         if not _has_barrier(s):
-            return s if cond is None else n.IfThenElse(cond, s)
+            return s if cond is None or self._cooperative(cond, s) else n.IfThenElse(cond, s)
         t = type(s)
         if t is n.Barrier:
             return s
@@ -104,9 +116,11 @@ class _Predicator:
                 self.divergent.add(s.var)
                 full = self.extents.get(s.thread)
                 if full is not None and not (type(s.extent) is n.Const and s.extent.value >= full):
-                    inner = mk.all_of([c for c in (cond, mk.lt(s.var, mk.add(s.min, s.extent)))
-                                       if c is not None])
-                    return dataclasses.replace(s, extent=mk.as_expr(full), body=self.sink(inner, s.body))
+                    mask = mk.lt(s.var, mk.add(s.min, s.extent))
+                    self.masks[id(mask)] = (mask, s.thread)
+                    body = self.sink(mask, s.body)
+                    body = body if cond is None else self.sink(cond, body)
+                    return dataclasses.replace(s, extent=mk.as_expr(full), body=body)
             return dataclasses.replace(s, body=self.sink(cond, s.body))
         if t is n.IfThenElse:
             if not self.is_divergent(s.cond):

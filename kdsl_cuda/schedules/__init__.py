@@ -72,6 +72,34 @@ def _chain_member(sched, h, plan) -> bool:
     return not plan.tile
 
 
+#: the largest row (bytes) of an intermediate a row-wise chain keeps in shared memory
+CHAIN_ROW_BYTES = 16 * 1024
+
+
+def _row_const(h):
+    """The number of elements per row of stage ``h`` (its axes after the first), when it is a
+    constant (1 for a stage of one axis), else None."""
+    total = 1
+    for a in h.stage.axes[1:]:
+        c = A.const_extent(a)
+        if c is None:
+            return None
+        total *= c
+    return total
+
+
+def _row_buffer_ok(h) -> bool:
+    """Whether a producer computed per row of its root fits a GPU kernel: its row buffer (the
+    axes after the first) has a constant, small shape (the codegen's shared arrays are static;
+    an elementwise producer's row of symbolic length cannot be one), and an elementwise one
+    has at least two elements per row for the block's threads to share (a single value per row
+    would bind threadIdx.x to one iteration while the root's rows use the whole block)."""
+    e = _row_const(h)
+    if e is None or e * h.stage.dtype.itemsize > CHAIN_ROW_BYTES:
+        return False
+    return h.stage.is_reduction or (len(h.stage.axes) == 2 and e >= 2)
+
+
 def attach_rows(sched, plans) -> dict:
     """Producer name -> root consumer name, for each intermediate stage whose readers are all
     one root stage (or stages attached to it) and read it at their own first axis."""
@@ -79,6 +107,8 @@ def attach_rows(sched, plans) -> dict:
     for h in reversed(sched.stages):
         plan = plans.get(h.name)
         if plan is None or A.is_output(sched, h) or not _chain_member(sched, h, plan):
+            continue
+        if not _row_buffer_ok(h):
             continue
         readers = A.consumers(sched, h)
         if not readers:
@@ -90,9 +120,9 @@ def attach_rows(sched, plans) -> dict:
         rplan = plans.get(root.name)
         if rplan is None or root.name in attach or not _chain_member(sched, root, rplan):
             continue
-        if not root.stage.is_reduction and len(root.stage.axes) < 2:
-            # one value per row (logsumexp's last step): nothing for a block's threads to
-            # share, and a store by every thread of the block races; separate kernels
+        if not root.stage.is_reduction and (len(root.stage.axes) < 2 or _row_const(root) == 1):
+            # one value per row (logsumexp's last step, a keepdims mean): nothing for a block's
+            # threads to share, and a store by every thread of the block races; separate kernels
             continue
         if root.stage.axes[0].dom.extent is not h.stage.axes[0].dom.extent and \
                 str(root.stage.axes[0].dom.extent) != str(h.stage.axes[0].dom.extent):
@@ -111,7 +141,7 @@ def realize(sched, plans: dict, attach: dict) -> None:
     """Apply every plan's recipe, consumers first (a producer attaches at its root's row
     loop, and rfactor/bind on a stage come before anything attaches inside it)."""
     roots = set(attach.values())
-    chain_tx = {r: _chain_threads(sched, r, attach) for r in roots}
+    chain_tx = {r: _chain_threads(sched, r, attach, plans) for r in roots}
     row_loop = {}
     for h in reversed(list(sched.stages)):
         plan = plans.get(h.name)
@@ -128,7 +158,7 @@ def realize(sched, plans: dict, attach: dict) -> None:
                 row_loop[h.name] = recipes.row_reduce(sched, h, tx=tx, ty=1, vec=p["vec"],
                                                       parts=None, unroll=p["unroll"])
             continue
-        if h.name in attach:
+        if h.name in attach and row_loop[attach[h.name]] is not None:
             root = attach[h.name]
             where = (sched[root], row_loop[root])
             tx = chain_tx[root]
@@ -149,7 +179,11 @@ def _root_recipe(sched, h, plan, k) -> None:
             recipes.elementwise(sched, h, **rules.elementwise(sched, h, plan))
         return   # a 0-d stage has no loop to bind (the core says so)
     if k == "matmul":
-        gemm.gemm(sched, h, **rules.matmul(sched, h, plan))
+        params = rules.matmul(sched, h, plan)
+        if gemm.fits(h.stage, **params):
+            gemm.gemm(sched, h, **params)
+        else:    # small constant extents: one output per thread (a safe generic mapping)
+            recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, False))
     elif k == "row":
         recipes.row_reduce(sched, h, **rules.row(sched, h, plan))
     elif k == "column":
@@ -158,10 +192,39 @@ def _root_recipe(sched, h, plan, k) -> None:
         recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, k == "stencil"))
 
 
-def _chain_threads(sched, root: str, attach: dict) -> int:
+def _chain_threads(sched, root: str, attach: dict, plans: dict) -> int:
     """Threads per block of a row-wise chain: from the row length (the root's second axis or
-    the attached reductions' reduce axes), at the widest vector width of the chain."""
+    the attached reductions' reduce axes), at the widest vector width of the chain; never more
+    than any member's loop over the row has iterations where that length is a constant (a
+    split of a constant extent by a larger factor is that extent, and every loop of a kernel
+    bound to threadIdx.x must have the block's extent)."""
     members = [sched[root]] + [sched[p] for p, r in attach.items() if r == root]
+    return min([_chain_threads_wanted(sched, members)]
+               + [c for c in (_thread_cap(sched, m, plans[m.name]) for m in members)
+                  if c is not None])
+
+
+def _thread_cap(sched, h, plan) -> int | None:
+    """The most threads stage ``h`` of a chain spreads its row over (its recipe's thread
+    loop), when its row length is a constant, else None."""
+    if plan.recipe.name == "row":
+        ext, vec = 1, rules.row(sched, h, plan)["vec"]
+        for a in h.stage.reduce_axes:
+            c = A.const_extent(a)
+            if c is None:
+                return None
+            ext *= c
+    else:
+        axes = h.stage.axes[1:] if h.stage.axes else ()
+        ext, vec = _row_const(h), plan.vectorize or 1
+        if ext is None or not axes:
+            return None
+    if ext < 1:
+        return None     # an empty row: splits of it are not clamped
+    return max(1, -(-ext // vec))
+
+
+def _chain_threads_wanted(sched, members) -> int:
     for m in members:     # a threads hint on any stage of the chain sets the block
         t = rules.threads_hint(sched, m)
         if t is not None:

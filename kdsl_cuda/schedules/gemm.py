@@ -26,6 +26,28 @@ def is_matmul(stage) -> bool:
     return patterns.is_matmul(stage, distinct=True)
 
 
+def fits(stage, *, bm=BM, bn=BN, bk=BK, ty=TY, tx=TX, vec=1, **_) -> bool:
+    """Whether the tiled GEMM is a legal GPU kernel for ``stage``'s constant extents.
+
+    A split of a constant extent by a larger factor is that extent (kdsl's schedules), so a
+    small constant ``i``, ``j`` or ``k`` shrinks the tiles: every loop bound to a thread index
+    must still have the block's extent, i.e. C's thread loops (``i`` and ``j`` at least ``ty``
+    and ``tx``) and the two cooperative copies (each tile at least ``ty * tx`` vectors).
+    Symbolic extents keep the full tiles."""
+    *_, i, j = stage.axes
+    (k,) = stage.reduce_axes
+    bm, bn = max(bm, ty), max(bn, tx)
+
+    def clamp(tile, axis):
+        e = axis.dom.extent
+        c = int(e.value) if isinstance(e, n.Const) else None
+        return tile if c is None or c < 1 else min(tile, c)
+    ri, rj, rk = clamp(bm, i), clamp(bn, j), clamp(bk, k)
+    threads = ty * tx
+    return (ri >= ty and rj >= tx and -(-ri * rk // vec) >= threads
+            and -(-rk * rj // vec) >= threads)
+
+
 def _coop_copy(X, ty, tx, vec):
     """All ``ty * tx`` threads copy stage X's region: elements fused, dealt out in turn,
     ``vec`` consecutive elements per thread and turn (vectorized)."""

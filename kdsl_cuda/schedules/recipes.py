@@ -169,7 +169,12 @@ def row_reduce(sched, x, *, tx: int, ty: int, vec: int, parts: int | None, unrol
         work.compute_at(*attach)
     spatial = [a for a in work.leaf if a.kind is n.IterKind.SPATIAL]
     row = None
-    if attach is None:
+    if attach is None and ty == 1 and len(spatial) > 1 and all(_const(a) == 1 for a in spatial[1:]):
+        # keepdims rows (n, 1): the row axis alone over blocks, so that a row-wise chain's
+        # producers can attach at it; the extent-1 axes stay (one-iteration) serial loops
+        work.bind(spatial[0], "blockIdx.x")
+        order, row = spatial, spatial[0]
+    elif attach is None:
         blk = _fuse(work, spatial)
         order = [blk] if blk is not None else []
         if blk is not None and ty > 1:
@@ -208,10 +213,11 @@ def column_reduce(sched, x, *, threads: int, vec: int, parts: int | None, unroll
     owns ``vec`` adjacent outputs (threadIdx.x across them: coalesced rows), accumulated in
     local memory serially over the reduction; ``parts`` > 1 cuts the reduction into chunks
     reduced by separate blocks (a global partial stage) and a second kernel adds them."""
-    r = _reduce_leaf(x)
     work = x
     if parts and parts > 1:
-        rp, rr = x.split(r, nparts=parts)
+        # the reduce axes fused only here: cache_write below must come before any primitive
+        # on the stage it caches (a column reduction over several axes: sum(axis=(0, 1)))
+        rp, rr = x.split(_reduce_leaf(x), nparts=parts)
         work = sched.rfactor(x, rp, 0)             # work[p, S...]
         column_reduce(sched, x, threads=min(threads, 128), vec=1, parts=None, unroll=None)
     local = sched.cache_write(work, "local")

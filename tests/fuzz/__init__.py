@@ -37,7 +37,9 @@ Extending it:
   profile, largest case, a setup function).  A CUDA backend is
   ``FuzzBackend("cuda", "cuda", "gpu", ..., _setup_cuda)``; ``interp-gpu`` already
   runs GPU-profile schedules (``bind``, cross-thread reductions, shared caches) on
-  the loop-IR interpreter.
+  the loop-IR interpreter; ``interp-cuda`` runs kdsl_cuda's default schedules through
+  the GPU lowering on the SIMT interpreter and NVRTC-compiles the CUDA they print
+  (``test_fuzz_slice_interp_cuda.py``; no GPU needed).
 - a schedule primitive (``cache_read`` into shared + ``compute_at``, ``double_buffer``,
   ``tensorize``...): a generator function and a ``Prim`` entry naming its profiles;
   illegal variants go in ``ILLEGAL``.

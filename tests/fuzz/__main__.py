@@ -101,8 +101,8 @@ def show(seed: int, index: int, names=None, limit=None):
         if reason:
             continue
         print(f"\n# ---- backend {fb.name} ----")
-        sched = make_schedule(case, fb, render(case, None, fb.target))
-        print(render(case, sched, fb.target))
+        sched = make_schedule(case, fb, render(case, None, fb.schedules_for))
+        print(render(case, sched, fb.schedules_for))
         r = run_task(seed, index, fb.name, cfg, keep_source=False)
         print(f"# outcome: {r['outcome']} {r.get('kind') or ''}: {r.get('detail')}")
         if r.get("traceback"):

@@ -26,6 +26,12 @@ class FuzzBackend:
     setup: object              # () -> None if usable, else a reason
     schedules: bool = True     # whether schedules are generated for it
     default: bool = True       # part of the default backend list
+    explicit: bool = True      # explicit primitive sequences too (else hint sets only)
+    sched_target: str = ""     # the target its schedules are written for ("": ``target``)
+
+    @property
+    def schedules_for(self) -> str:
+        return self.sched_target or self.target
 
 
 def _setup_numpy():
@@ -81,6 +87,29 @@ def _setup_cuda():
     return None
 
 
+def _setup_interp_cuda():
+    """The core's ``interp-cuda`` (SIMT interpreter, race-checked) on kdsl_cuda's default
+    schedules, where kdsl_cuda is importable (no device needed).  Each GPU-form function it
+    runs is also printed as CUDA and NVRTC-compiled (tests/cuda_codegen/nvrtc_hook.py, where
+    the cuda wheels are installed): a codegen or NVRTC failure is a bug of the case."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    try:
+        import kdsl_cuda   # its default schedules are what interp-cuda runs
+    except Exception as e:  # noqa: BLE001
+        return f"kdsl_cuda is not importable ({type(e).__name__}: {e})"
+    import kdsl as kd
+    from kdsl.backends import registry
+    if not registry.is_installed("cuda"):   # not pip-installed: this checkout's kdsl_cuda
+        kd.register_backend("cuda", kdsl_cuda.backend)
+    hook_dir = os.path.join(ROOT, "tests", "cuda_codegen")
+    if hook_dir not in sys.path:
+        sys.path.insert(0, hook_dir)
+    import nvrtc_hook
+    nvrtc_hook.install()
+    return None
+
+
 BACKENDS = {
     "numpy": FuzzBackend("numpy", "numpy", "host", 1 << 20, _setup_numpy),
     "interp": FuzzBackend("interp", "interp", "host", 600, _setup_interp),
@@ -94,6 +123,13 @@ BACKENDS = {
     # unbound, thread extents that differ in one kernel), which the cuda lowering refuses by
     # design and the judge would count as late schedule errors; interp-gpu runs them.
     "cuda": FuzzBackend("cuda", "cuda", "gpu", 1 << 20, _setup_cuda, schedules=False, default=False),
+    # the same default cuda schedules without a GPU: the core's GPU lowering on the SIMT
+    # interpreter (races, divergent barriers, out-of-bounds accesses reported) and, through the
+    # NVRTC hook, the CUDA it prints compiled.  Hint sets (which adjust the default schedules)
+    # but no generated primitive sequences (see "cuda"); small cases (the SIMT interpreter
+    # runs every thread in Python)
+    "interp-cuda": FuzzBackend("interp-cuda", "interp-cuda", "gpu", 400, _setup_interp_cuda,
+                               explicit=False, sched_target="cuda", default=False),
 }
 
 

@@ -30,7 +30,8 @@ def _ready(fb) -> str | None:
 
 def make_schedule(case, fb, src_plain: str):
     """Generate ``case``'s schedule for backend ``fb`` against a live Schedule of its graph."""
-    if not fb.schedules or case.sched_kind == "none":
+    if not fb.schedules or case.sched_kind == "none" or (
+            case.sched_kind == "explicit" and not fb.explicit):
         return None
     from kdsl.runtime.signature import signature_from_args
     from kdsl.schedule import Schedule
@@ -90,9 +91,9 @@ def _judge(res, seed, index, fb, cfg, keep_source):
     if max_elems(case) > fb.max_elems:
         res.update(outcome="skip", kind=None, detail=f"{max_elems(case)} elements")
         return
-    plain = render(case, None, fb.target)
+    plain = render(case, None, fb.schedules_for)
     sched = make_schedule(case, fb, plain)
-    src = render(case, sched, fb.target)
+    src = render(case, sched, fb.schedules_for)
     res["source"] = src if keep_source else None
     res["sched"] = "none" if sched is None else sched.kind
     if sched is not None:
