@@ -10,6 +10,7 @@ cp.async stages, tensor cores).
 """
 from __future__ import annotations
 
+from kdsl.ir import nodes as n
 from kdsl.schedule import patterns
 
 BM = BN = 64
