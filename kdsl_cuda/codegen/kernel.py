@@ -351,8 +351,8 @@ def kernel_params(func: n.LoweredFunc, kernel: n.DeviceKernel, namer) -> tuple:
 
 
 def _thread_invariant_divisions(body, scalars: dict) -> list:
-    """Integer ``//`` and ``%`` nodes of ``body`` whose variables are all block/thread indices
-    or kernel parameters, innermost first (their texts nest), each with the ids of its
+    """Integer ``//`` and ``%`` nodes of ``body`` that read no memory and whose variables are
+    all block/thread indices or kernel parameters, innermost first (their texts nest), each with the ids of its
     variables.  Splitting fused axes puts such divisions (64-bit, often by a run-time size)
     into every index; computed once per thread they cost nothing in the loops."""
     bound = {id(f.var) for f in collect(body, lambda x: type(x) is n.For and x.kind is n.ForKind.BOUND
@@ -360,6 +360,8 @@ def _thread_invariant_divisions(body, scalars: dict) -> list:
     out, seen = [], set()
     for e in collect(body, lambda x: type(x) is n.Binary and x.op in (n.BinOp.FLOORDIV, n.BinOp.MOD)
                      and x.dtype.is_int):
+        if collect(e, lambda x: type(x) is n.Load):
+            continue        # data, not index arithmetic: it may sit behind a bounds guard
         vars_ = {id(v) for v in collect(e, lambda x: type(x) is n.Var)}
         if not vars_ or not all(v in bound or v in scalars for v in vars_):
             continue
