@@ -227,7 +227,10 @@ class KernelPrinter:
         lo = self.expr(s.min)
         hi = f"{lo} + {self.expr(s.extent)}" if _const_int(s.min) != 0 else self.expr(s.extent)
         self._bound.add(id(s.var))
-        if s.kind is n.ForKind.UNROLLED:
+        if s.kind is n.ForKind.UNROLLED and not _divides_by_runtime_values(
+                s.body, {id(e) for e, _ in self._invariants}):
+            # (not over Python-style divisions by run-time sizes: unrolling their branches
+            # made NVRTC take minutes, fuzz F33; NVRTC still unrolls what it finds worth it)
             self.emit(d, "#pragma unroll")
         self.emit(d, f"for ({t} {name} = {lo}, {end} = {hi}; {name} < {end}; ++{name}) {{")
         self.stmt(s.body, d + 1)
@@ -378,3 +381,11 @@ def _thread_invariant_divisions(body, scalars: dict) -> list:
 def _depth(e) -> int:
     kids = [getattr(e, f) for f in ("a", "b") if hasattr(e, f)]
     return 1 + max((_depth(k) for k in kids if isinstance(k, n.Expr)), default=0)
+
+
+def _divides_by_runtime_values(body, hoisted: set) -> bool:
+    """Whether ``body`` has an integer ``//`` or ``%`` by a non-constant that is not computed
+    once per thread (``hoisted``: ids of the thread-invariant ones)."""
+    return bool(collect(
+        body, lambda x: type(x) is n.Binary and x.op in (n.BinOp.FLOORDIV, n.BinOp.MOD)
+        and x.dtype.is_int and type(x.b) is not n.Const and id(x) not in hoisted))

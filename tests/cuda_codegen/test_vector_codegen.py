@@ -78,3 +78,18 @@ def test_divisions_of_loaded_values_stay_behind_their_guards():
     body = src[src.index("extern"):]
     guard = body.index("< X_1")
     assert body.index("kd_sfloordiv<int32_t>(X[") > guard
+
+
+def test_unroll_hint_over_fused_index_divisions_compiles_quickly():
+    """fuzz F33: ``#pragma unroll`` over Python-style divisions by run-time sizes (a fused
+    multi-dim elementwise stage with an unroll hint) made NVRTC take minutes; such loops are
+    left to NVRTC's own unrolling, while loops of thread-invariant index math keep the pragma."""
+    from kdsl_cuda.build import compile_cubin
+
+    @kd.kernel
+    @kd.schedule("cuda", vectorize=2, unroll=2)
+    def f(A):
+        return A + 0.1
+    src = _source(f.fn, np.ones((2, 3, 4, 5), np.float32))
+    assert "#pragma unroll" not in src
+    compile_cubin(src)
