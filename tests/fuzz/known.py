@@ -36,6 +36,8 @@ class Finding:
 
 
 FINDINGS: list = [
+    Finding("F33", "issue 10 (cuda codegen)", "NVRTC compile time explodes on unroll hints",
+            ("hang",), backends=("interp-cuda", "cuda"), sched=("hints",)),
 ]
 
 
