@@ -1,12 +1,38 @@
-"""Stage patterns that backends' default schedules recognise (the same on every target).
+"""Stage patterns and graph queries that backends' default schedules share (every target).
 
 ``matmul_factors(stage)`` and ``is_matmul(stage)`` find ``sum_k X[.., i, k] * Y[.., k, j]``:
 the CPU backend gives it its blocked GEMM recipe, the CUDA backend its tiled one.
+``consumers``, ``is_output`` and ``sole_root`` answer who reads a stage (for attaching
+producers of row-wise chains at their consumer's row).
 """
 from __future__ import annotations
 
 from ..ir import nodes as n
 from ..ir.visitor import uses_var
+from .records import AttachKind
+
+
+def consumers(sched, h) -> list:
+    """Handles of the (non-inlined) stages that read ``h``'s values."""
+    return [o for o in sched.stages if o is not h and o.attach is not AttachKind.INLINE
+            and sched.reads(o, h)]
+
+
+def is_output(sched, h) -> bool:
+    """Whether stage handle ``h`` computes a kernel output."""
+    return any(t in sched.output_tensors() for t in h.stage.values)
+
+
+def sole_root(sched, h, attach: dict):
+    """``(readers, root)``: the stages reading ``h`` and the one stage they all are or are
+    attached to (``attach``: stage name -> the root name it is computed at), or None."""
+    readers = consumers(sched, h)
+    if not readers:
+        return None
+    roots = {attach.get(r.name, r.name) for r in readers}
+    if len(roots) != 1:
+        return None
+    return readers, sched[roots.pop()]
 
 
 def _uncast(e):

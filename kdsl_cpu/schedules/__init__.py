@@ -22,6 +22,7 @@ from kdsl.schedule.hints import merge_hints
 from kdsl.schedule.plan import (StagePlan, realize, reduce_names, spatial_names,
                                 vector_axis_name)
 from kdsl.schedule.records import AttachKind
+from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
 from . import rules
@@ -99,13 +100,10 @@ def attach_rows(sched, plans) -> dict:
             continue
         if "parallel" in plan.explicit or _makes_stages(h.stage, plan):
             continue
-        readers = A.consumers(sched, h)
-        if not readers:
+        found = sole_root(sched, h, attach)
+        if found is None:
             continue
-        roots = {attach.get(r.name, r.name) for r in readers}
-        if len(roots) != 1:
-            continue
-        root = sched[roots.pop()]
+        readers, root = found
         rplan = plans.get(root.name)
         if (root.name in attach or rplan is None or len(root.stage.axes) < 2
                 or is_matmul(root.stage) or not _keeps_first_loop(root.stage, rplan)

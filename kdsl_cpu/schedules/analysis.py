@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from kdsl.graph import Input
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect, uses_var
-from kdsl.schedule.records import AttachKind
+from kdsl.schedule.patterns import consumers, is_output  # noqa: F401  (shared)
 
 #: reductions whose constant reduce extents multiply to at most this are unrolled (stencils)
 SMALL_REDUCTION = 64
@@ -84,12 +84,6 @@ def column_reduction(stage) -> bool:
         elif red:
             votes -= 1
     return votes > 0
-
-
-def consumers(sched, h) -> list:
-    """Handles of the (non-inlined) stages that read ``h``'s values."""
-    return [o for o in sched.stages if o is not h and o.attach is not AttachKind.INLINE
-            and sched.reads(o, h)]
 
 
 def is_output(sched, h) -> bool:

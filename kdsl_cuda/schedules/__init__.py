@@ -30,6 +30,7 @@ from __future__ import annotations
 from kdsl.schedule.hints import merge_hints, record_backend_hints
 from kdsl.schedule.plan import Recipe, StagePlan
 from kdsl.schedule.records import AttachKind
+from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
 from . import gemm, recipes, rules
@@ -110,13 +111,10 @@ def attach_rows(sched, plans) -> dict:
             continue
         if not _row_buffer_ok(h):
             continue
-        readers = A.consumers(sched, h)
-        if not readers:
+        found = sole_root(sched, h, attach)
+        if found is None:
             continue
-        roots = {attach.get(r.name, r.name) for r in readers}
-        if len(roots) != 1:
-            continue
-        root = sched[roots.pop()]
+        readers, root = found
         rplan = plans.get(root.name)
         if rplan is None or root.name in attach or not _chain_member(sched, root, rplan):
             continue

@@ -10,7 +10,7 @@ from kdsl.graph import Input
 from kdsl.ir import nodes as n
 from kdsl.ir.evaluate import eval_expr
 from kdsl.ir.visitor import collect, uses_var
-from kdsl.schedule.records import AttachKind
+from kdsl.schedule.patterns import consumers, is_output  # noqa: F401  (shared)
 
 #: reductions whose constant reduce extents multiply to at most this are unrolled (stencils)
 SMALL_REDUCTION = 64
@@ -114,16 +114,6 @@ def item_bytes(stage) -> int:
     """The largest element size among the stage's reads and values (vector width bound)."""
     sizes = [stage.dtype.itemsize] + [r.dtype.itemsize for r in reads_of(stage)]
     return max(1, max(sizes))
-
-
-def consumers(sched, h) -> list:
-    """Handles of the (non-inlined) stages that read ``h``'s values."""
-    return [o for o in sched.stages if o is not h and o.attach is not AttachKind.INLINE
-            and sched.reads(o, h)]
-
-
-def is_output(sched, h) -> bool:
-    return any(t in sched.output_tensors() for t in h.stage.values)
 
 
 def reads_by_row(reader, producer) -> bool:
