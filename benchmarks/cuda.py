@@ -426,6 +426,22 @@ def _overhead_cases(a, b, c):
     return into, alloc
 
 
+def _time_checked(fn, c, want, into, quick, build=False):
+    """(seconds per call, None) for a call whose result checks out, else (None, why).
+    ``build``: ``fn`` makes the callable (which is called once first: Triton compiles then)."""
+    try:
+        if build:
+            fn = fn()
+            fn()
+        bad = _check_tiny(fn, c, want, into)
+        if bad is not None:
+            return None, "wrong result: " + bad
+        return per_call_s(fn, quick), None
+    except Exception as e:
+        safe_sync()
+        return None, first_line(e)
+
+
 def _check_tiny(fn, c, want, into):
     """None when ``fn`` computes a + b (into ``c``, NaN-poisoned first, or as its result)."""
     if into:
@@ -445,32 +461,14 @@ def run_overhead(quick) -> list:
     for title, kfn, peers, targets, into in _overhead_cases(a, b, c):
         row = {"key": "overhead", "workload": title, "kdsl_s": None, "kdsl_error": None,
                "pct_copy": None, "bw_target": None, "peers": {}, "notes": [], "unit": "host"}
-        try:
-            bad = _check_tiny(kfn, c, want, into)
-            if bad is None:
-                row["kdsl_s"] = per_call_s(kfn, quick)
-            else:
-                row["kdsl_error"] = "wrong result: " + bad
-        except Exception as e:
-            row["kdsl_error"] = first_line(e)
-            safe_sync()
+        row["kdsl_s"], row["kdsl_error"] = _time_checked(kfn, c, want, into, quick)
         if into:
             row["limit_s"], row["limit_label"] = 3e-6, "stretch"
         for pname, make in peers.items():
             p = {"s": None, "error": None, "target": targets.get(pname), "ratio": None,
                  "met": None}
             row["peers"][pname] = p
-            try:
-                fn = make()
-                fn()                # Triton compiles on its first call
-                bad = _check_tiny(fn, c, want, into)
-                if bad is None:
-                    p["s"] = per_call_s(fn, quick)
-                else:
-                    p["error"] = "wrong result: " + bad
-            except Exception as e:
-                p["error"] = first_line(e)
-                safe_sync()
+            p["s"], p["error"] = _time_checked(make, c, want, into, quick, build=True)
         rows.append(row)
     return rows
 

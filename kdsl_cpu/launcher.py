@@ -24,29 +24,11 @@ import struct
 from kdsl import dtypes as dt
 from kdsl.errors import ArgumentError, InternalCompilerError
 from kdsl.ir import nodes as n
+from kdsl.runtime.slots import SLOT, bf16_bits, element_stride
 
-ENTRY_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
-
-#: struct format of one 8-byte scalar slot per dtype (value first, then padding)
-_SLOT = {dt.int64: "q", dt.float64: "d", dt.float32: "f4x", dt.float16: "e6x",
-         dt.int32: "i4x", dt.int16: "h6x", dt.int8: "b7x", dt.uint8: "B7x", dt.bool_: "?7x",
-         dt.bfloat16: "H6x", dt.uint16: "H6x", dt.uint32: "I4x", dt.uint64: "Q"}
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-
-def _bf16_bits(x) -> int:
-    from .codegen.types import bf16_round_py
-    (u,) = struct.unpack("<I", struct.pack("<f", bf16_round_py(float(x))))
-    return u >> 16
-
-
-def _stride(nbytes: int, itemsize: int, name: str) -> int:
-    q, r = divmod(nbytes, itemsize)
-    if r:
-        raise ArgumentError(f"argument {name!r} has a stride of {nbytes} bytes, which is not a "
-                            f"multiple of its item size {itemsize}",
-                            hint="pass a copy (np.ascontiguousarray) of this view")
-    return q
+ENTRY_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
 
 
 def _readonly(name: str):
@@ -94,8 +76,8 @@ def build_launcher(func, address: int, runtime, keepalive=()):
     """
     nin = len(func.inputs)
     ns = {"_call": ENTRY_FN(address), "_rt": ctypes.addressof(runtime), "_rt_obj": runtime,
-          "_keep": keepalive, "_stride": _stride, "_readonly": _readonly, "_status": _status,
-          "_bf16": _bf16_bits, "_kname": func.name, "_byteorder": _byteorder}
+          "_keep": keepalive, "_stride": element_stride, "_readonly": _readonly, "_status": _status,
+          "_bf16": bf16_bits, "_kname": func.name, "_byteorder": _byteorder}
     pointer, extra = _pointer_reader()
     ns.update(extra)
     lines = []
@@ -112,7 +94,7 @@ def build_launcher(func, address: int, runtime, keepalive=()):
     for v, bnd in zip(func.scalars, func.bindings):
         kind, i, d = bnd.kind, bnd.index, bnd.dim
         try:
-            fmt += _SLOT[v.dtype]
+            fmt += SLOT[v.dtype]
         except KeyError:
             raise InternalCompilerError(f"scalar {v.name!r} has unsupported dtype {v.dtype}") from None
         if kind is n.BindingKind.SHAPE:

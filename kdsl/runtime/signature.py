@@ -70,11 +70,11 @@ def size_classes(args) -> tuple:
         sh = getattr(a, "shape", None)
         if sh is None:
             out.append(())
-        elif type(a).__module__ == "kdsl.frontend.spec":   # a TensorSpec: named dims: no size
+        elif all(type(s) is int or isinstance(s, np.integer) for s in sh):   # arrays (hot path)
+            out.append(tuple([int(s).bit_length() for s in sh]))
+        else:   # a TensorSpec with named dims: those have no size
             out.append(tuple([int(s).bit_length() if isinstance(s, (int, np.integer)) else None
                               for s in sh]))
-        else:
-            out.append(tuple([int(s).bit_length() for s in sh]))
     return tuple(out)
 
 

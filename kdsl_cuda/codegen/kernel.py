@@ -183,7 +183,7 @@ class KernelPrinter:
             if not all(x in self._bound or x in self._scalars for x in vars_):
                 continue
             text = self.expr(e)
-            if text in self.expr.hoisted.values() or text in self.expr.hoisted:
+            if text in self.expr.hoisted:
                 continue
             name = self.names.fresh("kd_ix")
             self.emit(d, f"const {ctype(e.dtype)} {name} = {text};")

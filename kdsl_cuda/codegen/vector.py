@@ -131,19 +131,22 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
         out = p.names.fresh("kd_vs")
         p.emit(d + 2, f"{store_vec} {out};")
     plain_load = p.expr.load
+
+    def vector_of(e):
+        """The vector register holding Load ``e``'s lanes, or None."""
+        if type(e) is not n.Load or not _contiguous_in(e.indices, v):
+            return None
+        return names.get((id(e.buffer), _base_text(p, e.buffer, e.indices, v, s.min)))
+
+    def in_register(e):
+        return vector_of(e) is not None
     for k in range(lanes):
         p.emit(d + 2, "{")
         p.emit(d + 3, f"const {t} {p.bind(v)} = {lo + k};")
 
         def lane_load(e, k=k):
-            if type(e) is n.Load and _contiguous_in(e.indices, v):
-                key = (id(e.buffer), _base_text(p, e.buffer, e.indices, v, s.min))
-                if key in names:
-                    return f"{names[key]}.{_LANES[k]}"
-            return plain_load(e)
-        def in_register(e):
-            return (type(e) is n.Load and _contiguous_in(e.indices, v) and
-                    (id(e.buffer), _base_text(p, e.buffer, e.indices, v, s.min)) in names)
+            vn = vector_of(e)
+            return plain_load(e) if vn is None else f"{vn}.{_LANES[k]}"
         p.expr.load = lane_load
         p.expr.in_register = in_register
         try:

@@ -19,9 +19,10 @@ import sys
 from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
 from kdsl.runtime.dispatch import py_expr
+from kdsl.runtime.slots import bf16_bits
 
 from . import driver, interop
-from .launch import _MAX_GRID, bf16_bits
+from .launch import _MAX_GRID
 from .memory import Allocation, DeviceArray
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

@@ -10,7 +10,6 @@ comes from it.
 """
 from __future__ import annotations
 
-import ctypes
 import sys
 from collections import namedtuple
 
@@ -253,6 +252,3 @@ def stream_handle(stream) -> int:
     raise ArgumentError(f"stream= must be a CUDA stream (an int handle, a torch or CuPy stream, or "
                         f"an object with __cuda_stream__), got {type(stream).__name__}")
 
-
-def c_void(p: int):
-    return ctypes.c_void_p(p)

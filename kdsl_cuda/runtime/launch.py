@@ -25,26 +25,15 @@ import numpy as np
 from kdsl import dtypes as dt
 from kdsl.errors import ArgumentError, InternalCompilerError
 from kdsl.ir import nodes as n
-from kdsl.runtime.dispatch import py_expr
+from kdsl.runtime.dispatch import _fdiv, _fmod, py_expr
+from kdsl.runtime.slots import SLOT, bf16_bits, element_stride
 
 from . import driver, interop
-from .memory import Allocation, DeviceArray, sync_stream
+from .memory import Allocation, DeviceArray, sync_stream, to_device
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-#: struct format of one 8-byte parameter slot per scalar dtype (value first, then padding)
-SLOT = {dt.int64: "q", dt.float64: "d", dt.float32: "f4x", dt.float16: "e6x",
-        dt.int32: "i4x", dt.int16: "h6x", dt.int8: "b7x", dt.uint8: "B7x", dt.bool_: "?7x",
-        dt.bfloat16: "H6x", dt.uint16: "H6x", dt.uint32: "I4x", dt.uint64: "Q"}
 _MAX_GRID = (2 ** 31 - 1, 65535, 65535)
-
-
-def bf16_bits(x) -> int:
-    """The bfloat16 bits of ``x`` (round to nearest even), for a bfloat16 scalar parameter."""
-    (u,) = struct.unpack("<I", struct.pack("<f", float(x)))
-    if (u & 0x7F800000) == 0x7F800000 and u & 0x7FFFFF:
-        return 0x7FC0
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
 
 
 class KernelPlan:
@@ -91,7 +80,6 @@ def geometry_function(func, plans):
     """``geometry(shapes, strides, scalars) -> (scalar values, grids, workspace byte sizes)``,
     generated from the IR (see the module docstring)."""
     names, lines = {}, []
-    nb = len(func.buffers)
     for j, (v, b) in enumerate(zip(func.scalars, func.bindings)):
         nm = f"s{j}"
         names[v] = nm
@@ -116,22 +104,11 @@ def geometry_function(func, plans):
     vals = "[" + ", ".join(f"s{j}" for j in range(len(func.scalars))) + "]"
     lines.append(f"return {vals}, [{', '.join(grids)}], [{', '.join(sizes)}]")
     src = "def geometry(shapes, strides, scalars):\n" + "".join(f"    {x}\n" for x in lines)
-    ns = {"_stride": _stride, "_fdiv": lambda a, b: 0 if b == 0 else a // b,
-          "_fmod": lambda a, b: 0 if b == 0 else a % b}
+    ns = {"_stride": element_stride, "_fdiv": _fdiv, "_fmod": _fmod}
     exec(compile(src, os.path.join(_HERE, f"<cuda geometry {func.name}>"), "exec"), ns)
     fn = ns["geometry"]
     fn.__kdsl_source__ = src
-    assert nb >= 0
     return fn
-
-
-def _stride(nbytes: int, itemsize: int, name: str) -> int:
-    q, r = divmod(int(nbytes), itemsize)
-    if r:
-        raise ArgumentError(f"argument {name!r} has a stride of {nbytes} bytes, which is not a "
-                            f"multiple of its item size {itemsize}",
-                            hint="pass a contiguous copy of this view")
-    return q
 
 
 class CudaCompiled:
@@ -213,7 +190,7 @@ class CudaCompiled:
         for k in host:   # numpy arrays: inputs copied in, outputs made on the device
             a = arrays[k]
             if k < self._nin:
-                d = _stage_in(a, ordinal, handle)
+                d = to_device(a, ordinal, handle, wait=False)
             else:
                 d = DeviceArray(a.shape, self.func.buffers[k].dtype, device=ordinal, stream=handle)
             staged[k] = d
@@ -258,18 +235,6 @@ class CudaCompiled:
 
 def _scalar(v, d):
     return bf16_bits(v) if d is dt.bfloat16 else v
-
-
-def _stage_in(a: np.ndarray, ordinal: int, stream: int) -> DeviceArray:
-    src = a if a.flags.c_contiguous else a.copy(order="C")   # (ascontiguousarray makes 0-d 1-d)
-    d = DeviceArray(src.shape, src.dtype, device=ordinal, stream=stream,
-                    kdsl_dtype=dt.as_dtype(src.dtype))
-    if src.nbytes:
-        L = driver.lib()
-        L.check(L.cuMemcpyHtoDAsync_v2(ctypes.c_void_p(d.ptr), ctypes.c_void_p(src.ctypes.data),
-                                       src.nbytes, ctypes.c_void_p(stream)), "cuMemcpyHtoD")
-        d._host_keepalive = src   # pageable copies are synchronous, but keep it anyway
-    return d
 
 
 def _stage_out(d: DeviceArray, out: np.ndarray, stream: int) -> None:

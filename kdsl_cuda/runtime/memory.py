@@ -53,10 +53,6 @@ class Allocation:
             pass
 
 
-def _typestr(dtype: np.dtype) -> str:
-    return dtype.str
-
-
 class DeviceArray:
     """A strided array in CUDA device memory.
 
@@ -120,7 +116,7 @@ class DeviceArray:
     # ----------------------------------------------------------------- protocols
     @property
     def __cuda_array_interface__(self) -> dict:
-        return {"shape": self.shape, "typestr": _typestr(self.dtype),
+        return {"shape": self.shape, "typestr": self.dtype.str,
                 "data": (self.ptr, False), "version": 3,
                 "strides": None if self.is_c_contiguous else self.strides,
                 # v3: the stream the data was last written on (1 = the legacy default stream)
@@ -139,10 +135,10 @@ class DeviceArray:
     # ----------------------------------------------------------------- host transfers
     def numpy(self) -> np.ndarray:
         """A numpy copy (waits for the array's stream)."""
+        if self.size and not self.is_c_contiguous:
+            return _gather_strided(self)
         out = np.empty(self.shape, self.dtype)
         if self.size:
-            if not self.is_c_contiguous:
-                return _gather_strided(self)
             driver.device(self.device)
             L = driver.lib()
             L.check(L.cuMemcpyDtoHAsync_v2(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(self.ptr),
@@ -180,8 +176,10 @@ def empty(shape, dtype, device: int = 0, stream: int = 0) -> DeviceArray:
     return DeviceArray(shape, dtype, device=device, stream=stream)
 
 
-def to_device(a, device: int = 0, stream: int = 0) -> DeviceArray:
-    """A DeviceArray holding a copy of the host array ``a`` (any numpy array or array-like)."""
+def to_device(a, device: int = 0, stream: int = 0, wait: bool = True) -> DeviceArray:
+    """A DeviceArray holding a copy of the host array ``a`` (any numpy array or array-like).
+    ``wait=False``: the copy is only enqueued on ``stream`` (the array keeps the host copy alive;
+    kernels launched after it on that stream see the data)."""
     a = np.asarray(a)
     kd = None
     try:
@@ -195,7 +193,10 @@ def to_device(a, device: int = 0, stream: int = 0) -> DeviceArray:
         driver.device(device)
         L.check(L.cuMemcpyHtoDAsync_v2(ctypes.c_void_p(out.ptr), ctypes.c_void_p(a.ctypes.data),
                                        a.nbytes, ctypes.c_void_p(stream)), "cuMemcpyHtoD")
-        sync_stream(stream)   # `a` may be freed by the caller as soon as this returns
+        if wait:
+            sync_stream(stream)   # `a` may be freed by the caller as soon as this returns
+        else:
+            out._host_keepalive = a
     return out
 
 
