@@ -78,6 +78,14 @@ def with_checks(backend, sig, graph, compiled, options):
     return Checked(compiled, backend.compile(req), graph, slots, backend)
 
 
+def _host_int(x) -> int:
+    """The value of a 0-d result on the host: device arrays (torch, CuPy, JAX, kdsl_cuda's
+    DeviceArray) answer ``item()``, which waits for the check kernel; numpy and the rest go
+    through ``np.asarray``."""
+    item = getattr(x, "item", None)
+    return int(item() if item is not None else np.asarray(x))
+
+
 class Checked:
     """A compiled kernel that runs its graph's data checks first (same calling convention)."""
 
@@ -102,7 +110,7 @@ class Checked:
         """Raise the first failed check's error (checks are in the order reads nest)."""
         env = None
         for c, (pmin, pmax) in zip(self.graph.data_checks, self.slots):
-            vmin, vmax = int(np.asarray(outs[pmin])), int(np.asarray(outs[pmax]))
+            vmin, vmax = _host_int(outs[pmin]), _host_int(outs[pmax])
             if vmin > vmax:
                 continue            # no point of the domain where the check applies
             if env is None:

@@ -146,6 +146,12 @@ class DeviceArray:
             sync_stream(self.stream)
         return out
 
+    def item(self):
+        """The only element as a Python scalar (waits for the array's stream), like numpy's."""
+        if self.size != 1:
+            raise ValueError(f"item(): the array has {self.size} elements, not 1")
+        return self.numpy().item()
+
     def copy_to_host(self) -> np.ndarray:
         return self.numpy()
 
