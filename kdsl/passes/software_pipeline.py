@@ -45,7 +45,9 @@ def _stores_to(s, bufs) -> list:
 
 
 def _loads_of(s, bufs) -> list:
-    return collect(s, lambda x: isinstance(x, n.Load) and x.buffer in bufs)
+    """Reads of ``bufs`` in ``s``: loads, and fragment loads (``WmmaLoad``) from them."""
+    return collect(s, lambda x: (isinstance(x, n.Load) and x.buffer in bufs)
+                   or (isinstance(x, n.WmmaLoad) and x.src in bufs))
 
 
 def _err(buf, what) -> ScheduleError:
@@ -63,6 +65,11 @@ class _Ring(Mutator):
         e = self.generic(e)
         r = self.rings.get(e.buffer)
         return e if r is None else n.Load(e.dtype, r, (self.slot,) + e.indices)
+
+    def visit_WmmaLoad(self, s):
+        r = self.rings.get(s.src)
+        s = self.generic(s)
+        return s if r is None else dataclasses.replace(s, src=r, origin=(self.slot,) + tuple(s.origin))
 
     def visit_Store(self, s):
         s = self.generic(s)

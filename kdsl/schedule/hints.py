@@ -20,6 +20,7 @@ import types
 from dataclasses import dataclass, field
 
 from ..errors import ScheduleError, SourceLoc, for_user, user_location
+from ..ir import nodes as n
 from .plan import PARTIALS, StagePlan, axis_names, realize, reduce_names, spatial_names
 
 GENERIC = ("tile", "parallel", "vectorize", "unroll", "rfactor")
@@ -60,7 +61,8 @@ def schedule(target=None, fn=None, **hints):
     * ``rfactor=8``: 8 partial reductions over contiguous chunks, computed in parallel
     * ``threads``: CPU thread count (an int) or CUDA block shape (a tuple)
     * ``cache={"A": "shared"}``, ``stages=2`` (>= 2), ``tensor_cores=True``: GPU only
-    * ``stage="name"``: the stage the hints apply to (default: the first output)
+    * ``stage="name"``: the stage the hints apply to (default: the first output, or the
+      reduction it casts, e.g. the float32 product of ``A @ B`` on float16 arrays)
 
     The user's function is not modified: the decorator returns a copy that carries the hints.
     """
@@ -201,12 +203,30 @@ def _err(hint: Hint, msg: str, what: str | None = None):
 def _stage_of(sched, hint: Hint):
     name = hint.hints.get("stage")
     if name is None:
-        return sched.outputs[0]
+        return _cast_source(sched, sched.outputs[0])
     try:
         return sched[name]
     except ScheduleError:
         raise _err(hint, f"schedule hint stage={name!r}: there is no such stage; stages: "
                    f"{', '.join(s.name for s in sched.stages)}") from None
+
+
+def _cast_source(sched, h):
+    """The stage the default hints target: the first output, or, when that output only casts
+    a reduction element for element (``A @ B`` and ``A.sum(axis=1)`` of float16 arrays
+    accumulate in float32, then cast), the reduction: the user's axes (``r0``) live there."""
+    body = h.stage.body
+    if not isinstance(body, n.Cast) or not isinstance(body.a, n.TensorRead):
+        return h
+    src = body.a.tensor.stage
+    if src is None or not src.is_reduction or len(src.axes) != len(h.stage.axes):
+        return h
+    if tuple(body.a.indices) != tuple(a.var for a in h.stage.axes):
+        return h
+    try:
+        return sched[src.name]
+    except ScheduleError:
+        return h
 
 
 def describe_axes(stage) -> str:

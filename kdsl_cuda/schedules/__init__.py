@@ -11,7 +11,8 @@ whose recipe maps it onto blocks and threads by kind (rules.kind):
 * column reductions: threads across adjacent outputs, rows accumulated in registers, cut
   across blocks with a second pass when there are few columns;
 * small constant windows (stencils): 2-D thread tiles, the window unrolled;
-* matrix products: the tiled shared-memory GEMM (gemm.py);
+* matrix products: the tiled shared-memory GEMM (gemm.py); 16-bit ones on tensor cores
+  (tensorcore.py);
 * other reductions: one output per thread.
 
 Row-wise chains (softmax, layernorm, logsumexp): an intermediate stage read row by row by
@@ -27,13 +28,14 @@ the rest of it.
 """
 from __future__ import annotations
 
+from kdsl.errors import warn_user
 from kdsl.schedule.hints import merge_hints, record_backend_hints
 from kdsl.schedule.plan import Recipe, StagePlan
 from kdsl.schedule.records import AttachKind
 from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
-from . import gemm, recipes, rules
+from . import gemm, recipes, rules, tensorcore
 
 
 def schedule(sched, hints) -> None:
@@ -177,6 +179,14 @@ def _root_recipe(sched, h, plan, k) -> None:
             recipes.elementwise(sched, h, **rules.elementwise(sched, h, plan))
         return   # a 0-d stage has no loop to bind (the core says so)
     if k == "matmul":
+        if tensorcore.eligible(sched, h):
+            tensorcore.gemm(sched, h, **rules.tensor_core(sched, h, plan))
+            return
+        if tensorcore.tensor_cores_hint(sched, h) is True:
+            warn_user(f"tensor_cores=True on {h.name}: tensor cores take float16 or bfloat16 "
+                      f"operands with float32 accumulation and no extent below 16; this product "
+                      f"runs on the float32 GEMM (cast the operands to float16, e.g. "
+                      f"A.astype('float16') @ B.astype('float16'), to use them)")
         params = rules.matmul(sched, h, plan)
         if gemm.fits(h.stage, **params):
             gemm.gemm(sched, h, **params)

@@ -181,6 +181,25 @@ def matmul(sched, h, plan) -> dict:
                 vec=_vec(plan, 1), stages=hw.get("stages"), unroll=plan.unroll)
 
 
+def tensor_core(sched, h, plan) -> dict:
+    """The tensor-core GEMM's numbers: ``tile`` on i/j sets the block tile (warps x 16-wide
+    fragments), on k the step; ``threads`` the warps; ``stages`` the shared buffers."""
+    from . import tensorcore as T
+    *_, i, j = spatial_names(h.stage)
+    (k,) = reduce_names(h.stage)
+    hw = sched.backend_hints.get(h.name, {})
+    out = dict(bk=plan.tile.get(k, T.BK), stages=hw.get("stages") or T.STAGES)
+    t = threads_hint(sched, h)
+    if t is not None:                       # (x, y, ...) threads: x/32 and y warps
+        out.update(wx=max(1, t[0] // 32), wy=max(1, t[1]))
+    wy, wx = out.get("wy", T.WY), out.get("wx", T.WX)
+    if i in plan.tile:
+        out["ty"] = max(1, plan.tile[i] // (16 * wy))
+    if j in plan.tile:
+        out["tx"] = max(1, plan.tile[j] // (16 * wx))
+    return out
+
+
 def chain_threads(sched, h, vec: int) -> int:
     """Threads of a row-wise chain's block: enough for one pass of ``vec``-wide loads over the
     row, between a warp and 256."""

@@ -1,0 +1,169 @@
+"""The default cuda schedule of a 16-bit matrix product on tensor cores.
+
+``C[.., i, j] = sum_k f32(A[.., i, k]) * f32(B[.., k, j])`` with A and B both float16 or both
+bfloat16 (what ``A @ B`` traces to for 16-bit operands: float32 accumulation) is tensorized
+with ``kd.intrin.wmma(16, 16, 16)``:
+
+* a block computes a ``(16 * WY * TY) x (16 * WX * TX)`` tile of C (128 x 128 by default) with
+  ``WY x WX`` warps (threadIdx.z, threadIdx.y; the 32 lanes are threadIdx.x), each warp a
+  ``TY x TX`` grid of 16 x 16 accumulator fragments (8 by default: 64 registers a thread);
+  leading batch axes and the block tile index are fused into blockIdx.x;
+* the reduction goes in ``BK``-long steps: each step's A and B tiles are copied into shared
+  memory by all the block's threads, 8 elements (16 bytes) per thread and turn, multi-buffered
+  with asynchronous copies (``stages``) so the copy of step k+1 overlaps the products of step k;
+* within a step, each warp loads its A and B fragments from shared memory 16 columns of k at a
+  time and issues ``TY * TX`` fragment products;
+* the accumulators are stored into C (partial tiles of sizes that do not divide 16 are exact:
+  the core clips every fragment load and store).
+
+Used when ``tensor_cores`` is not hinted False and no extent is a constant below 16 (a matrix
+of one row is a matrix-vector product: the f32 recipe serves it better).  Correct for every
+other shape, including sizes that do not divide the tiles.
+"""
+from __future__ import annotations
+
+import kdsl as kd
+from kdsl import dtypes as dt
+from kdsl.schedule import patterns
+
+from . import analysis as A
+
+#: warps per block (rows, columns) and 16 x 16 tiles per warp (rows, columns)
+WY, WX, TY, TX = 2, 4, 4, 2
+BK = 32
+STAGES = 2
+#: elements of a 16-byte vector of a 16-bit type
+VEC = 8
+
+
+def tensor_cores_hint(sched, h):
+    """The ``tensor_cores`` hint that applies to matmul ``h``: its own, else that of a stage
+    reading it (``A @ B`` of 16-bit arrays is a float32 product then a cast, and hints go to
+    the kernel's output, the cast, unless ``stage=`` names another); None when not given."""
+    own = sched.backend_hints.get(h.name, {}).get("tensor_cores")
+    if own is not None:
+        return own
+    for c in patterns.consumers(sched, h):
+        v = sched.backend_hints.get(c.name, {}).get("tensor_cores")
+        if v is not None:
+            return v
+    return None
+
+
+def eligible(sched, h) -> bool:
+    """Whether stage handle ``h`` (a matmul) takes the tensor-core recipe."""
+    if tensor_cores_hint(sched, h) is False:
+        return False
+    stage = h.stage
+    if stage.dtype is not dt.float32 or len(stage.axes) != 2:
+        return False
+    ab = patterns.matmul_factors(stage)
+    if ab is None:
+        return False
+    a, b = ab
+    if a.tensor.dtype not in (dt.float16, dt.bfloat16) or b.tensor.dtype is not a.tensor.dtype:
+        return False
+    for iv in (*stage.axes, *stage.reduce_axes):
+        c = A.const_extent(iv)
+        if c is not None and c < 16:
+            return False
+    return True
+
+
+def _shrink(sched, iv, warps: int, tiles: int) -> tuple:
+    """Fewer warps/tiles along an axis whose size (known or hinted) is smaller than the tile."""
+    size = A.const_extent(iv)
+    if size is None:
+        rng = A.extent_range(sched, iv)
+        size = rng[1] if rng else None
+    while size is not None and warps * tiles * 16 >= 2 * size and tiles > 1:
+        tiles //= 2
+    while size is not None and warps * tiles * 16 >= 2 * size and warps > 1:
+        warps //= 2
+    return warps, tiles
+
+
+def _extent(iv, tile: int) -> int:
+    """The extent of a tile of ``tile`` along ``iv`` (a constant extent below it: that)."""
+    c = A.const_extent(iv)
+    return tile if c is None else min(tile, c)
+
+
+def _vector(rows: int, cols: int, threads: int) -> int | None:
+    """Elements per thread and turn of a cooperative copy of a rows x cols tile: every one of
+    the block's ``threads`` must get at least one turn (each loop bound to a thread index has
+    the block's extent); None when even single elements are too few."""
+    vec = VEC
+    while vec > 1 and (rows * cols) // vec < threads:
+        vec //= 2
+    return vec if rows * cols >= threads else None
+
+
+def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES) -> None:
+    """Realise the tensor-core GEMM on matmul stage handle ``C`` (see the module docstring)."""
+    w = kd.intrin.wmma(16, 16, 16)
+    a_t, b_t = (r.tensor for r in patterns.matmul_factors(C.stage))
+    i, j = C.stage.axes
+    (k,) = C.stage.reduce_axes
+    wy, ty = _shrink(sched, i, wy, ty)
+    wx, tx = _shrink(sched, j, wx, tx)
+    bk = max(16, bk // 16 * 16)
+    while True:   # the copies of both tiles need a turn for every thread: deepen the k step
+        threads = 32 * wx * wy
+        rows, cols, depth = _extent(i, 16 * wy * ty), _extent(j, 16 * wx * tx), _extent(k, bk)
+        vecs = (_vector(rows, depth, threads), _vector(depth, cols, threads))
+        if None not in vecs or depth < bk:
+            break
+        bk *= 2
+    if None in vecs:                 # a constant k too short for the block: fewer warps
+        wy, wx = 1, 1
+        threads = 32
+        vecs = (_vector(rows, depth, 32) or 1, _vector(depth, cols, 32) or 1)
+    CF = sched.cache_write(C, "wmma.accumulator")
+    AF = sched.cache_read(a_t, "wmma.matrix_a", [CF])
+    BF = sched.cache_read(b_t, "wmma.matrix_b", [CF])
+    bi, bj, ii, jj = C.tile(C.axes[0], C.axes[1], 16 * wy * ty, 16 * wx * tx)
+    wi, ti = C.split(ii, factor=16 * ty)
+    wj, tj = C.split(jj, factor=16 * tx)
+    tio, tii = C.split(ti, factor=16)
+    tjo, tji = C.split(tj, factor=16)
+    C.reorder(bi, bj, wi, wj, tio, tjo, tii, tji)
+    C.bind(bi, "blockIdx.y")
+    C.bind(bj, "blockIdx.x")
+    C.bind(wi, "threadIdx.z")
+    C.bind(wj, "threadIdx.y")
+    CF.compute_at(C, wj)
+    ci, cj = CF.axes
+    (ck,) = CF.reduce_axes
+    cio, cii = CF.split(ci, factor=16)
+    cjo, cji = CF.split(cj, factor=16)
+    ko, kr = CF.split(ck, factor=bk)
+    kio, ki = CF.split(kr, factor=16)
+    CF.reorder(ko, kio, cio, cjo, cii, cji, ki)
+    AF.compute_at(CF, kio)
+    BF.compute_at(CF, kio)
+    ao, ai = AF.split(AF.axes[0], factor=16)
+    AF.reorder(ao, ai, AF.axes[1])
+    AF.tensorize(ai, w)
+    bo, bi_ = BF.split(BF.axes[1], factor=16)
+    BF.reorder(bo, BF.axes[0], bi_)
+    BF.tensorize(BF.axes[0], w)
+    CF.tensorize(cii, w)
+    C.tensorize(tii, w)
+    for src, F, vec in ((a_t, AF, vecs[0]), (b_t, BF, vecs[1])):
+        X = sched.cache_read(src, "shared", [F])
+        X.compute_at(CF, ko)
+        f = X.fuse(*X.axes)
+        if vec > 1:
+            f, v = X.split(f, factor=vec)
+            X.vectorize(v)
+        _, t = X.split(f, factor=threads)
+        z, t = X.split(t, factor=32 * wx)
+        y, x = X.split(t, factor=32)
+        X.bind(z, "threadIdx.z")
+        X.bind(y, "threadIdx.y")
+        X.bind(x, "threadIdx.x")
+        if stages == 2:
+            X.double_buffer()
+        elif stages and stages > 2:
+            X.pipeline(stages)

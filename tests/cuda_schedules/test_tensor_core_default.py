@@ -1,0 +1,93 @@
+"""The default cuda schedule of 16-bit matrix products: tensor cores (WMMA fragments fed from
+double-buffered shared tiles), run on the SIMT interpreter (``interp-cuda``, race-checked)
+against numpy in float64 over shapes that do and do not divide the 16x16 fragments and the
+block tile; the ``tensor_cores`` hint turns it off, and asks for it with a warning where it
+cannot apply."""
+import numpy as np
+import pytest
+
+import kdsl as kd
+from kdsl.errors import ScheduleWarning
+
+
+@kd.kernel
+def mm(A, B):
+    return A @ B
+
+
+@kd.kernel
+def mm_f32_out(A, B):
+    return A.astype("float32") @ B.astype("float32")
+
+
+def _check(got, A, B):
+    want = A.astype(np.float64) @ B.astype(np.float64)
+    # products of float16 are exact in float32; float32 sums of K terms, then (for a float16
+    # result) one rounding to float16
+    k = A.shape[1]
+    tol = (np.abs(A).astype(np.float64) @ np.abs(B).astype(np.float64)) * (k * 2.0 ** -23)
+    if got.dtype == np.float16:
+        tol = tol + np.abs(want) * 2.0 ** -11
+    assert got.shape == want.shape
+    assert np.all(np.abs(got.astype(np.float64) - want) <= tol + 1e-30)
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 32), (37, 45, 50), (130, 260, 100), (16, 16, 16),
+                                   (200, 17, 3), (0, 16, 16), (16, 16, 0), (33, 129, 47)])
+def test_float16_matmul_on_tensor_cores(shape, rng):
+    m, nn, k = shape
+    A = rng.standard_normal((m, k)).astype(np.float16)
+    B = rng.standard_normal((k, nn)).astype(np.float16)
+    _check(mm(A, B, backend="interp-cuda"), A, B)
+
+
+def test_float32_result_and_strided_views(rng):
+    A = rng.standard_normal((90, 70)).astype(np.float16)
+    B = rng.standard_normal((140, 50)).astype(np.float16)[::2]
+    _check(mm_f32_out(A[:, 3:], B[3:], backend="interp-cuda"), A[:, 3:], B[3:])
+
+
+def _lowered(kernel, a, b):
+    return str(kernel.lower(kd.TensorSpec(a, "float16"), kd.TensorSpec(b, "float16"),
+                            backend="cuda"))
+
+
+def test_default_uses_fragments_and_double_buffering():
+    text = _lowered(mm, (4096, 4096), (4096, 4096))
+    assert "wmma.mma" in text and "async_copy" in text and "stages=2" in text
+    assert "block=(32, 4, 2)" in text          # 8 warps: 2 x 4, each 4 x 2 fragments
+
+
+def test_one_row_is_not_tensorized():
+    # a static size-1 dimension: a matrix-vector product, the float32 recipe
+    text = str(mm.lower(np.ones((1, 40), np.float16), np.ones((40, 40), np.float16),
+                        backend="cuda"))
+    assert "wmma" not in text
+
+
+def test_hint_off_and_on():
+    @kd.kernel
+    @kd.schedule("cuda", tensor_cores=False)
+    def off(A, B):
+        return A @ B
+    assert "wmma" not in _lowered(off, (256, 256), (256, 256))
+
+    @kd.kernel
+    @kd.schedule("cuda", tensor_cores=True)
+    def f32(A, B):
+        return A @ B
+    with pytest.warns(ScheduleWarning, match="tensor cores take float16 or bfloat16"):
+        f32.lower(kd.TensorSpec((64, 64), "float32"), kd.TensorSpec((64, 64), "float32"),
+                  backend="cuda")
+
+
+def test_hinted_tiles(rng):
+    @kd.kernel
+    @kd.schedule("cuda", tile={"i0": 64, "i1": 32, "r0": 16}, threads=(64, 2), stages=3)  # on the product
+    def small(A, B):
+        return A @ B
+    text = _lowered(small, (512, 512), (512, 512))
+    assert "block=(32, 2, 2)" in text and "stages=3" in text
+    A = rng.standard_normal((70, 40)).astype(np.float16)
+    B = rng.standard_normal((40, 33)).astype(np.float16)
+    _check(small(A, B, backend="interp-cuda"), A, B)
