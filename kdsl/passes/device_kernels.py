@@ -128,22 +128,41 @@ def _kernel_head(s) -> bool:
     return type(h) is n.For and h.kind is n.ForKind.BOUND and (h.thread.is_block or h.thread.is_thread)
 
 
+def _written(x):
+    """The buffer statement ``x`` writes (stores, asynchronous copies, fragment statements),
+    or None."""
+    t = type(x)
+    if t is n.Store or t is n.AsyncCopy:
+        return x.buffer
+    if t is n.WmmaStore:
+        return x.dst
+    if t is n.WmmaLoad or t is n.WmmaFill:
+        return x.frag
+    if t is n.WmmaMma:
+        return x.d
+    return None
+
+
+def _stores(s) -> list:
+    return [_written(x) for x in collect(s, lambda x: _written(x) is not None)]
+
+
 def _stage_names(s) -> list:
-    """The stages a nest computes, for messages: the buffers it stores to that are not allocated
-    inside it (producers attached inside the nest store to their own buffers)."""
+    """The stages a nest computes, for messages: the buffers it writes that are not allocated
+    inside it (producers attached inside the nest write their own buffers)."""
     inside = {a.buffer for a in collect(s, lambda x: isinstance(x, n.Allocate))}
     names = []
-    for st in collect(s, lambda x: isinstance(x, n.Store)):
-        if st.buffer not in inside and st.buffer.name not in names:
-            names.append(st.buffer.name)
-    return names or [st.buffer.name for st in collect(s, lambda x: isinstance(x, n.Store))][:1] or ["?"]
+    for b in _stores(s):
+        if b not in inside and b.name not in names:
+            names.append(b.name)
+    return names or [b.name for b in _stores(s)][:1] or ["?"]
 
 
 def _stage_of(s) -> str:
-    """The stage that owns loop nest ``s``: the last one it stores to (producers attached
+    """The stage that owns loop nest ``s``: the last one it writes (producers attached
     inside the nest, such as a shared tile, run before their consumer)."""
     inside = {a.buffer for a in collect(s, lambda x: isinstance(x, n.Allocate))}
-    last = [st.buffer.name for st in collect(s, lambda x: isinstance(x, n.Store)) if st.buffer not in inside]
+    last = [b.name for b in _stores(s) if b not in inside]
     return last[-1] if last else _stage_names(s)[0]
 
 

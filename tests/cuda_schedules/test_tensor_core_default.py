@@ -91,3 +91,64 @@ def test_hinted_tiles(rng):
     A = rng.standard_normal((70, 40)).astype(np.float16)
     B = rng.standard_normal((40, 33)).astype(np.float16)
     _check(small(A, B, backend="interp-cuda"), A, B)
+
+
+def test_block_loop_inside_a_thread_loop_is_a_schedule_error():
+    """Not an internal error from the IR verifier (on under pytest) before device_kernels
+    reports it in the user's words."""
+    from kdsl.errors import ScheduleError
+
+    @kd.kernel
+    def mm3(A, B):
+        return A.astype("float32") @ B.astype("float32")
+
+    def sched(s):
+        C = s["matmul"]
+        i, j = C.axes
+        bi, ii = C.split(i, factor=64)
+        bj, jj = C.split(j, factor=8)
+        C.bind(bi, "blockIdx.x")
+        C.bind(ii, "threadIdx.y")
+        C.bind(bj, "blockIdx.y")
+        C.bind(jj, "threadIdx.x")
+    mm3.schedule("cuda")(sched)
+    with pytest.raises(ScheduleError, match=r"binds i1\.outer to blockIdx\.y inside a loop that "
+                                            r"is not a block loop"):
+        mm3.lower(kd.TensorSpec((64, 4), "float16"), kd.TensorSpec((4, 64), "float16"),
+                  backend="cuda")
+
+
+def test_thread_extent_error_names_the_copy_stage():
+    """A shared copy whose thread loops are shorter than the block's: the message names the
+    copy (a stage that writes through asynchronous copies), not '?'."""
+    from kdsl.errors import ScheduleError
+
+    @kd.kernel
+    def mm2(A, B):
+        return A @ B
+
+    def sched(s):
+        C = s["matmul"]
+        i, j = C.axes
+        bi, ii = C.split(i, factor=64)
+        bj, jj = C.split(j, factor=8)
+        C.reorder(bi, bj, ii, jj)
+        C.bind(bi, "blockIdx.x")
+        C.bind(ii, "threadIdx.y")
+        C.bind(bj, "blockIdx.y")
+        C.bind(jj, "threadIdx.x")
+        X = s.cache_read("A", "shared", [C])
+        X.compute_at(C, bj)
+        f = X.fuse(*X.axes)
+        o, t = X.split(f, factor=8 * 32)      # 32 rows of threadIdx.y where C has 64
+        y, x = X.split(t, factor=8)
+        X.bind(y, "threadIdx.y")
+        X.bind(x, "threadIdx.x")
+        Co = s["matmul_1"]
+        fo, fi = Co.split(Co.fuse(*Co.axes), factor=64)
+        Co.bind(fo, "blockIdx.x")
+        Co.bind(fi, "threadIdx.x")
+    mm2.schedule("cuda")(sched)
+    with pytest.raises(ScheduleError, match=r"stage 'A\.shared'"):
+        mm2.lower(kd.TensorSpec((64, 4), "float16"), kd.TensorSpec((4, 64), "float16"),
+                  backend="cuda")

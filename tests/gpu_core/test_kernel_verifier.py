@@ -92,6 +92,13 @@ def test_thread_loop_longer_than_the_launch():
     broken(f, "has 8 iterations, more than the launch's 4 threads")
 
 
+def test_block_loop_inside_a_thread_loop():
+    f = func(lambda b: tloop(lambda t: n.For(n.var("g"), c(0), c(2), n.ForKind.BOUND,
+                                              n.Store(O, (gidx(b, t),), n.const(0.0, F32)),
+                                              n.ThreadTag.BLOCK_Y)))
+    broken(f, "the blockIdx.y loop g is inside a thread loop")
+
+
 def test_barrier_under_a_condition_on_a_thread_index():
     def body(b):
         return tloop(lambda t: n.IfThenElse(mk.lt(t, 4), n.Barrier()))
