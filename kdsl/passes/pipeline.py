@@ -21,11 +21,14 @@ and *Guarantees*:
   where a barrier would be under divergence
 - ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
   kernels with their launches and workspaces (GPU form)
+- ``shared_layout`` (IR, ``shared_layout.shared_layout``): shared tiles get padded rows
+  (strides) so that column and fragment accesses spread over the banks
 
 That table, ``PIPELINE``, is target-neutral and ends with GPU-form IR (DeviceKernels, barriers,
 CrossThreadReduce, AsyncCopy, WMMA statements); GPU targets run it as is.  Sequential executors (the
 interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_kernels``
-(its GPU checks do not apply to loops that run one iteration after another) followed by
+(its GPU checks do not apply to loops that run one iteration after another) and
+``shared_layout`` (addresses are a GPU matter), followed by
 ``SEQUENTIAL_TAIL``:
 
 - ``sequential_kernels`` (IR, ``sequential.sequential_kernels``): DeviceKernels -> their loops
@@ -38,8 +41,9 @@ interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_
 The whole lists, in order (``names()``)::
 
     PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
-                tensorize, simplify, software_pipeline, vthread, sync, device_kernels
-    SEQUENTIAL: PIPELINE without device_kernels, then
+                tensorize, simplify, software_pipeline, vthread, sync, device_kernels,
+                shared_layout
+    SEQUENTIAL: PIPELINE without device_kernels and shared_layout, then
                 sequential_kernels, lower_cross_thread, lower_async_copies, blocked_sums
     (cpu: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp, hoist_allocations)
 
@@ -80,6 +84,7 @@ from .loop_nests import build_loop_nests
 from .lower_cross_thread import lower_cross_thread
 from .placement import place_stages
 from .sequential import lower_async_copies, sequential_kernels
+from .shared_layout import shared_layout
 from .simplify import simplify_pass
 from .software_pipeline import check_pipelines, software_pipeline
 from .state import LowerState
@@ -184,6 +189,7 @@ PIPELINE = Pipeline((
     Pass("vthread", inject_vthreads),
     Pass("sync", sync),
     Pass("device_kernels", device_kernels),
+    Pass("shared_layout", shared_layout),
 ))
 
 #: what sequential executors run after the target-neutral passes (module docstring)
@@ -194,8 +200,8 @@ SEQUENTIAL_TAIL = (
     Pass("blocked_sums", blocked_sums),
 )
 
-#: the table of sequential executors (interp, cpu): PIPELINE without device_kernels, then the tail
-SEQUENTIAL = PIPELINE.remove("device_kernels").append(*SEQUENTIAL_TAIL)
+#: the table of sequential executors (interp, cpu): PIPELINE without its GPU-only passes, then the tail
+SEQUENTIAL = PIPELINE.remove("device_kernels").remove("shared_layout").append(*SEQUENTIAL_TAIL)
 
 #: targets whose code runs as GPU kernels: they get ``PIPELINE`` (GPU form)
 GPU_TARGETS = frozenset({"cuda"})

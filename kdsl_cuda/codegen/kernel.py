@@ -303,6 +303,8 @@ class KernelPrinter:
                 raise InternalCompilerError(f"cuda codegen: {b.scope.value} buffer {b.name} of "
                                             "non-constant shape")
             size *= c
+        if b.strides is not None:      # padded rows (kdsl.passes.shared_layout)
+            size = _const_int(b.strides[0]) * _const_int(b.shape[0])
         name = self._buf(b)
         if b.scope is n.Scope.SHARED:
             if id(b) not in self._shared_seen:

@@ -47,8 +47,9 @@ def test_pipelined_matmul(nkm, stages, rng):
 def test_printed_ring_prologue_and_epilogue():
     text = str(lowered(mm_double_buffer))
     lines = [x.strip() for x in text.splitlines()]
-    assert "allocate A.shared: float32[2, 8, 8] shared, stages=2" in lines
-    assert "allocate B.shared: float32[2, 8, 8] shared, stages=2" in lines
+    # rows of 32 bytes, padded to 48 (shared_layout)
+    assert "allocate A.shared: float32[2, 8, 8] strides (96, 12, 1) shared, stages=2" in lines
+    assert "allocate B.shared: float32[2, 8, 8] strides (96, 12, 1) shared, stages=2" in lines
     loop = next(k for k, x in enumerate(lines) if x.startswith("for r.outer in"))
     # prologue: tile 0 into slot 0, one group
     pro = lines[:loop]
