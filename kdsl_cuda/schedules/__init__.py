@@ -11,7 +11,8 @@ whose recipe maps it onto blocks and threads by kind (rules.kind):
 * column reductions: threads across adjacent outputs, rows accumulated in registers, cut
   across blocks with a second pass when there are few columns;
 * small constant windows (stencils): 2-D thread tiles, the window unrolled;
-* matrix products: the tiled shared-memory GEMM (gemm.py);
+* matrix products: the tiled shared-memory GEMM by size class (gemm.py), tensor-core tiles
+  for 16-bit inputs with ``tensor_cores=True``;
 * other reductions: one output per thread.
 
 Row-wise chains (softmax, layernorm, logsumexp): an intermediate stage read row by row by
@@ -22,7 +23,8 @@ The user's hints override fields of the plans (``kdsl.schedule.hints.merge_hints
 ``threads`` (block shape), ``vectorize`` (elements per thread and access), ``rfactor``
 (partial reductions across blocks; 1: none), ``tile`` (elements per block along an axis;
 matmul: ``i``/``j`` block tile and the k step), ``unroll`` (the per-thread serial loop);
-``stages`` multi-buffers the matmul's shared tiles.  A hint adjusts the default and keeps
+``stages`` multi-buffers the matmul's shared tiles, ``cache`` picks each operand's staging,
+``tensor_cores`` the tensor-core GEMM.  A hint adjusts the default and keeps
 the rest of it.
 """
 from __future__ import annotations
@@ -177,6 +179,9 @@ def _root_recipe(sched, h, plan, k) -> None:
             recipes.elementwise(sched, h, **rules.elementwise(sched, h, plan))
         return   # a 0-d stage has no loop to bind (the core says so)
     if k == "matmul":
+        if gemm.wants_tensor_cores(h.stage, sched.backend_hints.get(h.name, {})):
+            gemm.tensor_core_gemm(sched, h)
+            return
         params = rules.matmul(sched, h, plan)
         if gemm.fits(h.stage, **params):
             gemm.gemm(sched, h, **params)
