@@ -179,7 +179,12 @@ def _root_recipe(sched, h, plan, k) -> None:
             recipes.elementwise(sched, h, **rules.elementwise(sched, h, plan))
         return   # a 0-d stage has no loop to bind (the core says so)
     if k == "matmul":
-        if gemm.wants_tensor_cores(h.stage, sched.backend_hints.get(h.name, {})):
+        # tensor_cores=True names the kernel's output by default: for 16-bit ``A @ B`` that is
+        # the cast of this float32 product, so the outputs' hint counts here too
+        tc = {k: v for o in sched.outputs for k, v in sched.backend_hints.get(o.name, {}).items()
+              if k == "tensor_cores"}
+        tc.update(sched.backend_hints.get(h.name, {}))
+        if gemm.wants_tensor_cores(h.stage, tc):
             gemm.tensor_core_gemm(sched, h)
             return
         params = rules.matmul(sched, h, plan)

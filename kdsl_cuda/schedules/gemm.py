@@ -215,16 +215,17 @@ def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, ty=TY, tx=TX, vec=1, stages=None, unr
 
 def _bind_blocks(sched, C, batch, by, bx):
     """Row and column tiles fused on blockIdx.x (column tiles fastest: neighbouring blocks share
-    an A panel); batch axes on blockIdx.z when there are at most 65535 of them."""
-    C.bind(C.fuse(by, bx), "blockIdx.x")
-    if not batch:
-        return
-    fused = C.fuse(*batch) if len(batch) > 1 else batch[0]
-    hi = 1
+    an A panel); batch axes on blockIdx.z when there are at most 65535 of them, else fused
+    into blockIdx.x too."""
+    hi = 1 if batch else None
     for a in C.stage.axes[:-2]:
         r = A.extent_range(sched, a)
         hi = None if r is None or hi is None else hi * r[1]
-    C.bind(fused, "blockIdx.z" if hi is not None and hi <= GRID_YZ else "blockIdx.x")
+    if batch and hi is not None and hi <= GRID_YZ:
+        C.bind(C.fuse(*batch) if len(batch) > 1 else batch[0], "blockIdx.z")
+        C.bind(C.fuse(by, bx), "blockIdx.x")
+    else:
+        C.bind(C.fuse(*batch, by, bx), "blockIdx.x")
 
 
 def _coop_copy(X, ty, tx, vec):
@@ -246,11 +247,13 @@ def _coop_copy(X, ty, tx, vec):
 
 # ----------------------------------------------------------------- tensor cores
 def wants_tensor_cores(stage, hw: dict) -> bool:
-    """16-bit inputs accumulated in float32 and the ``tensor_cores`` hint (or the default once
-    the codegen prints WMMA); no constant ``i``/``j``/``k`` below 16 (a 16x16x16 tile cannot
+    """16-bit inputs accumulated in float32, two axes (no batch), and the ``tensor_cores`` hint
+    (or the default once the codegen prints WMMA); no constant ``i``/``j``/``k`` below 16 (a 16x16x16 tile cannot
     be tensorized out of a shorter constant loop)."""
     want = hw.get("tensor_cores", TENSOR_CORES_BY_DEFAULT)
-    if not want or stage.dtype.name != "float32":
+    # batched: the tensorize pass cannot address a fragment of a batched accumulator yet
+    # ("indexed by i0 + i0_1 - i0"): those run on the CUDA-core GEMM
+    if not want or stage.dtype.name != "float32" or len(stage.axes) != 2:
         return False
     if any(r.dtype.name not in ("float16", "bfloat16") for r in factors(stage)):
         return False
