@@ -23,7 +23,8 @@ The user's hints override fields of the plans (``kdsl.schedule.hints.merge_hints
 ``threads`` (block shape), ``vectorize`` (elements per thread and access), ``rfactor``
 (partial reductions across blocks; 1: none), ``tile`` (elements per block along an axis;
 matmul: ``i``/``j`` block tile and the k step), ``unroll`` (the per-thread serial loop);
-``stages`` multi-buffers the matmul's shared tiles.  A hint adjusts the default and keeps
+``stages`` multi-buffers the matmul's shared tiles, ``cache`` picks each operand's staging,
+``tensor_cores`` the tensor-core GEMM.  A hint adjusts the default and keeps
 the rest of it.
 """
 from __future__ import annotations
@@ -183,10 +184,8 @@ def _root_recipe(sched, h, plan, k) -> None:
             tensorcore.gemm(sched, h, **rules.tensor_core(sched, h, plan))
             return
         if tensorcore.tensor_cores_hint(sched, h) is True:
-            warn_user(f"tensor_cores=True on {h.name}: tensor cores take float16 or bfloat16 "
-                      f"operands with float32 accumulation and no extent below 16; this product "
-                      f"runs on the float32 GEMM (cast the operands to float16, e.g. "
-                      f"A.astype('float16') @ B.astype('float16'), to use them)")
+            warn_user(f"tensor_cores=True on {h.name}: {tensorcore.unsuitable(h)}; it runs on "
+                      f"the CUDA-core GEMM")
         params = rules.matmul(sched, h, plan)
         if gemm.fits(h.stage, **params):
             gemm.gemm(sched, h, **params)

@@ -171,14 +171,10 @@ def per_output(sched, h, plan, window: bool) -> dict:
 
 
 def matmul(sched, h, plan) -> dict:
+    """The tiled GEMM's keywords (gemm.choose: the size class, adjusted by the hints)."""
     from . import gemm
-    *_, i, j = spatial_names(h.stage)
-    (k,) = reduce_names(h.stage)
-    t = threads_hint(sched, h) or (gemm.TX, gemm.TY)
     hw = sched.backend_hints.get(h.name, {})
-    return dict(bm=plan.tile.get(i, gemm.BM), bn=plan.tile.get(j, gemm.BN),
-                bk=plan.tile.get(k, gemm.BK), tx=t[0], ty=t[1],
-                vec=_vec(plan, 1), stages=hw.get("stages"), unroll=plan.unroll)
+    return gemm.choose(sched, h, plan, hw, threads_hint(sched, h))
 
 
 def tensor_core(sched, h, plan) -> dict:

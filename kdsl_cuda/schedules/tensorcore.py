@@ -50,24 +50,30 @@ def tensor_cores_hint(sched, h):
     return None
 
 
-def eligible(sched, h) -> bool:
-    """Whether stage handle ``h`` (a matmul) takes the tensor-core recipe."""
-    if tensor_cores_hint(sched, h) is False:
-        return False
+def unsuitable(h) -> str | None:
+    """Why matmul stage handle ``h`` cannot take the tensor-core recipe (None: it can)."""
     stage = h.stage
-    if stage.dtype is not dt.float32 or len(stage.axes) != 2:
-        return False
     ab = patterns.matmul_factors(stage)
-    if ab is None:
-        return False
-    a, b = ab
-    if a.tensor.dtype not in (dt.float16, dt.bfloat16) or b.tensor.dtype is not a.tensor.dtype:
-        return False
+    if ab is None or stage.dtype is not dt.float32 or \
+            ab[0].tensor.dtype not in (dt.float16, dt.bfloat16) or \
+            ab[1].tensor.dtype is not ab[0].tensor.dtype:
+        return ("tensor cores take float16 or bfloat16 operands (both of one type) accumulated "
+                "in float32 (cast the operands, e.g. A.astype('float16') @ B.astype('float16'))")
+    if len(stage.axes) != 2:
+        return ("batched products do not run on tensor cores yet (the fragments of a batched "
+                "accumulator cannot be addressed); call it once per matrix to use them")
     for iv in (*stage.axes, *stage.reduce_axes):
         c = A.const_extent(iv)
         if c is not None and c < 16:
-            return False
-    return True
+            return (f"axis {iv.var.name} has {c} iterations, fewer than a 16x16x16 fragment "
+                    f"(a size-1 dimension makes a matrix-vector product)")
+    return None
+
+
+def eligible(sched, h) -> bool:
+    """Whether stage handle ``h`` (a matmul) takes the tensor-core recipe: always where it can,
+    unless ``tensor_cores=False``."""
+    return tensor_cores_hint(sched, h) is not False and unsuitable(h) is None
 
 
 def _shrink(sched, iv, warps: int, tiles: int) -> tuple:

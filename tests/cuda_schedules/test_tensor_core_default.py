@@ -76,7 +76,7 @@ def test_hint_off_and_on():
     @kd.schedule("cuda", tensor_cores=True)
     def f32(A, B):
         return A @ B
-    with pytest.warns(ScheduleWarning, match="tensor cores take float16 or bfloat16"):
+    with pytest.warns(ScheduleWarning, match="tensor cores take float16 or bfloat16 operands"):
         f32.lower(kd.TensorSpec((64, 64), "float32"), kd.TensorSpec((64, 64), "float32"),
                   backend="cuda")
 
