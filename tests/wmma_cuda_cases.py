@@ -98,6 +98,31 @@ def tc_schedule(shape=(16, 16, 16), warps=(2, 2), tiles=(1, 1), shared=False, st
     return sched
 
 
+#: name -> (kernel config, WMMA shape, schedule options)
+CASES = {
+    "f16_global": (dict(), (16, 16, 16), {}),
+    "f16_global_64": (dict(), (16, 16, 16), dict(tiles=(2, 2))),
+    "f16_shared": (dict(), (16, 16, 16), dict(shared=True)),
+    "f16_cp_async": (dict(), (16, 16, 16), dict(shared=True, stages=2, tiles=(2, 1))),
+    "f16_3_stages": (dict(), (16, 16, 16), dict(shared=True, stages=3)),
+    "bf16_shared": (dict(dtype="bfloat16"), (16, 16, 16), dict(shared=True, stages=2)),
+    "f16_acc16": (dict(out="float16"), (16, 16, 16), dict(shared=True)),
+    "f16_32x8": (dict(), (32, 8, 16), dict(shared=True)),
+    "f16_8x32_colmajor": (dict(trans_a=True, trans_b=True), (8, 32, 16), dict(shared=True)),
+    "f16_colmajor_global": (dict(trans_a=True, trans_b=True), (16, 16, 16), {}),
+    "f16_colmajor_a": (dict(trans_a=True), (16, 16, 16), dict(shared=True, stages=2)),
+    "bf16_colmajor_b": (dict(dtype="bfloat16", trans_b=True), (16, 16, 16), dict(shared=True)),
+}
+
+
+def kernel(case):
+    """The matmul kernel of ``CASES[case]`` with its cuda schedule."""
+    cfg, shape, kw = CASES[case]
+    mm = matmul_kernel(**cfg)
+    mm.schedule("cuda")(tc_schedule(shape, **kw, **cfg))
+    return mm
+
+
 def inputs(rng, mm, n_, k, m):
     """Random A, B for kernel ``mm`` (its stored shapes) as numpy arrays of its input dtype
     (bfloat16 through ml_dtypes where numpy has it, else kdsl's own)."""

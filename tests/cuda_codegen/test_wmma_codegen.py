@@ -18,7 +18,7 @@ import pytest
 import kdsl as kd
 from kdsl.ir import nodes as n
 from kdsl_cuda.codegen.wmma import lane_elements, ldmatrix_plan, mma_plan
-from wmma_cuda_cases import inputs, matmul_kernel, reference, tc_schedule
+from wmma_cuda_cases import CASES, inputs, kernel as _kernel, reference
 
 A_, B_, C_ = n.Scope.WMMA_MATRIX_A, n.Scope.WMMA_MATRIX_B, n.Scope.WMMA_ACCUMULATOR
 
@@ -192,28 +192,6 @@ def test_ldmatrix_plan_loads_what_the_element_path_loads(is_a, col, rows, cols):
 
 
 # ------------------------------------------------------------------ generated code
-CASES = {
-    "f16_global": (dict(), (16, 16, 16), {}),
-    "f16_global_64": (dict(), (16, 16, 16), dict(tiles=(2, 2))),
-    "f16_shared": (dict(), (16, 16, 16), dict(shared=True)),
-    "f16_cp_async": (dict(), (16, 16, 16), dict(shared=True, stages=2, tiles=(2, 1))),
-    "f16_3_stages": (dict(), (16, 16, 16), dict(shared=True, stages=3)),
-    "bf16_shared": (dict(dtype="bfloat16"), (16, 16, 16), dict(shared=True, stages=2)),
-    "f16_acc16": (dict(out="float16"), (16, 16, 16), dict(shared=True)),
-    "f16_32x8": (dict(), (32, 8, 16), dict(shared=True)),
-    "f16_8x32_colmajor": (dict(trans_a=True, trans_b=True), (8, 32, 16), dict(shared=True)),
-    "f16_colmajor_global": (dict(trans_a=True, trans_b=True), (16, 16, 16), {}),
-    "f16_colmajor_a": (dict(trans_a=True), (16, 16, 16), dict(shared=True, stages=2)),
-}
-
-
-def _kernel(case):
-    cfg, shape, kw = CASES[case]
-    mm = matmul_kernel(**cfg)
-    mm.schedule("cuda")(tc_schedule(shape, **kw, **cfg))
-    return mm
-
-
 def _specs(mm):
     cfg = mm.tc_config
     d = getattr(kd, cfg["dtype"])
