@@ -45,7 +45,7 @@ def _stores_to(s, bufs) -> list:
 
 
 def _loads_of(s, bufs) -> list:
-    """Reads of ``bufs`` in ``s``: loads, and fragment loads (``WmmaLoad``) from them."""
+    """Reads of ``bufs`` in ``s``: Loads and tensor-core fragment loads (``WmmaLoad``)."""
     return collect(s, lambda x: (isinstance(x, n.Load) and x.buffer in bufs)
                    or (isinstance(x, n.WmmaLoad) and x.src in bufs))
 
@@ -67,9 +67,9 @@ class _Ring(Mutator):
         return e if r is None else n.Load(e.dtype, r, (self.slot,) + e.indices)
 
     def visit_WmmaLoad(self, s):
-        r = self.rings.get(s.src)
         s = self.generic(s)
-        return s if r is None else dataclasses.replace(s, src=r, origin=(self.slot,) + tuple(s.origin))
+        r = self.rings.get(s.src)
+        return s if r is None else dataclasses.replace(s, src=r, origin=(self.slot,) + s.origin)
 
     def visit_Store(self, s):
         s = self.generic(s)
@@ -145,9 +145,10 @@ def _pipeline(loop: n.For, chain, core, piped, made: dict) -> n.Stmt:
             raise InternalCompilerError(f"pipelined buffer {b.name} is never written in loop {loop.var.name}")
         if loop.var in free_vars(b.shape):
             raise _err(b, f"has a size that changes with loop {loop.var.name}")
-    first_reader = next((k for k, x in enumerate(stmts) if _loads_of(x, bufs)), len(stmts))
-    if any(stmts.index(p) > first_reader for p in producers):
-        raise InternalCompilerError(f"loop {loop.var.name}: a ring buffer is read before its copy")
+    for b in bufs:      # per buffer: fragment loads interleave with the copies (attach order)
+        first_reader = next((k for k, x in enumerate(stmts) if _loads_of(x, {b})), len(stmts))
+        if any(stmts.index(p) > first_reader for p in producers if _stores_to(p, {b})):
+            raise InternalCompilerError(f"loop {loop.var.name}: ring buffer {b.name} is read before its copy")
 
     ko, m, E = loop.var, loop.min, loop.extent
     rings = {a.buffer: dataclasses.replace(a.buffer, shape=(mk.as_expr(S),) + tuple(a.buffer.shape))

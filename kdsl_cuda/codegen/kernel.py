@@ -8,7 +8,7 @@ aligned), local ones where they are allocated.  ``CrossThreadReduce`` becomes wa
 plus shared memory across warps (``cross_thread``).  ``AsyncCopy`` of 4- and 8-byte elements
 is ``cp.async`` with zero fill (others copy synchronously), ``CommitGroup``/``WaitGroup`` are
 ``cp.async.commit_group``/``wait_group``.  16-bit floats are stored as raw bits and computed
-in float (``types``).  WMMA statements are refused (issue 11).  Not done yet: 16-byte
+in float (``types``).  WMMA statements and fragments are tensor-core PTX (``wmma``).  Not done yet: 16-byte
 vectorised loads/stores and 32-bit index arithmetic (indices are int64).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kdsl.errors import BackendCompileError, InternalCompilerError
+from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
 
@@ -24,6 +24,7 @@ from .expr import ExprPrinter
 from .vector import try_vectorize
 from .names import Namer
 from .cross_thread import CrossThreadEmitter
+from . import wmma
 from .types import ctype, literal, load, store, stype
 
 _AXIS = {"x": 0, "y": 1, "z": 2}
@@ -142,13 +143,11 @@ class KernelPrinter:
 
     # ------------------------------------------------------------- statements
     def stmt(self, s, d: int) -> None:
+        if type(s) in wmma.EMIT:         # tensor-core warp statements (codegen/wmma.py)
+            wmma.emit(self, s, d)
+            return
         fn = getattr(self, "_" + type(s).__name__, None)
         if fn is None:
-            if type(s) in n.WMMA_STMTS or type(s) is n.Intrinsic:
-                raise BackendCompileError(
-                    f"kernel {self.kernel.name}: the cuda backend does not generate tensor-core "
-                    f"(WMMA) code yet ({type(s).__name__}); run the tensorize schedule on "
-                    "backend=\"interp-cuda\" for now")
             raise InternalCompilerError(f"cuda codegen: {type(s).__name__} inside a device kernel")
         fn(s, d)
 
@@ -316,10 +315,8 @@ class KernelPrinter:
             self.emit(d + 1, f"{t} {name}[{max(size, 1)}];")
             self.stmt(s.body, d + 1)
             self.emit(d, "}")
-        elif b.scope.is_fragment:
-            raise BackendCompileError(
-                f"kernel {self.kernel.name}: the cuda backend does not generate tensor-core (WMMA) "
-                f"fragments yet ({b.name}); run the tensorize schedule on backend=\"interp-cuda\"")
+        elif b.scope.is_fragment:       # per-thread registers of a warp's fragment
+            wmma.allocate(self, s, d)
         else:
             raise InternalCompilerError(f"cuda codegen: global buffer {b.name} allocated inside "
                                         f"kernel {self.kernel.name} (workspaces are root allocations)")
@@ -338,6 +335,8 @@ def kernel_params(func: n.LoweredFunc, kernel: n.DeviceKernel, namer) -> tuple:
     used = set()
     for x in collect(kernel.body, lambda x: type(x) in (n.Load, n.Store, n.AsyncCopy)):
         used.add(id(x.buffer))
+    for x in collect(kernel.body, lambda x: type(x) in (n.WmmaLoad, n.WmmaStore)):  # tensor-core tiles
+        used.add(id(x.src if type(x) is n.WmmaLoad else x.dst))
     bufs = [b for b in func.buffers + func.workspaces if id(b) in used]
     free = {id(v) for v in collect(kernel.body, lambda x: type(x) is n.Var)}
     for b in bufs:

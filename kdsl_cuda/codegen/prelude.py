@@ -1,6 +1,7 @@
 """The text every generated module starts with: fixed-width typedefs and the few helpers
 (Python-style integer ``//`` and ``%``, numpy's float divmod, NaN-propagating min/max, integer
-powers, float16/bfloat16 conversions, warp shuffles of any scalar type, ``cp.async``).
+powers, float16/bfloat16 conversions, warp shuffles of any scalar type, ``cp.async``,
+``ldmatrix`` and ``mma.sync`` for the tensor-core statements of ``wmma``).
 Defined inline because the pip wheels' headers are incomplete (no ``#include``): 16-bit floats
 are raw ``uint16_t`` bits converted with inline PTX (float16) or integer rounding to nearest
 even (bfloat16, the interpreter's ``round_bf16``)."""
@@ -95,5 +96,40 @@ template <int N> __device__ __forceinline__ void kd_cp_async(void* dst, const vo
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(src), "r"(p ? 16 : 0) : "memory");
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(s), "l"(src), "n"(N), "r"(p ? N : 0) : "memory");
+}
+// tensor cores (codegen/wmma.py): ldmatrix and mma.sync.m16n8k16 in inline PTX (sm_80+)
+__device__ __forceinline__ int kd_wclamp(long long x, int hi) { return x < 0 ? 0 : (x > hi ? hi : (int)x); }
+__device__ __forceinline__ uint32_t kd_pack2(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }
+__device__ __forceinline__ void kd_ldsm_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"((unsigned)__cvta_generic_to_shared(p)) : "memory");
+}
+__device__ __forceinline__ void kd_ldsm_x4_t(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"((unsigned)__cvta_generic_to_shared(p)) : "memory");
+}
+__device__ __forceinline__ void kd_ldsm_x2(uint32_t& r0, uint32_t& r1, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r0), "=r"(r1) : "r"((unsigned)__cvta_generic_to_shared(p)) : "memory");
+}
+__device__ __forceinline__ void kd_ldsm_x2_t(uint32_t& r0, uint32_t& r1, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r0), "=r"(r1) : "r"((unsigned)__cvta_generic_to_shared(p)) : "memory");
+}
+// d = a @ b + c on a 16x8x16 tile; a, b: packed 16-bit pairs; c, d: float32 (or packed float16)
+#define KD_MMA_F32(NAME, IN) \
+  __device__ __forceinline__ void NAME(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, \
+                                       uint32_t b0, uint32_t b1, float c0, float c1, float c2, float c3) { \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." IN "." IN ".f32 {%0, %1, %2, %3}, " \
+                 "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n" \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]) \
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c0), "f"(c1), "f"(c2), "f"(c3)); \
+  }
+KD_MMA_F32(kd_mma_f16, "f16")
+KD_MMA_F32(kd_mma_bf16, "bf16")
+__device__ __forceinline__ void kd_mma_f16acc(uint32_t* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                              uint32_t b0, uint32_t b1, uint32_t c0, uint32_t c1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, {%8, %9};\n"
+               : "=r"(d[0]), "=r"(d[1]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(c0), "r"(c1));
 }
 """

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kdsl.ir import nodes as n
 from kdsl.schedule import patterns
 
 from . import analysis as A
