@@ -66,7 +66,8 @@ def test_size_class_structure(cls):
     assert bool(rings) == (cls in ("large", "medium")), cls
     if cls == "large":     # the seed's tiles: 128x8 / 8x128 shared, 2x2 vthreads of 4x4
         text = str(f)
-        assert "A.shared: float32[2, 128, 8] shared" in text, text
+        # (rows padded by 16 bytes: kdsl.passes.shared_layout)
+        assert "A.shared: float32[2, 128, 8] strides (1536, 12, 1) shared" in text, text
         assert "C.local" not in text and "local: float32[2, 2, 4, 4] local" in text
         assert any(x.kind is n.ForKind.VECTORIZED for x in kinds(f, n.For))
         assert "wait_group(1)" in text
@@ -135,7 +136,7 @@ def lower_text(k, dtype="float32"):
 
 
 @pytest.mark.parametrize("hints,expect", [
-    (dict(tile={"i0": 64, "i1": 32, "r0": 16}), "A.shared: float32[2, 64, 16] shared"),
+    (dict(tile={"i0": 64, "i1": 32, "r0": 16}), "A.shared: float32[2, 64, 16] strides (1280, 20, 1) shared"),
     (dict(threads=(8, 4)), "block=(8, 4, 1)"),
     (dict(stages=3), "stages=3"),
     (dict(vectorize=1), None),
