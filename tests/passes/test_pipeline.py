@@ -425,7 +425,7 @@ GOLDEN["lower_async_copies"] = GOLDEN["simplify"]      # nothing asynchronous in
 
 def test_the_table_lists_every_pass_in_order():
     core = ("placement", "pipeline_legality", "inline", "bound_inference", "storage", "loop_nests",
-            "tensorize", "simplify", "software_pipeline", "vthread", "sync")
+            "tensorize", "simplify", "software_pipeline", "vthread", "sync", "full_thread_tiles")
     assert P.PIPELINE.names() == core + ("device_kernels",)
     assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_cross_thread", "lower_async_copies",
                                           "blocked_sums")
