@@ -107,7 +107,7 @@ def test_16384_float32_is_a_register_tile():
     pytest.importorskip("cuda.core")
     src, ir = _source_16384()
     assert "allocate I.local: float32[10, 6] local" in ir      # the window, 8 x 4 outputs
-    assert "allocate W.local: float32[3, 3] local" in ir
+    assert "allocate F.local: float32[3, 3] local" in ir       # the weights
     assert "allocate C.local: float32[8, 4] local" in ir
     assert "block=(32, 4, 1)" in ir
     assert "const float2 kd_vl" in src and "float4 kd_vs" in src
