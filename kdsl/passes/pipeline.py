@@ -19,6 +19,8 @@ and *Guarantees*:
 - ``vthread`` (IR, ``vthread.inject_vthreads``): virtual-thread loops unrolled, interleaved
 - ``sync`` (IR, ``sync.sync``): barriers for shared memory in GPU kernels, guards predicated
   where a barrier would be under divergence
+- ``full_thread_tiles`` (IR, ``thread_tiles.full_thread_tiles``): the work of a thread with many
+  tile guards (a register tile) versioned: a guard-free copy for threads whose tile is inside
 - ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
   kernels with their launches and workspaces (GPU form)
 - ``shared_layout`` (IR, ``shared_layout.shared_layout``): shared tiles get padded rows
@@ -41,8 +43,8 @@ interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_
 The whole lists, in order (``names()``)::
 
     PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
-                tensorize, simplify, software_pipeline, vthread, sync, device_kernels,
-                shared_layout
+                tensorize, simplify, software_pipeline, vthread, sync, full_thread_tiles,
+                device_kernels, shared_layout
     SEQUENTIAL: PIPELINE without device_kernels and shared_layout, then
                 sequential_kernels, lower_cross_thread, lower_async_copies, blocked_sums
     (cpu: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp, hoist_allocations)
@@ -91,6 +93,7 @@ from .state import LowerState
 from .storage import plan_storage
 from .sync import sync
 from .tensorize import tensorize
+from .thread_tiles import full_thread_tiles
 from .vthread import inject_vthreads
 
 
@@ -188,6 +191,7 @@ PIPELINE = Pipeline((
     Pass("software_pipeline", software_pipeline),
     Pass("vthread", inject_vthreads),
     Pass("sync", sync),
+    Pass("full_thread_tiles", full_thread_tiles),
     Pass("device_kernels", device_kernels),
     Pass("shared_layout", shared_layout),
 ))

@@ -160,7 +160,13 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
         p.unbind(v)
         p.emit(d + 2, "}")
     if out is not None:
-        p.emit(d + 2, f"*reinterpret_cast<{store_vec}*>(&{p.buf(body.buffer)}[{sbase}]) = {out};")
+        # the index through an empty asm: NVVM splits the vector store into lanes and merges
+        # them back only when it can tell they are adjacent, which it cannot once it has
+        # reassociated a 2-D index (row * stride + tile + lane): 4 scalar stores otherwise
+        off = p.names.fresh("kd_vo")
+        p.emit(d + 2, f"long long {off} = (long long)({sbase});")
+        p.emit(d + 2, f'asm("" : "+l"({off}));')
+        p.emit(d + 2, f"*reinterpret_cast<{store_vec}*>(&{p.buf(body.buffer)}[{off}]) = {out};")
     p.emit(d + 1, "} else {")
     p.plain_loop(s, d + 2)
     p.emit(d + 1, "}")

@@ -10,7 +10,8 @@ whose recipe maps it onto blocks and threads by kind (rules.kind):
   few rows (and always for a full reduction); per-thread lanes then a cross-thread reduction;
 * column reductions: threads across adjacent outputs, rows accumulated in registers, cut
   across blocks with a second pass when there are few columns;
-* small constant windows (stencils): 2-D thread tiles, the window unrolled;
+* small constant windows (stencils): a register tile of outputs per thread, its input window
+  and weights cached in registers (stencil.py); 1-D ones: one output per thread;
 * matrix products: the tiled shared-memory GEMM (gemm.py); 16-bit ones on tensor cores
   (tensorcore.py);
 * other reductions: one output per thread.
@@ -36,7 +37,7 @@ from kdsl.schedule.records import AttachKind
 from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
-from . import gemm, recipes, rules, tensorcore
+from . import gemm, recipes, rules, stencil, tensorcore
 
 
 def schedule(sched, hints) -> None:
@@ -195,6 +196,8 @@ def _root_recipe(sched, h, plan, k) -> None:
         recipes.row_reduce(sched, h, **rules.row(sched, h, plan))
     elif k == "column":
         recipes.column_reduce(sched, h, **rules.column(sched, h, plan))
+    elif k == "stencil" and len(h.stage.axes) >= 2 and not plan.unroll_axes:
+        stencil.stencil_tile(sched, h, **rules.stencil(sched, h, plan))
     else:
         recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, k == "stencil"))
 

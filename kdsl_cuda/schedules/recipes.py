@@ -303,3 +303,4 @@ def thread_per_output(sched, x, *, tx: int, ty: int, window: bool, unroll: int |
         elif red:
             _unroll_serial(local, red[-1], unroll)
     return None
+

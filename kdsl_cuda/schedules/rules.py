@@ -203,3 +203,34 @@ def chain_threads(sched, h, vec: int) -> int:
     if length is None:
         return THREADS
     return min(THREADS, max(32, pow2ceil(-(-length // vec))))
+
+
+#: threads of a stencil block (x along the contiguous axis, y across rows)
+STENCIL_THREADS = (32, 4)
+
+
+def stencil(sched, h, plan) -> dict:
+    """The register tile of a stencil (stencil.stencil_tile): ``threads`` sets the block,
+    ``tile`` the outputs per block along the last two axes (per thread: tile / threads),
+    ``unroll`` the rows per thread; the rest from the window and the registers it needs.
+    Without hints, a narrow output (size hints) gets fewer threads across it."""
+    from . import stencil as S
+    st = h.stage
+    names = spatial_names(st)
+    t = threads_hint(sched, h)
+    rows = plan.unroll if plan.unroll and plan.unroll > 1 else None
+    cols = None
+    rows, cols = S.stencil_shape(st, rows, cols)
+    if t is None:
+        tx, ty = STENCIL_THREADS
+        width = A.extent_range(sched, st.axes[-1])
+        if width is not None and names[-1] not in plan.tile:
+            tx = max(1, min(tx, pow2ceil(-(-width[1] // cols))))
+            ty = STENCIL_THREADS[0] * STENCIL_THREADS[1] // tx
+    else:
+        tx, ty = t
+    if names[-2] in plan.tile:
+        rows = max(1, plan.tile[names[-2]] // ty)
+    if names[-1] in plan.tile:
+        cols = max(1, plan.tile[names[-1]] // tx)
+    return dict(tx=tx, ty=ty, rows=rows, cols=cols)

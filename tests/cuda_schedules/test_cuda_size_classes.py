@@ -54,7 +54,7 @@ CLASSES = {
     "scale_add_rows": (W.scale_add, [F("n", "m"), F("n", "m")], dict(n=one(4096), m=one(4096)),
                        [(256, 1, 1)]),
     "conv3x3_16384": (W.conv3x3, [F("n", "m"), TensorSpec((3, 3), "float32")],
-                      dict(n=one(16384), m=one(16384)), [(32, 8, 1)]),
+                      dict(n=one(16384), m=one(16384)), [(32, 4, 1)]),
     "matmul_4096": (W.matmul, [F("n", "k"), F("k", "m")], dict(n=one(4096), m=one(4096), k=one(4096)),
                     [(16, 16, 1)]),
     "rowsum_range_class": (W.rowsum, [F("n", "m")], dict(n=(8192, 16383), m=(8192, 16383)),

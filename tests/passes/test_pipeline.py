@@ -147,6 +147,7 @@ GOLDEN_CASES = {
     "lower_cross_thread": (rowsum_graph, cross_thread, "lower_cross_thread"),
     "storage_gpu": (gpu_matmul_graph, mm_thread_tiles, "storage"),
     "sync": (gpu_matmul_graph, mm_shared_tiles, "sync"),
+    "full_thread_tiles": (gpu_matmul_graph, mm_shared_tiles, "full_thread_tiles"),
     "blocked_sums": (rowsum_graph, rowsum_split, "blocked_sums"),
     "device_kernels": (rowsum_graph, bind_rows, "device_kernels"),
     "shared_layout": (gpu_matmul_graph, mm_shared_tiles, "shared_layout"),
@@ -454,11 +455,12 @@ def mm16(A: float16[n, k], B: float16[k, m], C: float32[n, m]):
 }
 GOLDEN["pipeline_legality"] = GOLDEN["placement"]     # a check: the state passes unchanged
 GOLDEN["lower_async_copies"] = GOLDEN["simplify"]      # nothing asynchronous in the chain
+GOLDEN["full_thread_tiles"] = GOLDEN["sync"]   # thread bodies with barriers are not versioned
 
 
 def test_the_table_lists_every_pass_in_order():
     core = ("placement", "pipeline_legality", "inline", "bound_inference", "storage", "loop_nests",
-            "tensorize", "simplify", "software_pipeline", "vthread", "sync")
+            "tensorize", "simplify", "software_pipeline", "vthread", "sync", "full_thread_tiles")
     assert P.PIPELINE.names() == core + ("device_kernels", "shared_layout")
     assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_cross_thread", "lower_async_copies",
                                           "blocked_sums")
@@ -523,8 +525,8 @@ def test_insert_replace_append_by_name():
                 .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
                 .append(P.Pass("m3", _mark(3))))
     assert pipe.names()[5:] == ("loop_nests", "tensorize", "m1", "simplify", "software_pipeline", "vthread",
-                                "sync", "sequential_kernels", "lower_cross_thread", "lower_async_copies", "blocked_sums",
-                                "m2", "m3")
+                                "sync", "full_thread_tiles", "sequential_kernels", "lower_cross_thread",
+                                "lower_async_copies", "blocked_sums", "m2", "m3")
     assert base.names() == P.SEQUENTIAL.names()            # edits never change the original
     assert base.remove("blocked_sums").names() == base.names()[:-1]
     RAN.clear()
