@@ -4,7 +4,8 @@ A SHARED buffer whose shape is constant is *static* (a CUDA ``__shared__`` array
 shape depends on the function's scalars (a row of symbolic length cached on chip) is
 *dynamic*: every dynamic buffer of a kernel is a slice of one block of memory sized when the
 kernel is launched (CUDA's ``extern __shared__``), at an offset rounded up to ``ALIGN`` bytes,
-in the order the kernel allocates them.  ``shared_layout`` gives both; ``device_kernels``
+in the order the kernel allocates them.  Where the constant-shaped buffers alone exceed
+``STATIC_MAX`` (large GEMM tiles), they are dynamic slices too (of constant size).  ``shared_layout`` gives both; ``device_kernels``
 stores the dynamic total in ``Launch.dynamic_shared``; code generators and the SIMT executor
 take the offsets from here, so the host's byte count and the kernel's slices agree.
 
@@ -26,6 +27,10 @@ ALIGN = 16
 LIMIT = 227 * 1024
 #: shared memory per block without the opt-in attribute (48 KB)
 DEFAULT_LIMIT = 48 * 1024
+#: the most bytes of constant-shaped buffers kept static: CUDA refuses more than 48 KB of
+#: ``__shared__`` arrays, and code generators add scratch of their own (cross-thread
+#: reductions: at most a few hundred bytes); beyond it every buffer is a dynamic slice
+STATIC_MAX = DEFAULT_LIMIT - 1024
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,13 @@ def _bytes(b: n.Buffer):
     return size
 
 
+def _const_bytes(b: n.Buffer) -> int:
+    count = 1
+    for e in b.shape:
+        count *= max(int(e.value), 0)
+    return max(count, 1) * b.dtype.itemsize
+
+
 def _aligned(e):
     return mk.mul(mk.floordiv(mk.add(e, ALIGN - 1), ALIGN), ALIGN)
 
@@ -91,17 +103,17 @@ def _shared_allocations(body) -> list:
 def shared_layout(body) -> SharedLayout:
     """The layout of the shared buffers allocated in a kernel's ``body`` (module docstring)."""
     static, dynamic, total = [], [], None
-    for b in _shared_allocations(body):
-        if is_dynamic(b):
+    bufs = _shared_allocations(body)
+    fixed = sum(_const_bytes(b) for b in bufs if not is_dynamic(b))
+    spill = fixed > STATIC_MAX     # constant buffers beyond what __shared__ arrays may hold
+    for b in bufs:
+        if spill or is_dynamic(b):
             off = mk.as_expr(0) if total is None else total
             dynamic.append((b, off))
             size = _aligned(_bytes(b))
             total = size if total is None else mk.add(total, size)
         else:
-            count = 1
-            for e in b.shape:
-                count *= max(int(e.value), 0)
-            static.append((b, max(count, 1) * b.dtype.itemsize))
+            static.append((b, _const_bytes(b)))
     return SharedLayout(tuple(static), tuple((b, simplify(o)) for b, o in dynamic),
                         None if total is None else simplify(total))
 
@@ -119,4 +131,4 @@ def too_much_shared(kernel: str, nbytes: int, limit: int, buffers=()) -> Argumen
 
 
 __all__ = ["ALIGN", "LIMIT", "DEFAULT_LIMIT", "SharedLayout", "shared_layout", "is_dynamic",
-           "too_much_shared"]
+           "too_much_shared", "STATIC_MAX"]

@@ -5,8 +5,8 @@ turns the user's mistakes into ScheduleErrors first).
 
 Rules, inside a kernel:
 - launch: grid entries are index Exprs of the function's scalars, block entries ints >= 0;
-  ``dynamic_shared`` set exactly when a shared buffer has a non-constant shape (an index Expr
-  of the scalars: such buffers are sized at launch);
+  ``dynamic_shared`` set exactly when the kernel has shared buffers sized at launch
+  (``shared_memory.shared_layout``), as an index Expr of the scalars;
 - thread extents constant: every loop bound to ``threadIdx.*`` has a ``Const`` extent;
 - one extent per tag: every loop bound to one ``threadIdx`` tag has the same extent, at most
   the launch's block size along it; block loops only outside thread loops;
@@ -81,14 +81,15 @@ class _Kernel:
         self.visit(self.k.body)
 
     def _dynamic_shared(self, scal):
-        """``launch.dynamic_shared`` is set exactly when shared buffers of non-constant shape
-        are allocated, as an index Expr of the scalars (their shapes too)."""
+        """``launch.dynamic_shared`` is set exactly when ``shared_layout`` has dynamic slices
+        (shared buffers of non-constant shape, or constant ones beyond 48 KB), as an index
+        Expr of the scalars."""
         dyn = self.k.launch.dynamic_shared
         layout = shared_layout(self.k.body)
         if (dyn is None) != (layout.dynamic_bytes is None):
             what = "no" if dyn is None else "a"
             self.fail(f"{self.where()}: {what} dynamic shared size in the launch, but "
-                      f"{len(layout.dynamic)} shared buffers of non-constant shape")
+                      f"{len(layout.dynamic)} shared buffers sized at launch")
         if dyn is not None and (not isinstance(dyn, n.Expr) or not dyn.dtype.is_int
                                 or not free_vars(dyn) <= scal):
             self.fail(f"{self.where()}: dynamic shared size {dyn!r} is not an index expression "
