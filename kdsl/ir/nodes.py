@@ -456,10 +456,13 @@ class WaitGroup(Stmt):
 @dataclass(frozen=True)
 class Launch:
     """Launch dimensions of a device kernel: ``grid`` (x, y, z) blocks as Exprs of the shapes and
-    scalars; ``block`` (x, y, z) threads as ints (thread extents are constant per kernel)."""
+    scalars; ``block`` (x, y, z) threads as ints (thread extents are constant per kernel);
+    ``dynamic_shared``: the bytes of the kernel's shared buffers whose size is known only at
+    launch (an Expr of the scalars, ``kdsl.ir.shared_memory`` lays them out), or None."""
 
     grid: tuple = ()
     block: tuple = (1, 1, 1)
+    dynamic_shared: Expr | None = None
 
 
 @dataclass(frozen=True)

@@ -355,7 +355,8 @@ class StmtPrinter:
         e = self.expr
         grid = ", ".join(e(g) for g in s.launch.grid)
         block = ", ".join(str(b) for b in s.launch.block)
-        out.append(INDENT * depth + f"kernel {s.name}<<<grid=({grid}), block=({block})>>>:")
+        dyn = "" if s.launch.dynamic_shared is None else f", shared={e(s.launch.dynamic_shared)}"
+        out.append(INDENT * depth + f"kernel {s.name}<<<grid=({grid}), block=({block}){dyn}>>>:")
         self.block(s.body, depth + 1, out)
 
     def _evaluate(self, s, depth, out):

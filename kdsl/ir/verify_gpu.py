@@ -5,6 +5,8 @@ turns the user's mistakes into ScheduleErrors first).
 
 Rules, inside a kernel:
 - launch: grid entries are index Exprs of the function's scalars, block entries ints >= 0;
+  ``dynamic_shared`` set exactly when the kernel has shared buffers sized at launch
+  (``shared_memory.shared_layout``), as an index Expr of the scalars;
 - thread extents constant: every loop bound to ``threadIdx.*`` has a ``Const`` extent;
 - one extent per tag: every loop bound to one ``threadIdx`` tag has the same extent, at most
   the launch's block size along it; block loops only outside thread loops;
@@ -20,6 +22,7 @@ has kernels, no BOUND block/thread loop outside them.
 from __future__ import annotations
 
 from . import nodes as n
+from .shared_memory import shared_layout
 from .visitor import collect, free_vars
 
 _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2}
@@ -74,7 +77,23 @@ class _Kernel:
         for b in lau.block:
             if type(b) is not int or b < 0:
                 self.fail(f"{self.where()}: block size {b!r} is not an int >= 0")
+        self._dynamic_shared(scal)
         self.visit(self.k.body)
+
+    def _dynamic_shared(self, scal):
+        """``launch.dynamic_shared`` is set exactly when ``shared_layout`` has dynamic slices
+        (shared buffers of non-constant shape, or constant ones beyond 48 KB), as an index
+        Expr of the scalars."""
+        dyn = self.k.launch.dynamic_shared
+        layout = shared_layout(self.k.body)
+        if (dyn is None) != (layout.dynamic_bytes is None):
+            what = "no" if dyn is None else "a"
+            self.fail(f"{self.where()}: {what} dynamic shared size in the launch, but "
+                      f"{len(layout.dynamic)} shared buffers sized at launch")
+        if dyn is not None and (not isinstance(dyn, n.Expr) or not dyn.dtype.is_int
+                                or not free_vars(dyn) <= scal):
+            self.fail(f"{self.where()}: dynamic shared size {dyn!r} is not an index expression "
+                      f"of the function's scalars")
 
     def _tdep(self, e) -> bool:
         return any(v in self.tdep for v in free_vars(e))

@@ -17,6 +17,10 @@ that the runtime allocates once per call and that the kernels exchange data thro
 softmax's row maxima and sums).  Code outside every kernel (a stage whose loops are not bound)
 is not allowed on a GPU target: the pass raises a ScheduleError naming the stage and saying to
 bind its loops (TVM: "did you forget to bind?"); so is a root buffer in shared or local memory.
+A shared buffer whose shape depends on the call's shapes and scalars is *dynamic shared
+memory*: its bytes (``shared_memory.shared_layout``) become ``Launch.dynamic_shared``; a
+local buffer of non-constant shape, or a shared one whose shape varies between blocks, is a
+ScheduleError.
 A root statement with no loops at all (a 0-d stage such as ``x.sum() / n``) has nothing to bind:
 it becomes a kernel of one thread.
 
@@ -37,6 +41,7 @@ from ..errors import ScheduleError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import allocate_chain, any_statement, collect, free_vars
+from ..ir.shared_memory import shared_layout
 
 _BLOCK_TAGS = (n.ThreadTag.BLOCK_X, n.ThreadTag.BLOCK_Y, n.ThreadTag.BLOCK_Z)
 _THREAD_TAGS = (n.ThreadTag.THREAD_X, n.ThreadTag.THREAD_Y, n.ThreadTag.THREAD_Z)
@@ -60,7 +65,12 @@ def device_kernels(func: n.LoweredFunc) -> n.LoweredFunc:
         if not _kernel_head(s) and any_statement(s, lambda x: type(x) is n.For):
             raise _host_code(func, s)
         _check_locals(func, s)
-        out.append(n.DeviceKernel(f"{func.name}_kernel{len(out)}", launch_of(func, s), s))
+        _check_sizes(func, s)
+        launch = launch_of(func, s)
+        dyn = shared_layout(s).dynamic_bytes
+        if dyn is not None:
+            launch = dataclasses.replace(launch, dynamic_shared=dyn)
+        out.append(n.DeviceKernel(f"{func.name}_kernel{len(out)}", launch, s))
     body = out[0] if len(out) == 1 else n.Seq(tuple(out))
     body = _rewrap(chain, body)
     return dataclasses.replace(func, body=body)
@@ -104,6 +114,35 @@ def _check_locals(func, nest) -> None:
                              f"a block loop) so the block's threads share it, or compute_at it inside "
                              f"the thread loop of its reader", loc=user_location())
     walk(nest, False)
+
+
+def _check_sizes(func, nest) -> None:
+    """Buffers of a kernel whose size is not a constant: a shared one is sized at launch
+    (dynamic shared memory), so its shape may use only the call's shapes and scalars, not
+    the block's position; a local one (registers, one copy per thread) must be constant."""
+    scalars = set(func.scalars)
+    for a in collect(nest, lambda x: type(x) is n.Allocate):
+        b = a.buffer
+        if all(type(e) is n.Const for e in b.shape):
+            continue
+        shape = "[" + ", ".join(str(e) for e in b.shape) + "]"
+        if b.scope is n.Scope.LOCAL:
+            raise ScheduleError(
+                f"{func.name}: stage {b.name!r} is in local memory (registers, one copy per "
+                f"thread) with a size known only at run time ({shape})",
+                hint=f"give {b.name!r} a constant size: compute_at it inside a loop whose inner "
+                     f"loops have constant extents (split by a constant factor), or "
+                     f"set_scope('shared') to size it when the kernel is launched",
+                loc=user_location())
+        if b.scope is n.Scope.SHARED:
+            extra = set().union(*(free_vars(e) for e in b.shape)) - scalars
+            if extra:
+                raise ScheduleError(
+                    f"{func.name}: the shared buffer of stage {b.name!r} has a size ({shape}) "
+                    f"that changes from one block to the next (it uses "
+                    f"{', '.join(sorted(v.name for v in extra))}); shared memory is sized once "
+                    f"per launch", hint=f"compute_at {b.name!r} at a loop whose region has the "
+                    f"same size in every block (split by a constant factor)", loc=user_location())
 
 
 def _rewrap(chain, body):

@@ -21,10 +21,10 @@ and *Guarantees*:
   where a barrier would be under divergence
 - ``full_thread_tiles`` (IR, ``thread_tiles.full_thread_tiles``): the work of a thread with many
   tile guards (a register tile) versioned: a guard-free copy for threads whose tile is inside
-- ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
-  kernels with their launches and workspaces (GPU form)
 - ``shared_layout`` (IR, ``shared_layout.shared_layout``): shared tiles get padded rows
   (strides) so that column and fragment accesses spread over the banks
+- ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
+  kernels with their launches and workspaces (GPU form)
 
 That table, ``PIPELINE``, is target-neutral and ends with GPU-form IR (DeviceKernels, barriers,
 CrossThreadReduce, AsyncCopy, WMMA statements); GPU targets run it as is.  Sequential executors (the
@@ -44,7 +44,7 @@ The whole lists, in order (``names()``)::
 
     PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
                 tensorize, simplify, software_pipeline, vthread, sync, full_thread_tiles,
-                device_kernels, shared_layout
+                shared_layout, device_kernels
     SEQUENTIAL: PIPELINE without device_kernels and shared_layout, then
                 sequential_kernels, lower_cross_thread, lower_async_copies, blocked_sums
     (cpu: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp, hoist_allocations)
@@ -192,8 +192,8 @@ PIPELINE = Pipeline((
     Pass("vthread", inject_vthreads),
     Pass("sync", sync),
     Pass("full_thread_tiles", full_thread_tiles),
-    Pass("device_kernels", device_kernels),
     Pass("shared_layout", shared_layout),
+    Pass("device_kernels", device_kernels),
 ))
 
 #: what sequential executors run after the target-neutral passes (module docstring)

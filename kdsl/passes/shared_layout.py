@@ -11,7 +11,8 @@ the eight 16-byte rows of a fragment load fall in distinct bank groups, a column
 elements spreads over eight banks instead of one, and every row stays 16-byte aligned (for
 16-byte vector and asynchronous copies and fragment loads).
 
-Assumes: GPU-form IR (``device_kernels`` ran); shared buffers are compact (``strides`` None).
+Assumes: the GPU table's loop IR after ``sync`` (``device_kernels`` comes next and sizes each
+kernel's shared memory from the strides); shared buffers are compact (``strides`` None).
 Guarantees: every shared buffer of two or more dimensions with a constant shape and rows
 (last dimension) of a multiple of 32 bytes has ``strides`` whose row pitch is the row plus
 16 bytes (outer dimensions compact over the padded rows; a ring's slot dimension too), and

@@ -17,7 +17,7 @@ thread to its own elements.  The rule (conservative: when unsure, a barrier): ea
 put in linear form over the canonical thread indices ``tid.x/y/z`` (a thread loop's variable
 is ``tid + min``), *stable* terms (block indices, shapes: constant in a block) and *varying*
 terms (serial and vthread loops and lets inside the kernel, bounded by their ranges to a
-constant window ``[lo, hi]``).  The two accesses are separated when, in every dimension,
+constant window ``[lo, hi]``; a loop of run-time extent is a digit of unknown count).  The two accesses are separated when, in every dimension,
 their thread coefficients and stable parts are equal, and the dimensions where the thread
 terms and window form a mixed radix (sorted coefficients ``c1 >= width``, ``c(k+1) >= ck *
 extent(k)``: distinct threads, distinct elements) cover every thread tag whose block extent
@@ -134,6 +134,11 @@ class _Kernel:
                     if r.extent.value > 1:
                         digits.add((abs(c), int(r.extent.value)))
                     off += c * int(r.min.value) + (c * (int(r.extent.value) - 1) if c < 0 else 0)
+                elif r is not None and type(r.min) is n.Const and c > 0:
+                    # a loop of run-time extent (a row of symbolic length): a digit of unknown
+                    # count, which separates threads when its coefficient is the largest
+                    digits.add((c, None))
+                    off += c * int(r.min.value)
                 else:
                     rest.terms[t] = c
             lo = hi = 0

@@ -4,7 +4,8 @@ BOUND loops become the hardware indices (``const int64_t i = blockIdx.x + min;``
 of a kernel bound to one tag is the same index, so nested same-tag loops just name it again.
 A thread loop shorter than the launch's block size is guarded (``if (threadIdx.x < extent)``).
 Shared allocations are declared once at the top of the kernel (``__shared__``, 16-byte
-aligned), local ones where they are allocated.  ``CrossThreadReduce`` becomes warp shuffles
+aligned; those whose shape is known only at launch as slices of ``extern __shared__``
+``kd_dyn_smem``, the launch's ``dynamic_shared`` bytes), local ones where they are allocated.  ``CrossThreadReduce`` becomes warp shuffles
 plus shared memory across warps (``cross_thread``).  ``AsyncCopy`` of 4- and 8-byte elements
 is ``cp.async`` with zero fill (others copy synchronously), ``CommitGroup``/``WaitGroup`` are
 ``cp.async.commit_group``/``wait_group``.  16-bit floats are stored as raw bits and computed
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
+from kdsl.ir.shared_memory import shared_layout
 from kdsl.ir.visitor import collect
 
 from .expr import ExprPrinter
@@ -133,6 +135,7 @@ class KernelPrinter:
         self.emit(body_depth, "const int kd_tid = (int)threadIdx.x + "
                   f"{self.block[0]} * ((int)threadIdx.y + {self.block[1]} * (int)threadIdx.z);")
         self.emit(body_depth, "(void)kd_tid;")
+        self._dynamic_shared()
         self.stmt(self.kernel.body, body_depth)
         plist = ",\n    ".join(
             f"{p.ctype} {p.name}" for p in params) or "void"
@@ -292,9 +295,26 @@ class KernelPrinter:
     def _Evaluate(self, s, d):
         self.emit(d, f"(void)({self.expr(s.value)});")
 
+    def _dynamic_shared(self) -> None:
+        """Shared buffers sized at launch: slices of one ``extern __shared__`` array at the
+        16-byte aligned offsets of ``kdsl.ir.shared_memory`` (the launch passes their total),
+        declared at the top of the kernel (before any index arithmetic is hoisted)."""
+        layout = shared_layout(self.kernel.body)
+        if not layout.dynamic:
+            return
+        self.shared_decls.append("extern __shared__ __align__(16) unsigned char kd_dyn_smem[];")
+        for b, off in layout.dynamic:
+            self._shared_seen.add(id(b))
+            t = stype(b.dtype)
+            at = "" if _const_int(off) == 0 else f" + {self.expr(off)}"
+            self.shared_decls.append(f"{t}* const {self._buf(b)} = reinterpret_cast<{t}*>(kd_dyn_smem{at});")
+
     def _Allocate(self, s, d):
         b = s.buffer
         t = stype(b.dtype)
+        if id(b) in self._shared_seen and b.scope is n.Scope.SHARED:
+            self.stmt(s.body, d)       # declared at the top of the kernel
+            return
         size = 1
         for e in b.shape:
             c = _const_int(e)
@@ -341,6 +361,9 @@ def kernel_params(func: n.LoweredFunc, kernel: n.DeviceKernel, namer) -> tuple:
     free = {id(v) for v in collect(kernel.body, lambda x: type(x) is n.Var)}
     for b in bufs:
         for e in (b.strides or ()) + tuple(b.shape):
+            free.update(id(v) for v in collect(e, lambda x: type(x) is n.Var))
+    for b, _ in shared_layout(kernel.body).dynamic:    # the slices' offsets use their shapes
+        for e in b.shape:
             free.update(id(v) for v in collect(e, lambda x: type(x) is n.Var))
     inputs = {id(b) for b in func.inputs}
     params = []

@@ -38,6 +38,7 @@ _SIGNATURES = {
     "cuModuleLoadData": [_PP, ctypes.c_char_p],
     "cuModuleGetFunction": [_PP, _P, ctypes.c_char_p],
     "cuFuncSetAttribute": [_P, _I, _I],
+    "cuFuncGetAttribute": [ctypes.POINTER(_I), _I, _P],
     "cuLaunchKernel": [_P, _U, _U, _U, _U, _U, _U, _U, _P, _P, _P],
     "cuMemAlloc_v2": [_PP, _S],
     "cuMemFree_v2": [_P],
@@ -63,6 +64,7 @@ ATTR_CC_MAJOR = 75
 ATTR_CC_MINOR = 76
 ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 ATTR_MEMORY_POOLS_SUPPORTED = 115
+FUNC_ATTR_SHARED_SIZE_BYTES = 1
 FUNC_ATTR_MAX_DYNAMIC_SHARED = 8
 POINTER_ATTR_DEVICE_ORDINAL = 9
 MEMPOOL_ATTR_RELEASE_THRESHOLD = 4

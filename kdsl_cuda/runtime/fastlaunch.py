@@ -4,9 +4,9 @@
 specialisation, as data) into ``fast(*args[, out])``: it reads each device array through its
 library's cheapest attributes (torch: ``data_ptr()``, ``shape``, ``stride()``; CuPy:
 ``data.ptr``; ``DeviceArray``: fields), checks exactly what the plan says (type, dtype object,
-rank, sizes, size classes, contiguity, device), computes the kernels' scalar parameters, grids
-and workspace sizes inline, allocates results with the input's library and launches each kernel
-with its prepacked parameter buffer.  Anything else -- another array type, a failed check, a
+rank, sizes, size classes, contiguity, device), computes the kernels' scalar parameters, grids,
+workspace sizes and dynamic shared memory inline, allocates results with the input's library
+and launches each kernel with its prepacked parameter buffer.  Anything else -- another array type, a failed check, a
 launch error -- answers ``NotImplemented``, and the call takes the normal path, which keeps every
 error message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
 """
@@ -253,6 +253,12 @@ class _Gen:
                 e(f"g{k}{ax} = {gx}")
                 e(f"if g{k}{ax} > {lim}: return NotImplemented")
             g = [gx if gx.isdigit() else f"g{k}{ax}" for ax, gx in enumerate(g)]
+            shm = "0"
+            if plan.smem is not None:       # dynamic shared memory: within what the function
+                shm = f"m{k}"               # allows already, else the normal path (allow_shared)
+                self.ns[f"_smok{k}"] = plan.smem_ok.setdefault(self.ordinal, [0])
+                e(f"m{k} = int({py_expr(plan.smem, snames)})")
+                e(f"if m{k} > _smok{k}[0]: return NotImplemented")
             positive = " and ".join(f"{x} > 0" for x in g if not x.isdigit()) or "True"
             args = []
             for kind, i in plan.slots:
@@ -264,7 +270,7 @@ class _Gen:
             self.ns[f"_fn{k}"] = ctypes.c_void_p(fn)
             bx, by, bz = plan.block
             launches.append((positive, f"_pack{k}(_buf{k}, 0{''.join(', ' + a for a in args)})",
-                             f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, 0, "
+                             f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
                              f"cs, _par{k}, None): return NotImplemented"))
         e("with _lock:")
         for positive, pack, launch in launches:

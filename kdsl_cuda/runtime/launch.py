@@ -7,7 +7,10 @@ in order, on one stream).  What a call computes from its arguments -- the scalar
 kernel's grid and the workspace sizes -- is one generated Python function (``geometry``), made
 once from the IR's expressions with the same printer the dispatch launcher uses.  Each kernel's
 parameters are packed into one prebuilt ctypes buffer (8-byte slots) whose slot addresses are
-the ``kernelParams`` of ``cuLaunchKernel``.
+the ``kernelParams`` of ``cuLaunchKernel``.  A kernel with shared buffers sized at launch gets
+their bytes (``Launch.dynamic_shared``) as ``sharedMemBytes``; above 48 KB per block the
+function's attribute is raised first (``allow_shared``), above the device's limit the call is
+refused.
 
 Arrays: device arrays of any library are read in place (``interop.view``); numpy arrays are
 copied to the device first, and numpy outputs back after the launches (then the stream is
@@ -34,6 +37,8 @@ from .memory import Allocation, DeviceArray, sync_stream, to_device
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 _MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+#: shared memory per block (static + dynamic) a launch gets without the opt-in attribute
+DEFAULT_SHARED = 48 * 1024
 
 
 class KernelPlan:
@@ -67,6 +72,11 @@ class KernelPlan:
         base = ctypes.addressof(self.buffer)
         self.params = (ctypes.c_void_p * nslots)(*[base + 8 * i for i in range(nslots)])
         self.grid = ks.launch.grid
+        #: dynamic shared memory (bytes) as an Expr of the scalars, or None
+        self.smem = ks.launch.dynamic_shared
+        #: device ordinal -> the dynamic bytes a launch may ask for without setting the
+        #: function's attribute (a list: the fast launchers read the same cell)
+        self.smem_ok: dict = {}
 
 
 def _index(seq, obj) -> int:
@@ -77,7 +87,8 @@ def _index(seq, obj) -> int:
 
 
 def geometry_function(func, plans):
-    """``geometry(shapes, strides, scalars) -> (scalar values, grids, workspace byte sizes)``,
+    """``geometry(shapes, strides, scalars) -> (scalar values, grids, workspace byte sizes,
+    dynamic shared bytes per kernel)``,
     generated from the IR (see the module docstring)."""
     names, lines = {}, []
     for j, (v, b) in enumerate(zip(func.scalars, func.bindings)):
@@ -93,16 +104,17 @@ def geometry_function(func, plans):
             lines.append(f"{nm} = scalars[{b.index}]")
         else:
             raise InternalCompilerError(f"cuda launch: binding {b.kind}")
-    grids = []
+    grids, smem = [], []
     for p in plans:
         g = [py_expr(e, names) for e in p.grid] + ["1"] * (3 - len(p.grid))
         grids.append("(" + ", ".join(f"int({x})" for x in g) + ")")
+        smem.append("0" if p.smem is None else f"int({py_expr(p.smem, names)})")
     sizes = []
     for w in func.workspaces:
         count = " * ".join(f"max(int({py_expr(e, names)}), 0)" for e in w.shape) or "1"
         sizes.append(f"({count}) * {w.dtype.itemsize}")
     vals = "[" + ", ".join(f"s{j}" for j in range(len(func.scalars))) + "]"
-    lines.append(f"return {vals}, [{', '.join(grids)}], [{', '.join(sizes)}]")
+    lines.append(f"return {vals}, [{', '.join(grids)}], [{', '.join(sizes)}], [{', '.join(smem)}]")
     src = "def geometry(shapes, strides, scalars):\n" + "".join(f"    {x}\n" for x in lines)
     ns = {"_stride": element_stride, "_fdiv": _fdiv, "_fmod": _fmod}
     exec(compile(src, os.path.join(_HERE, f"<cuda geometry {func.name}>"), "exec"), ns)
@@ -157,6 +169,30 @@ class CudaCompiled:
                     self._functions[ordinal] = fns
         return fns
 
+    def allow_shared(self, plan, fn, nbytes: int, ordinal: int) -> None:
+        """Let ``fn`` launch with ``nbytes`` of dynamic shared memory: beyond 48 KB per block
+        (static included) the function's MAX_DYNAMIC_SHARED_SIZE_BYTES attribute is raised,
+        once per size it grows to; beyond the device's opt-in limit, an ArgumentError."""
+        ok = plan.smem_ok.get(ordinal)
+        if ok is not None and nbytes <= ok[0]:
+            return
+        with self._lock:
+            L = driver.lib()
+            static = ctypes.c_int()
+            L.check(L.cuFuncGetAttribute(ctypes.byref(static), driver.FUNC_ATTR_SHARED_SIZE_BYTES,
+                                         ctypes.c_void_p(fn)), f"cuFuncGetAttribute({plan.name})")
+            limit = driver.device(ordinal).max_shared
+            if static.value + nbytes > limit:
+                from kdsl.ir.shared_memory import too_much_shared
+                raise too_much_shared(plan.name, static.value + nbytes, limit)
+            if ok is None:
+                ok = plan.smem_ok.setdefault(ordinal, [max(0, DEFAULT_SHARED - static.value)])
+            if nbytes > ok[0]:
+                L.check(L.cuFuncSetAttribute(ctypes.c_void_p(fn), driver.FUNC_ATTR_MAX_DYNAMIC_SHARED,
+                                             nbytes), f"cuFuncSetAttribute({plan.name}, "
+                        f"MAX_DYNAMIC_SHARED_SIZE_BYTES, {nbytes})")
+                ok[0] = nbytes
+
     # ----------------------------------------------------------------- the call
     def __call__(self, inputs, outputs, scalars, stream=None) -> None:
         arrays = list(inputs) + list(outputs)
@@ -206,16 +242,18 @@ class CudaCompiled:
     def _launch(self, views, scalars, ordinal, stream) -> None:
         shapes = [v.shape for v in views]
         strides = [v.strides for v in views]
-        values, grids, sizes = self.geometry(shapes, strides, scalars)
+        values, grids, sizes, smem = self.geometry(shapes, strides, scalars)
         ptrs = [v.ptr for v in views]
         keep = [Allocation(sz, ordinal, stream) for sz in sizes]
         ptrs += [w.ptr for w in keep]
         fns = self.functions(ordinal)
         L = driver.lib()
         sv = ctypes.c_void_p(stream)
-        for plan, fn, grid in zip(self.plans, fns, grids):
+        for plan, fn, grid, shm in zip(self.plans, fns, grids, smem):
             if 0 in grid:
                 continue
+            if shm:
+                self.allow_shared(plan, fn, shm, ordinal)
             for g, lim, ax in zip(grid, _MAX_GRID, "xyz"):
                 if g > lim:
                     raise ArgumentError(f"{self.func.name}: kernel {plan.name} needs {g} blocks "
@@ -227,7 +265,7 @@ class CudaCompiled:
             with self._lock:
                 plan.pack_into(plan.buffer, 0, *args)
                 code = L.cuLaunchKernel(fn, grid[0], grid[1], grid[2], plan.block[0],
-                                        plan.block[1], plan.block[2], 0, sv, plan.params, None)
+                                        plan.block[1], plan.block[2], shm, sv, plan.params, None)
             if code:
                 L.check(code, f"cuLaunchKernel({plan.name}, grid={grid}, block={plan.block})")
         del keep      # freed on the stream, after the launches that use them

@@ -18,7 +18,9 @@ whose recipe maps it onto blocks and threads by kind (rules.kind):
 
 Row-wise chains (softmax, layernorm, logsumexp): an intermediate stage read row by row by
 one consumer is computed inside the consumer's block loop over rows, by the block's
-threads (one block per row, every statistic reduced cross-thread in shared memory).
+threads (one block per row, every statistic reduced cross-thread in shared memory).  An
+input row that several passes read is copied once into (dynamic) shared memory when it fits
+(``cache_rows``): one read of global memory per element instead of one per pass.
 
 The user's hints override fields of the plans (``kdsl.schedule.hints.merge_hints``):
 ``threads`` (block shape), ``vectorize`` (elements per thread and access), ``rfactor``
@@ -30,7 +32,7 @@ the rest of it.
 """
 from __future__ import annotations
 
-from kdsl.errors import warn_user
+from kdsl.errors import InternalCompilerError, warn_user
 from kdsl.schedule.hints import merge_hints, record_backend_hints
 from kdsl.schedule.plan import Recipe, StagePlan
 from kdsl.schedule.records import AttachKind
@@ -46,7 +48,8 @@ def schedule(sched, hints) -> None:
     plans = default_plans(sched)
     merge_hints(sched, plans, hints)
     attach = attach_rows(sched, plans)
-    realize(sched, plans, attach)
+    caches = cache_rows(sched, plans, attach)
+    realize(sched, plans, attach, caches)
 
 
 def _accepts(plan, stage) -> bool:
@@ -139,9 +142,53 @@ def attach_rows(sched, plans) -> dict:
     return attach
 
 
-def realize(sched, plans: dict, attach: dict) -> None:
+#: the longest row (bytes, at the top of the size class) a row-wise chain caches in shared
+#: memory: with the padding of one block-wide pass (<= 8 KB) at most 72 KB per block, so that
+#: 3 blocks of the H200's 227 KB per SM stay resident
+ROW_CACHE_BYTES = 64 * 1024
+
+
+def cache_rows(sched, plans, attach) -> dict:
+    """Root name -> the shared caches (``cache_read`` stages) of the kernel inputs that two or
+    more stages of its row-wise chain read row by row (softmax's max, sum and output passes
+    read X three times): the first pass copies the row from global memory once, 16 bytes per
+    access, and every pass reads it on chip.  Only where the row fits: its length's upper end
+    in this size class (``sched.size_hints``) times the item size within ROW_CACHE_BYTES; the
+    buffer is dynamic shared memory (its size is known at launch).  A ``tile`` hint on a
+    member keeps the chain as it is."""
+    roots = {}
+    for p, r in attach.items():
+        roots.setdefault(r, []).append(p)
+    out = {}
+    for root, producers in roots.items():
+        members = [sched[root]] + [sched[p] for p in producers]
+        if any("tile" in plans[m.name].explicit for m in members):
+            continue
+        for t in sched.graph.inputs:
+            if t.ndim != 2:
+                continue
+            readers = [m for m in members if any(r.tensor is t for r in A.reads_of(m.stage))]
+            if len(readers) < 2 or not all(_reads_row(m, t) for m in readers):
+                continue
+            r = A.expr_range(sched, t.shape[1])
+            if r is None or r[1] * t.dtype.itemsize > ROW_CACHE_BYTES or r[1] < 1:
+                continue
+            out.setdefault(root, []).append(sched.cache_read(t.name, "shared", readers))
+    return out
+
+
+def _reads_row(m, t) -> bool:
+    """Every read of ``t`` by stage ``m`` is at ``m``'s own first axis (one row per block)."""
+    first = m.stage.axes[0].var if m.stage.axes else None
+    return first is not None and all(
+        len(r.indices) == 2 and r.indices[0] is first
+        for r in A.reads_of(m.stage) if r.tensor is t)
+
+
+def realize(sched, plans: dict, attach: dict, caches: dict | None = None) -> None:
     """Apply every plan's recipe, consumers first (a producer attaches at its root's row
-    loop, and rfactor/bind on a stage come before anything attaches inside it)."""
+    loop, and rfactor/bind on a stage come before anything attaches inside it); a root's row
+    caches (``cache_rows``) are computed at its row loop by the block's threads, first."""
     roots = set(attach.values())
     chain_tx = {r: _chain_threads(sched, r, attach, plans) for r in roots}
     row_loop = {}
@@ -173,6 +220,13 @@ def realize(sched, plans: dict, attach: dict) -> None:
                                              vec=plan.vectorize or 1)
             continue
         _root_recipe(sched, h, plan, k)
+    for root, cs in (caches or {}).items():       # after the readers attached at the row loop
+        if row_loop.get(root) is None:
+            raise InternalCompilerError(f"cuda schedule: a row cache of {root} without a row loop")
+        for c in cs:
+            cvec = rules.vector_width(c.stage)
+            recipes.attached_elementwise(sched, c, (sched[root], row_loop[root]),
+                                         threads=chain_tx[root], vec=max(cvec, 1))
 
 
 def _root_recipe(sched, h, plan, k) -> None:

@@ -34,10 +34,17 @@ def extent_range(sched, iv) -> tuple | None:
     c = const_extent(iv)
     if c is not None:
         return (c, c)
+    return expr_range(sched, iv.dom.extent)
+
+
+def expr_range(sched, e) -> tuple | None:
+    """(lo, hi) of the size expression ``e`` (a shape, an extent: monotone in the shape
+    variables) under ``sched.size_hints``, or None when unknown."""
+    if isinstance(e, n.Const):
+        return (int(e.value), int(e.value))
     hints = getattr(sched, "size_hints", None) or {}
     if not hints:
         return None
-    e = iv.dom.extent
     try:
         lo = eval_expr(e, {v: r[0] for v, r in hints.items()})
         hi = eval_expr(e, {v: r[1] for v, r in hints.items()})

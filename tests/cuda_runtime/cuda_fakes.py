@@ -8,6 +8,7 @@ class FakeLib:
 
     def __init__(self):
         self.launches = []
+        self.attributes = []      # (function, attribute, value) of cuFuncSetAttribute
         self.fail_next = 0
 
     def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
@@ -17,7 +18,20 @@ class FakeLib:
         stream = getattr(stream, "value", stream) or 0
         vals = [ctypes.c_int64.from_address(params[i]).value for i in range(len(params))]
         self.launches.append(dict(fn=fn, grid=(gx, gy, gz), block=(bx, by, bz), stream=stream,
-                                  params=vals))
+                                  params=vals, shared=shmem))
+        return 0
+
+    #: static shared bytes every fake function reports (cuFuncGetAttribute)
+    static_shared = 64
+
+    def cuFuncGetAttribute(self, out, attr, fn):
+        from kdsl_cuda.runtime.driver import FUNC_ATTR_SHARED_SIZE_BYTES
+        assert attr == FUNC_ATTR_SHARED_SIZE_BYTES
+        out._obj.value = self.static_shared
+        return 0
+
+    def cuFuncSetAttribute(self, fn, attr, value):
+        self.attributes.append((getattr(fn, "value", fn), attr, value))
         return 0
 
     def check(self, code, what):
@@ -36,6 +50,7 @@ class FakeLib:
 
 class FakeDevice:
     arch = "sm_90"
+    max_shared = 227 * 1024      # MAX_SHARED_MEMORY_PER_BLOCK_OPTIN of an H100/H200
     pools = False
     ordinal = 0
 

@@ -22,7 +22,8 @@ thread wrote it, or written after another thread read or wrote it, since the las
 buffers kernels write (outputs, workspaces) between the threads of a block, and between
 blocks for the whole kernel (blocks never synchronise: an element one block wrote may not be
 read or written by another block of the same kernel); every barrier reached by all threads
-of the block or by none.
+of the block or by none; a launch's shared memory per block (static buffers plus dynamic
+ones sized by the call's shapes) within the modelled device's limit (227 KB).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import numpy as np
 from ...errors import InternalCompilerError
 from ...ir import nodes as n
 from ...ir.printer import StmtPrinter, named_objects
+from ...ir.shared_memory import LIMIT as SHARED_LIMIT, shared_layout, too_much_shared
 from ...ir.visitor import collect, free_vars
 from .. import pyexec_rt as rt
 from ..numpy_eval import ExprEval, internal_np
@@ -86,6 +88,7 @@ class Executor:
         self._stmt_ids: dict = {}
         self._stmts: list = []
         self._kernels: dict = {}
+        self._layouts: dict = {}           # id(DeviceKernel) -> its SharedLayout
         self._printer = None
         self.cur = -1                      # id of the statement being executed
         self.thread_ext = [1, 1, 1]        # extent of the enclosing loop per threadIdx axis
@@ -235,7 +238,21 @@ class Executor:
         """A ``DeviceKernel`` (GPU-form IR): its launch sizes the block, its body runs on it."""
         if self.kernel is not None:
             raise InternalCompilerError(f"kernel {s.name!r} inside kernel {self.kernel!r}")
+        self._check_shared(s)
         self._launch(s.name, [int(b) for b in s.launch.block], s.body)
+
+    def _check_shared(self, s: n.DeviceKernel):
+        """Refuse a launch whose shared memory per block (static buffers plus the dynamic ones
+        sized for this call) exceeds what the modelled device allows (``shared_memory.LIMIT``)."""
+        layout = self._layouts.get(id(s))
+        if layout is None:
+            layout = self._layouts[id(s)] = shared_layout(s.body)
+        total = layout.static_bytes
+        if layout.dynamic_bytes is not None:
+            total += int(self._uniform(layout.dynamic_bytes, "the dynamic shared memory size"))
+        if total > SHARED_LIMIT:
+            raise too_much_shared(s.name, total, SHARED_LIMIT,
+                                  [b for b, _ in layout.static] + [b for b, _ in layout.dynamic])
 
     def _launch(self, name: str, dims, s):
         """Run ``s`` as kernel ``name`` on blocks of ``dims`` threads, then back to host code."""
