@@ -348,36 +348,35 @@ def rowsum(A: float32[n, m], B: float32[n]):
             B[i.outer*32 + i.inner] = B[i.outer*32 + i.inner] + A[i.outer*32 + i.inner, k]""",
     "shared_layout": """\
 def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
-  kernel mm_kernel0<<<grid=(ceildiv(m, 8), ceildiv(n, 8), 1), block=(8, 8, 1)>>>:
-    for i.outer in range(ceildiv(n, 8)):  # bound blockIdx.y
-      for j.outer in range(ceildiv(m, 8)):  # bound blockIdx.x
-        for i.inner in range(8):  # bound threadIdx.y
-          if i.outer*8 + i.inner < n:
-            for j.inner in range(8):  # bound threadIdx.x
-              if j.outer*8 + j.inner < m:
-                C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
-        for r.outer in range(ceildiv(k, 8)):
+  for i.outer in range(ceildiv(n, 8)):  # bound blockIdx.y
+    for j.outer in range(ceildiv(m, 8)):  # bound blockIdx.x
+      for i.inner in range(8):  # bound threadIdx.y
+        if i.outer*8 + i.inner < n:
+          for j.inner in range(8):  # bound threadIdx.x
+            if j.outer*8 + j.inner < m:
+              C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
+      for r.outer in range(ceildiv(k, 8)):
+        barrier(shared)
+        allocate A.shared: float32[8, 8] strides (12, 1) shared
+        allocate B.shared: float32[8, 8] strides (12, 1) shared
+          for ax0 in range(8):  # bound threadIdx.y
+            if i.outer*8 + ax0 < n:
+              for ax1 in range(8):  # bound threadIdx.x
+                if r.outer*8 + ax1 < k:
+                  A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
+          for ax0_1 in range(8):  # bound threadIdx.y
+            if r.outer*8 + ax0_1 < k:
+              for ax1_1 in range(8):  # bound threadIdx.x
+                if j.outer*8 + ax1_1 < m:
+                  B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
           barrier(shared)
-          allocate A.shared: float32[8, 8] strides (12, 1) shared
-          allocate B.shared: float32[8, 8] strides (12, 1) shared
-            for ax0 in range(8):  # bound threadIdx.y
-              if i.outer*8 + ax0 < n:
-                for ax1 in range(8):  # bound threadIdx.x
-                  if r.outer*8 + ax1 < k:
-                    A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
-            for ax0_1 in range(8):  # bound threadIdx.y
-              if r.outer*8 + ax0_1 < k:
-                for ax1_1 in range(8):  # bound threadIdx.x
-                  if j.outer*8 + ax1_1 < m:
-                    B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
-            barrier(shared)
-            for i.inner in range(8):  # bound threadIdx.y
-              if i.outer*8 + i.inner < n:
-                for j.inner in range(8):  # bound threadIdx.x
-                  if j.outer*8 + j.inner < m:
-                    for r.inner in range(8):
-                      if r.outer*8 + r.inner < k:
-                        C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]""",
+          for i.inner in range(8):  # bound threadIdx.y
+            if i.outer*8 + i.inner < n:
+              for j.inner in range(8):  # bound threadIdx.x
+                if j.outer*8 + j.inner < m:
+                  for r.inner in range(8):
+                    if r.outer*8 + r.inner < k:
+                      C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]""",
     "sequential_kernels": """\
 def rowsum(A: float32[n, m], B: float32[n]):
   for i.outer in range(ceildiv(n, 32)):  # bound blockIdx.x
@@ -461,7 +460,7 @@ GOLDEN["full_thread_tiles"] = GOLDEN["sync"]   # thread bodies with barriers are
 def test_the_table_lists_every_pass_in_order():
     core = ("placement", "pipeline_legality", "inline", "bound_inference", "storage", "loop_nests",
             "tensorize", "simplify", "software_pipeline", "vthread", "sync", "full_thread_tiles")
-    assert P.PIPELINE.names() == core + ("device_kernels", "shared_layout")
+    assert P.PIPELINE.names() == core + ("shared_layout", "device_kernels")
     assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_cross_thread", "lower_async_copies",
                                           "blocked_sums")
     assert P.for_target("cuda") is P.PIPELINE
