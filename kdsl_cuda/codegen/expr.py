@@ -106,6 +106,9 @@ class ExprPrinter:
             return self.widths is not None and self.widths.declared32(e)
         if type(e) is n.Select and e.dtype == dt.index:
             return self.is32(e.t) and self.is32(e.f)
+        if (type(e) is n.Cast and e.a.dtype == e.dtype) or (
+                type(e) is n.Unary and e.op in (n.UnOp.FLOOR, n.UnOp.CEIL) and e.dtype.is_int):
+            return self.is32(e.a)     # printed as the operand's text
         return False
 
     def _const(self, e):

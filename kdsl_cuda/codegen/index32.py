@@ -110,7 +110,7 @@ class IndexWidths:
             self._memo.clear()
             self._narrow.clear()
         self._declared = {id(v) for v, r in self._decl.items()
-                          if fits32(r) and self._lets.get(v, True)}
+                          if v.dtype == dt.index and fits32(r) and self._lets.get(v, True)}
 
     # ------------------------------------------------------------- variable ranges
     def _bind(self, v, use, decl) -> None:
