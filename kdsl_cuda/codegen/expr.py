@@ -11,8 +11,9 @@ bfloat16; their loads and stores convert (``types.load``/``store``, in the kerne
 Index widths: ``index(e)`` prints ``e`` where it is index arithmetic (offsets, loop bounds,
 guards); there every int64 sub-expression the kernel's ``IndexWidths`` proves narrow is printed
 in ``int`` (plain literals, ``int`` template arguments, unsigned ``/`` and ``%`` when the
-operands are provably non-negative).  ``__call__`` prints values (data): int64 stays int64, and
-an operation whose operands are both ``int`` variables is widened first (``(int64_t)a * b``).
+operands are provably non-negative).  ``__call__`` prints values (data): int64 stays int64
+except narrow arithmetic of indices alone (no loads), and an int64 operation whose operands
+are both ``int`` is widened first (``((int64_t)a) * b``), so values are exact.
 """
 from __future__ import annotations
 
@@ -94,9 +95,11 @@ class ExprPrinter:
 
     # ------------------------------------------------------------- index widths
     def _n32(self, e) -> bool:
-        """Whether ``e`` prints as 32-bit index arithmetic here."""
-        return self._index and self.widths is not None and e.dtype == dt.index and \
-            self.widths.narrow(e)
+        """Whether ``e`` prints as 32-bit index arithmetic here (in a value: only arithmetic
+        of indices, no loaded data; the value's parent widens it)."""
+        if self.widths is None or e.dtype != dt.index:
+            return False
+        return self.widths.narrow(e) if self._index else self.widths.pure_narrow(e)
 
     def is32(self, e) -> bool:
         """Whether the C type of ``e``'s text is ``int`` (in the current mode)."""

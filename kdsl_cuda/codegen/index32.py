@@ -22,6 +22,7 @@ import numpy as np
 
 from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
+from kdsl.ir.visitor import collect
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -214,6 +215,11 @@ class IndexWidths:
             src = e.a.dtype
             return src.is_bool or (src.is_int and (src != dt.index or self.narrow(e.a)))
         return False
+
+    def pure_narrow(self, e) -> bool:
+        """``narrow(e)`` and ``e`` reads no memory: index arithmetic even where its value is
+        data (an index stored as a value is computed in ``int``, then widened where used)."""
+        return self.narrow(e) and not collect(e, lambda x: type(x) is n.Load)
 
     def interval(self, e):
         """Inclusive (lo, hi) of integer expression ``e`` as ints, or None (unbounded)."""
