@@ -53,6 +53,20 @@ def plus_one(A):
 
 
 @kd.kernel
+def mod_sums(A, B):
+    """S[i] = sum_j ((i * j) % 7 + B[j]) + A[i]: i * j passes 2**31 when len(A) * len(B) does."""
+    j = kd.reduce_axis(B.shape[0], name="j")
+    return kd.compute(A.shape, lambda i: kd.sum((i * j) % 7 + B[j], axis=j) + A[i], name="S")
+
+
+def mod_sums_oracle(n_, m):
+    """mod_sums of zero arrays in closed form: j's residues mod 7 repeat."""
+    counts = np.array([len(range(k, m, 7)) for k in range(7)], np.int64)
+    r = np.arange(n_, dtype=np.int64) % 7
+    return ((r[:, None] * np.arange(7)) % 7 * counts).sum(axis=1)
+
+
+@kd.kernel
 def index_product(A):
     return kd.compute(A.shape, lambda i, j: i * j + A[i, j], name="P")
 
@@ -164,6 +178,13 @@ def test_index_values_as_data_are_exact(rng):
     np.testing.assert_array_equal(plus_one(b, backend="interp-cuda"), b + 1)   # wraps
 
 
+def test_index_products_in_values(rng):
+    a, b = np.zeros(45, np.int64), np.zeros(333, np.int64)
+    np.testing.assert_array_equal(mod_sums(a, b, backend="interp-cuda"), mod_sums_oracle(45, 333))
+    src = source(mod_sums, fake((65536,), np.int64), fake((65536,), np.int64))
+    assert "int64_t" in "".join(bodies(src))      # i * j reaches 2**32: not all int
+
+
 def test_argmax_indices_stay_int64():
     @kd.kernel
     def argmax_rows(A):
@@ -267,3 +288,30 @@ def test_device_offsets_past_2_31():
     y = plus_one(x, backend="cuda")
     np.testing.assert_array_equal(y[0, -16:], np.arange(1, 17, dtype=np.int8))
     np.testing.assert_array_equal(y[0, :16], 2)
+
+
+@pytest.mark.cuda
+def test_device_index_products_past_2_31():
+    """i * j up to 2**32 inside a value: computed in 64 bits on the device."""
+    a, b = np.zeros(65536, np.int64), np.zeros(65536, np.int64)
+    np.testing.assert_array_equal(mod_sums(a, b, backend="cuda"), mod_sums_oracle(65536, 65536))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("n_", [2 ** 31 - 1, 2 ** 30 + 3])
+def test_device_sum_at_the_top_of_int(n_):
+    """One row of 2**31 - 1 (the largest int) and of 2**30 + 3 int8 ones, summed."""
+    x = np.ones((1, n_), np.int8)
+    x[0, -3:] = 5
+    assert int(rowsum(x, backend="cuda")[0]) == n_ + 12
+
+
+@pytest.mark.cuda
+def test_device_softmax_at_the_top_of_its_size_class():
+    """32767 x 32767 (2**30 elements, offsets near the proof's bound): last rows and first."""
+    x = np.random.default_rng(3).standard_normal((32767, 32767), dtype=np.float32)
+    y = softmax(x, backend="cuda")
+    for r in (0, 32765, 32766):
+        row = x[r].astype(np.float64)
+        want = np.exp(row - row.max())
+        np.testing.assert_allclose(y[r], want / want.sum(), rtol=1e-5, atol=1e-9)
