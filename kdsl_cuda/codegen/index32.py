@@ -90,6 +90,7 @@ class IndexWidths:
         self.grid = tuple(kernel.launch.grid)
         self._memo: dict = {}          # id(e) -> (e, interval): e kept alive, ids stay unique
         self._narrow: dict = {}
+        self._pure: dict = {}          # id(e) -> (e, reads no memory)
         hints = {v: (int(lo), int(hi)) for v, lo, hi in getattr(func, "size_hints", ()) or ()}
         self._scalars32 = {id(v) for v in func.scalars if fits32(hints.get(v))}
         # ranges: Var -> (lo, hi) | None, every value it takes where used; _decl: the values
@@ -219,7 +220,12 @@ class IndexWidths:
     def pure_narrow(self, e) -> bool:
         """``narrow(e)`` and ``e`` reads no memory: index arithmetic even where its value is
         data (an index stored as a value is computed in ``int``, then widened where used)."""
-        return self.narrow(e) and not collect(e, lambda x: type(x) is n.Load)
+        if not self.narrow(e):
+            return False
+        got = self._pure.get(id(e))
+        if got is None or got[0] is not e:
+            got = self._pure[id(e)] = (e, not collect(e, lambda x: type(x) is n.Load))
+        return got[1]
 
     def interval(self, e):
         """Inclusive (lo, hi) of integer expression ``e`` as ints, or None (unbounded)."""
