@@ -627,6 +627,10 @@ class LoweredFunc:
     attrs: dict = field(default_factory=dict)
     bindings: tuple = ()      # tuple[Binding, ...], one per scalar
     tensorize: tuple = ()     # tuple[TensorizeRequest, ...]
+    #: ((shape Var, lo, hi), ...): the sizes each symbolic dim can have in this specialisation
+    #: (the schedule's ``size_hints``, from the dispatch key); codegens may rely on them
+    #: (the cuda backend proves 32-bit index arithmetic with them)
+    size_hints: tuple = ()
 
     def __post_init__(self):
         old = [k for k in _TYPED_ATTRS if k in self.attrs]

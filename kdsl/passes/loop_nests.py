@@ -178,5 +178,7 @@ def build_loop_nests(state: LowerState) -> LowerState:
     tens = tuple(n.TensorizeRequest(h.stage, h.tensorized.axis, h.tensorized.intrin, h.tensorized.loc)
                  for h in b.handles if h.tensorized)
     func = n.LoweredFunc(b.graph.name, st.inputs, st.outputs, st.scalars, body,
-                         bindings=st.bindings, tensorize=tens)
+                         bindings=st.bindings, tensorize=tens,
+                         size_hints=tuple((v, lo, hi) for v, (lo, hi) in
+                                          (getattr(state.sched, "size_hints", None) or {}).items()))
     return dataclasses.replace(state, func=func)

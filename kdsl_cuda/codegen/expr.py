@@ -7,12 +7,21 @@ functions are CUDA's, in the operand's precision (``expf`` for float32, ``exp`` 
 ``rsqrt`` is ``1 / sqrt``, correctly rounded like numpy's).  16-bit floats compute in float and
 round after every operation (``types.rounded``), like numpy's float16 and the interpreter's
 bfloat16; their loads and stores convert (``types.load``/``store``, in the kernel printer).
+
+Index widths: ``index(e)`` prints ``e`` where it is index arithmetic (offsets, loop bounds,
+guards); there every int64 sub-expression the kernel's ``IndexWidths`` proves narrow is printed
+in ``int`` (plain literals, ``int`` template arguments, unsigned ``/`` and ``%`` when the
+operands are provably non-negative).  ``__call__`` prints values (data): int64 stays int64
+except narrow arithmetic of indices alone (no loads), and an int64 operation whose operands
+are both ``int`` is widened first (``((int64_t)a) * b``), so values are exact.
 """
 from __future__ import annotations
 
 from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
+
+from kdsl import dtypes as dt
 
 from .types import SMALL_INTS, ctype, literal, rounded
 
@@ -36,15 +45,18 @@ class ExprPrinter:
     """Prints expressions; ``var_name(v)`` names Vars, ``load(e)`` prints a Load (both supplied
     by the kernel printer, which owns the names and the buffers' index arithmetic)."""
 
-    def __init__(self, var_name, load):
-        self.var_name = var_name
+    def __init__(self, var_name, load, widths=None):
+        self.var_name = var_name      # (Var, narrow: bool) -> C name (narrow: an int value)
         self.load = load
+        #: ``index32.IndexWidths`` of the kernel, or None (everything int64)
+        self.widths = widths
+        self._index = False           # printing index arithmetic (see the module docstring)
         #: text of an integer // or % -> the name of a variable holding it (set by the kernel
         #: printer for divisions that depend only on block/thread indices and parameters)
         self.hoisted: dict = {}
         #: Load -> whether it prints as a register (set while a vectorized lane is printed)
         self.in_register = lambda e: False
-        self._table = {n.Var: lambda e: self.var_name(e), n.Const: lambda e: literal(e.value, e.dtype),
+        self._table = {n.Var: lambda e: self.var_name(e, self._n32(e)), n.Const: self._const,
                        n.Binary: self._binary, n.Compare: self._compare, n.Unary: self._unary,
                        n.Select: self._select, n.Cast: self._cast, n.Load: lambda e: self.load(e)}
 
@@ -60,6 +72,50 @@ class ExprPrinter:
             raise InternalCompilerError(f"cuda codegen: {type(e).__name__} expression in loop IR")
         ctype(e.dtype)          # refuses unsupported dtypes with a clear message
         return fn(e)
+
+    def index(self, e) -> str:
+        """``e`` printed as index arithmetic: narrow where proven (see the module docstring)."""
+        if self._index:
+            return self(e)
+        self._index = True
+        try:
+            return self(e)
+        finally:
+            self._index = False
+
+    def value(self, e) -> str:
+        """``e`` printed as a value (data: int64 stays int64), also inside index arithmetic."""
+        if not self._index:
+            return self(e)
+        self._index = False
+        try:
+            return self(e)
+        finally:
+            self._index = True
+
+    # ------------------------------------------------------------- index widths
+    def _n32(self, e) -> bool:
+        """Whether ``e`` prints as 32-bit index arithmetic here (in a value: only arithmetic
+        of indices, no loaded data; the value's parent widens it)."""
+        if self.widths is None or e.dtype != dt.index:
+            return False
+        return self.widths.narrow(e) if self._index else self.widths.pure_narrow(e)
+
+    def is32(self, e) -> bool:
+        """Whether the C type of ``e``'s text is ``int`` (in the current mode)."""
+        if self._n32(e):
+            return True
+        if type(e) is n.Var:
+            return self.widths is not None and self.widths.declared32(e)
+        if type(e) is n.Select and e.dtype == dt.index:
+            return self.is32(e.t) and self.is32(e.f)
+        if (type(e) is n.Cast and e.a.dtype == e.dtype) or (
+                type(e) is n.Unary and e.op in (n.UnOp.FLOOR, n.UnOp.CEIL) and e.dtype.is_int):
+            return self.is32(e.a)     # printed as the operand's text
+        return False
+
+    def _const(self, e):
+        return literal(e.value, dt.int32 if self._n32(e) else e.dtype)
 
     # ------------------------------------------------------------- binary
     def _binary(self, e):
@@ -91,6 +147,19 @@ class ExprPrinter:
                 raise BackendCompileError(f"cuda codegen: binary {op.value} on {d.name} values")
             return f"({a} {sym} {b})"
         # integers
+        n32 = self._n32(e)
+        if n32:
+            t = "int"
+        elif d == dt.index and op in _SYM and self.is32(e.a) and self.is32(e.b):
+            a = f"((int64_t){a})"   # two int variables: the operation happens in 64 bits
+        if op in (n.BinOp.FLOORDIV, n.BinOp.MOD) and d.is_signed and self.widths is not None \
+                and self.widths.nonneg_by_positive(e):
+            # a >= 0, b >= 1: C's unsigned / and % are Python's (and cheaper than kd_s*)
+            u = "unsigned" if n32 else "uint64_t"
+            sym = "/" if op is n.BinOp.FLOORDIV else "%"
+            bt = f"{e.b.value}u" if n32 and type(e.b) is n.Const else f"({u})({b})"
+            text = f"(({t})(({u})({a}) {sym} {bt}))"
+            return self.hoisted.get(text, text)   # computed once per thread (kernel.py)
         if op in (n.BinOp.MIN, n.BinOp.MAX):
             return f"kd_i{op.value}<{t}>({a}, {b})"
         if op in (n.BinOp.FLOORDIV, n.BinOp.MOD):
@@ -125,7 +194,11 @@ class ExprPrinter:
         if op is n.UnOp.NEG:
             if d.is_bool:
                 return a
-            return f"(({ctype(d)})(-{a}))" if d.name in SMALL_INTS else f"(-{a})"
+            if d.name in SMALL_INTS:
+                return f"(({ctype(d)})(-{a}))"
+            if d == dt.index and not self._n32(e) and self.is32(e.a):
+                return f"(-(int64_t){a})"
+            return f"(-{a})"
         if not d.is_float:
             if op is n.UnOp.ABS:
                 return a if (d.is_bool or not d.is_signed) else f"(({ctype(d)})({a} < 0 ? -{a} : {a}))"
@@ -158,6 +231,8 @@ class ExprPrinter:
             return f"kd_h2f(kd_d2h({a}))"
         if d.is_float and d.bits == 16:     # bfloat16: via float32, like the interpreter
             return rounded(d, f"((float)({a}))")
+        if self._n32(e):        # an index from a narrower int (or bool) that fits
+            return f"((int)({a}))"
         if src.is_float and d.is_int:
             # numpy: saturate to int64 (uint64: to [0, 2**64) for values >= 0), then wrap;
             # PTX's cvt.rzi saturates and maps NaN to 0

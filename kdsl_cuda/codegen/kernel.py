@@ -5,12 +5,16 @@ of a kernel bound to one tag is the same index, so nested same-tag loops just na
 A thread loop shorter than the launch's block size is guarded (``if (threadIdx.x < extent)``).
 Shared allocations are declared once at the top of the kernel (``__shared__``, 16-byte
 aligned; those whose shape is known only at launch as slices of ``extern __shared__``
-``kd_dyn_smem``, the launch's ``dynamic_shared`` bytes), local ones where they are allocated.  ``CrossThreadReduce`` becomes warp shuffles
-plus shared memory across warps (``cross_thread``).  ``AsyncCopy`` of 4- and 8-byte elements
+``kd_dyn_smem``, the launch's ``dynamic_shared`` bytes), local ones where they are allocated.
+``CrossThreadReduce`` becomes warp shuffles plus shared memory across warps (``cross_thread``).  ``AsyncCopy`` of 4- and 8-byte elements
 is ``cp.async`` with zero fill (others copy synchronously), ``CommitGroup``/``WaitGroup`` are
 ``cp.async.commit_group``/``wait_group``.  16-bit floats are stored as raw bits and computed
-in float (``types``).  WMMA statements and fragments are tensor-core PTX (``wmma``).  Not done yet: 16-byte
-vectorised loads/stores and 32-bit index arithmetic (indices are int64).
+in float (``types``).  WMMA statements and fragments are tensor-core PTX (``wmma``).
+
+Index arithmetic is ``int`` where ``index32.IndexWidths`` proves it fits (the specialisation's
+size hints bound the shapes): loop variables declared ``int``, shape parameters copied once into
+``const int`` locals (the parameters stay ``int64_t``), flat offsets, guards and hoisted
+divisions printed in 32 bits; everything else (strides, data, unbounded shapes) stays int64.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from kdsl.ir.shared_memory import shared_layout
 from kdsl.ir.visitor import collect
 
 from .expr import ExprPrinter
+from .index32 import IndexWidths
 from .vector import try_vectorize
 from .names import Namer
 from .cross_thread import CrossThreadEmitter
@@ -74,7 +79,9 @@ class KernelPrinter:
         self.c_name = re.sub(r"[^0-9A-Za-z_]", "_", kernel.name)
         if not self.c_name or self.c_name[0].isdigit():
             self.c_name = "k_" + self.c_name
-        self.expr = ExprPrinter(self._var, self._load)
+        self.widths = IndexWidths(func, kernel, self.block)
+        self.expr = ExprPrinter(self._var, self._load, self.widths)
+        self._locals32: dict = {}        # id(shape Var) -> its const int local's name
         self.lines: list[str] = []
         self.shared_decls: list[str] = []
         self._shared_seen: set = set()
@@ -85,11 +92,24 @@ class KernelPrinter:
         self._async = False              # a cp.async was emitted
 
     # ------------------------------------------------------------- names and memory
-    def _var(self, v: n.Var) -> str:
+    def _var(self, v: n.Var, narrow: bool = False) -> str:
+        """``v``'s C name; ``narrow``: as an ``int`` value (its range fits: index32)."""
         if id(v) not in self._bound and id(v) not in self._scalars:
             raise InternalCompilerError(f"cuda codegen: variable {v.name} used outside its scope "
                                         f"in kernel {self.kernel.name}")
-        return self.names(v, v.name)
+        name = self.names(v, v.name)
+        if not narrow or self.widths.declared32(v):
+            return name
+        if id(v) in self._scalars and self.widths.scalar32(v):
+            local = self._locals32.get(id(v))
+            if local is None:
+                local = self._locals32[id(v)] = self.names.fresh(name + "_i")
+            return local
+        return f"((int){name})"
+
+    def var_ctype(self, v: n.Var) -> str:
+        """The C type of loop or let variable ``v``: ``int`` where every value fits."""
+        return "int" if self.widths.declared32(v) else ctype(v.dtype)
 
     def _buf(self, b: n.Buffer) -> str:
         return self.names(b, b.name)
@@ -105,23 +125,13 @@ class KernelPrinter:
         self._bound.discard(id(v))
 
     def flat_index(self, b: n.Buffer, indices) -> str:
-        """Element offset of ``b[indices]``: explicit strides, else row-major (Horner form)."""
+        """Element offset of ``b[indices]``: explicit strides, else row-major (Horner form),
+        printed as index arithmetic (32-bit where the whole offset provably fits)."""
         if len(indices) != len(b.shape):
             raise InternalCompilerError(f"cuda codegen: {b.name} indexed with {len(indices)} of "
                                         f"{len(b.shape)} indices")
-        if not indices:
-            return "0"
-        if b.strides is not None:
-            terms = [f"{self.expr(i)} * {self.expr(s)}" for i, s in zip(indices, b.strides)
-                     if _const_int(i) != 0]
-            return " + ".join(terms) or "0"
-        text = None                   # Horner form, zero terms dropped
-        for i, ext in zip(indices, b.shape):
-            if text is not None:
-                text = f"({text}) * {self.expr(ext)}"
-            if _const_int(i) != 0:
-                text = self.expr(i) if text is None else f"{text} + {self.expr(i)}"
-        return text or "0"
+        e = flat_offset(b, indices)
+        return "0" if e is None else self.expr.index(e)
 
     def _load(self, e: n.Load) -> str:
         return load(e.buffer.dtype, f"{self._buf(e.buffer)}[{self.flat_index(e.buffer, e.indices)}]")
@@ -137,6 +147,10 @@ class KernelPrinter:
         self.emit(body_depth, "(void)kd_tid;")
         self._dynamic_shared()
         self.stmt(self.kernel.body, body_depth)
+        # shape parameters used as int (their hinted range fits): copied once, at the top
+        locals32 = ["  " * body_depth + f"const int {name} = (int){self.names(v, v.name)};"
+                    for v in self.func.scalars for name in [self._locals32.get(id(v))] if name]
+        self.lines[2:2] = locals32
         plist = ",\n    ".join(
             f"{p.ctype} {p.name}" for p in params) or "void"
         head = (f'extern "C" __global__ void __launch_bounds__({self.nthreads})\n'
@@ -184,23 +198,24 @@ class KernelPrinter:
         for e, vars_ in self._invariants:
             if not all(x in self._bound or x in self._scalars for x in vars_):
                 continue
-            text = self.expr(e)
-            if text in self.expr.hoisted:
-                continue
+            text = self.expr.index(e)
+            if text in self.expr.hoisted or text in self.expr.hoisted.values():
+                continue    # the same division (or one already named) in an outer scope
             name = self.names.fresh("kd_ix")
-            self.emit(d, f"const {ctype(e.dtype)} {name} = {text};")
+            t = "int" if self.widths.narrow(e) else ctype(e.dtype)
+            self.emit(d, f"const {t} {name} = {text};")
             self.expr.hoisted[text] = name
             made.append(text)
         return made
 
     def _For(self, s: n.For, d):
-        t = ctype(s.var.dtype)
+        t = self.var_ctype(s.var)
         if s.kind is n.ForKind.BOUND and not s.thread.is_vthread:
             reg, axis = _tag_axis(s.thread)
             hw = f"{reg}.{'xyz'[axis]}"
             name = self.names(s.var, s.var.name)
             self._bound.add(id(s.var))
-            offset = "" if _const_int(s.min) == 0 else f" + {self.expr(s.min)}"
+            offset = "" if _const_int(s.min) == 0 else f" + {self.expr.index(s.min)}"
             decl = f"const {t} {name} = ({t}){hw}{offset};"
             guard = None
             if s.thread.is_thread:
@@ -213,7 +228,7 @@ class KernelPrinter:
             else:
                 grid = self.kernel.launch.grid
                 if axis >= len(grid) or self.expr(grid[axis]) != self.expr(s.extent):
-                    guard = f"({t}){hw} < {self.expr(s.extent)}"
+                    guard = f"({t}){hw} < {self.expr.index(s.extent)}"
             self._scoped(s.var, d, decl, s.body, guard, hoist=True)
             return
         if s.kind is n.ForKind.VECTORIZED and try_vectorize(self, s, d):
@@ -223,11 +238,12 @@ class KernelPrinter:
     def plain_loop(self, s: n.For, d):
         """A C loop: serial, unrolled, vectorized (no vector accesses), parallel, vthread (run in
         turn)."""
-        t = ctype(s.var.dtype)
+        t = self.var_ctype(s.var)
         name = self.names(s.var, s.var.name)
         end = self.names.fresh(name + "_end")
-        lo = self.expr(s.min)
-        hi = f"{lo} + {self.expr(s.extent)}" if _const_int(s.min) != 0 else self.expr(s.extent)
+        lo = self.expr.index(s.min)
+        hi = self.expr.index(s.extent if _const_int(s.min) == 0
+                             else n.Binary(s.min.dtype, n.BinOp.ADD, s.min, s.extent))
         self._bound.add(id(s.var))
         if s.kind is n.ForKind.UNROLLED and not _divides_by_runtime_values(
                 s.body, {id(e) for e, _ in self._invariants}):
@@ -240,7 +256,7 @@ class KernelPrinter:
         self.emit(d, "}")
 
     def _IfThenElse(self, s, d):
-        self.emit(d, f"if ({self.expr(s.cond)}) {{")
+        self.emit(d, f"if ({self.expr.index(s.cond)}) {{")
         self.stmt(s.then, d + 1)
         if s.otherwise is not None:
             self.emit(d, "} else {")
@@ -249,8 +265,9 @@ class KernelPrinter:
 
     def _LetStmt(self, s, d):
         name = self.names(s.var, s.var.name)
-        t = ctype(s.var.dtype)
-        self._scoped(s.var, d, f"const {t} {name} = {self.expr(s.value)};", s.body)
+        t = self.var_ctype(s.var)
+        value = self.expr.index(s.value) if t == "int" else self.expr(s.value)
+        self._scoped(s.var, d, f"const {t} {name} = {value};", s.body)
 
     def _Store(self, s, d):
         self.emit(d, f"{self._buf(s.buffer)}[{self.flat_index(s.buffer, s.indices)}] = "
@@ -271,7 +288,7 @@ class KernelPrinter:
             else:           # predicated off: no bytes read, from the buffer's base (in bounds)
                 p = self.names.fresh("kd_p")
                 self.emit(d, "{")
-                self.emit(d + 1, f"const bool {p} = {self.expr(s.predicate)};")
+                self.emit(d + 1, f"const bool {p} = {self.expr.index(s.predicate)};")
                 self.emit(d + 1, f"kd_cp_async<{size}>(&{dst}, {p} ? &{src} : {self._buf(v.buffer)}, {p});")
                 self.emit(d, "}")
             self._async = True
@@ -281,7 +298,7 @@ class KernelPrinter:
             self.emit(d, f"{dst} = {value};")
             return
         zero = store(s.buffer.dtype, literal(0, s.buffer.dtype))
-        self.emit(d, f"if ({self.expr(s.predicate)}) {dst} = {value}; else {dst} = {zero};")
+        self.emit(d, f"if ({self.expr.index(s.predicate)}) {dst} = {value}; else {dst} = {zero};")
 
     def _CommitGroup(self, s, d):
         self.emit(d, 'asm volatile("cp.async.commit_group;\\n" ::: "memory");')
@@ -399,6 +416,24 @@ def _thread_invariant_divisions(body, scalars: dict) -> list:
             seen.add(key)
             out.append((e, vars_))
     out.sort(key=lambda ev: _depth(ev[0]))
+    return out
+
+
+def flat_offset(b: n.Buffer, indices):
+    """The element offset of ``b[indices]`` as an int64 expression (explicit strides, else
+    row-major in Horner form; zero terms dropped), or None for offset 0."""
+    out = None
+    if b.strides is not None:
+        for i, s in zip(indices, b.strides):
+            if _const_int(i) != 0:
+                term = n.Binary(i.dtype, n.BinOp.MUL, i, s)
+                out = term if out is None else n.Binary(i.dtype, n.BinOp.ADD, out, term)
+        return out
+    for i, ext in zip(indices, b.shape):
+        if out is not None:
+            out = n.Binary(out.dtype, n.BinOp.MUL, out, ext)
+        if _const_int(i) != 0:
+            out = i if out is None else n.Binary(i.dtype, n.BinOp.ADD, out, i)
     return out
 
 

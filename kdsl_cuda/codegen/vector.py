@@ -100,7 +100,7 @@ def _base_text(p, buf, indices, v, lo) -> str:
 
 
 def _emit(p, s, d, guards, body, loads, store_vec, lanes):
-    v, t = s.var, ctype(s.var.dtype)
+    v, t = s.var, p.var_ctype(s.var)   # int where the loop's range fits (index32)
     lo = s.min.value
     ok = p.names.fresh("kd_vok")
     p.emit(d, "{")
@@ -108,7 +108,7 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
     name = p.bind(v)
     for k in range(lanes):   # every guard, every lane (constant-folded by the compiler)
         if guards:
-            conds = " && ".join(f"({p.expr(g)})" for g in guards)
+            conds = " && ".join(f"({p.expr.index(g)})" for g in guards)
             p.emit(d + 1, f"{{ const {t} {name} = {lo + k}; {ok} = {ok} && {conds}; }}")
     addrs = []
     for (bid, base), (ld, vt) in loads.items():
