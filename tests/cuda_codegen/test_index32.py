@@ -116,7 +116,7 @@ def test_conv3x3_offsets_golden():
     # the fused block index split by the row's block count: an unsigned division, in int
     assert re.search(r"const int kd_ix_\d+ = \(\(int\)\(\(unsigned\)\(i_outer_j_outer_fused\) / "
                      r"\(unsigned\)\(kd_ix_\d+\)\)\);", src)
-    assert re.search(r"I\[\(\(\(+kd_ix_\d+ \* 64\).* \* I_1_i\) \+", src)
+    assert re.search(r"I\[\(\(\(+kd_ix_\d+ \* \d+\).* \* I_1_i\) \+", src)
 
 
 # ----------------------------------------------------------------- 64 bits where needed
