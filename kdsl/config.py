@@ -13,6 +13,8 @@ that sits on a hot path reads a snapshot once and keeps it.
 | KDSL_CACHE         | ``0`` disables the on-disk cache          | on                |
 | KDSL_CACHE_DIR     | on-disk cache directory                   | ~/.cache/kdsl     |
 | KDSL_NUM_THREADS   | CPU worker threads per parallel loop      | usable cores [1]_ |
+| KDSL_CUDA_TENSOR_CORES | ``1``: run tensor-core (WMMA) kernels  | off [2]_          |
+|                    | on the GPU                                |                   |
 
 .. [1] the CPUs this process may run on (``os.sched_getaffinity``, so ``taskset``,
    cpusets and a parent's ``sched_setaffinity`` are honoured), else ``os.cpu_count()``.
@@ -20,6 +22,10 @@ that sits on a hot path reads a snapshot once and keeps it.
    (each thread gets at least ``kdsl_cpu.codegen.stmt.PARALLEL_MIN_WORK`` iterations), and
    idle OpenMP workers sleep instead of spinning unless ``OMP_WAIT_POLICY`` or
    ``GOMP_SPINCOUNT`` is set (``kdsl_cpu.parallel``).
+.. [2] the cuda backend's tensor-core code is experimental: on the H200 it gave wrong results
+   for some shapes (a block whose warps' tiles are partly outside the matrix), so kernels
+   with WMMA statements are refused on the device unless this is set.  ``interp-cuda`` runs
+   them either way.
 """
 from __future__ import annotations
 
@@ -106,6 +112,11 @@ def num_threads() -> int:
         except ValueError:
             pass
     return usable_cores()
+
+
+def cuda_tensor_cores() -> bool:
+    """``KDSL_CUDA_TENSOR_CORES``: let the cuda backend run tensor-core kernels (experimental)."""
+    return _flag(os.environ.get("KDSL_CUDA_TENSOR_CORES"), False)
 
 
 def config() -> Config:

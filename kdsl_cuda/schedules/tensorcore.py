@@ -16,7 +16,8 @@ with ``kd.intrin.wmma(16, 16, 16)``:
 * the accumulators are stored into C (partial tiles of sizes that do not divide 16 are exact:
   the core clips every fragment load and store).
 
-Used when ``tensor_cores`` is not hinted False and no extent is a constant below 16 (a matrix
+Used with ``tensor_cores=True`` (not yet by default: the cuda tensor-core code is experimental)
+when no extent is a constant below 16 (a matrix
 of one row is a matrix-vector product: the f32 recipe serves it better).  Correct for every
 other shape, including sizes that do not divide the tiles.
 """
@@ -70,10 +71,16 @@ def unsuitable(h) -> str | None:
     return None
 
 
+#: tensor cores without the hint: off while the cuda tensor-core code is experimental (it is
+#: refused on the device unless KDSL_CUDA_TENSOR_CORES=1; kdsl_cuda/backend.py)
+BY_DEFAULT = False
+
+
 def eligible(sched, h) -> bool:
-    """Whether stage handle ``h`` (a matmul) takes the tensor-core recipe: always where it can,
-    unless ``tensor_cores=False``."""
-    return tensor_cores_hint(sched, h) is not False and unsuitable(h) is None
+    """Whether stage handle ``h`` (a matmul) takes the tensor-core recipe: where it can, when
+    ``tensor_cores=True`` (or by default once ``BY_DEFAULT`` is on)."""
+    want = tensor_cores_hint(sched, h)
+    return (BY_DEFAULT if want is None else want) and unsuitable(h) is None
 
 
 def _shrink(sched, iv, warps: int, tiles: int) -> tuple:

@@ -11,13 +11,28 @@ from kdsl.errors import ScheduleWarning
 
 
 @kd.kernel
+@kd.schedule("cuda", tensor_cores=True)
 def mm(A, B):
     return A @ B
 
 
 @kd.kernel
+@kd.schedule("cuda", tensor_cores=True)
 def mm_f32_out(A, B):
     return A.astype("float32") @ B.astype("float32")
+
+
+@kd.kernel
+def mm_default(A, B):
+    return A @ B
+
+
+def test_not_by_default_yet():
+    """The cuda tensor-core code is experimental (refused on the device without
+    KDSL_CUDA_TENSOR_CORES=1): the default schedule keeps the CUDA-core GEMM."""
+    text = str(mm_default.lower(kd.TensorSpec((512, 512), "float16"),
+                                kd.TensorSpec((512, 512), "float16"), backend="cuda"))
+    assert "wmma" not in text
 
 
 def _check(got, A, B):
@@ -83,7 +98,8 @@ def test_hint_off_and_on():
 
 def test_hinted_tiles(rng):
     @kd.kernel
-    @kd.schedule("cuda", tile={"i0": 64, "i1": 32, "r0": 16}, threads=(64, 2), stages=3)  # on the product
+    @kd.schedule("cuda", tile={"i0": 64, "i1": 32, "r0": 16}, threads=(64, 2), stages=3,
+                 tensor_cores=True)  # on the product
     def small(A, B):
         return A @ B
     text = _lowered(small, (512, 512), (512, 512))
