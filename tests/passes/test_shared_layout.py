@@ -39,6 +39,7 @@ def test_only_the_gpu_table_pads():
 
 
 @kd.kernel
+@kd.schedule("cuda", tensor_cores=True)
 def mm(A, B):
     return A @ B
 
