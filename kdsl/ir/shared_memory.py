@@ -73,11 +73,16 @@ def _bytes(b: n.Buffer):
     return size
 
 
-def _const_bytes(b: n.Buffer) -> int:
+def element_count(b: n.Buffer) -> int:
+    """Elements a buffer of constant shape occupies (padded rows included; at least 1)."""
     count = 1
     for e in _extents(b):
         count *= max(int(e.value), 0)
-    return max(count, 1) * b.dtype.itemsize
+    return max(count, 1)
+
+
+def _const_bytes(b: n.Buffer) -> int:
+    return element_count(b) * b.dtype.itemsize
 
 
 def _aligned(e):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
-from kdsl.ir.shared_memory import shared_layout
+from kdsl.ir.shared_memory import element_count, shared_layout
 from kdsl.ir.visitor import collect
 
 from .expr import ExprPrinter
@@ -332,24 +332,19 @@ class KernelPrinter:
         if id(b) in self._shared_seen and b.scope is n.Scope.SHARED:
             self.stmt(s.body, d)       # declared at the top of the kernel
             return
-        size = 1
-        for e in b.shape:
-            c = _const_int(e)
-            if c is None:
-                raise InternalCompilerError(f"cuda codegen: {b.scope.value} buffer {b.name} of "
-                                            "non-constant shape")
-            size *= c
-        if b.strides is not None:      # padded rows (kdsl.passes.shared_layout)
-            size = _const_int(b.strides[0]) * _const_int(b.shape[0])
+        if any(_const_int(e) is None for e in b.shape):
+            raise InternalCompilerError(f"cuda codegen: {b.scope.value} buffer {b.name} of "
+                                        "non-constant shape")
+        size = element_count(b)         # padded rows included (kdsl.passes.shared_layout)
         name = self._buf(b)
         if b.scope is n.Scope.SHARED:
             if id(b) not in self._shared_seen:
                 self._shared_seen.add(id(b))
-                self.shared_decls.append(f"__shared__ __align__(16) {t} {name}[{max(size, 1)}];")
+                self.shared_decls.append(f"__shared__ __align__(16) {t} {name}[{size}];")
             self.stmt(s.body, d)
         elif b.scope is n.Scope.LOCAL:
             self.emit(d, "{")
-            self.emit(d + 1, f"{t} {name}[{max(size, 1)}];")
+            self.emit(d + 1, f"{t} {name}[{size}];")
             self.stmt(s.body, d + 1)
             self.emit(d, "}")
         elif b.scope.is_fragment:       # per-thread registers of a warp's fragment

@@ -38,17 +38,10 @@ VEC = 8
 
 
 def tensor_cores_hint(sched, h):
-    """The ``tensor_cores`` hint that applies to matmul ``h``: its own, else that of a stage
-    reading it (``A @ B`` of 16-bit arrays is a float32 product then a cast, and hints go to
-    the kernel's output, the cast, unless ``stage=`` names another); None when not given."""
-    own = sched.backend_hints.get(h.name, {}).get("tensor_cores")
-    if own is not None:
-        return own
-    for c in patterns.consumers(sched, h):
-        v = sched.backend_hints.get(c.name, {}).get("tensor_cores")
-        if v is not None:
-            return v
-    return None
+    """The ``tensor_cores`` hint of matmul ``h`` (None when not given).  Hints without
+    ``stage=`` land on it even for a 16-bit ``A @ B``, whose output only casts this float32
+    product (``kdsl.schedule.hints``: the default stage is the reduction a cast wraps)."""
+    return sched.backend_hints.get(h.name, {}).get("tensor_cores")
 
 
 def unsuitable(h) -> str | None:
