@@ -98,7 +98,6 @@ template <int N> __device__ __forceinline__ void kd_cp_async(void* dst, const vo
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(s), "l"(src), "n"(N), "r"(p ? N : 0) : "memory");
 }
 // tensor cores (codegen/wmma.py): ldmatrix and mma.sync.m16n8k16 in inline PTX (sm_80+)
-__device__ __forceinline__ int kd_wclamp(long long x, int hi) { return x < 0 ? 0 : (x > hi ? hi : (int)x); }
 __device__ __forceinline__ uint32_t kd_pack2(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }
 __device__ __forceinline__ void kd_ldsm_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

@@ -128,7 +128,7 @@ def lane_elements(scope, rows: int, cols: int):
 
 class _Tile:
     """What the load and store of one memory tile share: the pointer at the tile's element
-    (0, 0), the strides of the last two dimensions, the clamped valid extents."""
+    (0, 0), the strides of the last two dimensions, the valid extents (unclamped)."""
 
     def __init__(self, p, s, mem: n.Buffer, d: int):
         self.p, self.mem, self.d = p, mem, d
@@ -146,8 +146,12 @@ class _Tile:
         p.emit(d, _LANE)
         p.emit(d, f"{const}{t}* const kd_wp = &{p.buf(mem)}[{p.flat_index(mem, s.origin)}];")
         p.emit(d, f"const int64_t kd_ws2 = {s2}, kd_ws1 = {s1};")
-        p.emit(d, f"const int kd_wrv = kd_wclamp({p.expr(s.extents[0])}, {self.rows}), "
-                  f"kd_wcv = kd_wclamp({p.expr(s.extents[1])}, {self.cols});")
+        # the valid extents, unclamped: the guards compare tile coordinates in [0, rows) with
+        # them, and "full" is ``>=``.  Not ``clamp(x, 0, rows) == rows``: NVRTC 13.0's ptxas
+        # turns that into VIMNMX.RELU with predicate outputs that read as true for tiles wholly
+        # outside the matrix (seen on the H200: a whole tile stored one row down).
+        p.emit(d, f"const long long kd_wrv = {p.expr(s.extents[0])}, "
+                  f"kd_wcv = {p.expr(s.extents[1])};")
 
     def offset(self, r: str, c: str) -> str:
         """The element offset of tile element (r, c) from kd_wp."""
@@ -161,7 +165,7 @@ class _Tile:
 
     @property
     def full(self) -> str:
-        return f"kd_wrv == {self.rows} && kd_wcv == {self.cols}"
+        return f"kd_wrv >= {self.rows} && kd_wcv >= {self.cols}"
 
 
 def load(p, s: n.WmmaLoad, d: int) -> None:

@@ -62,3 +62,27 @@ def test_tensor_core_step_on_the_gpu(rng):
         assert gemm_ladder.refusal(e) is not None, str(e)
         return
     _close(got, a, b)
+
+
+TC_SHAPES = [(16, 16, 16), (128, 128, 128), (100, 17, 77), (129, 130, 131), (1, 64, 64),
+             (64, 1, 64), (300, 520, 260), (1024, 1024, 1024)]
+
+
+@pytest.mark.parametrize("nkm", TC_SHAPES)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tensor_core_hint_on_the_gpu(nkm, dtype, rng, monkeypatch):
+    """``tensor_cores=True`` (the schedules/tensorcore.py recipe) on 16-bit inputs, float32
+    accumulation, over shapes that do and do not divide its 128x128x32 tiles."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("KDSL_CUDA_TENSOR_CORES", "1")
+    n, k, m = nkm
+    tdt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(int(rng.integers(2 ** 31)))
+    a = torch.randn((n, k), generator=gen).to(tdt).cuda()
+    b = torch.randn((k, m), generator=gen).to(tdt).cuda()
+    mm = kd.kernel(kd.schedule("cuda", tensor_cores=True)(gemm_ladder.matmul16))
+    got = mm(a, b)
+    want = a.double().cpu().numpy() @ b.double().cpu().numpy()
+    mag = np.abs(a.double().cpu().numpy()) @ np.abs(b.double().cpu().numpy())
+    err = np.abs(got.double().cpu().numpy() - want)
+    assert (err <= 4 * max(k, 1) * 2.0 ** -24 * mag + 1e-30).all(), float(err.max())
