@@ -89,7 +89,6 @@ class KernelPrinter:
         self._scalars = {id(v): v for v in func.scalars}
         self._ctr_count = 0
         self._invariants = _thread_invariant_divisions(kernel.body, self._scalars)
-        self._async = False              # a cp.async was emitted
 
     # ------------------------------------------------------------- names and memory
     def _var(self, v: n.Var, narrow: bool = False) -> str:
@@ -291,9 +290,11 @@ class KernelPrinter:
                 self.emit(d + 1, f"const bool {p} = {self.expr.index(s.predicate)};")
                 self.emit(d + 1, f"kd_cp_async<{size}>(&{dst}, {p} ? &{src} : {self._buf(v.buffer)}, {p});")
                 self.emit(d, "}")
-            self._async = True
             return
-        value = store(s.buffer.dtype, self.expr(v))
+        if type(v) is n.Load and v.buffer.dtype == s.buffer.dtype:   # the bits, unconverted
+            value = f"{self._buf(v.buffer)}[{self.flat_index(v.buffer, v.indices)}]"
+        else:
+            value = store(s.buffer.dtype, self.expr(v))
         if s.predicate is None:
             self.emit(d, f"{dst} = {value};")
             return

@@ -30,17 +30,26 @@ VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("int32_t", 4): 
 _LANES = "xyzw"
 
 
+def _step(e, v):
+    """The coefficient of ``v`` in ``e`` when ``e`` is ``v`` plus or minus terms free of it
+    (``X + v``, ``(X + v) + 32``, ``v - Y``), 0 when ``e`` does not use ``v``, else None."""
+    if e is v:
+        return 1
+    if not uses_var(e, v):
+        return 0
+    if type(e) is n.Binary and e.op in (n.BinOp.ADD, n.BinOp.SUB):
+        a, b = _step(e.a, v), _step(e.b, v)
+        if a is None or b is None:
+            return None
+        return a + b if e.op is n.BinOp.ADD else a - b
+    return None
+
+
 def _contiguous_in(indices, v) -> bool:
-    """``v`` appears only in the last index, as ``v`` or ``X + v`` / ``v + X``."""
+    """``v`` appears only in the last index, with step 1 (``v``, ``X + v``, ``(X + v) + c``)."""
     if not indices or any(uses_var(i, v) for i in indices[:-1]):
         return False
-    last = indices[-1]
-    if last is v:
-        return True
-    if type(last) is n.Binary and last.op is n.BinOp.ADD:
-        a, b = last.a, last.b
-        return (a is v and not uses_var(b, v)) or (b is v and not uses_var(a, v))
-    return False
+    return _step(indices[-1], v) == 1
 
 
 def _vector_type(buf: n.Buffer, lanes: int):
@@ -55,13 +64,15 @@ def try_vectorize(p, s: n.For, d: int) -> bool:
     """Print ``s`` (a VECTORIZED loop) with vector accesses through KernelPrinter ``p``; False
     when it has none (the caller prints the plain loop)."""
     lanes = s.extent.value if type(s.extent) is n.Const else None
-    if lanes not in (2, 4) or type(s.min) is not n.Const:
+    if lanes not in (2, 4, 8) or type(s.min) is not n.Const:
         return False
     v = s.var
     guards, body = [], s.body
     while type(body) is n.IfThenElse and body.otherwise is None:
         guards.append(body.cond)
         body = body.then
+    if type(body) is n.AsyncCopy:
+        return _try_async(p, s, d, guards, body)
     stored = _stored_buffers(body)
     if stored is None:
         return False
@@ -77,9 +88,58 @@ def try_vectorize(p, s: n.For, d: int) -> bool:
             continue
         key = (id(ld.buffer), _base_text(p, ld.buffer, ld.indices, v, s.min))
         loads.setdefault(key, (ld, vt))
-    if not loads and store_vec is None:
+    if lanes == 8 or (not loads and store_vec is None):
         return False
     _emit(p, s, d, guards, body, loads, store_vec, lanes)
+    return True
+
+
+def _unit_last(buf: n.Buffer) -> bool:
+    """Whether ``buf``'s last dimension is contiguous: row-major, or strides (padded shared
+    rows) whose last one is the constant 1."""
+    if buf.strides is None:
+        return True
+    last = buf.strides[-1]
+    return type(last) is n.Const and last.value == 1
+
+
+def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
+    """A vectorized loop of one ``AsyncCopy`` (under guards) as one 4-, 8- or 16-byte
+    ``cp.async`` where every lane's guards hold and both addresses are aligned (the copy's
+    predicate, uniform over the lanes, gives the zero fill), else the loop as written."""
+    v, lanes, ld = s.var, s.extent.value, c.value
+    size = c.buffer.dtype.itemsize * lanes
+    if (type(ld) is not n.Load or ld.buffer.scope is not n.Scope.GLOBAL
+            or c.buffer.scope is not n.Scope.SHARED or ld.buffer.dtype != c.buffer.dtype
+            or size not in (4, 8, 16) or ld.buffer.strides is not None
+            or not _unit_last(c.buffer) or not _contiguous_in(c.indices, v)
+            or not _contiguous_in(ld.indices, v)
+            or (c.predicate is not None and uses_var(c.predicate, v))):
+        return False
+    t = p.var_ctype(v)
+    ok = p.names.fresh("kd_vok")
+    dst = f"&{p.buf(c.buffer)}[{_base_text(p, c.buffer, c.indices, v, s.min)}]"
+    src = f"&{p.buf(ld.buffer)}[{_base_text(p, ld.buffer, ld.indices, v, s.min)}]"
+    p.emit(d, "{")
+    p.emit(d + 1, f"bool {ok} = ((reinterpret_cast<unsigned long long>({dst}) | "
+                  f"reinterpret_cast<unsigned long long>({src})) & {size - 1}ULL) == 0ULL;")
+    if guards:
+        name = p.bind(v)
+        conds = " && ".join(f"({p.expr.index(g)})" for g in guards)
+        for k in range(lanes):   # every guard, every lane (constant-folded by the compiler)
+            p.emit(d + 1, f"{{ const {t} {name} = {s.min.value + k}; {ok} = {ok} && {conds}; }}")
+        p.unbind(v)
+    p.emit(d + 1, f"if ({ok}) {{")
+    if c.predicate is None:
+        p.emit(d + 2, f"kd_cp_async<{size}>({dst}, {src}, true);")
+    else:     # predicated off: no bytes read, from the buffer's base (in bounds)
+        pr = p.names.fresh("kd_p")
+        p.emit(d + 2, f"const bool {pr} = {p.expr.index(c.predicate)};")
+        p.emit(d + 2, f"kd_cp_async<{size}>({dst}, {pr} ? {src} : {p.buf(ld.buffer)}, {pr});")
+    p.emit(d + 1, "} else {")
+    p.plain_loop(s, d + 2)
+    p.emit(d + 1, "}")
+    p.emit(d, "}")
     return True
 
 

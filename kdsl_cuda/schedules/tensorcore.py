@@ -107,8 +107,8 @@ def _vector(rows: int, cols: int, threads: int) -> int | None:
 
 def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES) -> None:
     """Realise the tensor-core GEMM on matmul stage handle ``C`` (see the module docstring)."""
-    w = kd.intrin.wmma(16, 16, 16)
     a_t, b_t = (r.tensor for r in patterns.matmul_factors(C.stage))
+    w = kd.intrin.wmma(16, 16, 16, dtype=a_t.dtype)
     i, j = C.stage.axes
     (k,) = C.stage.reduce_axes
     wy, ty = _shrink(sched, i, wy, ty)
@@ -159,10 +159,13 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES) -> None:
     for src, F, vec in ((a_t, AF, vecs[0]), (b_t, BF, vecs[1])):
         X = sched.cache_read(src, "shared", [F])
         X.compute_at(CF, ko)
-        f = X.fuse(*X.axes)
+        # the last axis cut in vectors first (so a vector is contiguous in memory: one
+        # 16-byte cp.async), the rest fused and dealt out to the threads in turn
+        *rows, col = X.axes
         if vec > 1:
-            f, v = X.split(f, factor=vec)
+            col, v = X.split(col, factor=vec)
             X.vectorize(v)
+        f = X.fuse(*rows, col)
         _, t = X.split(f, factor=threads)
         z, t = X.split(t, factor=32 * wx)
         y, x = X.split(t, factor=32)

@@ -93,3 +93,19 @@ def test_unroll_hint_over_fused_index_divisions_compiles_quickly():
     src = _source(f.fn, np.ones((2, 3, 4, 5), np.float32))
     assert "#pragma unroll" not in src
     compile_cubin(src)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_vectorized_async_copies_are_one_16_byte_cp_async(dtype):
+    """A vectorized loop of asynchronous copies (the GEMMs' multi-buffered shared tiles) is one
+    16-byte ``cp.async`` per vector where its guards hold for every lane and both addresses are
+    aligned, with the element loop as fallback; in PTX and SASS terms, LDGSTS.128."""
+    def mm(A, B):
+        return A @ B
+    spec = kd.TensorSpec((4096, 4096), dtype)
+    fn = kd.schedule("cuda", tensor_cores=True)(mm) if dtype == "float16" else mm
+    src = _source(fn, spec, spec)
+    assert src.count("kd_cp_async<16>(") >= 2          # A's and B's tiles
+    assert "& 15ULL) == 0ULL" in src
+    from kdsl_cuda.build import compile_ptx
+    assert "cp.async.cg.shared.global" in compile_ptx(src)

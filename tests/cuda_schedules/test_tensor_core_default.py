@@ -62,6 +62,14 @@ def test_float32_result_and_strided_views(rng):
     _check(mm_f32_out(A[:, 3:], B[3:], backend="interp-cuda"), A[:, 3:], B[3:])
 
 
+def test_bfloat16_operands_take_a_bfloat16_intrinsic():
+    """The recipe declares its wmma intrinsic in the operands' type (it used to say float16,
+    which the tensorize check refused for bfloat16 inputs)."""
+    text = str(mm.lower(kd.TensorSpec((256, 96), "bfloat16"), kd.TensorSpec((96, 200), "bfloat16"),
+                        backend="cuda"))
+    assert "wmma" in text and "bfloat16" in text
+
+
 def _lowered(kernel, a, b):
     return str(kernel.lower(kd.TensorSpec(a, "float16"), kd.TensorSpec(b, "float16"),
                             backend="cuda"))
