@@ -194,8 +194,7 @@ def tensor_cores(warps=(2, 2), tiles=(2, 2), stages=1):
     (threadIdx.z / threadIdx.y; threadIdx.x is the warp's 32 lanes), each computing ``tiles``
     (y, x) 16x16 tiles of C in float32 accumulator fragments; per K step of 16 the A and B
     tiles staged in shared memory by every thread (``stages`` >= 2: rings filled by
-    cp.async), then loaded into matrix_a / matrix_b fragments.  (The core does not pipeline
-    tiles read by fragment loads yet: ``stages`` >= 2 is refused at lowering.)"""
+    cp.async), then loaded into matrix_a / matrix_b fragments."""
     wy, wx = warps
     ty, tx = tiles
     lanes = 32 * wy * wx

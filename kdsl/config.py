@@ -13,8 +13,8 @@ that sits on a hot path reads a snapshot once and keeps it.
 | KDSL_CACHE         | ``0`` disables the on-disk cache          | on                |
 | KDSL_CACHE_DIR     | on-disk cache directory                   | ~/.cache/kdsl     |
 | KDSL_NUM_THREADS   | CPU worker threads per parallel loop      | usable cores [1]_ |
-| KDSL_CUDA_TENSOR_CORES | ``1``: run tensor-core (WMMA) kernels  | off [2]_          |
-|                    | on the GPU                                |                   |
+| KDSL_CUDA_TENSOR_CORES | ``0``: default cuda schedules of      | on [2]_           |
+|                    | 16-bit matmuls keep to CUDA cores         |                   |
 
 .. [1] the CPUs this process may run on (``os.sched_getaffinity``, so ``taskset``,
    cpusets and a parent's ``sched_setaffinity`` are honoured), else ``os.cpu_count()``.
@@ -22,10 +22,8 @@ that sits on a hot path reads a snapshot once and keeps it.
    (each thread gets at least ``kdsl_cpu.codegen.stmt.PARALLEL_MIN_WORK`` iterations), and
    idle OpenMP workers sleep instead of spinning unless ``OMP_WAIT_POLICY`` or
    ``GOMP_SPINCOUNT`` is set (``kdsl_cpu.parallel``).
-.. [2] the cuda backend's tensor-core code is experimental: on the H200 it gave wrong results
-   for some shapes (a block whose warps' tiles are partly outside the matrix), so kernels
-   with WMMA statements are refused on the device unless this is set.  ``interp-cuda`` runs
-   them either way.
+.. [2] read when a kernel is scheduled.  Explicit schedules (``tensorize`` with
+   ``kd.intrin.wmma``, the hint ``tensor_cores=True``) use tensor cores either way.
 """
 from __future__ import annotations
 
@@ -115,8 +113,9 @@ def num_threads() -> int:
 
 
 def cuda_tensor_cores() -> bool:
-    """``KDSL_CUDA_TENSOR_CORES``: let the cuda backend run tensor-core kernels (experimental)."""
-    return _flag(os.environ.get("KDSL_CUDA_TENSOR_CORES"), False)
+    """``KDSL_CUDA_TENSOR_CORES``: whether default cuda schedules put 16-bit matrix products
+    on tensor cores (on; ``0`` keeps them on CUDA cores)."""
+    return _flag(os.environ.get("KDSL_CUDA_TENSOR_CORES"), True)
 
 
 def config() -> Config:

@@ -67,7 +67,6 @@ class CUDABackend:
         _register_readers()
         dev = driver.device(0)     # BackendUnavailable where there is no driver or device
         func = self.lower(request)
-        _check_tensor_cores(func)
         mod = generate(func)
         cubins = {dev.arch: self.cubin(mod, dev.arch)}
 
@@ -101,22 +100,6 @@ class CUDABackend:
 
     def __repr__(self) -> str:
         return f"CUDABackend(arch={self.arch!r})"
-
-
-def _check_tensor_cores(func) -> None:
-    """Tensor-core kernels run on the device only with KDSL_CUDA_TENSOR_CORES=1 (experimental:
-    wrong results were seen on the H200 for blocks whose warps' tiles lie partly outside the
-    matrix; see docs/cuda.md)."""
-    from kdsl import config
-    from kdsl.errors import BackendCompileError
-    from kdsl.ir.visitor import any_statement
-    if config.cuda_tensor_cores() or not any_statement(func.body, lambda x: type(x) in n.WMMA_STMTS):
-        return
-    raise BackendCompileError(
-        f"{func.name}: this schedule uses tensor cores (tensorize with kd.intrin.wmma or "
-        f"tensor_cores=True), whose cuda code is still experimental: it is not run on the GPU "
-        f"unless KDSL_CUDA_TENSOR_CORES=1 is set. Drop the tensorize / tensor_cores hint to run "
-        f"the CUDA-core GEMM, or run it on backend=\"interp-cuda\"")
 
 
 def _module_name(mod: CudaModule) -> str:

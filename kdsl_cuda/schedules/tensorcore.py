@@ -4,22 +4,23 @@
 bfloat16 (what ``A @ B`` traces to for 16-bit operands: float32 accumulation) is tensorized
 with ``kd.intrin.wmma(16, 16, 16)``:
 
-* a block computes a ``(16 * WY * TY) x (16 * WX * TX)`` tile of C (128 x 128 by default) with
+* a block computes a ``(16 * WY * TY) x (16 * WX * TX)`` tile of C (256 x 128 by default) with
   ``WY x WX`` warps (threadIdx.z, threadIdx.y; the 32 lanes are threadIdx.x), each warp a
-  ``TY x TX`` grid of 16 x 16 accumulator fragments (8 by default: 64 registers a thread);
-  leading batch axes and the block tile index are fused into blockIdx.x;
+  ``TY x TX`` grid of 16 x 16 accumulator fragments (16 by default: 128 registers a thread);
+  smaller products get fewer warps and fragments;
 * the reduction goes in ``BK``-long steps: each step's A and B tiles are copied into shared
   memory by all the block's threads, 8 elements (16 bytes) per thread and turn, multi-buffered
-  with asynchronous copies (``stages``) so the copy of step k+1 overlaps the products of step k;
+  with asynchronous copies (``stages``, 3 by default) so the copies of the next steps overlap
+  the products of this one;
 * within a step, each warp loads its A and B fragments from shared memory 16 columns of k at a
-  time and issues ``TY * TX`` fragment products;
+  time (those k steps unrolled) and issues ``TY * TX`` fragment products;
 * the accumulators are stored into C (partial tiles of sizes that do not divide 16 are exact:
   the core clips every fragment load and store).
 
-Used with ``tensor_cores=True`` (not yet by default: the cuda tensor-core code is experimental)
-when no extent is a constant below 16 (a matrix
-of one row is a matrix-vector product: the f32 recipe serves it better).  Correct for every
-other shape, including sizes that do not divide the tiles.
+Used by default (``tensor_cores=False`` or ``KDSL_CUDA_TENSOR_CORES=0`` opt out) when no
+extent is a constant below 16 (a matrix of one row is a matrix-vector product: the f32 recipe
+serves it better).  Correct for every other shape, including sizes that do not divide the
+tiles.
 """
 from __future__ import annotations
 
@@ -29,10 +30,14 @@ from kdsl.schedule import patterns
 
 from . import analysis as A
 
-#: warps per block (rows, columns) and 16 x 16 tiles per warp (rows, columns)
-WY, WX, TY, TX = 2, 4, 4, 2
+#: warps per block (rows, columns) and 16 x 16 tiles per warp (rows, columns): 256 x 128
+#: blocks of 8 warps of 64 x 64 (H200, 8192^3: 8.8 ms against 12.2 ms for 128 x 128 blocks of
+#: 64 x 32 warps; notes/measurements/cuda_gemm_h200_session10.txt)
+WY, WX, TY, TX = 4, 2, 4, 4
 BK = 32
-STAGES = 2
+STAGES = 3
+#: unroll the 16-deep k steps within a BK step
+UNROLL = True
 #: elements of a 16-byte vector of a 16-bit type
 VEC = 8
 
@@ -64,16 +69,12 @@ def unsuitable(h) -> str | None:
     return None
 
 
-#: tensor cores without the hint: off while the cuda tensor-core code is experimental (it is
-#: refused on the device unless KDSL_CUDA_TENSOR_CORES=1; kdsl_cuda/backend.py)
-BY_DEFAULT = False
-
-
 def eligible(sched, h) -> bool:
-    """Whether stage handle ``h`` (a matmul) takes the tensor-core recipe: where it can, when
-    ``tensor_cores=True`` (or by default once ``BY_DEFAULT`` is on)."""
+    """Whether stage handle ``h`` (a matmul) takes the tensor-core recipe: where it can, unless
+    ``tensor_cores=False`` (or, without the hint, ``KDSL_CUDA_TENSOR_CORES=0``)."""
+    from kdsl import config
     want = tensor_cores_hint(sched, h)
-    return (BY_DEFAULT if want is None else want) and unsuitable(h) is None
+    return (config.cuda_tensor_cores() if want is None else want) and unsuitable(h) is None
 
 
 def _shrink(sched, iv, warps: int, tiles: int) -> tuple:
@@ -105,7 +106,7 @@ def _vector(rows: int, cols: int, threads: int) -> int | None:
     return vec if rows * cols >= threads else None
 
 
-def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES) -> None:
+def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=UNROLL) -> None:
     """Realise the tensor-core GEMM on matmul stage handle ``C`` (see the module docstring)."""
     a_t, b_t = (r.tensor for r in patterns.matmul_factors(C.stage))
     w = kd.intrin.wmma(16, 16, 16, dtype=a_t.dtype)
@@ -146,6 +147,8 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES) -> None:
     ko, kr = CF.split(ck, factor=bk)
     kio, ki = CF.split(kr, factor=16)
     CF.reorder(ko, kio, cio, cjo, cii, cji, ki)
+    if unroll:     # the 16-deep k steps of a tile: the next fragments load during these products
+        CF.unroll(kio)
     AF.compute_at(CF, kio)
     BF.compute_at(CF, kio)
     ao, ai = AF.split(AF.axes[0], factor=16)

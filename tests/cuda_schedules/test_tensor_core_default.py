@@ -27,12 +27,14 @@ def mm_default(A, B):
     return A @ B
 
 
-def test_not_by_default_yet():
-    """The cuda tensor-core code is experimental (refused on the device without
-    KDSL_CUDA_TENSOR_CORES=1): the default schedule keeps the CUDA-core GEMM."""
-    text = str(mm_default.lower(kd.TensorSpec((512, 512), "float16"),
-                                kd.TensorSpec((512, 512), "float16"), backend="cuda"))
-    assert "wmma" not in text
+def test_by_default_and_the_opt_out(monkeypatch):
+    """A 16-bit ``A @ B`` goes to tensor cores by default; ``KDSL_CUDA_TENSOR_CORES=0`` keeps
+    default schedules on the CUDA-core GEMM (an explicit ``tensor_cores=True`` still wins)."""
+    spec = kd.TensorSpec((512, 512), "float16")
+    assert "wmma" in str(mm_default.lower(spec, spec, backend="cuda"))
+    monkeypatch.setenv("KDSL_CUDA_TENSOR_CORES", "0")
+    assert "wmma" not in str(kd.kernel(lambda A, B: A @ B).lower(spec, spec, backend="cuda"))
+    assert "wmma" in str(mm.lower(spec, spec, backend="cuda"))
 
 
 def _check(got, A, B):
@@ -75,10 +77,10 @@ def _lowered(kernel, a, b):
                             backend="cuda"))
 
 
-def test_default_uses_fragments_and_double_buffering():
+def test_default_uses_fragments_and_a_three_stage_pipeline():
     text = _lowered(mm, (4096, 4096), (4096, 4096))
-    assert "wmma.mma" in text and "async_copy" in text and "stages=2" in text
-    assert "block=(32, 4, 2)" in text          # 8 warps: 2 x 4, each 4 x 2 fragments
+    assert "wmma.mma" in text and "async_copy" in text and "stages=3" in text
+    assert "block=(32, 2, 4)" in text          # 8 warps: 4 x 2, each 4 x 4 fragments
 
 
 def test_one_row_is_not_tensorized():
