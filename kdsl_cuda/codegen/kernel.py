@@ -282,14 +282,9 @@ class KernelPrinter:
         if (type(v) is n.Load and v.buffer.scope is n.Scope.GLOBAL and s.buffer.scope is n.Scope.SHARED
                 and v.buffer.dtype == s.buffer.dtype and size in (4, 8)):
             src = f"{self._buf(v.buffer)}[{self.flat_index(v.buffer, v.indices)}]"
-            if s.predicate is None:
-                self.emit(d, f"kd_cp_async<{size}>(&{dst}, &{src}, true);")
-            else:           # predicated off: no bytes read, from the buffer's base (in bounds)
-                p = self.names.fresh("kd_p")
-                self.emit(d, "{")
-                self.emit(d + 1, f"const bool {p} = {self.expr.index(s.predicate)};")
-                self.emit(d + 1, f"kd_cp_async<{size}>(&{dst}, {p} ? &{src} : {self._buf(v.buffer)}, {p});")
-                self.emit(d, "}")
+            self.emit(d, "{")
+            self.cp_async(d + 1, size, f"&{dst}", f"&{src}", v.buffer, s.predicate)
+            self.emit(d, "}")
             return
         if type(v) is n.Load and v.buffer.dtype == s.buffer.dtype:   # the bits, unconverted
             value = f"{self._buf(v.buffer)}[{self.flat_index(v.buffer, v.indices)}]"
@@ -300,6 +295,17 @@ class KernelPrinter:
             return
         zero = store(s.buffer.dtype, literal(0, s.buffer.dtype))
         self.emit(d, f"if ({self.expr.index(s.predicate)}) {dst} = {value}; else {dst} = {zero};")
+
+    def cp_async(self, d, size: int, dst: str, src: str, src_buffer: n.Buffer, predicate) -> None:
+        """One ``size``-byte ``cp.async`` from address text ``src`` to ``dst``; where
+        ``predicate`` (an Expr, or None: always) is false, no bytes are read (from the source
+        buffer's base, in bounds) and the destination is zero-filled."""
+        if predicate is None:
+            self.emit(d, f"kd_cp_async<{size}>({dst}, {src}, true);")
+            return
+        p = self.names.fresh("kd_p")
+        self.emit(d, f"const bool {p} = {self.expr.index(predicate)};")
+        self.emit(d, f"kd_cp_async<{size}>({dst}, {p} ? {src} : {self._buf(src_buffer)}, {p});")
 
     def _CommitGroup(self, s, d):
         self.emit(d, 'asm volatile("cp.async.commit_group;\\n" ::: "memory");')

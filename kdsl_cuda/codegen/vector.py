@@ -130,12 +130,7 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
             p.emit(d + 1, f"{{ const {t} {name} = {s.min.value + k}; {ok} = {ok} && {conds}; }}")
         p.unbind(v)
     p.emit(d + 1, f"if ({ok}) {{")
-    if c.predicate is None:
-        p.emit(d + 2, f"kd_cp_async<{size}>({dst}, {src}, true);")
-    else:     # predicated off: no bytes read, from the buffer's base (in bounds)
-        pr = p.names.fresh("kd_p")
-        p.emit(d + 2, f"const bool {pr} = {p.expr.index(c.predicate)};")
-        p.emit(d + 2, f"kd_cp_async<{size}>({dst}, {pr} ? {src} : {p.buf(ld.buffer)}, {pr});")
+    p.cp_async(d + 2, size, dst, src, ld.buffer, c.predicate)
     p.emit(d + 1, "} else {")
     p.plain_loop(s, d + 2)
     p.emit(d + 1, "}")
