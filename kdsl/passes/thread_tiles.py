@@ -11,13 +11,9 @@ the body, it holds for every iteration iff it holds at the extreme iteration (ea
 at its first or last value, by the sign of its coefficient); the pass rewrites the body as
 
     if <every such guard at its extreme iteration>:  body without those guards
-    else:                                             body as it was, its loops rolled
+    else:                                             body as it was
 
-so interior threads run straight-line code and only edge threads pay for guards.  The edge
-copy's unrolled loops become serial loops: fully unrolled, every guarded statement is a
-branch of its own and NVRTC spent seconds per kernel on them (a 3x3 stencil: ~2.5 s, ~0.9 s
-rolled); edge threads are few on large arrays, so their speed matters less than the
-interior's.  It is
+so interior threads run straight-line code and only edge threads pay for guards.  It is
 ``kdsl.passes.full_tiles`` for the thread level (that CPU pass does not look into thread
 loops, whose extents are launch sizes).
 
@@ -28,8 +24,8 @@ loop.  Guards that load memory, use a variable bound inside the body by a let or
 non-constant bounds, or are not linear in the loop variables, stay in both copies.
 
 Assumes: GPU-form loop IR after ``sync`` (barriers placed).
-Guarantees: the same iterations run the same stores in the same order (only loop kinds of the
-edge copy change); a no-op on functions without thread loops.
+Guarantees: the same iterations run the same stores in the same order; a no-op on functions
+without thread loops.
 """
 from __future__ import annotations
 
@@ -140,16 +136,6 @@ class _Strip(Mutator):
         return n.IfThenElse(mk.all_of(rest), then, other)
 
 
-class _Roll(Mutator):
-    """Unrolled loops become serial ones (the edge copy: its guards stay per statement)."""
-
-    def visit_For(self, s):
-        s = self.generic(s)
-        if s.kind is n.ForKind.UNROLLED:
-            return dataclasses.replace(s, kind=n.ForKind.SERIAL)
-        return s
-
-
 def _version(body):
     """``body`` versioned into a guard-free copy and itself, or ``body`` when not worth it."""
     if any_statement(body, lambda x: isinstance(x, _BLOCKERS) or _is_thread_loop(x)):
@@ -170,7 +156,7 @@ def _version(body):
     stripped = _Strip(ids).visit(body)
     if type(full) is n.Const:
         return stripped
-    return n.IfThenElse(full, stripped, _Roll().visit(body))
+    return n.IfThenElse(full, stripped, body)
 
 
 class _Threads(Mutator):
