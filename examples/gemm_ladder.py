@@ -268,18 +268,6 @@ def kernel(step: str):
     return kd.kernel(kd.schedule("cuda", sched)(fn))
 
 
-#: where the backend refuses a step's statements (tensor cores before their codegen lands)
-REFUSED = ("tensor-core", "WMMA", "wmma")
-
-
-def refusal(e: BaseException) -> str | None:
-    """The first line of ``e`` when it is the backend refusing the step's statements (a
-    ``kd.BackendCompileError`` naming tensor cores), else None."""
-    if isinstance(e, kd.BackendCompileError) and any(w in str(e) for w in REFUSED):
-        return (str(e).strip().splitlines() or [""])[0]
-    return None
-
-
 # ----------------------------------------------------------------- --check (no GPU)
 CHECK_SHAPES = [(256, 32, 256), (130, 20, 129), (1, 1, 1), (3, 1, 200), (200, 7, 1), (0, 3, 5),
                 (7, 0, 9)]
@@ -378,9 +366,7 @@ def run_size(size: int, steps, gen) -> list[dict]:
             ms = gpu_ms(lambda: k(a, b, out=out))
             row.update(ms=ms, tflops=flops / ms / 1e9, pct=100.0 * cublas_ms / ms, err=err)
         except Exception as e:
-            why = refusal(e)
-            row["skipped" if why else "error"] = why or \
-                f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:200]
+            row["error"] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:200]
             torch.cuda.synchronize()
         rows.append(row)
         print_row(row)
@@ -392,8 +378,6 @@ def print_row(row):
     if "ms" in row:
         print(f"{head} {row['ms']:>10.3f} ms {row['tflops']:>7.2f} TFLOP/s "
               f"{row['pct']:>6.1f}% of cuBLAS ({row['cublas_ms']:.3f} ms)", flush=True)
-    elif "skipped" in row:
-        print(f"{head} skipped: the backend refuses it ({row['skipped']})", flush=True)
     else:
         print(f"{head} FAILED: {row['error']}", flush=True)
 

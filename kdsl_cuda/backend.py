@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from kdsl import dtypes as dt
-from kdsl.ir import nodes as n
 from kdsl.backends.protocol import CompileRequest
 from kdsl.passes.pipeline import PIPELINE
 

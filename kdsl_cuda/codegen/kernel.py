@@ -279,17 +279,15 @@ class KernelPrinter:
         dst = f"{self._buf(s.buffer)}[{self.flat_index(s.buffer, s.indices)}]"
         v = s.value
         size = s.buffer.dtype.itemsize
-        if (type(v) is n.Load and v.buffer.scope is n.Scope.GLOBAL and s.buffer.scope is n.Scope.SHARED
-                and v.buffer.dtype == s.buffer.dtype and size in (4, 8)):
-            src = f"{self._buf(v.buffer)}[{self.flat_index(v.buffer, v.indices)}]"
+        same = type(v) is n.Load and v.buffer.dtype == s.buffer.dtype
+        src = f"{self._buf(v.buffer)}[{self.flat_index(v.buffer, v.indices)}]" if same else None
+        if (same and v.buffer.scope is n.Scope.GLOBAL and s.buffer.scope is n.Scope.SHARED
+                and size in (4, 8)):
             self.emit(d, "{")
             self.cp_async(d + 1, size, f"&{dst}", f"&{src}", v.buffer, s.predicate)
             self.emit(d, "}")
             return
-        if type(v) is n.Load and v.buffer.dtype == s.buffer.dtype:   # the bits, unconverted
-            value = f"{self._buf(v.buffer)}[{self.flat_index(v.buffer, v.indices)}]"
-        else:
-            value = store(s.buffer.dtype, self.expr(v))
+        value = src if same else store(s.buffer.dtype, self.expr(v))   # same type: the bits
         if s.predicate is None:
             self.emit(d, f"{dst} = {value};")
             return

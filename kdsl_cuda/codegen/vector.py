@@ -88,7 +88,7 @@ def try_vectorize(p, s: n.For, d: int) -> bool:
             continue
         key = (id(ld.buffer), _base_text(p, ld.buffer, ld.indices, v, s.min))
         loads.setdefault(key, (ld, vt))
-    if lanes == 8 or (not loads and store_vec is None):
+    if not loads and store_vec is None:
         return False
     _emit(p, s, d, guards, body, loads, store_vec, lanes)
     return True
@@ -107,8 +107,8 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
     """A vectorized loop of one ``AsyncCopy`` (under guards) as one 4-, 8- or 16-byte
     ``cp.async`` where every lane's guards hold and both addresses are aligned (the copy's
     predicate, uniform over the lanes, gives the zero fill), else the loop as written."""
-    v, lanes, ld = s.var, s.extent.value, c.value
-    size = c.buffer.dtype.itemsize * lanes
+    v, ld = s.var, c.value
+    size = c.buffer.dtype.itemsize * s.extent.value
     if (type(ld) is not n.Load or ld.buffer.scope is not n.Scope.GLOBAL
             or c.buffer.scope is not n.Scope.SHARED or ld.buffer.dtype != c.buffer.dtype
             or size not in (4, 8, 16) or ld.buffer.strides is not None
@@ -116,19 +116,13 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
             or not _contiguous_in(ld.indices, v)
             or (c.predicate is not None and uses_var(c.predicate, v))):
         return False
-    t = p.var_ctype(v)
     ok = p.names.fresh("kd_vok")
     dst = f"&{p.buf(c.buffer)}[{_base_text(p, c.buffer, c.indices, v, s.min)}]"
     src = f"&{p.buf(ld.buffer)}[{_base_text(p, ld.buffer, ld.indices, v, s.min)}]"
     p.emit(d, "{")
     p.emit(d + 1, f"bool {ok} = ((reinterpret_cast<unsigned long long>({dst}) | "
                   f"reinterpret_cast<unsigned long long>({src})) & {size - 1}ULL) == 0ULL;")
-    if guards:
-        name = p.bind(v)
-        conds = " && ".join(f"({p.expr.index(g)})" for g in guards)
-        for k in range(lanes):   # every guard, every lane (constant-folded by the compiler)
-            p.emit(d + 1, f"{{ const {t} {name} = {s.min.value + k}; {ok} = {ok} && {conds}; }}")
-        p.unbind(v)
+    _lane_guards(p, s, d + 1, guards, ok)
     p.emit(d + 1, f"if ({ok}) {{")
     p.cp_async(d + 2, size, dst, src, ld.buffer, c.predicate)
     p.emit(d + 1, "} else {")
@@ -136,6 +130,19 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
     p.emit(d + 1, "}")
     p.emit(d, "}")
     return True
+
+
+def _lane_guards(p, s, d, guards, ok: str) -> None:
+    """``ok = ok && <every guard>`` for every lane of vectorized loop ``s`` (the lane index a
+    constant each time: the compiler folds them)."""
+    if not guards:
+        return
+    t, lo = p.var_ctype(s.var), s.min.value
+    name = p.bind(s.var)
+    conds = " && ".join(f"({p.expr.index(g)})" for g in guards)
+    for k in range(s.extent.value):
+        p.emit(d, f"{{ const {t} {name} = {lo + k}; {ok} = {ok} && {conds}; }}")
+    p.unbind(s.var)
 
 
 def _stored_buffers(body):
@@ -160,11 +167,7 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
     ok = p.names.fresh("kd_vok")
     p.emit(d, "{")
     p.emit(d + 1, f"bool {ok} = true;")
-    name = p.bind(v)
-    for k in range(lanes):   # every guard, every lane (constant-folded by the compiler)
-        if guards:
-            conds = " && ".join(f"({p.expr.index(g)})" for g in guards)
-            p.emit(d + 1, f"{{ const {t} {name} = {lo + k}; {ok} = {ok} && {conds}; }}")
+    _lane_guards(p, s, d + 1, guards, ok)
     addrs = []
     for (bid, base), (ld, vt) in loads.items():
         addrs.append((f"&{p.buf(ld.buffer)}[{base}]", ld.buffer.dtype.itemsize * lanes))
@@ -174,7 +177,6 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
     for addr, nbytes in addrs:
         p.emit(d + 1, f"{ok} = {ok} && ((reinterpret_cast<unsigned long long>({addr}) & "
                       f"{nbytes - 1}ULL) == 0ULL);")
-    p.unbind(v)
     p.emit(d + 1, f"if ({ok}) {{")
     names = {}
     for key, (ld, vt) in loads.items():

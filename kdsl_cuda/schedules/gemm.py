@@ -204,7 +204,7 @@ def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, ty=TY, tx=TX, vec=1, stages=None, unr
         if X is None:
             continue
         X.compute_at(CL, ko)
-        _coop_copy(X, ty, tx, vec)
+        coop_copy(X, vec, ("threadIdx.y", ty), ("threadIdx.x", tx))
         if stages and stages >= 2 and not one_step:
             X.double_buffer() if stages == 2 else X.pipeline(stages)
 
@@ -224,18 +224,24 @@ def _bind_blocks(sched, C, batch, by, bx):
         C.bind(C.fuse(*batch, by, bx), "blockIdx.x")
 
 
-def _coop_copy(X, ty, tx, vec):
-    """All ``ty * tx`` threads copy stage X's region: its last axis cut in ``vec``-element
-    vectors (vectorized), the rest fused and dealt out in turn (consecutive threads take
-    consecutive vectors: coalesced reads)."""
+def coop_copy(X, vec, *threads):
+    """All the block's threads copy stage X's region: its last axis cut in ``vec``-element
+    vectors (vectorized: one 16-byte access or cp.async each), the rest fused and dealt out in
+    turn over ``threads``, (thread tag, extent) pairs from the slowest to the fastest
+    (consecutive threads take consecutive vectors: coalesced reads)."""
     *rows, col = X.axes
     v = None
     if vec > 1:
         col, v = X.split(col, factor=vec)
     f = X.fuse(*rows, col) if rows else col
-    _, t = X.split(f, factor=ty * tx)
-    y, x = X.split(t, factor=tx)
-    X.bind(y, "threadIdx.y")
-    X.bind(x, "threadIdx.x")
+    total = 1
+    for _, ext in threads:
+        total *= ext
+    _, t = X.split(f, factor=total)
+    for tag, ext in threads[:-1]:
+        total //= ext
+        o, t = X.split(t, factor=total)
+        X.bind(o, tag)
+    X.bind(t, threads[-1][0])
     if v is not None:
         X.vectorize(v)

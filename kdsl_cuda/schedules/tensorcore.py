@@ -29,6 +29,7 @@ from kdsl import dtypes as dt
 from kdsl.schedule import patterns
 
 from . import analysis as A
+from .gemm import coop_copy
 
 #: warps per block (rows, columns) and 16 x 16 tiles per warp (rows, columns): 256 x 128
 #: blocks of 8 warps of 64 x 64 (H200, 8192^3: 8.8 ms against 12.2 ms for 128 x 128 blocks of
@@ -162,19 +163,7 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=U
     for src, F, vec in ((a_t, AF, vecs[0]), (b_t, BF, vecs[1])):
         X = sched.cache_read(src, "shared", [F])
         X.compute_at(CF, ko)
-        # the last axis cut in vectors first (so a vector is contiguous in memory: one
-        # 16-byte cp.async), the rest fused and dealt out to the threads in turn
-        *rows, col = X.axes
-        if vec > 1:
-            col, v = X.split(col, factor=vec)
-            X.vectorize(v)
-        f = X.fuse(*rows, col)
-        _, t = X.split(f, factor=threads)
-        z, t = X.split(t, factor=32 * wx)
-        y, x = X.split(t, factor=32)
-        X.bind(z, "threadIdx.z")
-        X.bind(y, "threadIdx.y")
-        X.bind(x, "threadIdx.x")
+        coop_copy(X, vec, ("threadIdx.z", wy), ("threadIdx.y", wx), ("threadIdx.x", 32))
         if stages == 2:
             X.double_buffer()
         elif stages and stages > 2:

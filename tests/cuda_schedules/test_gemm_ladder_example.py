@@ -1,7 +1,7 @@
 """examples/gemm_ladder.py --check in CI: every step of the seed-002 ladder at its full tile
 sizes on interp-cuda (SIMT, race-checked) against numpy in float64, at shapes that do and do
 not divide the tiles (0 and 1 sizes included); the NVRTC hook compiles each (the tensor-core
-step counts as refused until the cuda codegen prints WMMA).  Also examples/wmma_gemm.py."""
+step included).  Also examples/wmma_gemm.py."""
 import os
 import sys
 
