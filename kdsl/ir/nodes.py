@@ -631,6 +631,12 @@ class LoweredFunc:
     #: (the schedule's ``size_hints``, from the dispatch key); codegens may rely on them
     #: (the cuda backend proves 32-bit index arithmetic with them)
     size_hints: tuple = ()
+    #: buffers of padded caches (``cache_read(pad=True)``): every element of their region is
+    #: written, zero where it lies beyond the source array, so a reader may read whole tiles
+    padded: tuple = ()
+    #: ((Var, Var), ...): sizes every call checks equal (the graph's constraints between two
+    #: shape Vars, e.g. A @ B's inner dims); passes may use them as facts
+    equal_sizes: tuple = ()
 
     def __post_init__(self):
         old = [k for k in _TYPED_ATTRS if k in self.attrs]

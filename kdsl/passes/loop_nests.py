@@ -15,6 +15,9 @@ nodes (no TensorRead/Reduce), with ``bindings`` from storage and one
   part of a cooperative copy even where its own element is out of bounds);
   guards that load memory (a ``where=``, a data store predicate) are nested
   inside the index guards (``kdsl.passes.guards``);
+- a padded cache (``cache_read(pad=True)``) has no guards for its domain's bounds: its
+  store is ``if <in bounds>: X[i] = A[j] else: X[i] = 0`` (the form of a predicated
+  ``AsyncCopy``), so every element of its region is written;
 - reductions store their identity in an init nest outside their reduction
   loops (``kdsl.passes.reductions``); reduction loops bound to threadIdx
   make one ``CrossThreadReduce`` statement (``kdsl.passes.cross_thread``).
@@ -163,7 +166,11 @@ class NestBuilder:
         pred = self.predicate(h)
         if not st.is_reduction:
             buf, _ = self.buffer_of(st.output)
-            store = n.Store(buf, self.index(h, st.output), self.expr(h, st.body))
+            idx = self.index(h, st.output)
+            store = n.Store(buf, idx, self.expr(h, st.body))
+            if dom.pad_guards:     # a padded cache: zeros where its tile leaves the array
+                store = n.IfThenElse(mk.all_of(dom.pad_guards), store,
+                                     n.Store(buf, idx, mk.as_expr(0, buf.dtype)))
             return self.nest(h, h.leaf, [g for g, _ in dom.guards], guard(pred, store))
         return emit_reduction(self, h, pred)
 
@@ -179,6 +186,10 @@ def build_loop_nests(state: LowerState) -> LowerState:
                  for h in b.handles if h.tensorized)
     func = n.LoweredFunc(b.graph.name, st.inputs, st.outputs, st.scalars, body,
                          bindings=st.bindings, tensorize=tens,
+                         padded=tuple(st.buffers[h.stage.output][0] for h in b.handles
+                                      if h.pad and h.stage.output in st.buffers),
+                         equal_sizes=tuple((c.lhs, c.rhs) for c in b.graph.constraints
+                                           if type(c.lhs) is n.Var and type(c.rhs) is n.Var),
                          size_hints=tuple((v, lo, hi) for v, (lo, hi) in
                                           (getattr(state.sched, "size_hints", None) or {}).items()))
     return dataclasses.replace(state, func=func)

@@ -17,7 +17,8 @@ Guarantees: for such a loop ``for ko in [m, m+E)`` with ring buffers B (all of o
         barrier                                   # slot read here is refilled next (WAR)
       wait_group(0)                               # epilogue: drain the groups still open
 
-Copies are ``AsyncCopy`` statements (their predicate zero-fills past the end); every
+Copies are ``AsyncCopy`` statements (their predicate zero-fills past the end, and where a
+padded cache's tile leaves the array); every
 iteration commits one group, possibly empty, so the group count stays uniform.  The copy
 of tile ko+1 thus overlaps the compute of tile ko (S=2).  Sequential executors run
 ``AsyncCopy`` as a store at issue (``sequential.lower_async_copies``), which is exact: every read of a
@@ -78,6 +79,33 @@ class _Ring(Mutator):
             return s
         return n.AsyncCopy(r, (self.slot,) + s.indices, s.value, self.predicate)
 
+    def visit_AsyncCopy(self, s):     # a padded copy: its own predicate and the ring's
+        s = self.generic(s)
+        r = self.rings.get(s.buffer)
+        if r is None:
+            return s
+        pred = s.predicate if self.predicate is None else mk.logical_and(s.predicate, self.predicate)
+        return n.AsyncCopy(r, (self.slot,) + s.indices, s.value, pred)
+
+
+class _PaddedCopies(Mutator):
+    """The copy of a padded cache (``if c: X[i] = A[j] else: X[i] = 0``, loop_nests' form) into
+    a pipelined buffer becomes ``AsyncCopy(X[i], A[j], predicate=c)``: cp.async zero-fills
+    where its predicate is false."""
+
+    def __init__(self, bufs):
+        super().__init__()
+        self.bufs = bufs
+
+    def visit_IfThenElse(self, s):
+        s = self.generic(s)
+        t, e = s.then, s.otherwise
+        if (type(t) is n.Store and type(e) is n.Store and t.buffer is e.buffer
+                and t.buffer in self.bufs and t.indices == e.indices
+                and type(e.value) is n.Const and e.value.value == 0):
+            return n.AsyncCopy(t.buffer, t.indices, t.value, s.cond)
+        return s
+
 
 class _Pipeliner(Mutator):
     """Finds the serial loop whose body copies each pipelined buffer (the loop the stage is
@@ -122,9 +150,13 @@ def _pipeline(loop: n.For, chain, core, piped, made: dict) -> n.Stmt:
     chain = [a for a in chain if a.buffer not in bufs or a.stages == 1]   # the rings: out of the loop
     inside = [a for a in piped if any(a is c for c in allocate_chain(loop.body)[0])]
     stmts = core.stmts if isinstance(core, n.Seq) else (core,)
-    producers, rest = [], []
-    for x in stmts:
-        (producers if _stores_to(x, bufs) else rest).append(x)
+    producers, rest, at = [], [], []
+    for k, x in enumerate(stmts):
+        if _stores_to(x, bufs):
+            producers.append(_PaddedCopies(bufs).visit(x))
+            at.append(k)
+        else:
+            rest.append(x)
     inner_bufs = {a.buffer for a in chain if a.stages == 1}
     written = {st.buffer for st in collect(core, lambda y: isinstance(y, n.Store))}
     for p in producers:
@@ -147,7 +179,7 @@ def _pipeline(loop: n.For, chain, core, piped, made: dict) -> n.Stmt:
             raise _err(b, f"has a size that changes with loop {loop.var.name}")
     for b in bufs:      # per buffer: fragment loads interleave with the copies (attach order)
         first_reader = next((k for k, x in enumerate(stmts) if _loads_of(x, {b})), len(stmts))
-        if any(stmts.index(p) > first_reader for p in producers if _stores_to(p, {b})):
+        if any(k > first_reader for k, p in zip(at, producers) if _stores_to(p, {b})):
             raise InternalCompilerError(f"loop {loop.var.name}: ring buffer {b.name} is read before its copy")
 
     ko, m, E = loop.var, loop.min, loop.extent

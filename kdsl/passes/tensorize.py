@@ -41,6 +41,7 @@ from ..ir.simplify import linear, simplify
 from ..ir.visitor import Mutator, collect, free_vars
 from ..schedule.records import where
 from .tighten_loops import conjuncts
+from .wmma_padding import covers, loop_ranges, widen
 
 S = n.Scope
 _FRAG_ROLE = {S.WMMA_MATRIX_A: "matrix_a", S.WMMA_MATRIX_B: "matrix_b", S.WMMA_ACCUMULATOR: "accumulator"}
@@ -262,7 +263,9 @@ def _dim_words(scope) -> tuple:
 class _Plan:
     """Everything the rewrite needs: matched nests, fragment orientations, canonical buffers."""
 
-    def __init__(self):
+    def __init__(self, padded=(), equal=()):
+        self.padded = set(padded)      # buffers of padded caches (LoweredFunc.padded)
+        self.equal = dict(equal)       # shape Var -> a Var every call checks equal to it
         self.nests: dict = {}          # id(For) -> _Nest
         self.transposed: dict = {}     # fragment Buffer -> (bool, the nest that decided it)
         self.canon: dict = {}          # fragment Buffer -> canonical Buffer
@@ -408,8 +411,10 @@ def _build(plan: _Plan, nest: _Nest) -> n.Stmt:
         tile, origin, layout, extents = _copy_parts(plan, nest, frag, st.indices, src.buffer, src.indices, "load")
         field = "layout_a" if frag.scope is S.WMMA_MATRIX_A else "layout_b"
         _check_layout(nest, layout, getattr(intrin, field), src.buffer, frag, field)
-        nest.info.update(frag=frag, layout=layout, extents=extents)
-        return n.WmmaLoad(plan.buffer(fail, frag, intrin), tile, shape, src.buffer, origin, layout, extents)
+        load = n.WmmaLoad(plan.buffer(fail, frag, intrin), tile, shape, src.buffer, origin, layout, extents)
+        load, clipped = widen(load, _tile_dims(intrin, frag.scope), plan.padded, nest.info["ranges"])
+        nest.info.update(frag=frag, layout=layout, extents=load.extents, clipped=clipped)
+        return load
     frag, dst = st.value.buffer, st.buffer          # store
     if dst.dtype is not frag.dtype:
         fail(f"{dst.name} is {dst.dtype.name} and the accumulator {frag.name} {frag.dtype.name}; a wmma "
@@ -423,11 +428,13 @@ def _build(plan: _Plan, nest: _Nest) -> n.Stmt:
 def _pad_to_reduction(plan: _Plan, built: dict, scalars):
     """An accumulation cut short along k runs on whole tiles, so both operand tiles must be zero
     beyond its reduction's end: each load of an operand fragment stops there too (its valid k
-    extent becomes the smaller of its own and the accumulation's; the rest is zero-filled)."""
+    extent becomes the smaller of its own and the accumulation's; the rest is zero-filled).
+    A whole-tile load of a padded cache keeps its whole tile where its memory is zero from the
+    reduction's end on (``wmma_padding.covers``)."""
     for nest in plan.nests.values():
         if nest.role != "mma" or nest.info["klimit"] is None:
             continue
-        klim = nest.info["klimit"]
+        klim, intrin_k = nest.info["klimit"], nest.req.intrin.k
         for op, k_at in (("a", 1), ("b", 0)):
             frag = nest.info[op].buffer
             for key, ld in plan.nests.items():
@@ -437,6 +444,10 @@ def _pad_to_reduction(plan: _Plan, built: dict, scalars):
                 got = stmt.extents[k_at]
                 if got == klim:
                     continue
+                clipped = ld.info.get("clipped")
+                if clipped is not None and covers(klim, clipped[k_at], intrin_k, ld.info["ranges"],
+                                                  plan.equal):
+                    continue        # a whole tile of a padded cache: zeros from memory
                 if not free_vars(klim) <= ld.info["scope"] | set(scalars):
                     _Fail(nest.req)(
                         f"the accumulation stops at k < {_show(klim)}, which the load of {frag.name} "
@@ -463,6 +474,7 @@ def _find(s, reqs: dict, plan: _Plan, stack: list, kernels: list):
                      hint="bind the loops that pick a warp's tiles to threadIdx.y / threadIdx.z")
             nest = _parse(req, s)
             nest.info["scope"] = {f.var for f in stack}
+            nest.info["ranges"] = loop_ranges(stack)
             plan.nests[id(s)] = nest
             root = next((f for f in stack if f.kind is n.ForKind.BOUND), None)
             if root is not None and all(r is not root for r, _ in kernels):
@@ -533,7 +545,7 @@ def tensorize(func: n.LoweredFunc) -> n.LoweredFunc:
         if not isinstance(r.intrin, WMMA):
             raise InternalCompilerError(f"tensorize request with intrinsic {r.intrin!r}")
         reqs[r.axis.var] = r
-    plan, kernels = _Plan(), []
+    plan, kernels = _Plan(func.padded, func.equal_sizes), []
     _find(func.body, reqs, plan, [], kernels)
     found = {x.req.axis.var for x in plan.nests.values()}
     for v, r in reqs.items():

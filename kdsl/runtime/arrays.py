@@ -57,9 +57,14 @@ def array_info(a):
             iface = None
         if isinstance(iface, dict):
             try:
-                return _from_interface(iface)
+                got = _from_interface(iface)
             except (KeyError, TypeError, ValueError):
                 break
+            if got[0].kind != "V":
+                return got
+            break       # a type the interface cannot describe (torch's bfloat16: '<V2')
+    if _dlpack_reader is None and hasattr(a, "__dlpack__"):
+        _load_cuda_readers()
     if _dlpack_reader is not None and hasattr(a, "__dlpack__"):
         try:
             return _dlpack_reader(a)
@@ -70,6 +75,17 @@ def array_info(a):
 
 #: reads arrays that only DLPack describes (bfloat16 from JAX), set by a backend that can
 _dlpack_reader = None
+
+
+def _load_cuda_readers() -> None:
+    """Load the installed cuda backend, which registers its DLPack reader: a first call with a
+    bfloat16 device array reads the key before any backend is loaded."""
+    from ..backends import registry
+    try:
+        if registry.is_installed("cuda"):
+            registry.get_backend("cuda")
+    except Exception:       # not usable here: the array stays unreadable (a clear error later)
+        pass
 
 
 def register_dlpack_reader(reader) -> None:

@@ -209,8 +209,16 @@ class Schedule:
 
     # ------------------------------------------------------------ caches
     @primitive(check=True)
-    def cache_read(self, tensor, scope, readers=None) -> StageSchedule:
-        """A copy of ``tensor`` in ``scope`` that ``readers`` (default: all) read instead (``<A>.<scope>``)."""
+    def cache_read(self, tensor, scope, readers=None, *, pad: bool = False) -> StageSchedule:
+        """A copy of ``tensor`` in ``scope`` that ``readers`` (default: all) read instead (``<A>.<scope>``).
+
+        ``pad=True``: the copy writes its whole region (the tile its readers need), with zeros
+        where the tile lies beyond ``tensor``'s edges, instead of skipping those elements.
+        Readers then see the tensor padded with zeros: a tensor-core fragment loaded from
+        such a tile needs no clipping, so its load is one unconditional ``ldmatrix``.
+        """
+        if not isinstance(pad, bool):
+            raise ScheduleError(f"cache_read: pad must be True or False, got {pad!r}")
         t = self._tensor(tensor)
         sc = as_scope(scope)
         rs = self._readers_of(t, readers, "cache_read")
@@ -221,6 +229,7 @@ class Schedule:
             r.stage.body = retarget(r.stage.body, {t: cache.output})
         h = self._insert_before(cache, [r.stage for r in rs])
         h.scope = sc
+        h.pad = pad
         return h
 
     @primitive(check=True)

@@ -67,7 +67,7 @@ def primitive(check: bool = False):
 
 _HANDLE_FIELDS = ("relations", "leaf", "attrs", "bind_locs", "attach", "attach_stage", "attach_axis", "attach_loc",
                   "store_predicate_loc",
-                  "scope", "store_predicate", "buffer_stages", "pipeline_loc", "tensorized")
+                  "scope", "store_predicate", "buffer_stages", "pipeline_loc", "tensorized", "pad")
 _STAGE_FIELDS = ("axes", "reduce_axes", "body", "values")
 
 
@@ -123,6 +123,8 @@ class StageSchedule:
         self.buffer_stages = 1
         self.pipeline_loc = None    # the user's double_buffer / pipeline line
         self.tensorized: Tensorize | None = None
+        #: a cache_read(..., pad=True): its whole region is written, zeros beyond the array
+        self.pad = False
 
     # ------------------------------------------------------------ introspection
     @property

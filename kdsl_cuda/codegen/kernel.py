@@ -305,6 +305,12 @@ class KernelPrinter:
         self.emit(d, f"const bool {p} = {self.expr.index(predicate)};")
         self.emit(d, f"kd_cp_async<{size}>({dst}, {p} ? {src} : {self._buf(src_buffer)}, {p});")
 
+    def cp_async_bytes(self, d, size: int, dst: str, src: str, src_buffer: n.Buffer, nbytes: str) -> None:
+        """One ``size``-byte ``cp.async`` that reads only the first ``nbytes`` (a C int name,
+        0 to ``size``) from ``src`` and zero-fills the rest (nothing read when 0: the source
+        address is then the buffer's base, in bounds)."""
+        self.emit(d, f"kd_cp_async_n<{size}>({dst}, {nbytes} > 0 ? {src} : {self._buf(src_buffer)}, {nbytes});")
+
     def _CommitGroup(self, s, d):
         self.emit(d, 'asm volatile("cp.async.commit_group;\\n" ::: "memory");')
 

@@ -97,6 +97,14 @@ template <int N> __device__ __forceinline__ void kd_cp_async(void* dst, const vo
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(s), "l"(src), "n"(N), "r"(p ? N : 0) : "memory");
 }
+// cp.async of N bytes that reads the first `bytes` (0..N) and zero-fills the rest
+template <int N> __device__ __forceinline__ void kd_cp_async_n(void* dst, const void* src, int bytes) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  if constexpr (N == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(src), "r"(bytes) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(s), "l"(src), "n"(N), "r"(bytes) : "memory");
+}
 // tensor cores (codegen/wmma.py): ldmatrix and mma.sync.m16n8k16 in inline PTX (sm_80+)
 __device__ __forceinline__ uint32_t kd_pack2(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }
 __device__ __forceinline__ void kd_ldsm_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, const void* p) {

@@ -17,8 +17,11 @@ order, so an accumulation (``acc = acc + A[.. + v]``) adds in the loop's order.
 """
 from __future__ import annotations
 
+from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
+from kdsl.ir.simplify import linear, simplify
 from kdsl.ir.visitor import collect, substitute, uses_var
+from kdsl.passes.tighten_loops import conjuncts, guard_limit
 
 from .types import ctype, is_half
 
@@ -103,31 +106,107 @@ def _unit_last(buf: n.Buffer) -> bool:
     return type(last) is n.Const and last.value == 1
 
 
+def _scalar_factor(p, t):
+    """The kernel parameter (a shape or stride) that term ``t`` of a linear form is a multiple
+    of (``t`` is that scalar or a product with it), or None."""
+    if type(t) is n.Var:
+        return t if id(t) in p._scalars else None
+    if type(t) is n.Binary and t.op is n.BinOp.MUL:
+        for f in (t.a, t.b):
+            if type(f) is n.Var and id(f) in p._scalars:
+                return f
+    return None
+
+
+def _alignment(p, buf, indices, v, lo, nbytes: int, address: str) -> str:
+    """A C condition that ``buf[indices]`` at lane ``lo`` (C text ``address``) is ``nbytes``
+    aligned: the part the index's linear form leaves to kernel parameters (the array's base
+    address, its row length ...), uniform over the kernel, or ``""`` when it always is.
+    Where a term is neither a constant multiple nor a parameter's, the address itself."""
+    from .kernel import flat_offset      # (kernel.py imports this module)
+    per, item = nbytes // buf.dtype.itemsize, buf.dtype.itemsize
+    off = flat_offset(buf, tuple(substitute(i, {v: lo}) for i in indices))
+    parts = [] if buf.scope is n.Scope.SHARED else [f"reinterpret_cast<unsigned long long>({p.buf(buf)})"]
+    if off is not None:
+        lin = linear(off)
+        if lin.const % per:
+            return f"((reinterpret_cast<unsigned long long>({address}) & {nbytes - 1}ULL) == 0ULL)"
+        for t, c in lin.terms.items():
+            if c % per == 0:
+                continue
+            f = _scalar_factor(p, t)
+            if f is None:
+                return f"((reinterpret_cast<unsigned long long>({address}) & {nbytes - 1}ULL) == 0ULL)"
+            # the low bits decide: 32-bit arithmetic is exact for them
+            parts.append(f"(unsigned long long)((unsigned)({p.expr.index(f)}) * {(c * item) % nbytes}u)")
+    if not parts:
+        return ""       # shared memory (16-byte aligned) at a constant multiple
+    return f"((({' | '.join(parts)}) & {nbytes - 1}ULL) == 0ULL)"
+
+
+def _split_predicate(pred, v):
+    """(the conjuncts of ``pred`` free of lane ``v``, the limits ``N - c`` of those of the form
+    ``v + c < N``) or None when some other conjunct uses ``v``.  A lane's copy then holds where
+    the first hold and ``v`` is below every limit: the valid lanes are a prefix."""
+    if pred is None:
+        return [], []
+    uniform, limits = [], []
+    for c in conjuncts(pred):
+        if not uses_var(c, v):
+            uniform.append(c)
+            continue
+        lim = guard_limit(c, v)
+        if lim is None:
+            return None
+        limits.append(lim)
+    return uniform, limits
+
+
 def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
     """A vectorized loop of one ``AsyncCopy`` (under guards) as one 4-, 8- or 16-byte
-    ``cp.async`` where every lane's guards hold and both addresses are aligned (the copy's
-    predicate, uniform over the lanes, gives the zero fill), else the loop as written."""
+    ``cp.async`` where every lane's guards hold and both addresses are aligned, else the loop
+    as written.  The copy's predicate gives the zero fill: a lane-invariant predicate all or
+    nothing, a bound on the lane (``v + c < N``: a padded cache's tile at the array's edge)
+    the number of source bytes copied (cp.async's src-size; the rest is zero-filled)."""
     v, ld = s.var, c.value
-    size = c.buffer.dtype.itemsize * s.extent.value
+    item = c.buffer.dtype.itemsize
+    size = item * s.extent.value
+    split = _split_predicate(c.predicate, v)
     if (type(ld) is not n.Load or ld.buffer.scope is not n.Scope.GLOBAL
             or c.buffer.scope is not n.Scope.SHARED or ld.buffer.dtype != c.buffer.dtype
             or size not in (4, 8, 16) or ld.buffer.strides is not None
             or not _unit_last(c.buffer) or not _contiguous_in(c.indices, v)
-            or not _contiguous_in(ld.indices, v)
-            or (c.predicate is not None and uses_var(c.predicate, v))):
+            or not _contiguous_in(ld.indices, v) or split is None):
         return False
     ok = p.names.fresh("kd_vok")
     dst = f"&{p.buf(c.buffer)}[{_base_text(p, c.buffer, c.indices, v, s.min)}]"
     src = f"&{p.buf(ld.buffer)}[{_base_text(p, ld.buffer, ld.indices, v, s.min)}]"
+    aligned = [a for a in (_alignment(p, c.buffer, c.indices, v, s.min, size, dst),
+                           _alignment(p, ld.buffer, ld.indices, v, s.min, size, src)) if a]
     p.emit(d, "{")
-    p.emit(d + 1, f"bool {ok} = ((reinterpret_cast<unsigned long long>({dst}) | "
-                  f"reinterpret_cast<unsigned long long>({src})) & {size - 1}ULL) == 0ULL;")
-    _lane_guards(p, s, d + 1, guards, ok)
-    p.emit(d + 1, f"if ({ok}) {{")
-    p.cp_async(d + 2, size, dst, src, ld.buffer, c.predicate)
-    p.emit(d + 1, "} else {")
-    p.plain_loop(s, d + 2)
-    p.emit(d + 1, "}")
+    inner = d + 1
+    if aligned or guards:      # else: always aligned, no lane guard: no scalar fallback
+        p.emit(d + 1, f"bool {ok} = {' && '.join(aligned) or 'true'};")
+        _lane_guards(p, s, d + 1, guards, ok)
+        p.emit(d + 1, f"if ({ok}) {{")
+        inner = d + 2
+    uniform, limits = split
+    if not limits:
+        p.cp_async(inner, size, dst, src, ld.buffer, mk.all_of(uniform))
+    else:   # the lanes below every limit: min(limit - first lane, W), clamped at 0
+        lanes = f"{s.extent.value}"
+        for lim in limits:
+            lanes = f"kd_imin<long long>({lanes}, (long long)({p.expr.index(simplify(mk.sub(lim, s.min)))}))"
+        valid = f"kd_imax<long long>({lanes}, 0LL)"
+        if uniform:
+            valid = f"(({p.expr.index(mk.all_of(uniform))}) ? {valid} : 0LL)"
+        nb = p.names.fresh("kd_nb")
+        p.emit(inner, f"const int {nb} = (int){valid} * {item};")
+        p.cp_async_bytes(inner, size, dst, src, ld.buffer, nb)
+    if inner > d + 1:
+        p.emit(d + 1, "} else {")
+        p.plain_loop(s, d + 2)
+        p.emit(d + 1, "}")
     p.emit(d, "}")
     return True
 
@@ -168,15 +247,15 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
     p.emit(d, "{")
     p.emit(d + 1, f"bool {ok} = true;")
     _lane_guards(p, s, d + 1, guards, ok)
-    addrs = []
-    for (bid, base), (ld, vt) in loads.items():
-        addrs.append((f"&{p.buf(ld.buffer)}[{base}]", ld.buffer.dtype.itemsize * lanes))
+    accesses = [(ld.buffer, ld.indices, base) for (bid, base), (ld, vt) in loads.items()]
     if store_vec is not None:
         sbase = _base_text(p, body.buffer, body.indices, v, s.min)
-        addrs.append((f"&{p.buf(body.buffer)}[{sbase}]", body.buffer.dtype.itemsize * lanes))
-    for addr, nbytes in addrs:
-        p.emit(d + 1, f"{ok} = {ok} && ((reinterpret_cast<unsigned long long>({addr}) & "
-                      f"{nbytes - 1}ULL) == 0ULL);")
+        accesses.append((body.buffer, body.indices, sbase))
+    for buf, indices, base in accesses:
+        cond = _alignment(p, buf, indices, v, s.min, buf.dtype.itemsize * lanes,
+                          f"&{p.buf(buf)}[{base}]")
+        if cond:
+            p.emit(d + 1, f"{ok} = {ok} && {cond};")
     p.emit(d + 1, f"if ({ok}) {{")
     names = {}
     for key, (ld, vt) in loads.items():

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
+from kdsl.ir.simplify import linear
 
 from .types import stype
 
@@ -168,11 +169,50 @@ class _Tile:
         return f"kd_wrv >= {self.rows} && kd_wcv >= {self.cols}"
 
 
+def _multiple(e, m: int) -> bool:
+    """Whether int Expr ``e`` is a multiple of ``m`` for every value of its variables (every
+    coefficient and the constant of its linear form are)."""
+    if e is None:
+        return True
+    lin = linear(e)
+    return lin.const % m == 0 and all(c % m == 0 for c in lin.terms.values())
+
+
+def static_fast_path(s: n.WmmaLoad) -> bool:
+    """Whether ``s`` is known at compile time to take ``ldmatrix``: a whole tile (constant
+    extents, e.g. from a padded cache) of a 16-byte aligned shared buffer (every shared
+    allocation is) at an offset and with a row stride that are multiples of 16 bytes."""
+    src, item = s.src, s.src.dtype.itemsize
+    rows, cols = _tile_dims(s.frag.scope, s.shape)
+    if src.scope is not n.Scope.SHARED or s.frag.scope is _C or 16 % item:
+        return False
+    if not all(type(e) is n.Const and e.value >= w for e, w in zip(s.extents, (rows, cols))):
+        return False
+    strides = src.strides
+    if strides is None:
+        if not all(type(x) is n.Const for x in src.shape):
+            return False
+        ldm = int(src.shape[-1].value)
+        last = 1
+    else:
+        if not all(type(x) is n.Const for x in strides[-2:]):
+            return False
+        ldm, last = int(strides[-2].value), int(strides[-1].value)
+    per = 16 // item
+    from .kernel import flat_offset     # (kernel.py imports this module)
+    return last == 1 and ldm % per == 0 and _multiple(flat_offset(src, s.origin), per)
+
+
 def load(p, s: n.WmmaLoad, d: int) -> None:
-    """``WmmaLoad``: ldmatrix for full aligned shared tiles of A/B, else element by element
-    (zero outside ``extents``, nothing read there)."""
+    """``WmmaLoad``: ldmatrix for full aligned shared tiles of A/B (with no run-time test where
+    ``static_fast_path``), else element by element (zero outside ``extents``, nothing read
+    there)."""
     p.emit(d, "{")
     tile = _Tile(p, s, s.src, d + 1)
+    if static_fast_path(s):
+        _ldmatrix(p, s, tile, d + 1)
+        p.emit(d, "}")
+        return
     fast = s.src.scope is n.Scope.SHARED and s.frag.scope is not _C
     cond = tile.full
     if fast:

@@ -161,7 +161,7 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=U
     CF.tensorize(cii, w)
     C.tensorize(tii, w)
     for src, F, vec in ((a_t, AF, vecs[0]), (b_t, BF, vecs[1])):
-        X = sched.cache_read(src, "shared", [F])
+        X = sched.cache_read(src, "shared", [F], pad=True)
         X.compute_at(CF, ko)
         coop_copy(X, vec, ("threadIdx.z", wy), ("threadIdx.y", wx), ("threadIdx.x", 32))
         if stages == 2:
