@@ -521,7 +521,9 @@ class WmmaLoad(Stmt):
     ``origin`` indexes ``src`` (one Expr per dimension) at the tile's element (0, 0); the tile
     spans ``src``'s last two dimensions as ``layout`` says.  ``extents`` = (rows, cols): the
     tile's valid part (clamped to [0, tile size]); elements outside it are set to zero and
-    ``src`` is not read there (a partial tile of a non-divisible shape).
+    ``src`` is not read there (a partial tile of a non-divisible shape).  ``whole``: the whole
+    tile lies inside ``src``'s allocation and is initialised (a padded cache), so a backend may
+    read it all and zero what lies outside ``extents`` afterwards.
     """
 
     frag: Buffer
@@ -531,6 +533,7 @@ class WmmaLoad(Stmt):
     origin: tuple
     layout: WmmaLayout
     extents: tuple
+    whole: bool = False
 
 
 @dataclass(frozen=True)

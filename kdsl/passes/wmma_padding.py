@@ -13,7 +13,9 @@ instead of a run-time test and an element-wise fallback.  That is exact where
   multiple of the fragment size never cut a fragment);
 * along k, the accumulation's own reduction end (``klimit``) is not before the array's end:
   products beyond the reduction's end must be zero, and the memory holds zeros only beyond
-  the array's (``covers``).
+  the array's (``covers``).  Where that cannot be shown (``C[i, j] = sum(A[i, r] * B[r, j])``
+  with B's rows and A's columns separate sizes), the load keeps the k clip and is marked
+  ``whole``: the backend reads the whole tile and zeroes the clipped part in registers.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def widen(load: n.WmmaLoad, full: tuple, padded, ranges: dict):
         if prove(mk.compare(n.CmpOp.LE, mk.add(load.origin[d], want), shape[d]), ranges) is not True:
             return load, None
     whole = tuple(mk.as_expr(f) for f in full)
-    return dataclasses.replace(load, extents=whole), load.extents
+    return dataclasses.replace(load, extents=whole, whole=True), load.extents
 
 
 def _terms(e) -> list:

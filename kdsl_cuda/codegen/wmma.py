@@ -178,16 +178,19 @@ def _multiple(e, m: int) -> bool:
     return lin.const % m == 0 and all(c % m == 0 for c in lin.terms.values())
 
 
-def static_fast_path(s: n.WmmaLoad) -> bool:
-    """Whether ``s`` is known at compile time to take ``ldmatrix``: a whole tile (constant
-    extents, e.g. from a padded cache) of a 16-byte aligned shared buffer (every shared
-    allocation is) at an offset and with a row stride that are multiples of 16 bytes."""
+def static_fast_path(s: n.WmmaLoad) -> str | None:
+    """``"full"`` when ``s`` is known at compile time to take ``ldmatrix`` alone: a full tile
+    (constant extents, e.g. from a padded cache) of a 16-byte aligned shared buffer (every
+    shared allocation is) at an offset and with a row stride that are multiples of 16 bytes;
+    ``"whole"`` when the tile may be partial but can be read whole (``WmmaLoad.whole``):
+    ``ldmatrix``, then the part outside ``extents`` zeroed in registers; else None."""
     src, item = s.src, s.src.dtype.itemsize
     rows, cols = _tile_dims(s.frag.scope, s.shape)
     if src.scope is not n.Scope.SHARED or s.frag.scope is _C or 16 % item:
-        return False
-    if not all(type(e) is n.Const and e.value >= w for e, w in zip(s.extents, (rows, cols))):
-        return False
+        return None
+    full = all(type(e) is n.Const and e.value >= w for e, w in zip(s.extents, (rows, cols)))
+    if not (full or s.whole):
+        return None
     strides = src.strides
     if strides is None:
         if not all(type(x) is n.Const for x in src.shape):
@@ -200,7 +203,9 @@ def static_fast_path(s: n.WmmaLoad) -> bool:
         ldm, last = int(strides[-2].value), int(strides[-1].value)
     per = 16 // item
     from .kernel import flat_offset     # (kernel.py imports this module)
-    return last == 1 and ldm % per == 0 and _multiple(flat_offset(src, s.origin), per)
+    if last == 1 and ldm % per == 0 and _multiple(flat_offset(src, s.origin), per):
+        return "full" if full else "whole"
+    return None
 
 
 def load(p, s: n.WmmaLoad, d: int) -> None:
@@ -209,8 +214,11 @@ def load(p, s: n.WmmaLoad, d: int) -> None:
     there)."""
     p.emit(d, "{")
     tile = _Tile(p, s, s.src, d + 1)
-    if static_fast_path(s):
+    path = static_fast_path(s)
+    if path is not None:
         _ldmatrix(p, s, tile, d + 1)
+        if path == "whole":
+            _mask(p, s, tile, d + 1)
         p.emit(d, "}")
         return
     fast = s.src.scope is n.Scope.SHARED and s.frag.scope is not _C
@@ -226,6 +234,19 @@ def load(p, s: n.WmmaLoad, d: int) -> None:
     p.emit(d + 1, "} else {")
     _elementwise_load(p, s, tile, d + 2, guarded=True)
     p.emit(d + 1, "}")
+    p.emit(d, "}")
+
+
+def _mask(p, s, tile: _Tile, d: int) -> None:
+    """Zero the 16-bit elements of a whole-tile A/B fragment outside the valid extents (a
+    uniform test: nothing to do for a full tile)."""
+    p.emit(d, f"if (!({tile.full})) {{")
+    elems = lane_elements(s.frag.scope, tile.rows, tile.cols)
+    for k in range(0, len(elems), 2):
+        (suffix, r0, c0, _), (_, r1, c1, _) = elems[k], elems[k + 1]
+        keep = " | ".join(f"((({r}) < kd_wrv && ({c}) < kd_wcv) ? {m} : 0u)"
+                          for r, c, m in ((r0, c0, "0x0000FFFFu"), (r1, c1, "0xFFFF0000u")))
+        p.emit(d + 1, f"{tile.reg(suffix)} &= {keep};")
     p.emit(d, "}")
 
 
@@ -257,18 +278,26 @@ def ldmatrix_plan(is_a: bool, col: bool, rows: int, cols: int) -> list:
     rows 8(q/2).., columns 8(q%2)..), of B atom q/2's register q%2 (rows 8(q%2).., columns
     8(q/2)..).  Lane L gives the address of memory row L%8 (``kd_lr``) of matrix L/8 of its
     instruction (``kd_m``, the matrix text): the offset text, in elements from the tile's
-    (0, 0) with the stride ``kd_ws2``.  ``.trans`` where the tile's memory rows are not the
+    (0, 0) with the stride ``kd_ws2``.  A 16-row A tile goes by fours in the mma's operand
+    order instead: matrix q is atom 2(q/4) + q%2's register (q/2)%2.  ``.trans`` where the tile's memory rows are not the
     fragment's (col-major A, row-major B)."""
     count = 2 * (rows // 8 if is_a else cols // 8)
     trans = col if is_a else not col
     width = 4 if count % 4 == 0 else 2
     big, small = "8 * (kd_m >> 1)", "8 * (kd_m & 1)"
     ro, co = (big, small) if is_a else (small, big)
+    a_order = is_a and width == 4
+    if a_order:
+        # A by fours in mma.sync's operand order (rows 0-7, rows 8-15 of k 0-7, then of k
+        # 8-15): an instruction's four registers are then one mma's A operand as they stand
+        # (no register moves before each HMMA)
+        ro, co = "(16 * (kd_m >> 2) + 8 * (kd_m & 1))", "8 * ((kd_m >> 1) & 1)"
     # memory row kd_lr of the matrix runs along the tile's rows (row-major) or columns
     off = f"({co} + kd_lr) * kd_ws2 + {ro}" if col else f"({ro} + kd_lr) * kd_ws2 + {co}"
     plan = []
     for g in range(count // width):
-        regs = [(q // 2, 0, q % 2) if is_a else (0, q // 2, q % 2)
+        regs = [(2 * (q >> 2) + (q & 1), 0, (q >> 1) & 1) if a_order
+                else (q // 2, 0, q % 2) if is_a else (0, q // 2, q % 2)
                 for q in range(width * g, width * g + width)]
         plan.append((width, trans, f"{width * g} + ((kd_tid >> 3) & {width - 1})", off, regs))
     return plan

@@ -35,7 +35,7 @@ from .gemm import coop_copy
 #: blocks of 8 warps of 64 x 64 (H200, 8192^3: 8.8 ms against 12.2 ms for 128 x 128 blocks of
 #: 64 x 32 warps; notes/measurements/cuda_gemm_h200_session10.txt)
 WY, WX, TY, TX = 4, 2, 4, 4
-BK = 32
+BK = 64
 STAGES = 3
 #: unroll the 16-deep k steps within a BK step
 UNROLL = True

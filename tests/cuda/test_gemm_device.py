@@ -79,3 +79,21 @@ def test_tensor_core_hint_on_the_gpu(nkm, dtype, rng):
     mag = np.abs(a.double().cpu().numpy()) @ np.abs(b.double().cpu().numpy())
     err = np.abs(got.double().cpu().numpy() - want)
     assert (err <= 4 * max(k, 1) * 2.0 ** -24 * mag + 1e-30).all(), float(err.max())
+
+
+@pytest.mark.parametrize("nkm", [(100, 17, 77), (129, 130, 131), (256, 64, 128)])
+def test_tensor_core_taller_b_on_the_gpu(nkm, rng):
+    """B with more rows than A has columns (the sum runs over A's), infinities in the extra
+    rows: the whole-tile fragment loads of B zero the rows past the reduction in registers."""
+    torch = pytest.importorskip("torch")
+    n, k, m = nkm
+    gen = torch.Generator().manual_seed(int(rng.integers(2 ** 31)))
+    a = torch.randn((n, k), generator=gen).half().cuda()
+    b = torch.randn((k + 9, m), generator=gen).half()
+    b[k:] = float("inf")
+    b = b.cuda()
+    mm = kd.kernel(kd.schedule("cuda", tensor_cores=True)(gemm_ladder.matmul16))
+    got = mm(a, b).double().cpu().numpy()
+    want = a.double().cpu().numpy() @ b[:k].double().cpu().numpy()
+    assert np.isfinite(got).all()
+    assert np.allclose(got, want, rtol=1e-3, atol=1e-3)

@@ -178,3 +178,41 @@ def test_thread_extent_error_names_the_copy_stage():
     with pytest.raises(ScheduleError, match=r"stage 'A\.shared'"):
         mm2.lower(kd.TensorSpec((64, 4), "float16"), kd.TensorSpec((4, 64), "float16"),
                   backend="cuda")
+
+
+def test_fragment_loads_from_padded_tiles_need_no_test():
+    """The recipe's shared tiles are padded caches (zeros beyond the matrix), so fragment loads
+    read whole tiles with one unconditional ldmatrix, and the copies into them are single
+    cp.async with a source size (no per-lane fallback) behind one kernel-uniform alignment
+    test."""
+    for size, copy in ((4096, "kd_cp_async<16>("), (4000, "kd_cp_async_n<16>(")):
+        spec = kd.TensorSpec((size, size), "float16")
+        src = mm_default.source(spec, spec, backend="cuda")
+        main = src[src.index("__global__"):]
+        loop = main[:main.index('"n"(0)')]         # up to the epilogue's wait_group 0
+        assert "kd_ldsm_x4(" in loop and "kd_ldsm_x4_t(" in loop
+        assert "kd_wrv >= 16" not in loop
+        assert copy in loop
+        assert "reinterpret_cast<unsigned long long>(&A_shared" not in loop   # no per-copy test
+
+
+def test_taller_b_is_exact(rng):
+    """``C[i, j] = sum over r < A.shape[1] of A[i, r] * B[r, j]`` with B taller than that: the
+    rows of B past the reduction hold infinities, which a whole-tile fragment of B must not
+    multiply (its k clip stays: the tile is zeroed past the reduction's end in registers)."""
+    def matmul16(A, B):
+        r = kd.reduce_axis(A.shape[1], name="r")
+        return kd.compute((A.shape[0], B.shape[1]),
+                          lambda i, j: kd.sum(A[i, r].astype(kd.float32) * B[r, j].astype(kd.float32),
+                                              axis=r))
+    k = kd.kernel(kd.schedule("cuda", tensor_cores=True)(matmul16))
+    for m, kk, n, extra in ((40, 20, 36, 12), (33, 48, 17, 5)):
+        A = rng.standard_normal((m, kk)).astype(np.float16)
+        B = rng.standard_normal((kk + extra, n)).astype(np.float16)
+        B[kk:] = np.inf
+        got = k(A, B, backend="interp-cuda")
+        want = A.astype(np.float64) @ B[:kk].astype(np.float64)
+        assert np.all(np.isfinite(got))
+        assert np.allclose(got, want, rtol=1e-3, atol=1e-3)
+        src = k.source(A, B, backend="cuda")
+        assert "if (!(kd_wrv >= 16 && kd_wcv >= 16)) {" in src      # the register mask
