@@ -8,10 +8,12 @@ with ``kd.intrin.wmma(16, 16, 16)``:
   ``WY x WX`` warps (threadIdx.z, threadIdx.y; the 32 lanes are threadIdx.x), each warp a
   ``TY x TX`` grid of 16 x 16 accumulator fragments (16 by default: 128 registers a thread);
   smaller products get fewer warps and fragments;
-* the reduction goes in ``BK``-long steps: each step's A and B tiles are copied into shared
-  memory by all the block's threads, 8 elements (16 bytes) per thread and turn, multi-buffered
-  with asynchronous copies (``stages``, 3 by default) so the copies of the next steps overlap
-  the products of this one;
+* the reduction goes in ``BK``-long steps (64 by default): each step's A and B tiles are
+  copied into shared memory by all the block's threads, 8 elements (16 bytes) per thread and
+  turn, multi-buffered with asynchronous copies (``stages``, 3 by default) so the copies of
+  the next steps overlap the products of this one; the tiles are padded caches
+  (``cache_read(pad=True)``: zeros beyond the matrix), so fragments load whole tiles with
+  no edge test;
 * within a step, each warp loads its A and B fragments from shared memory 16 columns of k at a
   time (those k steps unrolled) and issues ``TY * TX`` fragment products;
 * the accumulators are stored into C (partial tiles of sizes that do not divide 16 are exact:
@@ -33,7 +35,8 @@ from .gemm import coop_copy
 
 #: warps per block (rows, columns) and 16 x 16 tiles per warp (rows, columns): 256 x 128
 #: blocks of 8 warps of 64 x 64 (H200, 8192^3: 8.8 ms against 12.2 ms for 128 x 128 blocks of
-#: 64 x 32 warps; notes/measurements/cuda_gemm_h200_session10.txt)
+#: 64 x 32 warps; notes/measurements/cuda_gemm_h200_session10.txt); BK 64: 5.0 against 5.4 ms
+#: for 32 (session 11, padded tiles)
 WY, WX, TY, TX = 4, 2, 4, 4
 BK = 64
 STAGES = 3

@@ -252,3 +252,53 @@ def test_broken_after_the_call_is_reported_at_lowering():
     with pytest.raises(ScheduleError, match="must be serial.*found at lowering") as ei:
         lower(s)
     assert ei.value.loc == pipelined_at
+
+
+def mm_padded(s, stages=1):
+    """mm_shared_no_sync with both shared tiles padded caches (``cache_read(pad=True)``):
+    every element of a tile written, zero beyond A's and B's edges; pipelined for stages > 1."""
+    C = s["C"]
+    AA = s.cache_read("A", "shared", [C], pad=True)
+    BB = s.cache_read("B", "shared", [C], pad=True)
+    io, jo, ii, ji = C.tile(C.axes[0], C.axes[1], 8, 8)
+    ko, ki = C.split(C.reduce_axes[0], factor=8)
+    C.reorder(io, jo, ko, ii, ji, ki)
+    C.bind(io, "blockIdx.y")
+    C.bind(jo, "blockIdx.x")
+    C.bind(ii, "threadIdx.y")
+    C.bind(ji, "threadIdx.x")
+    for X in (AA, BB):
+        X.compute_at(C, ko)
+        X.bind(X.axes[0], "threadIdx.y")
+        X.bind(X.axes[1], "threadIdx.x")
+        if stages > 1:
+            X.pipeline(stages)
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+@pytest.mark.parametrize("nkm", [(9, 13, 7), (16, 16, 16), (0, 3, 2), (20, 30, 17)])
+def test_padded_caches(nkm, stages, rng):
+    """A padded cache writes zeros where its tile leaves the array (an else branch, or the
+    predicate of the asynchronous copy when pipelined): the same results everywhere."""
+    nn, kk, mm = nkm
+    f = lowered(mm_padded, stages=stages)
+    copies = collect(f.body, lambda x: isinstance(x, n.AsyncCopy))
+    if stages > 1:
+        assert copies and all(c.predicate is not None for c in copies)
+    else:
+        zeros = collect(f.body, lambda x: isinstance(x, n.IfThenElse) and x.otherwise is not None
+                        and isinstance(x.otherwise, n.Store) and x.otherwise.buffer.scope is n.Scope.SHARED)
+        assert len(zeros) == 2
+    A, B = rand(rng, (nn, kk), np.float32), rand(rng, (kk, mm), np.float32)
+    simt, seq = (np.full((nn, mm), np.nan, np.float32) for _ in range(2))
+    run_simt(f, [A, B], [simt], [], block_order=np.random.default_rng(3))
+    run_lowered(sequential_async(f), [A, B], [seq], [])
+    want = A.astype(np.float64) @ B.astype(np.float64)
+    np.testing.assert_allclose(simt, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(seq, want, rtol=1e-4, atol=1e-4)
+
+
+def test_pad_must_be_a_bool():
+    s = Schedule(matmul_graph())
+    with pytest.raises(ScheduleError, match="pad must be True or False"):
+        s.cache_read("A", "shared", [s["C"]], pad="yes")
