@@ -123,8 +123,21 @@ def _affine(fail, e: n.Expr, tvars, what: str):
     return coeffs, type(lin)(lin.dtype, rest, lin.const)
 
 
+def _unit_lead(buf: n.Buffer) -> int:
+    """How many leading dimensions of fragment ``buf`` there are before its last two, each of
+    extent 1 (a batched product's fragment holds one matrix), or -1 when one is longer."""
+    lead = len(buf.shape) - 2
+    if lead < 0 or not all(type(x) is n.Const and x.value == 1 for x in buf.shape[:lead]):
+        return -1
+    return lead
+
+
 def _tile_index(fail, buf: n.Buffer, indices, tvars, what: str):
-    """For each dimension of fragment ``buf``: (its tile var, the tile's first index)."""
+    """For each of the last two dimensions of fragment ``buf``: (its tile var, the tile's first
+    index); leading dimensions of extent 1 (one matrix of a batch) have index 0."""
+    lead = _unit_lead(buf)
+    if lead > 0 and len(indices) == len(buf.shape):
+        indices = indices[lead:]
     out = []
     for d, e in enumerate(indices):
         coeffs, rest = _affine(fail, e, tvars, what)
@@ -286,6 +299,8 @@ class _Plan:
         if got is not None:
             return got
         shape = tuple(buf.shape)
+        if _unit_lead(buf) > 0:          # one matrix of a batch: the tile grid alone
+            shape = shape[_unit_lead(buf):]
         if self.is_transposed(buf):
             shape = shape[::-1]
         tile = _tile_dims(intrin, buf.scope)

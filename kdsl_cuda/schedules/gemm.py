@@ -187,7 +187,7 @@ def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, ty=TY, tx=TX, vec=1, stages=None, unr
         tyl, yi = C.split(yi, nparts=ty)
         txl, xi = C.split(xi, nparts=tx)
         C.reorder(*batch, by, bx, tyl, txl, yi, xi)
-    _bind_blocks(sched, C, batch, by, bx)
+    bind_blocks(sched, C, batch, by, bx)
     C.bind(tyl, "threadIdx.y")
     C.bind(txl, "threadIdx.x")
     CL.compute_at(C, txl)
@@ -209,7 +209,7 @@ def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, ty=TY, tx=TX, vec=1, stages=None, unr
             X.double_buffer() if stages == 2 else X.pipeline(stages)
 
 
-def _bind_blocks(sched, C, batch, by, bx):
+def bind_blocks(sched, C, batch, by, bx):
     """Row and column tiles fused on blockIdx.x (column tiles fastest: neighbouring blocks share
     an A panel); batch axes on blockIdx.z when there are at most 65535 of them, else fused
     into blockIdx.x too."""

@@ -19,6 +19,9 @@ with ``kd.intrin.wmma(16, 16, 16)``:
 * the accumulators are stored into C (partial tiles of sizes that do not divide 16 are exact:
   the core clips every fragment load and store).
 
+A batched product (one batch dimension) takes one matrix per blockIdx.z (fused into
+blockIdx.x when there may be more than 65535); its fragments hold one matrix each.
+
 Used by default (``tensor_cores=False`` or ``KDSL_CUDA_TENSOR_CORES=0`` opt out) when no
 extent is a constant below 16 (a matrix of one row is a matrix-vector product: the f32 recipe
 serves it better).  Correct for every other shape, including sizes that do not divide the
@@ -31,7 +34,7 @@ from kdsl import dtypes as dt
 from kdsl.schedule import patterns
 
 from . import analysis as A
-from .gemm import coop_copy
+from .gemm import bind_blocks, coop_copy
 
 #: warps per block (rows, columns) and 16 x 16 tiles per warp (rows, columns): 256 x 128
 #: blocks of 8 warps of 64 x 64 (H200, 8192^3: 8.8 ms against 12.2 ms for 128 x 128 blocks of
@@ -62,10 +65,10 @@ def unsuitable(h) -> str | None:
             ab[1].tensor.dtype is not ab[0].tensor.dtype:
         return ("tensor cores take float16 or bfloat16 operands (both of one type) accumulated "
                 "in float32 (cast the operands, e.g. A.astype('float16') @ B.astype('float16'))")
-    if len(stage.axes) != 2:
-        return ("batched products do not run on tensor cores yet (the fragments of a batched "
-                "accumulator cannot be addressed); call it once per matrix to use them")
-    for iv in (*stage.axes, *stage.reduce_axes):
+    if len(stage.axes) not in (2, 3):
+        return ("products with more than one batch dimension do not run on tensor cores yet "
+                "(reshape the batch dimensions into one)")
+    for iv in (*stage.axes[-2:], *stage.reduce_axes):
         c = A.const_extent(iv)
         if c is not None and c < 16:
             return (f"axis {iv.var.name} has {c} iterations, fewer than a 16x16x16 fragment "
@@ -114,7 +117,7 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=U
     """Realise the tensor-core GEMM on matmul stage handle ``C`` (see the module docstring)."""
     a_t, b_t = (r.tensor for r in patterns.matmul_factors(C.stage))
     w = kd.intrin.wmma(16, 16, 16, dtype=a_t.dtype)
-    i, j = C.stage.axes
+    *batch, i, j = C.stage.axes
     (k,) = C.stage.reduce_axes
     wy, ty = _shrink(sched, i, wy, ty)
     wx, tx = _shrink(sched, j, wx, tx)
@@ -133,18 +136,21 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=U
     CF = sched.cache_write(C, "wmma.accumulator")
     AF = sched.cache_read(a_t, "wmma.matrix_a", [CF])
     BF = sched.cache_read(b_t, "wmma.matrix_b", [CF])
-    bi, bj, ii, jj = C.tile(C.axes[0], C.axes[1], 16 * wy * ty, 16 * wx * tx)
+    bi, bj, ii, jj = C.tile(C.axes[-2], C.axes[-1], 16 * wy * ty, 16 * wx * tx)
     wi, ti = C.split(ii, factor=16 * ty)
     wj, tj = C.split(jj, factor=16 * tx)
     tio, tii = C.split(ti, factor=16)
     tjo, tji = C.split(tj, factor=16)
-    C.reorder(bi, bj, wi, wj, tio, tjo, tii, tji)
-    C.bind(bi, "blockIdx.y")
-    C.bind(bj, "blockIdx.x")
+    C.reorder(*C.axes[:len(batch)], bi, bj, wi, wj, tio, tjo, tii, tji)
+    if batch:       # one matrix of the batch per blockIdx.z (up to 65535 of them)
+        bind_blocks(sched, C, C.axes[:len(batch)], bi, bj)
+    else:
+        C.bind(bi, "blockIdx.y")
+        C.bind(bj, "blockIdx.x")
     C.bind(wi, "threadIdx.z")
     C.bind(wj, "threadIdx.y")
     CF.compute_at(C, wj)
-    ci, cj = CF.axes
+    *_, ci, cj = CF.axes
     (ck,) = CF.reduce_axes
     cio, cii = CF.split(ci, factor=16)
     cjo, cji = CF.split(cj, factor=16)
@@ -155,12 +161,12 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=U
         CF.unroll(kio)
     AF.compute_at(CF, kio)
     BF.compute_at(CF, kio)
-    ao, ai = AF.split(AF.axes[0], factor=16)
-    AF.reorder(ao, ai, AF.axes[1])
+    ao, ai = AF.split(AF.axes[-2], factor=16)
+    AF.reorder(*AF.axes[:-2], ao, ai, AF.axes[-1])
     AF.tensorize(ai, w)
-    bo, bi_ = BF.split(BF.axes[1], factor=16)
-    BF.reorder(bo, BF.axes[0], bi_)
-    BF.tensorize(BF.axes[0], w)
+    bo, bi_ = BF.split(BF.axes[-1], factor=16)
+    BF.reorder(*BF.axes[:-2], bo, BF.axes[-2], bi_)
+    BF.tensorize(BF.axes[-2], w)
     CF.tensorize(cii, w)
     C.tensorize(tii, w)
     for src, F, vec in ((a_t, AF, vecs[0]), (b_t, BF, vecs[1])):

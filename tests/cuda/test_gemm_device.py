@@ -97,3 +97,22 @@ def test_tensor_core_taller_b_on_the_gpu(nkm, rng):
     want = a.double().cpu().numpy() @ b[:k].double().cpu().numpy()
     assert np.isfinite(got).all()
     assert np.allclose(got, want, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(64, 512, 512, 512), (3, 100, 17, 77), (5, 129, 130, 131)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_batched_16_bit_default_on_the_gpu(shape, dtype, rng):
+    """A batched 16-bit ``A @ B`` through the default schedule: tensor cores, one matrix per
+    blockIdx.z, shapes that do and do not divide the tiles."""
+    torch = pytest.importorskip("torch")
+    bb, n, k, m = shape
+    tdt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(int(rng.integers(2 ** 31)))
+    a = torch.randn((bb, n, k), generator=gen).to(tdt).cuda()
+    b = torch.randn((bb, k, m), generator=gen).to(tdt).cuda()
+    got = kd.kernel(lambda A, B: A @ B)(a, b).double().cpu().numpy()
+    want = a.double().cpu().numpy() @ b.double().cpu().numpy()
+    mag = np.abs(a.double().cpu().numpy()) @ np.abs(b.double().cpu().numpy())
+    u = 2.0 ** -8 if dtype == "bfloat16" else 2.0 ** -11       # the 16-bit result's rounding
+    err = np.abs(got - want)
+    assert (err <= 4 * k * 2.0 ** -24 * mag + u * np.abs(want) + 1e-30).all(), float(err.max())

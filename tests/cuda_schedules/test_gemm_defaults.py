@@ -182,18 +182,21 @@ def test_tensor_cores_hint_for_16_bit_inputs(rng):
         np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-2, atol=1e-2)
 
 
-def test_batched_16_bit_with_the_tensor_cores_hint_runs_on_cuda_cores(rng):
-    """The core's tensorize cannot address fragments of a batched accumulator yet: a batched
-    product keeps the CUDA-core GEMM (correct, batch on blockIdx.z)."""
-    f = lowered(matmul, specs("float16", batch=True), dict(CLASSES["small"], b=one(4)),
-                hints=[kd.schedule("cuda", tensor_cores=True)(matmul).__kdsl_schedules__[0]])
-    assert "wmma" not in str(f) and "blockIdx.z" in str(f)
-    a = rng.standard_normal((3, 40, 24)).astype(np.float16)
-    b = rng.standard_normal((3, 24, 33)).astype(np.float16)
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    out = np.full(want.shape, np.nan, np.float16)
-    run_simt(f, [a, b], [out], [], block_order=rng)
-    np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-2, atol=5e-2)
+@pytest.mark.parametrize("batch", [one(4), None])
+def test_batched_16_bit_on_tensor_cores(batch, rng):
+    """A batched 16-bit product runs on tensor cores (fragments of one matrix each): the batch
+    on blockIdx.z, or fused into blockIdx.x where its count is unknown (z holds 65535)."""
+    sizes = dict(CLASSES["small"], **({} if batch is None else {"b": batch}))
+    f = lowered(matmul, specs("float16", batch=True), sizes)
+    assert "wmma" in str(f)
+    assert ("blockIdx.z" in str(f)) == (batch is not None)
+    for sa, sb in (((3, 40, 24), (3, 24, 33)), ((2, 16, 17), (2, 17, 20)), ((0, 16, 16), (0, 16, 16))):
+        a = rng.standard_normal(sa).astype(np.float16)
+        b = rng.standard_normal(sb).astype(np.float16)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        out = np.full(want.shape, np.nan, np.float16)
+        run_simt(f, [a, b], [out], [], block_order=rng)
+        np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-2, atol=5e-2)
 
 
 def test_tensor_cores_need_tiles_of_16():
