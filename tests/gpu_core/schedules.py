@@ -45,13 +45,13 @@ def mm_threads(s):
     tile_2d(s["C"], 8, 8)
 
 
-def mm_shared_no_sync(s):
+def mm_shared_no_sync(s, pad=False):
     """mm_threads with A and B tiles copied to shared memory per K block by the block's
     threads (one element each), read by the compute nest (the sync pass puts the barriers
-    between; tests that need a race lower it without that pass)."""
+    between; tests that need a race lower it without that pass).  ``pad``: padded caches."""
     C = s["C"]
-    AA = s.cache_read("A", "shared", [C])
-    BB = s.cache_read("B", "shared", [C])
+    AA = s.cache_read("A", "shared", [C], pad=pad)
+    BB = s.cache_read("B", "shared", [C], pad=pad)
     io, jo, ii, ji = C.tile(C.axes[0], C.axes[1], 8, 8)
     ko, ki = C.split(C.reduce_axes[0], factor=8)
     C.reorder(io, jo, ko, ii, ji, ki)

@@ -257,22 +257,10 @@ def test_broken_after_the_call_is_reported_at_lowering():
 def mm_padded(s, stages=1):
     """mm_shared_no_sync with both shared tiles padded caches (``cache_read(pad=True)``):
     every element of a tile written, zero beyond A's and B's edges; pipelined for stages > 1."""
-    C = s["C"]
-    AA = s.cache_read("A", "shared", [C], pad=True)
-    BB = s.cache_read("B", "shared", [C], pad=True)
-    io, jo, ii, ji = C.tile(C.axes[0], C.axes[1], 8, 8)
-    ko, ki = C.split(C.reduce_axes[0], factor=8)
-    C.reorder(io, jo, ko, ii, ji, ki)
-    C.bind(io, "blockIdx.y")
-    C.bind(jo, "blockIdx.x")
-    C.bind(ii, "threadIdx.y")
-    C.bind(ji, "threadIdx.x")
-    for X in (AA, BB):
-        X.compute_at(C, ko)
-        X.bind(X.axes[0], "threadIdx.y")
-        X.bind(X.axes[1], "threadIdx.x")
+    mm_shared_no_sync(s, pad=True)
+    for name in ("A.shared", "B.shared"):
         if stages > 1:
-            X.pipeline(stages)
+            s[name].pipeline(stages)
 
 
 @pytest.mark.parametrize("stages", [1, 2, 3])
