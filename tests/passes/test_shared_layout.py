@@ -49,8 +49,8 @@ def test_tensor_core_tiles_are_padded_and_every_reference_follows():
                  backend="cuda")
     shared = {a.buffer.name: a.buffer for a in collect(f.body, lambda x: type(x) is n.Allocate)
               if a.buffer.scope is n.Scope.SHARED}
-    assert _ints(shared["A.shared"].strides) == (256 * 40, 40, 1)     # 256 x 32 tiles
-    assert _ints(shared["B.shared"].strides) == (32 * 136, 136, 1)    # 32 x 128 tiles
+    assert _ints(shared["A.shared"].strides) == (256 * 72, 72, 1)     # 256 x 64 tiles
+    assert _ints(shared["B.shared"].strides) == (64 * 136, 136, 1)    # 64 x 128 tiles
     refs = collect(f.body, lambda x: type(x) in (n.AsyncCopy, n.WmmaLoad, n.Load, n.Store))
     for r in refs:
         b = r.src if type(r) is n.WmmaLoad else r.buffer
