@@ -30,3 +30,14 @@ def test_readme_test_command_runs_the_whole_suite():
     cmd = _readme_commands()[1]
     assert ".[test]" in cmd and "./kdsl_cpu" in cmd and "./kdsl_cuda" in cmd, cmd
     assert re.search(r"python3 -m pytest .*\btests$", cmd), cmd
+
+
+def test_test_extra_brings_the_plugins_the_command_uses():
+    """`-n 2` needs pytest-xdist: the `test` extra the command installs must bring it."""
+    import tomllib
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["test"]
+    names = {re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0].lower() for req in extra}
+    assert "pytest" in names, extra
+    if re.search(r"\s-n\s", _readme_commands()[1]):
+        assert "pytest-xdist" in names, extra
