@@ -38,6 +38,21 @@ import nvrtc_hook as _nvrtc_hook  # noqa: E402
 _NVRTC_HOOK = _nvrtc_hook.install()
 
 
+def pytest_sessionfinish(session):
+    # a pytest-xdist worker (`-n 2`): hand this process's counts to the controller, which
+    # runs no tests itself and prints the summary of all workers together
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None and _NVRTC_HOOK:
+        out["nvrtc_hook"] = dict(_nvrtc_hook.STATS)
+
+
+@pytest.hookimpl(optionalhook=True)      # a pytest-xdist hook: absent without the plugin
+def pytest_testnodedown(node, error):
+    stats = getattr(node, "workeroutput", {}).get("nvrtc_hook")
+    if stats:
+        _nvrtc_hook.merge(stats)
+
+
 def pytest_terminal_summary(terminalreporter):
     if _NVRTC_HOOK and _nvrtc_hook.STATS["runs"]:
         terminalreporter.write_line(_nvrtc_hook.summary())

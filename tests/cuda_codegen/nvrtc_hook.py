@@ -6,7 +6,8 @@ calls and direct ``run_simt`` calls alike), ``kdsl_cuda.codegen.generate`` print
 ``run_simt`` call, so it fails the test that ran the kernel.  Tensor-core (WMMA) kernels are
 compiled like every other (issue 11) and counted apart ("tensor-core").  Memoised per function object and per source text
 (NVRTC costs ~0.1 s per module).  ``KDSL_CUDA_COMPILE_ALL=0`` turns it off; it is off when
-kdsl_cuda or the cuda wheels are missing.  A summary line ends the pytest report.
+kdsl_cuda or the cuda wheels are missing.  A summary line ends the pytest report (under
+pytest-xdist each worker runs its own hook and tests/conftest.py adds up their counts).
 """
 from __future__ import annotations
 
@@ -87,8 +88,18 @@ def install() -> bool:
     return True
 
 
+def merge(stats: dict) -> None:
+    """Add one pytest-xdist worker's ``STATS`` to this process's (the controller's): each
+    worker compiles the kernels it runs, so a module two workers run is counted twice."""
+    STATS["workers"] = STATS.get("workers", 0) + 1
+    for k, v in stats.items():
+        if k != "workers":
+            STATS[k] += v
+
+
 def summary() -> str:
     s = STATS
-    return (f"cuda codegen hook: {s['runs']} GPU-form SIMT runs, {s['compiled']} modules "
+    who = f" ({s['workers']} pytest-xdist workers together)" if s.get("workers") else ""
+    return (f"cuda codegen hook{who}: {s['runs']} GPU-form SIMT runs, {s['compiled']} modules "
             f"NVRTC-compiled ({s['tensor_core']} with tensor cores), {s['cached']} memoised, "
             f"{s['seconds']:.1f} s in codegen + NVRTC")
