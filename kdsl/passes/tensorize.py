@@ -299,8 +299,9 @@ class _Plan:
         if got is not None:
             return got
         shape = tuple(buf.shape)
-        if _unit_lead(buf) > 0:          # one matrix of a batch: the tile grid alone
-            shape = shape[_unit_lead(buf):]
+        lead = _unit_lead(buf)
+        if lead > 0:                     # one matrix of a batch: the tile grid alone
+            shape = shape[lead:]
         if self.is_transposed(buf):
             shape = shape[::-1]
         tile = _tile_dims(intrin, buf.scope)

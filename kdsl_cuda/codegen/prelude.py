@@ -89,21 +89,18 @@ template <typename T> __device__ __forceinline__ T kd_shfl_down(unsigned m, T v,
   if constexpr (sizeof(T) < 4) return (T)__shfl_down_sync(m, (int)v, o);
   else return __shfl_down_sync(m, v, o);
 }
-// cp.async of N (4, 8 or 16) bytes global -> shared; src-size 0 (p false) fills zeros
-template <int N> __device__ __forceinline__ void kd_cp_async(void* dst, const void* src, bool p) {
-  unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-  if constexpr (N == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(src), "r"(p ? 16 : 0) : "memory");
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(s), "l"(src), "n"(N), "r"(p ? N : 0) : "memory");
-}
-// cp.async of N bytes that reads the first `bytes` (0..N) and zero-fills the rest
+// cp.async of N (4, 8 or 16) bytes global -> shared that reads the first `bytes` (0..N) and
+// zero-fills the rest (src-size)
 template <int N> __device__ __forceinline__ void kd_cp_async_n(void* dst, const void* src, int bytes) {
   unsigned s = (unsigned)__cvta_generic_to_shared(dst);
   if constexpr (N == 16)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(src), "r"(bytes) : "memory");
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(s), "l"(src), "n"(N), "r"(bytes) : "memory");
+}
+// all N bytes, or (p false) none: zeros
+template <int N> __device__ __forceinline__ void kd_cp_async(void* dst, const void* src, bool p) {
+  kd_cp_async_n<N>(dst, src, p ? N : 0);
 }
 // tensor cores (codegen/wmma.py): ldmatrix and mma.sync.m16n8k16 in inline PTX (sm_80+)
 __device__ __forceinline__ uint32_t kd_pack2(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }

@@ -127,16 +127,17 @@ def _alignment(p, buf, indices, v, lo, nbytes: int, address: str) -> str:
     per, item = nbytes // buf.dtype.itemsize, buf.dtype.itemsize
     off = flat_offset(buf, tuple(substitute(i, {v: lo}) for i in indices))
     parts = [] if buf.scope is n.Scope.SHARED else [f"reinterpret_cast<unsigned long long>({p.buf(buf)})"]
+    at_run_time = f"((reinterpret_cast<unsigned long long>({address}) & {nbytes - 1}ULL) == 0ULL)"
     if off is not None:
         lin = linear(off)
         if lin.const % per:
-            return f"((reinterpret_cast<unsigned long long>({address}) & {nbytes - 1}ULL) == 0ULL)"
+            return at_run_time
         for t, c in lin.terms.items():
             if c % per == 0:
                 continue
             f = _scalar_factor(p, t)
             if f is None:
-                return f"((reinterpret_cast<unsigned long long>({address}) & {nbytes - 1}ULL) == 0ULL)"
+                return at_run_time
             # the low bits decide: 32-bit arithmetic is exact for them
             parts.append(f"(unsigned long long)((unsigned)({p.expr.index(f)}) * {(c * item) % nbytes}u)")
     if not parts:
@@ -192,7 +193,7 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
         inner = d + 2
     uniform, limits = split
     if not limits:
-        p.cp_async(inner, size, dst, src, ld.buffer, mk.all_of(uniform))
+        p.cp_async(inner, size, dst, src, ld.buffer, predicate=mk.all_of(uniform))
     else:   # the lanes below every limit: min(limit - first lane, W), clamped at 0
         lanes = f"{s.extent.value}"
         for lim in limits:
@@ -202,7 +203,7 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
             valid = f"(({p.expr.index(mk.all_of(uniform))}) ? {valid} : 0LL)"
         nb = p.names.fresh("kd_nb")
         p.emit(inner, f"const int {nb} = (int){valid} * {item};")
-        p.cp_async_bytes(inner, size, dst, src, ld.buffer, nb)
+        p.cp_async(inner, size, dst, src, ld.buffer, nbytes=nb)
     if inner > d + 1:
         p.emit(d + 1, "} else {")
         p.plain_loop(s, d + 2)

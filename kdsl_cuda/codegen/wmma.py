@@ -194,12 +194,11 @@ def static_fast_path(s: n.WmmaLoad) -> str | None:
     strides = src.strides
     if strides is None:
         if not all(type(x) is n.Const for x in src.shape):
-            return False
-        ldm = int(src.shape[-1].value)
-        last = 1
+            return None
+        ldm, last = int(src.shape[-1].value), 1
     else:
         if not all(type(x) is n.Const for x in strides[-2:]):
-            return False
+            return None
         ldm, last = int(strides[-2].value), int(strides[-1].value)
     per = 16 // item
     from .kernel import flat_offset     # (kernel.py imports this module)
@@ -279,8 +278,8 @@ def ldmatrix_plan(is_a: bool, col: bool, rows: int, cols: int) -> list:
     8(q/2)..).  Lane L gives the address of memory row L%8 (``kd_lr``) of matrix L/8 of its
     instruction (``kd_m``, the matrix text): the offset text, in elements from the tile's
     (0, 0) with the stride ``kd_ws2``.  A 16-row A tile goes by fours in the mma's operand
-    order instead: matrix q is atom 2(q/4) + q%2's register (q/2)%2.  ``.trans`` where the tile's memory rows are not the
-    fragment's (col-major A, row-major B)."""
+    order instead: matrix q is atom 2(q/4) + q%2's register (q/2)%2.  ``.trans`` where the
+    tile's memory rows are not the fragment's (col-major A, row-major B)."""
     count = 2 * (rows // 8 if is_a else cols // 8)
     trans = col if is_a else not col
     width = 4 if count % 4 == 0 else 2
