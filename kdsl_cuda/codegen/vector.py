@@ -193,7 +193,7 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
         inner = d + 2
     uniform, limits = split
     if not limits:
-        p.cp_async(inner, size, dst, src, ld.buffer, predicate=mk.all_of(uniform))
+        p.cp_async(inner, size, dst, src, predicate=mk.all_of(uniform))
     else:   # the lanes below every limit: min(limit - first lane, W), clamped at 0
         lanes = f"{s.extent.value}"
         for lim in limits:
@@ -203,7 +203,7 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
             valid = f"(({p.expr.index(mk.all_of(uniform))}) ? {valid} : 0LL)"
         nb = p.names.fresh("kd_nb")
         p.emit(inner, f"const int {nb} = (int){valid} * {item};")
-        p.cp_async(inner, size, dst, src, ld.buffer, nbytes=nb)
+        p.cp_async(inner, size, dst, src, nbytes=nb)
     if inner > d + 1:
         p.emit(d + 1, "} else {")
         p.plain_loop(s, d + 2)

@@ -184,7 +184,8 @@ def test_fragment_loads_from_padded_tiles_need_no_test():
     """The recipe's shared tiles are padded caches (zeros beyond the matrix), so fragment loads
     read whole tiles with one unconditional ldmatrix, and the copies into them are single
     cp.async with a source size (no per-lane fallback) behind one kernel-uniform alignment
-    test."""
+    test.  A copy that reads nothing passes its own (out-of-bounds) address: cp.async reads
+    only the source size's bytes, so no safe address is selected."""
     for size, copy in ((4096, "kd_cp_async<16>("), (4000, "kd_cp_async_n<16>(")):
         spec = kd.TensorSpec((size, size), "float16")
         src = mm_default.source(spec, spec, backend="cuda")
@@ -194,6 +195,7 @@ def test_fragment_loads_from_padded_tiles_need_no_test():
         assert "kd_wrv >= 16" not in loop
         assert copy in loop
         assert "reinterpret_cast<unsigned long long>(&A_shared" not in loop   # no per-copy test
+        assert " ? &A[" not in loop and " ? &B[" not in loop
 
 
 def test_taller_b_is_exact(rng):
