@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..ir import nodes as n
 
 
@@ -71,12 +72,17 @@ def load(view: np.ndarray, src: np.ndarray, origin, col_major: bool, extents) ->
     view[...] = block
 
 
-def store(dst: np.ndarray, origin, col_major: bool, view: np.ndarray, extents) -> None:
-    """The valid part of fragment tile ``view`` into ``dst`` at ``origin``."""
+def store(dst: np.ndarray, origin, col_major: bool, view: np.ndarray, extents, to_bf16=False) -> None:
+    """The valid part of fragment tile ``view`` into ``dst`` at ``origin``; a float16 ``dst``
+    rounds float32 values to nearest even (numpy's cast), ``to_bf16`` rounds them to bfloat16
+    (held in float32 storage)."""
     rows, cols = view.shape
     rv, cv = _clamp(extents[0], rows), _clamp(extents[1], cols)
     if rv and cv:
         part = view[:rv, :cv]
+        if to_bf16:
+            from .numpy_eval import round_bf16
+            part = round_bf16(part)
         dst[_region(dst.shape, origin, col_major, rv, cv)] = part.T if col_major else part
 
 
@@ -113,11 +119,11 @@ def _py_load(F, tile, rows, cols, src, origin, col_major, extents, names):
         _mem_oob(kernel, "wmma load", sname, e, src)
 
 
-def _py_store(dst, origin, col_major, F, tile, rows, cols, extents, names):
+def _py_store(dst, origin, col_major, F, tile, rows, cols, extents, to_bf16, names):
     kernel, fname, dname = names
     view = _frag(F, tile, rows, cols, kernel, fname, "wmma store")
     try:
-        store(dst, origin, col_major, view, extents)
+        store(dst, origin, col_major, view, extents, to_bf16)
     except TileOutOfBounds as e:
         _mem_oob(kernel, "wmma store", dname, e, dst)
 
@@ -132,6 +138,12 @@ def _py_mma(D, dt, A, at, B, bt, C, ct, shape, names):
 def _py_fill(F, tile, rows, cols, value, names):
     kernel, fname, _ = names
     fill(_frag(F, tile, rows, cols, kernel, fname, "wmma fill"), value)
+
+
+def to_bf16(s: n.WmmaStore) -> bool:
+    """Whether store ``s`` rounds its float32 values to bfloat16 (whose storage here is float32:
+    the assignment alone would not round)."""
+    return s.is_converting and s.dst.dtype is dt.bfloat16
 
 
 def emit_python(gen, s) -> None:
@@ -158,7 +170,7 @@ def emit_python(gen, s) -> None:
         else:
             names = (gen.func.name, s.frag.name, s.dst.name)
             args = [buf(s.dst, "wmma store"), tup(s.origin), str(s.layout is n.WmmaLayout.COL_MAJOR)] + frag \
-                + [tup(s.extents)]
+                + [tup(s.extents), str(to_bf16(s))]
     gen.emit(f"{fn}({', '.join(args)}, {names!r})")
 
 

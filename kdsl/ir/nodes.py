@@ -555,7 +555,9 @@ class WmmaMma(Stmt):
 @dataclass(frozen=True)
 class WmmaStore(Stmt):
     """Store the accumulator tile ``frag[tile]`` into ``dst`` at ``origin`` (store_matrix_sync);
-    only its valid part ``extents`` = (rows, cols) is written (see ``WmmaLoad``)."""
+    only its valid part ``extents`` = (rows, cols) is written (see ``WmmaLoad``).  A float32
+    accumulator may store into a float16 or bfloat16 ``dst``: each value is rounded to the
+    nearest (ties to even), as a cast would (``is_converting``)."""
 
     dst: Buffer
     origin: tuple
@@ -564,6 +566,11 @@ class WmmaStore(Stmt):
     tile: tuple
     shape: tuple
     extents: tuple
+
+    @property
+    def is_converting(self) -> bool:
+        """The values change type on the way out (float32 -> float16/bfloat16)."""
+        return self.dst.dtype is not self.frag.dtype
 
 
 #: the warp-level statements (executed by every thread of a warp together)

@@ -408,7 +408,10 @@ class StmtPrinter:
     def _wmma_store(self, s, depth, out):
         m, nn, _ = s.shape
         dst = f"{self.namer(s.dst)}[{self.expr._indices(s.origin)}]"
-        out.append(INDENT * depth + f"wmma.store({dst}, {self._tile(s.frag, s.tile, m, nn)}, "
+        frag = self._tile(s.frag, s.tile, m, nn)
+        if s.is_converting:
+            frag = f"{s.dst.dtype.name}({frag})"
+        out.append(INDENT * depth + f"wmma.store({dst}, {frag}, "
                    f"{s.layout.value}{self._valid(s.extents, m, nn)})")
 
 

@@ -11,6 +11,7 @@ barrier under divergence, shared allocations at block level, locals inside their
 """
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from . import nodes as n
 from .printer import Namer, format_expr, format_stmt
@@ -310,7 +311,9 @@ class _Verifier:
                 self.fail(f"wmma load/store of memory buffer {mem.name!r} with {len(s.origin)} indices")
             if isinstance(s, n.WmmaStore) and mem.param and any(mem is b for b in self.func.inputs):
                 self.fail(f"wmma store to input buffer {mem.name!r}")
-            if mem.dtype is not (s.frag.dtype):
+            converting = isinstance(s, n.WmmaStore) and s.frag.dtype is dt.float32 and \
+                mem.dtype in (dt.float16, dt.bfloat16)
+            if mem.dtype is not s.frag.dtype and not converting:
                 self.fail(f"wmma load/store between {mem.dtype} {mem.name!r} and {s.frag.dtype} {s.frag.name!r}")
             for x in tuple(s.origin) + tuple(s.extents):
                 self.expr(x)

@@ -8,7 +8,7 @@ loop is checked against ``kd.intrin.wmma(m, n, k)`` and replaced by one statemen
 - a copy into a ``wmma.matrix_a``/``wmma.matrix_b`` buffer -> ``WmmaLoad``;
 - the identity init of a ``wmma.accumulator`` -> ``WmmaFill``;
 - ``acc[i, j] = acc[i, j] + cast(a[i, k]) * cast(b[k, j])`` -> ``WmmaMma``;
-- a copy out of an accumulator -> ``WmmaStore``;
+- a copy out of an accumulator, as it is or cast from float32 to a 16-bit float -> ``WmmaStore``;
 with loop extents = the tile's, dtypes = the intrinsic's, layouts read off the index maps
 (checked against the declared ones) and fragment buffers turned to the canonical orientation
 (matrix_a rows x k, matrix_b k x cols, accumulator rows x cols).  Any other nest, or a
@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .. import dtypes as dt
 from ..errors import InternalCompilerError, ScheduleError
 from ..ir import make as mk
 from ..ir import nodes as n
@@ -195,6 +196,16 @@ def _limits(fail, guards, tvars) -> dict:
     return out
 
 
+def _accumulator_read(v: n.Expr):
+    """The accumulator Load that a store copies out, unchanged or cast from float32 to a
+    16-bit float (a converting store), else None."""
+    if type(v) is n.Cast and v.dtype in (dt.float16, dt.bfloat16) and v.a.dtype is dt.float32:
+        v = v.a
+    if type(v) is n.Load and v.buffer.scope is S.WMMA_ACCUMULATOR:
+        return v
+    return None
+
+
 def _classify(nest: _Nest):
     """Set ``nest.role`` or fail saying what the nest computes instead."""
     fail = _Fail(nest.req)
@@ -213,7 +224,7 @@ def _classify(nest: _Nest):
         nest.role = "mma"
         nest.info.update(_match_mma(fail, st, nest.req.intrin))
         return
-    if type(v) is n.Load and v.buffer.scope is S.WMMA_ACCUMULATOR:
+    if _accumulator_read(v) is not None:
         nest.role = "store"
         return
     fail(f"its nest computes\n    {_show(st)}\n  which is none of what wmma does: a copy into a "
@@ -431,12 +442,13 @@ def _build(plan: _Plan, nest: _Nest) -> n.Stmt:
         load, clipped = widen(load, _tile_dims(intrin, frag.scope), plan.padded, nest.info["ranges"])
         nest.info.update(frag=frag, layout=layout, extents=load.extents, clipped=clipped)
         return load
-    frag, dst = st.value.buffer, st.buffer          # store
-    if dst.dtype is not frag.dtype:
-        fail(f"{dst.name} is {dst.dtype.name} and the accumulator {frag.name} {frag.dtype.name}; a wmma "
-             "store writes the accumulator's values unchanged",
-             hint=f"make {dst.name} {frag.dtype.name} (cast afterwards in a separate stage)")
-    tile, origin, layout, extents = _copy_parts(plan, nest, frag, st.value.indices, dst, st.indices, "store")
+    read = _accumulator_read(st.value)              # store (converting where cast)
+    frag, dst = read.buffer, st.buffer
+    if dst.dtype is not st.value.dtype:
+        fail(f"{dst.name} is {dst.dtype.name} and the stored value {st.value.dtype.name}; a wmma "
+             "store writes the accumulator's values unchanged or cast to a 16-bit float",
+             hint=f"make {dst.name} {st.value.dtype.name}")
+    tile, origin, layout, extents = _copy_parts(plan, nest, frag, read.indices, dst, st.indices, "store")
     _check_layout(nest, layout, intrin.layout_c, dst, frag, "layout_c")
     return n.WmmaStore(dst, origin, layout, plan.buffer(fail, frag, intrin), tile, shape, extents)
 

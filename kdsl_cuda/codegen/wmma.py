@@ -313,26 +313,34 @@ def _ldmatrix(p, s, tile: _Tile, d: int) -> None:
 
 
 def store(p, s: n.WmmaStore, d: int) -> None:
-    """``WmmaStore``: the valid part of the accumulator tile, in pairs where aligned."""
+    """``WmmaStore``: the valid part of the accumulator tile, in pairs where aligned; a
+    converting store rounds each float32 value to the 16-bit type (``kd_f2h``/``kd_f2bf``,
+    what the cast stage it replaces would do) and stores pairs as one 32-bit word."""
     p.emit(d, "{")
     tile = _Tile(p, s, s.dst, d + 1)
     f16 = _is_f16_acc(s.frag)
+    to16 = {"float16": "kd_f2h", "bfloat16": "kd_f2bf"}.get(s.dst.dtype.name) if s.is_converting else None
     elems = lane_elements(_C, tile.rows, tile.cols)
     item = s.dst.dtype.itemsize
 
     def element(suffix, h):
-        reg = tile.reg(suffix[:2] + (0,)) if f16 else tile.reg(suffix)
-        return f"(uint16_t)({reg} >> {16 * h})" if f16 else reg
+        if f16:
+            return f"(uint16_t)({tile.reg(suffix[:2] + (0,))} >> {16 * h})"
+        return f"{to16}({tile.reg(suffix)})" if to16 else tile.reg(suffix)
+
+    def pair(suffix):
+        if f16:
+            return tile.reg(suffix[:2] + (0,))
+        lo, hi = tile.reg(suffix), tile.reg(suffix[:2] + (1,))
+        return f"kd_pack2({to16}({lo}), {to16}({hi}))" if to16 else f"float2{{{lo}, {hi}}}"
 
     if not tile.col:
-        vec = "uint32_t" if f16 else "float2"
+        vec = "uint32_t" if item == 2 else "float2"
         p.emit(d + 1, f"if ({tile.full} && kd_ws1 == 1 && ((reinterpret_cast<unsigned long long>(kd_wp) "
                       f"| (unsigned long long)(kd_ws2 * {item})) & {2 * item - 1}ULL) == 0ULL) {{")
         for k in range(0, len(elems), 2):
             suffix, r, c, _ = elems[k]
-            val = tile.reg(suffix[:2] + (0,)) if f16 else \
-                f"float2{{{tile.reg(suffix)}, {tile.reg(suffix[:2] + (1,))}}}"
-            p.emit(d + 2, f"*reinterpret_cast<{vec}*>(kd_wp + {tile.offset(r, c)}) = {val};")
+            p.emit(d + 2, f"*reinterpret_cast<{vec}*>(kd_wp + {tile.offset(r, c)}) = {pair(suffix)};")
         p.emit(d + 1, "} else {")
         dd = d + 2
     else:

@@ -192,9 +192,11 @@ def realize(sched, plans: dict, attach: dict, caches: dict | None = None) -> Non
     roots = set(attach.values())
     chain_tx = {r: _chain_threads(sched, r, attach, plans) for r in roots}
     row_loop = {}
+    epilogues = _epilogues(sched, plans)
+    fused = {e.name for e in epilogues.values()}
     for h in reversed(list(sched.stages)):
         plan = plans.get(h.name)
-        if plan is None or h.attach is AttachKind.INLINE:
+        if plan is None or h.attach is AttachKind.INLINE or h.name in fused:
             continue
         k = plan.recipe.name
         if h.name in roots:
@@ -219,7 +221,7 @@ def realize(sched, plans: dict, attach: dict, caches: dict | None = None) -> Non
                 recipes.attached_elementwise(sched, h, where, threads=tx,
                                              vec=plan.vectorize or 1)
             continue
-        _root_recipe(sched, h, plan, k)
+        _root_recipe(sched, h, plan, k, epilogues.get(h.name))
     for root, cs in (caches or {}).items():       # after the readers attached at the row loop
         if row_loop.get(root) is None:
             raise InternalCompilerError(f"cuda schedule: a row cache of {root} without a row loop")
@@ -229,14 +231,26 @@ def realize(sched, plans: dict, attach: dict, caches: dict | None = None) -> Non
                                          threads=chain_tx[root], vec=max(cvec, 1))
 
 
-def _root_recipe(sched, h, plan, k) -> None:
+def _epilogues(sched, plans) -> dict:
+    """Matmul name -> the stage casting its result that its tensor-core stores take over."""
+    out = {}
+    for h in sched.stages:
+        plan = plans.get(h.name)
+        if plan is not None and plan.recipe.name == "matmul" and tensorcore.eligible(sched, h):
+            e = tensorcore.cast_epilogue(sched, h, plans)
+            if e is not None:
+                out[h.name] = e
+    return out
+
+
+def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
     if k == "elementwise":
         if h.stage.axes:
             recipes.elementwise(sched, h, **rules.elementwise(sched, h, plan))
         return   # a 0-d stage has no loop to bind (the core says so)
     if k == "matmul":
         if tensorcore.eligible(sched, h):
-            tensorcore.gemm(sched, h, **rules.tensor_core(sched, h, plan))
+            tensorcore.gemm(sched, h, epilogue=epilogue, **rules.tensor_core(sched, h, plan))
             return
         if tensorcore.tensor_cores_hint(sched, h) is True:
             warn_user(f"tensor_cores=True on {h.name}: {tensorcore.unsuitable(h)}; it runs on "

@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import kdsl as kd
 from kdsl import dtypes as dt
+from kdsl.ir import nodes as n
 from kdsl.schedule import patterns
+from kdsl.schedule.records import AttachKind
 
 from . import analysis as A
 from .gemm import bind_blocks, coop_copy
@@ -84,6 +86,33 @@ def eligible(sched, h) -> bool:
     return (config.cuda_tensor_cores() if want is None else want) and unsuitable(h) is None
 
 
+def cast_epilogue(sched, h, plans: dict):
+    """The stage handle that only casts matmul ``h``'s float32 result to a 16-bit float (what
+    ``A @ B`` of float16 matrices traces to: a float32 product, then its cast), when the
+    tensor-core store can do that cast instead (a converting ``WmmaStore``: no float32
+    intermediate, no second kernel), else None.  It must be ``h``'s only reader, read ``h``
+    at its own indices, and carry no hint or schedule of its own."""
+    if A.is_output(sched, h):
+        return None
+    readers = [r for r in sched.stages if r is not h and sched.reads(r, h)]
+    if len(readers) != 1:
+        return None
+    (d,) = readers
+    st, plan = d.stage, plans.get(d.name)
+    body = st.body
+    if (plan is None or plan.explicit or d.attach is not AttachKind.ROOT or d.relations
+            or d.store_predicate is not None or st.is_reduction or len(st.values) != 1
+            or type(body) is not n.Cast or body.dtype not in (dt.float16, dt.bfloat16)
+            or st.dtype is not body.dtype):
+        return None
+    rd = body.a
+    if (type(rd) is not n.TensorRead or rd.tensor is not h.stage.output
+            or tuple(rd.indices) != tuple(a.var for a in st.axes)
+            or len(st.axes) != len(h.stage.axes)):
+        return None
+    return d
+
+
 def _shrink(sched, iv, warps: int, tiles: int) -> tuple:
     """Fewer warps/tiles along an axis whose size (known or hinted) is smaller than the tile."""
     size = A.const_extent(iv)
@@ -113,8 +142,10 @@ def _vector(rows: int, cols: int, threads: int) -> int | None:
     return vec if rows * cols >= threads else None
 
 
-def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=UNROLL) -> None:
-    """Realise the tensor-core GEMM on matmul stage handle ``C`` (see the module docstring)."""
+def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=UNROLL,
+         epilogue=None) -> None:
+    """Realise the tensor-core GEMM on matmul stage handle ``C`` (see the module docstring).
+    ``epilogue``: C's cast to 16 bits (``cast_epilogue``), done by the fragment stores."""
     a_t, b_t = (r.tensor for r in patterns.matmul_factors(C.stage))
     w = kd.intrin.wmma(16, 16, 16, dtype=a_t.dtype)
     *batch, i, j = C.stage.axes
@@ -134,6 +165,9 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=U
         threads = 32
         vecs = (_vector(rows, depth, 32) or 1, _vector(depth, cols, 32) or 1)
     CF = sched.cache_write(C, "wmma.accumulator")
+    if epilogue is not None:     # C is now a copy of the accumulator: the cast reads it directly
+        C.compute_inline()
+        C = epilogue
     AF = sched.cache_read(a_t, "wmma.matrix_a", [CF])
     BF = sched.cache_read(b_t, "wmma.matrix_b", [CF])
     bi, bj, ii, jj = C.tile(C.axes[-2], C.axes[-1], 16 * wy * ty, 16 * wx * tx)

@@ -218,3 +218,26 @@ def test_taller_b_is_exact(rng):
         assert np.allclose(got, want, rtol=1e-3, atol=1e-3)
         src = k.source(A, B, backend="cuda")
         assert "if (!(kd_wrv >= 16 && kd_wcv >= 16)) {" in src      # the register mask
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_result_is_converted_by_the_fragment_stores(dtype, rng):
+    """``A @ B`` of 16-bit matrices is a float32 product and its cast: the fragment stores do
+    the cast (one kernel, no float32 intermediate), giving the very bits the cast of the
+    float32 product gives, over shapes that do and do not divide the tiles."""
+    spec = kd.TensorSpec((300, 200), dtype)
+    text = str(mm_default.lower(spec, kd.TensorSpec((200, 70), dtype), backend="cuda"))
+    assert text.count("kernel ") == 1 and "float32[" not in text.split("kernel ")[0]
+    assert f"{dtype}(matmul.wmma.accumulator[" in text
+    src = mm_default.source(spec, kd.TensorSpec((200, 70), dtype), backend="cuda")
+    assert src.count("__global__") == 1
+    assert f"kd_pack2({'kd_f2h' if dtype == 'float16' else 'kd_f2bf'}(" in src
+    from kdsl.backends.numpy_eval import round_bf16
+    npd = np.float16 if dtype == "float16" else kd.bfloat16.np      # bfloat16: ml_dtypes
+    for m, k, nn in ((64, 64, 32), (37, 45, 50), (130, 260, 100), (0, 16, 16)):
+        A = rng.standard_normal((m, k)).astype(npd)
+        B = (rng.standard_normal((k, nn)) * 300).astype(npd)
+        got = np.asarray(mm_default(A, B, backend="interp-cuda")).astype(np.float32)
+        wide = np.asarray(mm_f32_out(A, B, backend="interp-cuda"), np.float32)
+        want = wide.astype(np.float16).astype(np.float32) if dtype == "float16" else round_bf16(wide)
+        np.testing.assert_array_equal(got, want)

@@ -342,3 +342,20 @@ def test_a_tile_outside_its_fragment_is_reported(rng):
     f = _warp_kernel(tile_row=16)
     with pytest.raises(SimtOutOfBounds, match="tile \\(16, 0\\) of the wmma.matrix_a fragment 'fa'"):
         run_simt(f, [fp16(rng, (32, 16)), np.eye(16, dtype=np.float16)], [np.zeros((32, 16), np.float32)], [])
+
+
+def test_converting_store_rounds_like_a_cast():
+    """A float32 accumulator stored into a 16-bit buffer rounds to nearest even: float16 by
+    numpy's cast, bfloat16 (float32 storage in the executors) by ``round_bf16``; the valid
+    extents still bound what is written."""
+    from kdsl.backends import wmma_defs as wd
+    from kdsl.backends.numpy_eval import round_bf16
+    tile = (np.arange(256, dtype=np.float32).reshape(16, 16) * 1.00390625 + 1 / 3).astype(np.float32)
+    half = np.zeros((20, 20), np.float16)
+    wd.store(half, (2, 3), False, tile, (16, 5))
+    np.testing.assert_array_equal(half[2:18, 3:8], tile[:, :5].astype(np.float16))
+    assert not half[:, 8:].any() and not half[:2].any()
+    bf = np.zeros((16, 16), np.float32)
+    wd.store(bf, (0, 0), False, tile, (16, 16), to_bf16=True)
+    np.testing.assert_array_equal(bf, round_bf16(tile))
+    assert not np.array_equal(bf, tile)

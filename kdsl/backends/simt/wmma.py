@@ -195,7 +195,7 @@ def run(ex, s) -> None:
         if load:
             wd.load(view, mem.data, origin, col, ext)
         else:
-            wd.store(mem.data, origin, col, view, ext)
+            wd.store(mem.data, origin, col, view, ext, wd.to_bf16(s))
 
 
 __all__ = ["WARP", "has_wmma", "kernel_dims", "alloc_fragment", "scalar_access", "run"]
