@@ -19,6 +19,8 @@ and *Guarantees*:
 - ``vthread`` (IR, ``vthread.inject_vthreads``): virtual-thread loops unrolled, interleaved
 - ``sync`` (IR, ``sync.sync``): barriers for shared memory in GPU kernels, guards predicated
   where a barrier would be under divergence
+- ``interior_blocks`` (IR, ``interior_blocks.interior_blocks``): a block's tiled main loop
+  versioned: a copy without the guards that hold for every thread of the blocks inside the arrays
 - ``full_thread_tiles`` (IR, ``thread_tiles.full_thread_tiles``): the work of a thread with many
   tile guards (a register tile) versioned: a guard-free copy for threads whose tile is inside
 - ``shared_layout`` (IR, ``shared_layout.shared_layout``): shared tiles get padded rows
@@ -43,7 +45,8 @@ interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_
 The whole lists, in order (``names()``)::
 
     PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
-                tensorize, simplify, software_pipeline, vthread, sync, full_thread_tiles,
+                tensorize, simplify, software_pipeline, vthread, sync, interior_blocks,
+                full_thread_tiles,
                 shared_layout, device_kernels
     SEQUENTIAL: PIPELINE without device_kernels and shared_layout, then
                 sequential_kernels, lower_cross_thread, lower_async_copies, blocked_sums
@@ -93,6 +96,7 @@ from .state import LowerState
 from .storage import plan_storage
 from .sync import sync
 from .tensorize import tensorize
+from .interior_blocks import interior_blocks
 from .thread_tiles import full_thread_tiles
 from .vthread import inject_vthreads
 
@@ -191,6 +195,7 @@ PIPELINE = Pipeline((
     Pass("software_pipeline", software_pipeline),
     Pass("vthread", inject_vthreads),
     Pass("sync", sync),
+    Pass("interior_blocks", interior_blocks),
     Pass("full_thread_tiles", full_thread_tiles),
     Pass("shared_layout", shared_layout),
     Pass("device_kernels", device_kernels),

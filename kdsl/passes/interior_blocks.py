@@ -1,0 +1,250 @@
+"""interior_blocks: a guard-free copy of a block's tiled main loop for the blocks that lie inside
+the arrays (an IR pass of the GPU table).
+
+A tiled GPU kernel (a GEMM) runs a serial main loop with barriers in it: each turn, the
+block's threads copy tiles into shared memory, then each thread multiply-adds its register
+tile.  Wherever the tiles do not divide the arrays, every copy and every multiply-add sits
+under guards (``row < N``, ``k < K``), evaluated per element and per turn: in an 8192^3
+float32 GEMM they are most of the instructions.  ``full_thread_tiles`` cannot version such a
+thread body (its two copies would split the barriers between them); this pass versions the
+block's work instead, under a condition on the block index and the kernel's sizes only, the
+same for every thread of the block:
+
+    if <every strippable guard at its extreme point>:  the body without those guards
+    else:                                               the body as it was
+
+A guard conjunct (an integer comparison without loads, in an ``if`` or an ``AsyncCopy``
+predicate) is strippable when ``kdsl.ir.bounds`` bounds it over the loops between the block
+and the guard (thread loops, serial loops: their ranges may be symbolic, e.g.
+``range(ceildiv(K, 8))``) to a condition free of their variables: ``r*8 + i < K`` for
+``r < ceildiv(K, 8)``, ``i < 8`` needs ``ceildiv(K, 8)*8 - 1 < K``.  Within one conjunction,
+a conjunct that bounds a loop variable from above (``r + 2 < ceildiv(K, 64)``: a pipeline's
+test that the tile it prefetches exists) narrows that variable's range for the others and is
+itself kept: where it fails the conjunction is false, whatever the others say.  The same
+conjunct seen at several places goes only if it goes everywhere (all extremes are required).
+
+Versioned: the body of the innermost block-bound loop (under its allocations), when it holds
+a serial loop with a barrier inside (a tiled main loop) and at least ``MIN_SITES`` guard
+conjuncts go.  Other kernels are left alone (their guards are few, or ``full_thread_tiles``
+handles them) so that they do not pay twice the code.
+
+Assumes: GPU-form loop IR after ``sync`` (barriers placed), before ``device_kernels``.
+Guarantees: the same iterations run the same statements in the same order; the versioning
+condition uses no variable bound inside the block's body (no thread index), so every thread
+of a block takes the same copy and barriers stay uniform.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import bounds
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.simplify import simplify
+from ..ir.visitor import Mutator, any_statement, collect, free_vars, substitute
+from .tighten_loops import conjuncts, guard_limit
+
+#: a block body is versioned when at least this many guard conjuncts (places in the code) go
+MIN_SITES = 4
+#: and when its condition has at most this many terms
+MAX_TERMS = 24
+
+_ORDERED = (n.CmpOp.LT, n.CmpOp.LE, n.CmpOp.GT, n.CmpOp.GE)
+
+
+def _is_block_loop(s) -> bool:
+    return type(s) is n.For and s.thread is not None and s.thread.is_block
+
+
+def _has_main_loop(body) -> bool:
+    """A serial loop with a barrier inside: the turns of a tiled kernel."""
+    return any_statement(body, lambda x: type(x) is n.For and x.kind is not n.ForKind.BOUND
+                         and any_statement(x.body, lambda y: type(y) is n.Barrier))
+
+
+class _Sites:
+    """The guard conjuncts of one block body and the conditions under which they hold."""
+
+    def __init__(self):
+        self.conds: dict = {}        # (id(site), k) -> [condition Exprs]
+        self.failed: set = set()     # (id(site), k) seen where they cannot go
+        self.keep: list = []         # the site objects (their ids stay valid)
+
+    def walk(self, s, ranges: dict, inner: set, opaque: set) -> None:
+        t = type(s)
+        if t is n.Seq:
+            for x in s.stmts:
+                self.walk(x, ranges, inner, opaque)
+        elif t is n.For:
+            hi = simplify(mk.sub(mk.add(s.min, s.extent), 1))
+            self.walk(s.body, {**ranges, s.var: (s.min, hi)}, inner | {s.var}, opaque)
+        elif t is n.LetStmt:
+            self.walk(s.body, ranges, inner | {s.var}, opaque | {s.var})
+        elif t is n.Allocate:
+            self.walk(s.body, ranges, inner, opaque)
+        elif t is n.IfThenElse:
+            self.site(s, s.cond, ranges, inner, opaque)
+            self.walk(s.then, ranges, inner, opaque)
+            if s.otherwise is not None:
+                self.walk(s.otherwise, ranges, inner, opaque)
+        elif t is n.AsyncCopy and s.predicate is not None:
+            self.site(s, s.predicate, ranges, inner, opaque)
+
+    def site(self, s, cond, ranges, inner, opaque) -> None:
+        self.keep.append(s)
+        parts = conjuncts(cond)
+        got = [_holds(c, ranges, inner, opaque) for c in parts]
+        # conjuncts that stay and bound a loop variable from above narrow it for the others
+        narrow = dict(ranges)
+        limiting = set()
+        for k, c in enumerate(parts):
+            if got[k] is not None:
+                continue
+            for v in inner & free_vars(c):
+                lim = guard_limit(c, v)
+                if lim is not None and v in narrow and not (free_vars(lim) & inner):
+                    lo, hi = narrow[v]
+                    narrow[v] = (lo, simplify(mk.min_(hi, mk.sub(lim, 1))))
+                    limiting.add(k)
+        for k, c in enumerate(parts):
+            if limiting and k not in limiting:       # the narrowed ranges: a tighter extreme
+                got[k] = _holds(c, narrow, inner, opaque)
+            key = (id(s), k)
+            if got[k] is None:
+                self.failed.add(key)
+            else:
+                self.conds.setdefault(key, []).append(got[k])
+
+    def strippable(self) -> list:
+        """The keys that go everywhere they were seen, in the order of the code."""
+        return [k for k in self.conds if k not in self.failed]
+
+
+def _holds(c, ranges: dict, inner: set, opaque: set):
+    """A condition free of the ``inner`` variables under which conjunct ``c`` holds over
+    ``ranges`` (Var -> inclusive (lo, hi)), or None."""
+    if type(c) is not n.Compare or c.op not in _ORDERED or not c.a.dtype.is_int:
+        return None
+    fv = free_vars(c)
+    if not (fv & inner) or fv & opaque or collect(c, lambda x: isinstance(x, (n.Load, n.TensorRead))):
+        return None
+    diff = simplify(mk.sub(c.a, c.b))
+    try:
+        lo, hi = bounds.bound(diff, {v: r for v, r in ranges.items() if v in inner})
+    except bounds.Unbounded:
+        return None
+    side = hi if c.op in (n.CmpOp.LT, n.CmpOp.LE) else lo     # a - b at its hardest point
+    e = simplify(mk.compare(c.op, side, n.Const(diff.dtype, 0)))
+    if free_vars(e) & inner or (type(e) is n.Const and not e.value):
+        return None
+    return e
+
+
+#: the size that stands for every array dimension in ``_can_hold``: a multiple of every tile
+_BIG = 1 << 20
+
+
+def _can_hold(e, block_vars: set) -> bool:
+    """Whether condition ``e`` holds for the first block of arrays of size ``_BIG`` in every
+    dimension (a multiple of every tile): a condition false there (``ceildiv(K, 8)*8 + 7 < K``,
+    the extreme of a guard that fails on the last turn of a loop) would make every block take
+    the guarded copy, so its guard stays instead."""
+    point = {v: n.Const(v.dtype, 0 if v in block_vars else _BIG) for v in free_vars(e) if v.dtype.is_int}
+    got = simplify(substitute(e, point))
+    return not (type(got) is n.Const and not got.value)
+
+
+class _Strip(Mutator):
+    """Remove the conjuncts ``(id(site), k)`` in ``keys`` from every site."""
+
+    def __init__(self, keys: set):
+        super().__init__()
+        self.keys = keys
+
+    def _rest(self, s, cond):
+        parts = conjuncts(cond)
+        return [c for k, c in enumerate(parts) if (id(s), k) not in self.keys]
+
+    def visit_IfThenElse(self, s):
+        rest = self._rest(s, s.cond)
+        then = self.visit(s.then)
+        other = self.visit(s.otherwise) if s.otherwise is not None else None
+        if not rest:
+            return then
+        return n.IfThenElse(mk.all_of(rest), then, other)
+
+    def visit_AsyncCopy(self, s):
+        if s.predicate is None:
+            return s
+        rest = self._rest(s, s.predicate)
+        return dataclasses.replace(s, predicate=mk.all_of(rest) if rest else None)
+
+
+def _version(body, block_vars: set):
+    """``body`` (a block's work, inside the block loops of ``block_vars``) versioned into a
+    guard-free copy and itself, or ``body``."""
+    if not _has_main_loop(body):
+        return body
+    g = _Sites()
+    g.walk(body, {}, set(), set())
+    keys = [k for k in g.strippable() if all(_can_hold(e, block_vars) for e in g.conds[k])]
+    if len(keys) < MIN_SITES:
+        return body
+    terms = []
+    for k in keys:
+        for e in g.conds[k]:
+            if type(e) is not n.Const and not any(e == c for c in terms):   # structural
+                terms.append(e)
+    if len(terms) > MAX_TERMS:
+        return body
+    stripped = _Strip(set(keys)).visit(body)
+    if not terms:
+        return stripped
+    return n.IfThenElse(mk.all_of(terms), stripped, body)
+
+
+class _Blocks(Mutator):
+    def __init__(self):
+        super().__init__()
+        self.block_vars: set = set()
+
+    def visit_For(self, s):
+        if not _is_block_loop(s):
+            return self.generic(s)
+        if any_statement(s.body, _is_block_loop):
+            self.block_vars.add(s.var)
+            try:
+                return self.generic(s)
+            finally:
+                self.block_vars.discard(s.var)
+        body, allocs = s.body, []
+        while type(body) is n.Allocate:          # allocations stay around both copies
+            allocs.append(body)
+            body = body.body
+        new = _version(body, self.block_vars | {s.var})
+        if new is body:
+            return s
+        for a in reversed(allocs):
+            new = dataclasses.replace(a, body=new)
+        return dataclasses.replace(s, body=new)
+
+
+class _Edge(Mutator):
+    def visit_IfThenElse(self, s):
+        if s.otherwise is not None and _has_main_loop(s.then) and _has_main_loop(s.otherwise):
+            return self.visit(s.otherwise)
+        return self.generic(s)
+
+
+def edge_copy(s: n.Stmt) -> n.Stmt:
+    """``s`` with each block body this pass versioned replaced by its guarded copy (what the
+    blocks at the arrays' edges run): the body as it was before the pass, for inspection."""
+    return _Edge().visit(s)
+
+
+def interior_blocks(func: n.LoweredFunc) -> n.LoweredFunc:
+    """The pass: version each tiled block body so interior blocks run without guards."""
+    if not any_statement(func.body, _is_block_loop):
+        return func
+    body = _Blocks().visit(func.body)
+    return func if body is func.body else dataclasses.replace(func, body=body)
