@@ -348,9 +348,15 @@ class For(Stmt):
 
 @dataclass(frozen=True)
 class IfThenElse(Stmt):
+    """``if cond: then else: otherwise``.  ``alternatives``: both branches have the same effect
+    (``otherwise`` is the general code, ``then`` a faster copy valid where ``cond`` holds, as
+    ``interior_blocks`` makes), so a backend may take ``otherwise`` even where ``cond`` holds,
+    i.e. strengthen ``cond`` with assumptions of its own."""
+
     cond: Expr
     then: Stmt
     otherwise: Stmt | None = None
+    alternatives: bool = False
 
 
 @dataclass(frozen=True)

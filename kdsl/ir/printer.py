@@ -284,12 +284,13 @@ class StmtPrinter:
         self.block(s.body, depth + 1, out)
 
     def _if(self, s, depth, out, word="if"):
-        out.append(INDENT * depth + f"{word} {self.expr(s.cond)}:")
+        note = "  # alternatives: else is the general copy" if s.alternatives else ""
+        out.append(INDENT * depth + f"{word} {self.expr(s.cond)}:{note}")
         self.block(s.then, depth + 1, out)
         other = s.otherwise
         if other is None:
             return
-        if isinstance(other, n.IfThenElse):
+        if isinstance(other, n.IfThenElse) and not s.alternatives:
             self._if(other, depth, out, "elif")
         else:
             out.append(INDENT * depth + "else:")

@@ -559,7 +559,7 @@ class _StmtSimplifier(Mutator):
             return n.IfThenElse(self._e(n.Unary(dt.bool_, n.UnOp.NOT, cond)), other)
         if cond is s.cond and then is s.then and other is s.otherwise:
             return s
-        return n.IfThenElse(cond, then, other)
+        return n.IfThenElse(cond, then, other, s.alternatives and other is not None)
 
     def visit_LetStmt(self, s):
         value = self._e(s.value)

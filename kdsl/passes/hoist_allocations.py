@@ -60,7 +60,7 @@ class _Hoist:
     def _IfThenElse(self, s):
         a1, then = self.stmt(s.then)
         a2, other = ([], None) if s.otherwise is None else self.stmt(s.otherwise)
-        return a1 + a2, n.IfThenElse(s.cond, then, other)
+        return a1 + a2, n.IfThenElse(s.cond, then, other, s.alternatives)
 
     def _For(self, s):
         allocs, body = self.stmt(s.body)

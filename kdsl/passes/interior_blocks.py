@@ -30,8 +30,10 @@ handles them) so that they do not pay twice the code.
 
 Assumes: GPU-form loop IR after ``sync`` (barriers placed), before ``device_kernels``.
 Guarantees: the same iterations run the same statements in the same order; the versioning
-condition uses no variable bound inside the block's body (no thread index), so every thread
-of a block takes the same copy and barriers stay uniform.
+``if`` is marked ``alternatives`` (its ``else`` is the body as it was, right for every block,
+so a backend may add conditions of its own: the cuda codegen adds the alignment tests of the
+fast copy's vector accesses); its condition uses no variable bound inside the block's body
+(no thread index), so every thread of a block takes the same copy and barriers stay uniform.
 """
 from __future__ import annotations
 
@@ -200,7 +202,7 @@ def _version(body, block_vars: set):
     stripped = _Strip(set(keys)).visit(body)
     if not terms:
         return stripped
-    return n.IfThenElse(mk.all_of(terms), stripped, body)
+    return n.IfThenElse(mk.all_of(terms), stripped, body, alternatives=True)
 
 
 class _Blocks(Mutator):
@@ -231,7 +233,7 @@ class _Blocks(Mutator):
 
 class _Edge(Mutator):
     def visit_IfThenElse(self, s):
-        if s.otherwise is not None and _has_main_loop(s.then) and _has_main_loop(s.otherwise):
+        if s.alternatives:
             return self.visit(s.otherwise)
         return self.generic(s)
 

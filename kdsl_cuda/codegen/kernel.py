@@ -83,6 +83,8 @@ class KernelPrinter:
         self.expr = ExprPrinter(self._var, self._load, self.widths)
         self._locals32: dict = {}        # id(shape Var) -> its const int local's name
         self.lines: list[str] = []
+        #: in the fast branch of an ``alternatives`` if: the alignment tests it assumes
+        self.assumed: list | None = None
         self.shared_decls: list[str] = []
         self._shared_seen: set = set()
         self._bound: set = set()       # ids of Vars in scope
@@ -255,11 +257,32 @@ class KernelPrinter:
         self.emit(d, "}")
 
     def _IfThenElse(self, s, d):
+        if s.alternatives and s.otherwise is not None:
+            return self._alternatives(s, d)
         self.emit(d, f"if ({self.expr.index(s.cond)}) {{")
         self.stmt(s.then, d + 1)
         if s.otherwise is not None:
             self.emit(d, "} else {")
             self.stmt(s.otherwise, d + 1)
+        self.emit(d, "}")
+
+    def _alternatives(self, s, d):
+        """An ``alternatives`` if (its else branch is the general code): the fast branch is
+        printed with every kernel-uniform alignment test of its vector accesses assumed, and
+        those tests join the condition (``vector._alignment``): interior blocks whose arrays
+        are aligned run straight-line copies, the rest the general code."""
+        lines, outer = self.lines, self.assumed
+        self.lines, self.assumed = [], []
+        try:
+            self.stmt(s.then, d + 1)
+            fast, assumed = self.lines, self.assumed
+        finally:
+            self.lines, self.assumed = lines, outer
+        cond = " && ".join([f"({self.expr.index(s.cond)})"] + assumed)
+        self.emit(d, f"if ({cond}) {{")
+        self.lines.extend(fast)
+        self.emit(d, "} else {")
+        self.stmt(s.otherwise, d + 1)
         self.emit(d, "}")
 
     def _LetStmt(self, s, d):

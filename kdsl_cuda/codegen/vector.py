@@ -122,7 +122,9 @@ def _alignment(p, buf, indices, v, lo, nbytes: int, address: str) -> str:
     """A C condition that ``buf[indices]`` at lane ``lo`` (C text ``address``) is ``nbytes``
     aligned: the part the index's linear form leaves to kernel parameters (the array's base
     address, its row length ...), uniform over the kernel, or ``""`` when it always is.
-    Where a term is neither a constant multiple nor a parameter's, the address itself."""
+    Where a term is neither a constant multiple nor a parameter's, the address itself.  In
+    the fast copy of an ``alternatives`` if (``p.assumed`` a list) a uniform condition joins
+    that if's condition instead, and the access is printed as aligned."""
     from .kernel import flat_offset      # (kernel.py imports this module)
     per, item = nbytes // buf.dtype.itemsize, buf.dtype.itemsize
     off = flat_offset(buf, tuple(substitute(i, {v: lo}) for i in indices))
@@ -142,7 +144,12 @@ def _alignment(p, buf, indices, v, lo, nbytes: int, address: str) -> str:
             parts.append(f"(unsigned long long)((unsigned)({p.expr.index(f)}) * {(c * item) % nbytes}u)")
     if not parts:
         return ""       # shared memory (16-byte aligned) at a constant multiple
-    return f"((({' | '.join(parts)}) & {nbytes - 1}ULL) == 0ULL)"
+    cond = f"((({' | '.join(parts)}) & {nbytes - 1}ULL) == 0ULL)"
+    if p.assumed is not None:       # the fast copy of an ``alternatives`` if: tested there, once
+        if cond not in p.assumed:
+            p.assumed.append(cond)
+        return ""
+    return cond
 
 
 def _split_predicate(pred, v):

@@ -103,3 +103,26 @@ def test_kernels_without_a_main_loop_are_left_alone():
     (k,) = f.kernels
     assert not collect(k.body, lambda x: type(x) is n.IfThenElse and x.otherwise is not None
                        and collect(x.then, lambda y: type(y) is n.For))
+
+
+def test_cuda_fast_copy_tests_alignment_once():
+    """The cuda codegen adds the kernel-uniform alignment tests of the fast copy's vector
+    accesses to the versioning condition (its else branch is the general code), so interior
+    blocks of aligned arrays copy with plain cp.async: no per-copy test, no scalar fallback."""
+    k = kd.kernel(matmul32)
+    a = np.empty((4096, 4096), np.float16)
+    src = k.source(a, a, backend="cuda")
+    main = src[src.index("__global__"):]
+    top = main.index("if ((")
+    depth, i = 0, main.index("{", top)
+    while True:          # the fast branch: to the brace that closes the if's
+        depth += {"{": 1, "}": -1}.get(main[i], 0)
+        if depth == 0:
+            break
+        i += 1
+    fast, general = main[top:i], main[i:]
+    assert general.startswith("} else {")
+    head = fast.split("\n", 1)[0]
+    assert "reinterpret_cast<unsigned long long>(A)" in head and "reinterpret_cast<unsigned long long>(B)" in head
+    assert "kd_vok" not in fast and "kd_cp_async<16>(" in fast
+    assert "kd_vok" in general          # the general copy keeps its tests and fallbacks
