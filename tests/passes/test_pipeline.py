@@ -147,6 +147,7 @@ GOLDEN_CASES = {
     "lower_cross_thread": (rowsum_graph, cross_thread, "lower_cross_thread"),
     "storage_gpu": (gpu_matmul_graph, mm_thread_tiles, "storage"),
     "sync": (gpu_matmul_graph, mm_shared_tiles, "sync"),
+    "interior_blocks": (gpu_matmul_graph, mm_shared_tiles, "interior_blocks"),
     "full_thread_tiles": (gpu_matmul_graph, mm_shared_tiles, "full_thread_tiles"),
     "blocked_sums": (rowsum_graph, rowsum_split, "blocked_sums"),
     "device_kernels": (rowsum_graph, bind_rows, "device_kernels"),
@@ -350,33 +351,53 @@ def rowsum(A: float32[n, m], B: float32[n]):
 def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
   for i.outer in range(ceildiv(n, 8)):  # bound blockIdx.y
     for j.outer in range(ceildiv(m, 8)):  # bound blockIdx.x
-      for i.inner in range(8):  # bound threadIdx.y
-        if i.outer*8 + i.inner < n:
+      if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0 and ceildiv(k, 8)*8 - k - 1 < 0:  # alternatives: else is the general copy
+        for i.inner in range(8):  # bound threadIdx.y
           for j.inner in range(8):  # bound threadIdx.x
-            if j.outer*8 + j.inner < m:
-              C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
-      for r.outer in range(ceildiv(k, 8)):
-        barrier(shared)
-        allocate A.shared: float32[8, 8] strides (12, 1) shared
-        allocate B.shared: float32[8, 8] strides (12, 1) shared
-          for ax0 in range(8):  # bound threadIdx.y
-            if i.outer*8 + ax0 < n:
-              for ax1 in range(8):  # bound threadIdx.x
-                if r.outer*8 + ax1 < k:
-                  A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
-          for ax0_1 in range(8):  # bound threadIdx.y
-            if r.outer*8 + ax0_1 < k:
-              for ax1_1 in range(8):  # bound threadIdx.x
-                if j.outer*8 + ax1_1 < m:
-                  B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
+            C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
+        for r.outer in range(ceildiv(k, 8)):
           barrier(shared)
-          for i.inner in range(8):  # bound threadIdx.y
-            if i.outer*8 + i.inner < n:
+          allocate A.shared: float32[8, 8] strides (12, 1) shared
+          allocate B.shared: float32[8, 8] strides (12, 1) shared
+            for ax0 in range(8):  # bound threadIdx.y
+              for ax1 in range(8):  # bound threadIdx.x
+                A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
+            for ax0_1 in range(8):  # bound threadIdx.y
+              for ax1_1 in range(8):  # bound threadIdx.x
+                B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
+            barrier(shared)
+            for i.inner in range(8):  # bound threadIdx.y
               for j.inner in range(8):  # bound threadIdx.x
-                if j.outer*8 + j.inner < m:
-                  for r.inner in range(8):
-                    if r.outer*8 + r.inner < k:
-                      C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]""",
+                for r.inner in range(8):
+                  C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]
+      else:
+        for i.inner in range(8):  # bound threadIdx.y
+          if i.outer*8 + i.inner < n:
+            for j.inner in range(8):  # bound threadIdx.x
+              if j.outer*8 + j.inner < m:
+                C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
+        for r.outer in range(ceildiv(k, 8)):
+          barrier(shared)
+          allocate A.shared: float32[8, 8] strides (12, 1) shared
+          allocate B.shared: float32[8, 8] strides (12, 1) shared
+            for ax0 in range(8):  # bound threadIdx.y
+              if i.outer*8 + ax0 < n:
+                for ax1 in range(8):  # bound threadIdx.x
+                  if r.outer*8 + ax1 < k:
+                    A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
+            for ax0_1 in range(8):  # bound threadIdx.y
+              if r.outer*8 + ax0_1 < k:
+                for ax1_1 in range(8):  # bound threadIdx.x
+                  if j.outer*8 + ax1_1 < m:
+                    B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
+            barrier(shared)
+            for i.inner in range(8):  # bound threadIdx.y
+              if i.outer*8 + i.inner < n:
+                for j.inner in range(8):  # bound threadIdx.x
+                  if j.outer*8 + j.inner < m:
+                    for r.inner in range(8):
+                      if r.outer*8 + r.inner < k:
+                        C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]""",
     "sequential_kernels": """\
 def rowsum(A: float32[n, m], B: float32[n]):
   for i.outer in range(ceildiv(n, 32)):  # bound blockIdx.x
@@ -454,12 +475,64 @@ def mm16(A: float16[n, k], B: float16[k, m], C: float32[n, m]):
 }
 GOLDEN["pipeline_legality"] = GOLDEN["placement"]     # a check: the state passes unchanged
 GOLDEN["lower_async_copies"] = GOLDEN["simplify"]      # nothing asynchronous in the chain
-GOLDEN["full_thread_tiles"] = GOLDEN["sync"]   # thread bodies with barriers are not versioned
+GOLDEN["interior_blocks"] = """\
+def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
+  for i.outer in range(ceildiv(n, 8)):  # bound blockIdx.y
+    for j.outer in range(ceildiv(m, 8)):  # bound blockIdx.x
+      if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0 and ceildiv(k, 8)*8 - k - 1 < 0:  # alternatives: else is the general copy
+        for i.inner in range(8):  # bound threadIdx.y
+          for j.inner in range(8):  # bound threadIdx.x
+            C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
+        for r.outer in range(ceildiv(k, 8)):
+          barrier(shared)
+          allocate A.shared: float32[8, 8] shared
+          allocate B.shared: float32[8, 8] shared
+            for ax0 in range(8):  # bound threadIdx.y
+              for ax1 in range(8):  # bound threadIdx.x
+                A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
+            for ax0_1 in range(8):  # bound threadIdx.y
+              for ax1_1 in range(8):  # bound threadIdx.x
+                B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
+            barrier(shared)
+            for i.inner in range(8):  # bound threadIdx.y
+              for j.inner in range(8):  # bound threadIdx.x
+                for r.inner in range(8):
+                  C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]
+      else:
+        for i.inner in range(8):  # bound threadIdx.y
+          if i.outer*8 + i.inner < n:
+            for j.inner in range(8):  # bound threadIdx.x
+              if j.outer*8 + j.inner < m:
+                C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
+        for r.outer in range(ceildiv(k, 8)):
+          barrier(shared)
+          allocate A.shared: float32[8, 8] shared
+          allocate B.shared: float32[8, 8] shared
+            for ax0 in range(8):  # bound threadIdx.y
+              if i.outer*8 + ax0 < n:
+                for ax1 in range(8):  # bound threadIdx.x
+                  if r.outer*8 + ax1 < k:
+                    A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
+            for ax0_1 in range(8):  # bound threadIdx.y
+              if r.outer*8 + ax0_1 < k:
+                for ax1_1 in range(8):  # bound threadIdx.x
+                  if j.outer*8 + ax1_1 < m:
+                    B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
+            barrier(shared)
+            for i.inner in range(8):  # bound threadIdx.y
+              if i.outer*8 + i.inner < n:
+                for j.inner in range(8):  # bound threadIdx.x
+                  if j.outer*8 + j.inner < m:
+                    for r.inner in range(8):
+                      if r.outer*8 + r.inner < k:
+                        C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]"""
+GOLDEN["full_thread_tiles"] = GOLDEN["interior_blocks"]   # thread bodies with barriers are not versioned
 
 
 def test_the_table_lists_every_pass_in_order():
     core = ("placement", "pipeline_legality", "inline", "bound_inference", "storage", "loop_nests",
-            "tensorize", "simplify", "software_pipeline", "vthread", "sync", "full_thread_tiles")
+            "tensorize", "simplify", "software_pipeline", "vthread", "sync", "interior_blocks",
+            "full_thread_tiles")
     assert P.PIPELINE.names() == core + ("shared_layout", "device_kernels")
     assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_cross_thread", "lower_async_copies",
                                           "blocked_sums")
@@ -524,7 +597,8 @@ def test_insert_replace_append_by_name():
                 .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
                 .append(P.Pass("m3", _mark(3))))
     assert pipe.names()[5:] == ("loop_nests", "tensorize", "m1", "simplify", "software_pipeline", "vthread",
-                                "sync", "full_thread_tiles", "sequential_kernels", "lower_cross_thread",
+                                "sync", "interior_blocks", "full_thread_tiles", "sequential_kernels",
+                                "lower_cross_thread",
                                 "lower_async_copies", "blocked_sums", "m2", "m3")
     assert base.names() == P.SEQUENTIAL.names()            # edits never change the original
     assert base.remove("blocked_sums").names() == base.names()[:-1]
