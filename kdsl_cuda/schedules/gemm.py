@@ -6,7 +6,9 @@ spread as ``vthreads x vthreads`` virtual threads (warp tiling: neighbouring thr
 neighbouring shared words); the reduction cut into ``bk``-long steps whose A and B tiles are
 copied into shared memory by all the block's threads, ``vec`` elements per access (float4),
 multi-buffered over the K loop with ``cp.async`` when ``stages`` >= 2; per k, each thread's
-slices of the tiles read into registers.  Batch axes go to blockIdx.z (fused into blockIdx.x
+slices of the tiles read into registers.  The shared tiles are padded caches (zeros beyond the
+matrix), so the copies' bounds are all in their predicates, which the ``interior_blocks`` pass
+drops for blocks inside the matrices (with the k loop's prefetch test narrowing the k bound).  Batch axes go to blockIdx.z (fused into blockIdx.x
 when there may be more than 65535 of them).
 
 Configurations by size (``sched.size_hints``; unknown sizes get the large one):
@@ -168,7 +170,8 @@ def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, ty=TY, tx=TX, vec=1, stages=None, unr
     bm, bn = max(bm, ty), max(bn, tx)
     CL = sched.cache_write(C, "local")
     shared = {t.name: cache.get(t.name, "shared") == "shared" for t in (a_t, b_t)}
-    staged = [sched.cache_read(t, "shared", [CL]) if shared[t.name] else None for t in (a_t, b_t)]
+    staged = [sched.cache_read(t, "shared", [CL], pad=True) if shared[t.name] else None
+              for t in (a_t, b_t)]
     # per k, each thread's slices in registers: from the shared tile, or straight from global
     locals_ = [sched.cache_read(X if X is not None else t, "local", [CL])
                for X, t in zip(staged, (a_t, b_t))]
