@@ -64,6 +64,12 @@ def _has_main_loop(body) -> bool:
                          and any_statement(x.body, lambda y: type(y) is n.Barrier))
 
 
+def _copies(x) -> bool:
+    """A copy into shared memory (whose guards cost once per element copied, not per
+    multiply-add)."""
+    return type(x) is n.AsyncCopy or (type(x) is n.Store and x.buffer.scope is n.Scope.SHARED)
+
+
 class _Sites:
     """The guard conjuncts of one block body and the conditions under which they hold."""
 
@@ -71,6 +77,7 @@ class _Sites:
         self.conds: dict = {}        # (id(site), k) -> [condition Exprs]
         self.failed: set = set()     # (id(site), k) seen where they cannot go
         self.keep: list = []         # the site objects (their ids stay valid)
+        self.compute: set = set()    # ids of the ifs around arithmetic (not shared copies)
 
     def walk(self, s, ranges: dict, inner: set, opaque: set) -> None:
         t = type(s)
@@ -94,6 +101,8 @@ class _Sites:
 
     def site(self, s, cond, ranges, inner, opaque) -> None:
         self.keep.append(s)
+        if type(s) is n.IfThenElse and not any_statement(s.then, _copies):
+            self.compute.add(id(s))
         parts = conjuncts(cond)
         got = [_holds(c, ranges, inner, opaque) for c in parts]
         # conjuncts that stay and bound a loop variable from above narrow it for the others
@@ -182,9 +191,27 @@ class _Strip(Mutator):
         return dataclasses.replace(s, predicate=mk.all_of(rest) if rest else None)
 
 
+def _terms(g, keys) -> list:
+    """The distinct non-constant conditions of the conjuncts ``keys``."""
+    terms = []
+    for k in keys:
+        for e in g.conds[k]:
+            if type(e) is not n.Const and not any(e == c for c in terms):   # structural
+                terms.append(e)
+    return terms
+
+
 def _version(body, block_vars: set):
     """``body`` (a block's work, inside the block loops of ``block_vars``) versioned into a
-    guard-free copy and itself, or ``body``."""
+    guard-free copy and itself (and a middle copy, see below), or ``body``.
+
+    Conditions free of the block indices (``K % 8 == 0``: every block's k loop ends on a whole
+    step) hold for all blocks or none; where some do not hold (a K of 1023), a middle copy
+    strips only the guards whose conditions all depend on the block (rows and columns inside
+    the arrays), so that such shapes still run their interior blocks nearly guard-free.  Only
+    where some of those guards are around arithmetic (a register tile's multiply-adds): guards
+    of the copies into shared memory cost little per element, and a third copy of a tensor-core
+    kernel costs a second of NVRTC time."""
     if not _has_main_loop(body):
         return body
     g = _Sites()
@@ -192,17 +219,19 @@ def _version(body, block_vars: set):
     keys = [k for k in g.strippable() if all(_can_hold(e, block_vars) for e in g.conds[k])]
     if len(keys) < MIN_SITES:
         return body
-    terms = []
-    for k in keys:
-        for e in g.conds[k]:
-            if type(e) is not n.Const and not any(e == c for c in terms):   # structural
-                terms.append(e)
+    terms = _terms(g, keys)
     if len(terms) > MAX_TERMS:
         return body
     stripped = _Strip(set(keys)).visit(body)
     if not terms:
         return stripped
-    return n.IfThenElse(mk.all_of(terms), stripped, body, alternatives=True)
+    general = body
+    per_block = [k for k in keys if all(type(e) is not n.Const and free_vars(e) & block_vars
+                                        for e in g.conds[k])]
+    if len(per_block) < len(keys) and any(k[0] in g.compute for k in per_block):
+        middle = _Strip(set(per_block)).visit(body)
+        general = n.IfThenElse(mk.all_of(_terms(g, per_block)), middle, body, alternatives=True)
+    return n.IfThenElse(mk.all_of(terms), stripped, general, alternatives=True)
 
 
 class _Blocks(Mutator):

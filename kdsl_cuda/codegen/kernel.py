@@ -85,6 +85,8 @@ class KernelPrinter:
         self.lines: list[str] = []
         #: in the fast branch of an ``alternatives`` if: the alignment tests it assumes
         self.assumed: list | None = None
+        #: printing the else branch of an ``alternatives`` if (only the first copy assumes)
+        self.in_general = False
         self.shared_decls: list[str] = []
         self._shared_seen: set = set()
         self._bound: set = set()       # ids of Vars in scope
@@ -257,7 +259,7 @@ class KernelPrinter:
         self.emit(d, "}")
 
     def _IfThenElse(self, s, d):
-        if s.alternatives and s.otherwise is not None:
+        if s.alternatives and s.otherwise is not None and not self.in_general:
             return self._alternatives(s, d)
         self.emit(d, f"if ({self.expr.index(s.cond)}) {{")
         self.stmt(s.then, d + 1)
@@ -270,7 +272,8 @@ class KernelPrinter:
         """An ``alternatives`` if (its else branch is the general code): the fast branch is
         printed with every kernel-uniform alignment test of its vector accesses assumed, and
         those tests join the condition (``vector._alignment``): interior blocks whose arrays
-        are aligned run straight-line copies, the rest the general code."""
+        are aligned run straight-line copies, the rest the general code (where a nested
+        ``alternatives`` if, a middle copy, keeps its tests: unaligned arrays run it)."""
         lines, outer = self.lines, self.assumed
         self.lines, self.assumed = [], []
         try:
@@ -282,7 +285,11 @@ class KernelPrinter:
         self.emit(d, f"if ({cond}) {{")
         self.lines.extend(fast)
         self.emit(d, "} else {")
-        self.stmt(s.otherwise, d + 1)
+        self.in_general = True      # nested alternatives (a middle copy) keep their tests
+        try:
+            self.stmt(s.otherwise, d + 1)
+        finally:
+            self.in_general = False
         self.emit(d, "}")
 
     def _LetStmt(self, s, d):

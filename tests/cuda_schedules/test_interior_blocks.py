@@ -126,3 +126,20 @@ def test_cuda_fast_copy_tests_alignment_once():
     assert "reinterpret_cast<unsigned long long>(A)" in head and "reinterpret_cast<unsigned long long>(B)" in head
     assert "kd_vok" not in fast and "kd_cp_async<16>(" in fast
     assert "kd_vok" in general          # the general copy keeps its tests and fallbacks
+
+
+def test_a_middle_copy_for_reductions_the_step_does_not_divide():
+    """Where K % 8 != 0 (a condition no block escapes), a middle copy still drops the row and
+    column guards of the multiply-adds for the blocks inside the matrix; only the k guards
+    stay.  Tensor-core kernels (no guarded arithmetic: padded tiles) get no middle copy."""
+    f = lowered(matmul, [TensorSpec(("n", "k"), "float32"), TensorSpec(("k", "m"), "float32")], LARGE)
+    cond, inner, edge = _version(f)
+    assert type(edge) is n.IfThenElse and edge.alternatives
+    mid_cond, middle = format_expr(edge.cond), edge.then
+    assert "- n + 127 < 0" in mid_cond and "- m + 127 < 0" in mid_cond and "ceildiv(k" not in mid_cond
+    left = _guards(middle)
+    assert left and not any({v.name for v in free_vars(c)} & {"n", "m"} for c in left)
+    assert any("k" in {v.name for v in free_vars(c)} for c in left)
+    g = lowered(matmul32, [TensorSpec(("n", "k"), "float16"), TensorSpec(("k", "m"), "float16")], LARGE)
+    _, _, tc_edge = _version(g)
+    assert not (type(tc_edge) is n.IfThenElse and tc_edge.alternatives)
