@@ -276,7 +276,7 @@ def test_padded_caches(nkm, stages, rng):
     if stages > 1:
         assert copies and all(c.predicate is not None for c in copies)
     else:
-        zeros = collect(f.body, lambda x: isinstance(x, n.IfThenElse) and x.otherwise is not None
+        zeros = collect(edge_copy(f.body), lambda x: isinstance(x, n.IfThenElse) and x.otherwise is not None
                         and isinstance(x.otherwise, n.Store) and x.otherwise.buffer.scope is n.Scope.SHARED)
         assert len(zeros) == 2
     A, B = rand(rng, (nn, kk), np.float32), rand(rng, (kk, mm), np.float32)

@@ -371,33 +371,56 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                 for r.inner in range(8):
                   C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]
       else:
-        for i.inner in range(8):  # bound threadIdx.y
-          if i.outer*8 + i.inner < n:
+        if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0:  # alternatives: else is the general copy
+          for i.inner in range(8):  # bound threadIdx.y
             for j.inner in range(8):  # bound threadIdx.x
-              if j.outer*8 + j.inner < m:
-                C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
-        for r.outer in range(ceildiv(k, 8)):
-          barrier(shared)
-          allocate A.shared: float32[8, 8] strides (12, 1) shared
-          allocate B.shared: float32[8, 8] strides (12, 1) shared
-            for ax0 in range(8):  # bound threadIdx.y
-              if i.outer*8 + ax0 < n:
+              C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
+          for r.outer in range(ceildiv(k, 8)):
+            barrier(shared)
+            allocate A.shared: float32[8, 8] strides (12, 1) shared
+            allocate B.shared: float32[8, 8] strides (12, 1) shared
+              for ax0 in range(8):  # bound threadIdx.y
                 for ax1 in range(8):  # bound threadIdx.x
                   if r.outer*8 + ax1 < k:
                     A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
-            for ax0_1 in range(8):  # bound threadIdx.y
-              if r.outer*8 + ax0_1 < k:
-                for ax1_1 in range(8):  # bound threadIdx.x
-                  if j.outer*8 + ax1_1 < m:
+              for ax0_1 in range(8):  # bound threadIdx.y
+                if r.outer*8 + ax0_1 < k:
+                  for ax1_1 in range(8):  # bound threadIdx.x
                     B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
-            barrier(shared)
-            for i.inner in range(8):  # bound threadIdx.y
-              if i.outer*8 + i.inner < n:
+              barrier(shared)
+              for i.inner in range(8):  # bound threadIdx.y
                 for j.inner in range(8):  # bound threadIdx.x
-                  if j.outer*8 + j.inner < m:
-                    for r.inner in range(8):
-                      if r.outer*8 + r.inner < k:
-                        C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]""",
+                  for r.inner in range(8):
+                    if r.outer*8 + r.inner < k:
+                      C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]
+        else:
+          for i.inner in range(8):  # bound threadIdx.y
+            if i.outer*8 + i.inner < n:
+              for j.inner in range(8):  # bound threadIdx.x
+                if j.outer*8 + j.inner < m:
+                  C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
+          for r.outer in range(ceildiv(k, 8)):
+            barrier(shared)
+            allocate A.shared: float32[8, 8] strides (12, 1) shared
+            allocate B.shared: float32[8, 8] strides (12, 1) shared
+              for ax0 in range(8):  # bound threadIdx.y
+                if i.outer*8 + ax0 < n:
+                  for ax1 in range(8):  # bound threadIdx.x
+                    if r.outer*8 + ax1 < k:
+                      A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
+              for ax0_1 in range(8):  # bound threadIdx.y
+                if r.outer*8 + ax0_1 < k:
+                  for ax1_1 in range(8):  # bound threadIdx.x
+                    if j.outer*8 + ax1_1 < m:
+                      B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
+              barrier(shared)
+              for i.inner in range(8):  # bound threadIdx.y
+                if i.outer*8 + i.inner < n:
+                  for j.inner in range(8):  # bound threadIdx.x
+                    if j.outer*8 + j.inner < m:
+                      for r.inner in range(8):
+                        if r.outer*8 + r.inner < k:
+                          C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]""",
     "sequential_kernels": """\
 def rowsum(A: float32[n, m], B: float32[n]):
   for i.outer in range(ceildiv(n, 32)):  # bound blockIdx.x
@@ -499,33 +522,56 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                 for r.inner in range(8):
                   C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]
       else:
-        for i.inner in range(8):  # bound threadIdx.y
-          if i.outer*8 + i.inner < n:
+        if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0:  # alternatives: else is the general copy
+          for i.inner in range(8):  # bound threadIdx.y
             for j.inner in range(8):  # bound threadIdx.x
-              if j.outer*8 + j.inner < m:
-                C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
-        for r.outer in range(ceildiv(k, 8)):
-          barrier(shared)
-          allocate A.shared: float32[8, 8] shared
-          allocate B.shared: float32[8, 8] shared
-            for ax0 in range(8):  # bound threadIdx.y
-              if i.outer*8 + ax0 < n:
+              C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
+          for r.outer in range(ceildiv(k, 8)):
+            barrier(shared)
+            allocate A.shared: float32[8, 8] shared
+            allocate B.shared: float32[8, 8] shared
+              for ax0 in range(8):  # bound threadIdx.y
                 for ax1 in range(8):  # bound threadIdx.x
                   if r.outer*8 + ax1 < k:
                     A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
-            for ax0_1 in range(8):  # bound threadIdx.y
-              if r.outer*8 + ax0_1 < k:
-                for ax1_1 in range(8):  # bound threadIdx.x
-                  if j.outer*8 + ax1_1 < m:
+              for ax0_1 in range(8):  # bound threadIdx.y
+                if r.outer*8 + ax0_1 < k:
+                  for ax1_1 in range(8):  # bound threadIdx.x
                     B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
-            barrier(shared)
-            for i.inner in range(8):  # bound threadIdx.y
-              if i.outer*8 + i.inner < n:
+              barrier(shared)
+              for i.inner in range(8):  # bound threadIdx.y
                 for j.inner in range(8):  # bound threadIdx.x
-                  if j.outer*8 + j.inner < m:
-                    for r.inner in range(8):
-                      if r.outer*8 + r.inner < k:
-                        C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]"""
+                  for r.inner in range(8):
+                    if r.outer*8 + r.inner < k:
+                      C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]
+        else:
+          for i.inner in range(8):  # bound threadIdx.y
+            if i.outer*8 + i.inner < n:
+              for j.inner in range(8):  # bound threadIdx.x
+                if j.outer*8 + j.inner < m:
+                  C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
+          for r.outer in range(ceildiv(k, 8)):
+            barrier(shared)
+            allocate A.shared: float32[8, 8] shared
+            allocate B.shared: float32[8, 8] shared
+              for ax0 in range(8):  # bound threadIdx.y
+                if i.outer*8 + ax0 < n:
+                  for ax1 in range(8):  # bound threadIdx.x
+                    if r.outer*8 + ax1 < k:
+                      A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
+              for ax0_1 in range(8):  # bound threadIdx.y
+                if r.outer*8 + ax0_1 < k:
+                  for ax1_1 in range(8):  # bound threadIdx.x
+                    if j.outer*8 + ax1_1 < m:
+                      B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
+              barrier(shared)
+              for i.inner in range(8):  # bound threadIdx.y
+                if i.outer*8 + i.inner < n:
+                  for j.inner in range(8):  # bound threadIdx.x
+                    if j.outer*8 + j.inner < m:
+                      for r.inner in range(8):
+                        if r.outer*8 + r.inner < k:
+                          C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]"""
 GOLDEN["full_thread_tiles"] = GOLDEN["interior_blocks"]   # thread bodies with barriers are not versioned
 
 
