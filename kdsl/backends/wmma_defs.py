@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ir import nodes as n
+from .numpy_eval import round_bf16
 
 
 class TileOutOfBounds(Exception):
@@ -81,7 +82,6 @@ def store(dst: np.ndarray, origin, col_major: bool, view: np.ndarray, extents, t
     if rv and cv:
         part = view[:rv, :cv]
         if to_bf16:
-            from .numpy_eval import round_bf16
             part = round_bf16(part)
         dst[_region(dst.shape, origin, col_major, rv, cv)] = part.T if col_major else part
 

@@ -76,7 +76,6 @@ class _Sites:
     def __init__(self):
         self.conds: dict = {}        # (id(site), k) -> [condition Exprs]
         self.failed: set = set()     # (id(site), k) seen where they cannot go
-        self.keep: list = []         # the site objects (their ids stay valid)
         self.compute: set = set()    # ids of the ifs around arithmetic (not shared copies)
 
     def walk(self, s, ranges: dict, inner: set, opaque: set) -> None:
@@ -100,25 +99,26 @@ class _Sites:
             self.site(s, s.predicate, ranges, inner, opaque)
 
     def site(self, s, cond, ranges, inner, opaque) -> None:
-        self.keep.append(s)
         if type(s) is n.IfThenElse and not any_statement(s.then, _copies):
             self.compute.add(id(s))
         parts = conjuncts(cond)
-        got = [_holds(c, ranges, inner, opaque) for c in parts]
-        # conjuncts that stay and bound a loop variable from above narrow it for the others
-        narrow = dict(ranges)
-        limiting = set()
+        got = [None] * len(parts)
+        # conjuncts of the form ``v + c < N`` (a loop variable capped) that fail on their own
+        # stay, and narrow ``v`` for the others; only the capped forms are bounded first
+        narrow, limiting = dict(ranges), set()
         for k, c in enumerate(parts):
-            if got[k] is not None:
+            caps = [(v, lim) for v in inner & free_vars(c) if v in ranges
+                    for lim in [guard_limit(c, v)] if lim is not None and not free_vars(lim) & inner]
+            if not caps:
                 continue
-            for v in inner & free_vars(c):
-                lim = guard_limit(c, v)
-                if lim is not None and v in narrow and not (free_vars(lim) & inner):
+            got[k] = _holds(c, ranges, inner, opaque)
+            if got[k] is None:
+                limiting.add(k)
+                for v, lim in caps:
                     lo, hi = narrow[v]
                     narrow[v] = (lo, simplify(mk.min_(hi, mk.sub(lim, 1))))
-                    limiting.add(k)
         for k, c in enumerate(parts):
-            if limiting and k not in limiting:       # the narrowed ranges: a tighter extreme
+            if k not in limiting and (got[k] is None or limiting):    # narrowed: tighter
                 got[k] = _holds(c, narrow, inner, opaque)
             key = (id(s), k)
             if got[k] is None:

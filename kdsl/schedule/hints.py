@@ -20,7 +20,7 @@ import types
 from dataclasses import dataclass, field
 
 from ..errors import ScheduleError, SourceLoc, for_user, user_location
-from ..ir import nodes as n
+from .patterns import cast_read
 from .plan import PARTIALS, StagePlan, axis_names, realize, reduce_names, spatial_names
 
 GENERIC = ("tile", "parallel", "vectorize", "unroll", "rfactor")
@@ -215,13 +215,9 @@ def _cast_source(sched, h):
     """The stage the default hints target: the first output, or, when that output only casts
     a reduction element for element (``A @ B`` and ``A.sum(axis=1)`` of float16 arrays
     accumulate in float32, then cast), the reduction: the user's axes (``r0``) live there."""
-    body = h.stage.body
-    if not isinstance(body, n.Cast) or not isinstance(body.a, n.TensorRead):
-        return h
-    src = body.a.tensor.stage
+    rd = cast_read(h.stage)
+    src = rd.tensor.stage if rd is not None else None
     if src is None or not src.is_reduction or len(src.axes) != len(h.stage.axes):
-        return h
-    if tuple(body.a.indices) != tuple(a.var for a in h.stage.axes):
         return h
     try:
         return sched[src.name]

@@ -3,7 +3,8 @@
 ``matmul_factors(stage)`` and ``is_matmul(stage)`` find ``sum_k X[.., i, k] * Y[.., k, j]``:
 the CPU backend gives it its blocked GEMM recipe, the CUDA backend its tiled one.
 ``consumers``, ``is_output`` and ``sole_root`` answer who reads a stage (for attaching
-producers of row-wise chains at their consumer's row).
+producers of row-wise chains at their consumer's row); ``cast_read`` finds a stage that only
+casts another.
 """
 from __future__ import annotations
 
@@ -33,6 +34,17 @@ def sole_root(sched, h, attach: dict):
     if len(roots) != 1:
         return None
     return readers, sched[roots.pop()]
+
+
+def cast_read(stage):
+    """The TensorRead that ``stage`` only casts, element for element (``O[i, j] = T(X[i, j])``
+    at its own axes: what ``A @ B`` of float16 arrays adds after its float32 product), or None."""
+    body = stage.body
+    if not isinstance(body, n.Cast) or not isinstance(body.a, n.TensorRead):
+        return None
+    if tuple(body.a.indices) != tuple(a.var for a in stage.axes):
+        return None
+    return body.a
 
 
 def _uncast(e):

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import kdsl as kd
 from kdsl import dtypes as dt
-from kdsl.ir import nodes as n
 from kdsl.schedule import patterns
 from kdsl.schedule.records import AttachKind
 
@@ -99,16 +98,11 @@ def cast_epilogue(sched, h, plans: dict):
         return None
     (d,) = readers
     st, plan = d.stage, plans.get(d.name)
-    body = st.body
+    rd = patterns.cast_read(st)
     if (plan is None or plan.explicit or d.attach is not AttachKind.ROOT or d.relations
-            or d.store_predicate is not None or st.is_reduction or len(st.values) != 1
-            or type(body) is not n.Cast or body.dtype not in (dt.float16, dt.bfloat16)
-            or st.dtype is not body.dtype):
-        return None
-    rd = body.a
-    if (type(rd) is not n.TensorRead or rd.tensor is not h.stage.output
-            or tuple(rd.indices) != tuple(a.var for a in st.axes)
-            or len(st.axes) != len(h.stage.axes)):
+            or d.store_predicate is not None or len(st.values) != 1 or rd is None
+            or rd.tensor is not h.stage.output or len(st.axes) != len(h.stage.axes)
+            or st.dtype not in (dt.float16, dt.bfloat16) or st.body.dtype is not st.dtype):
         return None
     return d
 
