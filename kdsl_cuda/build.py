@@ -19,6 +19,21 @@ def options(arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> dict:
     return {"arch": arch, "std": "c++17", "name": name}
 
 
+def target_arch(source: str, arch: str) -> str:
+    """The architecture ``source`` is compiled for on an ``arch`` device: ``sm_90a`` for code
+    that uses Hopper's ``wgmma`` (``kd.intrin.wgmma``; the codegen marks it) on an sm_90
+    device, else ``arch``; BackendCompileError where such code meets another GPU."""
+    from .codegen.wgmma import SM90A_MARK
+    if SM90A_MARK not in source:
+        return arch
+    if arch in ("sm_90", "sm_90a"):
+        return "sm_90a"
+    raise BackendCompileError(
+        f"this kernel multiplies on Hopper's tensor cores (wgmma: kd.intrin.wgmma, or the default "
+        f"16-bit matmul schedule chosen for an sm_90 GPU), which the {arch} GPU it is compiled for "
+        "lacks; on other GPUs use kd.intrin.wmma(16, 16, 16) (tensor_cores=True chooses by device)")
+
+
 def _cuda_core():
     try:
         from cuda.core import Program, ProgramOptions
@@ -44,6 +59,7 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kerne
     """The cubin of ``source`` for ``arch``; BackendCompileError (log, dumped source, options)
     when NVRTC rejects it."""
     Program, ProgramOptions = _cuda_core()
+    arch = target_arch(source, arch)
     opts = options(arch, name)
     prog = None
     try:
@@ -77,6 +93,7 @@ def compile_ptx(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.
         from cuda.bindings import nvrtc
     except ImportError as e:
         raise BackendUnavailable(f"compile_ptx needs the cuda-bindings wheel ({e})") from e
+    arch = target_arch(source, arch)
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17"]
     try:

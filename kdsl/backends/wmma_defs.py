@@ -135,6 +135,20 @@ def _py_mma(D, dt, A, at, B, bt, C, ct, shape, names):
         _frag(B, bt, k, nn, kernel, bname, "wmma mma"), _frag(C, ct, m, nn, kernel, cname, "wmma mma"))
 
 
+def _py_wgmma(D, dt, A, a_origin, a_col, B, b_origin, b_col, C, ct, shape, names):
+    m, nn, k = shape
+    kernel, dname, aname, bname, cname = names
+    tiles = []
+    for X, origin, col, rows, cols, name in ((A, a_origin, a_col, m, k, aname), (B, b_origin, b_col, k, nn, bname)):
+        try:
+            part = X[_region(X.shape, origin, col, rows, cols)]
+        except TileOutOfBounds as e:
+            _mem_oob(kernel, "wgmma read", name, e, X)
+        tiles.append(part.T if col else part)
+    mma(_frag(D, dt, m, nn, kernel, dname, "wgmma mma"), tiles[0], tiles[1],
+        _frag(C, ct, m, nn, kernel, cname, "wgmma mma"))
+
+
 def _py_fill(F, tile, rows, cols, value, names):
     kernel, fname, _ = names
     fill(_frag(F, tile, rows, cols, kernel, fname, "wmma fill"), value)
@@ -153,7 +167,13 @@ def emit_python(gen, s) -> None:
     buf = lambda b, what: gen._buffer(b, what)[0]          # noqa: E731
     tup = lambda xs: "(" + "".join(f"{ex(x)}, " for x in xs) + ")"  # noqa: E731
     fn = gen.helper(("wmma", type(s).__name__), lambda: _PY[type(s)], "wmma")
-    if type(s) is n.WmmaMma:
+    if type(s) is n.WgmmaMma:
+        names = (gen.func.name, s.d.name, s.a.name, s.b.name, s.c.name)
+        col = lambda lay: str(lay is n.WmmaLayout.COL_MAJOR)      # noqa: E731
+        args = [buf(s.d, "wgmma mma"), tup(s.d_tile), buf(s.a, "wgmma mma"), tup(s.a_origin), col(s.a_layout),
+                buf(s.b, "wgmma mma"), tup(s.b_origin), col(s.b_layout), buf(s.c, "wgmma mma"), tup(s.c_tile),
+                repr(tuple(s.shape))]
+    elif type(s) is n.WmmaMma:
         names = (gen.func.name, s.d.name, s.a.name, s.b.name, s.c.name)
         args = [buf(s.d, "wmma mma"), tup(s.d_tile), buf(s.a, "wmma mma"), tup(s.a_tile),
                 buf(s.b, "wmma mma"), tup(s.b_tile), buf(s.c, "wmma mma"), tup(s.c_tile), repr(tuple(s.shape))]
@@ -174,6 +194,7 @@ def emit_python(gen, s) -> None:
     gen.emit(f"{fn}({', '.join(args)}, {names!r})")
 
 
-_PY = {n.WmmaLoad: _py_load, n.WmmaStore: _py_store, n.WmmaMma: _py_mma, n.WmmaFill: _py_fill}
+_PY = {n.WmmaLoad: _py_load, n.WmmaStore: _py_store, n.WmmaMma: _py_mma, n.WmmaFill: _py_fill,
+       n.WgmmaMma: _py_wgmma}
 
 __all__ = ["TileOutOfBounds", "tile_dims", "frag_tile", "load", "store", "mma", "fill", "emit_python"]

@@ -310,7 +310,12 @@ class Buffer:
     """A block of memory: arguments (``param=True``) or temporaries with a scope.
 
     ``strides`` are in elements, one expression per dimension (may be negative);
-    ``None`` means compact row-major.
+    ``None`` means compact row-major.  ``swizzle`` (bytes, 0 or 128) is a physical layout of
+    a compact SHARED buffer that only code generators see (``kdsl.passes.shared_layout``):
+    the last dimension is cut into 128-byte column blocks stored one after another (each
+    block all rows x 128 bytes), and in each row the 16-byte chunks are permuted by XOR with
+    the row index modulo 8 -- the layout Hopper's ``wgmma`` reads.  Indices stay logical:
+    executors that index logically ignore it.
     """
 
     name: str
@@ -319,6 +324,7 @@ class Buffer:
     strides: tuple | None = None
     scope: Scope = Scope.GLOBAL
     param: bool = False
+    swizzle: int = 0
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}, {self.dtype.name}, {self.scope.value})"
@@ -579,8 +585,35 @@ class WmmaStore(Stmt):
         return self.dst.dtype is not self.frag.dtype
 
 
+@dataclass(frozen=True)
+class WgmmaMma(Stmt):
+    """``d[d_tile] = a-tile @ b-tile + c[c_tile]`` with both operand tiles read from shared
+    memory (a warp's share of a Hopper warpgroup product, ``wgmma.mma_async``): shape (m, n,
+    k) = (16, n, 16), n a multiple of 8 up to 256.  The m x k tile of ``a`` starts at
+    ``a_origin`` and spans ``a``'s last two dimensions as ``a_layout`` says (ROW_MAJOR: its
+    rows along dimension -2), the k x n tile of ``b`` likewise.  Products exact, accumulated in
+    the accumulator's dtype (float32).
+
+    Executed by a warp, like the wmma statements; four consecutive warps (a warpgroup: warps
+    4g..4g+3 of the block) run it together as one ``m64nNk16`` instruction, so they must
+    reach it together with A tiles of consecutive rows (warp 4g+i at ``a_origin`` of warp 4g
+    plus 16 i rows), the same B tile and the same accumulator tile."""
+
+    d: Buffer
+    d_tile: tuple
+    a: Buffer
+    a_origin: tuple
+    a_layout: WmmaLayout
+    b: Buffer
+    b_origin: tuple
+    b_layout: WmmaLayout
+    c: Buffer
+    c_tile: tuple
+    shape: tuple
+
+
 #: the warp-level statements (executed by every thread of a warp together)
-WMMA_STMTS = (WmmaFill, WmmaLoad, WmmaMma, WmmaStore)
+WMMA_STMTS = (WmmaFill, WmmaLoad, WmmaMma, WmmaStore, WgmmaMma)
 
 
 # ----------------------------------------------------------------- functions

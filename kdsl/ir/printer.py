@@ -252,7 +252,7 @@ class StmtPrinter:
             n.CrossThreadReduce: self._cross_thread, n.AsyncCopy: self._async_copy,
             n.CommitGroup: self._commit, n.WaitGroup: self._wait, n.DeviceKernel: self._kernel,
             n.WmmaFill: self._wmma_fill, n.WmmaLoad: self._wmma_load, n.WmmaMma: self._wmma_mma,
-            n.WmmaStore: self._wmma_store,
+            n.WmmaStore: self._wmma_store, n.WgmmaMma: self._wgmma_mma,
         }
 
     def lines(self, s, depth: int, out: list):
@@ -405,6 +405,19 @@ class StmtPrinter:
         out.append(INDENT * depth + f"wmma.mma({self._tile(s.d, s.d_tile, m, nn)} = "
                    f"{self._tile(s.a, s.a_tile, m, k)} @ {self._tile(s.b, s.b_tile, k, nn)} + "
                    f"{self._tile(s.c, s.c_tile, m, nn)})  # {m}x{nn}x{k}")
+
+    def _wgmma_mma(self, s, depth, out):
+        m, nn, k = s.shape
+
+        def mem(buf, origin, layout, rows, cols):
+            spans = (rows, cols) if layout is n.WmmaLayout.ROW_MAJOR else (cols, rows)
+            ix = [self.expr(e) for e in origin[:-2]]
+            ix += [f"{self.expr(e)}:{self.expr.end(e, n.const(w, e.dtype))}" for e, w in zip(origin[-2:], spans)]
+            t = "" if layout is n.WmmaLayout.ROW_MAJOR else ".T"
+            return f"{self.namer(buf)}[{', '.join(ix)}]{t}"
+        out.append(INDENT * depth + f"wgmma.mma({self._tile(s.d, s.d_tile, m, nn)} = "
+                   f"{mem(s.a, s.a_origin, s.a_layout, m, k)} @ {mem(s.b, s.b_origin, s.b_layout, k, nn)} + "
+                   f"{self._tile(s.c, s.c_tile, m, nn)})  # {m}x{nn}x{k}, a warp's share")
 
     def _wmma_store(self, s, depth, out):
         m, nn, _ = s.shape

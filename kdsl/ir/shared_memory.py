@@ -9,6 +9,11 @@ in the order the kernel allocates them.  Where the constant-shaped buffers alone
 stores the dynamic total in ``Launch.dynamic_shared``; code generators and the SIMT executor
 take the offsets from here, so the host's byte count and the kernel's slices agree.
 
+Swizzled buffers (``Buffer.swizzle``: the operand tiles of Hopper tensor-core products) must
+start on a ``SWIZZLE_ALIGN``-byte boundary of the shared window: a kernel with one keeps every
+buffer dynamic, puts the swizzled ones at multiples of ``SWIZZLE_ALIGN`` and asks for
+``SWIZZLE_ALIGN`` bytes more, so that a code generator can round the dynamic block's start up.
+
 ``LIMIT`` is the most shared memory one block may use on the devices kdsl models (sm_80/sm_90
 with the opt-in attribute: 227 KB); a launch beyond it is refused with ``too_much_shared``.
 """
@@ -23,6 +28,8 @@ from .simplify import simplify
 
 #: alignment of every dynamic slice (bytes): 16-byte vector accesses stay aligned
 ALIGN = 16
+#: alignment (bytes) of swizzled buffers, and the slack a kernel with one asks for
+SWIZZLE_ALIGN = 1024
 #: shared memory per block with the opt-in attribute on sm_80 / sm_90 (227 KB)
 LIMIT = 227 * 1024
 #: shared memory per block without the opt-in attribute (48 KB)
@@ -85,8 +92,8 @@ def _const_bytes(b: n.Buffer) -> int:
     return element_count(b) * b.dtype.itemsize
 
 
-def _aligned(e):
-    return mk.mul(mk.floordiv(mk.add(e, ALIGN - 1), ALIGN), ALIGN)
+def _aligned(e, align=ALIGN):
+    return mk.mul(mk.floordiv(mk.add(e, align - 1), align), align)
 
 
 def _shared_allocations(body) -> list:
@@ -115,16 +122,23 @@ def shared_layout(body) -> SharedLayout:
     """The layout of the shared buffers allocated in a kernel's ``body`` (module docstring)."""
     static, dynamic, total = [], [], None
     bufs = _shared_allocations(body)
+    swizzled = any(b.swizzle for b in bufs)
+    if swizzled:        # the swizzled first, each on a SWIZZLE_ALIGN boundary
+        bufs.sort(key=lambda b: not b.swizzle)
     fixed = sum(_const_bytes(b) for b in bufs if not is_dynamic(b))
-    spill = fixed > STATIC_MAX     # constant buffers beyond what __shared__ arrays may hold
+    spill = fixed > STATIC_MAX or swizzled  # constant buffers beyond what __shared__ arrays may hold
     for b in bufs:
         if spill or is_dynamic(b):
             off = mk.as_expr(0) if total is None else total
+            if b.swizzle:
+                off = _aligned(off, SWIZZLE_ALIGN)
             dynamic.append((b, off))
             size = _aligned(_bytes(b))
-            total = size if total is None else mk.add(total, size)
+            total = mk.add(off, size)
         else:
             static.append((b, _const_bytes(b)))
+    if swizzled:
+        total = mk.add(total, SWIZZLE_ALIGN)
     return SharedLayout(tuple(static), tuple((b, simplify(o)) for b, o in dynamic),
                         None if total is None else simplify(total))
 
@@ -141,5 +155,5 @@ def too_much_shared(kernel: str, nbytes: int, limit: int, buffers=()) -> Argumen
              "longer rows in global memory")
 
 
-__all__ = ["ALIGN", "LIMIT", "DEFAULT_LIMIT", "SharedLayout", "shared_layout", "is_dynamic",
+__all__ = ["ALIGN", "SWIZZLE_ALIGN", "LIMIT", "DEFAULT_LIMIT", "SharedLayout", "shared_layout", "is_dynamic",
            "too_much_shared", "STATIC_MAX"]

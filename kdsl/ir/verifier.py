@@ -289,6 +289,9 @@ class _Verifier:
 
     def _wmma(self, s):
         """Warp-level matrix statements: fragments of the right scope, live buffers, index counts."""
+        if type(s) is n.WgmmaMma:
+            self._wgmma(s)
+            return
         frags = [(getattr(s, f), getattr(s, f + "_tile") if f in "dabc" else s.tile)
                  for f in ("d", "a", "b", "c", "frag") if hasattr(s, f)]
         want = {"a": n.Scope.WMMA_MATRIX_A, "b": n.Scope.WMMA_MATRIX_B, "c": n.Scope.WMMA_ACCUMULATOR,
@@ -319,6 +322,28 @@ class _Verifier:
                 self.expr(x)
         if isinstance(s, n.WmmaFill):
             self.expr(s.value)
+    def _wgmma(self, s):
+        """A shared-operand product: accumulator fragments, shared 16-bit operands indexed in full."""
+        for f, tile in (("d", s.d_tile), ("c", s.c_tile)):
+            buf = getattr(s, f)
+            self.buffer_ok(buf)
+            if buf.scope is not n.Scope.WMMA_ACCUMULATOR or len(buf.shape) != 2 or len(tile) != 2:
+                self.fail(f"wgmma operand {f} is the {buf.scope.value} buffer {buf.name!r} (a 2-d accumulator is needed)")
+            for x in tile:
+                self.expr(x)
+        for f in ("a", "b"):
+            buf, origin = getattr(s, f), getattr(s, f + "_origin")
+            self.buffer_ok(buf)
+            if buf.scope is not n.Scope.SHARED or len(origin) != len(buf.shape) or len(buf.shape) < 2:
+                self.fail(f"wgmma operand {f} is the {buf.scope.value} buffer {buf.name!r} indexed with "
+                          f"{len(origin)} indices (a shared tile is needed)")
+            if buf.dtype is not s.a.dtype or buf.dtype not in (dt.float16, dt.bfloat16):
+                self.fail(f"wgmma operands of {s.a.dtype} and {buf.dtype}")
+            for x in origin:
+                self.expr(x)
+        if s.d.dtype is not dt.float32 or s.shape[0] != 16 or s.shape[2] != 16 or s.shape[1] % 8:
+            self.fail(f"wgmma of shape {s.shape} into {s.d.dtype}")
+
     def _cross_thread(self, s):
         """One value and one LOCAL (1,) result per combiner value, inside thread loops of every
         reduced tag (distinct threadIdx tags)."""

@@ -177,7 +177,7 @@ def _written(x):
         return x.dst
     if t is n.WmmaLoad or t is n.WmmaFill:
         return x.frag
-    if t is n.WmmaMma:
+    if t is n.WmmaMma or t is n.WgmmaMma:
         return x.d
     return None
 

@@ -20,6 +20,11 @@ every reference to it (loads, stores, asynchronous copies, fragment loads and st
 Allocate) names the padded buffer.  Indices are unchanged: executors that index logically
 (the SIMT interpreter) see the same program; the codegen addresses through the strides and
 allocates ``strides[0] * shape[0]`` elements.  Other buffers are left alone.
+
+The operand tiles of shared-memory tensor-core products (``WgmmaMma``) are not padded: they
+get the 128-byte swizzle Hopper's ``wgmma`` reads (``Buffer.swizzle``; its 16-byte chunks
+permuted within each 128-byte line, so that the eight rows a core matrix spans, and the
+16-byte copies of a warp, fall in distinct banks), compact otherwise.
 """
 from __future__ import annotations
 
@@ -66,10 +71,18 @@ class _Swap(Mutator):
         return dataclasses.replace(node, **changes) if changes else node
 
 
+#: the swizzle (bytes) of the operand tiles of shared-memory products
+SWIZZLE = 128
+
+
 def shared_layout(func: n.LoweredFunc) -> n.LoweredFunc:
-    """The pass (see the module docstring); the function itself when nothing is padded."""
+    """The pass (see the module docstring); the function itself when nothing changes."""
     swap = {}
+    operands = {id(b) for s in collect(func.body, lambda x: type(x) is n.WgmmaMma) for b in (s.a, s.b)}
     for a in collect(func.body, lambda x: type(x) is n.Allocate):
+        if id(a.buffer) in operands:
+            swap[a.buffer] = dataclasses.replace(a.buffer, swizzle=SWIZZLE)
+            continue
         st = padded_strides(a.buffer)
         if st is not None:
             swap[a.buffer] = dataclasses.replace(a.buffer, strides=st)

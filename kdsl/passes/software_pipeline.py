@@ -46,9 +46,11 @@ def _stores_to(s, bufs) -> list:
 
 
 def _loads_of(s, bufs) -> list:
-    """Reads of ``bufs`` in ``s``: Loads and tensor-core fragment loads (``WmmaLoad``)."""
+    """Reads of ``bufs`` in ``s``: Loads, tensor-core fragment loads (``WmmaLoad``) and the
+    operands of shared-memory products (``WgmmaMma``)."""
     return collect(s, lambda x: (isinstance(x, n.Load) and x.buffer in bufs)
-                   or (isinstance(x, n.WmmaLoad) and x.src in bufs))
+                   or (isinstance(x, n.WmmaLoad) and x.src in bufs)
+                   or (isinstance(x, n.WgmmaMma) and (x.a in bufs or x.b in bufs)))
 
 
 def _err(buf, what) -> ScheduleError:
@@ -71,6 +73,16 @@ class _Ring(Mutator):
         s = self.generic(s)
         r = self.rings.get(s.src)
         return s if r is None else dataclasses.replace(s, src=r, origin=(self.slot,) + s.origin)
+
+    def visit_WgmmaMma(self, s):
+        s = self.generic(s)
+        changes = {}
+        for f in ("a", "b"):
+            r = self.rings.get(getattr(s, f))
+            if r is not None:
+                changes[f] = r
+                changes[f + "_origin"] = (self.slot,) + getattr(s, f + "_origin")
+        return dataclasses.replace(s, **changes) if changes else s
 
     def visit_Store(self, s):
         s = self.generic(s)

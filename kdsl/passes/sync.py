@@ -209,6 +209,8 @@ class _Kernel:
                 out.append(_access(s.buffer, True, self._dims(s.buffer, s.indices, ctx)))
         elif t is n.Evaluate:
             self._loads(s.value, ctx, out)
+        elif t is n.WgmmaMma:            # reads its shared operand tiles (unknown threads' parts)
+            out.extend(_access(b, False, None) for b in (s.a, s.b) if b in self.tracked)
         else:        # any other statement: every access, with unknown indices (conflicts)
             for ld in collect(s, lambda x: isinstance(x, n.Load)):
                 if ld.buffer in self.tracked:

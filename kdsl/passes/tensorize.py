@@ -31,170 +31,18 @@ extent 32.  A kernel without one still runs 32 lanes per warp (``Launch`` block 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from .. import dtypes as dt
 from ..errors import InternalCompilerError, ScheduleError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.printer import format_expr, format_stmt
-from ..ir.simplify import linear, simplify
+from ..ir.simplify import simplify
 from ..ir.visitor import Mutator, collect, free_vars
-from ..schedule.records import where
-from .tighten_loops import conjuncts
+from ..schedule.intrin import WGMMA, WMMA
+from . import wgmma_tiles as wg
 from .wmma_padding import covers, loop_ranges, widen
-
-S = n.Scope
-_FRAG_ROLE = {S.WMMA_MATRIX_A: "matrix_a", S.WMMA_MATRIX_B: "matrix_b", S.WMMA_ACCUMULATOR: "accumulator"}
-_LAYOUT = {"row_major": n.WmmaLayout.ROW_MAJOR, "col_major": n.WmmaLayout.COL_MAJOR}
-
-
-@dataclass
-class _Nest:
-    """The perfect nest under one tensorized loop."""
-
-    req: n.TensorizeRequest
-    loop: n.For
-    loops: list            # the For nodes, outermost first
-    guards: list           # conjuncts of the ifs inside the nest
-    store: n.Store
-    role: str = ""         # "load", "fill", "mma", "store"
-    info: dict = dataclasses.field(default_factory=dict)
-
-
-class _Fail:
-    """Builds the ScheduleErrors of one request (its stage, axis and line)."""
-
-    def __init__(self, req):
-        self.req = req
-
-    def __call__(self, msg, hint=None):
-        r = self.req
-        raise ScheduleError(f"{r.stage.name}.tensorize({r.axis.name}, {r.intrin}){where(r.loc)}: {msg}",
-                            loc=r.loc, hint=hint)
-
-
-def _show(x) -> str:
-    return format_expr(x) if isinstance(x, n.Expr) else format_stmt(x).strip()
-
-
-# ------------------------------------------------------------------ parsing
-def _parse(req, loop: n.For) -> _Nest:
-    fail = _Fail(req)
-    loops, guards, s = [], [], loop
-    while True:
-        t = type(s)
-        if t is n.For:
-            if s.kind is n.ForKind.BOUND:
-                fail(f"loop {s.var.name} inside the tensorized nest is bound to {s.thread.value}; "
-                     "the loops of a wmma tile are the warp's own", hint="bind only the loops outside it")
-            loops.append(s)
-            s = s.body
-        elif t is n.IfThenElse and s.otherwise is None:
-            guards.extend(conjuncts(s.cond))
-            s = s.then
-        elif t is n.Store:
-            return _Nest(req, loop, loops, guards, s)
-        else:
-            fail(f"the nest under {req.axis.name} is not one loop nest around one store:\n    "
-                 + _show(s).replace("\n", "\n    "),
-                 hint="tensorize at the loop of the tile's first axis, with no other stage attached inside it")
-
-
-def _const_extent(fail, loop: n.For) -> int:
-    if not (isinstance(loop.min, n.Const) and loop.min.value == 0 and isinstance(loop.extent, n.Const)):
-        fail(f"loop {loop.var.name} has extent {_show(loop.extent)}; a wmma tile needs constant extents",
-             hint="split the axis by the tile size and tensorize the inner loop")
-    return loop.extent.value
-
-
-def _affine(fail, e: n.Expr, tvars, what: str):
-    """(coefficients of the tile vars, the rest as a Linear) of index ``e``."""
-    if not e.dtype.is_int:
-        fail(f"{what} is indexed by {_show(e)}, not an integer")
-    lin = linear(e)
-    coeffs, rest = {}, {}
-    for term, c in lin.terms.items():
-        if term in tvars:
-            coeffs[term] = c
-        elif free_vars(term) & set(tvars):
-            fail(f"{what} is indexed by {_show(e)}, which is not affine in the tile's loops")
-        else:
-            rest[term] = c
-    return coeffs, type(lin)(lin.dtype, rest, lin.const)
-
-
-def _unit_lead(buf: n.Buffer) -> int:
-    """How many leading dimensions of fragment ``buf`` there are before its last two, each of
-    extent 1 (a batched product's fragment holds one matrix), or -1 when one is longer."""
-    lead = len(buf.shape) - 2
-    if lead < 0 or not all(type(x) is n.Const and x.value == 1 for x in buf.shape[:lead]):
-        return -1
-    return lead
-
-
-def _tile_index(fail, buf: n.Buffer, indices, tvars, what: str):
-    """For each of the last two dimensions of fragment ``buf``: (its tile var, the tile's first
-    index); leading dimensions of extent 1 (one matrix of a batch) have index 0."""
-    lead = _unit_lead(buf)
-    if lead > 0 and len(indices) == len(buf.shape):
-        indices = indices[lead:]
-    out = []
-    for d, e in enumerate(indices):
-        coeffs, rest = _affine(fail, e, tvars, what)
-        if len(coeffs) != 1 or next(iter(coeffs.values())) != 1:
-            fail(f"{what} is indexed by {_show(e)} in dimension {d}; a tile is addressed by one "
-                 "of its loops in each dimension")
-        out.append((next(iter(coeffs)), rest))
-    return out
-
-
-def _mem_index(fail, buf, indices, tvars, what: str):
-    """(dimension of ``buf`` holding each tile var, origin Exprs) of a load or store's index."""
-    dims, origin = {}, []
-    for d, e in enumerate(indices):
-        coeffs, rest = _affine(fail, e, tvars, what)
-        for v, c in coeffs.items():
-            if c != 1 or v in dims or len(coeffs) > 1:
-                fail(f"{buf.name} is read as [{', '.join(_show(x) for x in indices)}]; a wmma tile "
-                     "is a block of consecutive rows and columns of it")
-            dims[v] = d
-        origin.append(simplify(rest.to_expr()))
-    nd = len(indices)
-    if set(dims.values()) != {nd - 2, nd - 1}:
-        fail(f"{buf.name} is accessed as [{', '.join(_show(x) for x in indices)}]; a wmma tile "
-             f"spans {buf.name}'s last two dimensions")
-    return dims, tuple(origin)
-
-
-def _limits(fail, guards, tvars) -> dict:
-    """tile var -> the valid extent its guards allow (``base + x < N`` gives ``N - base``)."""
-    out = {}
-    for g in guards:
-        used = [v for v in tvars if v in free_vars(g)]
-        if collect(g, lambda x: isinstance(x, n.Load)):
-            fail(f"the tile is guarded by {_show(g)}, which reads memory; a wmma tile can only be "
-                 "cut short at the end of its rows or columns")
-        ok = type(g) is n.Compare and g.a.dtype.is_int and len(used) == 1
-        if ok:
-            lin = linear(g.a).add(linear(g.b), -1)         # a - b
-            op, v = g.op, used[0]
-            if op in (n.CmpOp.GT, n.CmpOp.GE):              # a > b  <=>  b - a < 0
-                lin, op = lin.scale(-1), {n.CmpOp.GT: n.CmpOp.LT, n.CmpOp.GE: n.CmpOp.LE}[op]
-            rest = type(lin)(lin.dtype, {t: c for t, c in lin.terms.items() if t is not v}, lin.const)
-            ok = op in (n.CmpOp.LT, n.CmpOp.LE) and lin.terms.get(v) == 1 and not (free_vars(rest.to_expr()) & set(tvars))
-        if not ok:
-            fail(f"the tile is guarded by {_show(g)}; a wmma tile can only be cut short at the end "
-                 "of its rows or columns (x < N on one tile axis)",
-                 hint="pad the input to whole tiles or change the schedule so the tile loops are unguarded")
-        # v + rest < 0  <=>  v < -rest ;  v + rest <= 0  <=>  v < 1 - rest
-        lim = rest.scale(-1)
-        if op is n.CmpOp.LE:
-            lim = lim.add(type(lim)(lim.dtype, {}, 1))
-        e = simplify(lim.to_expr())
-        out[v] = e if v not in out else simplify(mk.min_(out[v], e))
-    return out
-
+from .tensor_nests import (FRAG_ROLE, LAYOUT, Fail, Nest, S, check_multiple, const_extent, limits,
+                           mem_index, parse_nest, show, tile_index, unit_lead)
 
 def _accumulator_read(v: n.Expr):
     """The accumulator Load that a store copies out, unchanged or cast from float32 to a
@@ -206,28 +54,33 @@ def _accumulator_read(v: n.Expr):
     return None
 
 
-def _classify(nest: _Nest):
+def _classify(nest: Nest):
     """Set ``nest.role`` or fail saying what the nest computes instead."""
-    fail = _Fail(nest.req)
+    fail = Fail(nest.req)
     st = nest.store
     b, v = st.buffer, st.value
+    shared_ops = isinstance(nest.req.intrin, WGMMA)
     if b.scope in (S.WMMA_MATRIX_A, S.WMMA_MATRIX_B):
+        if shared_ops:
+            fail(f"it loads the {b.scope.value} fragment {b.name}; {nest.req.intrin} reads its operands "
+                 "from shared memory, with no fragment loads",
+                 hint="cache_read A and B with scope 'shared' for the accumulator's stage, or use kd.intrin.wmma")
         if type(v) is n.Load and not v.buffer.scope.is_fragment:
             nest.role = "load"
             return
-        fail(f"it stores {_show(v)} into the {b.scope.value} fragment {b.name}; a wmma load copies "
+        fail(f"it stores {show(v)} into the {b.scope.value} fragment {b.name}; a wmma load copies "
              "a tile of memory into it unchanged")
     if b.scope is S.WMMA_ACCUMULATOR:
         if type(v) is n.Const:
             nest.role = "fill"
             return
-        nest.role = "mma"
-        nest.info.update(_match_mma(fail, st, nest.req.intrin))
+        nest.role = "wgmma" if shared_ops else "mma"
+        nest.info.update((wg.match if shared_ops else _match_mma)(fail, st, nest.req.intrin))
         return
     if _accumulator_read(v) is not None:
         nest.role = "store"
         return
-    fail(f"its nest computes\n    {_show(st)}\n  which is none of what wmma does: a copy into a "
+    fail(f"its nest computes\n    {show(st)}\n  which is none of what wmma does: a copy into a "
          "wmma.matrix_a/matrix_b fragment (load), c[i, j] = c[i, j] + float32(a[i, k]) * "
          "float32(b[k, j]) into a wmma.accumulator (multiply-accumulate, with its zero init), or "
          "a copy out of an accumulator (store)",
@@ -242,20 +95,20 @@ def _match_mma(fail, st: n.Store, intrin) -> dict:
         fail(f"the accumulator {acc.name} is {acc.dtype.name}; {intrin} accumulates in {intrin.acc_dtype.name}",
              hint=f"compute the product in {intrin.acc_dtype.name} (cast the inputs: A.astype(kd.{intrin.acc_dtype.name}))")
     if not (type(v) is n.Binary and v.op is n.BinOp.ADD):
-        fail(f"it computes {_show(st)}; a wmma multiply-accumulate is {want}")
+        fail(f"it computes {show(st)}; a wmma multiply-accumulate is {want}")
     same = lambda x: type(x) is n.Load and x.buffer is acc and x.indices == st.indices  # noqa: E731
     prod = v.b if same(v.a) else v.a if same(v.b) else None
     if prod is None or not (type(prod) is n.Binary and prod.op is n.BinOp.MUL):
-        fail(f"it computes {_show(st)}; a wmma multiply-accumulate is {want}")
+        fail(f"it computes {show(st)}; a wmma multiply-accumulate is {want}")
     ops = {}
     for x in (prod.a, prod.b):
         y = x.a if type(x) is n.Cast else x
         if type(y) is not n.Load or y.buffer.scope not in (S.WMMA_MATRIX_A, S.WMMA_MATRIX_B):
-            name = y.buffer.name if type(y) is n.Load else _show(y)
-            fail(f"it multiplies {_show(x)}: {name} is not a wmma.matrix_a or wmma.matrix_b fragment",
+            name = y.buffer.name if type(y) is n.Load else show(y)
+            fail(f"it multiplies {show(x)}: {name} is not a wmma.matrix_a or wmma.matrix_b fragment",
                  hint=f"cache_read it with scope 'wmma.matrix_a' (or 'wmma.matrix_b') for {acc.name}'s stage")
         if x is not y and x.dtype is not acc.dtype:
-            fail(f"it multiplies {_show(x)}; a wmma product is cast to the accumulator's {acc.dtype.name}")
+            fail(f"it multiplies {show(x)}; a wmma product is cast to the accumulator's {acc.dtype.name}")
         if y.buffer.dtype is not intrin.dtype:
             fail(f"the fragment {y.buffer.name} holds {y.buffer.dtype.name}; {intrin} takes "
                  f"{intrin.dtype.name} inputs", hint=f"give the kernel {intrin.dtype.name} inputs, or "
@@ -269,11 +122,6 @@ def _match_mma(fail, st: n.Store, intrin) -> dict:
 
 
 # ------------------------------------------------------------------ analysis per role
-def _check_multiple(fail, rest, size: int, what: str):
-    if rest.const % size or any(c % size for c in rest.terms.values()):
-        fail(f"{what} starts at {_show(rest.to_expr())}, not at a multiple of the tile's {size}")
-
-
 def _tile_dims(intrin, scope) -> tuple:
     """(rows, cols) of one tile of a fragment of ``scope``."""
     m, nn, k = intrin.m, intrin.n, intrin.k
@@ -290,7 +138,7 @@ class _Plan:
     def __init__(self, padded=(), equal=()):
         self.padded = set(padded)      # buffers of padded caches (LoweredFunc.padded)
         self.equal = dict(equal)       # shape Var -> a Var every call checks equal to it
-        self.nests: dict = {}          # id(For) -> _Nest
+        self.nests: dict = {}          # id(For) -> Nest
         self.transposed: dict = {}     # fragment Buffer -> (bool, the nest that decided it)
         self.canon: dict = {}          # fragment Buffer -> canonical Buffer
 
@@ -310,14 +158,14 @@ class _Plan:
         if got is not None:
             return got
         shape = tuple(buf.shape)
-        lead = _unit_lead(buf)
+        lead = unit_lead(buf)
         if lead > 0:                     # one matrix of a batch: the tile grid alone
             shape = shape[lead:]
         if self.is_transposed(buf):
             shape = shape[::-1]
         tile = _tile_dims(intrin, buf.scope)
         if len(shape) != 2 or not all(isinstance(x, n.Const) and x.value % t == 0 for x, t in zip(shape, tile)):
-            fail(f"the fragment {buf.name} has shape [{', '.join(_show(x) for x in buf.shape)}]; a "
+            fail(f"the fragment {buf.name} has shape [{', '.join(show(x) for x in buf.shape)}]; a "
                  f"{buf.scope.value} fragment holds whole {tile[0]}x{tile[1]} tiles",
                  hint="attach its stage (compute_at) inside the loops that pick one warp's tiles")
         got = buf if shape == tuple(buf.shape) else dataclasses.replace(buf, shape=shape)
@@ -325,8 +173,8 @@ class _Plan:
         return got
 
 
-def _analyze_mma(plan: _Plan, nest: _Nest):
-    fail, intrin, st = _Fail(nest.req), nest.req.intrin, nest.store
+def _analyze_mma(plan: _Plan, nest: Nest):
+    fail, intrin, st = Fail(nest.req), nest.req.intrin, nest.store
     if len(nest.loops) != 3:
         fail(f"the nest under {nest.req.axis.name} has {len(nest.loops)} loops "
              f"({', '.join(f.var.name for f in nest.loops)}); a wmma multiply-accumulate has 3: the "
@@ -334,15 +182,15 @@ def _analyze_mma(plan: _Plan, nest: _Nest):
              hint="tensorize at the first of the three loops of one tile")
     tv = [f.var for f in nest.loops]
     acc, a, b = st.buffer, nest.info["a"], nest.info["b"]
-    acc_ix = _tile_index(fail, acc, st.indices, tv, f"the accumulator {acc.name}")
-    a_ix = _tile_index(fail, a.buffer, a.indices, tv, f"the fragment {a.buffer.name}")
-    b_ix = _tile_index(fail, b.buffer, b.indices, tv, f"the fragment {b.buffer.name}")
+    acc_ix = tile_index(fail, acc, st.indices, tv, f"the accumulator {acc.name}")
+    a_ix = tile_index(fail, a.buffer, a.indices, tv, f"the fragment {a.buffer.name}")
+    b_ix = tile_index(fail, b.buffer, b.indices, tv, f"the fragment {b.buffer.name}")
     sets = [{v for v, _ in ix} for ix in (acc_ix, a_ix, b_ix)]
     ks, is_, js = sets[1] & sets[2], sets[1] & sets[0], sets[2] & sets[0]
     if not (all(len(x) == 2 for x in sets) and len(ks) == len(is_) == len(js) == 1):
-        fail(f"it computes {_show(st)}; a wmma multiply-accumulate is c[i, j] = c[i, j] + a[i, k] * b[k, j]")
+        fail(f"it computes {show(st)}; a wmma multiply-accumulate is c[i, j] = c[i, j] + a[i, k] * b[k, j]")
     (i,), (j,), (k,) = is_, js, ks
-    ext = {f.var: _const_extent(fail, f) for f in nest.loops}
+    ext = {f.var: const_extent(fail, f) for f in nest.loops}
     for v, want, what in ((i, intrin.m, "m: rows"), (j, intrin.n, "n: columns"), (k, intrin.k, "k: reduction")):
         if ext[v] != want:
             fail(f"the loop under {v.name} has extent {ext[v]}, {intrin} needs {want} ({what})",
@@ -350,8 +198,8 @@ def _analyze_mma(plan: _Plan, nest: _Nest):
     for buf, ix, first in ((acc, acc_ix, j), (a.buffer, a_ix, k), (b.buffer, b_ix, j)):
         plan.orient(fail, buf, ix[0][0] is first, nest)
         for v, rest in ix:
-            _check_multiple(fail, rest, ext[v], f"the tile of {buf.name} used here")
-    lim = _limits(fail, nest.guards, tv)
+            check_multiple(fail, rest, ext[v], f"the tile of {buf.name} used here")
+    lim = limits(fail, nest.guards, tv)
     nest.info.update(i=i, j=j, k=k, acc_ix=acc_ix, a_ix=a_ix, b_ix=b_ix, klimit=lim.get(k))
 
 
@@ -367,44 +215,46 @@ def _row_col_vars(plan, buf, ix) -> tuple:
 
 def _copy_parts(plan, nest, frag, frag_indices, mem, mem_indices, what):
     """Shared by loads and stores: (fragment tile, memory origin, layout, valid extents)."""
-    fail, intrin = _Fail(nest.req), nest.req.intrin
+    fail, intrin = Fail(nest.req), nest.req.intrin
     if len(nest.loops) != 2:
         fail(f"the nest under {nest.req.axis.name} has {len(nest.loops)} loops "
              f"({', '.join(f.var.name for f in nest.loops)}); a wmma {what} has 2: the rows and "
              "columns of one tile", hint="tensorize at the first of the two loops of one tile")
     tv = [f.var for f in nest.loops]
-    ix = _tile_index(fail, frag, frag_indices, tv, f"the fragment {frag.name}")
+    ix = tile_index(fail, frag, frag_indices, tv, f"the fragment {frag.name}")
     rv, cv = _row_col_vars(plan, frag, ix)
     rows, cols = _tile_dims(intrin, frag.scope)
     words = _dim_words(frag.scope)
-    ext = {f.var: _const_extent(fail, f) for f in nest.loops}
+    ext = {f.var: const_extent(fail, f) for f in nest.loops}
     for v, want, word in ((rv, rows, words[0]), (cv, cols, words[1])):
         if ext[v] != want:
             fail(f"the loop under {v.name} has extent {ext[v]}, {intrin} needs {want} (the {word} of a "
                  f"{frag.scope.value} tile)", hint=f"split that axis by {want} and tensorize the inner loops")
     for v, rest in ix:
-        _check_multiple(fail, rest, ext[v], f"the tile of {frag.name} used here")
-    dims, origin = _mem_index(fail, mem, mem_indices, tv, f"{mem.name}")
+        check_multiple(fail, rest, ext[v], f"the tile of {frag.name} used here")
+    dims, origin = mem_index(fail, mem, mem_indices, tv, f"{mem.name}")
     layout = n.WmmaLayout.ROW_MAJOR if dims[rv] == len(mem_indices) - 2 else n.WmmaLayout.COL_MAJOR
-    lim = _limits(fail, nest.guards, tv)
+    lim = limits(fail, nest.guards, tv)
     extents = (lim.get(rv, mk.as_expr(rows)), lim.get(cv, mk.as_expr(cols)))
     return _tile_origin(plan, frag, ix), origin, layout, extents
 
 
 def _check_layout(nest, layout, declared: str, mem, frag, field: str):
-    if layout is _LAYOUT[declared]:
+    if layout is LAYOUT[declared]:
         return
     intrin = nest.req.intrin
     how = "along its last dimension" if layout is n.WmmaLayout.COL_MAJOR else "along its next-to-last dimension"
-    role = _FRAG_ROLE.get(frag.scope, "accumulator")
-    _Fail(nest.req)(f"{mem.name} holds the {role} tile with the tile's rows {how}: that is a "
+    role = FRAG_ROLE.get(frag.scope, "accumulator")
+    Fail(nest.req)(f"{mem.name} holds the {role} tile with the tile's rows {how}: that is a "
                     f"{layout.value} {role}, and {intrin} declares {field}={declared!r}",
                     hint=f"declare kd.intrin.wmma({intrin.m}, {intrin.n}, {intrin.k}, {field}={layout.value!r}), "
                          f"or reorder the data so that it is {declared}")
 
 
-def _build(plan: _Plan, nest: _Nest) -> n.Stmt:
-    fail, intrin, st = _Fail(nest.req), nest.req.intrin, nest.store
+def _build(plan: _Plan, nest: Nest) -> n.Stmt:
+    fail, intrin, st = Fail(nest.req), nest.req.intrin, nest.store
+    if nest.role == "wgmma":
+        return wg.build(plan, nest)
     shape = (intrin.m, intrin.n, intrin.k)
     if nest.role == "mma":
         inf = nest.info
@@ -419,14 +269,14 @@ def _build(plan: _Plan, nest: _Nest) -> n.Stmt:
             fail(f"the init nest under {nest.req.axis.name} has {len(nest.loops)} loops; a wmma fill "
                  "has 2: the rows and columns of one accumulator tile")
         tv = [f.var for f in nest.loops]
-        ix = _tile_index(fail, frag, st.indices, tv, f"the accumulator {frag.name}")
+        ix = tile_index(fail, frag, st.indices, tv, f"the accumulator {frag.name}")
         rv, cv = _row_col_vars(plan, frag, ix)
-        ext = {f.var: _const_extent(fail, f) for f in nest.loops}
+        ext = {f.var: const_extent(fail, f) for f in nest.loops}
         for v, want, word in ((rv, intrin.m, "m"), (cv, intrin.n, "n")):
             if ext[v] != want:
                 fail(f"the loop under {v.name} has extent {ext[v]}, {intrin} needs {want} (the {word} of "
                      "an accumulator tile)", hint=f"split that axis by {want} and tensorize the inner loops")
-        _limits(fail, nest.guards, tv)      # checked; a fill writes the whole tile
+        limits(fail, nest.guards, tv)      # checked; a fill writes the whole tile
         return n.WmmaFill(plan.buffer(fail, frag, intrin), _tile_origin(plan, frag, ix), shape, st.value)
     if nest.role == "load":
         frag, src = st.buffer, st.value
@@ -477,8 +327,8 @@ def _pad_to_reduction(plan: _Plan, built: dict, scalars):
                                                   plan.equal):
                     continue        # a whole tile of a padded cache: zeros from memory
                 if not free_vars(klim) <= ld.info["scope"] | set(scalars):
-                    _Fail(nest.req)(
-                        f"the accumulation stops at k < {_show(klim)}, which the load of {frag.name} "
+                    Fail(nest.req)(
+                        f"the accumulation stops at k < {show(klim)}, which the load of {frag.name} "
                         f"({ld.req.stage.name}) cannot see; a wmma tile is multiplied whole, so both operand "
                         "tiles must be zero beyond the reduction's end",
                         hint="attach the loads (compute_at) inside the reduction's tile loop of this stage")
@@ -488,44 +338,56 @@ def _pad_to_reduction(plan: _Plan, built: dict, scalars):
 
 
 # ------------------------------------------------------------------ the walk
-def _find(s, reqs: dict, plan: _Plan, stack: list, kernels: list):
-    """Record the nest under every tensorized loop of ``s`` (``stack``: enclosing Fors)."""
+def _find(s, reqs: dict, plan: _Plan, stack: list, kernels: list, conds: tuple = ()):
+    """Record the nest under every tensorized loop of ``s`` (``stack``: enclosing Fors,
+    ``conds``: enclosing conditions)."""
     t = type(s)
     if t is n.For:
         req = reqs.get(s.var)
         if req is not None:
-            fail = _Fail(req)
+            fail = Fail(req)
             lanes = [f for f in stack if f.thread is n.ThreadTag.THREAD_X]
             if lanes:
                 fail(f"its tile nest lies inside loop {lanes[-1].var.name}, bound to threadIdx.x; wmma "
                      "statements run once per warp, and threadIdx.x is the 32 lanes of a warp",
                      hint="bind the loops that pick a warp's tiles to threadIdx.y / threadIdx.z")
-            nest = _parse(req, s)
+            nest = parse_nest(req, s)
             nest.info["scope"] = {f.var for f in stack}
             nest.info["ranges"] = loop_ranges(stack)
+            nest.info["stack"], nest.info["conds"] = list(stack), list(conds)
             plan.nests[id(s)] = nest
             root = next((f for f in stack if f.kind is n.ForKind.BOUND), None)
             if root is not None and all(r is not root for r, _ in kernels):
                 kernels.append((root, req))
             return
         stack.append(s)
-        _find(s.body, reqs, plan, stack, kernels)
+        _find(s.body, reqs, plan, stack, kernels, conds)
         stack.pop()
     elif t is n.Seq:
         for x in s.stmts:
-            _find(x, reqs, plan, stack, kernels)
+            _find(x, reqs, plan, stack, kernels, conds)
     elif t is n.IfThenElse:
-        _find(s.then, reqs, plan, stack, kernels)
+        _find(s.then, reqs, plan, stack, kernels, conds + (s.cond,))
         if s.otherwise is not None:
-            _find(s.otherwise, reqs, plan, stack, kernels)
+            _find(s.otherwise, reqs, plan, stack, kernels, conds + (s.cond,))
     elif t in (n.Allocate, n.LetStmt, n.DeviceKernel):
-        _find(s.body, reqs, plan, stack, kernels)
+        _find(s.body, reqs, plan, stack, kernels, conds)
 
 
 class _Rewrite(Mutator):
-    def __init__(self, built: dict, canon: dict):
+    def __init__(self, built: dict, canon: dict, clips: dict):
         super().__init__()
-        self.built, self.canon = built, canon
+        self.built, self.canon, self.clips = built, canon, clips
+
+    def visit_IfThenElse(self, s):
+        extra = self.clips.get(id(s))
+        s = self.generic(s)
+        if extra:       # a padded copy clipped at the reduction's end (wgmma_tiles.reduction_clips)
+            cond = s.cond
+            for c in extra:
+                cond = mk.logical_and(cond, c)
+            s = dataclasses.replace(s, cond=cond)
+        return s
 
     def visit_For(self, s):
         got = self.built.get(id(s))
@@ -541,7 +403,7 @@ def _check_lanes(kernels):
     for root, req in kernels:
         for f in collect(root, lambda x: isinstance(x, n.For) and x.thread is n.ThreadTag.THREAD_X):
             if not (isinstance(f.extent, n.Const) and f.extent.value == 32):
-                _Fail(req)(f"the kernel binds loop {f.var.name} of extent {_show(f.extent)} to threadIdx.x; "
+                Fail(req)(f"the kernel binds loop {f.var.name} of extent {show(f.extent)} to threadIdx.x; "
                            "in a kernel with wmma statements threadIdx.x is the 32 lanes of a warp",
                            hint="split that axis by 32 for threadIdx.x, or bind it to threadIdx.y / threadIdx.z")
 
@@ -558,7 +420,7 @@ def _check_no_scalar_access(body, reqs, canon):
     where_ = "the fragment" if x.buffer in frags else "the fragment buffer"
     raise ScheduleError(
         f"{where_} {x.buffer.name} ({x.buffer.scope.value}) is accessed element by element in\n    "
-        f"{_show(stmt)}\n  but a wmma fragment belongs to a warp and only wmma statements can read or write it",
+        f"{show(stmt)}\n  but a wmma fragment belongs to a warp and only wmma statements can read or write it",
         loc=req.loc, hint=f"tensorize the stage that computes {getattr(stmt, 'buffer', x.buffer).name} at the loop of its tile "
                           f"(e.g. .tensorize(axis, {req.intrin}))")
 
@@ -569,25 +431,28 @@ def tensorize(func: n.LoweredFunc) -> n.LoweredFunc:
         return func
     reqs = {}
     for r in func.tensorize:
-        from ..schedule.intrin import WMMA
-        if not isinstance(r.intrin, WMMA):
+        if not isinstance(r.intrin, (WMMA, WGMMA)):
             raise InternalCompilerError(f"tensorize request with intrinsic {r.intrin!r}")
         reqs[r.axis.var] = r
-    plan, kernels = _Plan(func.padded, func.equal_sizes), []
+    plan, kernels, clips = _Plan(func.padded, func.equal_sizes), [], {}
     _find(func.body, reqs, plan, [], kernels)
     found = {x.req.axis.var for x in plan.nests.values()}
     for v, r in reqs.items():
         if v not in found:
-            _Fail(r)(f"loop {r.axis.name} is not in the lowered kernel (is stage {r.stage.name} inlined?)")
+            Fail(r)(f"loop {r.axis.name} is not in the lowered kernel (is stage {r.stage.name} inlined?)")
     for nest in plan.nests.values():
         _classify(nest)
     for nest in plan.nests.values():        # the multiply-accumulates fix the fragments' orientation
         if nest.role == "mma":
             _analyze_mma(plan, nest)
+        elif nest.role == "wgmma":
+            wg.analyze(plan, nest)
+            wg.check_warpgroup(nest, nest.info["stack"], nest.info["conds"])
+            clips.update(wg.reduction_clips(nest, func.body, nest.info["ranges"], plan.equal, func.scalars))
     built = {k: _build(plan, nest) for k, nest in plan.nests.items()}
     _pad_to_reduction(plan, built, func.scalars)
     _check_lanes(kernels)
-    body = _Rewrite(built, plan.canon).visit(func.body)
+    body = _Rewrite(built, plan.canon, clips).visit(func.body)
     _check_no_scalar_access(body, reqs, plan.canon)
     return dataclasses.replace(func, body=body)
 

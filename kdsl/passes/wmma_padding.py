@@ -48,10 +48,10 @@ def widen(load: n.WmmaLoad, full: tuple, padded, ranges: dict):
     return dataclasses.replace(load, extents=whole, whole=True), load.extents
 
 
-def _terms(e) -> list:
+def terms(e) -> list:
     """The operands of a nest of ``min``s (``[e]`` when ``e`` is not one)."""
     if type(e) is n.Binary and e.op is n.BinOp.MIN:
-        return _terms(e.a) + _terms(e.b)
+        return terms(e.a) + terms(e.b)
     return [e]
 
 
@@ -64,10 +64,10 @@ def covers(klimit, clipped_k, size: int, ranges: dict, equal=None) -> bool:
         klimit, clipped_k = substitute(klimit, equal), substitute(clipped_k, equal)
     # min(size, t1, t2, ..) >= min(size, c1, ..) when every t_i below size is >= some c_j
     bound = mk.as_expr(size)
-    for t in _terms(klimit):
+    for t in terms(klimit):
         if prove(mk.compare(n.CmpOp.GE, t, bound), ranges) is True:
             continue
         if not any(t == c or prove(mk.compare(n.CmpOp.GE, t, c), ranges) is True
-                   for c in _terms(clipped_k)):
+                   for c in terms(clipped_k)):
             return False
     return True

@@ -6,6 +6,10 @@ of C and D.  One intrinsic object serves the four stages of a WMMA schedule: the
 A and B into ``wmma.matrix_a``/``wmma.matrix_b`` fragments, the accumulation into a
 ``wmma.accumulator`` (its zero init becomes a fill) and the store out of it; the
 ``tensorize`` pass (``kdsl.passes.tensorize``) checks each nest against what it declares.
+
+``kd.intrin.wgmma(n)`` is the Hopper form (sm_90): the operands of the multiply-accumulate
+are tiles of *shared* buffers, read by the tensor cores directly (no fragment loads), and
+four warps multiply together.
 """
 from __future__ import annotations
 
@@ -64,6 +68,71 @@ class WMMA:
         if self.dtype is not dt.float16:
             extra.insert(0, f"dtype={self.dtype.name}")
         return f"wmma({', '.join([str(self.m), str(self.n), str(self.k)] + extra)})"
+
+
+@dataclass(frozen=True)
+class WGMMA:
+    """A warp's share of a Hopper warpgroup matrix multiply-accumulate (``wgmma.mma_async``,
+    sm_90): ``D = A @ B + C`` on a 16 x k tile of A and a k x n tile of B, both in shared
+    memory, into the warp's 16 x n accumulator tile (k = 16; n a multiple of 8 up to 256).
+
+    A schedule gives each warp 16 rows of the product; four consecutive warps (threadIdx.y
+    4g..4g+3, threadIdx.x being the 32 lanes) whose A rows follow each other and who share the
+    B tile run as one ``m64nNk16`` instruction.  Only the multiply-accumulate reads shared
+    memory: the accumulator's init and its store out are tensorized with the same intrinsic
+    (a ``wmma.accumulator`` fragment, as with ``wmma``).  kdsl lays the shared tiles out as the
+    tensor cores read them (a 128-byte swizzle), so their rows (the last dimension) must be a
+    multiple of 128 bytes (64 elements).  ``layout_a``/``layout_b``: how the tiles lie in their
+    shared buffers (``row_major``: the tile's rows along the buffer's next-to-last dimension);
+    ``layout_c``: how the stored accumulator lies in its destination.
+    """
+
+    n: int
+    dtype: object = dt.float16
+    acc_dtype: object = dt.float32
+    layout_a: str = "row_major"
+    layout_b: str = "row_major"
+    layout_c: str = "row_major"
+    m: int = 16
+    k: int = 16
+
+    def __post_init__(self):
+        from ..errors import ScheduleError
+        if not (isinstance(self.n, int) and 8 <= self.n <= 256 and self.n % 8 == 0):
+            raise ScheduleError(f"kd.intrin.wgmma({self.n!r}): n must be a multiple of 8 from 8 to 256",
+                                hint="e.g. kd.intrin.wgmma(128) or kd.intrin.wgmma(256)")
+        if (self.m, self.k) != (16, 16):
+            raise ScheduleError(f"kd.intrin.wgmma: a warp's tile is 16 x n x 16, not {self.m} x n x {self.k}")
+        try:
+            d, acc = dt.as_dtype(self.dtype), dt.as_dtype(self.acc_dtype)
+        except TypeError as e:
+            raise ScheduleError(f"kd.intrin.wgmma: {e}") from None
+        if d not in (dt.float16, dt.bfloat16):
+            raise ScheduleError(f"kd.intrin.wgmma: inputs of {d.name} are not supported",
+                                hint="tensor cores take float16 or bfloat16 inputs")
+        if acc is not dt.float32:
+            raise ScheduleError(f"kd.intrin.wgmma: a {acc.name} accumulator is not supported",
+                                hint="accumulate in float32")
+        object.__setattr__(self, "dtype", d)
+        object.__setattr__(self, "acc_dtype", acc)
+        for name in ("layout_a", "layout_b", "layout_c"):
+            if getattr(self, name) not in _LAYOUTS:
+                raise ScheduleError(f"kd.intrin.wgmma: {name}={getattr(self, name)!r} is not a layout",
+                                    hint="use 'row_major' or 'col_major'")
+
+    def __str__(self) -> str:
+        extra = [f"{f}={getattr(self, f)!r}" for f in ("layout_a", "layout_b", "layout_c")
+                 if getattr(self, f) != "row_major"]
+        if self.dtype is not dt.float16:
+            extra.insert(0, f"dtype={self.dtype.name}")
+        return f"wgmma({', '.join([str(self.n)] + extra)})"
+
+
+def wgmma(n: int = 256, *, dtype=dt.float16, layout_a: str = "row_major", layout_b: str = "row_major",
+          layout_c: str = "row_major") -> WGMMA:
+    """A warp's 16 x n x 16 share of a Hopper ``wgmma`` (operands in shared memory) for
+    ``tensorize``; float16/bfloat16 inputs, float32 accumulation."""
+    return WGMMA(n, dtype, dt.float32, layout_a, layout_b, layout_c)
 
 
 def wmma(m: int = 16, n: int = 16, k: int = 16, *, dtype=dt.float16, acc_dtype=dt.float32,

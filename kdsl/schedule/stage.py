@@ -480,11 +480,13 @@ class StageSchedule:
 
     @primitive()
     def tensorize(self, axis, intrin):
-        """Replace the loop nest below ``axis`` by a tensor intrinsic (``kd.intrin.wmma``)."""
-        from .intrin import WMMA
+        """Replace the loop nest below ``axis`` by a tensor intrinsic (``kd.intrin.wmma``,
+        ``kd.intrin.wgmma``)."""
+        from .intrin import WGMMA, WMMA
         ax = self._leaf(axis, "tensorize")
-        if not isinstance(intrin, WMMA):
-            raise ScheduleError(f"tensorize takes an intrinsic such as kd.intrin.wmma(16, 16, 16), got {intrin!r}")
+        if not isinstance(intrin, (WMMA, WGMMA)):
+            raise ScheduleError(f"tensorize takes an intrinsic such as kd.intrin.wmma(16, 16, 16) or "
+                                f"kd.intrin.wgmma(256), got {intrin!r}")
         self.tensorized = Tensorize(ax, intrin, user_location())
 
     @primitive()

@@ -31,7 +31,7 @@ from .index32 import IndexWidths
 from .vector import try_vectorize
 from .names import Namer
 from .cross_thread import CrossThreadEmitter
-from . import wmma
+from . import wgmma, wmma
 from .types import ctype, literal, load, store, stype
 
 _AXIS = {"x": 0, "y": 1, "z": 2}
@@ -56,6 +56,10 @@ class KernelSource:
     params: tuple
     launch: n.Launch
     text: str
+    #: device functions the text calls that the prelude lacks (name -> text; wgmma shapes)
+    helpers: tuple = ()
+    #: whether it needs the sm_90a target (Hopper's wgmma)
+    sm90a: bool = False
 
 
 def _tag_axis(tag: n.ThreadTag) -> tuple[str, int]:
@@ -93,6 +97,11 @@ class KernelPrinter:
         self._scalars = {id(v): v for v in func.scalars}
         self._ctr_count = 0
         self._invariants = _thread_invariant_divisions(kernel.body, self._scalars)
+        #: Hopper tensor cores (codegen/wgmma.py): the kernel has shared-operand products; the
+        #: device functions printed for them; inside a fenced run of wgmma statements
+        self.has_wgmma = wgmma.uses_wgmma(kernel.body)
+        self.helpers: dict = {}
+        self.wgmma_batch = False
 
     # ------------------------------------------------------------- names and memory
     def _var(self, v: n.Var, narrow: bool = False) -> str:
@@ -133,6 +142,8 @@ class KernelPrinter:
         if len(indices) != len(b.shape):
             raise InternalCompilerError(f"cuda codegen: {b.name} indexed with {len(indices)} of "
                                         f"{len(b.shape)} indices")
+        if b.swizzle:
+            return wgmma.offset(self, b, indices)
         e = flat_offset(b, indices)
         return "0" if e is None else self.expr.index(e)
 
@@ -159,10 +170,14 @@ class KernelPrinter:
         head = (f'extern "C" __global__ void __launch_bounds__({self.nthreads})\n'
                 f"{self.c_name}(\n    {plist})")
         text = "\n".join([head + " {", *["  " + d for d in self.shared_decls], *self.lines, "}"])
-        return KernelSource(self.c_name, params, self.kernel.launch, text)
+        return KernelSource(self.c_name, params, self.kernel.launch, text, tuple(self.helpers.items()),
+                            self.has_wgmma)
 
     # ------------------------------------------------------------- statements
     def stmt(self, s, d: int) -> None:
+        if type(s) is n.WgmmaMma:       # Hopper shared-operand products (codegen/wgmma.py)
+            wgmma.mma(self, s, d)
+            return
         if type(s) in wmma.EMIT:         # tensor-core warp statements (codegen/wmma.py)
             wmma.emit(self, s, d)
             return
@@ -236,6 +251,10 @@ class KernelPrinter:
             return
         if s.kind is n.ForKind.VECTORIZED and try_vectorize(self, s, d):
             return        # 16-byte loads/stores where aligned, else the loop (codegen/vector.py)
+        run = wgmma.batch(s) if self.has_wgmma and not self.wgmma_batch else None
+        if run:
+            wgmma.batched_loop(self, s, run, d)      # one fenced asynchronous run
+            return
         self.plain_loop(s, d)
 
     def plain_loop(self, s: n.For, d):
@@ -348,6 +367,8 @@ class KernelPrinter:
         self.emit(d, f'asm volatile("cp.async.wait_group %0;\\n" :: "n"({int(s.pending)}) : "memory");')
 
     def _Barrier(self, s, d):
+        if self.has_wgmma:      # make shared stores visible to the tensor cores' async proxy
+            self.emit(d, "kd_fence_proxy_async();")
         self.emit(d, "__syncthreads();")
 
     def _Evaluate(self, s, d):
@@ -360,7 +381,15 @@ class KernelPrinter:
         layout = shared_layout(self.kernel.body)
         if not layout.dynamic:
             return
-        self.shared_decls.append("extern __shared__ __align__(16) unsigned char kd_dyn_smem[];")
+        if any(b.swizzle for b, _ in layout.dynamic):
+            # swizzled tiles start on 1024-byte boundaries of the shared window: the block is
+            # rounded up (the launch asks for SWIZZLE_ALIGN bytes more)
+            self.shared_decls.append("extern __shared__ __align__(1024) unsigned char kd_dyn_smem_raw[];")
+            self.shared_decls.append(
+                "unsigned char* const kd_dyn_smem = kd_dyn_smem_raw + ((1024u - ((unsigned)"
+                "__cvta_generic_to_shared(kd_dyn_smem_raw) & 1023u)) & 1023u);")
+        else:
+            self.shared_decls.append("extern __shared__ __align__(16) unsigned char kd_dyn_smem[];")
         for b, off in layout.dynamic:
             self._shared_seen.add(id(b))
             t = stype(b.dtype)

@@ -10,6 +10,7 @@ from kdsl.ir.visitor import allocate_chain
 
 from .kernel import KernelPrinter, KernelSource, kernel_params
 from .prelude import PRELUDE
+from .wgmma import SWIZZLE_HELPERS
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,8 @@ class CudaModule:
     source: str
     kernels: tuple
     workspaces: tuple
+    #: the source needs the sm_90a target (Hopper's wgmma): ``kdsl_cuda.build.target_arch``
+    sm90a: bool = False
 
 
 def host_kernels(func: n.LoweredFunc) -> tuple:
@@ -42,8 +45,13 @@ def generate(func: n.LoweredFunc) -> CudaModule:
         kp = KernelPrinter(func, k)
         params = kernel_params(func, k, kp.names)
         kernels.append(kp.print(params))
-    text = PRELUDE + "\n" + "\n\n".join(ks.text for ks in kernels) + "\n"
-    return CudaModule(text, tuple(kernels), func.workspaces)
+    helpers = {}
+    for ks in kernels:
+        helpers.update(ks.helpers)
+    sm90a = any(ks.sm90a for ks in kernels)
+    extra = (SWIZZLE_HELPERS if sm90a else "") + "".join(helpers.values())
+    text = PRELUDE + extra + "\n" + "\n\n".join(ks.text for ks in kernels) + "\n"
+    return CudaModule(text, tuple(kernels), func.workspaces, sm90a)
 
 
 __all__ = ["CudaModule", "KernelSource", "generate", "host_kernels"]

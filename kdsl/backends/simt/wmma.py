@@ -161,12 +161,65 @@ def _region(ex, b, arr, origin, col_major, rows, cols, extents, w, what):
                               ex.kernel) from None
 
 
+def _warpgroups(ex, s, warps, vals) -> None:
+    """A ``WgmmaMma`` runs on whole warpgroups (warps 4g..4g+3): all four reach it, with A
+    tiles of consecutive 16-row blocks, one B tile and one accumulator tile."""
+    nw = ex.T // WARP
+    if nw % 4:
+        raise SimtError(f"{ex._where()}: a wgmma statement in a block of {nw} warps; it runs on "
+                        f"warpgroups of 4 warps:\n    {ex._line(ex.cur)}", ex.kernel)
+    got = dict(zip(warps.tolist(), vals))
+    row = len(s.a_origin) - (2 if s.a_layout is n.WmmaLayout.ROW_MAJOR else 1)
+    na = len(s.a_origin)
+    for g in sorted({w // 4 for w in got}):
+        group = [4 * g + i for i in range(4)]
+        away = [w for w in group if w not in got]
+        if away:
+            raise BarrierDivergence(
+                f"{ex._where()}: a wgmma statement reached by warps {[w for w in group if w in got]} of "
+                f"warpgroup {g} and not by warps {away}; the four warps of a warpgroup run it together:"
+                f"\n    {ex._line(ex.cur)}", ex.kernel)
+        first = got[group[0]]
+        for i, w in enumerate(group[1:], 1):
+            v = got[w]
+            a0, a = first[4:4 + na], v[4:4 + na]
+            want = tuple(x + (16 * i if d == row else 0) for d, x in enumerate(a0))
+            if a != want or v[:4] != first[:4] or v[4 + na:] != first[4 + na:]:
+                raise SimtError(
+                    f"{ex._where()}: warp {w} of warpgroup {g} multiplies A at {a}, B at {v[4 + na:]} into "
+                    f"tiles {v[:4]}; the group's warp {group[0]} at {a0}, B at {first[4 + na:]}, tiles "
+                    f"{first[:4]}: a warpgroup's warps take consecutive 16-row blocks of one A tile, "
+                    f"one B tile and one accumulator tile:\n    {ex._line(ex.cur)}", ex.kernel)
+
+
+def _wgmma(ex, s, warps) -> None:
+    """``WgmmaMma`` for every active warp (after the warpgroup checks)."""
+    m, nn, k = s.shape
+    vals = _per_warp(ex, s.d_tile + s.c_tile + s.a_origin + s.b_origin, warps, "a wgmma operand")
+    _warpgroups(ex, s, warps, vals)
+    na = len(s.a_origin)
+    ma, mb = _mem(ex, s.a), _mem(ex, s.b)
+    for w, v in zip(warps.tolist(), vals):
+        tiles = []
+        for buf, mem, origin, layout, rows, cols in ((s.a, ma, v[4:4 + na], s.a_layout, m, k),
+                                                    (s.b, mb, v[4 + na:], s.b_layout, k, nn)):
+            col = layout is n.WmmaLayout.COL_MAJOR
+            region = _region(ex, buf, mem.data, origin, col, rows, cols, (rows, cols), w, "wgmma read")
+            _race(ex, mem, buf, region, w, store=False)
+            part = mem.data[region]
+            tiles.append(part.T if col else part)
+        wd.mma(_frag(ex, s.d, w, v[0:2], m, nn), tiles[0], tiles[1], _frag(ex, s.c, w, v[2:4], m, nn))
+
+
 def run(ex, s) -> None:
     """Execute warp statement ``s`` for every active warp of the block."""
     warps = _warps(ex)
     if warps.size == 0:
         return
     t = type(s)
+    if t is n.WgmmaMma:
+        _wgmma(ex, s, warps)
+        return
     if t is n.WmmaMma:
         m, nn, k = s.shape
         tiles = _per_warp(ex, s.d_tile + s.a_tile + s.b_tile + s.c_tile, warps, "a fragment tile")

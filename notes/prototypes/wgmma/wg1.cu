@@ -161,6 +161,46 @@ wg1_gemm(const uint16_t* __restrict__ A, const uint16_t* __restrict__ B, float* 
     for (int i = 0; i < 8; ++i) cp_async16(sb + i * 1024, gb + i * b_step);
   };
 
+#ifndef WG1_KDSL
+#define WG1_KDSL 0
+#endif
+#if WG1_KDSL
+  // the structure kdsl's pipeline(stages) produces: prefetch distance STAGES-1, copies issued
+  // first, wait, barrier, the step's wgmma batch waited to completion, barrier
+#pragma unroll
+  for (int s = 0; s < WG1_STAGES - 1; ++s) {
+    if (s < KT) load_stage(s, s);
+    cp_async_commit();
+  }
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+  for (int kt = 0; kt < KT; ++kt) {
+    {
+      const int pf = kt + WG1_STAGES - 1;
+      if (pf < KT) load_stage(pf % WG1_STAGES, pf);
+      cp_async_commit();
+    }
+    cp_async_wait<WG1_STAGES - 1>();
+    fence_proxy_async();
+    __syncthreads();
+    const int s = kt % WG1_STAGES;
+    const uint32_t a_addr = sbase + s * WG1_STAGE_BYTES + wg * (64 * 128);
+    const uint32_t b_addr = sbase + s * WG1_STAGE_BYTES + WG1_A_BYTES;
+    fence_regs(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t da = make_desc(a_addr + kk * 32, WG1_A_LBO, WG1_A_SBO, 1);
+      const uint64_t db = make_desc(b_addr + kk * 2048, WG1_B_LBO, WG1_B_SBO, 1);
+      wgmma_m64n256k16<1>(acc, da, db);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(acc);
+    __syncthreads();
+  }
+#else
 #pragma unroll
   for (int s = 0; s < WG1_STAGES - 2; ++s) {
     if (s < KT) load_stage(s, s);
@@ -200,6 +240,7 @@ wg1_gemm(const uint16_t* __restrict__ A, const uint16_t* __restrict__ B, float* 
   wgmma_wait<0>();
   fence_regs(acc);
 
+#endif
   // Accumulator fragment (PTX ISA 9.7.15.5.1.1.1, Figure 149): d[4j+2h+e] holds
   // row = 16*warp + lane/4 + 8*h, col = 8*j + 2*(lane%4) + e   (warp within the warpgroup).
   const int warp = (tid >> 5) & 3, lane = tid & 31;
