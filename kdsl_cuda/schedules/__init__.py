@@ -39,7 +39,7 @@ from kdsl.schedule.records import AttachKind
 from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
-from . import gemm, recipes, rules, stencil, tensorcore
+from . import gemm, hopper, recipes, rules, stencil, tensorcore
 
 
 def schedule(sched, hints) -> None:
@@ -250,7 +250,10 @@ def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
         return   # a 0-d stage has no loop to bind (the core says so)
     if k == "matmul":
         if tensorcore.eligible(sched, h):
-            tensorcore.gemm(sched, h, epilogue=epilogue, **rules.tensor_core(sched, h, plan))
+            if hopper.eligible(sched, h):       # sm_90: wgmma from shared memory
+                hopper.gemm(sched, h, epilogue=epilogue, **rules.wgmma(sched, h, plan))
+            else:
+                tensorcore.gemm(sched, h, epilogue=epilogue, **rules.tensor_core(sched, h, plan))
             return
         if tensorcore.tensor_cores_hint(sched, h) is True:
             warn_user(f"tensor_cores=True on {h.name}: {tensorcore.unsuitable(h)}; it runs on "

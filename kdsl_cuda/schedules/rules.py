@@ -196,6 +196,25 @@ def tensor_core(sched, h, plan) -> dict:
     return out
 
 
+def wgmma(sched, h, plan) -> dict:
+    """The Hopper GEMM's numbers (``hopper.gemm``): ``tile`` on i/j sets the block tile (rows
+    in 64-row warpgroups, columns up to 256), on k the step (a multiple of 64); ``threads``
+    (x, y) without a tile on i: y warps of 16 rows; ``stages`` the shared buffers."""
+    from . import hopper as H
+    *_, i, j = spatial_names(h.stage)
+    (k,) = reduce_names(h.stage)
+    hw = sched.backend_hints.get(h.name, {})
+    out = dict(bk=plan.tile.get(k, H.BK), stages=hw.get("stages") or H.STAGES)
+    t = threads_hint(sched, h)
+    if i in plan.tile:
+        out["bm"] = plan.tile[i]
+    elif t is not None and len(t) > 1:
+        out["bm"] = 16 * t[1]
+    if j in plan.tile:
+        out["bn"] = plan.tile[j]
+    return out
+
+
 def chain_threads(sched, h, vec: int) -> int:
     """Threads of a row-wise chain's block: enough for one pass of ``vec``-wide loads over the
     row, between a warp and 256."""

@@ -108,14 +108,22 @@ def cast_epilogue(sched, h, plans: dict):
 
 
 def _shrink(sched, iv, warps: int, tiles: int) -> tuple:
-    """Fewer warps/tiles along an axis whose size (known or hinted) is smaller than the tile."""
-    size = A.const_extent(iv)
+    """Fewer warps/tiles along an axis whose size (known or hinted) is smaller than the tile;
+    a constant size holds the whole tile (else bound inference would cut the block's loop to
+    the size, and the warps split from it would not match the copies' thread loops: M = 48
+    with 64-row blocks made 3 warps against 4)."""
+    const = A.const_extent(iv)
+    size = const
     if size is None:
         rng = A.extent_range(sched, iv)
         size = rng[1] if rng else None
     while size is not None and warps * tiles * 16 >= 2 * size and tiles > 1:
         tiles //= 2
     while size is not None and warps * tiles * 16 >= 2 * size and warps > 1:
+        warps //= 2
+    while const is not None and warps * tiles * 16 > const and tiles > 1:
+        tiles //= 2
+    while const is not None and warps * tiles * 16 > const and warps > 1:
         warps //= 2
     return warps, tiles
 
@@ -158,6 +166,9 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=U
         wy, wx = 1, 1
         threads = 32
         vecs = (_vector(rows, depth, 32) or 1, _vector(depth, cols, 32) or 1)
+    kc = A.const_extent(k)
+    if kc is not None and kc <= bk:       # one k step: nothing to pipeline (no serial k loop)
+        stages = None
     CF = sched.cache_write(C, "wmma.accumulator")
     if epilogue is not None:     # C is now a copy of the accumulator: the cast reads it directly
         C.compute_inline()

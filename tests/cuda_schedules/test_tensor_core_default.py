@@ -1,13 +1,20 @@
-"""The default cuda schedule of 16-bit matrix products: tensor cores (WMMA fragments fed from
-double-buffered shared tiles), run on the SIMT interpreter (``interp-cuda``, race-checked)
-against numpy in float64 over shapes that do and do not divide the 16x16 fragments and the
-block tile; the ``tensor_cores`` hint turns it off, and asks for it with a warning where it
-cannot apply."""
+"""The default cuda schedule of 16-bit matrix products on GPUs before Hopper: tensor cores
+(WMMA fragments fed from double-buffered shared tiles), run on the SIMT interpreter
+(``interp-cuda``, race-checked) against numpy in float64 over shapes that do and do not divide
+the 16x16 fragments and the block tile; the ``tensor_cores`` hint turns it off, and asks for it
+with a warning where it cannot apply.  Hopper's wgmma recipe (what an sm_90 device gets, and
+what compiling without a device targets) is switched off here (``KDSL_CUDA_WGMMA=0``):
+tests/cuda_schedules/test_wgmma_default.py covers it."""
 import numpy as np
 import pytest
 
 import kdsl as kd
 from kdsl.errors import ScheduleWarning
+
+
+@pytest.fixture(autouse=True)
+def _mma_sync_recipe(monkeypatch):
+    monkeypatch.setenv("KDSL_CUDA_WGMMA", "0")
 
 
 @kd.kernel
