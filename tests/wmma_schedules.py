@@ -11,16 +11,16 @@ from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
 
 
-def mm16_graph(dtype=dt.float16, trans_a=False, acc=dt.float32):
+def mm16_graph(dtype=dt.float16, trans_a=False, acc=dt.float32, trans_b=False):
     """C[i, j] = sum_r acc(A[i, r]) * acc(B[r, j]) over symbolic (n, k) x (k, m); ``trans_a``:
-    A is stored (k, n) and read A[r, i]."""
+    A is stored (k, n) and read A[r, i]; ``trans_b``: B is stored (m, k) and read B[j, r]."""
     b = Builder("mm16")
     A = b.input("A", ("k", "n") if trans_a else ("n", "k"), dtype)
-    B = b.input("B", ("k", "m"), dtype)
+    B = b.input("B", ("m", "k") if trans_b else ("k", "m"), dtype)
     i, j, r = b.axis("i", b.dim("n")), b.axis("j", b.dim("m")), b.raxis("r", b.dim("k"))
     a = read(A, r, i) if trans_a else read(A, i, r)
     cast = (lambda x: x) if acc is dtype else (lambda x: n.Cast(acc, x))
-    prod = n.Binary(acc, n.BinOp.MUL, cast(a), cast(read(B, r, j)))
+    prod = n.Binary(acc, n.BinOp.MUL, cast(a), cast(read(B, j, r) if trans_b else read(B, r, j)))
     return b.graph(b.compute("C", [i, j], sum_(prod, [r], acc), [r]))
 
 
@@ -100,3 +100,52 @@ def wmma_shared(warps=(2, 2)):
             X.bind(x, "threadIdx.x")
     return sched
 
+
+
+def wgmma_schedule(bm=128, bn=128, bk=64, stages=2, n=None, warp_tag="threadIdx.y", pad=True,
+                   fragments=False, intrin=None):
+    """A Hopper schedule: ``kd.intrin.wgmma(n)`` (n = bn by default) products of A and B tiles
+    cached in shared memory (``pad``: padded caches), ``bm / 16`` warps on ``warp_tag`` of 16
+    rows each, K in steps of ``bk`` in ``stages`` ring buffers (0: none).  ``fragments``: feed
+    the product from wmma.matrix_a/b fragments instead (which wgmma refuses)."""
+    n = n or bn
+    warps = bm // 16
+
+    def sched(s):
+        w = intrin or kd.intrin.wgmma(n)
+        C = s["C"]
+        CF = s.cache_write(C, "wmma.accumulator")
+        bi, bj, ii, jj = C.tile(C.axes[0], C.axes[1], bm, bn)
+        wi, ti = C.split(ii, factor=16)
+        tjo, tji = C.split(jj, factor=n)
+        C.reorder(bi, bj, wi, tjo, ti, tji)
+        C.bind(bi, "blockIdx.y")
+        C.bind(bj, "blockIdx.x")
+        C.bind(wi, warp_tag)
+        CF.compute_at(C, wi)
+        ci, cj = CF.axes
+        cjo, cji = CF.split(cj, factor=n)
+        ko, kr = CF.split(CF.reduce_axes[0], factor=bk)
+        kio, ki = CF.split(kr, factor=16)
+        CF.reorder(ko, kio, cjo, ci, cji, ki)
+        CF.unroll(kio)
+        CF.tensorize(ci, w)
+        C.tensorize(ti, w)
+        readers = [[CF], [CF]]
+        if fragments:
+            readers = [[s.cache_read("A", "wmma.matrix_a", [CF])], [s.cache_read("B", "wmma.matrix_b", [CF])]]
+            for (F,) in readers:
+                F.compute_at(CF, kio)
+                F.tensorize(F.axes[0], w)
+        for src, rd in zip(("A", "B"), readers):
+            X = s.cache_read(src, "shared", rd, pad=pad)
+            X.compute_at(CF, ko)
+            f = X.fuse(*X.axes)
+            _, t = X.split(f, factor=32 * warps)
+            y, x = X.split(t, factor=32)
+            X.bind(y, warp_tag)
+            X.bind(x, "threadIdx.x")
+            if stages:
+                X.pipeline(stages) if stages > 2 else X.double_buffer()
+
+    return sched

@@ -119,6 +119,10 @@ def analyze(plan, nest) -> None:
             fail(f"{buf.name} holds its tile with the tile's rows along its {how} dimension: that is "
                  f"{layout.value}, and {intrin} declares {field}={declared!r}",
                  hint=f"declare {field}={layout.value!r} in kd.intrin.wgmma, or reorder the data")
+    if layout_a is not n.WmmaLayout.ROW_MAJOR:
+        fail(f"{a.buffer.name} holds A's tile with k along its next-to-last dimension (a column-major A); "
+             "wgmma reads A with k along the rows (row_major) here",
+             hint="cache A with its k axis last (transpose it first), or use kd.intrin.wmma")
     _check_lines(fail, a.buffer, oa, da, i, k, "A")
     _check_lines(fail, b.buffer, ob, db, j, k, "B")
     lim = limits(fail, nest.guards, tv)
@@ -130,7 +134,10 @@ def _check_lines(fail, buf: n.Buffer, origin, dims, mn, k, name: str) -> None:
     """Where a tile may start in a 128-byte swizzled buffer (module docstring), and rows of
     whole lines."""
     last = len(origin) - 1
-    row = buf.shape[-1]
+    row, rows = buf.shape[-1], buf.shape[-2]
+    if not (type(rows) is n.Const and rows.value % CHUNK == 0):
+        fail(f"the shared buffer {buf.name} ({name}) has {show(rows)} rows; wgmma reads shared tiles in "
+             f"atoms of {CHUNK} rows", hint=f"make the shared tile's rows a multiple of {CHUNK}")
     if not (type(row) is n.Const and row.value % LINE == 0):
         fail(f"the shared buffer {buf.name} ({name}) has rows of {show(row)} elements; wgmma reads "
              f"shared tiles in 128-byte lines, so its rows must be a multiple of {LINE} elements",

@@ -14,6 +14,17 @@ import gemm_ladder  # noqa: E402
 
 pytestmark = pytest.mark.cuda
 
+
+@pytest.fixture(params=["wgmma", "mma_sync"])
+def tc_recipe(request, monkeypatch):
+    """Both tensor-core recipes of 16-bit products: Hopper's wgmma (the default on sm_90) and
+    the mma.sync one (other GPUs; KDSL_CUDA_WGMMA=0)."""
+    if request.param == "mma_sync":
+        monkeypatch.setenv("KDSL_CUDA_WGMMA", "0")
+    else:
+        monkeypatch.delenv("KDSL_CUDA_WGMMA", raising=False)
+    return request.param
+
 SHAPES = [(512, 512, 512), (4095, 257, 1023), (130, 20, 129), (1, 1, 1), (3, 1, 200)]
 FLOAT_STEPS = [s for s in gemm_ladder.STEPS if s != "tensor_core"]
 
@@ -64,7 +75,7 @@ TC_SHAPES = [(16, 16, 16), (128, 128, 128), (100, 17, 77), (129, 130, 131), (1, 
 
 @pytest.mark.parametrize("nkm", TC_SHAPES)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_tensor_core_hint_on_the_gpu(nkm, dtype, rng):
+def test_tensor_core_hint_on_the_gpu(nkm, dtype, rng, tc_recipe):
     """``tensor_cores=True`` (the schedules/tensorcore.py recipe) on 16-bit inputs, float32
     accumulation, over shapes that do and do not divide its 128x128x32 tiles."""
     torch = pytest.importorskip("torch")
@@ -81,8 +92,8 @@ def test_tensor_core_hint_on_the_gpu(nkm, dtype, rng):
     assert (err <= 4 * max(k, 1) * 2.0 ** -24 * mag + 1e-30).all(), float(err.max())
 
 
-@pytest.mark.parametrize("nkm", [(100, 17, 77), (129, 130, 131), (256, 64, 128)])
-def test_tensor_core_taller_b_on_the_gpu(nkm, rng):
+@pytest.mark.parametrize("nkm", [(100, 17, 77), (129, 130, 131), (256, 64, 128), (300, 200, 520)])
+def test_tensor_core_taller_b_on_the_gpu(nkm, rng, tc_recipe):
     """B with more rows than A has columns (the sum runs over A's), infinities in the extra
     rows: the whole-tile fragment loads of B zero the rows past the reduction in registers."""
     torch = pytest.importorskip("torch")
@@ -101,7 +112,7 @@ def test_tensor_core_taller_b_on_the_gpu(nkm, rng):
 
 @pytest.mark.parametrize("shape", [(64, 512, 512, 512), (3, 100, 17, 77), (5, 129, 130, 131)])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_batched_16_bit_default_on_the_gpu(shape, dtype, rng):
+def test_batched_16_bit_default_on_the_gpu(shape, dtype, rng, tc_recipe):
     """A batched 16-bit ``A @ B`` through the default schedule: tensor cores, one matrix per
     blockIdx.z, shapes that do and do not divide the tiles."""
     torch = pytest.importorskip("torch")
