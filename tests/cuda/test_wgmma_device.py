@@ -44,7 +44,7 @@ def test_default_16_bit_matmul(nkm, dtype, rng):
     a = torch.randn((n, k), generator=gen).to(tdt)
     b = torch.randn((k, m), generator=gen).to(tdt)
     mm = kd.kernel(lambda A, B: A @ B)
-    assert "wgmma" in mm.source(a, b, backend="cuda")
+    assert "wgmma" in mm.source(kd.TensorSpec((n, k), dtype), kd.TensorSpec((k, m), dtype), backend="cuda")
     got = mm(a.cuda(), b.cuda()).double().cpu().numpy()
     u = 2.0 ** -8 if dtype == "bfloat16" else 2.0 ** -11
     ok, worst = _err_ok(got, a.double().numpy(), b.double().numpy(), k, u)
