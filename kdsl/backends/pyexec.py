@@ -479,6 +479,6 @@ def async_copy_handlers(c) -> dict:
     (``kdsl.passes.sequential.lower_async_copies``), commits and waits do nothing."""
     from ..passes.sequential import as_stores
     skip = lambda s: c.out.line(f"pass  # {type(s).__name__}: copies completed at issue")  # noqa: E731
-    return {n.AsyncCopy: lambda s: c.stmt(as_stores(s)), n.CommitGroup: skip, n.WaitGroup: skip,
+    return {n.AsyncCopy: lambda s: c.stmt(as_stores(s)), n.CommitGroup: skip, n.WaitGroup: skip, n.WgmmaWait: skip, n.WgmmaCommit: skip,
             # a DeviceKernel of GPU-form IR runs its block and thread loops as loops
             n.DeviceKernel: lambda s: c.stmt(s.body)}

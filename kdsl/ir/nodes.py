@@ -612,6 +612,24 @@ class WgmmaMma(Stmt):
     shape: tuple
 
 
+@dataclass(frozen=True)
+class WgmmaCommit(Stmt):
+    """Close the group of the ``WgmmaMma`` products this warp issued since its last commit
+    (``wgmma.commit_group``).  A kernel that holds one runs its products asynchronously: each
+    keeps reading its shared tiles and writing its accumulator until a ``WgmmaWait`` covers its
+    group; without one, products complete where their run (one unrolled loop of them, or one
+    product) ends.  Sequential executors run products at issue (exact: nothing reads an
+    accumulator or overwrites an operand tile before the wait)."""
+
+
+@dataclass(frozen=True)
+class WgmmaWait(Stmt):
+    """Wait until at most ``pending`` of this warp's committed product groups are still in
+    flight (``wgmma.wait_group``; see ``WgmmaCommit``)."""
+
+    pending: int = 0
+
+
 #: the warp-level statements (executed by every thread of a warp together)
 WMMA_STMTS = (WmmaFill, WmmaLoad, WmmaMma, WmmaStore, WgmmaMma)
 
@@ -725,4 +743,4 @@ class LoweredFunc:
 
 EXPR_TYPES = (Var, Const, Binary, Compare, Unary, Select, Cast, Load, TensorRead, Reduce)
 STMT_TYPES = (For, IfThenElse, Store, Allocate, LetStmt, Seq, Barrier, Evaluate, Intrinsic,
-              CrossThreadReduce, AsyncCopy, CommitGroup, WaitGroup, DeviceKernel) + WMMA_STMTS
+              CrossThreadReduce, AsyncCopy, CommitGroup, WaitGroup, DeviceKernel, WgmmaCommit, WgmmaWait) + WMMA_STMTS

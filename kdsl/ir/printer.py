@@ -250,7 +250,7 @@ class StmtPrinter:
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
             n.CrossThreadReduce: self._cross_thread, n.AsyncCopy: self._async_copy,
-            n.CommitGroup: self._commit, n.WaitGroup: self._wait, n.DeviceKernel: self._kernel,
+            n.CommitGroup: self._commit, n.WaitGroup: self._wait, n.WgmmaWait: self._wgmma_wait, n.WgmmaCommit: self._wgmma_commit, n.DeviceKernel: self._kernel,
             n.WmmaFill: self._wmma_fill, n.WmmaLoad: self._wmma_load, n.WmmaMma: self._wmma_mma,
             n.WmmaStore: self._wmma_store, n.WgmmaMma: self._wgmma_mma,
         }
@@ -348,6 +348,12 @@ class StmtPrinter:
 
     def _commit(self, s, depth, out):
         out.append(INDENT * depth + "commit_group()")
+
+    def _wgmma_commit(self, s, depth, out):
+        out.append(INDENT * depth + "wgmma.commit_group()")
+
+    def _wgmma_wait(self, s, depth, out):
+        out.append(INDENT * depth + f"wgmma.wait_group({s.pending})")
 
     def _wait(self, s, depth, out):
         out.append(INDENT * depth + f"wait_group({s.pending})")

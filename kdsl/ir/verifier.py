@@ -390,4 +390,5 @@ def async_copy_rules(v) -> dict:
         if not isinstance(s.pending, int) or s.pending < 0:
             v.fail(f"wait_group({s.pending!r}): pending must be an int >= 0")
 
-    return {n.AsyncCopy: copy, n.CommitGroup: lambda s: None, n.WaitGroup: wait}
+    return {n.AsyncCopy: copy, n.CommitGroup: lambda s: None, n.WaitGroup: wait, n.WgmmaWait: wait,
+            n.WgmmaCommit: lambda s: None}

@@ -7,7 +7,8 @@ model of BOUND loops": sequential executors run BOUND loops as loops):
   loops are BOUND loops, which run as loops).  The sequential table does not run
   ``device_kernels``, so this matters only for a table built as the GPU table plus the tail.
 - ``lower_async_copies``: ``AsyncCopy`` becomes a ``Store`` at issue (a ``predicate`` false
-  stores zero, cp.async's zero fill), ``CommitGroup``/``WaitGroup`` disappear.  Exact: nothing
+  stores zero, cp.async's zero fill), ``CommitGroup``/``WaitGroup`` disappear (and the
+  ``WgmmaCommit``/``WgmmaWait`` of asynchronous tensor-core products, which run at issue).  Exact: nothing
   may read a copy's destination before the wait that covers it.  (The async-copy semantics
   are those of ``software_pipeline``; the interpreter runs hand IR holding them the same way.)
 
@@ -24,7 +25,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import Mutator, allocate_chain, any_statement, rewrap
 
-_ASYNC = (n.AsyncCopy, n.CommitGroup, n.WaitGroup)
+_ASYNC = (n.AsyncCopy, n.CommitGroup, n.WaitGroup, n.WgmmaCommit, n.WgmmaWait)
 
 
 def sequential_kernels(func: n.LoweredFunc) -> n.LoweredFunc:
@@ -57,6 +58,11 @@ class _Async(Mutator):
 
     def visit_WaitGroup(self, s):
         return n.Seq(())
+
+    def visit_WgmmaWait(self, s):       # products run at issue
+        return n.Seq(())
+
+    visit_WgmmaCommit = visit_WgmmaWait
 
     def visit_Seq(self, s):
         out = []

@@ -17,6 +17,21 @@ Guarantees: for such a loop ``for ko in [m, m+E)`` with ring buffers B (all of o
         barrier                                   # slot read here is refilled next (WAR)
       wait_group(0)                               # epilogue: drain the groups still open
 
+Where every reader of the rings in the loop is a tensor-core product read from shared memory
+(``WgmmaMma``, asynchronous on the GPU) and S >= 3, the products of one tile stay in flight
+while the next tile's copies are issued:
+
+      <copy of tile m+s into slot s, if s < E>; commit_group      for s in 0..S-3  (prologue)
+      for ko in [m, m+E):
+        wait_group(S-3); barrier                  # tile ko copied (every thread's)
+        <copy of tile ko+S-2 into its slot, if ko+S-2 < m+E>; commit_group
+        <the loop's other statements: products reading slot (ko - m) % S>
+        wgmma.commit_group(); wgmma.wait_group(1) # the products of tile ko-1 are done
+      wgmma.wait_group(0); wait_group(0)
+
+The slot refilled in iteration ko was last read by the products of tile ko-2, which every
+warp waited for in iteration ko-1, before the barrier: no second barrier is needed.
+
 Copies are ``AsyncCopy`` statements (their predicate zero-fills past the end, and where a
 padded cache's tile leaves the array); every
 iteration commits one group, possibly empty, so the group count stays uniform.  The copy
@@ -43,6 +58,27 @@ from ..schedule.pipelining import QUALIFIES
 
 def _stores_to(s, bufs) -> list:
     return collect(s, lambda x: isinstance(x, (n.Store, n.AsyncCopy)) and x.buffer in bufs)
+
+
+def _async_consumers(rest, bufs) -> bool:
+    """Whether the loop's statements ``rest`` read the rings ``bufs`` only through tensor-core
+    products (``WgmmaMma``) and touch those products' accumulators nowhere else: the products
+    may then stay in flight across iterations."""
+    mmas = [x for r in rest for x in collect(r, lambda y: isinstance(y, n.WgmmaMma))]
+    if not mmas:
+        return False
+    reads = [x for r in rest for x in _loads_of(r, bufs)]
+    if any(type(x) is not n.WgmmaMma for x in reads):
+        return False
+    accs = {id(x.d) for x in mmas} | {id(x.c) for x in mmas}
+    for r in rest:
+        for x in collect(r, lambda y: isinstance(y, (n.Load, n.Store) + n.WMMA_STMTS)):
+            if type(x) is n.WgmmaMma:
+                continue
+            named = [getattr(x, f) for f in ("buffer", "frag", "d", "c") if hasattr(x, f)]
+            if any(id(b) in accs for b in named):
+                return False
+    return True
 
 
 def _loads_of(s, bufs) -> list:
@@ -206,15 +242,23 @@ def _pipeline(loop: n.For, chain, core, piped, made: dict) -> n.Stmt:
         body = [simplify_stmt(_Ring(rings, slot(t), pred).visit(substitute(p, {ko: t}))) for p in producers]
         return body + [n.CommitGroup()]
 
+    asynchronous = S >= 3 and _async_consumers(rest, bufs)
+    ahead = S - 2 if asynchronous else S - 1          # tiles copied ahead of the one in use
     prologue = []
-    for s in range(S - 1):
+    for s in range(ahead):
         prologue += issue(mk.add(m, s), mk.lt(mk.as_expr(s), E))
-    nxt = mk.add(ko, S - 1)
+    nxt = mk.add(ko, ahead)
     compute = [_Ring(rings, slot(ko)).visit(x) for x in rest]
-    body = issue(nxt, mk.lt(nxt, mk.add(m, E))) + [n.WaitGroup(S - 1), n.Barrier()] + compute + [n.Barrier()]
+    copy = issue(nxt, mk.lt(nxt, mk.add(m, E)))
+    if asynchronous:        # products in flight over the next tile's copies (module docstring)
+        body = [n.WaitGroup(S - 3), n.Barrier()] + copy + compute + [n.WgmmaCommit(), n.WgmmaWait(1)]
+        tail = (n.WgmmaWait(0), n.WaitGroup(0))
+    else:
+        body = copy + [n.WaitGroup(S - 1), n.Barrier()] + compute + [n.Barrier()]
+        tail = (n.WaitGroup(0),)
     others = [a for a in chain if a.stages == 1]
     new_loop = dataclasses.replace(loop, body=rewrap(others, n.Seq(tuple(body))))
-    out: n.Stmt = n.Seq(tuple(prologue) + (new_loop, n.WaitGroup(0)))
+    out: n.Stmt = n.Seq(tuple(prologue) + (new_loop,) + tail)
     for a in reversed(inside):        # allocated in the loop: the ring goes around it
         out = n.Allocate(rings[a.buffer], out, S)
     made.update(rings)                # allocated further out: visit_Allocate swaps in the ring

@@ -40,7 +40,7 @@ from .tighten_loops import conjuncts
 #: a thread body is versioned when its guards are evaluated at least this often per thread
 MIN_GUARD_EVALS = 32
 
-_BLOCKERS = (n.Barrier, n.CrossThreadReduce, n.AsyncCopy, n.CommitGroup, n.WaitGroup,
+_BLOCKERS = (n.Barrier, n.CrossThreadReduce, n.AsyncCopy, n.CommitGroup, n.WaitGroup, n.WgmmaWait, n.WgmmaCommit,
              n.Intrinsic, n.WmmaFill, n.WmmaLoad, n.WmmaMma, n.WmmaStore, n.DeviceKernel)
 _ORDERED = (n.CmpOp.LT, n.CmpOp.LE, n.CmpOp.GT, n.CmpOp.GE)
 

@@ -33,7 +33,7 @@ from ..ir import nodes as n
 from ..ir.simplify import simplify_stmt
 from ..ir.visitor import Mutator, any_statement, collect, substitute, uses_var
 
-_SINGLE = (n.Barrier, n.CommitGroup, n.WaitGroup)
+_SINGLE = (n.Barrier, n.CommitGroup, n.WaitGroup, n.WgmmaWait, n.WgmmaCommit)
 
 
 class _Replicate(Mutator):

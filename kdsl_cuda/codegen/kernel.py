@@ -100,8 +100,11 @@ class KernelPrinter:
         #: Hopper tensor cores (codegen/wgmma.py): the kernel has shared-operand products; the
         #: device functions printed for them; inside a fenced run of wgmma statements
         self.has_wgmma = wgmma.uses_wgmma(kernel.body)
+        self.async_wgmma = bool(collect(kernel.body, lambda x: type(x) is n.WgmmaCommit))
         self.helpers: dict = {}
         self.wgmma_batch = False
+        #: the fragments allocated around the statement being printed
+        self.fragments: list = []
 
     # ------------------------------------------------------------- names and memory
     def _var(self, v: n.Var, narrow: bool = False) -> str:
@@ -177,6 +180,12 @@ class KernelPrinter:
     def stmt(self, s, d: int) -> None:
         if type(s) is n.WgmmaMma:       # Hopper shared-operand products (codegen/wgmma.py)
             wgmma.mma(self, s, d)
+            return
+        if type(s) is n.WgmmaCommit:
+            wgmma.commit(self, s, d)
+            return
+        if type(s) is n.WgmmaWait:
+            wgmma.wait(self, s, d)
             return
         if type(s) in wmma.EMIT:         # tensor-core warp statements (codegen/wmma.py)
             wmma.emit(self, s, d)
@@ -418,7 +427,11 @@ class KernelPrinter:
             self.stmt(s.body, d + 1)
             self.emit(d, "}")
         elif b.scope.is_fragment:       # per-thread registers of a warp's fragment
-            wmma.allocate(self, s, d)
+            self.fragments.append(b)
+            try:
+                wmma.allocate(self, s, d)
+            finally:
+                self.fragments.pop()
         else:
             raise InternalCompilerError(f"cuda codegen: global buffer {b.name} allocated inside "
                                         f"kernel {self.kernel.name} (workspaces are root allocations)")

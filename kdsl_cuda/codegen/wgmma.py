@@ -28,10 +28,13 @@ the warp's 16 rows.  A ``kd_wgmma_*`` function per shape takes ``float*`` at the
 atom and the fragment's row pitch.
 
 **Asynchrony.**  wgmma runs asynchronously: a run of them (an unrolled loop of ``WgmmaMma``
-statements only, or one statement) is preceded by ``wgmma.fence`` and followed by
-``wgmma.commit_group`` and ``wgmma.wait_group 0``: when the run's code ends, the products are
-in the registers and the shared tiles are no longer read, which is what the statements mean
-(the barriers and ring buffers of ``software_pipeline`` and ``sync`` rely on it).  Empty
+statements only, or one statement) is preceded by ``wgmma.fence``.  In a kernel without
+``WgmmaCommit`` it is followed by ``wgmma.commit_group`` and ``wgmma.wait_group 0``: when the
+run's code ends, the products are in the registers and the shared tiles are no longer read,
+which is what the statements mean there (the barriers and ring buffers of
+``software_pipeline`` and ``sync`` rely on it).  In a kernel with ``WgmmaCommit`` (the
+pipeline of ``software_pipeline`` whose products stay in flight over the next tile's copies)
+the IR's ``WgmmaCommit``/``WgmmaWait`` are the commits and waits.  Empty
 ``asm volatile`` with ``"+f"`` operands around the run keep the compiler from moving other
 accesses of the accumulator across it.  Shared memory written by ordinary stores or
 ``cp.async`` must be made visible to the tensor cores' (async) proxy: in a kernel with wgmma,
@@ -203,9 +206,27 @@ def _fenced_start(p, frags, d: int) -> None:
 
 
 def _fenced_end(p, frags, d: int) -> None:
+    if p.async_wgmma:           # the IR commits and waits (WgmmaCommit, WgmmaWait)
+        return
     p.emit(d, "kd_wg_commit_wait();")
+    fence_regs(p, frags, d)
+
+
+def fence_regs(p, frags, d: int) -> None:
+    """Keep the compiler from moving accesses of these accumulators across this point."""
     for f in _frags(p, frags):
         p.emit(d, f"kd_wg_fence_regs<{_regs(f)}>(&{p.buf(f)}[0][0][0]);")
+
+
+def commit(p, s: n.WgmmaCommit, d: int) -> None:
+    """``WgmmaCommit``: ``wgmma.commit_group``."""
+    p.emit(d, 'asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");')
+
+
+def wait(p, s: n.WgmmaWait, d: int) -> None:
+    """``WgmmaWait``: ``wgmma.wait_group``, then the accumulators in scope fenced."""
+    p.emit(d, f'asm volatile("wgmma.wait_group.sync.aligned %0;\\n" :: "n"({int(s.pending)}) : "memory");')
+    fence_regs(p, [f for f in p.fragments if f.scope is n.Scope.WMMA_ACCUMULATOR], d)
 
 
 def batch(s) -> list | None:
@@ -238,4 +259,5 @@ def batched_loop(p, s: n.For, stmts: list, d: int) -> None:
     _fenced_end(p, frags, d)
 
 
-__all__ = ["SM90A_MARK", "SWIZZLE_HELPERS", "uses_wgmma", "offset", "offset_text", "mma", "batch", "batched_loop"]
+__all__ = ["SM90A_MARK", "SWIZZLE_HELPERS", "uses_wgmma", "offset", "offset_text", "mma", "batch", "batched_loop",
+           "commit", "wait", "fence_regs"]

@@ -163,3 +163,33 @@ def test_k_major_b(nkm, rng):
     got, seq = run_both(f, A, B, (nn, mm))
     np.testing.assert_allclose(got, A.astype(np.float64) @ B.T.astype(np.float64), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got, seq)
+
+
+def test_products_stay_in_flight_over_the_next_copies(rng):
+    """With 3+ stages and only products reading the rings, the pipeline leaves each tile's
+    products in flight while the next tile is copied (one barrier per step, the slot refilled
+    is two tiles old); the SIMT executor follows the products until their waits."""
+    f = lowered(wgmma_schedule(bm=64, bn=64, stages=3), target="cuda")
+    text = str(f)
+    assert "wgmma.commit_group()\n" in text and "wgmma.wait_group(1)" in text
+    assert text.count("barrier(") == 2               # one per step, in each copy of the block's work
+    A, B = fp16(rng, (130, 300)), fp16(rng, (300, 70))
+    got, seq = run_both(f, A, B)
+    np.testing.assert_allclose(got, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got, seq)
+
+
+class _NoWait(Mutator):
+    """The waits inside the k loop dropped (the final wait(0) kept)."""
+
+    def visit_WgmmaWait(self, s):
+        return n.Seq(()) if s.pending else s
+
+
+def test_simt_reports_a_tile_overwritten_under_a_product(rng):
+    from kdsl.backends.simt.async_mma import AsyncMmaRace
+    f = lowered(wgmma_schedule(bm=64, bn=64, stages=3), target="cuda")
+    bad = dataclasses.replace(f, body=_NoWait().visit(f.body))
+    A, B = fp16(rng, (64, 320)), fp16(rng, (320, 64))
+    with pytest.raises(AsyncMmaRace, match="still reads it"):
+        run_simt(bad, [A, B], [np.zeros((64, 64), np.float32)], [])

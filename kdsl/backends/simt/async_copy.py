@@ -81,6 +81,9 @@ def async_copy(ex, s: n.AsyncCopy):
     st = state(ex)
     _check_pending(ex, st, m, b, flat, "wrote")
     _check_issue(ex, m, b, flat, lanes)
+    if getattr(ex, "async_mma", False):      # it may land any time: not where a product reads
+        from . import async_mma
+        async_mma.check_write(ex, m, b, flat)
     st.copies.append(_Copy(m, b, flat, lanes.copy(), st.commits[lanes].copy(), value[lanes], ex.cur))
     key = id(m)
     if key not in st.inflight:

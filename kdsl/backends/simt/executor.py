@@ -39,7 +39,7 @@ from ..numpy_eval import ExprEval, internal_np
 from . import wmma
 from .cross_thread import cross_thread_reduce
 from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds
-from . import async_copy
+from . import async_copy, async_mma
 
 _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2,
          n.ThreadTag.BLOCK_X: 0, n.ThreadTag.BLOCK_Y: 1, n.ThreadTag.BLOCK_Z: 2}
@@ -99,6 +99,7 @@ class Executor:
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
             n.DeviceKernel: self._device_kernel,
             **async_copy.handlers(self),
+            **async_mma.handlers(self),
             **{t: self._wmma for t in n.WMMA_STMTS},
             n.CrossThreadReduce: lambda s: cross_thread_reduce(self, s),
         }
@@ -197,6 +198,7 @@ class Executor:
                 m.shadow.reset()
             self.run(s.body)
             async_copy.check_block_end(self)
+            async_mma.check_block_end(self)
         self.env.pop(s.var, None)
 
     def _thread_loop(self, s: n.For):
@@ -263,6 +265,7 @@ class Executor:
         self.comp = [self.tid % dims[0], self.tid // dims[0] % dims[1], self.tid // (dims[0] * dims[1])]
         self.block = [0, 0, 0]
         self.block_mem = {}
+        self.async_mma = async_mma.enabled(s)       # tensor-core products in flight past issue
         self._set_mask(np.ones(self.T, bool))
         for m in self.global_mem:          # a new kernel: the previous one has completed
             m.shadow.reset()
@@ -404,6 +407,8 @@ class Executor:
         vals = value[lanes] if value.ndim else value
         if m.shadow is not None and self.kernel is not None:
             async_copy.check_access(self, m, b, idx, "wrote")
+            if self.async_mma:
+                async_mma.check_write(self, m, b, np.ravel_multi_index(idx, m.data.shape) if idx else 0)
             self._check(m, b, idx, m.shadow.on_store)
             if m.blocks is not None:
                 self._check(m, b, idx, m.blocks.on_store, across=True)

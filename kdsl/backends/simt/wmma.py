@@ -18,6 +18,7 @@ from ...ir import nodes as n
 from ...ir.visitor import collect
 from .. import pyexec_rt as rt
 from .. import wmma_defs as wd
+from . import async_mma
 from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds
 
 WARP = 32
@@ -200,7 +201,7 @@ def _wgmma(ex, s, warps) -> None:
     na = len(s.a_origin)
     ma, mb = _mem(ex, s.a), _mem(ex, s.b)
     for w, v in zip(warps.tolist(), vals):
-        tiles = []
+        tiles, reads = [], []
         for buf, mem, origin, layout, rows, cols in ((s.a, ma, v[4:4 + na], s.a_layout, m, k),
                                                     (s.b, mb, v[4 + na:], s.b_layout, k, nn)):
             col = layout is n.WmmaLayout.COL_MAJOR
@@ -208,6 +209,10 @@ def _wgmma(ex, s, warps) -> None:
             _race(ex, mem, buf, region, w, store=False)
             part = mem.data[region]
             tiles.append(part.T if col else part)
+            grid = np.zeros(mem.data.shape, bool)
+            grid[region] = True
+            reads.append((mem, buf, np.flatnonzero(grid)))
+        async_mma.issue(ex, w, reads, s.d)      # (asynchronous kernels: in flight until a wait)
         wd.mma(_frag(ex, s.d, w, v[0:2], m, nn), tiles[0], tiles[1], _frag(ex, s.c, w, v[2:4], m, nn))
 
 
@@ -228,6 +233,8 @@ def run(ex, s) -> None:
                    _frag(ex, s.b, w, tl[4:6], k, nn), _frag(ex, s.c, w, tl[6:8], m, nn))
         return
     rows, cols = wd.tile_dims(s.frag.scope, s.shape)
+    if s.frag.scope is n.Scope.WMMA_ACCUMULATOR:
+        async_mma.check_fragment(ex, s.frag, warps)
     if t is n.WmmaFill:
         vals = _per_warp(ex, s.tile + (s.value,), warps, "the fill value or tile")
         for w, v in zip(warps.tolist(), vals):
