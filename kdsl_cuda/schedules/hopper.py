@@ -12,17 +12,20 @@ stored with k along its last dimension) on an sm_90 GPU is tensorized with
 * the reduction goes in ``BK``-long steps (64: one 128-byte swizzle line of 16-bit values):
   each step's A and B tiles are copied into shared memory by all the block's threads, 16
   bytes per thread and turn, in ``STAGES`` ring buffers filled by ``cp.async`` ahead of the
-  products (3 by default); the tiles are padded caches (zeros beyond the matrices), laid out
-  with the 128-byte swizzle the tensor cores read (``kdsl.passes.shared_layout``);
+  products (4 by default: each tile's products stay in flight while the copies of the tile
+  two ahead are issued, ``software_pipeline``); the tiles are padded caches (zeros beyond the
+  matrices), laid out with the 128-byte swizzle the tensor cores read
+  (``kdsl.passes.shared_layout``);
 * smaller products get smaller blocks (64 rows: one warpgroup; 128 or 64 columns).
 
 Chosen (``eligible``) where the tensor-core recipe is, the device (or, without one, the
 architecture compiled for) is sm_90, A's rows are its next-to-last dimension and
 ``KDSL_CUDA_WGMMA`` is not ``0``; elsewhere ``tensorcore.gemm`` (mma.sync) serves.
 
-Measured (H100, 8192^3 float16 -> float32, notes/measurements/wgmma_kdsl_h100_session13.txt):
-128 x 256 x 64 with 3 stages 2.18 ms (0.66x cuBLAS), 4 stages 2.37 ms, 128 x 128 2.81 ms; the
-mma.sync recipe 3.81 ms.
+Measured (H100, 8192^3 float16 -> float32, notes/measurements/wgmma_kdsl_h100_session13.txt;
+cuBLAS 1.53 ms): 128 x 256 x 64 with 4 stages 1.90 ms (0.81x), 3 stages 2.14 ms, 128 x 128
+2.44 ms, 64 x 256 2.75 ms; before products stayed in flight across tiles 2.18 ms (3 stages);
+the mma.sync recipe 3.81 ms.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from . import analysis as A
 from .gemm import bind_blocks, coop_copy
 
 #: block tile (rows, columns), k step, ring buffers
-BM, BN, BK, STAGES = 128, 256, 64, 3
+BM, BN, BK, STAGES = 128, 256, 64, 4
 #: elements of a 16-byte copy of a 16-bit type
 VEC = 8
 

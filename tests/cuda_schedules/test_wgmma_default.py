@@ -43,8 +43,8 @@ def _close(got, A, B):
 def test_default_on_hopper_is_wgmma():
     text = _text(mm, (4096, 4096), (4096, 4096))
     assert "wgmma.mma(" in text and "wmma.mma(" not in text
-    assert "block=(32, 8, 1)" in text and "stages=3" in text        # 128 x 256 tiles, 8 warps
-    assert "A.shared: float16[3, 128, 64] shared" in text           # compact: swizzled, not padded
+    assert "block=(32, 8, 1)" in text and "stages=4" in text        # 128 x 256 tiles, 8 warps
+    assert "A.shared: float16[4, 128, 64] shared" in text           # compact: swizzled, not padded
     src = mm.source(kd.TensorSpec((4096, 4096), "float16"), kd.TensorSpec((4096, 4096), "float16"),
                     backend="cuda")
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in src
