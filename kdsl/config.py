@@ -15,6 +15,8 @@ that sits on a hot path reads a snapshot once and keeps it.
 | KDSL_NUM_THREADS   | CPU worker threads per parallel loop      | usable cores [1]_ |
 | KDSL_CUDA_TENSOR_CORES | ``0``: default cuda schedules of      | on [2]_           |
 |                    | 16-bit matmuls keep to CUDA cores         |                   |
+| KDSL_CUDA_WGMMA    | ``0``: on sm_90 GPUs, default 16-bit      | on [2]_           |
+|                    | matmuls use mma.sync, not Hopper's wgmma  |                   |
 
 .. [1] the CPUs this process may run on (``os.sched_getaffinity``, so ``taskset``,
    cpusets and a parent's ``sched_setaffinity`` are honoured), else ``os.cpu_count()``.
@@ -116,6 +118,12 @@ def cuda_tensor_cores() -> bool:
     """``KDSL_CUDA_TENSOR_CORES``: whether default cuda schedules put 16-bit matrix products
     on tensor cores (on; ``0`` keeps them on CUDA cores)."""
     return _flag(os.environ.get("KDSL_CUDA_TENSOR_CORES"), True)
+
+
+def cuda_wgmma() -> bool:
+    """``KDSL_CUDA_WGMMA``: whether default cuda schedules of 16-bit matrix products on sm_90
+    GPUs use Hopper's ``wgmma`` (on; ``0`` keeps them on ``mma.sync`` tensor-core code)."""
+    return _flag(os.environ.get("KDSL_CUDA_WGMMA"), True)
 
 
 def config() -> Config:

@@ -29,8 +29,6 @@ the mma.sync recipe 3.81 ms.
 """
 from __future__ import annotations
 
-import os
-
 import kdsl as kd
 from kdsl.schedule import patterns
 
@@ -70,7 +68,8 @@ def eligible(sched, h) -> bool:
     """Whether tensor-core matmul stage handle ``h`` takes the wgmma recipe (module docstring):
     also no extent a constant below 64 (a warpgroup's rows, a swizzle line of k or columns;
     the mma.sync recipe takes those)."""
-    if os.environ.get("KDSL_CUDA_WGMMA", "1").strip().lower() in ("0", "false", "no", "off"):
+    from kdsl import config
+    if not config.cuda_wgmma():
         return False
     st = h.stage
     if any((c := A.const_extent(iv)) is not None and c < 64 for iv in (*st.axes[-2:], *st.reduce_axes)):
