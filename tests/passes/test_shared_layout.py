@@ -2,6 +2,7 @@
 bytes (strides); everything else keeps its layout; every reference names the padded buffer;
 sequential tables do not run it."""
 import numpy as np
+import pytest
 
 import kdsl as kd
 from kdsl import dtypes as dt
@@ -44,7 +45,8 @@ def mm(A, B):
     return A @ B
 
 
-def test_tensor_core_tiles_are_padded_and_every_reference_follows():
+def test_tensor_core_tiles_are_padded_and_every_reference_follows(monkeypatch):
+    monkeypatch.setenv("KDSL_CUDA_WGMMA", "0")      # the mma.sync recipe's fragment-loaded tiles
     f = mm.lower(kd.TensorSpec((256, 256), "float16"), kd.TensorSpec((256, 256), "float16"),
                  backend="cuda")
     shared = {a.buffer.name: a.buffer for a in collect(f.body, lambda x: type(x) is n.Allocate)
@@ -56,6 +58,21 @@ def test_tensor_core_tiles_are_padded_and_every_reference_follows():
         b = r.src if type(r) is n.WmmaLoad else r.buffer
         if b.scope is n.Scope.SHARED:
             assert b.strides is not None, r
+
+
+def test_wgmma_operand_tiles_are_swizzled_not_padded(monkeypatch):
+    """Tiles that Hopper's tensor cores read (the default on sm_90) get the 128-byte swizzle
+    instead of padding, and every reference names the swizzled buffer."""
+    hopper = pytest.importorskip("kdsl_cuda.schedules.hopper")
+    monkeypatch.setattr(hopper, "_arch", "sm_90")
+    f = mm.lower(kd.TensorSpec((256, 256), "float16"), kd.TensorSpec((256, 256), "float16"),
+                 backend="cuda")
+    shared = [a.buffer for a in collect(f.body, lambda x: type(x) is n.Allocate)
+              if a.buffer.scope is n.Scope.SHARED]
+    assert shared and all(b.swizzle == 128 and b.strides is None for b in shared)
+    for r in collect(f.body, lambda x: type(x) in (n.AsyncCopy, n.WgmmaMma)):
+        for b in ((r.a, r.b) if type(r) is n.WgmmaMma else (r.buffer,)):
+            assert b.swizzle == 128, r
 
 
 def test_padded_kernels_run_on_simt(rng):
