@@ -17,9 +17,11 @@ without ``else``), lets and Stores of a ``Load`` of a global buffer that the fun
 writes into a shared buffer of the same dtype -- that runs once per block or per thread (no
 serial, unrolled, vectorized or parallel loop encloses it: a copy inside a K loop is left to
 ``pipeline()``, whose rings overlap it with compute) has every Store replaced by an
-``AsyncCopy`` and is followed by ``CommitGroup(); WaitGroup(0)``.  The wait comes before any
-statement after the nest (so before the barriers ``sync`` placed there): each thread sees its
-own copies as it saw its stores, other threads after the same barriers as before.
+``AsyncCopy`` and is followed by ``CommitGroup(); WaitGroup(0)`` (one for adjacent nests).  A
+copy's destination is indexed by every serial loop of its nest (two copies of one thread in
+flight together never write one element).  The wait comes before any statement after the nest
+(so before the barriers ``sync`` placed there): each thread sees its own copies as it saw its
+stores, other threads after the same barriers as before.
 Sequential executors get the stores back (``sequential.lower_async_copies``); everything
 else is unchanged, and a function without such a nest is returned as the same object.
 """
@@ -98,13 +100,19 @@ class _Nests(Mutator):
         s = self.generic(s)
         if self.repeating:
             return s
-        out, hit = [], False
+        # adjacent copy nests (several cached inputs) share one wait: all their copies fly together
+        out, hit, open_ = [], False, False
         for x in s.stmts:
             if type(x) is not n.Seq and _copy_nest(x, self.written):
-                out += [_ToAsync().visit(x), n.CommitGroup(), n.WaitGroup(0)]
-                hit = True
-            else:
-                out.append(x)
+                out.append(_ToAsync().visit(x))
+                hit = open_ = True
+                continue
+            if open_:
+                out += [n.CommitGroup(), n.WaitGroup(0)]
+                open_ = False
+            out.append(x)
+        if open_:
+            out += [n.CommitGroup(), n.WaitGroup(0)]
         if not hit:
             return s
         self.changed = True
@@ -119,7 +127,7 @@ def async_copies(func: n.LoweredFunc) -> n.LoweredFunc:
     """Copy nests into shared memory as asynchronous copies (see the module docstring)."""
     if not any_statement(func.body, lambda x: type(x) is n.Allocate
                          and x.buffer.scope is n.Scope.SHARED):
-        return func     # (statements only: cheap on every CPU lowering)
+        return func     # (a walk over statements only)
     written = {x.buffer for x in collect(func.body, lambda x: type(x) in (n.Store, n.AsyncCopy))}
     m = _Nests(written)
     body = m.visit(func.body)

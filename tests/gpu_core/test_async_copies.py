@@ -58,6 +58,25 @@ def test_own_elements_need_no_barrier(rng):
     np.testing.assert_array_equal(out, A_ * 2)
 
 
+def test_adjacent_copies_share_one_wait(rng):
+    """Two cached inputs: both copies are issued before the one wait."""
+    S2 = n.Buffer("S2", F32, (c(NT),), scope=n.Scope.SHARED)
+    fill2 = lambda b: tloop(lambda t: n.Store(S2, (t,), load(A, mk.add(mk.mul(b, NT), t))),
+                            name="v")
+    both = lambda b: tloop(lambda t: n.Store(O, (mk.add(mk.mul(b, NT), t),),
+                                             mk.add(load(S, t), load(S2, t))), name="u")
+    f = kernel(fill, fill2, both)
+    f = n.LoweredFunc(f.name, f.inputs, f.outputs, f.scalars,
+                      n.For(f.body.var, f.body.min, f.body.extent, f.body.kind,
+                            n.Allocate(S2, f.body.body), f.body.thread))
+    g = async_copies(f)
+    assert kinds(g) == ["AsyncCopy", "AsyncCopy", "CommitGroup", "WaitGroup", "Store"]
+    A_ = rng.standard_normal(NB * NT).astype(np.float32)
+    out = np.zeros(NB * NT, np.float32)
+    run_simt(g, [A_], [out], [])
+    np.testing.assert_array_equal(out, A_ * 2)
+
+
 def _serial(b):      # for k in range(2): S[t] = A[b*NT + t]  (a K loop: pipeline()'s business)
     k = n.var("k")
     return n.For(k, c(0), c(2), n.ForKind.SERIAL, fill(b))
