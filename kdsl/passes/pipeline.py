@@ -23,6 +23,8 @@ and *Guarantees*:
   versioned: a copy without the guards that hold for every thread of the blocks inside the arrays
 - ``full_thread_tiles`` (IR, ``thread_tiles.full_thread_tiles``): the work of a thread with many
   tile guards (a register tile) versioned: a guard-free copy for threads whose tile is inside
+- ``async_copies`` (IR, ``async_copies.async_copies``): a block's one-shot copies of global
+  memory into shared memory (row caches, stencil tiles) become asynchronous copies
 - ``shared_layout`` (IR, ``shared_layout.shared_layout``): shared tiles get padded rows
   (strides) so that column and fragment accesses spread over the banks
 - ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
@@ -31,8 +33,9 @@ and *Guarantees*:
 That table, ``PIPELINE``, is target-neutral and ends with GPU-form IR (DeviceKernels, barriers,
 CrossThreadReduce, AsyncCopy, WMMA statements); GPU targets run it as is.  Sequential executors (the
 interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_kernels``
-(its GPU checks do not apply to loops that run one iteration after another) and
-``shared_layout`` (addresses are a GPU matter), followed by
+(its GPU checks do not apply to loops that run one iteration after another),
+``async_copies`` (copies complete at issue there) and ``shared_layout`` (addresses are a GPU
+matter), followed by
 ``SEQUENTIAL_TAIL``:
 
 - ``sequential_kernels`` (IR, ``sequential.sequential_kernels``): DeviceKernels -> their loops
@@ -46,9 +49,9 @@ The whole lists, in order (``names()``)::
 
     PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
                 tensorize, simplify, software_pipeline, vthread, sync, interior_blocks,
-                full_thread_tiles,
+                full_thread_tiles, async_copies,
                 shared_layout, device_kernels
-    SEQUENTIAL: PIPELINE without device_kernels and shared_layout, then
+    SEQUENTIAL: PIPELINE without device_kernels, async_copies and shared_layout, then
                 sequential_kernels, lower_cross_thread, lower_async_copies, blocked_sums
     (cpu: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp, hoist_allocations)
 
@@ -90,6 +93,7 @@ from .lower_cross_thread import lower_cross_thread
 from .placement import place_stages
 from .sequential import lower_async_copies, sequential_kernels
 from .shared_layout import shared_layout
+from .async_copies import async_copies
 from .simplify import simplify_pass
 from .software_pipeline import check_pipelines, software_pipeline
 from .state import LowerState
@@ -197,6 +201,7 @@ PIPELINE = Pipeline((
     Pass("sync", sync),
     Pass("interior_blocks", interior_blocks),
     Pass("full_thread_tiles", full_thread_tiles),
+    Pass("async_copies", async_copies),
     Pass("shared_layout", shared_layout),
     Pass("device_kernels", device_kernels),
 ))
@@ -210,7 +215,8 @@ SEQUENTIAL_TAIL = (
 )
 
 #: the table of sequential executors (interp, cpu): PIPELINE without its GPU-only passes, then the tail
-SEQUENTIAL = PIPELINE.remove("device_kernels").remove("shared_layout").append(*SEQUENTIAL_TAIL)
+SEQUENTIAL = (PIPELINE.remove("device_kernels").remove("async_copies").remove("shared_layout")
+              .append(*SEQUENTIAL_TAIL))
 
 #: targets whose code runs as GPU kernels: they get ``PIPELINE`` (GPU form)
 GPU_TARGETS = frozenset({"cuda"})

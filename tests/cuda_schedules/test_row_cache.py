@@ -38,6 +38,8 @@ def test_chain_rows_cached_on_simt(name, m, rng):
         assert [b.name for b in dyn] == ["X.shared"], [b.name for b in _shared_bufs(func)]
         (kern,) = [x for x in func.kernels if _dynamic(x)]
         assert kern.launch.dynamic_shared is not None
+        # the SIMT run below executes the row's copy as asynchronous copies (race-checked)
+        assert collect(kern.body, lambda x: type(x) is n.AsyncCopy)
     got = k(X, backend="interp-cuda")
     want = ORACLES[FUNCS[name]](X.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
@@ -77,8 +79,11 @@ def test_cached_row_prints_extern_shared():
     src = k.source(np.zeros((8, 8192), np.float32), backend="cuda")
     assert "extern __shared__ __align__(16) unsigned char kd_dyn_smem[];" in src
     assert "reinterpret_cast<float*>(kd_dyn_smem)" in src
-    # the row is read from global memory once, in 16-byte vectors; the passes read X_shared
-    assert src.count("reinterpret_cast<const float4*>(&X[") == 1
+    # the row is read from global memory once, by 16-byte asynchronous copies all in flight
+    # before one wait (async_copies); the passes read X_shared
+    assert src.count("kd_cp_async<16>(&X_shared[") == 1
+    assert "reinterpret_cast<const float4*>(&X[" not in src
+    assert src.count('asm volatile("cp.async.wait_group %0;\\n" :: "n"(0)') == 1
     assert "X_shared[" in src
 
 

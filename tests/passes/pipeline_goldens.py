@@ -261,6 +261,26 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                       for r.inner in range(8):
                         if r.outer*8 + r.inner < k:
                           C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]""",
+    "async_copies": """\
+def rowsum(A: float32[n, m], B: float32[n]):
+  for i in range(n):  # bound blockIdx.x
+    allocate A.shared: float32[1, ceildiv(m, 32)*32] shared
+      for ax1.inner in range(32):  # bound threadIdx.x
+        for ax1.outer in range(ceildiv(m, 32)):
+          if ax1.outer*32 + ax1.inner < m:
+            async_copy(A.shared[0, ax1.outer*32 + ax1.inner], A[i, ax1.outer*32 + ax1.inner])
+      commit_group()
+      wait_group(0)
+      for k.inner in range(32):  # bound threadIdx.x
+        allocate B.acc: float32[1] local
+        allocate B.v: float32[1] local
+          B.acc[0] = 0.0f
+          for k.outer in range(ceildiv(m, 32)):
+            if k.outer*32 + k.inner < m:
+              B.acc[0] = B.acc[0] + A.shared[0, k.outer*32 + k.inner]
+          B.v[0] = cross_thread_sum(B.acc[0]; over threadIdx.x)
+          if k.inner == 0:
+            B[i] = B.v[0]""",
     "sequential_kernels": """\
 def rowsum(A: float32[n, m], B: float32[n]):
   for i.outer in range(ceildiv(n, 32)):  # bound blockIdx.x

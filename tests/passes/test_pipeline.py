@@ -97,6 +97,21 @@ def mm_shared_tiles(s):
         X.bind(X.axes[1], "threadIdx.x")
 
 
+def rows_cached(s):
+    """One row of A per block, copied once into shared memory (a one-shot copy: async_copies)
+    and summed by 32 threads across (a cross-thread reduction)."""
+    B = s["B"]
+    AA = s.cache_read("A", "shared", [B])
+    B.bind(B.axes[0], "blockIdx.x")
+    ko, ki = B.split(B.reduce_axes[0], factor=32)
+    B.reorder(B.axes[0], ki, ko)
+    B.bind(ki, "threadIdx.x")
+    AA.compute_at(B, B.axes[0])
+    o, t = AA.split(AA.axes[1], factor=32)
+    AA.reorder(AA.axes[0], t, o)
+    AA.bind(t, "threadIdx.x")
+
+
 def mm_thread_tiles(s):
     """The seed-002 thread-tiling step scaled down: 32x32 block tiles, 8x8 threads of 4x4,
     BK 8; shared tiles relaxed over the threads and allocated at block level."""
@@ -153,6 +168,7 @@ GOLDEN_CASES = {
     "blocked_sums": (rowsum_graph, rowsum_split, "blocked_sums"),
     "device_kernels": (rowsum_graph, bind_rows, "device_kernels"),
     "shared_layout": (gpu_matmul_graph, mm_shared_tiles, "shared_layout"),
+    "async_copies": (rowsum_graph, rows_cached, "async_copies"),
     "sequential_kernels": (rowsum_graph, bind_rows, "sequential_kernels"),
     "lower_async_copies": (chain_graph, chain_schedule, "lower_async_copies"),
     "pipeline_legality": (chain_graph, chain_schedule, "pipeline_legality"),
@@ -160,7 +176,7 @@ GOLDEN_CASES = {
     "vthread": (chain_graph, chain_vthread, "vthread"),
 }
 #: the table each golden case runs: GPU form, the GPU table plus the sequential tail, else SEQUENTIAL
-GOLDEN_TABLE = {"device_kernels": P.PIPELINE, "shared_layout": P.PIPELINE,
+GOLDEN_TABLE = {"device_kernels": P.PIPELINE, "shared_layout": P.PIPELINE, "async_copies": P.PIPELINE,
                 "sequential_kernels": P.PIPELINE.append(*P.SEQUENTIAL_TAIL)}
 
 
@@ -169,7 +185,7 @@ def test_the_table_lists_every_pass_in_order():
     core = ("placement", "pipeline_legality", "inline", "bound_inference", "storage", "loop_nests",
             "tensorize", "simplify", "software_pipeline", "vthread", "sync", "interior_blocks",
             "full_thread_tiles")
-    assert P.PIPELINE.names() == core + ("shared_layout", "device_kernels")
+    assert P.PIPELINE.names() == core + ("async_copies", "shared_layout", "device_kernels")
     assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_cross_thread", "lower_async_copies",
                                           "blocked_sums")
     assert P.for_target("cuda") is P.PIPELINE
