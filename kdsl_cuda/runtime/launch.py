@@ -37,6 +37,10 @@ from .memory import Allocation, DeviceArray, sync_stream, to_device
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 _MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+#: CUlaunchConfig (cuda.h) as the fast launchers pack it in front of a kernel's parameter slots:
+#: gridDim x, y, z, blockDim x, y, z, sharedMemBytes, hStream, then attrs (NULL) and numAttrs
+#: (0) written as zero padding; 56 bytes, so the slots after it stay 8-byte aligned
+CONFIG = struct.Struct("<7I4xQ16x")
 #: shared memory per block (static + dynamic) a launch gets without the opt-in attribute
 DEFAULT_SHARED = 48 * 1024
 
@@ -66,11 +70,16 @@ class KernelPlan:
             else:
                 raise InternalCompilerError(f"cuda launch: parameter {p.name} of {ks.name} is "
                                             "neither a buffer nor a scalar")
+        #: the parameter slots, packed at offset CONFIG.size of ``buffer``
         self.pack_into = struct.Struct(fmt).pack_into
+        #: the launch config and the parameter slots in one call (``pack_config``, module doc)
+        self.pack_config = struct.Struct(CONFIG.format + fmt[1:]).pack_into
         nslots = max(len(self.slots), 1)
-        self.buffer = ctypes.create_string_buffer(8 * nslots)
+        self.buffer = ctypes.create_string_buffer(CONFIG.size + 8 * nslots)
         base = ctypes.addressof(self.buffer)
-        self.params = (ctypes.c_void_p * nslots)(*[base + 8 * i for i in range(nslots)])
+        self.config = ctypes.c_void_p(base)       # the CUlaunchConfig of cuLaunchKernelEx
+        self.params = (ctypes.c_void_p * nslots)(*[base + CONFIG.size + 8 * i
+                                                   for i in range(nslots)])
         self.grid = ks.launch.grid
         #: dynamic shared memory (bytes) as an Expr of the scalars, or None
         self.smem = ks.launch.dynamic_shared
@@ -263,7 +272,7 @@ class CudaCompiled:
             args = [ptrs[i] if kind == "buf" else _scalar(values[i], self.func.scalars[i].dtype)
                     for kind, i in plan.slots]
             with self._lock:
-                plan.pack_into(plan.buffer, 0, *args)
+                plan.pack_into(plan.buffer, CONFIG.size, *args)
                 code = L.cuLaunchKernel(fn, grid[0], grid[1], grid[2], plan.block[0],
                                         plan.block[1], plan.block[2], shm, sv, plan.params, None)
             if code:

@@ -1,0 +1,195 @@
+"""Host (Python) cost of a cached cuda call, without a GPU: a fake driver and fake torch tensors.
+
+    python3 benchmarks/launch_host.py [--profile] [--source] [--real-torch]
+
+Runs the real call path of ``add(a, b, out=c)`` and ``add(a, b)`` on 8 float32 elements --
+``Kernel.__call__``, the generated fast launcher (``kdsl_cuda.runtime.fastlaunch``), the
+normal path when it declines -- with the driver replaced: ``cuLaunchKernel`` is a C function
+that returns 0 (built with ``cc`` into a temporary folder; a Python stub when there is no C
+compiler), loaded through ctypes like the real one, so the ctypes call cost stays in the
+numbers.  The cubin is still compiled with NVRTC (no device needed) and never loaded.
+
+Without a GPU machine torch is faked too (``--real-torch`` uses an installed torch with CUDA):
+a module named ``torch`` whose ``Tensor`` answers ``dtype``, ``shape``, ``data_ptr()``,
+``stride()``, ``is_contiguous()``, ``get_device()`` and ``torch.empty`` from C-implemented
+callables (bound builtins), so an attribute read costs about what a C getter does.  Real torch
+getters cost more (tens to a few hundred ns each: measure them on the GPU machine); the fake
+numbers are kdsl's own Python work plus one ctypes call.  Prints us per call (median of
+batches) for the fast launcher, the whole call, and the normal (slow) path.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
+sys.path.insert(0, ROOT)
+
+N = 8
+
+
+# ----------------------------------------------------------------- a fake torch
+def fake_torch() -> types.ModuleType:
+    """tests/cuda_runtime/fake_torch.py's fake ``torch`` (loaded by path)."""
+    import importlib.util
+    path = os.path.join(ROOT, "tests", "cuda_runtime", "fake_torch.py")
+    spec = importlib.util.spec_from_file_location("kdsl_fake_torch", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.make()
+
+
+# ----------------------------------------------------------------- a fake driver
+def noop_launch():
+    """A C ``int noop(...) { return 0; }`` through ctypes (None: no C compiler here)."""
+    d = tempfile.mkdtemp(prefix="kdsl_noop_")
+    src, so = os.path.join(d, "noop.c"), os.path.join(d, "noop.so")
+    with open(src, "w") as f:
+        f.write("int noop(void) { return 0; }\n")
+    try:
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", src, "-o", so], check=True,
+                       capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return so
+
+
+def install_fake_driver():
+    """Replace kdsl_cuda's driver with a fake whose launches are C no-ops (or Python stubs)."""
+    from kdsl_cuda.runtime import driver, fastlaunch, launch, memory
+    so = noop_launch()
+
+    class FakeLib:
+        def __init__(self):
+            if so is not None:
+                self.raw_launch = ctypes.CDLL(so).noop
+                self.raw_launch.restype = ctypes.c_int
+                self.raw_launch_ex = ctypes.CDLL(so).noop
+                self.raw_launch_ex.restype = ctypes.c_int
+                typed = ctypes.CDLL(so).noop
+                typed.argtypes = driver._SIGNATURES["cuLaunchKernel"]
+                typed.restype = ctypes.c_int
+                self.cuLaunchKernel = typed
+            else:
+                self.raw_launch = self.cuLaunchKernel = self.raw_launch_ex = lambda *a: 0
+
+        def check(self, code, what):
+            if code:
+                raise driver.CudaError(f"{what} failed with {code}", code)
+
+        def cuModuleLoadData(self, mod, data):
+            return 0
+
+        def cuModuleGetFunction(self, f, mod, name):
+            f._obj.value = 0x1000 + len(name)
+            return 0
+
+    class FakeDevice:
+        arch, max_shared, pools, ordinal = "sm_90", 227 * 1024, False, 0
+
+    class FakeAllocation:
+        next_ptr = 1 << 44
+
+        def __init__(self, nbytes, device=0, stream=0):
+            self.ptr = FakeAllocation.next_ptr
+            FakeAllocation.next_ptr += max(int(nbytes), 1) + 256
+
+    lib = FakeLib()
+    driver.lib = lambda: lib
+    driver.device = lambda o=0: FakeDevice()
+    driver.device_count = lambda: 1
+    for mod in (memory, launch, fastlaunch):
+        mod.Allocation = FakeAllocation
+    return "C no-op via ctypes" if so else "Python stub (no C compiler)"
+
+
+# ----------------------------------------------------------------- timing
+def per_call_us(fn, batch=2000, batches=25) -> tuple:
+    """(minimum, median) over batches of the mean time of one call, in microseconds (the
+    minimum: this machine may be shared, and other work only ever adds time)."""
+    for _ in range(batch):
+        fn()
+    per = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        per.append((time.perf_counter() - t0) / batch)
+    return min(per) * 1e6, statistics.median(per) * 1e6
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", action="store_true", help="cProfile 20000 calls of each form")
+    ap.add_argument("--source", action="store_true", help="print the generated fast launchers")
+    ap.add_argument("--real-torch", action="store_true", help="use the installed torch")
+    args = ap.parse_args(argv)
+    if args.real_torch:
+        import torch
+        dev = "cuda"
+    else:
+        if "torch" in sys.modules:
+            raise SystemExit("torch is already imported")
+        torch = sys.modules["torch"] = fake_torch()
+        dev = 0
+        how = install_fake_driver()
+        print(f"# fake torch, fake driver ({how}); python {sys.version.split()[0]}")
+    import kdsl as kd
+    import kdsl_cuda
+    if "cuda" not in kd.backends():
+        kd.register_backend("cuda", kdsl_cuda.backend)
+
+    @kd.kernel
+    def add(a, b):
+        return a + b
+
+    if args.real_torch:
+        a, b = torch.rand(N, device=dev), torch.rand(N, device=dev)
+        c = torch.empty_like(a)
+    else:
+        a, b, c = (torch.Tensor((N,), torch.float32) for _ in range(3))
+    for _ in range(5):          # compile, promote the fast launchers
+        add(a, b, out=c)
+        add(a, b)
+    fo, fa = add._fast_out, add._fast
+    assert fo is not None and fa is not None, "no fast launchers were promoted"
+    if args.source:
+        print(fo[2].__kdsl_source__)
+        print(fa[2].__kdsl_source__)
+    rows = [("add(a, b, out=c)", lambda: add(a, b, out=c)),
+            ("  fast launcher alone", lambda: fo[2](a, b, c)),
+            ("add(a, b)", lambda: add(a, b)),
+            ("  fast launcher alone", lambda: fa[2](a, b))]
+    # the normal path: what a call costs when no fast launcher serves it
+    slow = add._call_bound
+    rows += [("add(a, b, out=c) normal path", lambda: slow((a, b), None, c, None, False)),
+             ("add(a, b) normal path", lambda: slow((a, b), None, None, None, False))]
+    print(f"{'us per call':34s} {'min':>7s} {'median':>7s}")
+    for title, fn in rows:
+        lo, med = per_call_us(fn)
+        print(f"{title:34s} {lo:7.3f} {med:7.3f}")
+    if args.profile:
+        import cProfile
+        import pstats
+        for title, fn in rows[:1] + rows[2:3]:
+            print(f"\n# cProfile, 20000 x {title}")
+            pr = cProfile.Profile()
+            pr.enable()
+            for _ in range(20000):
+                fn()
+            pr.disable()
+            pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
