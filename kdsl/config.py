@@ -15,6 +15,8 @@ that sits on a hot path reads a snapshot once and keeps it.
 | KDSL_NUM_THREADS   | CPU worker threads per parallel loop      | usable cores [1]_ |
 | KDSL_CUDA_TENSOR_CORES | ``0``: default cuda schedules of      | on [2]_           |
 |                    | 16-bit matmuls keep to CUDA cores         |                   |
+| KDSL_CUDA_NATIVE_LAUNCH | ``0``: cuda fast launchers launch     | on [3]_           |
+|                    | through ctypes, not the compiled helper   |                   |
 
 .. [1] the CPUs this process may run on (``os.sched_getaffinity``, so ``taskset``,
    cpusets and a parent's ``sched_setaffinity`` are honoured), else ``os.cpu_count()``.
@@ -24,6 +26,8 @@ that sits on a hot path reads a snapshot once and keeps it.
    ``GOMP_SPINCOUNT`` is set (``kdsl_cpu.parallel``).
 .. [2] read when a kernel is scheduled.  Explicit schedules (``tensorize`` with
    ``kd.intrin.wmma``, the hint ``tensor_cores=True``) use tensor cores either way.
+.. [3] read once per process, when the first fast launcher is built
+   (``kdsl_cuda.runtime.native``: the helper is compiled with the system C compiler).
 """
 from __future__ import annotations
 
@@ -116,6 +120,12 @@ def cuda_tensor_cores() -> bool:
     """``KDSL_CUDA_TENSOR_CORES``: whether default cuda schedules put 16-bit matrix products
     on tensor cores (on; ``0`` keeps them on CUDA cores)."""
     return _flag(os.environ.get("KDSL_CUDA_TENSOR_CORES"), True)
+
+
+def cuda_native_launch() -> bool:
+    """``KDSL_CUDA_NATIVE_LAUNCH``: whether cuda fast launchers launch through the compiled
+    helper (on; ``0`` keeps them on ctypes)."""
+    return _flag(os.environ.get("KDSL_CUDA_NATIVE_LAUNCH"), True)
 
 
 def config() -> Config:

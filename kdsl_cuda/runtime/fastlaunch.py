@@ -23,7 +23,7 @@ from kdsl.runtime.dispatch import py_expr
 from kdsl.runtime.signature import size_range
 from kdsl.runtime.slots import bf16_bits
 
-from . import driver, interop
+from . import driver, interop, native
 from .launch import _MAX_GRID, CONFIG
 from .memory import Allocation, DeviceArray
 
@@ -278,15 +278,19 @@ class _Gen:
             e(f"w{w} = _Alloc(({count}) * {wbuf.dtype.itemsize}, {self.ordinal}, stream)")
             ptrs.append(f"w{w}.ptr")
         L = driver.lib()
-        # cuLaunchKernelEx: 4 arguments, prebuilt c_void_p objects (launch.CONFIG holds the
-        # grid, block, shared bytes and stream, packed with the parameters); else
-        # cuLaunchKernel without ctypes argument conversion: handles as prebuilt c_void_p
-        # objects, ints as C ints (grids are checked < 2**31 below)
-        ex = getattr(L, "raw_launch_ex", None)
+        # 1. the compiled helper (native.py): one C call packs the slots and launches;
+        # 2. cuLaunchKernelEx: 4 arguments, prebuilt c_void_p objects (launch.CONFIG holds the
+        # grid, block, shared bytes and stream, packed with the parameters); 3. cuLaunchKernel
+        # without ctypes argument conversion: handles as prebuilt c_void_p objects, ints as C
+        # ints (grids are checked < 2**31 below).  2 and 3 share buffers: under the lock
+        nat = _native_launch(L)
+        ex = None if nat else getattr(L, "raw_launch_ex", None)
         acq, rel = c._lock.acquire, c._lock.release
         self.ns.update(_Alloc=Allocation, _acq=acq, _rel=rel, _PackError=(struct.error,
                                                                             OverflowError))
-        if ex is not None:
+        if nat:
+            self.ns["_nl"], self.ns["_cu"] = nat
+        elif ex is not None:
             self.ns["_lx"] = ex
         else:
             raw = getattr(L, "raw_launch", None)
@@ -319,7 +323,13 @@ class _Gen:
             self.ns[f"_par{k}"] = plan.params
             self.ns[f"_fn{k}"] = ctypes.c_void_p(fn)
             bx, by, bz = plan.block
-            if ex is not None:
+            if nat:
+                self.ns[f"_codes{k}"] = native.codes(plan.format)
+                self.ns[f"_fnp{k}"] = fn
+                pack = None
+                launch = (f"if _nl(_cu, _codes{k}, _fnp{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, "
+                          f"{bz}, {shm}, stream{args}): return NotImplemented")
+            elif ex is not None:
                 self.ns[f"_pk{k}"] = plan.pack_config
                 self.ns[f"_cfg{k}"] = plan.config
                 pack = (f"_pk{k}(_buf{k}, 0, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
@@ -332,22 +342,37 @@ class _Gen:
                           f"cs, _par{k}, None): return NotImplemented")
             launches.append((positive, pack, launch))
         # the lock: the buffers are shared by the threads calling this specialisation (acquire
-        # and release: half the cost of a `with` block).  A value the slots cannot hold (an
-        # int scalar beyond 64 bits): declined, the normal path reports it
-        e("_acq()")
+        # and release: half the cost of a `with` block; the helper packs on its C stack).  A
+        # value the slots cannot hold (an int scalar beyond 64 bits): declined, the normal
+        # path reports it
+        if not nat:
+            e("_acq()")
         e("try:")
         for positive, pack, launch in launches:
-            if positive == "True":
-                e(f"    {pack}")
-                e(f"    {launch}")
-            else:
+            ind = "    "
+            if positive != "True":
                 e(f"    if {positive}:")
-                e(f"        {pack}")
-                e(f"        {launch}")
+                ind = "        "
+            if pack is not None:
+                e(ind + pack)
+            e(ind + launch)
         e("except _PackError:")
         e("    return NotImplemented")
-        e("finally:")
-        e("    _rel()")
+        if not nat:
+            e("finally:")
+            e("    _rel()")
+
+
+def _native_launch(L):
+    """(the compiled helper's launch, the address of the driver's cuLaunchKernel), or None
+    (no helper here, or a driver whose launch is not a C function: a test's fake)."""
+    raw = getattr(L, "raw_launch", None)
+    if not isinstance(raw, ctypes._CFuncPtr):
+        return None
+    mod = native.module()
+    if mod is None:
+        return None
+    return mod.launch, ctypes.cast(raw, ctypes.c_void_p).value
 
 
 def _stream_objects() -> dict:

@@ -70,6 +70,8 @@ class KernelPlan:
             else:
                 raise InternalCompilerError(f"cuda launch: parameter {p.name} of {ks.name} is "
                                             "neither a buffer nor a scalar")
+        #: the struct format of the parameter slots
+        self.format = fmt
         #: the parameter slots, packed at offset CONFIG.size of ``buffer``
         self.pack_into = struct.Struct(fmt).pack_into
         #: the launch config and the parameter slots in one call (``pack_config``, module doc)
