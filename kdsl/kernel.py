@@ -293,14 +293,19 @@ class Kernel:
     @staticmethod
     def _host_array(a, backend) -> bool:
         """Is ``a`` an array-like to convert with np.asarray for this (host) backend?"""
-        if isinstance(a, (np.generic, np.ndarray)) or hasattr(a, "__cuda_array_interface__"):
+        if isinstance(a, (np.generic, np.ndarray)):
             return False
-        if not (hasattr(a, "__array__") or hasattr(a, "__array_interface__")):
-            return False
+        # the backend first: a device backend converts nothing, and asking a torch tensor for
+        # __cuda_array_interface__ builds the whole dict (microseconds, per argument and call)
         try:
-            return getattr(_reg.get_backend(backend), "device", "host") == "host"
+            if getattr(_reg.get_backend(backend), "device", "host") != "host":
+                return False
         except KdslError:
-            return True   # not installed: the normal path reports that
+            pass          # not installed: converted if it is a host array-like (the normal
+            #               path reports the backend)
+        if hasattr(a, "__cuda_array_interface__"):
+            return False
+        return hasattr(a, "__array__") or hasattr(a, "__array_interface__")
 
     def _as_ndarrays(self, args, backend) -> tuple:
         out = []
