@@ -113,13 +113,16 @@ def install_fake_driver():
 
 
 # ----------------------------------------------------------------- timing
-def per_call_us(fn, batch=2000, batches=25) -> tuple:
+def per_call_us(fn, batch=2000, batches=25, sync=None) -> tuple:
     """(minimum, median) over batches of the mean time of one call, in microseconds (the
-    minimum: this machine may be shared, and other work only ever adds time)."""
+    minimum: this machine may be shared, and other work only ever adds time).  ``sync``: run
+    (untimed) after each batch, so that a GPU's launch queue never fills."""
     for _ in range(batch):
         fn()
     per = []
     for _ in range(batches):
+        if sync is not None:
+            sync()
         t0 = time.perf_counter()
         for _ in range(batch):
             fn()
@@ -127,24 +130,66 @@ def per_call_us(fn, batch=2000, batches=25) -> tuple:
     return min(per) * 1e6, statistics.median(per) * 1e6
 
 
+def _real_extras(torch, a, b, c, fo):
+    """Rows that split a real call's cost: torch's getters and allocators, the launch alone."""
+    import ctypes
+
+    from kdsl_cuda.runtime import driver, native
+    ns = fo.__globals__
+    dev = torch.device("cuda", 0)
+    rows = [("  a.dtype, a.shape, a.data_ptr()", lambda: (a.dtype, a.shape, a.data_ptr())),
+            ("  a.is_contiguous(), a.get_device()", lambda: (a.is_contiguous(), a.get_device())),
+            ("  a.__cuda_array_interface__", lambda: a.__cuda_array_interface__),
+            ("  torch.empty(8, dtype, device=0)", lambda: torch.empty((N,), dtype=a.dtype, device=0)),
+            ("  torch.empty(8, dtype, device=dev)", lambda: torch.empty((N,), dtype=a.dtype,
+                                                                        device=dev)),
+            ("  a.new_empty((8,))", lambda: a.new_empty((N,))),
+            ("  torch.empty_like(a)", lambda: torch.empty_like(a)),
+            ("  torch.add(a, b, out=c)", lambda: torch.add(a, b, out=c))]
+    L = driver.lib()
+    fn = ns.get("_fnp0") or ns["_fn0"].value
+    vals = (a.data_ptr(), b.data_ptr(), c.data_ptr(), N, N)
+    stream = torch._C._cuda_getCurrentRawStream(0)
+    mod = native.module()
+    if mod is not None and "_codes0" in ns:
+        cu = ctypes.cast(L.raw_launch, ctypes.c_void_p).value
+        codes = ns["_codes0"]
+        rows.append(("  launch: compiled helper", lambda: mod.launch(cu, codes, fn, 1, 1, 1, 256, 1,
+                                                                     1, 0, stream, *vals)))
+    try:
+        import cupy as cp
+        import numpy as np
+        k = cp.RawKernel(r"""extern "C" __global__ void k(const float* a, const float* b,
+            float* c, int n) { int i = threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }""", "k")
+        ca, cb, cc = cp.from_dlpack(a), cp.from_dlpack(b), cp.from_dlpack(c)
+        n32 = np.int32(N)
+        rows.append(("cupy RawKernel (peer)", lambda: k((1,), (32,), (ca, cb, cc, n32))))
+    except Exception as e:     # noqa: BLE001  (no CuPy here: its row says so)
+        print(f"# cupy: {type(e).__name__}: {e}")
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", action="store_true", help="cProfile 20000 calls of each form")
     ap.add_argument("--source", action="store_true", help="print the generated fast launchers")
-    ap.add_argument("--real-torch", action="store_true", help="use the installed torch")
+    ap.add_argument("--real-torch", action="store_true", help="the installed torch, on a GPU")
     args = ap.parse_args(argv)
+    sync = None
     if args.real_torch:
         import torch
-        dev = "cuda"
+        sync = torch.cuda.synchronize
+        print(f"# torch {torch.__version__} on {torch.cuda.get_device_name()}; "
+              f"python {sys.version.split()[0]}")
     else:
         if "torch" in sys.modules:
             raise SystemExit("torch is already imported")
         torch = sys.modules["torch"] = fake_torch()
-        dev = 0
         how = install_fake_driver()
         print(f"# fake torch, fake driver ({how}); python {sys.version.split()[0]}")
     import kdsl as kd
     import kdsl_cuda
+    from kdsl_cuda.runtime import native
     if "cuda" not in kd.backends():
         kd.register_backend("cuda", kdsl_cuda.backend)
 
@@ -153,7 +198,7 @@ def main(argv=None) -> int:
         return a + b
 
     if args.real_torch:
-        a, b = torch.rand(N, device=dev), torch.rand(N, device=dev)
+        a, b = torch.rand(N, device="cuda"), torch.rand(N, device="cuda")
         c = torch.empty_like(a)
     else:
         a, b, c = (torch.Tensor((N,), torch.float32) for _ in range(3))
@@ -162,21 +207,37 @@ def main(argv=None) -> int:
         add(a, b)
     fo, fa = add._fast_out, add._fast
     assert fo is not None and fa is not None, "no fast launchers were promoted"
+    launch = ("compiled helper" if "_nl(" in fo[2].__kdsl_source__ else
+              "ctypes cuLaunchKernelEx" if "_lx(" in fo[2].__kdsl_source__ else
+              "ctypes cuLaunchKernel")
+    print(f"# fast launchers launch through: {launch}" +
+          (f" (helper: {native.error})" if native.error else ""))
+    if args.real_torch:       # the results, before anything is timed
+        c.fill_(float("nan"))
+        assert add(a, b, out=c) is c and bool((c == a + b).all()), "add(out=) is wrong"
+        assert bool((add(a, b) == a + b).all()), "add() is wrong"
     if args.source:
         print(fo[2].__kdsl_source__)
         print(fa[2].__kdsl_source__)
+    pack_o, pack_a = fo[4] or (lambda t, o: fo[2](*t, o)), fa[4] or (lambda t, o: fa[2](*t))
+    ab = (a, b)
     rows = [("add(a, b, out=c)", lambda: add(a, b, out=c)),
-            ("  fast launcher alone", lambda: fo[2](a, b, c)),
+            ("  fast launcher alone", lambda: pack_o(ab, c)),
             ("add(a, b)", lambda: add(a, b)),
-            ("  fast launcher alone", lambda: fa[2](a, b))]
-    # the normal path: what a call costs when no fast launcher serves it
-    slow = add._call_bound
-    rows += [("add(a, b, out=c) normal path", lambda: slow((a, b), None, c, None, False)),
-             ("add(a, b) normal path", lambda: slow((a, b), None, None, None, False))]
-    print(f"{'us per call':34s} {'min':>7s} {'median':>7s}")
+            ("  fast launcher alone", lambda: pack_a(ab, None)),
+            # the normal path: a call no fast launcher serves (stream= given)
+            ("add(a, b, out=c, stream=0)", lambda: add(a, b, out=c, stream=0)),
+            ("add(a, b, stream=0)", lambda: add(a, b, stream=0))]
+    if args.real_torch:
+        rows += _real_extras(torch, a, b, c, fo)
+    else:
+        rows += [("  fake torch.empty alone", lambda: torch.empty((N,), dtype=torch.float32,
+                                                                   device=0))]
+    batch = 200 if args.real_torch else 2000
+    print(f"{'us per call':36s} {'min':>7s} {'median':>7s}")
     for title, fn in rows:
-        lo, med = per_call_us(fn)
-        print(f"{title:34s} {lo:7.3f} {med:7.3f}")
+        lo, med = per_call_us(fn, batch=batch, batches=40, sync=sync)
+        print(f"{title:36s} {lo:7.3f} {med:7.3f}")
     if args.profile:
         import cProfile
         import pstats

@@ -6,9 +6,17 @@ library's cheapest attributes (torch: ``data_ptr()``, ``shape``, ``stride()``; C
 ``data.ptr``; ``DeviceArray``: fields), checks exactly what the plan says (type, dtype object,
 rank, sizes, size classes, contiguity, device), computes the kernels' scalar parameters, grids,
 workspace sizes and dynamic shared memory inline, allocates results with the input's library
-and launches each kernel with its prepacked parameter buffer.  Anything else -- another array type, a failed check, a
-launch error -- answers ``NotImplemented``, and the call takes the normal path, which keeps every
-error message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
+and launches each kernel: through the compiled helper (``native.py``: one C call) where this
+machine could build it, else through ctypes, ``cuLaunchKernelEx`` with the grid, block and
+stream packed beside the parameters in the kernel's prebuilt buffer (``launch.CONFIG``; 4
+ctypes arguments), else ``cuLaunchKernel``.  Anything else -- another array type, a tensor on
+the CPU, a wrong number of arguments, a failed check, a value no slot holds, a launch error --
+answers ``NotImplemented``, and the call takes the normal path, which keeps every error
+message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
+
+Each launcher is generated twice over one body: ``fast(a0, .., [out])`` (the protocol's) and
+``packed(args, out)`` (``fast.__kdsl_packed__``), which ``Kernel.__call__`` calls with its
+argument tuple as it is.  The benchmark of this path without a GPU: benchmarks/launch_host.py.
 """
 from __future__ import annotations
 

@@ -7,7 +7,9 @@ in order, on one stream).  What a call computes from its arguments -- the scalar
 kernel's grid and the workspace sizes -- is one generated Python function (``geometry``), made
 once from the IR's expressions with the same printer the dispatch launcher uses.  Each kernel's
 parameters are packed into one prebuilt ctypes buffer (8-byte slots) whose slot addresses are
-the ``kernelParams`` of ``cuLaunchKernel``.  A kernel with shared buffers sized at launch gets
+the ``kernelParams`` of ``cuLaunchKernel``; in front of the slots the buffer holds a
+``CUlaunchConfig`` (``CONFIG``) that the fast launchers pack with them for
+``cuLaunchKernelEx`` (fastlaunch.py).  A kernel with shared buffers sized at launch gets
 their bytes (``Launch.dynamic_shared``) as ``sharedMemBytes``; above 48 KB per block the
 function's attribute is raised first (``allow_shared``), above the device's limit the call is
 refused.
