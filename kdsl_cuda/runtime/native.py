@@ -23,6 +23,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -206,7 +207,7 @@ def _build(path: str, d: str) -> None:
     include = sysconfig.get_paths()["include"]
     if not os.path.exists(os.path.join(include, "Python.h")):
         raise FileNotFoundError(f"no Python.h in {include} (install the Python headers)")
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    cc = _compiler()
     fd, src = tempfile.mkstemp(suffix=".c", dir=d)
     tmp = src[:-2] + ".so"
     try:
@@ -223,6 +224,16 @@ def _build(path: str, d: str) -> None:
                 os.unlink(p)
             except OSError:
                 pass
+
+
+def _compiler() -> str:
+    """The C compiler Python was built with, if this machine has it, else ``cc`` or ``gcc``."""
+    names = [(sysconfig.get_config_var("CC") or "").split()[:1], ["cc"], ["gcc"]]
+    for name in (n[0] for n in names if n):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise FileNotFoundError("no C compiler (cc, gcc) on PATH")
 
 
 def codes(fmt: str) -> bytes:

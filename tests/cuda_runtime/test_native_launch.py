@@ -126,3 +126,32 @@ def test_fast_launcher_through_the_helper(fake_driver, monkeypatch, helper, reco
     ctypes.c_int.in_dll(recorder, "rec_result").value = 700
     axpy(2.5, x, y, out=z)
     assert len(fake_driver.launches) == nslow + 1
+
+
+def test_no_compiler_keeps_the_ctypes_path(fake_driver, monkeypatch, tmp_path):
+    from kdsl_cuda.runtime import native
+
+    def none():
+        raise FileNotFoundError("no C compiler (cc, gcc) on PATH")
+    monkeypatch.setattr(native, "_compiler", none)
+    monkeypatch.setattr(native, "_directory", lambda: str(tmp_path))    # nothing built there
+    monkeypatch.setattr(native, "_tried", False)
+    monkeypatch.setattr(native, "_module", None)
+    monkeypatch.setattr(native, "error", None)
+    assert native.module() is None and "no C compiler" in native.error
+    torch = fake_torch.install(monkeypatch)
+    recorder = ctypes.CDLL(None).abs          # a C function: the helper would be used if built
+    fake_driver.raw_launch = recorder
+
+    @kd.kernel
+    def add(a, b):
+        return a + b
+    x, y, z = (torch.Tensor((50,), torch.float32) for _ in range(3))
+    for _ in range(4):
+        add(x, y, out=z)
+    src = add._fast_out[2].__kdsl_source__
+    assert "_nl(" not in src and "_lx(" in src
+    n = len(fake_driver.launches)
+    add(x, y, out=z)
+    assert len(fake_driver.launches) == n + 1 and fake_driver.launches[-1]["params"][:3] == [
+        x.data_ptr(), y.data_ptr(), z.data_ptr()]
