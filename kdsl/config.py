@@ -17,6 +17,8 @@ that sits on a hot path reads a snapshot once and keeps it.
 |                    | 16-bit matmuls keep to CUDA cores         |                   |
 | KDSL_CUDA_WGMMA    | ``0``: on sm_90 GPUs, default 16-bit      | on [2]_           |
 |                    | matmuls use mma.sync, not Hopper's wgmma  |                   |
+| KDSL_CUDA_NATIVE_LAUNCH | ``0``: cuda fast launchers launch     | on [3]_           |
+|                    | through ctypes, not the compiled helper   |                   |
 
 .. [1] the CPUs this process may run on (``os.sched_getaffinity``, so ``taskset``,
    cpusets and a parent's ``sched_setaffinity`` are honoured), else ``os.cpu_count()``.
@@ -26,6 +28,8 @@ that sits on a hot path reads a snapshot once and keeps it.
    ``GOMP_SPINCOUNT`` is set (``kdsl_cpu.parallel``).
 .. [2] read when a kernel is scheduled.  Explicit schedules (``tensorize`` with
    ``kd.intrin.wmma``, the hint ``tensor_cores=True``) use tensor cores either way.
+.. [3] read once per process, when the first fast launcher is built
+   (``kdsl_cuda.runtime.native``: the helper is compiled with the system C compiler).
 """
 from __future__ import annotations
 
@@ -124,6 +128,12 @@ def cuda_wgmma() -> bool:
     """``KDSL_CUDA_WGMMA``: whether default cuda schedules of 16-bit matrix products on sm_90
     GPUs use Hopper's ``wgmma`` (on; ``0`` keeps them on ``mma.sync`` tensor-core code)."""
     return _flag(os.environ.get("KDSL_CUDA_WGMMA"), True)
+
+
+def cuda_native_launch() -> bool:
+    """``KDSL_CUDA_NATIVE_LAUNCH``: whether cuda fast launchers launch through the compiled
+    helper (on; ``0`` keeps them on ctypes)."""
+    return _flag(os.environ.get("KDSL_CUDA_NATIVE_LAUNCH"), True)
 
 
 def config() -> Config:

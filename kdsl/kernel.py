@@ -121,7 +121,8 @@ class Kernel:
         self._lock = threading.Lock()
         self._version = 0
         self._fast = None      # (backend name, registry generation, fast launcher, takes device
-        #                       arrays: also tried when the device rule chooses) or None
+        #                       arrays: also tried when the device rule chooses, the same
+        #                       launcher taking (args, out) or None) or None
         self._fast_out = None  # the same for calls with out=
 
     # ------------------------------------------------------------- calling
@@ -137,6 +138,32 @@ class Kernel:
         # when they do not match, so only the backend choice is checked here.  The default
         # rule is inlined: plain numpy arguments (all a fast launcher accepts) get
         # use_backend's, else (KDSL_BACKEND unset) the automatic default.
+        fast = self._fast if out is None else self._fast_out
+        if fast is not None and stream is None and fast[1] == _reg._generation:
+            b = backend
+            if b is None:
+                b = _cur_backend()
+                if b is None and _env_get(_ENV_KEY) is None:
+                    b = _reg._auto_default
+            # a launcher made for device arrays also serves calls that leave the choice to
+            # the arguments' device (it declines host arrays, so the host overlap rule below
+            # never concerns it: it checks its device arrays' overlaps itself)
+            if b is fast[0] or (type(b) is str and b == fast[0]) or (
+                    fast[3] and backend is None and b is _reg._auto_default):
+                # a fast launcher takes only numpy arrays and Python scalars, never the traced
+                # values of a kernel calling this one (those go to _general, below)
+                if fast[4] is not None:       # it takes the tuple as it is: (args, out)
+                    r = fast[4](args, out)
+                    if r is not NotImplemented:
+                        return r
+                elif out is None:
+                    r = fast[2](*args)
+                    if r is not NotImplemented:
+                        return r
+                elif fast[3] or not _overlaps(out, args):
+                    r = fast[2](*args, out)
+                    if r is not NotImplemented:
+                        return r
         if out is not None and _overlaps(out, args):
             # numpy's rule: the result is as if the inputs were read before out is written.
             # Backends may assume outputs and inputs never share memory (the cpu backend
@@ -146,22 +173,6 @@ class Kernel:
                             fresh if isinstance(out, tuple) else (fresh,)):
                 np.copyto(o, r)
             return out
-        fast = self._fast if out is None else self._fast_out
-        if fast is not None and stream is None and fast[1] == _reg._generation:
-            b = backend
-            if b is None:
-                b = _cur_backend()
-                if b is None and _env_get(_ENV_KEY) is None:
-                    b = _reg._auto_default
-            # a launcher made for device arrays also serves calls that leave the choice to
-            # the arguments' device (it declines host arrays)
-            if b is fast[0] or (type(b) is str and b == fast[0]) or (
-                    fast[3] and backend is None and b is _reg._auto_default):
-                # a fast launcher takes only numpy arrays and Python scalars, never the traced
-                # values of a kernel calling this one (those go to _general, below)
-                r = fast[2](*args) if out is None else fast[2](*args, out)
-                if r is not NotImplemented:
-                    return r
         try:
             if _TRACING[0]:     # a trace in progress (somewhere): maybe a nested call
                 return self._general(args, kw, backend, out, stream)
@@ -242,8 +253,11 @@ class Kernel:
         if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
             fn = slot.get()
             if fn is not None:
-                self._promote(out is None, (backend, gen, fn,
-                                            bool(getattr(fn, "__kdsl_device__", False))), version)
+                dev = bool(getattr(fn, "__kdsl_device__", False))
+                # __kdsl_packed__: the same launcher taking (args, out), for device launchers
+                # only (they check overlaps themselves)
+                packed = getattr(fn, "__kdsl_packed__", None) if dev else None
+                self._promote(out is None, (backend, gen, fn, dev, packed), version)
         return result
 
     def _bind(self, args, kw) -> tuple:
@@ -279,14 +293,19 @@ class Kernel:
     @staticmethod
     def _host_array(a, backend) -> bool:
         """Is ``a`` an array-like to convert with np.asarray for this (host) backend?"""
-        if isinstance(a, (np.generic, np.ndarray)) or hasattr(a, "__cuda_array_interface__"):
+        if isinstance(a, (np.generic, np.ndarray)):
             return False
-        if not (hasattr(a, "__array__") or hasattr(a, "__array_interface__")):
-            return False
+        # the backend first: a device backend converts nothing, and asking a torch tensor for
+        # __cuda_array_interface__ builds the whole dict (microseconds, per argument and call)
         try:
-            return getattr(_reg.get_backend(backend), "device", "host") == "host"
+            if getattr(_reg.get_backend(backend), "device", "host") != "host":
+                return False
         except KdslError:
-            return True   # not installed: the normal path reports that
+            pass          # not installed: converted if it is a host array-like (the normal
+            #               path reports the backend)
+        if hasattr(a, "__cuda_array_interface__"):
+            return False
+        return hasattr(a, "__array__") or hasattr(a, "__array_interface__")
 
     def _as_ndarrays(self, args, backend) -> tuple:
         out = []

@@ -6,23 +6,33 @@ library's cheapest attributes (torch: ``data_ptr()``, ``shape``, ``stride()``; C
 ``data.ptr``; ``DeviceArray``: fields), checks exactly what the plan says (type, dtype object,
 rank, sizes, size classes, contiguity, device), computes the kernels' scalar parameters, grids,
 workspace sizes and dynamic shared memory inline, allocates results with the input's library
-and launches each kernel with its prepacked parameter buffer.  Anything else -- another array type, a failed check, a
-launch error -- answers ``NotImplemented``, and the call takes the normal path, which keeps every
-error message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
+and launches each kernel: through the compiled helper (``native.py``: one C call) where this
+machine could build it, else through ctypes, ``cuLaunchKernelEx`` with the grid, block and
+stream packed beside the parameters in the kernel's prebuilt buffer (``launch.CONFIG``; 4
+ctypes arguments), else ``cuLaunchKernel``.  Anything else -- another array type, a tensor on
+the CPU, a wrong number of arguments, a failed check, a value no slot holds, a launch error --
+answers ``NotImplemented``, and the call takes the normal path, which keeps every error
+message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
+
+Each launcher is generated twice over one body: ``fast(a0, .., [out])`` (the protocol's) and
+``packed(args, out)`` (``fast.__kdsl_packed__``), which ``Kernel.__call__`` calls with its
+argument tuple as it is.  The benchmark of this path without a GPU: benchmarks/launch_host.py.
 """
 from __future__ import annotations
 
 import ctypes
 import os
+import struct
 import sys
 
 from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
 from kdsl.runtime.dispatch import py_expr
+from kdsl.runtime.signature import size_range
 from kdsl.runtime.slots import bf16_bits
 
-from . import driver, interop
-from .launch import _MAX_GRID
+from . import driver, interop, native
+from .launch import _MAX_GRID, CONFIG
 from .memory import Allocation, DeviceArray
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,6 +59,7 @@ class _Gen:
         self.c, self.plan, self.ordinal = compiled, plan, ordinal
         self.lines, self.ns, self.k = [], {"NotImplemented": NotImplemented}, 0
         self.stride_src: dict = {}       # "st<tag>" -> the expression reading those strides
+        self.several = driver.device_count() > 1
 
     def strides(self, name: str) -> str:
         """``name`` (``st<tag>``), read now if it was not read yet."""
@@ -66,32 +77,48 @@ class _Gen:
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
 
-    def read_array(self, var: str, spec, tag: str) -> str:
-        """Checks and reads of array ``var`` (names ``sh{tag}``, ``st{tag}``, ``p{tag}``);
-        returns the library kind."""
+    def read_array(self, var: str, spec, tag: str, more=None):
+        """Checks and reads of array ``var``: its pointer ``p{tag}``, its sizes bound once to
+        ``d{tag}_{dim}`` and its strides ``st{tag}`` (read where used).  ``more(size names)``:
+        further conditions that decline the call, checked with the sizes.  Returns (the library
+        kind, the size names)."""
         kind = _kind_of(spec.kind)
         e = self.emit
-        several = driver.device_count() > 1    # one device: every array is on it
         # few bytecodes per check: one `if` per group of conditions
         same = "is not" if kind == "torch" else "!="
         cond = [f"type({var}) is not {self.const(spec.kind, '_K')}",
                 f"{var}.dtype {same} {self.const(spec.dtype, '_D')}"]
+        # the device: a torch tensor on the CPU has the type of a CUDA one (get_device() -1),
+        # so torch's is checked with one device too; CuPy and kdsl arrays are always on a GPU
+        if kind == "torch":
+            cond.append(f"{var}.get_device() != {self.ordinal}")
+        elif self.several:
+            cond.append({"cupy": f"{var}.data.device_id != {self.ordinal}",
+                         "kdsl": f"{var}.device != {self.ordinal}"}[kind])
         if spec.contiguous:
             cond.append({"torch": f"not {var}.is_contiguous()", "cupy": f"not {var}.flags.c_contiguous",
                          "kdsl": f"not {var}.is_c_contiguous"}[kind])
-        if several:
-            cond.append({"torch": f"{var}.get_device() != {self.ordinal}",
-                         "cupy": f"{var}.data.device_id != {self.ordinal}",
-                         "kdsl": f"{var}.device != {self.ordinal}"}[kind])
         e(f"if {' or '.join(cond)}: return NotImplemented")
         e(f"sh{tag} = {var}.shape")
-        cond = [f"len(sh{tag}) != {len(spec.dims)}"]
-        for d, want in enumerate(spec.dims):
-            cond.append(f"sh{tag}[{d}] == 1" if want is None else f"sh{tag}[{d}] != {int(want)}")
-        for d, cls in enumerate(spec.classes or ()):
-            if cls is not None and spec.dims[d] is None:
-                cond.append(f"sh{tag}[{d}].bit_length() != {cls}")
-        e(f"if {' or '.join(cond)}: return NotImplemented")
+        e(f"if len(sh{tag}) != {len(spec.dims)}: return NotImplemented")
+        dims = [f"d{tag}_{d}" for d in range(len(spec.dims))]
+        if dims:
+            e(f"{', '.join(dims)} = {', '.join(f'sh{tag}[{d}]' for d in range(len(dims)))}")
+        cond = []
+        for d, (want, dn) in enumerate(zip(spec.dims, dims)):
+            cls = spec.classes[d] if spec.classes else None
+            if want is not None:
+                cond.append(f"{dn} != {int(want)}")
+            elif cls is None:
+                cond.append(f"{dn} == 1")
+            else:     # the size class: its bit length, as a range (no call); never 1 from 2 on
+                lo, hi = size_range(cls)
+                cond.append(f"not {lo} <= {dn} <= {hi}" if lo > 1 else
+                            f"{dn} == 1 or {dn} != {lo}")
+        if more is not None:
+            cond += more(dims)
+        if cond:
+            e(f"if {' or '.join(cond)}: return NotImplemented")
         # strides are read where they are used (a stride parameter, a strided overlap check)
         if kind == "torch":
             self.stride_src[f"st{tag}"] = f"{var}.stride()"      # elements
@@ -102,33 +129,31 @@ class _Gen:
         else:
             self.stride_src[f"st{tag}"] = f"{var}.strides"
             e(f"p{tag} = {var}.ptr")
-        return kind
+        return kind, dims
 
     def source(self) -> str:
         c, plan, e = self.c, self.plan, self.emit
         func = c.func
         if len(func.inputs) != len(plan.inputs) or len(func.outputs) != len(plan.outputs):
             raise Unsupported("the kernel's buffers do not match the plan")
-        params = [f"a{i}" for i in range(plan.nargs)] + (["out"] if plan.out_mode else [])
-        kinds, first = {}, None
+        kinds, dims, first = {}, {}, None
         for spec in plan.args:
             if hasattr(spec, "pytype"):
                 e(f"if type(a{spec.pos}) is not {spec.pytype.__name__}: return NotImplemented")
             else:
-                kinds[spec.pos] = self.read_array(f"a{spec.pos}", spec, str(spec.pos))
+                kinds[spec.pos], dims[spec.pos] = self.read_array(f"a{spec.pos}", spec,
+                                                                  str(spec.pos))
                 first = spec.pos if first is None else first
         if first is None:
             raise Unsupported("no device array")
         lib = kinds[first]
-        names = {}
+        names = {}      # shape variable -> the local (a size or a scalar argument) it is
         for var, src in plan.sources:
-            nm = f"v{len(names)}"
-            names[var] = nm
-            e(f"{nm} = a{src[1]}" if src[0] == "scalar" else f"{nm} = sh{src[1]}[{src[2]}]")
-        for pos, d, ex in plan.checks:
-            e(f"if sh{pos}[{d}] != {py_expr(ex, names)}: return NotImplemented")
-        for lhs, rhs in plan.constraints:
-            e(f"if {py_expr(lhs, names)} != {py_expr(rhs, names)}: return NotImplemented")
+            names[var] = f"a{src[1]}" if src[0] == "scalar" else dims[src[1]][src[2]]
+        cond = [f"{dims[pos][d]} != {py_expr(ex, names)}" for pos, d, ex in plan.checks]
+        cond += [f"{py_expr(lhs, names)} != {py_expr(rhs, names)}" for lhs, rhs in plan.constraints]
+        if cond:
+            e(f"if {' or '.join(cond)}: return NotImplemented")
         # the stream: the library's current one (kdsl's arrays: the first one's)
         stream_line = {"torch": f"stream = _raw_stream({self.ordinal})",
                        "cupy": "stream = _cupy_stream().ptr",
@@ -141,22 +166,30 @@ class _Gen:
             self.ns["_cupy_stream"] = sys.modules["cupy"].cuda.get_current_stream
         e(stream_line)
         # outputs
-        bufs = [(f"p{p}", f"sh{p}", f"st{p}", kinds[p]) for p in plan.inputs]
+        bufs = [(f"p{p}", dims[p], f"st{p}", kinds[p]) for p in plan.inputs]
         if plan.out_mode is not None:
             outs = ["out"] if plan.out_mode == "one" else [f"out[{j}]" for j in range(len(plan.outputs))]
             if plan.out_mode == "tuple":
                 e(f"if type(out) is not tuple or len(out) != {len(outs)}: return NotImplemented")
             for j, (src, spec, (_, shape)) in enumerate(zip(outs, plan.out_args, plan.outputs)):
                 e(f"o{j} = {src}")
-                kinds[f"o{j}"] = self.read_array(f"o{j}", spec, f"o{j}")
-                for d, ex in enumerate(shape):
-                    e(f"if sho{j}[{d}] != {py_expr(ex, names)}: return NotImplemented")
-                bufs.append((f"po{j}", f"sho{j}", f"sto{j}", kinds[f"o{j}"]))
-            self.overlap_checks(plan, kinds)
+
+                def sizes(od, shape=shape):      # each size the result's
+                    return [f"{dn} != {py_expr(ex, names)}" for dn, ex in zip(od, shape)]
+                kinds[f"o{j}"], od = self.read_array(f"o{j}", spec, f"o{j}", sizes)
+                bufs.append((f"po{j}", od, f"sto{j}", kinds[f"o{j}"]))
+            self.overlap_checks(plan, kinds, bufs)
         else:
             like = f"a{first}"
             for j, (npdt, shape) in enumerate(plan.outputs):
-                shp = "(" + "".join(py_expr(ex, names) + ", " for ex in shape) + ")"
+                od = []
+                for d, ex in enumerate(shape):
+                    x = py_expr(ex, names)
+                    if not (x.isidentifier() or x.isdigit()):
+                        e(f"do{j}_{d} = {x}")
+                        x = f"do{j}_{d}"
+                    od.append(x)
+                shp = "(" + "".join(x + ", " for x in od) + ")"
                 kd = dt.as_dtype(func.outputs[j].dtype)
                 if lib == "torch":
                     tdt = self.const(interop._torch_dtypes()[kd], "_TD")
@@ -174,47 +207,63 @@ class _Gen:
                     self.ns["_DA"] = DeviceArray
                     e(f"po{j} = o{j}.ptr")
                     self.stride_src[f"sto{j}"] = f"o{j}.strides"
-                e(f"sho{j} = {shp}")
-                bufs.append((f"po{j}", f"sho{j}", f"sto{j}", lib))
-        self.scalars_and_launch(bufs, names)
+                bufs.append((f"po{j}", od, f"sto{j}", lib))
+        self.scalars_and_launch(bufs)
         if plan.out_mode is not None:
             e("return out")
         else:
             outs = [f"o{j}" for j in range(len(plan.outputs))]
             e(f"return {outs[0]}" if len(outs) == 1 else f"return ({', '.join(outs)},)")
-        return f"def fast({', '.join(params)}):\n" + "\n".join(self.lines) + "\n"
+        # two entries to one body: fast(a0, ..., [out]) (the protocol of kdsl.runtime.fastpath)
+        # and packed(args, out), which Kernel.__call__ calls without unpacking its tuple
+        params = [f"a{i}" for i in range(plan.nargs)] + (["out"] if plan.out_mode else [])
+        body = "\n".join(self.lines) + "\n"
+        unpack = ", ".join(f"a{i}" for i in range(plan.nargs)) + ("," if plan.nargs == 1 else "")
+        return (f"def fast({', '.join(params)}):\n" + body +
+                f"\n\ndef packed(args, out=None):\n    try:\n        {unpack} = args\n"
+                "    except (TypeError, ValueError):\n        return NotImplemented\n" + body)
 
-    def overlap_checks(self, plan, kinds) -> None:
+    def overlap_checks(self, plan, kinds, bufs) -> None:
         """out= arrays must not share memory with inputs (the kernels assume so): decline
         (the normal path handles it) when their byte ranges meet."""
-        self.ns["_span"] = _span
         e = self.emit
-
-        def span(p, sh, st, isz, spec, kind):
-            if spec.contiguous:    # [p, p + size * itemsize)
-                size = " * ".join(f"{sh}[{d}]" for d in range(len(spec.dims))) or "1"
-                return f"{p}, {p} + {size} * {isz}"
-            return f"_span({p}, {sh}, {self.strides(st)}, {isz}, {kind == 'torch'})"
         specs = {a.pos: a for a in plan.args if not hasattr(a, "pytype")}
+
+        def span(p, dims, st, isz, spec, kind):
+            """(start, end) expressions of the byte range [start, end)."""
+            if spec.contiguous:    # [p, p + size * itemsize)
+                return p, f"{p} + {' * '.join(dims + [str(isz)])}"
+            self.ns["_span"] = _span
+            nm = f"sp{self.k}"
+            self.k += 1
+            e(f"{nm}, {nm}e = _span({p}, ({''.join(x + ', ' for x in dims)}), "
+              f"{self.strides(st)}, {isz}, {kind == 'torch'})")
+            return nm, f"{nm}e"
+        nin = len(plan.inputs)
+        ins = [span(f"p{p}", bufs[k][1], f"st{p}", self.c.func.buffers[k].dtype.itemsize, specs[p],
+                    kinds[p]) for k, p in enumerate(plan.inputs)]
+        cond = []
         for j, ospec in enumerate(plan.out_args):
             isz = self.c.func.outputs[j].dtype.itemsize
-            e(f"lo{j}, hi{j} = {span(f'po{j}', f'sho{j}', f'sto{j}', isz, ospec, kinds[f'o{j}'])}")
-            for k, p in enumerate(plan.inputs):
-                iszi = self.c.func.buffers[k].dtype.itemsize
-                e(f"li, hi_ = {span(f'p{p}', f'sh{p}', f'st{p}', iszi, specs[p], kinds[p])}")
-                e(f"if li < hi{j} and lo{j} < hi_: return NotImplemented")
+            lo, hi = span(f"po{j}", bufs[nin + j][1], f"sto{j}", isz, ospec, kinds[f"o{j}"])
+            if not ospec.contiguous or len(ins) > 1:
+                e(f"eo{j} = {hi}")
+                hi = f"eo{j}"
+            for li, hi_ in ins:
+                cond.append(f"{li} < {hi} and {lo} < {hi_}")
+        if cond:
+            e(f"if {' or '.join(f'({x})' for x in cond)}: return NotImplemented")
 
-    def scalars_and_launch(self, bufs, names) -> None:
+    def scalars_and_launch(self, bufs) -> None:
         c, e, func = self.c, self.emit, self.c.func
         snames = {}
         for j, (v, b) in enumerate(zip(func.scalars, func.bindings)):
-            nm = f"s{j}"
-            snames[v] = nm
             if b.kind is n.BindingKind.SHAPE:
-                e(f"{nm} = {bufs[b.index][1]}[{b.dim}]")
+                snames[v] = bufs[b.index][1][b.dim]
             elif b.kind is n.BindingKind.STRIDE:
-                p, sh, st, kind = bufs[b.index]
+                p, _dims, st, kind = bufs[b.index]
                 st = self.strides(st)
+                snames[v] = nm = f"s{j}"
                 if kind == "torch":
                     e(f"{nm} = {st}[{b.dim}]")
                 else:
@@ -223,8 +272,12 @@ class _Gen:
                     e("if r_: return NotImplemented")
             elif b.kind is n.BindingKind.SCALAR:
                 src = f"a{self.plan.scalars[b.index]}"
-                e(f"{nm} = {'_bf16(' + src + ')' if v.dtype is dt.bfloat16 else src}")
-                self.ns["_bf16"] = bf16_bits
+                if v.dtype is dt.bfloat16:       # its 16 bits (launch._scalar)
+                    snames[v] = f"s{j}"
+                    e(f"s{j} = _bf16({src})")
+                    self.ns["_bf16"] = bf16_bits
+                else:
+                    snames[v] = src
             else:
                 raise Unsupported(f"binding {b.kind}")
         ptrs = [b[0] for b in bufs]
@@ -233,14 +286,26 @@ class _Gen:
             e(f"w{w} = _Alloc(({count}) * {wbuf.dtype.itemsize}, {self.ordinal}, stream)")
             ptrs.append(f"w{w}.ptr")
         L = driver.lib()
-        # the driver's cuLaunchKernel without ctypes argument conversion: handles as prebuilt
-        # c_void_p objects, ints as C ints (grids are checked < 2**31 above)
-        raw = getattr(L, "raw_launch", None)
-        self.ns.update(_Alloc=Allocation, _lock=c._lock, _launch=raw or L.cuLaunchKernel,
-                       _cstream=_stream_objects())
-        e("cs = _cstream.get(stream)")
-        e("if cs is None: cs = _cstream.setdefault(stream, _c_void_p(stream))")
-        self.ns["_c_void_p"] = ctypes.c_void_p
+        # 1. the compiled helper (native.py): one C call packs the slots and launches;
+        # 2. cuLaunchKernelEx: 4 arguments, prebuilt c_void_p objects (launch.CONFIG holds the
+        # grid, block, shared bytes and stream, packed with the parameters); 3. cuLaunchKernel
+        # without ctypes argument conversion: handles as prebuilt c_void_p objects, ints as C
+        # ints (grids are checked < 2**31 below).  2 and 3 share buffers: under the lock
+        nat = _native_launch(L)
+        ex = None if nat else getattr(L, "raw_launch_ex", None)
+        acq, rel = c._lock.acquire, c._lock.release
+        self.ns.update(_Alloc=Allocation, _acq=acq, _rel=rel, _PackError=(struct.error,
+                                                                            OverflowError))
+        if nat:
+            self.ns["_nl"], self.ns["_cu"] = nat
+        elif ex is not None:
+            self.ns["_lx"] = ex
+        else:
+            raw = getattr(L, "raw_launch", None)
+            self.ns.update(_launch=raw or L.cuLaunchKernel, _cstream=_stream_objects(),
+                           _c_void_p=ctypes.c_void_p)
+            e("cs = _cstream.get(stream)")
+            e("if cs is None: cs = _cstream.setdefault(stream, _c_void_p(stream))")
         fns = c.functions(self.ordinal)
         launches = []
         for k, (plan, fn) in enumerate(zip(c.plans, fns)):
@@ -260,27 +325,62 @@ class _Gen:
                 e(f"m{k} = int({py_expr(plan.smem, snames)})")
                 e(f"if m{k} > _smok{k}[0]: return NotImplemented")
             positive = " and ".join(f"{x} > 0" for x in g if not x.isdigit()) or "True"
-            args = []
-            for kind, i in plan.slots:
-                args.append(ptrs[i] if kind == "buf" else
-                            (f"_bf16(s{i})" if func.scalars[i].dtype is dt.bfloat16 else f"s{i}"))
-            self.ns[f"_pack{k}"] = plan.pack_into
+            args = "".join(", " + (ptrs[i] if kind == "buf" else snames[func.scalars[i]])
+                           for kind, i in plan.slots)
             self.ns[f"_buf{k}"] = plan.buffer
             self.ns[f"_par{k}"] = plan.params
             self.ns[f"_fn{k}"] = ctypes.c_void_p(fn)
             bx, by, bz = plan.block
-            launches.append((positive, f"_pack{k}(_buf{k}, 0{''.join(', ' + a for a in args)})",
-                             f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
-                             f"cs, _par{k}, None): return NotImplemented"))
-        e("with _lock:")
-        for positive, pack, launch in launches:
-            if positive == "True":
-                e(f"    {pack}")
-                e(f"    {launch}")
+            if nat:
+                self.ns[f"_codes{k}"] = native.codes(plan.format)
+                self.ns[f"_fnp{k}"] = fn
+                pack = None
+                launch = (f"if _nl(_cu, _codes{k}, _fnp{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, "
+                          f"{bz}, {shm}, stream{args}): return NotImplemented")
+            elif ex is not None:
+                self.ns[f"_pk{k}"] = plan.pack_config
+                self.ns[f"_cfg{k}"] = plan.config
+                pack = (f"_pk{k}(_buf{k}, 0, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
+                        f"stream{args})")
+                launch = f"if _lx(_cfg{k}, _fn{k}, _par{k}, None): return NotImplemented"
             else:
+                self.ns[f"_pack{k}"] = plan.pack_into
+                pack = f"_pack{k}(_buf{k}, {CONFIG.size}{args})"
+                launch = (f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
+                          f"cs, _par{k}, None): return NotImplemented")
+            launches.append((positive, pack, launch))
+        # the lock: the buffers are shared by the threads calling this specialisation (acquire
+        # and release: half the cost of a `with` block; the helper packs on its C stack).  A
+        # value the slots cannot hold (an int scalar beyond 64 bits): declined, the normal
+        # path reports it
+        if not nat:
+            e("_acq()")
+        e("try:")
+        for positive, pack, launch in launches:
+            ind = "    "
+            if positive != "True":
                 e(f"    if {positive}:")
-                e(f"        {pack}")
-                e(f"        {launch}")
+                ind = "        "
+            if pack is not None:
+                e(ind + pack)
+            e(ind + launch)
+        e("except _PackError:")
+        e("    return NotImplemented")
+        if not nat:
+            e("finally:")
+            e("    _rel()")
+
+
+def _native_launch(L):
+    """(the compiled helper's launch, the address of the driver's cuLaunchKernel), or None
+    (no helper here, or a driver whose launch is not a C function: a test's fake)."""
+    raw = getattr(L, "raw_launch", None)
+    if not isinstance(raw, ctypes._CFuncPtr):
+        return None
+    mod = native.module()
+    if mod is None:
+        return None
+    return mod.launch, ctypes.cast(raw, ctypes.c_void_p).value
 
 
 def _stream_objects() -> dict:
@@ -320,5 +420,6 @@ def build(compiled, plan):
     fn = g.ns["fast"]
     fn.__kdsl_source__ = src
     fn.__kdsl_device__ = True
+    fn.__kdsl_packed__ = g.ns["packed"]    # the same launcher taking (args, out): Kernel.__call__
     return fn
 

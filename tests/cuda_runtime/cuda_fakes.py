@@ -16,10 +16,21 @@ class FakeLib:
             code, self.fail_next = self.fail_next, 0
             return code
         stream = getattr(stream, "value", stream) or 0
+        fn = getattr(fn, "value", fn)        # the fast launchers pass a prebuilt c_void_p
         vals = [ctypes.c_int64.from_address(params[i]).value for i in range(len(params))]
         self.launches.append(dict(fn=fn, grid=(gx, gy, gz), block=(bx, by, bz), stream=stream,
                                   params=vals, shared=shmem))
         return 0
+
+    def raw_launch_ex(self, config, fn, params, extra):
+        """cuLaunchKernelEx as the fast launchers call it: the grid, block, shared bytes and
+        stream read back from the CUlaunchConfig they packed (launch.CONFIG)."""
+        from kdsl_cuda.runtime.launch import CONFIG
+        (gx, gy, gz, bx, by, bz, shmem, stream) = CONFIG.unpack(
+            ctypes.string_at(config.value, CONFIG.size))
+        attrs = ctypes.string_at(config.value + 40, 16)
+        assert attrs == bytes(16), "attrs and numAttrs must be zero"
+        return self.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
 
     #: static shared bytes every fake function reports (cuFuncGetAttribute)
     static_shared = 64

@@ -1,0 +1,241 @@
+"""An optional compiled helper for the fast launchers: one C call packs a kernel's parameters and
+calls ``cuLaunchKernel``.
+
+Through ctypes a launch costs a ``struct`` pack into a shared buffer, a lock around it (threads
+share the buffer) and ctypes' per-argument conversion: ~1.5 us of Python per launch on the
+session-13 H100 host, above the driver's own cost.  ``launch(cu, codes, fn, gx, gy, gz, bx, by,
+bz, shared, stream, *slots)`` does the same in C: each slot value converted by its code (the
+first letter of its ``kdsl.runtime.slots.SLOT`` format: ``Q`` pointer, ``q`` int64, ``d``
+float64, ``f`` float32, ``e`` float16, ``i``/``h``/``b`` signed, ``I``/``H``/``B`` unsigned,
+``?`` bool) into 8-byte slots on the C stack (no lock), the GIL released around the driver call
+(``cu``: the address of ``cuLaunchKernel``); it returns the CUresult, and raises OverflowError
+(a value its slot cannot hold) or TypeError like ``struct`` would.
+
+The helper is built once per Python version with the C compiler Python was built with (``cc``
+otherwise) and Python's headers, into ``$KDSL_CACHE_DIR/native`` (a temporary folder when
+``KDSL_CACHE=0``), as Triton builds its launchers.  No compiler, no headers, a failed build or
+``KDSL_CUDA_NATIVE_LAUNCH=0``: ``module()`` is None (``error`` says why) and the fast launchers
+keep the ctypes path.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+
+SOURCE = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef int (*launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, void *, void **, void **);
+
+#define MAX_SLOTS 256
+#define FIXED 11   /* cu, codes, fn, gx, gy, gz, bx, by, bz, shared, stream */
+
+static int slot(char code, PyObject *o, uint64_t *s)
+{
+    *s = 0;
+    switch (code) {
+    case 'Q': {
+        unsigned long long v = PyLong_AsUnsignedLongLong(o);
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+        *s = v; return 0; }
+    case 'q': {
+        long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        memcpy(s, &v, 8); return 0; }
+    case 'i': case 'h': case 'b': {
+        long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        long long lim = code == 'i' ? 2147483647LL : code == 'h' ? 32767LL : 127LL;
+        if (v > lim || v < -lim - 1) {
+            PyErr_SetString(PyExc_OverflowError, "value out of range of its slot"); return -1; }
+        if (code == 'i') { int32_t x = (int32_t)v; memcpy(s, &x, 4); }
+        else if (code == 'h') { int16_t x = (int16_t)v; memcpy(s, &x, 2); }
+        else { int8_t x = (int8_t)v; memcpy(s, &x, 1); }
+        return 0; }
+    case 'I': case 'H': case 'B': {
+        long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        long long lim = code == 'I' ? 4294967295LL : code == 'H' ? 65535LL : 255LL;
+        if (v < 0 || v > lim) {
+            PyErr_SetString(PyExc_OverflowError, "value out of range of its slot"); return -1; }
+        if (code == 'I') { uint32_t x = (uint32_t)v; memcpy(s, &x, 4); }
+        else if (code == 'H') { uint16_t x = (uint16_t)v; memcpy(s, &x, 2); }
+        else { uint8_t x = (uint8_t)v; memcpy(s, &x, 1); }
+        return 0; }
+    case 'd': {
+        double v = PyFloat_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        memcpy(s, &v, 8); return 0; }
+    case 'f': {
+        double v = PyFloat_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        return PyFloat_Pack4(v, (char *)s, 1); }   /* OverflowError beyond float32, as struct */
+    case 'e': {
+        double v = PyFloat_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        return PyFloat_Pack2(v, (char *)s, 1); }
+    case '?': {
+        int v = PyObject_IsTrue(o);
+        if (v < 0) return -1;
+        *s = (uint64_t)v; return 0; }
+    }
+    PyErr_Format(PyExc_TypeError, "unknown slot code %c", code);
+    return -1;
+}
+
+static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    if (n < FIXED) {
+        PyErr_SetString(PyExc_TypeError, "launch() takes at least 11 arguments"); return NULL; }
+    void *cu = PyLong_AsVoidPtr(args[0]);
+    if (cu == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "launch(): NULL cuLaunchKernel");
+        return NULL; }
+    if (!PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "launch(): slot codes must be bytes"); return NULL; }
+    Py_ssize_t ns = n - FIXED;
+    if (PyBytes_GET_SIZE(args[1]) != ns || ns > MAX_SLOTS) {
+        PyErr_SetString(PyExc_TypeError, "launch(): one value per slot code"); return NULL; }
+    const char *codes = PyBytes_AS_STRING(args[1]);
+    void *fn = PyLong_AsVoidPtr(args[2]);
+    if (fn == NULL && PyErr_Occurred()) return NULL;
+    unsigned dims[7];
+    for (int i = 0; i < 7; i++) {
+        unsigned long v = PyLong_AsUnsignedLong(args[3 + i]);
+        if (v == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+        if (v > 0xffffffffUL) {
+            PyErr_SetString(PyExc_OverflowError, "launch(): grid, block or shared size"); return NULL; }
+        dims[i] = (unsigned)v;
+    }
+    void *stream = PyLong_AsVoidPtr(args[10]);
+    if (stream == NULL && PyErr_Occurred()) return NULL;
+    uint64_t slots[MAX_SLOTS];
+    void *params[MAX_SLOTS];
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        if (slot(codes[i], args[FIXED + i], &slots[i]) < 0) return NULL;
+        params[i] = &slots[i];
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ((launch_t)cu)(fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], stream,
+                        params, NULL);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+static PyMethodDef methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
+     "launch(cu, codes, fn, gx, gy, gz, bx, by, bz, shared, stream, *slots) -> CUresult"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_kdsl_launch", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__kdsl_launch(void) { return PyModule_Create(&moddef); }
+"""
+
+_NAME = "_kdsl_launch"
+_lock = threading.Lock()
+_module = None
+#: why there is no helper (None: not tried yet, or built)
+error: str | None = None
+_tried = False
+
+
+def enabled() -> bool:
+    """``KDSL_CUDA_NATIVE_LAUNCH``: the compiled launch helper is used unless 0/false/off."""
+    from kdsl import config
+    return config.cuda_native_launch()
+
+
+def module():
+    """The compiled helper module (built on first use), or None (``error`` says why)."""
+    global _module, error, _tried
+    if _tried:
+        return _module
+    with _lock:
+        if not _tried:
+            if not enabled():
+                error = "KDSL_CUDA_NATIVE_LAUNCH is off"
+            else:
+                try:
+                    _module = _load()
+                except Exception as e:     # no compiler, no headers: the ctypes path stays
+                    error = f"{type(e).__name__}: {e}"
+            _tried = True
+    return _module
+
+
+def _directory() -> str:
+    from kdsl import config
+    if config.cache_enabled():
+        d = os.path.join(config.cache_dir(), "native")
+        try:
+            os.makedirs(d, exist_ok=True)
+            return d
+        except OSError:
+            pass
+    return tempfile.mkdtemp(prefix="kdsl_native_")
+
+
+def _load():
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    key = hashlib.sha256((SOURCE + sys.version + suffix).encode()).hexdigest()[:16]
+    d = _directory()
+    path = os.path.join(d, f"{_NAME}_{key}{suffix}")
+    if not os.path.exists(path):
+        _build(path, d)
+    loader = importlib.machinery.ExtensionFileLoader(_NAME, path)
+    spec = importlib.util.spec_from_file_location(_NAME, path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def _build(path: str, d: str) -> None:
+    include = sysconfig.get_paths()["include"]
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        raise FileNotFoundError(f"no Python.h in {include} (install the Python headers)")
+    cc = _compiler()
+    fd, src = tempfile.mkstemp(suffix=".c", dir=d)
+    tmp = src[:-2] + ".so"
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(SOURCE)
+        r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-I", include, src, "-o", tmp],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode:
+            raise RuntimeError(f"{cc} failed: {(r.stderr or r.stdout).strip()[:500]}")
+        os.replace(tmp, path)       # atomic: another process may build the same file
+    finally:
+        for p in (src, tmp):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
+def _compiler() -> str:
+    """The C compiler Python was built with, if this machine has it, else ``cc`` or ``gcc``."""
+    names = [(sysconfig.get_config_var("CC") or "").split()[:1], ["cc"], ["gcc"]]
+    for name in (n[0] for n in names if n):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise FileNotFoundError("no C compiler (cc, gcc) on PATH")
+
+
+def codes(fmt: str) -> bytes:
+    """The slot codes of a ``struct`` format of 8-byte slots (``"<QQf4xq"`` -> ``b"QQfq"``)."""
+    return bytes(c for c in fmt.encode() if chr(c) not in "<>=!@x0123456789")

@@ -1,0 +1,157 @@
+"""The compiled launch helper (kdsl_cuda.runtime.native) against a C recorder standing in for
+cuLaunchKernel: each slot code packs its value as ``struct`` does, values a slot cannot hold
+raise, and a fast launcher using it launches what the normal path launches.  Where this
+machine cannot build the helper (no C compiler or Python headers), the fast launchers must
+keep the ctypes path, which is checked instead."""
+import ctypes
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+import fake_torch
+
+RECORDER = r"""
+#include <stdint.h>
+#include <string.h>
+unsigned rec_dims[7]; void *rec_fn; void *rec_stream; uint64_t rec_vals[64]; int rec_n;
+int rec_count; int rec_result;
+int rec(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+        unsigned shm, void *stream, void **params, void **extra)
+{
+    unsigned d[7] = {gx, gy, gz, bx, by, bz, shm};
+    memcpy(rec_dims, d, sizeof d);
+    rec_fn = f; rec_stream = stream;
+    for (int i = 0; i < rec_n; i++) memcpy(&rec_vals[i], params[i], 8);
+    rec_count++;
+    return rec_result;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def helper():
+    from kdsl_cuda.runtime import native
+    return native.module()
+
+
+@pytest.fixture
+def recorder(tmp_path, helper):
+    if helper is None:
+        return None
+    src, so = tmp_path / "rec.c", tmp_path / "rec.so"
+    src.write_text(RECORDER)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(src), "-o", str(so)], check=True)
+    lib = ctypes.CDLL(str(so))
+    lib.rec.restype = ctypes.c_int
+    return lib
+
+
+def _vals(rec, n):
+    return bytes((ctypes.c_uint64 * n).in_dll(rec, "rec_vals"))
+
+
+def test_slot_codes_pack_like_struct(helper, recorder):
+    if helper is None:
+        from kdsl_cuda.runtime import native
+        assert native.error, "no helper and no reason"
+        return
+    from kdsl_cuda.runtime.native import codes
+    rng = np.random.default_rng()
+    fmt = "<Qqdf4xe6xi4xh6xb7xI4xH6xB7x?7x"
+    vals = [int(rng.integers(0, 2 ** 63)) * 2 + 1, -int(rng.integers(1, 2 ** 62)), float(rng.normal()),
+            float(rng.normal()), 0.5 + float(rng.integers(-100, 100)), -2 ** 31, -32768, 127,
+            2 ** 32 - 1, 65535, 255, True]
+    assert codes(fmt) == b"QqdfeihbIHB?"
+    ctypes.c_int.in_dll(recorder, "rec_n").value = len(vals)
+    cu = ctypes.cast(recorder.rec, ctypes.c_void_p).value
+    rc = helper.launch(cu, codes(fmt), 0x1234, 7, 2, 1, 256, 1, 1, 4096, 0xABC0, *vals)
+    assert rc == 0
+    assert _vals(recorder, len(vals)) == struct.pack(fmt, *vals)
+    assert list((ctypes.c_uint * 7).in_dll(recorder, "rec_dims")) == [7, 2, 1, 256, 1, 1, 4096]
+    assert ctypes.c_void_p.in_dll(recorder, "rec_fn").value == 0x1234
+    assert ctypes.c_void_p.in_dll(recorder, "rec_stream").value == 0xABC0
+    ctypes.c_int.in_dll(recorder, "rec_result").value = 719      # a launch error comes back
+    ctypes.c_int.in_dll(recorder, "rec_n").value = 1
+    assert helper.launch(cu, b"Q", 1, 1, 1, 1, 1, 1, 1, 0, 0, 5) == 719
+    n = ctypes.c_int.in_dll(recorder, "rec_count").value
+    for code, bad in ((b"q", 2 ** 63), (b"i", 2 ** 31), (b"B", -1), (b"Q", -1), (b"f", 1e300),
+                      (b"H", 65536)):
+        with pytest.raises(OverflowError):
+            helper.launch(cu, code, 1, 1, 1, 1, 1, 1, 1, 0, 0, bad)
+    with pytest.raises(TypeError):
+        helper.launch(cu, b"q", 1, 1, 1, 1, 1, 1, 1, 0, 0, 1.5)
+    with pytest.raises(TypeError):
+        helper.launch(cu, b"qq", 1, 1, 1, 1, 1, 1, 1, 0, 0, 1)        # one value per code
+    assert ctypes.c_int.in_dll(recorder, "rec_count").value == n      # nothing launched
+
+
+def test_fast_launcher_through_the_helper(fake_driver, monkeypatch, helper, recorder):
+    torch = fake_torch.install(monkeypatch)
+
+    @kd.kernel
+    def axpy(a, x, y):
+        return a * x + y
+    n = int(np.random.default_rng().integers(500, 1000))
+    x, y, z = (torch.Tensor((n,), torch.float32) for _ in range(3))
+    torch._C.streams[0] = 0x7700
+    axpy(2.5, x, y, out=z)                 # the normal path (the fake driver records it)
+    slow = fake_driver.launches[-1]
+    if recorder is not None:
+        fake_driver.raw_launch = recorder.rec          # a C function: the helper calls it
+        ctypes.c_int.in_dll(recorder, "rec_n").value = len(slow["params"])
+    for _ in range(4):
+        axpy(2.5, x, y, out=z)
+    fast = axpy._fast_out
+    assert fast is not None and fast[4] is not None
+    src = fast[2].__kdsl_source__
+    if recorder is None:
+        assert "_nl(" not in src and "_lx(" in src
+        return
+    assert "_nl(" in src and "_acq()" not in src           # no lock: slots on the C stack
+    before = ctypes.c_int.in_dll(recorder, "rec_count").value
+    nslow = len(fake_driver.launches)
+    assert axpy(2.5, x, y, out=z) is z
+    assert ctypes.c_int.in_dll(recorder, "rec_count").value == before + 1
+    assert len(fake_driver.launches) == nslow
+    got = struct.unpack(f"<{len(slow['params'])}q", _vals(recorder, len(slow["params"])))
+    assert list(got) == slow["params"]
+    dims = list((ctypes.c_uint * 7).in_dll(recorder, "rec_dims"))
+    assert tuple(dims[:3]) == slow["grid"] and tuple(dims[3:6]) == slow["block"]
+    assert ctypes.c_void_p.in_dll(recorder, "rec_stream").value == 0x7700
+    # a launch error: declined, and the normal path launches (and would report it)
+    ctypes.c_int.in_dll(recorder, "rec_result").value = 700
+    axpy(2.5, x, y, out=z)
+    assert len(fake_driver.launches) == nslow + 1
+
+
+def test_no_compiler_keeps_the_ctypes_path(fake_driver, monkeypatch, tmp_path):
+    from kdsl_cuda.runtime import native
+
+    def none():
+        raise FileNotFoundError("no C compiler (cc, gcc) on PATH")
+    monkeypatch.setattr(native, "_compiler", none)
+    monkeypatch.setattr(native, "_directory", lambda: str(tmp_path))    # nothing built there
+    monkeypatch.setattr(native, "_tried", False)
+    monkeypatch.setattr(native, "_module", None)
+    monkeypatch.setattr(native, "error", None)
+    assert native.module() is None and "no C compiler" in native.error
+    torch = fake_torch.install(monkeypatch)
+    recorder = ctypes.CDLL(None).abs          # a C function: the helper would be used if built
+    fake_driver.raw_launch = recorder
+
+    @kd.kernel
+    def add(a, b):
+        return a + b
+    x, y, z = (torch.Tensor((50,), torch.float32) for _ in range(3))
+    for _ in range(4):
+        add(x, y, out=z)
+    src = add._fast_out[2].__kdsl_source__
+    assert "_nl(" not in src and "_lx(" in src
+    n = len(fake_driver.launches)
+    add(x, y, out=z)
+    assert len(fake_driver.launches) == n + 1 and fake_driver.launches[-1]["params"][:3] == [
+        x.data_ptr(), y.data_ptr(), z.data_ptr()]
