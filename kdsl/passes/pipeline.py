@@ -9,6 +9,8 @@ and *Guarantees*:
   still qualify (a primitive after ``double_buffer`` may have broken it)
 - ``inline`` (schedule, ``inline.inline``): compute_inline stages substituted
 - ``bound_inference`` (schedule, ``bound.infer_bounds``): regions, loop extents, guards
+- ``padded_compute`` (schedule, ``padded_compute.padded_compute``): register tiles fed by
+  padded caches lose the guards of the arrays' edges (the padding's zeros make them useless)
 - ``storage`` (schedule, ``storage.plan_storage``): buffers, scopes, bindings, allocation sites
 - ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
   guards, reduction init nests, cross-thread reductions, tensorize requests)
@@ -44,7 +46,8 @@ interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_
 
 The whole lists, in order (``names()``)::
 
-    PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
+    PIPELINE:   placement, pipeline_legality, inline, bound_inference, padded_compute, storage,
+                loop_nests,
                 tensorize, simplify, software_pipeline, vthread, sync, interior_blocks,
                 full_thread_tiles,
                 shared_layout, device_kernels
@@ -86,6 +89,7 @@ from .bound import infer_bounds
 from .device_kernels import device_kernels
 from .inline import inline
 from .loop_nests import build_loop_nests
+from .padded_compute import padded_compute
 from .lower_cross_thread import lower_cross_thread
 from .placement import place_stages
 from .sequential import lower_async_copies, sequential_kernels
@@ -188,6 +192,7 @@ PIPELINE = Pipeline((
     Pass("pipeline_legality", check_pipelines, S),
     Pass("inline", inline, S),
     Pass("bound_inference", infer_bounds, S),
+    Pass("padded_compute", padded_compute, S),
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
     Pass("tensorize", tensorize),
