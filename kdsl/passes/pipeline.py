@@ -25,6 +25,8 @@ and *Guarantees*:
   versioned: a copy without the guards that hold for every thread of the blocks inside the arrays
 - ``full_thread_tiles`` (IR, ``thread_tiles.full_thread_tiles``): the work of a thread with many
   tile guards (a register tile) versioned: a guard-free copy for threads whose tile is inside
+- ``coalesced_fallbacks`` (IR, ``coalesced_fallbacks.coalesced_fallbacks``): cooperative vector
+  copies get an element-by-element alternative whose warps copy whole rows (unaligned arrays)
 - ``shared_layout`` (IR, ``shared_layout.shared_layout``): shared tiles get padded rows
   (strides) so that column and fragment accesses spread over the banks
 - ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
@@ -49,7 +51,7 @@ The whole lists, in order (``names()``)::
     PIPELINE:   placement, pipeline_legality, inline, bound_inference, padded_compute, storage,
                 loop_nests,
                 tensorize, simplify, software_pipeline, vthread, sync, interior_blocks,
-                full_thread_tiles,
+                full_thread_tiles, coalesced_fallbacks,
                 shared_layout, device_kernels
     SEQUENTIAL: PIPELINE without device_kernels and shared_layout, then
                 sequential_kernels, lower_cross_thread, lower_async_copies, blocked_sums
@@ -85,6 +87,7 @@ from typing import Callable
 from .. import config
 from ..ir import nodes as n
 from .blocked_sums import blocked_sums
+from .coalesced_fallbacks import coalesced_fallbacks
 from .bound import infer_bounds
 from .device_kernels import device_kernels
 from .inline import inline
@@ -202,6 +205,7 @@ PIPELINE = Pipeline((
     Pass("sync", sync),
     Pass("interior_blocks", interior_blocks),
     Pass("full_thread_tiles", full_thread_tiles),
+    Pass("coalesced_fallbacks", coalesced_fallbacks),
     Pass("shared_layout", shared_layout),
     Pass("device_kernels", device_kernels),
 ))
