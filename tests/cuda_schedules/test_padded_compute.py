@@ -114,3 +114,24 @@ def test_cuda_source_picks_the_dealing_by_alignment():
     # the general copy's vector copies no longer carry a per-thread scalar loop of their own
     assert "kd_vok" not in general
     assert "reinterpret_cast<unsigned long long>(A)" in general.split("kd_cp_async<4>(")[0]
+
+
+@pytest.mark.parametrize("nkm", [(300, 70, 150), (40, 64, 20)])
+def test_tensor_core_gemm_scalar_copies(nkm, rng):
+    """The float16 tensor-core recipe's copies get the dealing too (2-byte elements: copied
+    synchronously, as the per-thread fallback did): same results, race-free."""
+    import dataclasses
+
+    def matmul32(A, B):
+        return kd.matmul(A, B, dtype=kd.float32)
+    sp = [TensorSpec(("n", "k"), "float16"), TensorSpec(("k", "m"), "float16")]
+    f = lowered(matmul32, sp, LARGE)
+    assert collect(f.body, is_copy_alternative)
+    f = dataclasses.replace(f, body=scalar_copies(f.body))
+    nn, kk, mm = nkm
+    a = rng.standard_normal((nn, kk)).astype(np.float16)
+    b = rng.standard_normal((kk, mm)).astype(np.float16)
+    out = np.full((nn, mm), np.nan, np.float32)
+    run_simt(f, [a, b], [out], [], block_order=rng)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3 * np.sqrt(kk))
