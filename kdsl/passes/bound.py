@@ -54,6 +54,9 @@ class Domain:
     #: the domain bounds of a padded cache (``cache_read(pad=True)``): where they fail the
     #: copy stores zero instead of skipping the element (they are not in ``guards``)
     pad_guards: list = None
+    #: the conditions of ``guards`` that bound the region by the stage's own domain (the
+    #: others: uneven splits, written-here tests); ``padded_compute`` may drop them
+    domain_guards: list = None
 
 
 #: a region that is the whole axis (an index that cannot be bounded)
@@ -152,21 +155,21 @@ class BoundInference:
         for r in h.stage.reduce_axes:
             root_value[r] = mk.add(r.dom.min, value[r])
         guards = [(g, rel.parent.kind) for g, rel in split_guards]
-        padded = []
+        padded, own = [], []
         if restricted:
             outer = _ranges(enclosing)
-            bounds = padded if getattr(h, "pad", False) else guards
             for a in h.stage.axes:
                 v = root_value[a]
                 if not self._at_least(mins[a], a.dom.min, outer):
-                    bounds.append((mk.compare(n.CmpOp.GE, v, a.dom.min), n.IterKind.SPATIAL))
-                bounds.append((mk.lt(v, mk.add(a.dom.min, a.dom.extent)), n.IterKind.SPATIAL))
+                    own.append((mk.compare(n.CmpOp.GE, v, a.dom.min), n.IterKind.SPATIAL))
+                own.append((mk.lt(v, mk.add(a.dom.min, a.dom.extent)), n.IterKind.SPATIAL))
+            (padded if getattr(h, "pad", False) else guards).extend(own)
             if self.placement.kind[h] == "consumer":
                 guards += [(g, n.IterKind.SPATIAL) for g in self._written_here(h, root_value)]
         roots = set(h.stage.axes) | set(h.stage.reduce_axes)
         derived = {iv: v for iv, v in value.items() if iv not in roots and iv not in h.leaf}
         d = Domain(mins, exts, enclosing, leaf_ext, root_value, guards, restricted, derived,
-                   [g for g, _ in padded])
+                   [g for g, _ in padded], [] if padded else [g for g, _ in own])
         self.result[h] = d
         self._busy.discard(h)
         return d

@@ -9,6 +9,8 @@ and *Guarantees*:
   still qualify (a primitive after ``double_buffer`` may have broken it)
 - ``inline`` (schedule, ``inline.inline``): compute_inline stages substituted
 - ``bound_inference`` (schedule, ``bound.infer_bounds``): regions, loop extents, guards
+- ``padded_compute`` (schedule, ``padded_compute.padded_compute``): register tiles fed by
+  padded caches lose the guards of the arrays' edges (the padding's zeros make them useless)
 - ``storage`` (schedule, ``storage.plan_storage``): buffers, scopes, bindings, allocation sites
 - ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
   guards, reduction init nests, cross-thread reductions, tensorize requests)
@@ -25,6 +27,8 @@ and *Guarantees*:
   tile guards (a register tile) versioned: a guard-free copy for threads whose tile is inside
 - ``async_copies`` (IR, ``async_copies.async_copies``): a block's one-shot copies of global
   memory into shared memory (row caches, stencil tiles) become asynchronous copies
+- ``coalesced_fallbacks`` (IR, ``coalesced_fallbacks.coalesced_fallbacks``): cooperative vector
+  copies get an element-by-element alternative whose warps copy whole rows (unaligned arrays)
 - ``shared_layout`` (IR, ``shared_layout.shared_layout``): shared tiles get padded rows
   (strides) so that column and fragment accesses spread over the banks
 - ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
@@ -47,9 +51,10 @@ matter), followed by
 
 The whole lists, in order (``names()``)::
 
-    PIPELINE:   placement, pipeline_legality, inline, bound_inference, storage, loop_nests,
+    PIPELINE:   placement, pipeline_legality, inline, bound_inference, padded_compute, storage,
+                loop_nests,
                 tensorize, simplify, software_pipeline, vthread, sync, interior_blocks,
-                full_thread_tiles, async_copies,
+                full_thread_tiles, async_copies, coalesced_fallbacks,
                 shared_layout, device_kernels
     SEQUENTIAL: PIPELINE without device_kernels, async_copies and shared_layout, then
                 sequential_kernels, lower_cross_thread, lower_async_copies, blocked_sums
@@ -85,10 +90,12 @@ from typing import Callable
 from .. import config
 from ..ir import nodes as n
 from .blocked_sums import blocked_sums
+from .coalesced_fallbacks import coalesced_fallbacks
 from .bound import infer_bounds
 from .device_kernels import device_kernels
 from .inline import inline
 from .loop_nests import build_loop_nests
+from .padded_compute import padded_compute
 from .lower_cross_thread import lower_cross_thread
 from .placement import place_stages
 from .sequential import lower_async_copies, sequential_kernels
@@ -192,6 +199,7 @@ PIPELINE = Pipeline((
     Pass("pipeline_legality", check_pipelines, S),
     Pass("inline", inline, S),
     Pass("bound_inference", infer_bounds, S),
+    Pass("padded_compute", padded_compute, S),
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
     Pass("tensorize", tensorize),
@@ -202,6 +210,7 @@ PIPELINE = Pipeline((
     Pass("interior_blocks", interior_blocks),
     Pass("full_thread_tiles", full_thread_tiles),
     Pass("async_copies", async_copies),
+    Pass("coalesced_fallbacks", coalesced_fallbacks),
     Pass("shared_layout", shared_layout),
     Pass("device_kernels", device_kernels),
 ))

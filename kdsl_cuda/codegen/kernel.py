@@ -25,6 +25,7 @@ from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 from kdsl.ir.shared_memory import element_count, shared_layout
 from kdsl.ir.visitor import collect
+from kdsl.passes.coalesced_fallbacks import is_copy_alternative
 
 from .expr import ExprPrinter
 from .index32 import IndexWidths
@@ -287,6 +288,8 @@ class KernelPrinter:
         self.emit(d, "}")
 
     def _IfThenElse(self, s, d):
+        if is_copy_alternative(s):
+            return self._copy_alternatives(s, d)
         if s.alternatives and s.otherwise is not None and not self.in_general:
             return self._alternatives(s, d)
         self.emit(d, f"if ({self.expr.index(s.cond)}) {{")
@@ -318,6 +321,31 @@ class KernelPrinter:
             self.stmt(s.otherwise, d + 1)
         finally:
             self.in_general = False
+        self.emit(d, "}")
+
+    def _copy_alternatives(self, s, d):
+        """A vector copy and its element-by-element dealing (``coalesced_fallbacks``): the
+        vector copy where the kernel-uniform alignment tests of its accesses hold, the
+        dealing elsewhere (a condition uniform over the block: every thread takes the same
+        branch, as the dealing needs).  Inside the fast copy of an ``alternatives`` if, the
+        tests join that if's condition instead (its general copy has this if too)."""
+        if self.assumed is not None:
+            self.stmt(s.then, d)
+            return
+        lines = self.lines
+        self.lines, self.assumed = [], []
+        try:
+            self.stmt(s.then, d + 1)
+            fast, assumed = self.lines, self.assumed
+        finally:
+            self.lines, self.assumed = lines, None
+        if not assumed:      # always aligned, or tested per thread (then the copy falls back itself)
+            self.lines.extend(line[2:] for line in fast)
+            return
+        self.emit(d, f"if ({' && '.join(assumed)}) {{")
+        self.lines.extend(fast)
+        self.emit(d, "} else {")
+        self.stmt(s.otherwise, d + 1)
         self.emit(d, "}")
 
     def _LetStmt(self, s, d):

@@ -138,6 +138,46 @@ def mm_thread_tiles(s):
         X.bind(x, "threadIdx.x")
 
 
+def padded_matmul_graph():
+    """matmul_graph with a ``sum`` combiner (what ``A @ B`` traces to): padded_compute's case."""
+    b = Builder("mm")
+    A = b.input("A", ("n", "k"), dt.float32)
+    B = b.input("B", ("k", "m"), dt.float32)
+    i, j, r = b.axis("i", b.dim("n")), b.axis("j", b.dim("m")), b.raxis("r", b.dim("k"))
+    red = sum_(n.Binary(dt.float32, n.BinOp.MUL, read(A, i, r), read(B, r, j)), [r])
+    red = dataclasses.replace(red, combiner=dataclasses.replace(red.combiner, kind="sum"))
+    return b.graph(b.compute("C", [i, j], red, [r]))
+
+
+def mm_padded_tiles(s):
+    """The default GEMM's structure scaled down: 8x8 block tiles, 4x4 threads of 2x2, BK 8;
+    A and B through padded shared caches, copied by 16-byte vectors, double-buffered."""
+    C = s["C"]
+    CL = s.cache_write(C, "local")
+    AA, BB = (s.cache_read(t, "shared", [CL], pad=True) for t in ("A", "B"))
+    AL, BL = s.cache_read(AA, "local", [CL]), s.cache_read(BB, "local", [CL])
+    by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], 8, 8)
+    ty, yi = C.split(yi, factor=2)
+    tx, xi = C.split(xi, factor=2)
+    C.reorder(by, bx, ty, tx, yi, xi)
+    for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        C.bind(ax, tag)
+    CL.compute_at(C, tx)
+    ko, ki = CL.split(CL.reduce_axes[0], factor=8)
+    CL.reorder(ko, ki, *CL.axes)
+    AL.compute_at(CL, ki)
+    BL.compute_at(CL, ki)
+    for X in (AA, BB):
+        X.compute_at(CL, ko)
+        r, c = X.axes
+        c, v = X.split(c, factor=4)
+        y, x = X.split(X.fuse(r, c), factor=4)
+        X.bind(y, "threadIdx.y")
+        X.bind(x, "threadIdx.x")
+        X.vectorize(v)
+        X.double_buffer()
+
+
 def _chain():
     s = Schedule(chain_graph())
     chain_schedule(s)
@@ -154,6 +194,8 @@ GOLDEN_CASES = {
     "placement": (chain_graph, chain_schedule, "placement"),
     "inline": (chain_graph, chain_schedule, "inline"),
     "bound_inference": (chain_graph, chain_schedule, "bound_inference"),
+    "padded_compute": (padded_matmul_graph, mm_padded_tiles, "padded_compute"),
+    "coalesced_fallbacks": (padded_matmul_graph, mm_padded_tiles, "coalesced_fallbacks"),
     "storage": (chain_graph, chain_schedule, "storage"),
     "loop_nests": (chain_graph, chain_schedule, "loop_nests"),
     "loop_nests_reduction": (rowsum_graph, rowsum_split, "loop_nests"),
@@ -182,11 +224,11 @@ GOLDEN_TABLE = {"device_kernels": P.PIPELINE, "shared_layout": P.PIPELINE, "asyn
 
 
 def test_the_table_lists_every_pass_in_order():
-    core = ("placement", "pipeline_legality", "inline", "bound_inference", "storage", "loop_nests",
-            "tensorize", "simplify", "software_pipeline", "vthread", "sync", "interior_blocks",
+    core = ("placement", "pipeline_legality", "inline", "bound_inference", "padded_compute", "storage",
+            "loop_nests", "tensorize", "simplify", "software_pipeline", "vthread", "sync", "interior_blocks",
             "full_thread_tiles")
-    assert P.PIPELINE.names() == core + ("async_copies", "shared_layout", "device_kernels")
-    assert P.SEQUENTIAL.names() == core + ("sequential_kernels", "lower_cross_thread", "lower_async_copies",
+    assert P.PIPELINE.names() == core + ("async_copies", "coalesced_fallbacks", "shared_layout", "device_kernels")
+    assert P.SEQUENTIAL.names() == core + ("coalesced_fallbacks", "sequential_kernels", "lower_cross_thread", "lower_async_copies",
                                           "blocked_sums")
     assert P.for_target("cuda") is P.PIPELINE
     assert P.for_target("cpu") is P.for_target("interp") is P.for_target(None) is P.SEQUENTIAL
@@ -248,8 +290,9 @@ def test_insert_replace_append_by_name():
     pipe = (base.insert_before("simplify", ("m1", _mark(1)))
                 .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
                 .append(P.Pass("m3", _mark(3))))
-    assert pipe.names()[5:] == ("loop_nests", "tensorize", "m1", "simplify", "software_pipeline", "vthread",
-                                "sync", "interior_blocks", "full_thread_tiles", "sequential_kernels",
+    assert pipe.names()[6:] == ("loop_nests", "tensorize", "m1", "simplify", "software_pipeline", "vthread",
+                                "sync", "interior_blocks", "full_thread_tiles", "coalesced_fallbacks",
+                                "sequential_kernels",
                                 "lower_cross_thread",
                                 "lower_async_copies", "blocked_sums", "m2", "m3")
     assert base.names() == P.SEQUENTIAL.names()            # edits never change the original
@@ -286,7 +329,7 @@ def test_pipeline_errors_are_clear():
     with pytest.raises(P.PipelineError, match="IR pass 'tensorize' runs before any pass made the loop IR"):
         state_after(chain_graph, chain_schedule, None, no_ir)
     pipe = P.PIPELINE.replace("bound_inference", P.Pass("bound_inference", lambda s: s, P.Level.SCHEDULE))
-    with pytest.raises(InternalCompilerError, match="'storage' needs the state's 'domains'"):
+    with pytest.raises(InternalCompilerError, match="'padded_compute' needs the state's 'domains'"):
         state_after(chain_graph, chain_schedule, None, pipe)
 
 
