@@ -135,7 +135,7 @@ def _real_extras(torch, a, b, c, fo):
     import ctypes
 
     from kdsl_cuda.runtime import driver, native
-    ns = fo.__globals__
+    ns = fo[2].__globals__        # the generated launcher's namespace (its codes, function handle)
     dev = torch.device("cuda", 0)
     rows = [("  a.dtype, a.shape, a.data_ptr()", lambda: (a.dtype, a.shape, a.data_ptr())),
             ("  a.is_contiguous(), a.get_device()", lambda: (a.is_contiguous(), a.get_device())),
