@@ -193,7 +193,8 @@ def check_warpgroup(nest, stack: list, conds: list) -> None:
         if d != row_dim and wy in free_vars(e):
             fail(f"warp {wy.name} (threadIdx.y) reads A's tile at {show(e)} along dimension {d}; only "
                  "its rows may depend on the warp", hint=hint)
-    for what, exprs in (("B's tile", inf["b_origin"]), ("the accumulator tile", ())):
+    acc_tile = tuple(simplify(rest.to_expr()) for _, rest in inf["acc_ix"])
+    for what, exprs in (("B's tile", inf["b_origin"]), ("the accumulator tile", acc_tile)):
         for e in exprs:
             if wy in free_vars(e):
                 fail(f"{what} starts at {show(e)}, which depends on the warp {wy.name}; the four warps of "

@@ -21,6 +21,39 @@ _SHAPES = ((16, 16, 16), (32, 8, 16), (8, 32, 16))
 _LAYOUTS = ("row_major", "col_major")
 
 
+def _check_types_and_layouts(obj, name: str) -> None:
+    """The checks both intrinsics share: 16-bit inputs, an accumulator they take (float32;
+    float16 for float16 inputs where ``obj`` allows it), known layouts; the dtypes normalised
+    on ``obj`` (a frozen dataclass)."""
+    from ..errors import ScheduleError
+    try:
+        d, acc = dt.as_dtype(obj.dtype), dt.as_dtype(obj.acc_dtype)
+    except TypeError as e:
+        raise ScheduleError(f"kd.intrin.{name}: {e}") from None
+    if d not in (dt.float16, dt.bfloat16):
+        raise ScheduleError(f"kd.intrin.{name}: inputs of {d.name} are not supported",
+                            hint="tensor cores take float16 or bfloat16 inputs")
+    f16_acc = name == "wmma" and acc is dt.float16 and d is dt.float16
+    if acc is not dt.float32 and not f16_acc:
+        raise ScheduleError(f"kd.intrin.{name}: a {acc.name} accumulator with {d.name} inputs is not "
+                            "supported", hint="accumulate in float32")
+    object.__setattr__(obj, "dtype", d)
+    object.__setattr__(obj, "acc_dtype", acc)
+    for field in ("layout_a", "layout_b", "layout_c"):
+        if getattr(obj, field) not in _LAYOUTS:
+            raise ScheduleError(f"kd.intrin.{name}: {field}={getattr(obj, field)!r} is not a layout",
+                                hint="use 'row_major' or 'col_major'")
+
+
+def _text(obj, name: str, sizes) -> str:
+    """``name(sizes, dtype=.., layout_x=..)`` with the fields that differ from the defaults."""
+    extra = [f"{f}={getattr(obj, f)!r}" for f in ("layout_a", "layout_b", "layout_c")
+             if getattr(obj, f) != "row_major"]
+    if obj.dtype is not dt.float16:
+        extra.insert(0, f"dtype={obj.dtype.name}")
+    return f"{name}({', '.join([str(x) for x in sizes] + extra)})"
+
+
 @dataclass(frozen=True)
 class WMMA:
     """A warp-level matrix multiply-accumulate tile of shape m x n x k (CUDA tensor cores).
@@ -45,29 +78,10 @@ class WMMA:
         if (self.m, self.n, self.k) not in _SHAPES:
             raise ScheduleError(f"kd.intrin.wmma({self.m}, {self.n}, {self.k}) is not a WMMA shape",
                                 hint="use (16, 16, 16), (32, 8, 16) or (8, 32, 16)")
-        try:
-            d, acc = dt.as_dtype(self.dtype), dt.as_dtype(self.acc_dtype)
-        except TypeError as e:
-            raise ScheduleError(f"kd.intrin.wmma: {e}") from None
-        if d not in (dt.float16, dt.bfloat16):
-            raise ScheduleError(f"kd.intrin.wmma: inputs of {d.name} are not supported",
-                                hint="tensor cores take float16 or bfloat16 inputs")
-        if acc is not dt.float32 and not (acc is dt.float16 and d is dt.float16):
-            raise ScheduleError(f"kd.intrin.wmma: a {acc.name} accumulator with {d.name} inputs is not "
-                                "supported", hint="accumulate in float32")
-        object.__setattr__(self, "dtype", d)
-        object.__setattr__(self, "acc_dtype", acc)
-        for name in ("layout_a", "layout_b", "layout_c"):
-            if getattr(self, name) not in _LAYOUTS:
-                raise ScheduleError(f"kd.intrin.wmma: {name}={getattr(self, name)!r} is not a layout",
-                                    hint="use 'row_major' or 'col_major'")
+        _check_types_and_layouts(self, "wmma")
 
     def __str__(self) -> str:
-        extra = [f"{f}={getattr(self, f)!r}" for f in ("layout_a", "layout_b", "layout_c")
-                 if getattr(self, f) != "row_major"]
-        if self.dtype is not dt.float16:
-            extra.insert(0, f"dtype={self.dtype.name}")
-        return f"wmma({', '.join([str(self.m), str(self.n), str(self.k)] + extra)})"
+        return _text(self, "wmma", (self.m, self.n, self.k))
 
 
 @dataclass(frozen=True)
@@ -103,29 +117,10 @@ class WGMMA:
                                 hint="e.g. kd.intrin.wgmma(128) or kd.intrin.wgmma(256)")
         if (self.m, self.k) != (16, 16):
             raise ScheduleError(f"kd.intrin.wgmma: a warp's tile is 16 x n x 16, not {self.m} x n x {self.k}")
-        try:
-            d, acc = dt.as_dtype(self.dtype), dt.as_dtype(self.acc_dtype)
-        except TypeError as e:
-            raise ScheduleError(f"kd.intrin.wgmma: {e}") from None
-        if d not in (dt.float16, dt.bfloat16):
-            raise ScheduleError(f"kd.intrin.wgmma: inputs of {d.name} are not supported",
-                                hint="tensor cores take float16 or bfloat16 inputs")
-        if acc is not dt.float32:
-            raise ScheduleError(f"kd.intrin.wgmma: a {acc.name} accumulator is not supported",
-                                hint="accumulate in float32")
-        object.__setattr__(self, "dtype", d)
-        object.__setattr__(self, "acc_dtype", acc)
-        for name in ("layout_a", "layout_b", "layout_c"):
-            if getattr(self, name) not in _LAYOUTS:
-                raise ScheduleError(f"kd.intrin.wgmma: {name}={getattr(self, name)!r} is not a layout",
-                                    hint="use 'row_major' or 'col_major'")
+        _check_types_and_layouts(self, "wgmma")
 
     def __str__(self) -> str:
-        extra = [f"{f}={getattr(self, f)!r}" for f in ("layout_a", "layout_b", "layout_c")
-                 if getattr(self, f) != "row_major"]
-        if self.dtype is not dt.float16:
-            extra.insert(0, f"dtype={self.dtype.name}")
-        return f"wgmma({', '.join([str(self.n)] + extra)})"
+        return _text(self, "wgmma", (self.n,))
 
 
 def wgmma(n: int = 256, *, dtype=dt.float16, layout_a: str = "row_major", layout_b: str = "row_major",

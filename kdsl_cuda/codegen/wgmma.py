@@ -190,7 +190,7 @@ def mma(p, s: n.WgmmaMma, d: int) -> None:
     p.emit(d, "}")
 
 
-def _frags(p, frags) -> list:
+def _frags(frags) -> list:
     out, seen = [], set()
     for f in frags:
         if id(f) not in seen:
@@ -200,7 +200,7 @@ def _frags(p, frags) -> list:
 
 
 def _fenced_start(p, frags, d: int) -> None:
-    for f in _frags(p, frags):
+    for f in _frags(frags):
         p.emit(d, f"kd_wg_fence_regs<{_regs(f)}>(&{p.buf(f)}[0][0][0]);")
     p.emit(d, "kd_wg_fence();")
 
@@ -214,7 +214,7 @@ def _fenced_end(p, frags, d: int) -> None:
 
 def fence_regs(p, frags, d: int) -> None:
     """Keep the compiler from moving accesses of these accumulators across this point."""
-    for f in _frags(p, frags):
+    for f in _frags(frags):
         p.emit(d, f"kd_wg_fence_regs<{_regs(f)}>(&{p.buf(f)}[0][0][0]);")
 
 
