@@ -18,6 +18,9 @@ schedule per step of the seed's walk (its names; "wrap_tiling" is the seed's spe
   double_buffer   the shared tiles in rings of 2, filled by cp.async one K step ahead
   tensor_core     float16 inputs, float32 accumulation on tensor cores (kd.intrin.wmma),
                   64x64 tiles per block of 2x2 warps, A and B tiles staged in shared memory
+  wgmma           Hopper (sm_90) only: kd.intrin.wgmma products read straight from 128-byte
+                  swizzled shared tiles, 128x256 tiles per block of 2 warpgroups (8 warps of
+                  16 rows), a 4-stage cp.async ring with each step's products left in flight
 
 Each step is checked against torch's result (cuBLAS, TF32 off) and timed with CUDA events
 (median of batches): ms, TFLOP/s and the percentage of cuBLAS's speed on the same problem.
@@ -250,6 +253,47 @@ def tensor_cores(warps=(2, 2), tiles=(2, 2), stages=1):
 
 tensor_core = tensor_cores()
 
+
+def wgmma(bm=128, bn=256, bk=64, stages=4):
+    """The Hopper step: each warp multiplies its 16 rows of A by the block's B tile with
+    ``kd.intrin.wgmma`` (four warps = one warpgroup instruction), both tiles read from shared
+    memory (kdsl swizzles them for the tensor cores); padded tiles, so edges need no tests."""
+    warps = bm // 16
+
+    def sched(s):
+        w = kd.intrin.wgmma(bn)
+        C = s["C"]
+        CF = s.cache_write(C, "wmma.accumulator")
+        bi, bj, ii, jj = C.tile(C.axes[0], C.axes[1], bm, bn)
+        wi, ti = C.split(ii, factor=16)
+        C.reorder(bi, bj, wi, ti, jj)
+        C.bind(bi, "blockIdx.y")
+        C.bind(bj, "blockIdx.x")
+        C.bind(wi, "threadIdx.y")
+        CF.compute_at(C, wi)
+        ci, cj = CF.axes
+        ko, kr = CF.split(CF.reduce_axes[0], factor=bk)
+        kio, ki = CF.split(kr, factor=16)
+        CF.reorder(ko, kio, ci, cj, ki)
+        CF.unroll(kio)
+        CF.tensorize(ci, w)
+        C.tensorize(ti, w)
+        for src in ("A", "B"):
+            X = s.cache_read(src, "shared", [CF], pad=True)
+            X.compute_at(CF, ko)
+            col, v = X.split(X.axes[-1], factor=8)
+            f = X.fuse(X.axes[0], col)
+            _, t = X.split(f, factor=32 * warps)
+            y, x = X.split(t, factor=32)
+            X.bind(y, "threadIdx.y")
+            X.bind(x, "threadIdx.x")
+            X.vectorize(v)
+            X.pipeline(stages)
+    return sched
+
+
+hopper = wgmma()
+
 #: the ladder: step name -> (kernel function, schedule, input dtype)
 STEPS = {
     "native_gemm": (matmul, native_gemm, np.float32),
@@ -259,6 +303,7 @@ STEPS = {
     "vectorize": (matmul, vectorize, np.float32),
     "double_buffer": (matmul, double_buffer, np.float32),
     "tensor_core": (matmul16, tensor_core, np.float16),
+    "wgmma": (matmul16, hopper, np.float16),
 }
 
 
@@ -280,7 +325,7 @@ def check_step(step: str, shapes=None, seed=None) -> list[str]:
     """Run ``step`` on ``interp-cuda`` over ``shapes`` (n, k, m; default CHECK_SHAPES) against
     numpy in float64; the problems found (empty: all correct)."""
     if shapes is None:
-        shapes = CHECK_SHAPES_TC if step == "tensor_core" else CHECK_SHAPES
+        shapes = CHECK_SHAPES_TC if step in ("tensor_core", "wgmma") else CHECK_SHAPES
     k = kernel(step)
     dtype = STEPS[step][2]
     rng = np.random.default_rng(seed)
