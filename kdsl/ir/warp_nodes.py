@@ -145,5 +145,26 @@ class WgmmaWait(Stmt):
 #: the warp-level statements (executed by every thread of a warp together)
 WMMA_STMTS = (WmmaFill, WmmaLoad, WmmaMma, WmmaStore, WgmmaMma)
 
+
+def memory_reads(s) -> tuple:
+    """The memory (non-fragment) buffers warp statement ``s`` reads: a load's source, a
+    shared-operand product's two tiles."""
+    t = type(s)
+    if t is WmmaLoad:
+        return (s.src,)
+    if t is WgmmaMma:
+        return (s.a, s.b)
+    return ()
+
+
+def written(s) -> Buffer:
+    """The buffer warp statement ``s`` writes: a fragment, or a store's destination."""
+    t = type(s)
+    if t is WmmaStore:
+        return s.dst
+    if t is WmmaMma or t is WgmmaMma:
+        return s.d
+    return s.frag
+
 __all__ = ["WmmaLayout", "WmmaFill", "WmmaLoad", "WmmaMma", "WmmaStore", "WgmmaMma",
-           "WgmmaCommit", "WgmmaWait", "WMMA_STMTS"]
+           "WgmmaCommit", "WgmmaWait", "WMMA_STMTS", "memory_reads", "written"]

@@ -40,6 +40,7 @@ import dataclasses
 from ..errors import ScheduleError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
+from ..ir import warp_nodes
 from ..ir.visitor import allocate_chain, any_statement, collect, free_vars
 from ..ir.shared_memory import shared_layout
 
@@ -173,12 +174,8 @@ def _written(x):
     t = type(x)
     if t is n.Store or t is n.AsyncCopy:
         return x.buffer
-    if t is n.WmmaStore:
-        return x.dst
-    if t is n.WmmaLoad or t is n.WmmaFill:
-        return x.frag
-    if t is n.WmmaMma or t is n.WgmmaMma:
-        return x.d
+    if t in n.WMMA_STMTS:
+        return warp_nodes.written(x)
     return None
 
 

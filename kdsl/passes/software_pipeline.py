@@ -51,6 +51,7 @@ import dataclasses
 from ..errors import InternalCompilerError, ScheduleError
 from ..ir import make as mk
 from ..ir import nodes as n
+from ..ir import warp_nodes
 from ..ir.simplify import simplify_stmt
 from ..ir.visitor import Mutator, allocate_chain, any_statement, collect, free_vars, rewrap, substitute
 from ..schedule.pipelining import QUALIFIES
@@ -85,8 +86,7 @@ def _loads_of(s, bufs) -> list:
     """Reads of ``bufs`` in ``s``: Loads, tensor-core fragment loads (``WmmaLoad``) and the
     operands of shared-memory products (``WgmmaMma``)."""
     return collect(s, lambda x: (isinstance(x, n.Load) and x.buffer in bufs)
-                   or (isinstance(x, n.WmmaLoad) and x.src in bufs)
-                   or (isinstance(x, n.WgmmaMma) and (x.a in bufs or x.b in bufs)))
+                   or (type(x) in n.WMMA_STMTS and any(b in bufs for b in warp_nodes.memory_reads(x))))
 
 
 def _err(buf, what) -> ScheduleError:

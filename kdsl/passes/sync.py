@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as n
+from ..ir import warp_nodes
 from ..ir.bounds import Unbounded, bound
 from ..ir.simplify import Linear, linear, simplify
 from ..ir.visitor import any_statement, collect, free_vars, substitute
@@ -209,8 +210,11 @@ class _Kernel:
                 out.append(_access(s.buffer, True, self._dims(s.buffer, s.indices, ctx)))
         elif t is n.Evaluate:
             self._loads(s.value, ctx, out)
-        elif t is n.WgmmaMma:            # reads its shared operand tiles (unknown threads' parts)
-            out.extend(_access(b, False, None) for b in (s.a, s.b) if b in self.tracked)
+        elif t in n.WMMA_STMTS:          # a warp's tiles: unknown threads' parts
+            out.extend(_access(b, False, None) for b in warp_nodes.memory_reads(s) if b in self.tracked)
+            b = warp_nodes.written(s)
+            if b in self.tracked:
+                out.append(_access(b, True, None))
         else:        # any other statement: every access, with unknown indices (conflicts)
             for ld in collect(s, lambda x: isinstance(x, n.Load)):
                 if ld.buffer in self.tracked:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 from kdsl.ir.shared_memory import element_count, shared_layout
-from kdsl.ir.visitor import collect
+from kdsl.ir.visitor import any_statement, collect
 from kdsl.passes.coalesced_fallbacks import is_copy_alternative
 
 from .expr import ExprPrinter
@@ -101,7 +101,7 @@ class KernelPrinter:
         #: Hopper tensor cores (codegen/wgmma.py): the kernel has shared-operand products; the
         #: device functions printed for them; inside a fenced run of wgmma statements
         self.has_wgmma = wgmma.uses_wgmma(kernel.body)
-        self.async_wgmma = bool(collect(kernel.body, lambda x: type(x) is n.WgmmaCommit))
+        self.async_wgmma = self.has_wgmma and any_statement(kernel.body, lambda x: type(x) is n.WgmmaCommit)
         self.helpers: dict = {}
         self.wgmma_batch = False
         #: the fragments allocated around the statement being printed

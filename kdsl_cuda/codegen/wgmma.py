@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
-from kdsl.ir.visitor import collect
+from kdsl.ir.visitor import any_statement
 
 #: bytes of a swizzle line and of an 8-row atom of lines
 LINE_BYTES, ATOM_BYTES = 128, 1024
@@ -76,7 +76,7 @@ __device__ __forceinline__ void kd_fence_proxy_async() { asm volatile("fence.pro
 
 def uses_wgmma(body) -> bool:
     """Whether a kernel body holds shared-operand products (it needs sm_90a)."""
-    return bool(collect(body, lambda x: type(x) is n.WgmmaMma))
+    return any_statement(body, lambda x: type(x) is n.WgmmaMma)
 
 
 def _const(e, what: str) -> int:

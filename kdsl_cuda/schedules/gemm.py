@@ -202,14 +202,31 @@ def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, ty=TY, tx=TX, vec=1, stages=None, unr
         CL.unroll(ki)
     for L in locals_:
         L.compute_at(CL, ki)
-    one_step = (A.const_extent(k) or bk + 1) <= bk   # no K loop left to overlap copies with
     for X in staged:
         if X is None:
             continue
         X.compute_at(CL, ko)
         coop_copy(X, vec, ("threadIdx.y", ty), ("threadIdx.x", tx))
-        if stages and stages >= 2 and not one_step:
-            X.double_buffer() if stages == 2 else X.pipeline(stages)
+        multi_buffer(X, stages, k, bk)
+
+
+def multi_buffer(X, stages, k, bk) -> None:
+    """Stage X's copy (attached at the k-step loop of reduce axis ``k``, steps of ``bk``) in
+    ``stages`` ring buffers: 2 ``double_buffer()``, more ``pipeline(stages)``, fewer none; none
+    either where ``k`` is a constant of one step (no k loop is left to overlap the copies
+    with, and a pipelined stage needs one)."""
+    if stages and stages >= 2 and (A.const_extent(k) or bk + 1) > bk:
+        X.double_buffer() if stages == 2 else X.pipeline(stages)
+
+
+def size_bound(sched, iv) -> int | None:
+    """The largest size axis ``iv`` may have: its constant extent, or the top of its hinted
+    range (``sched.size_hints``); None when unknown."""
+    c = A.const_extent(iv)
+    if c is not None:
+        return c
+    rng = A.extent_range(sched, iv)
+    return rng[1] if rng else None
 
 
 def bind_blocks(sched, C, batch, by, bx):

@@ -33,7 +33,7 @@ import kdsl as kd
 from kdsl.schedule import patterns
 
 from . import analysis as A
-from .gemm import bind_blocks, coop_copy
+from .gemm import bind_blocks, coop_copy, multi_buffer, size_bound
 
 #: block tile (rows, columns), k step, ring buffers
 BM, BN, BK, STAGES = 128, 256, 64, 4
@@ -77,21 +77,13 @@ def eligible(sched, h) -> bool:
     return target_arch() in ("sm_90", "sm_90a") and _k_last(st)
 
 
-def _size(sched, iv):
-    c = A.const_extent(iv)
-    if c is not None:
-        return c
-    rng = A.extent_range(sched, iv)
-    return rng[1] if rng else None
-
-
 def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, stages=STAGES, epilogue=None) -> None:
     """Realise the wgmma GEMM on matmul stage handle ``C`` (module docstring).  ``epilogue``:
     C's cast to 16 bits, done by the fragment stores."""
     a_t, b_t = (r.tensor for r in patterns.matmul_factors(C.stage))
     *batch, i, j = C.stage.axes
     (k,) = C.stage.reduce_axes
-    rows, cols = _size(sched, i), _size(sched, j)
+    rows, cols = size_bound(sched, i), size_bound(sched, j)
     bm = max(64, bm // 64 * 64)
     bn = max(64, min(256, bn // 64 * 64))
     while rows is not None and bm >= 2 * rows and bm > 64:
@@ -112,9 +104,6 @@ def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, stages=STAGES, epilogue=None) -> None
     b_read = patterns.matmul_factors(C.stage)[1]
     layout_b = "row_major" if b_read.indices[-1] is j.var else "col_major"
     w = kd.intrin.wgmma(bn, dtype=a_t.dtype, layout_b=layout_b)
-    kc = A.const_extent(k)
-    if kc is not None and kc <= bk:       # one k step: nothing to pipeline (no serial k loop)
-        stages = None
     CF = sched.cache_write(C, "wmma.accumulator")
     if epilogue is not None:      # C is a copy of the accumulator: the cast reads it directly
         C.compute_inline()
@@ -141,10 +130,7 @@ def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, stages=STAGES, epilogue=None) -> None
         X = sched.cache_read(src, "shared", [CF], pad=True)
         X.compute_at(CF, ko)
         coop_copy(X, VEC, ("threadIdx.y", warps), ("threadIdx.x", 32))
-        if stages == 2:
-            X.double_buffer()
-        elif stages and stages > 2:
-            X.pipeline(stages)
+        multi_buffer(X, stages, k, bk)
 
 
 __all__ = ["BM", "BN", "BK", "STAGES", "eligible", "gemm", "target_arch"]

@@ -35,7 +35,7 @@ from kdsl.schedule import patterns
 from kdsl.schedule.records import AttachKind
 
 from . import analysis as A
-from .gemm import bind_blocks, coop_copy
+from .gemm import bind_blocks, coop_copy, multi_buffer, size_bound
 
 #: warps per block (rows, columns) and 16 x 16 tiles per warp (rows, columns): 256 x 128
 #: blocks of 8 warps of 64 x 64 (H200, 8192^3: 8.8 ms against 12.2 ms for 128 x 128 blocks of
@@ -113,10 +113,7 @@ def _shrink(sched, iv, warps: int, tiles: int) -> tuple:
     the size, and the warps split from it would not match the copies' thread loops: M = 48
     with 64-row blocks made 3 warps against 4)."""
     const = A.const_extent(iv)
-    size = const
-    if size is None:
-        rng = A.extent_range(sched, iv)
-        size = rng[1] if rng else None
+    size = size_bound(sched, iv)
     while size is not None and warps * tiles * 16 >= 2 * size and tiles > 1:
         tiles //= 2
     while size is not None and warps * tiles * 16 >= 2 * size and warps > 1:
@@ -166,9 +163,6 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=U
         wy, wx = 1, 1
         threads = 32
         vecs = (_vector(rows, depth, 32) or 1, _vector(depth, cols, 32) or 1)
-    kc = A.const_extent(k)
-    if kc is not None and kc <= bk:       # one k step: nothing to pipeline (no serial k loop)
-        stages = None
     CF = sched.cache_write(C, "wmma.accumulator")
     if epilogue is not None:     # C is now a copy of the accumulator: the cast reads it directly
         C.compute_inline()
@@ -212,7 +206,4 @@ def gemm(sched, C, *, wy=WY, wx=WX, ty=TY, tx=TX, bk=BK, stages=STAGES, unroll=U
         X = sched.cache_read(src, "shared", [F], pad=True)
         X.compute_at(CF, ko)
         coop_copy(X, vec, ("threadIdx.z", wy), ("threadIdx.y", wx), ("threadIdx.x", 32))
-        if stages == 2:
-            X.double_buffer()
-        elif stages and stages > 2:
-            X.pipeline(stages)
+        multi_buffer(X, stages, k, bk)

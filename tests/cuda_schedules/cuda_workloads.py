@@ -114,3 +114,20 @@ ORACLES = {
     logsumexp: lambda x: np.log(np.exp(x - x.max(1, keepdims=True)).sum(1)) + x.max(1),
     conv3x3: np_conv3x3, matmul: lambda a, b: a @ b, diag_sum: lambda a: np.trace(a),
 }
+
+
+def matmul16_over_a(A, B):
+    """``C[i, j] = sum over r < A.shape[1] of f32(A[i, r]) * f32(B[r, j])``: the sum runs over
+    A's columns, so B may have more rows than it uses."""
+    r = kd.reduce_axis(A.shape[1], name="r")
+    return kd.compute((A.shape[0], B.shape[1]),
+                      lambda i, j: kd.sum(A[i, r].astype(kd.float32) * B[r, j].astype(kd.float32), axis=r))
+
+
+def taller_b(rng, m, kk, n, extra):
+    """float16 A (m x kk) and B ((kk + extra) x n) whose rows past kk, which
+    ``matmul16_over_a`` never uses, hold infinities."""
+    A = rng.standard_normal((m, kk)).astype(np.float16)
+    B = rng.standard_normal((kk + extra, n)).astype(np.float16)
+    B[kk:] = np.inf
+    return A, B

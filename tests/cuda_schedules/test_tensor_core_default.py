@@ -10,6 +10,7 @@ import pytest
 
 import kdsl as kd
 from kdsl.errors import ScheduleWarning
+from cuda_workloads import matmul16_over_a, taller_b
 
 
 @pytest.fixture(autouse=True)
@@ -209,16 +210,9 @@ def test_taller_b_is_exact(rng):
     """``C[i, j] = sum over r < A.shape[1] of A[i, r] * B[r, j]`` with B taller than that: the
     rows of B past the reduction hold infinities, which a whole-tile fragment of B must not
     multiply (its k clip stays: the tile is zeroed past the reduction's end in registers)."""
-    def matmul16(A, B):
-        r = kd.reduce_axis(A.shape[1], name="r")
-        return kd.compute((A.shape[0], B.shape[1]),
-                          lambda i, j: kd.sum(A[i, r].astype(kd.float32) * B[r, j].astype(kd.float32),
-                                              axis=r))
-    k = kd.kernel(kd.schedule("cuda", tensor_cores=True)(matmul16))
+    k = kd.kernel(kd.schedule("cuda", tensor_cores=True)(matmul16_over_a))
     for m, kk, n, extra in ((40, 20, 36, 12), (33, 48, 17, 5)):
-        A = rng.standard_normal((m, kk)).astype(np.float16)
-        B = rng.standard_normal((kk + extra, n)).astype(np.float16)
-        B[kk:] = np.inf
+        A, B = taller_b(rng, m, kk, n, extra)
         got = k(A, B, backend="interp-cuda")
         want = A.astype(np.float64) @ B[:kk].astype(np.float64)
         assert np.all(np.isfinite(got))

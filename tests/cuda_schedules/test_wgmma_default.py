@@ -9,6 +9,7 @@ import pytest
 
 import kdsl as kd
 from kdsl_cuda.schedules import hopper
+from cuda_workloads import matmul16_over_a, taller_b
 
 
 @pytest.fixture(autouse=True)
@@ -80,16 +81,9 @@ def test_taller_b_is_exact(rng):
     """``sum over r < A.shape[1] of A[i, r] * B[r, j]`` with B taller: wgmma multiplies whole
     16-deep tiles, so B's copy into shared memory is clipped at the reduction's end (B's rows
     past it hold infinities, which must not meet A's zero padding)."""
-    def matmul16(A, B):
-        r = kd.reduce_axis(A.shape[1], name="r")
-        return kd.compute((A.shape[0], B.shape[1]),
-                          lambda i, j: kd.sum(A[i, r].astype(kd.float32) * B[r, j].astype(kd.float32),
-                                              axis=r))
-    k = kd.kernel(kd.schedule("cuda", tensor_cores=True)(matmul16))
+    k = kd.kernel(kd.schedule("cuda", tensor_cores=True)(matmul16_over_a))
     for m, kk, n, extra in ((70, 40, 90, 12), (64, 100, 64, 30)):
-        A = rng.standard_normal((m, kk)).astype(np.float16)
-        B = rng.standard_normal((kk + extra, n)).astype(np.float16)
-        B[kk:] = np.inf
+        A, B = taller_b(rng, m, kk, n, extra)
         got = k(A, B, backend="interp-cuda")
         assert np.all(np.isfinite(got))
         _close(got, A, B[:kk])

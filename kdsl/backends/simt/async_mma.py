@@ -51,9 +51,8 @@ def _state(ex):
 
 
 def issue(ex, warp: int, reads, frag: n.Buffer) -> None:
-    """Record a product of ``warp`` (``reads``: (mem, buffer, flat elements) of its tiles)."""
-    if not getattr(ex, "async_mma", False):
-        return
+    """Record a product of ``warp`` (``reads``: (mem, buffer, flat elements) of its tiles) in
+    an asynchronous kernel (``ex.async_mma``)."""
     _state(ex).open.setdefault(warp, []).extend((m, b, f, frag, ex.cur) for m, b, f in reads)
 
 

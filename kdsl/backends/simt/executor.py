@@ -107,6 +107,7 @@ class Executor:
     # ------------------------------------------------------------- thread state
     def _host(self):
         self.kernel = None
+        self.async_mma = False          # (kernels set it: async_mma.enabled)
         self.dims = (1, 1, 1)
         self.T = 1
         self.tid = np.zeros(1, np.int64)

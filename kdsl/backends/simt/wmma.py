@@ -209,10 +209,12 @@ def _wgmma(ex, s, warps) -> None:
             _race(ex, mem, buf, region, w, store=False)
             part = mem.data[region]
             tiles.append(part.T if col else part)
-            grid = np.zeros(mem.data.shape, bool)
-            grid[region] = True
-            reads.append((mem, buf, np.flatnonzero(grid)))
-        async_mma.issue(ex, w, reads, s.d)      # (asynchronous kernels: in flight until a wait)
+            if ex.async_mma:        # asynchronous kernels: the tiles stay read until a wait
+                grid = np.zeros(mem.data.shape, bool)
+                grid[region] = True
+                reads.append((mem, buf, np.flatnonzero(grid)))
+        if reads:
+            async_mma.issue(ex, w, reads, s.d)
         wd.mma(_frag(ex, s.d, w, v[0:2], m, nn), tiles[0], tiles[1], _frag(ex, s.c, w, v[2:4], m, nn))
 
 
