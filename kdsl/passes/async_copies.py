@@ -1,4 +1,4 @@
-"""async_copies: the copies of global memory into shared memory of a GPU block as
+"""async_copies: the one-shot copies of global memory into shared memory of a GPU block as
 asynchronous copies (IR pass, GPU table).
 
 A block that caches a tile or a row in shared memory (a row-wise chain's row cache,
@@ -14,12 +14,10 @@ Assumes: the GPU table's loop IR after ``sync`` (the barriers a shared buffer ne
 for its stores), before ``device_kernels``.
 Guarantees: a *copy nest* -- a statement of a ``Seq`` built only of loops, guards (``if``
 without ``else``), lets and Stores of a ``Load`` of a global buffer that the function never
-writes into a shared buffer of the same dtype -- that no vectorized or parallel loop encloses
-has every Store replaced by an ``AsyncCopy`` and is followed by ``CommitGroup();
-WaitGroup(0)`` (one for adjacent nests).  That covers a block's one-shot copies and the tile
-copies of a K loop that is not pipelined (the seed's ``vectorize`` step: each tile's loads
-all in flight, where guarded vector loads kept one per thread); ``pipeline()``'s copies are
-asynchronous already, and their rings overlap them with compute.  A
+writes into a shared buffer of the same dtype -- that runs once per block or per thread (no
+serial, unrolled, vectorized or parallel loop encloses it: a copy inside a K loop is left to
+``pipeline()``, whose rings overlap it with compute) has every Store replaced by an
+``AsyncCopy`` and is followed by ``CommitGroup(); WaitGroup(0)`` (one for adjacent nests).  A
 copy's destination is indexed by every serial loop of its nest (two copies of one thread in
 flight together never write one element).  The wait comes before any statement after the nest
 (so before the barriers ``sync`` placed there): each thread sees its own copies as it saw its
@@ -34,8 +32,8 @@ import dataclasses
 from ..ir import nodes as n
 from ..ir.visitor import Mutator, any_statement, collect, uses_var
 
-#: loops whose bodies run as one vector or across host threads: no wait belongs inside them
-_REPEATING = (n.ForKind.VECTORIZED, n.ForKind.PARALLEL)
+#: loops that run their body many times per thread: a copy inside one is not one-shot
+_REPEATING = (n.ForKind.SERIAL, n.ForKind.UNROLLED, n.ForKind.VECTORIZED, n.ForKind.PARALLEL)
 
 
 def _is_copy(s, written) -> bool:
@@ -82,7 +80,7 @@ class _ToAsync(Mutator):
 
 
 class _Nests(Mutator):
-    """Copy nests outside vectorized loops become AsyncCopies + commit + wait (module doc)."""
+    """Copy nests outside repeating loops become AsyncCopies + commit + wait (module doc)."""
 
     def __init__(self, written: set):
         super().__init__()

@@ -1,7 +1,7 @@
-"""The ``async_copies`` pass on hand-built kernels: a block's copy of global memory into
-shared memory (one-shot, or each step of a K loop) becomes cp.async + commit + wait(0), run
-race-checked on the SIMT executor; copies it must leave alone (repeated into one element, of
-a buffer the kernel writes, mixed with computation, zero-filled) stay as they are."""
+"""The ``async_copies`` pass on hand-built kernels: a block's one-shot copy of global memory
+into shared memory becomes cp.async + commit + wait(0), run race-checked on the SIMT executor;
+copies it must leave alone (inside a serial loop, of a buffer the kernel writes, mixed with
+computation, zero-filled) stay as they are."""
 import numpy as np
 import pytest
 
@@ -77,7 +77,7 @@ def test_adjacent_copies_share_one_wait(rng):
     np.testing.assert_array_equal(out, A_ * 2)
 
 
-def _serial(b):      # for k in range(2): S[t] = A[b*NT + t]  (two copies in flight to one element)
+def _serial(b):      # for k in range(2): S[t] = A[b*NT + t]  (a K loop: pipeline()'s business)
     k = n.var("k")
     return n.For(k, c(0), c(2), n.ForKind.SERIAL, fill(b))
 
@@ -95,37 +95,6 @@ def _padded(b):        # if t < 4: S[t] = A[...] else: S[t] = 0 (a zero-filled t
     return tloop(lambda t: n.IfThenElse(
         mk.lt(t, c(4)), n.Store(S, (t,), load(A, mk.add(mk.mul(b, NT), t))),
         n.Store(S, (t,), n.const(0.0, F32))))
-
-
-def _k_loop(war_barrier=True):
-    """for k in range(2): [barrier]; S[t] = A[b*NT + t]; barrier; O[b*NT + u] += S[NT-1 - u]:
-    a K loop that is not pipelined, each step's tile copied, then read by other threads."""
-    def phase(b):
-        k = n.var("k")
-        acc = tloop(lambda t: n.Store(O, (mk.add(mk.mul(b, NT), t),), mk.add(
-            load(O, mk.add(mk.mul(b, NT), t)), load(S, mk.sub(NT - 1, t)))), name="u")
-        body = ((n.Barrier(),) if war_barrier else ()) + (fill(b), n.Barrier(), acc)
-        return n.For(k, c(0), c(2), n.ForKind.SERIAL, n.Seq(body))
-    return phase
-
-
-def test_each_step_of_a_k_loop_copies_asynchronously(rng):
-    f = async_copies(kernel(_k_loop()))
-    # per step: the barrier before the copy (the last step's readers), the copy, its wait
-    assert kinds(f) == ["Barrier", "AsyncCopy", "CommitGroup", "WaitGroup", "Barrier", "Store"]
-    A_ = rng.standard_normal(NB * NT).astype(np.float32)
-    out = np.zeros(NB * NT, np.float32)
-    run_simt(f, [A_], [out], [])
-    np.testing.assert_array_equal(out, 2 * reversed_blocks(A_))
-
-
-def test_a_k_loop_copy_without_its_war_barrier_is_a_race(rng):
-    """The next step's copy may land while another thread still reads this step's tile."""
-    f = async_copies(kernel(_k_loop(war_barrier=False)))
-    assert "AsyncCopy" in kinds(f)
-    with pytest.raises(RaceError):
-        run_simt(f, [rng.standard_normal(NB * NT).astype(np.float32)],
-                 [np.zeros(NB * NT, np.float32)], [])
 
 
 @pytest.mark.parametrize("phase", [_serial, _from_output, _computed, _padded])

@@ -201,12 +201,10 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
           allocate B.shared: float32[8, 8] strides (12, 1) shared
             for ax0 in range(8):  # bound threadIdx.y
               for ax1 in range(8):  # bound threadIdx.x
-                async_copy(A.shared[ax0, ax1], A[i.outer*8 + ax0, r.outer*8 + ax1])
+                A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
             for ax0_1 in range(8):  # bound threadIdx.y
               for ax1_1 in range(8):  # bound threadIdx.x
-                async_copy(B.shared[ax0_1, ax1_1], B[r.outer*8 + ax0_1, j.outer*8 + ax1_1])
-            commit_group()
-            wait_group(0)
+                B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
             barrier(shared)
             for i.inner in range(8):  # bound threadIdx.y
               for j.inner in range(8):  # bound threadIdx.x
@@ -224,13 +222,11 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
               for ax0 in range(8):  # bound threadIdx.y
                 for ax1 in range(8):  # bound threadIdx.x
                   if r.outer*8 + ax1 < k:
-                    async_copy(A.shared[ax0, ax1], A[i.outer*8 + ax0, r.outer*8 + ax1])
+                    A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
               for ax0_1 in range(8):  # bound threadIdx.y
                 if r.outer*8 + ax0_1 < k:
                   for ax1_1 in range(8):  # bound threadIdx.x
-                    async_copy(B.shared[ax0_1, ax1_1], B[r.outer*8 + ax0_1, j.outer*8 + ax1_1])
-              commit_group()
-              wait_group(0)
+                    B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
               barrier(shared)
               for i.inner in range(8):  # bound threadIdx.y
                 for j.inner in range(8):  # bound threadIdx.x
@@ -251,14 +247,12 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                 if i.outer*8 + ax0 < n:
                   for ax1 in range(8):  # bound threadIdx.x
                     if r.outer*8 + ax1 < k:
-                      async_copy(A.shared[ax0, ax1], A[i.outer*8 + ax0, r.outer*8 + ax1])
+                      A.shared[ax0, ax1] = A[i.outer*8 + ax0, r.outer*8 + ax1]
               for ax0_1 in range(8):  # bound threadIdx.y
                 if r.outer*8 + ax0_1 < k:
                   for ax1_1 in range(8):  # bound threadIdx.x
                     if j.outer*8 + ax1_1 < m:
-                      async_copy(B.shared[ax0_1, ax1_1], B[r.outer*8 + ax0_1, j.outer*8 + ax1_1])
-              commit_group()
-              wait_group(0)
+                      B.shared[ax0_1, ax1_1] = B[r.outer*8 + ax0_1, j.outer*8 + ax1_1]
               barrier(shared)
               for i.inner in range(8):  # bound threadIdx.y
                 if i.outer*8 + i.inner < n:
