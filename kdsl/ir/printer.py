@@ -284,7 +284,7 @@ class StmtPrinter:
         self.block(s.body, depth + 1, out)
 
     def _if(self, s, depth, out, word="if"):
-        note = "  # alternatives: else is the general copy" if s.alternatives else ""
+        note = "  # alternatives: else is right everywhere" if s.alternatives else ""
         out.append(INDENT * depth + f"{word} {self.expr(s.cond)}:{note}")
         self.block(s.then, depth + 1, out)
         other = s.otherwise

@@ -191,7 +191,7 @@ def rowsum(A: float32[n, m], B: float32[n]):
 def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
   for i.outer in range(ceildiv(n, 8)):  # bound blockIdx.y
     for j.outer in range(ceildiv(m, 8)):  # bound blockIdx.x
-      if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0 and ceildiv(k, 8)*8 - k - 1 < 0:  # alternatives: else is the general copy
+      if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0 and ceildiv(k, 8)*8 - k - 1 < 0:  # alternatives: else is right everywhere
         for i.inner in range(8):  # bound threadIdx.y
           for j.inner in range(8):  # bound threadIdx.x
             C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
@@ -211,7 +211,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                 for r.inner in range(8):
                   C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]
       else:
-        if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0:  # alternatives: else is the general copy
+        if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0:  # alternatives: else is right everywhere
           for i.inner in range(8):  # bound threadIdx.y
             for j.inner in range(8):  # bound threadIdx.x
               C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
@@ -362,7 +362,7 @@ GOLDEN["interior_blocks"] = """\
 def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
   for i.outer in range(ceildiv(n, 8)):  # bound blockIdx.y
     for j.outer in range(ceildiv(m, 8)):  # bound blockIdx.x
-      if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0 and ceildiv(k, 8)*8 - k - 1 < 0:  # alternatives: else is the general copy
+      if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0 and ceildiv(k, 8)*8 - k - 1 < 0:  # alternatives: else is right everywhere
         for i.inner in range(8):  # bound threadIdx.y
           for j.inner in range(8):  # bound threadIdx.x
             C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f
@@ -382,7 +382,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                 for r.inner in range(8):
                   C[i.outer*8 + i.inner, j.outer*8 + j.inner] = C[i.outer*8 + i.inner, j.outer*8 + j.inner] + A.shared[i.inner, r.inner]*B.shared[r.inner, j.inner]
       else:
-        if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0:  # alternatives: else is the general copy
+        if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0:  # alternatives: else is right everywhere
           for i.inner in range(8):  # bound threadIdx.y
             for j.inner in range(8):  # bound threadIdx.x
               C[i.outer*8 + i.inner, j.outer*8 + j.inner] = 0.0f

@@ -24,14 +24,14 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
     for j.outer in range(ceildiv(m, 8)):  # bound blockIdx.x
       allocate A.shared: float32[2, 8, 8] shared, stages=2
       allocate B.shared: float32[2, 8, 8] shared, stages=2
-        if i.outer*8 - n + 7 < 0 and 7 - k < 0 and j.outer*8 - m + 7 < 0 and ceildiv(k, 8)*8 - k - 1 < 0:  # alternatives: else is the general copy
+        if i.outer*8 - n + 7 < 0 and 7 - k < 0 and j.outer*8 - m + 7 < 0 and ceildiv(k, 8)*8 - k - 1 < 0:  # alternatives: else is right everywhere
           for i.inner.outer in range(4):  # bound threadIdx.y
             for j.inner.outer in range(4):  # bound threadIdx.x
               allocate C.local: float32[2, 2] local
                 for i in range(2):
                   for j in range(2):
                     C.local[i, j] = 0.0f
-                if True:  # alternatives: else is the general copy
+                if True:  # alternatives: else is right everywhere
                   for ax0.ax1.outer.fused.outer in range(4):  # bound threadIdx.y
                     for ax0.ax1.outer.fused.inner in range(4):  # bound threadIdx.x
                       for ax1.inner in range(4):  # vectorized
@@ -41,7 +41,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                     for ax0.ax1.outer.fused.inner_c in range(4):  # bound threadIdx.x
                       for ax1.inner_j in range(4):  # unrolled
                         async_copy(A.shared[0, ax1.inner_j*2 + ax0.ax1.outer.fused.outer_c // 2, (ax0.ax1.outer.fused.outer_c % 2)*4 + ax0.ax1.outer.fused.inner_c], A[i.outer*8 + ax1.inner_j*2 + ax0.ax1.outer.fused.outer_c // 2, (ax0.ax1.outer.fused.outer_c % 2)*4 + ax0.ax1.outer.fused.inner_c], when=0 < ceildiv(k, 8))
-                if True:  # alternatives: else is the general copy
+                if True:  # alternatives: else is right everywhere
                   for ax0.ax1.outer.fused.outer_1 in range(4):  # bound threadIdx.y
                     for ax0.ax1.outer.fused.inner_1 in range(4):  # bound threadIdx.x
                       for ax1.inner_1 in range(4):  # vectorized
@@ -53,7 +53,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                         async_copy(B.shared[0, ax1.inner_j_1*2 + ax0.ax1.outer.fused.outer_c_1 // 2, (ax0.ax1.outer.fused.outer_c_1 % 2)*4 + ax0.ax1.outer.fused.inner_c_1], B[ax1.inner_j_1*2 + ax0.ax1.outer.fused.outer_c_1 // 2, j.outer*8 + (ax0.ax1.outer.fused.outer_c_1 % 2)*4 + ax0.ax1.outer.fused.inner_c_1], when=0 < ceildiv(k, 8))
                 commit_group()
                 for r.outer in range(ceildiv(k, 8)):
-                  if True:  # alternatives: else is the general copy
+                  if True:  # alternatives: else is right everywhere
                     for ax0.ax1.outer.fused.outer in range(4):  # bound threadIdx.y
                       for ax0.ax1.outer.fused.inner in range(4):  # bound threadIdx.x
                         for ax1.inner in range(4):  # vectorized
@@ -63,7 +63,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                       for ax0.ax1.outer.fused.inner_c_2 in range(4):  # bound threadIdx.x
                         for ax1.inner_j_2 in range(4):  # unrolled
                           async_copy(A.shared[(r.outer + 1) % 2, ax1.inner_j_2*2 + ax0.ax1.outer.fused.outer_c_2 // 2, (ax0.ax1.outer.fused.outer_c_2 % 2)*4 + ax0.ax1.outer.fused.inner_c_2], A[i.outer*8 + ax1.inner_j_2*2 + ax0.ax1.outer.fused.outer_c_2 // 2, r.outer*8 + (ax0.ax1.outer.fused.outer_c_2 % 2)*4 + ax0.ax1.outer.fused.inner_c_2 + 8], when=r.outer + 1 < ceildiv(k, 8))
-                  if True:  # alternatives: else is the general copy
+                  if True:  # alternatives: else is right everywhere
                     for ax0.ax1.outer.fused.outer_1 in range(4):  # bound threadIdx.y
                       for ax0.ax1.outer.fused.inner_1 in range(4):  # bound threadIdx.x
                         for ax1.inner_1 in range(4):  # vectorized
@@ -92,14 +92,14 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                   for j.inner.inner in range(2):
                     C[i.outer*8 + i.inner.outer*2 + i.inner.inner, j.outer*8 + j.inner.outer*2 + j.inner.inner] = C.local[i.inner.inner, j.inner.inner]
         else:
-          if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0:  # alternatives: else is the general copy
+          if i.outer*8 - n + 7 < 0 and j.outer*8 - m + 7 < 0:  # alternatives: else is right everywhere
             for i.inner.outer in range(4):  # bound threadIdx.y
               for j.inner.outer in range(4):  # bound threadIdx.x
                 allocate C.local: float32[2, 2] local
                   for i in range(2):
                     for j in range(2):
                       C.local[i, j] = 0.0f
-                  if True:  # alternatives: else is the general copy
+                  if True:  # alternatives: else is right everywhere
                     for ax0.ax1.outer.fused.outer in range(4):  # bound threadIdx.y
                       for ax0.ax1.outer.fused.inner in range(4):  # bound threadIdx.x
                         for ax1.inner in range(4):  # vectorized
@@ -109,7 +109,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                       for ax0.ax1.outer.fused.inner_c_4 in range(4):  # bound threadIdx.x
                         for ax1.inner_j_4 in range(4):  # unrolled
                           async_copy(A.shared[0, ax1.inner_j_4*2 + ax0.ax1.outer.fused.outer_c_4 // 2, (ax0.ax1.outer.fused.outer_c_4 % 2)*4 + ax0.ax1.outer.fused.inner_c_4], A[i.outer*8 + ax1.inner_j_4*2 + ax0.ax1.outer.fused.outer_c_4 // 2, (ax0.ax1.outer.fused.outer_c_4 % 2)*4 + ax0.ax1.outer.fused.inner_c_4], when=(ax0.ax1.outer.fused.outer_c_4 % 2)*4 + ax0.ax1.outer.fused.inner_c_4 < k and 0 < ceildiv(k, 8))
-                  if True:  # alternatives: else is the general copy
+                  if True:  # alternatives: else is right everywhere
                     for ax0.ax1.outer.fused.outer_1 in range(4):  # bound threadIdx.y
                       for ax0.ax1.outer.fused.inner_1 in range(4):  # bound threadIdx.x
                         for ax1.inner_1 in range(4):  # vectorized
@@ -121,7 +121,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                           async_copy(B.shared[0, ax1.inner_j_5*2 + ax0.ax1.outer.fused.outer_c_5 // 2, (ax0.ax1.outer.fused.outer_c_5 % 2)*4 + ax0.ax1.outer.fused.inner_c_5], B[ax1.inner_j_5*2 + ax0.ax1.outer.fused.outer_c_5 // 2, j.outer*8 + (ax0.ax1.outer.fused.outer_c_5 % 2)*4 + ax0.ax1.outer.fused.inner_c_5], when=ax1.inner_j_5*2 + ax0.ax1.outer.fused.outer_c_5 // 2 < k and 0 < ceildiv(k, 8))
                   commit_group()
                   for r.outer in range(ceildiv(k, 8)):
-                    if True:  # alternatives: else is the general copy
+                    if True:  # alternatives: else is right everywhere
                       for ax0.ax1.outer.fused.outer in range(4):  # bound threadIdx.y
                         for ax0.ax1.outer.fused.inner in range(4):  # bound threadIdx.x
                           for ax1.inner in range(4):  # vectorized
@@ -131,7 +131,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                         for ax0.ax1.outer.fused.inner_c_6 in range(4):  # bound threadIdx.x
                           for ax1.inner_j_6 in range(4):  # unrolled
                             async_copy(A.shared[(r.outer + 1) % 2, ax1.inner_j_6*2 + ax0.ax1.outer.fused.outer_c_6 // 2, (ax0.ax1.outer.fused.outer_c_6 % 2)*4 + ax0.ax1.outer.fused.inner_c_6], A[i.outer*8 + ax1.inner_j_6*2 + ax0.ax1.outer.fused.outer_c_6 // 2, r.outer*8 + (ax0.ax1.outer.fused.outer_c_6 % 2)*4 + ax0.ax1.outer.fused.inner_c_6 + 8], when=r.outer*8 + (ax0.ax1.outer.fused.outer_c_6 % 2)*4 + ax0.ax1.outer.fused.inner_c_6 + 8 < k and r.outer + 1 < ceildiv(k, 8))
-                    if True:  # alternatives: else is the general copy
+                    if True:  # alternatives: else is right everywhere
                       for ax0.ax1.outer.fused.outer_1 in range(4):  # bound threadIdx.y
                         for ax0.ax1.outer.fused.inner_1 in range(4):  # bound threadIdx.x
                           for ax1.inner_1 in range(4):  # vectorized
@@ -166,7 +166,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                   for i in range(2):
                     for j in range(2):
                       C.local[i, j] = 0.0f
-                  if True:  # alternatives: else is the general copy
+                  if True:  # alternatives: else is right everywhere
                     for ax0.ax1.outer.fused.outer in range(4):  # bound threadIdx.y
                       for ax0.ax1.outer.fused.inner in range(4):  # bound threadIdx.x
                         for ax1.inner in range(4):  # vectorized
@@ -176,7 +176,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                       for ax0.ax1.outer.fused.inner_c_8 in range(4):  # bound threadIdx.x
                         for ax1.inner_j_8 in range(4):  # unrolled
                           async_copy(A.shared[0, ax1.inner_j_8*2 + ax0.ax1.outer.fused.outer_c_8 // 2, (ax0.ax1.outer.fused.outer_c_8 % 2)*4 + ax0.ax1.outer.fused.inner_c_8], A[i.outer*8 + ax1.inner_j_8*2 + ax0.ax1.outer.fused.outer_c_8 // 2, (ax0.ax1.outer.fused.outer_c_8 % 2)*4 + ax0.ax1.outer.fused.inner_c_8], when=i.outer*8 + ax1.inner_j_8*2 + ax0.ax1.outer.fused.outer_c_8 // 2 < n and (ax0.ax1.outer.fused.outer_c_8 % 2)*4 + ax0.ax1.outer.fused.inner_c_8 < k and 0 < ceildiv(k, 8))
-                  if True:  # alternatives: else is the general copy
+                  if True:  # alternatives: else is right everywhere
                     for ax0.ax1.outer.fused.outer_1 in range(4):  # bound threadIdx.y
                       for ax0.ax1.outer.fused.inner_1 in range(4):  # bound threadIdx.x
                         for ax1.inner_1 in range(4):  # vectorized
@@ -188,7 +188,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                           async_copy(B.shared[0, ax1.inner_j_9*2 + ax0.ax1.outer.fused.outer_c_9 // 2, (ax0.ax1.outer.fused.outer_c_9 % 2)*4 + ax0.ax1.outer.fused.inner_c_9], B[ax1.inner_j_9*2 + ax0.ax1.outer.fused.outer_c_9 // 2, j.outer*8 + (ax0.ax1.outer.fused.outer_c_9 % 2)*4 + ax0.ax1.outer.fused.inner_c_9], when=ax1.inner_j_9*2 + ax0.ax1.outer.fused.outer_c_9 // 2 < k and j.outer*8 + (ax0.ax1.outer.fused.outer_c_9 % 2)*4 + ax0.ax1.outer.fused.inner_c_9 < m and 0 < ceildiv(k, 8))
                   commit_group()
                   for r.outer in range(ceildiv(k, 8)):
-                    if True:  # alternatives: else is the general copy
+                    if True:  # alternatives: else is right everywhere
                       for ax0.ax1.outer.fused.outer in range(4):  # bound threadIdx.y
                         for ax0.ax1.outer.fused.inner in range(4):  # bound threadIdx.x
                           for ax1.inner in range(4):  # vectorized
@@ -198,7 +198,7 @@ def mm(A: float32[n, k], B: float32[k, m], C: float32[n, m]):
                         for ax0.ax1.outer.fused.inner_c_10 in range(4):  # bound threadIdx.x
                           for ax1.inner_j_10 in range(4):  # unrolled
                             async_copy(A.shared[(r.outer + 1) % 2, ax1.inner_j_10*2 + ax0.ax1.outer.fused.outer_c_10 // 2, (ax0.ax1.outer.fused.outer_c_10 % 2)*4 + ax0.ax1.outer.fused.inner_c_10], A[i.outer*8 + ax1.inner_j_10*2 + ax0.ax1.outer.fused.outer_c_10 // 2, r.outer*8 + (ax0.ax1.outer.fused.outer_c_10 % 2)*4 + ax0.ax1.outer.fused.inner_c_10 + 8], when=i.outer*8 + ax1.inner_j_10*2 + ax0.ax1.outer.fused.outer_c_10 // 2 < n and r.outer*8 + (ax0.ax1.outer.fused.outer_c_10 % 2)*4 + ax0.ax1.outer.fused.inner_c_10 + 8 < k and r.outer + 1 < ceildiv(k, 8))
-                    if True:  # alternatives: else is the general copy
+                    if True:  # alternatives: else is right everywhere
                       for ax0.ax1.outer.fused.outer_1 in range(4):  # bound threadIdx.y
                         for ax0.ax1.outer.fused.inner_1 in range(4):  # bound threadIdx.x
                           for ax1.inner_1 in range(4):  # vectorized
