@@ -24,6 +24,7 @@ import ctypes
 import os
 import struct
 import sys
+import types
 
 from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
@@ -84,19 +85,27 @@ class _Gen:
         kind, the size names)."""
         kind = _kind_of(spec.kind)
         e = self.emit
-        # few bytecodes per check: one `if` per group of conditions
-        same = "is not" if kind == "torch" else "!="
+        # few bytecodes per check: one `if` per group of conditions.  dtypes by identity (the
+        # plan's contract, as numpy's fast launchers): torch's are singletons, CuPy's are
+        # numpy's builtin ones; an equal dtype object that is not the same one is declined
+        same = "!=" if kind == "kdsl" else "is not"
         cond = [f"type({var}) is not {self.const(spec.kind, '_K')}",
                 f"{var}.dtype {same} {self.const(spec.dtype, '_D')}"]
         # the device: a torch tensor on the CPU has the type of a CUDA one (get_device() -1),
         # so torch's is checked with one device too; CuPy and kdsl arrays are always on a GPU
+        # (CuPy's memory pointer, read once: `m<tag>`, holds the device and the address)
+        mem = f"{var}.data"
         if kind == "torch":
             cond.append(f"{var}.get_device() != {self.ordinal}")
         elif self.several:
-            cond.append({"cupy": f"{var}.data.device_id != {self.ordinal}",
-                         "kdsl": f"{var}.device != {self.ordinal}"}[kind])
+            if kind == "cupy":
+                mem = f"m{tag}"
+                cond.append(f"(m{tag} := {var}.data).device_id != {self.ordinal}")
+            else:
+                cond.append(f"{var}.device != {self.ordinal}")
         if spec.contiguous:
-            cond.append({"torch": f"not {var}.is_contiguous()", "cupy": f"not {var}.flags.c_contiguous",
+            cond.append({"torch": f"not {var}.is_contiguous()",
+                         "cupy": f"not {var}.{_cupy_contiguity(spec.kind)}",
                          "kdsl": f"not {var}.is_c_contiguous"}[kind])
         e(f"if {' or '.join(cond)}: return NotImplemented")
         e(f"sh{tag} = {var}.shape")
@@ -125,7 +134,7 @@ class _Gen:
             e(f"p{tag} = {var}.data_ptr()")
         elif kind == "cupy":
             self.stride_src[f"st{tag}"] = f"{var}.strides"       # bytes
-            e(f"p{tag} = {var}.data.ptr")
+            e(f"p{tag} = {mem}.ptr")
         else:
             self.stride_src[f"st{tag}"] = f"{var}.strides"
             e(f"p{tag} = {var}.ptr")
@@ -197,7 +206,14 @@ class _Gen:
                     self.ns["_torch_empty"] = sys.modules["torch"].empty
                     e(f"po{j} = o{j}.data_ptr()")
                     self.stride_src[f"sto{j}"] = f"o{j}.stride()"
-                elif lib == "cupy":
+                elif lib == "cupy" and not self.several:
+                    # CuPy's documented constructor (cupy.empty calls it): C order, on the
+                    # current device, which is the only one
+                    e(f"o{j} = _cupy_nd({shp}, {self.const(kd.np, '_ND')})")
+                    self.ns["_cupy_nd"] = sys.modules["cupy"].ndarray
+                    e(f"po{j} = o{j}.data.ptr")
+                    self.stride_src[f"sto{j}"] = f"o{j}.strides"
+                elif lib == "cupy":      # on the input's device (the library's `with device`)
                     e(f"o{j} = _empty_like({shp}, {self.const(kd)}, {like})")
                     self.ns["_empty_like"] = interop._LIBS["cupy"].empty
                     e(f"po{j} = o{j}.data.ptr")
@@ -369,6 +385,16 @@ class _Gen:
         if not nat:
             e("finally:")
             e("    _rel()")
+
+
+def _cupy_contiguity(kind) -> str:
+    """The cheapest C-contiguity test of CuPy arrays of class ``kind``: the Cython array's
+    ``_c_contiguous`` field (``flags.c_contiguous`` reads it too, after building a Flags object
+    per read) where the class has it as a data descriptor, else the public ``flags``."""
+    if isinstance(getattr(kind, "_c_contiguous", None), (types.GetSetDescriptorType,
+                                                         types.MemberDescriptorType)):
+        return "_c_contiguous"
+    return "flags.c_contiguous"
 
 
 def _native_launch(L):
