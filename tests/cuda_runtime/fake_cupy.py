@@ -30,10 +30,12 @@ def _c_contiguous(shape, strides, itemsize) -> bool:
                for s, st, want in zip(shape, strides, _c_strides(shape, itemsize)))
 
 
-def make():
+def make(fields=True):
     """A fresh fake ``cupy`` module (``cupy.ndarray(shape, dtype, strides=None, device=0,
     ptr=None)``; ``cupy.cuda.current``: the current stream object, its ``ptr`` settable;
-    ``cupy.cuda.device``: the current device's id, settable)."""
+    ``cupy.cuda.device``: the current device's id, settable).  ``fields=False``: arrays without
+    the Cython fields ``_c_contiguous``/``_f_contiguous`` (only the public ``flags``)."""
+    cc, fc = ("_c_contiguous", "_f_contiguous") if fields else ("_cc", "_fc")
     cupy = types.ModuleType("cupy")
     next_ptr = [1 << 42]
 
@@ -63,8 +65,7 @@ def make():
             self.c_contiguous, self.f_contiguous, self.owndata = c, f, own
 
     class ndarray:
-        __slots__ = ("dtype", "shape", "strides", "size", "data", "_c_contiguous",
-                     "_f_contiguous", "base")
+        __slots__ = ("dtype", "shape", "strides", "size", "data", cc, fc, "base")
 
         def __init__(self, shape, dtype=float, strides=None, device=None, ptr=None, base=None):
             shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else
@@ -80,13 +81,13 @@ def make():
             dev = cupy.cuda.device if device is None else device
             self.dtype, self.shape, self.strides, self.size = dtype, shape, st, size
             self.data = MemoryPointer(ptr, dev)
-            self._c_contiguous = _c_contiguous(shape, st, dtype.itemsize)
-            self._f_contiguous = _c_contiguous(shape[::-1], st[::-1], dtype.itemsize)
+            setattr(self, cc, _c_contiguous(shape, st, dtype.itemsize))
+            setattr(self, fc, _c_contiguous(shape[::-1], st[::-1], dtype.itemsize))
             self.base = base
 
         @property
         def flags(self):
-            return Flags(self._c_contiguous, self._f_contiguous, self.base is None)
+            return Flags(getattr(self, cc), getattr(self, fc), self.base is None)
 
         @property
         def device(self):
@@ -99,7 +100,7 @@ def make():
         @property
         def __cuda_array_interface__(self):
             return {"version": 3, "shape": self.shape, "typestr": self.dtype.str,
-                    "strides": None if self._c_contiguous else self.strides,
+                    "strides": None if getattr(self, cc) else self.strides,
                     "data": (self.data.ptr if self.size else 0, False), "stream": 1}
 
         def __dlpack_device__(self):
@@ -130,13 +131,14 @@ def make():
     return cupy
 
 
-def install(monkeypatch):
-    """The fake CuPy as ``cupy`` for one test; kdsl's readers are restored after."""
+def install(monkeypatch, fields=True):
+    """The fake CuPy (``make(fields)``) as ``cupy`` for one test; kdsl's readers are restored
+    after."""
     import importlib
 
     from kdsl.runtime import arrays
     backend = importlib.import_module("kdsl_cuda.backend")     # the module, not the instance
-    cupy = make()
+    cupy = make(fields)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.setattr(backend, "_readers_done", set())
     monkeypatch.setattr(arrays, "_readers", dict(arrays._readers))
