@@ -126,3 +126,35 @@ def test_size_classes_and_strides_are_checked(torch, fake_driver):
     B = torch.Tensor((100, 127), torch.float32)
     assert fast[2](B, out) is out             # the same class: served
     assert fake_driver.launches[-1]["params"][:2] == [B.data_ptr(), out.data_ptr()]
+
+
+@pytest.mark.parametrize("choice, served", [(None, True), ("use:cuda", True), ("env:cuda", True),
+                                            ("env:", True), ("use:cpu", False),
+                                            ("env:cpu", False)])
+def test_the_backend_rule_decides_before_the_fast_launcher(torch, fake_driver, monkeypatch,
+                                                            choice, served):
+    """A device launcher serves the calls whose backend rule picks its backend: none given
+    (the arguments' device), use_backend's or KDSL_BACKEND's naming it; never a call that
+    use_backend or KDSL_BACKEND sends to another backend (it ran on the GPU before)."""
+    add = _add()
+    a, b, c = (torch.Tensor((64,), torch.float32) for _ in range(3))
+    fast = _promoted(add, a, b, out=c)
+    calls = []
+
+    def spy(args, out):
+        calls.append(args)
+        return fast[4](args, out)
+    add._fast_out = fast[:4] + (spy,)
+    how, _, name = (choice or "").partition(":")
+    if how == "env":
+        monkeypatch.setenv("KDSL_BACKEND", name)
+    n = len(fake_driver.launches)
+    try:
+        if how == "use":
+            with kd.use_backend(name):
+                add(a, b, out=c)
+        else:
+            add(a, b, out=c)
+    except Exception:   # noqa: BLE001  (the cpu backend on fake torch tensors: not this test's)
+        assert not served
+    assert (len(calls), len(fake_driver.launches) - n) == ((1, 1) if served else (0, 0))
