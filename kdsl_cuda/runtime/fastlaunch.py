@@ -393,7 +393,7 @@ class _Gen:
         self.ns.update(_Alloc=Allocation, _acq=acq, _rel=rel, _PackError=(struct.error,
                                                                             OverflowError))
         if nat:
-            self.ns["_nl"], self.ns["_cu"] = nat
+            self.ns["_nl"], self.ns["_cu"] = nat[0].launch, nat[1]
         elif ex is not None:
             self.ns["_lx"] = ex
         else:
@@ -437,11 +437,17 @@ class _Gen:
             self.ns[f"_fn{k}"] = ctypes.c_void_p(fn)
             bx, by, bz = plan.block
             if nat:
-                self.ns[f"_codes{k}"] = native.codes(plan.format)
+                # the helper's Launcher: the driver's function, slot codes, kernel, block and
+                # (constant: tiny arrays) grid and shared bytes bound once
+                codes = self.ns[f"_codes{k}"] = native.codes(plan.format)
                 self.ns[f"_fnp{k}"] = fn
                 pack = None
-                launch = (f"if _nl(_cu, _codes{k}, _fnp{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, "
-                          f"{bz}, {shm}, stream{args}): return NotImplemented")
+                fixed = all(x.isdigit() for x in g) and shm.isdigit()
+                self.ns[f"_L{k}"] = nat[0].Launcher(
+                    nat[1], codes, fn, bx, by, bz,
+                    (int(g[0]), int(g[1]), int(g[2]), int(shm)) if fixed else None)
+                head = "" if fixed else f", {g[0]}, {g[1]}, {g[2]}, {shm}"
+                launch = f"if _L{k}(stream{head}{args}): return NotImplemented"
             elif ex is not None:
                 self.ns[f"_pk{k}"] = plan.pack_config
                 self.ns[f"_cfg{k}"] = plan.config
@@ -512,7 +518,7 @@ def _cupy_contiguity(kind) -> str:
 
 
 def _native_launch(L):
-    """(the compiled helper's launch, the address of the driver's cuLaunchKernel), or None
+    """(the compiled helper module, the address of the driver's cuLaunchKernel), or None
     (no helper here, or a driver whose launch is not a C function: a test's fake)."""
     raw = getattr(L, "raw_launch", None)
     if not isinstance(raw, ctypes._CFuncPtr):
@@ -520,7 +526,7 @@ def _native_launch(L):
     mod = native.module()
     if mod is None:
         return None
-    return mod.launch, ctypes.cast(raw, ctypes.c_void_p).value
+    return mod, ctypes.cast(raw, ctypes.c_void_p).value
 
 
 def _stream_objects() -> dict:
