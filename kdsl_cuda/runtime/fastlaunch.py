@@ -225,7 +225,11 @@ class _Gen:
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             self.ns["_raw_stream"] = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
         elif lib == "cupy":
-            self.ns["_cupy_stream"] = sys.modules["cupy"].cuda.get_current_stream
+            get = self.ns["_cupy_stream"] = sys.modules["cupy"].cuda.get_current_stream
+            # one GPU: the current device is this one, and naming it spares CuPy's
+            # cudaGetDevice (a CuPy whose get_current_stream takes no device: not named)
+            if not self.several and _takes_device(get, self.ordinal):
+                stream_line = f"stream = _cupy_stream({self.ordinal}).ptr"
         e(stream_line)
         # outputs
         bufs = [(f"p{p}", dims[p], f"st{p}", kinds[p]) for p in plan.inputs]
@@ -505,6 +509,15 @@ def _monotone(e, vs: list) -> bool:
     if op is n.BinOp.FLOORDIV:
         return type(b) is n.Const and b.value > 0 and _monotone(a, vs)
     return False
+
+
+def _takes_device(get_current_stream, ordinal) -> bool:
+    """Does CuPy's ``get_current_stream`` take a device id (CuPy >= 10), answering the same
+    stream for ``ordinal`` as without one?"""
+    try:
+        return get_current_stream(ordinal).ptr == get_current_stream().ptr
+    except Exception:       # noqa: BLE001  (an older CuPy: TypeError)
+        return False
 
 
 def _cupy_contiguity(kind) -> str:

@@ -126,7 +126,8 @@ def make(fields=True):
 
     cupy.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, device=0,
                                       current=Stream(0))
-    # a C callable, as CuPy's (Cython) one is
+    # a C callable, as CuPy's (Cython) one is; an optional device id is accepted (as
+    # getattr's default, never used: one device, one current stream)
     cupy.cuda.get_current_stream = functools.partial(getattr, cupy.cuda, "current")
     return cupy
 

@@ -47,6 +47,7 @@ def test_fast_launch_matches_the_normal_path(cupy, fake_driver):
     fast = _promoted(add, a, b, out=c)
     src = fast[2].__kdsl_source__
     assert "._c_contiguous" in src and ".flags" not in src     # the Cython field, no Flags
+    assert "stream = _cupy_stream(0).ptr" in src      # one GPU: its device named (no lookup)
     fake_driver.launches.clear()
     assert add(a, b, out=c) is c
     (got,) = fake_driver.launches
@@ -115,6 +116,7 @@ def test_other_devices_are_declined(cupy, fake_driver, monkeypatch):
     a, b, c = _arrays(cupy, 512)
     fast = _promoted(add, a, b, out=c)
     assert ".device_id != 0" in fast[2].__kdsl_source__
+    assert "stream = _cupy_stream().ptr" in fast[2].__kdsl_source__     # the current device's
     assert fast[2](a, b, c) is c
     on1 = cupy.ndarray((512,), np.float32, device=1)
     assert fast[2](on1, b, c) is NotImplemented
@@ -149,3 +151,14 @@ def test_without_the_cython_field_flags_are_read(fake_driver, monkeypatch):
     assert fast[2](a, b, c) is c
     view = cupy.ndarray((300,), np.float32, strides=(8,), ptr=a.data.ptr)
     assert fast[2](view, b, c) is NotImplemented and fast[2](a, b, view) is NotImplemented
+
+
+def test_a_cupy_without_device_ids_for_streams(cupy, fake_driver, monkeypatch):
+    """CuPy before 10: ``get_current_stream()`` takes no device id; the launcher asks it so."""
+    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: cupy.cuda.current)
+    add = _add()
+    a, b, c = _arrays(cupy, 128)
+    fast = _promoted(add, a, b, out=c)
+    assert "stream = _cupy_stream().ptr" in fast[2].__kdsl_source__
+    cupy.cuda.current = cupy.cuda.Stream(0x4440)
+    assert add(a, b, out=c) is c and fake_driver.launches[-1]["stream"] == 0x4440
