@@ -292,22 +292,9 @@ class _Gen:
 
     def grid_range(self, ex, snames) -> tuple:
         """(lo, hi) of grid expression ``ex`` once the sizes' checks passed (``self.ranges``),
-        or (None, None): computed at the ranges' ends where ``ex`` never decreases as a size
-        grows (sums, products by constants >= 0, floor divisions by constants > 0, min, max:
-        what ceildiv grids are), so these two values bound it."""
-        lo, hi, vs = {}, {}, []
-        if not _monotone(ex, vs):
-            return None, None
-        for v in vs:
-            r = self.ranges.get(snames.get(v))
-            if r is None:
-                return None, None
-            lo[v], hi[v] = str(r[0]), str(r[1])
-        env = {"__builtins__": {}, "min": min, "max": max}
-        try:
-            return eval(py_expr(ex, lo), env), eval(py_expr(ex, hi), env)
-        except Exception:       # noqa: BLE001  (no fold: the launcher computes it per call)
-            return None, None
+        or (None, None) where it cannot say (``_interval``)."""
+        r = _interval(ex, {v: self.ranges.get(nm) for v, nm in snames.items()})
+        return r if r is not None else (None, None)
 
     def overlap_checks(self, plan, kinds, bufs) -> None:
         """out= arrays must not share memory with inputs (the kernels assume so): decline
@@ -415,7 +402,7 @@ class _Gen:
                 # the grid over the sizes' checked ranges: a constant (tiny arrays: one size
                 # class, one grid), or no limit and no zero test where the range excludes them
                 lo, hi = self.grid_range(plan.grid[ax], snames) if ax < len(plan.grid) else (1, 1)
-                if lo == hi and 0 < lo <= lim:
+                if lo is not None and lo == hi and 0 < lo <= lim:
                     g[ax] = str(lo)
                 if g[ax].isdigit():
                     if not 0 < int(g[ax]) <= lim:
@@ -486,29 +473,42 @@ class _Gen:
             e("    _rel()")
 
 
-def _monotone(e, vs: list) -> bool:
-    """Is integer expression ``e`` non-decreasing in each of its variables (collected into
-    ``vs``) over non-negative values?  Only forms that are so by construction count."""
+def _interval(e, ranges: dict):
+    """Inclusive (lo, hi) of integer expression ``e`` with each Var within ``ranges`` (Var ->
+    (lo, hi) or None), by interval arithmetic over what grids are made of (+, -, *, floor
+    division by a positive constant, min, max); None where a Var has no range or another
+    operation appears."""
     t = type(e)
-    if not e.dtype.is_int or t is n.Const:
-        return t is n.Const
+    if not e.dtype.is_int:
+        return None
+    if t is n.Const:
+        return int(e.value), int(e.value)
     if t is n.Var:
-        vs.append(e)
-        return True
+        return ranges.get(e)
     if t is not n.Binary:
-        return False
-    op, a, b = e.op, e.a, e.b
-    if op in (n.BinOp.ADD, n.BinOp.MIN, n.BinOp.MAX):
-        return _monotone(a, vs) and _monotone(b, vs)
-    if op is n.BinOp.SUB:
-        return type(b) is n.Const and _monotone(a, vs)
-    if op is n.BinOp.MUL:
-        if type(a) is n.Const:
-            a, b = b, a
-        return type(b) is n.Const and b.value >= 0 and _monotone(a, vs)
+        return None
+    op = e.op
+    a = _interval(e.a, ranges)
     if op is n.BinOp.FLOORDIV:
-        return type(b) is n.Const and b.value > 0 and _monotone(a, vs)
-    return False
+        c = e.b
+        if a is None or type(c) is not n.Const or not c.value > 0:
+            return None
+        return a[0] // c.value, a[1] // c.value        # floor division: monotone for c > 0
+    b = _interval(e.b, ranges)
+    if a is None or b is None:
+        return None
+    if op is n.BinOp.ADD:
+        return a[0] + b[0], a[1] + b[1]
+    if op is n.BinOp.SUB:
+        return a[0] - b[1], a[1] - b[0]
+    if op is n.BinOp.MUL:
+        ends = [x * y for x in a for y in b]
+        return min(ends), max(ends)
+    if op is n.BinOp.MIN:
+        return min(a[0], b[0]), min(a[1], b[1])
+    if op is n.BinOp.MAX:
+        return max(a[0], b[0]), max(a[1], b[1])
+    return None
 
 
 def _takes_device(get_current_stream, ordinal) -> bool:

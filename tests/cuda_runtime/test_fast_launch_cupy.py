@@ -136,6 +136,8 @@ def test_out_sharing_memory_with_an_input_is_declined(cupy, fake_driver):
     # a view of another array's memory overlapping b's last elements
     shifted = cupy.ndarray((400,), np.float32, ptr=b.data.ptr + 4 * 399)
     assert fast[2](a, b, shifted) is NotImplemented
+    before = cupy.ndarray((400,), np.float32, ptr=b.data.ptr - 4 * 399)    # ends in b's first
+    assert fast[2](a, b, before) is NotImplemented and fast[2](before, b, c) is c
     after = cupy.ndarray((400,), np.float32, ptr=b.data.ptr + 4 * 400)      # just past b
     assert a.data.ptr + 1600 <= b.data.ptr and fast[2](a, b, after) is after
 
