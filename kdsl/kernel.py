@@ -27,7 +27,6 @@ import threading
 
 import numpy as np
 
-from . import config as _config
 from .backends import registry as _reg
 from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
                      ScheduleError, SourceLoc, _is_internal, for_user, user_frames_only,
@@ -163,16 +162,17 @@ class Kernel(functools.partial):
         # 1. the fast launcher of the specialisation run last (kdsl.runtime.fastpath): it
         # checks the arguments against that specialisation itself and answers NotImplemented
         # when they do not match, so only the backend choice is checked here.  The default
-        # rule is inlined: use_backend's, else KDSL_BACKEND's, else the arguments' device: a
-        # launcher made for device arrays serves those calls (it declines host arrays, so the
-        # host overlap rule below never concerns it: it checks its device arrays' overlaps
-        # itself), a host launcher takes plain numpy arguments: the automatic default's
+        # rule is inlined: use_backend's, else (KDSL_BACKEND set: the normal path decides)
+        # the arguments' device: a launcher made for device arrays serves those calls (it
+        # declines host arrays, so the host overlap rule below never concerns it: it checks
+        # its device arrays' overlaps itself), a host launcher takes plain numpy arguments:
+        # the automatic default's
         fast = self._fast if out is None else self._fast_out
         if fast is not None and stream is None and fast[1] == _reg._generation:
             b = backend
             if b is None:
                 b = _cur_backend()
-                if b is None and (_env_get(_ENV_KEY) is None or (b := _config.backend()) is None):
+                if b is None and _env_get(_ENV_KEY) is None:
                     b = fast[0] if fast[3] else _reg._auto_default
             if b is fast[0] or (type(b) is str and b == fast[0]):
                 # a fast launcher takes only numpy arrays and Python scalars, never the traced
