@@ -17,7 +17,8 @@ Peers get their best: cuDNN autotuning on (``cudnn.benchmark``) with TF32 off (k
 the 3x3 in float32); Triton's softmax at 8 and 16 warps, the faster counted; CuPy runs on
 torch's current stream.  ``Python cost per launch`` is host wall time per call of a cached
 2-input kernel on 8 floats, the median over batches of calls (the GPU is idle between
-batches, never the bottleneck).  ``cold compile`` runs in fresh processes with new, empty
+batches, never the bottleneck): kdsl on torch tensors, and (rows ``CuPy add``) kdsl on the
+very CuPy arrays CuPy's RawKernel is timed on, its like-for-like peer.  ``cold compile`` runs in fresh processes with new, empty
 ``KDSL_CACHE_DIR``/``TRITON_CACHE_DIR``: each library first runs an unrelated kernel (driver,
 context, compiler loaded), then a fresh row-sum kernel is timed from its definition to a
 synchronized first result (cuda_peers.COLD_CHILD).

@@ -277,7 +277,8 @@ def main(argv=None) -> int:
         add(a, b)
     fo, fa = add._fast_out, add._fast
     assert fo is not None and fa is not None, "no fast launchers were promoted"
-    launch = ("compiled helper" if "_L0(" in fo[2].__kdsl_source__ else
+    src = fo[2].__kdsl_source__
+    launch = ("compiled helper" if "_L0(" in src or "_nl(" in src else
               "ctypes cuLaunchKernelEx" if "_lx(" in fo[2].__kdsl_source__ else
               "ctypes cuLaunchKernel")
     print(f"# fast launchers launch through: {launch}" +

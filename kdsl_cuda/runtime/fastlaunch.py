@@ -2,11 +2,14 @@
 
 ``build(compiled, plan)`` turns a ``kdsl.runtime.fastpath.FastPlan`` (the argument checks of one
 specialisation, as data) into ``fast(*args[, out])``: it reads each device array through its
-library's cheapest attributes (torch: ``data_ptr()``, ``shape``, ``stride()``; CuPy:
-``data.ptr``; ``DeviceArray``: fields), checks exactly what the plan says (type, dtype object,
-rank, sizes, size classes, contiguity, device), computes the kernels' scalar parameters, grids,
-workspace sizes and dynamic shared memory inline, allocates results with the input's library
-and launches each kernel: through the compiled helper (``native.py``: one C call) where this
+library's cheapest attributes (torch: ``data_ptr()``, ``shape``, ``stride()``; CuPy: the
+Cython fields ``_c_contiguous`` and ``data.ptr``; ``DeviceArray``: fields), checks exactly
+what the plan says (type, dtype object, rank, sizes, size classes, contiguity, device, out=
+overlaps) in few bytecodes (the reads in one ``try``, a rank by unpacking the shape, all sizes
+in one ``if``, a size class as one shift), computes the kernels' scalar parameters, grids
+(constants where the checked size classes fix them), workspace sizes and dynamic shared
+memory inline, allocates results with the input's library and launches each kernel: through
+the compiled helper (``native.py``: a ``Launcher`` per kernel, one C call) where this
 machine could build it, else through ctypes, ``cuLaunchKernelEx`` with the grid, block and
 stream packed beside the parameters in the kernel's prebuilt buffer (``launch.CONFIG``; 4
 ctypes arguments), else ``cuLaunchKernel``.  Anything else -- another array type, a tensor on
@@ -15,7 +18,7 @@ answers ``NotImplemented``, and the call takes the normal path, which keeps ever
 message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
 
 Each launcher is generated twice over one body: ``fast(a0, .., [out])`` (the protocol's) and
-``packed(args, out)`` (``fast.__kdsl_packed__``), which ``Kernel.__call__`` calls with its
+``packed(args, out)`` (``fast.__kdsl_packed__``), which ``Kernel._call`` calls with its
 argument tuple as it is.  The benchmark of this path without a GPU: benchmarks/launch_host.py.
 """
 from __future__ import annotations
@@ -95,12 +98,14 @@ class _Gen:
         same = "!=" if kind == "kdsl" else "is not"
         cond = [f"type({var}) is not {self.const(spec.kind, '_K')}",
                 f"{var}.dtype {same} {self.const(spec.dtype, '_D')}"]
-        # the device: a torch tensor on the CPU has the type of a CUDA one (get_device() -1),
-        # so torch's is checked with one device too; CuPy and kdsl arrays are always on a GPU
-        # (CuPy's memory pointer, read once: `m<tag>`, holds the device and the address)
+        # the device: a torch tensor on the CPU (or another kind of device) has the type of a
+        # CUDA one, so torch's is checked with one GPU too (is_cuda: that GPU; get_device()
+        # where there are several); CuPy and kdsl arrays are always on a GPU (CuPy's memory
+        # pointer, read once: `m<tag>`, holds the device and the address)
         self.mem[tag] = f"{var}.data"
         if kind == "torch":
-            cond.append(f"{var}.get_device() != {self.ordinal}")
+            cond.append(f"{var}.get_device() != {self.ordinal}" if self.several else
+                        f"not {var}.is_cuda")
         elif self.several:
             if kind == "cupy":
                 self.mem[tag] = f"m{tag}"
@@ -114,7 +119,8 @@ class _Gen:
         e(f"if {' or '.join(cond)}: return NotImplemented")
         dims = [f"d{tag}_{d}" for d in range(len(spec.dims))]
         # the rank and the sizes in one unpacking (ValueError: another rank)
-        e(f"{', '.join(dims)}, = {var}.shape" if dims else f"if len({var}.shape): return NotImplemented")
+        e(f"{', '.join(dims)}, = {var}.shape" if dims else
+          f"if len({var}.shape): return NotImplemented")
         info = [(want, spec.classes[d] if spec.classes else None)
                 for d, want in enumerate(spec.dims)]
         # strides are read where they are used (a stride parameter, a strided overlap check)
@@ -280,7 +286,7 @@ class _Gen:
             outs = [f"o{j}" for j in range(len(plan.outputs))]
             e(f"return {outs[0]}" if len(outs) == 1 else f"return ({', '.join(outs)},)")
         # two entries to one body: fast(a0, ..., [out]) (the protocol of kdsl.runtime.fastpath)
-        # and packed(args, out), which Kernel.__call__ calls without unpacking its tuple
+        # and packed(args, out), which Kernel._call calls without unpacking its tuple
         params = [f"a{i}" for i in range(plan.nargs)] + (["out"] if plan.out_mode else [])
         checks = "".join("    " + ln + "\n" for ln in try_lines)
         rest = ("    except (TypeError, ValueError):\n        return NotImplemented\n"
@@ -579,6 +585,6 @@ def build(compiled, plan):
     fn = g.ns["fast"]
     fn.__kdsl_source__ = src
     fn.__kdsl_device__ = True
-    fn.__kdsl_packed__ = g.ns["packed"]    # the same launcher taking (args, out): Kernel.__call__
+    fn.__kdsl_packed__ = g.ns["packed"]    # the same launcher taking (args, out): Kernel._call
     return fn
 

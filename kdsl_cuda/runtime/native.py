@@ -9,7 +9,11 @@ first letter of its ``kdsl.runtime.slots.SLOT`` format: ``Q`` pointer, ``q`` int
 float64, ``f`` float32, ``e`` float16, ``i``/``h``/``b`` signed, ``I``/``H``/``B`` unsigned,
 ``?`` bool) into 8-byte slots on the C stack (no lock), the GIL released around the driver call
 (``cu``: the address of ``cuLaunchKernel``); it returns the CUresult, and raises OverflowError
-(a value its slot cannot hold) or TypeError like ``struct`` would.
+(a value its slot cannot hold) or TypeError like ``struct`` would.  ``Launcher(cu, codes, fn,
+bx, by, bz, grid)`` is that launch with one kernel's constants bound once (the fast launchers'):
+called ``L(stream, *slots)`` when ``grid`` is ``(gx, gy, gz, shared)``, ``L(stream, gx, gy,
+gz, shared, *slots)`` when it is None; a vectorcall object, so a launch passes only what
+changes per call.
 
 The helper is built once per Python version with the C compiler Python was built with (``cc``
 otherwise) and Python's headers, into ``$KDSL_CACHE_DIR/native`` (a temporary folder when
@@ -154,7 +158,8 @@ static int dim(PyObject *o, unsigned *d)
     unsigned long v = PyLong_AsUnsignedLong(o);
     if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
     if (v > 0xffffffffUL) {
-        PyErr_SetString(PyExc_OverflowError, "launch(): grid, block or shared size"); return -1; }
+        PyErr_SetString(PyExc_OverflowError, "Launcher(): grid, block or shared size");
+        return -1; }
     *d = (unsigned)v;
     return 0;
 }

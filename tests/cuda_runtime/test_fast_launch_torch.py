@@ -230,3 +230,29 @@ def test_a_2d_kernel_with_a_scalar_gets_a_fast_launcher(torch, fake_driver):
         assert got["params"][2:] == slow["params"][2:]
     assert fast[2](T((2048, 8), torch.float32), 3.0) is NotImplemented
     assert fast[2](x, 3) is NotImplemented                  # an int, not the float it took
+
+
+def test_devices_are_checked(torch, fake_driver, monkeypatch):
+    """One GPU: a tensor that is not a CUDA one (a CPU tensor, or another kind of device whose
+    get_device() is 0 too) is declined; several GPUs: the device index is compared."""
+    add = _add()
+    a, b, c = (torch.Tensor((96,), torch.float32) for _ in range(3))
+    fast = _promoted(add, a, b, out=c)
+    other = torch.Tensor((96,), torch.float32)
+    other.is_cuda = False                      # e.g. an XPU tensor: get_device() 0 as well
+    assert other.get_device() == 0
+    for pos in range(3):
+        args = [a, b, c]
+        args[pos] = other
+        assert fast[2](*args) is NotImplemented
+    from kdsl_cuda.runtime import driver
+    monkeypatch.setattr(driver, "device_count", lambda: 2)
+    add2 = _add()
+    fast2 = _promoted(add2, a, b, out=c)
+    assert ".get_device() != 0" in fast2[2].__kdsl_source__
+    on1 = torch.Tensor((96,), torch.float32, dev=1)
+    for pos in range(3):
+        args = [a, b, c]
+        args[pos] = on1
+        assert fast2[2](*args) is NotImplemented
+    assert fast2[2](a, b, c) is c

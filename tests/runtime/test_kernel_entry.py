@@ -35,7 +35,8 @@ def test_pickle_signature_repr_weakref():
     assert pickle.loads(pickle.dumps(scaled_add)) is scaled_add
     assert inspect.signature(scaled_add) == inspect.signature(scaled_add.fn)
     assert scaled_add.__name__ == "scaled_add" and scaled_add.__wrapped__ is scaled_add.fn
-    assert repr(scaled_add).startswith("<kdsl.kernel ") and "scaled_add(a, b, k)" in repr(scaled_add)
+    text = repr(scaled_add)
+    assert text.startswith("<kdsl.kernel ") and "scaled_add(a, b, k)" in text
     assert weakref.ref(scaled_add)() is scaled_add
     assert isinstance(scaled_add, kd.Kernel)
 
