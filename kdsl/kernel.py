@@ -168,27 +168,29 @@ class Kernel(functools.partial):
         # its device arrays' overlaps itself), a host launcher takes plain numpy arguments:
         # the automatic default's
         fast = self._fast if out is None else self._fast_out
-        if fast is not None and stream is None and fast[1] == _reg._generation:
-            b = backend
-            if b is None:
-                b = _cur_backend()
-                if b is None and _env_get(_ENV_KEY) is None:
-                    b = fast[0] if fast[3] else _reg._auto_default
-            if b is fast[0] or (type(b) is str and b == fast[0]):
-                # a fast launcher takes only numpy arrays and Python scalars, never the traced
-                # values of a kernel calling this one (those go to _general, below)
-                if fast[4] is not None:       # it takes the tuple as it is: (args, out)
-                    r = fast[4](args, out)
-                    if r is not NotImplemented:
-                        return r
-                elif out is None:
-                    r = fast[2](*args)
-                    if r is not NotImplemented:
-                        return r
-                elif fast[3] or not _overlaps(out, args):
-                    r = fast[2](*args, out)
-                    if r is not NotImplemented:
-                        return r
+        if fast is not None and stream is None:
+            name, gen, fn, dev, packed = fast
+            if gen == _reg._generation:
+                b = backend
+                if b is None:
+                    b = _cur_backend()
+                    if b is None and _env_get(_ENV_KEY) is None:
+                        b = name if dev else _reg._auto_default
+                if b is name or (type(b) is str and b == name):
+                    # a fast launcher takes only numpy arrays and Python scalars, never the
+                    # traced values of a kernel calling this one (those go to _general, below)
+                    if packed is not None:       # it takes the tuple as it is: (args, out)
+                        r = packed(args, out)
+                        if r is not NotImplemented:
+                            return r
+                    elif out is None:
+                        r = fn(*args)
+                        if r is not NotImplemented:
+                            return r
+                    elif dev or not _overlaps(out, args):
+                        r = fn(*args, out)
+                        if r is not NotImplemented:
+                            return r
         if out is not None and _overlaps(out, args):
             # numpy's rule: the result is as if the inputs were read before out is written.
             # Backends may assume outputs and inputs never share memory (the cpu backend
