@@ -82,8 +82,9 @@ class Kernel(functools.partial):
     way): since CPython 3.12 a subclass that defines no ``__call__`` keeps the vectorcall
     entry of its base, where a class of its own with ``__call__`` pays CPython's generic
     slot (~0.2-0.3 us a call with ``out=``).  The partial's ``func``/``args``/``keywords``
-    are that plumbing (``self._call``, ``()``, ``{}``); nothing else of functools.partial is
-    used (pickling, repr and binding as a method are Kernel's own)."""
+    are that plumbing (``self._call``, ``()``, ``{}``: a reference cycle, so a dropped kernel
+    is freed by the cycle collector); nothing else of functools.partial is used (pickling,
+    repr and binding as a method are Kernel's own)."""
 
     def __new__(cls, *args, **kw):
         return super().__new__(cls, _no_entry)

@@ -2,6 +2,7 @@
 kernel still behaves as the plain object it was -- a class attribute, pickled by reference,
 its function's signature and name, weak references, keyword calls -- and keeps the
 vectorcall entry that is the point of it (CPython >= 3.12)."""
+import gc
 import inspect
 import pickle
 import sys
@@ -53,6 +54,20 @@ def test_keywords_positions_and_out_reach_the_call():
     np.testing.assert_allclose(out, want)
     with pytest.raises(ArgumentError, match="missing a required argument"):
         scaled_add(a, backend="numpy")
+
+
+def test_a_dropped_kernel_is_freed():
+    """The entry is a cycle (the kernel holds its bound ``_call``): the collector frees it."""
+    @kd.kernel
+    def twice(a):
+        return a * 2
+    rng = np.random.default_rng()
+    a = rng.random(int(rng.integers(1, 20)))
+    np.testing.assert_allclose(twice(a, backend="numpy"), a * 2)
+    ref = weakref.ref(twice)
+    del twice
+    gc.collect()
+    assert ref() is None
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="heap types keep vectorcall from 3.12")
