@@ -17,7 +17,8 @@ Peers get their best: cuDNN autotuning on (``cudnn.benchmark``) with TF32 off (k
 the 3x3 in float32); Triton's softmax at 8 and 16 warps, the faster counted; CuPy runs on
 torch's current stream.  ``Python cost per launch`` is host wall time per call of a cached
 2-input kernel on 8 floats, the median over batches of calls (the GPU is idle between
-batches, never the bottleneck).  ``cold compile`` runs in fresh processes with new, empty
+batches, never the bottleneck): kdsl on torch tensors, and (rows ``CuPy add``) kdsl on the
+very CuPy arrays CuPy's RawKernel is timed on, its like-for-like peer.  ``cold compile`` runs in fresh processes with new, empty
 ``KDSL_CACHE_DIR``/``TRITON_CACHE_DIR``: each library first runs an unrelated kernel (driver,
 context, compiler loaded), then a fresh row-sum kernel is timed from its definition to a
 synchronized first result (cuda_peers.COLD_CHILD).
@@ -387,15 +388,24 @@ def run_workload(w: Workload, quick, copy_bw, gen) -> dict:
 N_TINY = 8
 
 
+def _cupy_views(a, b, c):
+    """CuPy arrays on the memory of torch tensors ``a``, ``b``, ``c`` (no copies: poisoning
+    ``c`` poisons the third)."""
+    if cp is None:
+        raise ImportError("cupy is not installed (or found no usable CUDA)")
+    return cp.from_dlpack(a), cp.from_dlpack(b), cp.from_dlpack(c)
+
+
 def _overhead_cases(a, b, c):
-    """(row title, kdsl fn, {peer: () -> fn}, target per peer, reads c?) for the two rows."""
+    """(row title, () -> kdsl fn, {peer: () -> fn}, target per peer, reads c?) per row: kdsl
+    on torch tensors against torch, Triton and CuPy (on CuPy arrays: the rows the issue's
+    target was first judged by), then kdsl on the same CuPy arrays as CuPy's RawKernel (the
+    like-for-like rows; absent without CuPy)."""
     n = N_TINY
 
     def cupy_fns():
-        if cp is None:
-            raise ImportError("cupy is not installed (or found no usable CUDA)")
         k = peers_mod.cupy_add_kernel()
-        ca, cb, cc = cp.from_dlpack(a), cp.from_dlpack(b), cp.from_dlpack(c)
+        ca, cb, cc = _cupy_views(a, b, c)
         n32 = np.int32(n)
 
         def fresh():
@@ -415,20 +425,32 @@ def _overhead_cases(a, b, c):
             return o
         return (lambda: tk[(1,)](a, b, c, n, BLOCK=32)), fresh
 
-    into = ("launch cost, add(a, b, out=c) on 8 f32", lambda: add(a, b, out=c), {
+    def kdsl_cupy(into):
+        ca, cb, cc = _cupy_views(a, b, c)
+        return (lambda: add(ca, cb, out=cc)) if into else (lambda: add(ca, cb))
+
+    cases = [("launch cost, add(a, b, out=c) on 8 f32", lambda: (lambda: add(a, b, out=c)), {
         "cupy RawKernel": lambda: cupy_fns()[0],
         "torch.add(out=)": lambda: (lambda: torch.add(a, b, out=c)),
-        "triton jit": lambda: triton_fns()[0]}, {"cupy RawKernel": 1.0}, True)
-    alloc = ("launch cost, add(a, b) allocating, 8 f32", lambda: add(a, b), {
-        "cupy empty+RawKernel": lambda: cupy_fns()[1],
-        "torch a + b": lambda: (lambda: a + b),
-        "triton empty+jit": lambda: triton_fns()[1]}, {"cupy empty+RawKernel": 1.0}, False)
-    return into, alloc
+        "triton jit": lambda: triton_fns()[0]}, {"cupy RawKernel": 1.0}, True),
+        ("launch cost, add(a, b) allocating, 8 f32", lambda: (lambda: add(a, b)), {
+            "cupy empty+RawKernel": lambda: cupy_fns()[1],
+            "torch a + b": lambda: (lambda: a + b),
+            "triton empty+jit": lambda: triton_fns()[1]}, {"cupy empty+RawKernel": 1.0}, False)]
+    if cp is not None:      # kdsl called on the very CuPy arrays CuPy's kernel gets
+        cases += [("launch cost, CuPy add(a, b, out=c), 8 f32", lambda: kdsl_cupy(True),
+                   {"cupy RawKernel": lambda: cupy_fns()[0]}, {"cupy RawKernel": 1.0}, True),
+                  ("launch cost, CuPy add(a, b) allocating, 8 f32", lambda: kdsl_cupy(False),
+                   {"cupy empty+RawKernel": lambda: cupy_fns()[1]},
+                   {"cupy empty+RawKernel": 1.0}, False)]
+    return cases
 
 
 def _time_checked(fn, c, want, into, quick, build=False):
     """(seconds per call, None) for a call whose result checks out, else (None, why).
-    ``build``: ``fn`` makes the callable (which is called once first: Triton compiles then)."""
+    ``build``: ``fn`` makes the callable (which is called once first: Triton compiles then).
+    The result is checked before the timing (the first calls: kdsl compiles) and again after
+    it (the calls timed: kdsl's fast launcher)."""
     try:
         if build:
             fn = fn()
@@ -436,32 +458,40 @@ def _time_checked(fn, c, want, into, quick, build=False):
         bad = _check_tiny(fn, c, want, into)
         if bad is not None:
             return None, "wrong result: " + bad
-        return per_call_s(fn, quick), None
+        s = per_call_s(fn, quick)
+        bad = _check_tiny(fn, c, want, into)
+        if bad is not None:
+            return None, "wrong result after the timed calls: " + bad
+        return s, None
     except Exception as e:
         safe_sync()
         return None, first_line(e)
 
 
 def _check_tiny(fn, c, want, into):
-    """None when ``fn`` computes a + b (into ``c``, NaN-poisoned first, or as its result)."""
+    """None when ``fn`` computes a + b (into ``c``, NaN-poisoned first, or as its result:
+    a torch tensor or a CuPy array, compared through torch.as_tensor)."""
     if into:
         c.fill_(float("nan"))
+        sync()
     r = fn()
     sync()
     return compare(c if into else r, want, 0.0, False)
 
 
 def run_overhead(quick) -> list:
-    """Host cost per call of a cached add on 8 floats, into ``out=`` and allocating."""
+    """Host cost per call of a cached add on 8 floats, into ``out=`` and allocating, on torch
+    tensors and (CuPy installed) on CuPy arrays."""
     a = torch.rand(N_TINY, device=M.DEV)
     b = torch.rand(N_TINY, device=M.DEV)
     c = torch.empty_like(a)
     want = (a + b).double()     # one float32 rounding: every peer must match it exactly
     rows = []
-    for title, kfn, peers, targets, into in _overhead_cases(a, b, c):
+    for title, kmake, peers, targets, into in _overhead_cases(a, b, c):
         row = {"key": "overhead", "workload": title, "kdsl_s": None, "kdsl_error": None,
                "pct_copy": None, "bw_target": None, "peers": {}, "notes": [], "unit": "host"}
-        row["kdsl_s"], row["kdsl_error"] = _time_checked(kfn, c, want, into, quick)
+        row["kdsl_s"], row["kdsl_error"] = _time_checked(kmake, c, want, into, quick,
+                                                         build=True)
         if into:
             row["limit_s"], row["limit_label"] = 3e-6, "stretch"
         for pname, make in peers.items():

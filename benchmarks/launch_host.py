@@ -1,6 +1,6 @@
 """Host (Python) cost of a cached cuda call, without a GPU: a fake driver and fake torch tensors.
 
-    python3 benchmarks/launch_host.py [--profile] [--source] [--real-torch]
+    python3 benchmarks/launch_host.py [--profile] [--source] [--cupy] [--real-torch | --real-cupy]
 
 Runs the real call path of ``add(a, b, out=c)`` and ``add(a, b)`` on 8 float32 elements --
 ``Kernel.__call__``, the generated fast launcher (``kdsl_cuda.runtime.fastlaunch``), the
@@ -14,8 +14,11 @@ a module named ``torch`` whose ``Tensor`` answers ``dtype``, ``shape``, ``data_p
 ``stride()``, ``is_contiguous()``, ``get_device()`` and ``torch.empty`` from C-implemented
 callables (bound builtins), so an attribute read costs about what a C getter does.  Real torch
 getters cost more (tens to a few hundred ns each: measure them on the GPU machine); the fake
-numbers are kdsl's own Python work plus one ctypes call.  Prints us per call (median of
-batches) for the fast launcher, the whole call, and the normal (slow) path.
+numbers are kdsl's own Python work plus one ctypes call.  ``--cupy`` calls the kernel on fake
+CuPy arrays instead (tests/cuda_runtime/fake_cupy.py: CuPy's Cython fields as C getters, its
+``flags`` a new object per read); ``--real-cupy`` on an installed CuPy, on a GPU.  Prints us
+per call (minimum and median of batches) for the fast launcher, the whole call, and the normal
+(slow) path.
 """
 from __future__ import annotations
 
@@ -40,9 +43,18 @@ N = 8
 # ----------------------------------------------------------------- a fake torch
 def fake_torch() -> types.ModuleType:
     """tests/cuda_runtime/fake_torch.py's fake ``torch`` (loaded by path)."""
+    return _fake("torch")
+
+
+def fake_cupy() -> types.ModuleType:
+    """tests/cuda_runtime/fake_cupy.py's fake ``cupy`` (loaded by path)."""
+    return _fake("cupy")
+
+
+def _fake(lib) -> types.ModuleType:
     import importlib.util
-    path = os.path.join(ROOT, "tests", "cuda_runtime", "fake_torch.py")
-    spec = importlib.util.spec_from_file_location("kdsl_fake_torch", path)
+    path = os.path.join(ROOT, "tests", "cuda_runtime", f"fake_{lib}.py")
+    spec = importlib.util.spec_from_file_location(f"kdsl_fake_{lib}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.make()
@@ -104,6 +116,11 @@ def install_fake_driver():
             FakeAllocation.next_ptr += max(int(nbytes), 1) + 256
 
     lib = FakeLib()
+    try:
+        import cuda.core  # noqa: F401  (NVRTC, through cuda-core)
+    except ImportError:   # no NVRTC for this Python: the cubin is never loaded, any ELF will
+        from kdsl_cuda.runtime import cubin_cache    # do (and none goes to the disk cache)
+        cubin_cache.cached_cubin = lambda source, arch, name: b"\x7fELF" + bytes(60)
     driver.lib = lambda: lib
     driver.device = lambda o=0: FakeDevice()
     driver.device_count = lambda: 1
@@ -169,24 +186,66 @@ def _real_extras(torch, a, b, c, fo):
     return rows
 
 
+def _real_cupy_extras(cp, a, b, c):
+    """Rows that split a real CuPy call's cost: its getters, allocators and RawKernel."""
+    import numpy as np
+    rows = [("  a.dtype, a.shape, a.data.ptr", lambda: (a.dtype, a.shape, a.data.ptr)),
+            ("  a._c_contiguous", lambda: a._c_contiguous),
+            ("  a.flags.c_contiguous", lambda: a.flags.c_contiguous),
+            ("  get_current_stream().ptr", lambda: cp.cuda.get_current_stream().ptr),
+            ("  get_current_stream(0).ptr", lambda: cp.cuda.get_current_stream(0).ptr),
+            ("  cupy.ndarray((8,), float32)", lambda: cp.ndarray((N,), np.float32)),
+            ("  cupy.empty(8, float32)", lambda: cp.empty((N,), np.float32)),
+            ("  cupy.empty_like(a)", lambda: cp.empty_like(a))]
+    k = cp.RawKernel(r"""extern "C" __global__ void k(const float* a, const float* b,
+        float* c, int n) { int i = threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }""", "k")
+    n32 = np.int32(N)
+
+    def fresh():
+        o = cp.empty_like(a)
+        k((1,), (32,), (a, b, o, n32))
+        return o
+    rows += [("cupy RawKernel (peer)", lambda: k((1,), (32,), (a, b, c, n32))),
+             ("cupy empty+RawKernel (peer)", fresh)]
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", action="store_true", help="cProfile 20000 calls of each form")
     ap.add_argument("--source", action="store_true", help="print the generated fast launchers")
-    ap.add_argument("--real-torch", action="store_true", help="the installed torch, on a GPU")
+    ap.add_argument("--cupy", action="store_true", help="call the kernel on CuPy arrays")
+    real = ap.add_mutually_exclusive_group()
+    real.add_argument("--real-torch", action="store_true", help="the installed torch, on a GPU")
+    real.add_argument("--real-cupy", action="store_true",
+                      help="the installed CuPy, on a GPU (implies --cupy)")
     args = ap.parse_args(argv)
-    sync = None
+    use_cupy = args.cupy or args.real_cupy
+    sync = torch = cp = None
+    if args.real_torch and use_cupy:
+        ap.error("--real-torch times torch tensors: use --real-cupy for CuPy arrays")
     if args.real_torch:
         import torch
         sync = torch.cuda.synchronize
         print(f"# torch {torch.__version__} on {torch.cuda.get_device_name()}; "
               f"python {sys.version.split()[0]}")
+    elif args.real_cupy:
+        import cupy as cp
+        sync = cp.cuda.runtime.deviceSynchronize
+        name = cp.cuda.runtime.getDeviceProperties(0)["name"]
+        name = name.decode() if isinstance(name, bytes) else name
+        print(f"# cupy {cp.__version__} on {name}; python {sys.version.split()[0]}")
     else:
-        if "torch" in sys.modules:
-            raise SystemExit("torch is already imported")
-        torch = sys.modules["torch"] = fake_torch()
+        for lib in ("torch", "cupy"):
+            if lib in sys.modules:
+                raise SystemExit(f"{lib} is already imported")
+        if use_cupy:
+            cp = sys.modules["cupy"] = fake_cupy()
+        else:
+            torch = sys.modules["torch"] = fake_torch()
         how = install_fake_driver()
-        print(f"# fake torch, fake driver ({how}); python {sys.version.split()[0]}")
+        print(f"# fake {'cupy' if use_cupy else 'torch'}, fake driver ({how}); "
+              f"python {sys.version.split()[0]}")
     import kdsl as kd
     import kdsl_cuda
     try:
@@ -203,6 +262,12 @@ def main(argv=None) -> int:
     if args.real_torch:
         a, b = torch.rand(N, device="cuda"), torch.rand(N, device="cuda")
         c = torch.empty_like(a)
+    elif args.real_cupy:
+        a, b = cp.random.rand(N, dtype=cp.float32), cp.random.rand(N, dtype=cp.float32)
+        c = cp.empty_like(a)
+    elif use_cupy:
+        import numpy as np
+        a, b, c = (cp.ndarray((N,), np.float32) for _ in range(3))
     else:
         a, b, c = (torch.Tensor((N,), torch.float32) for _ in range(3))
     for _ in range(5):          # compile, promote the fast launchers
@@ -210,13 +275,14 @@ def main(argv=None) -> int:
         add(a, b)
     fo, fa = add._fast_out, add._fast
     assert fo is not None and fa is not None, "no fast launchers were promoted"
-    launch = ("compiled helper" if "_nl(" in fo[2].__kdsl_source__ else
+    src = fo[2].__kdsl_source__
+    launch = ("compiled helper" if "_L0(" in src or "_nl(" in src else
               "ctypes cuLaunchKernelEx" if "_lx(" in fo[2].__kdsl_source__ else
               "ctypes cuLaunchKernel")
     print(f"# fast launchers launch through: {launch}" +
           (f" (helper: {native.error})" if native is not None and native.error else ""))
-    if args.real_torch:       # the results, before anything is timed
-        c.fill_(float("nan"))
+    if args.real_torch or args.real_cupy:       # the results, before anything is timed
+        c.fill(float("nan")) if args.real_cupy else c.fill_(float("nan"))
         assert add(a, b, out=c) is c and bool((c == a + b).all()), "add(out=) is wrong"
         assert bool((add(a, b) == a + b).all()), "add() is wrong"
     if args.source:
@@ -235,10 +301,16 @@ def main(argv=None) -> int:
             ("add(a, b, stream=0)", lambda: add(a, b, stream=0))]
     if args.real_torch:
         rows += _real_extras(torch, a, b, c, fo)
+    elif args.real_cupy:
+        rows += _real_cupy_extras(cp, a, b, c)
+    elif use_cupy:
+        import numpy as np
+        rows += [("  fake cupy.ndarray alone", lambda: cp.ndarray((N,), np.float32))]
     else:
         rows += [("  fake torch.empty alone", lambda: torch.empty((N,), dtype=torch.float32,
                                                                    device=0))]
-    batch = 200 if args.real_torch else 2000
+    real = args.real_torch or args.real_cupy
+    batch = 200 if real else 2000
     print(f"{'us per call':36s} {'min':>7s} {'median':>7s}")
     for title, fn in rows:
         lo, med = per_call_us(fn, batch=batch, batches=40, sync=sync)

@@ -28,8 +28,9 @@ import threading
 import numpy as np
 
 from .backends import registry as _reg
-from .errors import (ArgumentError, KdslError, KdslUserError, KernelError, ScheduleError, SourceLoc,
-                     _is_internal, for_user, user_frames_only, user_location)
+from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
+                     ScheduleError, SourceLoc, _is_internal, for_user, user_frames_only,
+                     user_location)
 from .frontend import context as _ctx
 from .runtime import dispatch, fastpath
 from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args, size_classes,
@@ -68,10 +69,34 @@ def _overlaps(out, args) -> bool:
     return False
 
 
-class Kernel:
-    """A traced-and-compiled-on-demand kernel; call it like the function it wraps."""
+def _no_entry(*args, **kw):
+    """The callable functools.partial's constructor needs; Kernel.__init__ replaces it."""
+    raise InternalCompilerError("a kernel was called before its __init__ ran")
+
+
+class Kernel(functools.partial):
+    """A traced-and-compiled-on-demand kernel; call it like the function it wraps.
+
+    A call enters through functools.partial's C entry, which forwards it to ``self._call``
+    as it came (``kernel(a, b, out=c)``: no argument tuple and keyword dict built on the
+    way): since CPython 3.12 a subclass that defines no ``__call__`` keeps the vectorcall
+    entry of its base, where a class of its own with ``__call__`` pays CPython's generic
+    slot (~0.2-0.3 us a call with ``out=``).  The partial's ``func``/``args``/``keywords``
+    are that plumbing (``self._call``, ``()``, ``{}``: a reference cycle, so a dropped kernel
+    is freed by the cycle collector); nothing else of functools.partial is used (pickling,
+    repr and binding as a method are Kernel's own)."""
+
+    def __new__(cls, *args, **kw):
+        return super().__new__(cls, _no_entry)
+
+    if hasattr(functools.partial, "__get__"):      # Python >= 3.13 binds (warns) partials
+        def __get__(self, obj, objtype=None):
+            """A kernel stored as a class attribute is the kernel (never a bound method)."""
+            return self
 
     def __init__(self, fn, *, specialize=False, constants=()):
+        # the call entry: functools.partial's state (callable, args, keywords, __dict__)
+        functools.partial.__setstate__(self, (self._call, (), None, self.__dict__))
         if not callable(fn):
             raise KernelError(f"kd.kernel needs a function, got {type(fn).__name__}",
                               hint="decorate a def: @kd.kernel above `def f(A, B): ...`")
@@ -126,7 +151,9 @@ class Kernel:
         self._fast_out = None  # the same for calls with out=
 
     # ------------------------------------------------------------- calling
-    def __call__(self, *args, backend=None, out=None, stream=None, **kw):
+    def _call(self, *args, backend=None, out=None, stream=None, **kw):
+        """``kernel(*args, backend=, out=, stream=, **kw)``: the call (entered through
+        functools.partial's C entry, see the class)."""
         if kw:      # keywords: bind like a Python call
             try:
                 return self._general(args, kw, backend, out, stream)
@@ -136,34 +163,35 @@ class Kernel:
         # 1. the fast launcher of the specialisation run last (kdsl.runtime.fastpath): it
         # checks the arguments against that specialisation itself and answers NotImplemented
         # when they do not match, so only the backend choice is checked here.  The default
-        # rule is inlined: plain numpy arguments (all a fast launcher accepts) get
-        # use_backend's, else (KDSL_BACKEND unset) the automatic default.
+        # rule is inlined: use_backend's, else (KDSL_BACKEND set: the normal path decides)
+        # the arguments' device: a launcher made for device arrays serves those calls (it
+        # declines host arrays, so the host overlap rule below never concerns it: it checks
+        # its device arrays' overlaps itself), a host launcher takes plain numpy arguments:
+        # the automatic default's
         fast = self._fast if out is None else self._fast_out
-        if fast is not None and stream is None and fast[1] == _reg._generation:
-            b = backend
-            if b is None:
-                b = _cur_backend()
-                if b is None and _env_get(_ENV_KEY) is None:
-                    b = _reg._auto_default
-            # a launcher made for device arrays also serves calls that leave the choice to
-            # the arguments' device (it declines host arrays, so the host overlap rule below
-            # never concerns it: it checks its device arrays' overlaps itself)
-            if b is fast[0] or (type(b) is str and b == fast[0]) or (
-                    fast[3] and backend is None and b is _reg._auto_default):
-                # a fast launcher takes only numpy arrays and Python scalars, never the traced
-                # values of a kernel calling this one (those go to _general, below)
-                if fast[4] is not None:       # it takes the tuple as it is: (args, out)
-                    r = fast[4](args, out)
-                    if r is not NotImplemented:
-                        return r
-                elif out is None:
-                    r = fast[2](*args)
-                    if r is not NotImplemented:
-                        return r
-                elif fast[3] or not _overlaps(out, args):
-                    r = fast[2](*args, out)
-                    if r is not NotImplemented:
-                        return r
+        if fast is not None and stream is None:
+            name, gen, fn, dev, packed = fast
+            if gen == _reg._generation:
+                b = backend
+                if b is None:
+                    b = _cur_backend()
+                    if b is None and _env_get(_ENV_KEY) is None:
+                        b = name if dev else _reg._auto_default
+                if b is name or (type(b) is str and b == name):
+                    # a fast launcher takes only numpy arrays and Python scalars, never the
+                    # traced values of a kernel calling this one (those go to _general, below)
+                    if packed is not None:       # it takes the tuple as it is: (args, out)
+                        r = packed(args, out)
+                        if r is not NotImplemented:
+                            return r
+                    elif out is None:
+                        r = fn(*args)
+                        if r is not NotImplemented:
+                            return r
+                    elif dev or not _overlaps(out, args):
+                        r = fn(*args, out)
+                        if r is not NotImplemented:
+                            return r
         if out is not None and _overlaps(out, args):
             # numpy's rule: the result is as if the inputs were read before out is written.
             # Backends may assume outputs and inputs never share memory (the cpu backend

@@ -2,11 +2,14 @@
 
 ``build(compiled, plan)`` turns a ``kdsl.runtime.fastpath.FastPlan`` (the argument checks of one
 specialisation, as data) into ``fast(*args[, out])``: it reads each device array through its
-library's cheapest attributes (torch: ``data_ptr()``, ``shape``, ``stride()``; CuPy:
-``data.ptr``; ``DeviceArray``: fields), checks exactly what the plan says (type, dtype object,
-rank, sizes, size classes, contiguity, device), computes the kernels' scalar parameters, grids,
-workspace sizes and dynamic shared memory inline, allocates results with the input's library
-and launches each kernel: through the compiled helper (``native.py``: one C call) where this
+library's cheapest attributes (torch: ``data_ptr()``, ``shape``, ``stride()``; CuPy: the
+Cython fields ``_c_contiguous`` and ``data.ptr``; ``DeviceArray``: fields), checks exactly
+what the plan says (type, dtype object, rank, sizes, size classes, contiguity, device, out=
+overlaps) in few bytecodes (the reads in one ``try``, a rank by unpacking the shape, all sizes
+in one ``if``, a size class as one shift), computes the kernels' scalar parameters, grids
+(constants where the checked size classes fix them), workspace sizes and dynamic shared
+memory inline, allocates results with the input's library and launches each kernel: through
+the compiled helper (``native.py``: a ``Launcher`` per kernel, one C call) where this
 machine could build it, else through ctypes, ``cuLaunchKernelEx`` with the grid, block and
 stream packed beside the parameters in the kernel's prebuilt buffer (``launch.CONFIG``; 4
 ctypes arguments), else ``cuLaunchKernel``.  Anything else -- another array type, a tensor on
@@ -15,7 +18,7 @@ answers ``NotImplemented``, and the call takes the normal path, which keeps ever
 message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
 
 Each launcher is generated twice over one body: ``fast(a0, .., [out])`` (the protocol's) and
-``packed(args, out)`` (``fast.__kdsl_packed__``), which ``Kernel.__call__`` calls with its
+``packed(args, out)`` (``fast.__kdsl_packed__``), which ``Kernel._call`` calls with its
 argument tuple as it is.  The benchmark of this path without a GPU: benchmarks/launch_host.py.
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ import ctypes
 import os
 import struct
 import sys
+import types
 
 from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
@@ -59,6 +63,9 @@ class _Gen:
         self.c, self.plan, self.ordinal = compiled, plan, ordinal
         self.lines, self.ns, self.k = [], {"NotImplemented": NotImplemented}, 0
         self.stride_src: dict = {}       # "st<tag>" -> the expression reading those strides
+        self.mem: dict = {}              # tag -> the expression of a CuPy array's memory pointer
+        self.ranges: dict = {}           # size name -> (lo, hi) it has once its checks passed
+        self.alias: dict = {}            # size name -> the first size name it is checked equal to
         self.several = driver.device_count() > 1
 
     def strides(self, name: str) -> str:
@@ -77,72 +84,87 @@ class _Gen:
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
 
-    def read_array(self, var: str, spec, tag: str, more=None):
-        """Checks and reads of array ``var``: its pointer ``p{tag}``, its sizes bound once to
-        ``d{tag}_{dim}`` and its strides ``st{tag}`` (read where used).  ``more(size names)``:
-        further conditions that decline the call, checked with the sizes.  Returns (the library
-        kind, the size names)."""
+    def read_array(self, var: str, spec, tag: str):
+        """Checks of array ``var``'s type, dtype, device and contiguity, its rank, its sizes
+        bound to ``d{tag}_{dim}`` (emitted: the launcher's ``try`` section, where a wrong rank
+        raises ValueError).  Its pointer ``p{tag}`` is read by ``read_pointer``, its strides
+        ``st{tag}`` where used.  Returns (the library kind, the size names, per size its
+        (fixed size, size class) for ``size_checks``)."""
         kind = _kind_of(spec.kind)
         e = self.emit
-        # few bytecodes per check: one `if` per group of conditions
-        same = "is not" if kind == "torch" else "!="
+        # few bytecodes per check: one `if` per group of conditions.  dtypes by identity (the
+        # plan's contract, as numpy's fast launchers): torch's are singletons, CuPy's are
+        # numpy's builtin ones; an equal dtype object that is not the same one is declined
+        same = "!=" if kind == "kdsl" else "is not"
         cond = [f"type({var}) is not {self.const(spec.kind, '_K')}",
                 f"{var}.dtype {same} {self.const(spec.dtype, '_D')}"]
-        # the device: a torch tensor on the CPU has the type of a CUDA one (get_device() -1),
-        # so torch's is checked with one device too; CuPy and kdsl arrays are always on a GPU
+        # the device: a torch tensor on the CPU (or another kind of device) has the type of a
+        # CUDA one, so torch's is checked with one GPU too (is_cuda: that GPU; get_device()
+        # where there are several); CuPy and kdsl arrays are always on a GPU (CuPy's memory
+        # pointer, read once: `m<tag>`, holds the device and the address)
+        self.mem[tag] = f"{var}.data"
         if kind == "torch":
-            cond.append(f"{var}.get_device() != {self.ordinal}")
+            cond.append(f"{var}.get_device() != {self.ordinal}" if self.several else
+                        f"not {var}.is_cuda")
         elif self.several:
-            cond.append({"cupy": f"{var}.data.device_id != {self.ordinal}",
-                         "kdsl": f"{var}.device != {self.ordinal}"}[kind])
+            if kind == "cupy":
+                self.mem[tag] = f"m{tag}"
+                cond.append(f"(m{tag} := {var}.data).device_id != {self.ordinal}")
+            else:
+                cond.append(f"{var}.device != {self.ordinal}")
         if spec.contiguous:
-            cond.append({"torch": f"not {var}.is_contiguous()", "cupy": f"not {var}.flags.c_contiguous",
+            cond.append({"torch": f"not {var}.is_contiguous()",
+                         "cupy": f"not {var}.{_cupy_contiguity(spec.kind)}",
                          "kdsl": f"not {var}.is_c_contiguous"}[kind])
         e(f"if {' or '.join(cond)}: return NotImplemented")
-        e(f"sh{tag} = {var}.shape")
-        e(f"if len(sh{tag}) != {len(spec.dims)}: return NotImplemented")
         dims = [f"d{tag}_{d}" for d in range(len(spec.dims))]
-        if dims:
-            e(f"{', '.join(dims)} = {', '.join(f'sh{tag}[{d}]' for d in range(len(dims)))}")
-        cond = []
-        for d, (want, dn) in enumerate(zip(spec.dims, dims)):
-            cls = spec.classes[d] if spec.classes else None
-            if want is not None:
-                cond.append(f"{dn} != {int(want)}")
-            elif cls is None:
-                cond.append(f"{dn} == 1")
-            else:     # the size class: its bit length, as a range (no call); never 1 from 2 on
-                lo, hi = size_range(cls)
-                cond.append(f"not {lo} <= {dn} <= {hi}" if lo > 1 else
-                            f"{dn} == 1 or {dn} != {lo}")
-        if more is not None:
-            cond += more(dims)
-        if cond:
-            e(f"if {' or '.join(cond)}: return NotImplemented")
+        # the rank and the sizes in one unpacking (ValueError: another rank)
+        e(f"{', '.join(dims)}, = {var}.shape" if dims else
+          f"if len({var}.shape): return NotImplemented")
+        info = [(want, spec.classes[d] if spec.classes else None)
+                for d, want in enumerate(spec.dims)]
         # strides are read where they are used (a stride parameter, a strided overlap check)
-        if kind == "torch":
-            self.stride_src[f"st{tag}"] = f"{var}.stride()"      # elements
-            e(f"p{tag} = {var}.data_ptr()")
-        elif kind == "cupy":
-            self.stride_src[f"st{tag}"] = f"{var}.strides"       # bytes
-            e(f"p{tag} = {var}.data.ptr")
-        else:
-            self.stride_src[f"st{tag}"] = f"{var}.strides"
-            e(f"p{tag} = {var}.ptr")
-        return kind, dims
+        self.stride_src[f"st{tag}"] = f"{var}.stride()" if kind == "torch" else f"{var}.strides"
+        return kind, dims, info
+
+    def read_pointer(self, var: str, kind: str, tag: str) -> None:
+        """``p{tag} = `` the device address of array ``var`` (after its checks passed)."""
+        self.emit(f"p{tag} = " + {"torch": f"{var}.data_ptr()", "cupy": f"{self.mem[tag]}.ptr",
+                                  "kdsl": f"{var}.ptr"}[kind])
+
+    def size_check(self, dn: str, want, cls, same=None) -> str | None:
+        """The condition declining size ``dn`` (fixed ``want``, or of size class ``cls``),
+        and its range for later folds (``self.ranges``).  ``same``: a size name ``dn`` is
+        checked equal to, in the same ``if``, whose range makes this check redundant."""
+        if want is not None:
+            self.ranges[dn] = (int(want), int(want))
+            return f"{dn} != {int(want)}"
+        if cls is None:
+            return f"{dn} == 1"
+        lo, hi = size_range(cls)
+        if same is not None and self.ranges.get(same) == (lo, hi):
+            self.ranges[dn] = (lo, hi)
+            return None
+        if lo <= 1:
+            return f"{dn} == 1 or {dn} != {lo}"
+        self.ranges[dn] = (lo, hi)
+        # the bit length, as one shift (no call, no chained compare): lo <= dn <= hi
+        return f"{dn} >> {cls - 1} != 1"
 
     def source(self) -> str:
         c, plan, e = self.c, self.plan, self.emit
         func = c.func
         if len(func.inputs) != len(plan.inputs) or len(func.outputs) != len(plan.outputs):
             raise Unsupported("the kernel's buffers do not match the plan")
-        kinds, dims, first = {}, {}, None
+        # 1. the try section: every argument's type, dtype, device, contiguity, rank and sizes
+        # (a wrong rank, an argument count or out tuple of another length: ValueError)
+        kinds, dims, infos, first = {}, {}, {}, None
         for spec in plan.args:
             if hasattr(spec, "pytype"):
                 e(f"if type(a{spec.pos}) is not {spec.pytype.__name__}: return NotImplemented")
             else:
-                kinds[spec.pos], dims[spec.pos] = self.read_array(f"a{spec.pos}", spec,
-                                                                  str(spec.pos))
+                kinds[spec.pos], dims[spec.pos], infos[spec.pos] = self.read_array(
+                    f"a{spec.pos}", spec, str(spec.pos))
                 first = spec.pos if first is None else first
         if first is None:
             raise Unsupported("no device array")
@@ -150,11 +172,57 @@ class _Gen:
         names = {}      # shape variable -> the local (a size or a scalar argument) it is
         for var, src in plan.sources:
             names[var] = f"a{src[1]}" if src[0] == "scalar" else dims[src[1]][src[2]]
-        cond = [f"{dims[pos][d]} != {py_expr(ex, names)}" for pos, d, ex in plan.checks]
+        ovars = []
+        if plan.out_mode == "one":
+            ovars = ["out"]
+        elif plan.out_mode == "tuple":
+            ovars = [f"o{j}" for j in range(len(plan.outputs))]
+            e("if type(out) is not tuple: return NotImplemented")
+            e(f"{', '.join(ovars)}, = out")
+        for j, (var, spec) in enumerate(zip(ovars, plan.out_args)):
+            kinds[f"o{j}"], dims[f"o{j}"], infos[f"o{j}"] = self.read_array(var, spec, f"o{j}")
+        try_lines, self.lines = self.lines, []
+        # 2. the sizes, in one `if`: size classes, the kernel's shape checks and constraints,
+        # out='s sizes.  A size checked equal to a size of the same class needs no class check
+        same = {}       # size name -> the size names it is checked equal to
+        pairs = [(dims[pos][d], ex) for pos, d, ex in plan.checks]
+        pairs += [(names.get(lhs), rhs) for lhs, rhs in plan.constraints if type(lhs) is n.Var]
+        for x, ex in pairs:
+            y = names.get(ex) if type(ex) is n.Var else None
+            if x is not None and y is not None:
+                same.setdefault(x, []).append(y)
+                same.setdefault(y, []).append(x)
+        cond = []
+        for pos in plan.inputs:
+            for dn, (want, cls) in zip(dims[pos], infos[pos]):
+                known = [y for y in same.get(dn, ()) if y in self.ranges]
+                cond.append(self.size_check(dn, want, cls, known[0] if known else None))
+        cond += [f"{dims[pos][d]} != {py_expr(ex, names)}" for pos, d, ex in plan.checks]
         cond += [f"{py_expr(lhs, names)} != {py_expr(rhs, names)}" for lhs, rhs in plan.constraints]
+        for j, (_, shape) in enumerate(plan.outputs[:len(ovars)]):
+            for dn, (want, cls), ex in zip(dims[f"o{j}"], infos[f"o{j}"], shape):
+                x = py_expr(ex, names)   # its size: the result's; never 1 when that one is not
+                lo = self.ranges.get(x, (0,))[0]
+                if not (want is None and cls is None and lo > 1):
+                    cond.append(self.size_check(dn, want, cls))
+                cond.append(f"{dn} != {x}")
+                if x.isidentifier():
+                    same.setdefault(dn, []).append(x)
+        # sizes checked equal (all of them, in this one `if`): one name for each group, so
+        # that the overlap checks see equal byte lengths
+        order = [dn for pos in plan.inputs for dn in dims[pos]] + \
+            [dn for j in range(len(ovars)) for dn in dims[f"o{j}"]]
+        for dn in order:
+            group = [y for y in same.get(dn, ()) if y in self.alias]
+            self.alias[dn] = self.alias[group[0]] if group else dn
+        cond = [x for x in cond if x is not None]
         if cond:
             e(f"if {' or '.join(cond)}: return NotImplemented")
-        # the stream: the library's current one (kdsl's arrays: the first one's)
+        # 3. the pointers, the stream: the library's current one (kdsl's arrays: the first one's)
+        for pos in plan.inputs:
+            self.read_pointer(f"a{pos}", kinds[pos], str(pos))
+        for j, var in enumerate(ovars):
+            self.read_pointer(var, kinds[f"o{j}"], f"o{j}")
         stream_line = {"torch": f"stream = _raw_stream({self.ordinal})",
                        "cupy": "stream = _cupy_stream().ptr",
                        "kdsl": f"stream = a{first}.stream"}[lib]
@@ -163,21 +231,17 @@ class _Gen:
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             self.ns["_raw_stream"] = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
         elif lib == "cupy":
-            self.ns["_cupy_stream"] = sys.modules["cupy"].cuda.get_current_stream
+            get = self.ns["_cupy_stream"] = sys.modules["cupy"].cuda.get_current_stream
+            # one GPU: the current device is this one, and naming it spares CuPy's
+            # cudaGetDevice (a CuPy whose get_current_stream takes no device: not named)
+            if not self.several and _takes_device(get, self.ordinal):
+                stream_line = f"stream = _cupy_stream({self.ordinal}).ptr"
         e(stream_line)
         # outputs
         bufs = [(f"p{p}", dims[p], f"st{p}", kinds[p]) for p in plan.inputs]
         if plan.out_mode is not None:
-            outs = ["out"] if plan.out_mode == "one" else [f"out[{j}]" for j in range(len(plan.outputs))]
-            if plan.out_mode == "tuple":
-                e(f"if type(out) is not tuple or len(out) != {len(outs)}: return NotImplemented")
-            for j, (src, spec, (_, shape)) in enumerate(zip(outs, plan.out_args, plan.outputs)):
-                e(f"o{j} = {src}")
-
-                def sizes(od, shape=shape):      # each size the result's
-                    return [f"{dn} != {py_expr(ex, names)}" for dn, ex in zip(od, shape)]
-                kinds[f"o{j}"], od = self.read_array(f"o{j}", spec, f"o{j}", sizes)
-                bufs.append((f"po{j}", od, f"sto{j}", kinds[f"o{j}"]))
+            for j in range(len(ovars)):
+                bufs.append((f"po{j}", dims[f"o{j}"], f"sto{j}", kinds[f"o{j}"]))
             self.overlap_checks(plan, kinds, bufs)
         else:
             like = f"a{first}"
@@ -197,7 +261,14 @@ class _Gen:
                     self.ns["_torch_empty"] = sys.modules["torch"].empty
                     e(f"po{j} = o{j}.data_ptr()")
                     self.stride_src[f"sto{j}"] = f"o{j}.stride()"
-                elif lib == "cupy":
+                elif lib == "cupy" and not self.several:
+                    # CuPy's documented constructor (cupy.empty calls it): C order, on the
+                    # current device, which is the only one
+                    e(f"o{j} = _cupy_nd({shp}, {self.const(kd.np, '_ND')})")
+                    self.ns["_cupy_nd"] = sys.modules["cupy"].ndarray
+                    e(f"po{j} = o{j}.data.ptr")
+                    self.stride_src[f"sto{j}"] = f"o{j}.strides"
+                elif lib == "cupy":      # on the input's device (the library's `with device`)
                     e(f"o{j} = _empty_like({shp}, {self.const(kd)}, {like})")
                     self.ns["_empty_like"] = interop._LIBS["cupy"].empty
                     e(f"po{j} = o{j}.data.ptr")
@@ -215,42 +286,64 @@ class _Gen:
             outs = [f"o{j}" for j in range(len(plan.outputs))]
             e(f"return {outs[0]}" if len(outs) == 1 else f"return ({', '.join(outs)},)")
         # two entries to one body: fast(a0, ..., [out]) (the protocol of kdsl.runtime.fastpath)
-        # and packed(args, out), which Kernel.__call__ calls without unpacking its tuple
+        # and packed(args, out), which Kernel._call calls without unpacking its tuple
         params = [f"a{i}" for i in range(plan.nargs)] + (["out"] if plan.out_mode else [])
-        body = "\n".join(self.lines) + "\n"
+        checks = "".join("    " + ln + "\n" for ln in try_lines)
+        rest = ("    except (TypeError, ValueError):\n        return NotImplemented\n"
+                + "\n".join(self.lines) + "\n")
         unpack = ", ".join(f"a{i}" for i in range(plan.nargs)) + ("," if plan.nargs == 1 else "")
-        return (f"def fast({', '.join(params)}):\n" + body +
+        return (f"def fast({', '.join(params)}):\n    try:\n" + checks + rest +
                 f"\n\ndef packed(args, out=None):\n    try:\n        {unpack} = args\n"
-                "    except (TypeError, ValueError):\n        return NotImplemented\n" + body)
+                + checks + rest)
+
+    def grid_range(self, ex, snames) -> tuple:
+        """(lo, hi) of grid expression ``ex`` once the sizes' checks passed (``self.ranges``),
+        or (None, None) where it cannot say (``_interval``)."""
+        r = _interval(ex, {v: self.ranges.get(nm) for v, nm in snames.items()})
+        return r if r is not None else (None, None)
 
     def overlap_checks(self, plan, kinds, bufs) -> None:
         """out= arrays must not share memory with inputs (the kernels assume so): decline
-        (the normal path handles it) when their byte ranges meet."""
+        (the normal path handles it) when their byte ranges meet.  Contiguous ranges of one
+        byte length ``nb`` (sizes checked equal) meet when their starts are less than ``nb``
+        apart: one subtraction of pointers, no range ends."""
         e = self.emit
         specs = {a.pos: a for a in plan.args if not hasattr(a, "pytype")}
+        lengths: dict = {}      # byte length expression -> its local
 
         def span(p, dims, st, isz, spec, kind):
-            """(start, end) expressions of the byte range [start, end)."""
+            """(start, end, byte length or None) expressions of the byte range [start, end)."""
             if spec.contiguous:    # [p, p + size * itemsize)
-                return p, f"{p} + {' * '.join(dims + [str(isz)])}"
+                nb = " * ".join([self.alias.get(x, x) for x in dims] + [str(isz)])
+                return p, f"{p} + {nb}", nb
             self.ns["_span"] = _span
             nm = f"sp{self.k}"
             self.k += 1
             e(f"{nm}, {nm}e = _span({p}, ({''.join(x + ', ' for x in dims)}), "
               f"{self.strides(st)}, {isz}, {kind == 'torch'})")
-            return nm, f"{nm}e"
+            return nm, f"{nm}e", None
+
+        def length(nb):
+            if nb not in lengths:
+                lengths[nb] = f"nb{len(lengths)}"
+                e(f"{lengths[nb]} = {nb}")
+            return lengths[nb]
         nin = len(plan.inputs)
         ins = [span(f"p{p}", bufs[k][1], f"st{p}", self.c.func.buffers[k].dtype.itemsize, specs[p],
                     kinds[p]) for k, p in enumerate(plan.inputs)]
         cond = []
         for j, ospec in enumerate(plan.out_args):
             isz = self.c.func.outputs[j].dtype.itemsize
-            lo, hi = span(f"po{j}", bufs[nin + j][1], f"sto{j}", isz, ospec, kinds[f"o{j}"])
-            if not ospec.contiguous or len(ins) > 1:
+            lo, hi, onb = span(f"po{j}", bufs[nin + j][1], f"sto{j}", isz, ospec, kinds[f"o{j}"])
+            if sum(nb is None or nb != onb for _, _, nb in ins) > 1:
                 e(f"eo{j} = {hi}")
                 hi = f"eo{j}"
-            for li, hi_ in ins:
-                cond.append(f"{li} < {hi} and {lo} < {hi_}")
+            for li, hi_, nb in ins:
+                if nb is not None and nb == onb:
+                    x = length(nb)
+                    cond.append(f"-{x} < {li} - {lo} < {x}")
+                else:
+                    cond.append(f"{li} < {hi} and {lo} < {hi_}")
         if cond:
             e(f"if {' or '.join(f'({x})' for x in cond)}: return NotImplemented")
 
@@ -297,7 +390,7 @@ class _Gen:
         self.ns.update(_Alloc=Allocation, _acq=acq, _rel=rel, _PackError=(struct.error,
                                                                             OverflowError))
         if nat:
-            self.ns["_nl"], self.ns["_cu"] = nat
+            self.ns["_nl"], self.ns["_cu"] = nat[0].launch, nat[1]
         elif ex is not None:
             self.ns["_lx"] = ex
         else:
@@ -310,21 +403,30 @@ class _Gen:
         launches = []
         for k, (plan, fn) in enumerate(zip(c.plans, fns)):
             g = [py_expr(x, snames) for x in plan.grid] + ["1"] * (3 - len(plan.grid))
+            positive = []
             for ax, (gx, lim) in enumerate(zip(g, _MAX_GRID)):
-                if gx.isdigit():
-                    if not 0 < int(gx) <= lim:
-                        raise Unsupported(f"constant grid {gx}")
+                # the grid over the sizes' checked ranges: a constant (tiny arrays: one size
+                # class, one grid), or no limit and no zero test where the range excludes them
+                lo, hi = self.grid_range(plan.grid[ax], snames) if ax < len(plan.grid) else (1, 1)
+                if lo is not None and lo == hi and 0 < lo <= lim:
+                    g[ax] = str(lo)
+                if g[ax].isdigit():
+                    if not 0 < int(g[ax]) <= lim:
+                        raise Unsupported(f"constant grid {g[ax]}")
                     continue
                 e(f"g{k}{ax} = {gx}")
-                e(f"if g{k}{ax} > {lim}: return NotImplemented")
-            g = [gx if gx.isdigit() else f"g{k}{ax}" for ax, gx in enumerate(g)]
+                g[ax] = f"g{k}{ax}"
+                if hi is None or hi > lim:
+                    e(f"if g{k}{ax} > {lim}: return NotImplemented")
+                if lo is None or lo <= 0:
+                    positive.append(f"g{k}{ax} > 0")
             shm = "0"
             if plan.smem is not None:       # dynamic shared memory: within what the function
                 shm = f"m{k}"               # allows already, else the normal path (allow_shared)
                 self.ns[f"_smok{k}"] = plan.smem_ok.setdefault(self.ordinal, [0])
                 e(f"m{k} = int({py_expr(plan.smem, snames)})")
                 e(f"if m{k} > _smok{k}[0]: return NotImplemented")
-            positive = " and ".join(f"{x} > 0" for x in g if not x.isdigit()) or "True"
+            positive = " and ".join(positive) or "True"
             args = "".join(", " + (ptrs[i] if kind == "buf" else snames[func.scalars[i]])
                            for kind, i in plan.slots)
             self.ns[f"_buf{k}"] = plan.buffer
@@ -332,11 +434,17 @@ class _Gen:
             self.ns[f"_fn{k}"] = ctypes.c_void_p(fn)
             bx, by, bz = plan.block
             if nat:
-                self.ns[f"_codes{k}"] = native.codes(plan.format)
+                # the helper's Launcher: the driver's function, slot codes, kernel, block and
+                # (constant: tiny arrays) grid and shared bytes bound once
+                codes = self.ns[f"_codes{k}"] = native.codes(plan.format)
                 self.ns[f"_fnp{k}"] = fn
                 pack = None
-                launch = (f"if _nl(_cu, _codes{k}, _fnp{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, "
-                          f"{bz}, {shm}, stream{args}): return NotImplemented")
+                fixed = all(x.isdigit() for x in g) and shm.isdigit()
+                self.ns[f"_L{k}"] = nat[0].Launcher(
+                    nat[1], codes, fn, bx, by, bz,
+                    (int(g[0]), int(g[1]), int(g[2]), int(shm)) if fixed else None)
+                head = "" if fixed else f", {g[0]}, {g[1]}, {g[2]}, {shm}"
+                launch = f"if _L{k}(stream{head}{args}): return NotImplemented"
             elif ex is not None:
                 self.ns[f"_pk{k}"] = plan.pack_config
                 self.ns[f"_cfg{k}"] = plan.config
@@ -371,8 +479,65 @@ class _Gen:
             e("    _rel()")
 
 
+def _interval(e, ranges: dict):
+    """Inclusive (lo, hi) of integer expression ``e`` with each Var within ``ranges`` (Var ->
+    (lo, hi) or None), by interval arithmetic over what grids are made of (+, -, *, floor
+    division by a positive constant, min, max); None where a Var has no range or another
+    operation appears."""
+    t = type(e)
+    if not e.dtype.is_int:
+        return None
+    if t is n.Const:
+        return int(e.value), int(e.value)
+    if t is n.Var:
+        return ranges.get(e)
+    if t is not n.Binary:
+        return None
+    op = e.op
+    a = _interval(e.a, ranges)
+    if op is n.BinOp.FLOORDIV:
+        c = e.b
+        if a is None or type(c) is not n.Const or not c.value > 0:
+            return None
+        return a[0] // c.value, a[1] // c.value        # floor division: monotone for c > 0
+    b = _interval(e.b, ranges)
+    if a is None or b is None:
+        return None
+    if op is n.BinOp.ADD:
+        return a[0] + b[0], a[1] + b[1]
+    if op is n.BinOp.SUB:
+        return a[0] - b[1], a[1] - b[0]
+    if op is n.BinOp.MUL:
+        ends = [x * y for x in a for y in b]
+        return min(ends), max(ends)
+    if op is n.BinOp.MIN:
+        return min(a[0], b[0]), min(a[1], b[1])
+    if op is n.BinOp.MAX:
+        return max(a[0], b[0]), max(a[1], b[1])
+    return None
+
+
+def _takes_device(get_current_stream, ordinal) -> bool:
+    """Does CuPy's ``get_current_stream`` take a device id (CuPy >= 10), answering the same
+    stream for ``ordinal`` as without one?"""
+    try:
+        return get_current_stream(ordinal).ptr == get_current_stream().ptr
+    except Exception:       # noqa: BLE001  (an older CuPy: TypeError)
+        return False
+
+
+def _cupy_contiguity(kind) -> str:
+    """The cheapest C-contiguity test of CuPy arrays of class ``kind``: the Cython array's
+    ``_c_contiguous`` field (``flags.c_contiguous`` reads it too, after building a Flags object
+    per read) where the class has it as a data descriptor, else the public ``flags``."""
+    if isinstance(getattr(kind, "_c_contiguous", None), (types.GetSetDescriptorType,
+                                                         types.MemberDescriptorType)):
+        return "_c_contiguous"
+    return "flags.c_contiguous"
+
+
 def _native_launch(L):
-    """(the compiled helper's launch, the address of the driver's cuLaunchKernel), or None
+    """(the compiled helper module, the address of the driver's cuLaunchKernel), or None
     (no helper here, or a driver whose launch is not a C function: a test's fake)."""
     raw = getattr(L, "raw_launch", None)
     if not isinstance(raw, ctypes._CFuncPtr):
@@ -380,7 +545,7 @@ def _native_launch(L):
     mod = native.module()
     if mod is None:
         return None
-    return mod.launch, ctypes.cast(raw, ctypes.c_void_p).value
+    return mod, ctypes.cast(raw, ctypes.c_void_p).value
 
 
 def _stream_objects() -> dict:
@@ -420,6 +585,6 @@ def build(compiled, plan):
     fn = g.ns["fast"]
     fn.__kdsl_source__ = src
     fn.__kdsl_device__ = True
-    fn.__kdsl_packed__ = g.ns["packed"]    # the same launcher taking (args, out): Kernel.__call__
+    fn.__kdsl_packed__ = g.ns["packed"]    # the same launcher taking (args, out): Kernel._call
     return fn
 

@@ -9,7 +9,11 @@ first letter of its ``kdsl.runtime.slots.SLOT`` format: ``Q`` pointer, ``q`` int
 float64, ``f`` float32, ``e`` float16, ``i``/``h``/``b`` signed, ``I``/``H``/``B`` unsigned,
 ``?`` bool) into 8-byte slots on the C stack (no lock), the GIL released around the driver call
 (``cu``: the address of ``cuLaunchKernel``); it returns the CUresult, and raises OverflowError
-(a value its slot cannot hold) or TypeError like ``struct`` would.
+(a value its slot cannot hold) or TypeError like ``struct`` would.  ``Launcher(cu, codes, fn,
+bx, by, bz, grid)`` is that launch with one kernel's constants bound once (the fast launchers'):
+called ``L(stream, *slots)`` when ``grid`` is ``(gx, gy, gz, shared)``, ``L(stream, gx, gy,
+gz, shared, *slots)`` when it is None; a vectorcall object, so a launch passes only what
+changes per call.
 
 The helper is built once per Python version with the C compiler Python was built with (``cc``
 otherwise) and Python's headers, into ``$KDSL_CACHE_DIR/native`` (a temporary folder when
@@ -34,6 +38,7 @@ SOURCE = r"""
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 typedef int (*launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -135,6 +140,119 @@ static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t n)
     return PyLong_FromLong(rc);
 }
 
+/* Launcher(cu, codes, fn, bx, by, bz, grid): launch() with what one kernel's launches share
+   bound once.  grid: (gx, gy, gz, shared), constants: calls are L(stream, *slots); None: calls
+   are L(stream, gx, gy, gz, shared, *slots). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    launch_t cu;
+    void *fn;
+    PyObject *codes;
+    Py_ssize_t nslots, head;
+    unsigned dims[7];
+} Launcher;
+
+static int dim(PyObject *o, unsigned *d)
+{
+    unsigned long v = PyLong_AsUnsignedLong(o);
+    if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    if (v > 0xffffffffUL) {
+        PyErr_SetString(PyExc_OverflowError, "Launcher(): grid, block or shared size");
+        return -1; }
+    *d = (unsigned)v;
+    return 0;
+}
+
+static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || n != self->head + self->nslots) {
+        PyErr_SetString(PyExc_TypeError, "Launcher(): the stream, the grid when not bound, "
+                        "one value per slot code");
+        return NULL; }
+    void *stream = PyLong_AsVoidPtr(args[0]);
+    if (stream == NULL && PyErr_Occurred()) return NULL;
+    unsigned dims[7];
+    memcpy(dims, self->dims, sizeof dims);
+    if (self->head > 1) {
+        if (dim(args[1], &dims[0]) || dim(args[2], &dims[1]) || dim(args[3], &dims[2]) ||
+            dim(args[4], &dims[6])) return NULL;
+    }
+    const char *codes = PyBytes_AS_STRING(self->codes);
+    uint64_t slots[MAX_SLOTS];
+    void *params[MAX_SLOTS];
+    for (Py_ssize_t i = 0; i < self->nslots; i++) {
+        if (slot(codes[i], args[self->head + i], &slots[i]) < 0) return NULL;
+        params[i] = &slots[i];
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = self->cu(self->fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], stream,
+                  params, NULL);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *cu, *codes, *fn, *bx, *by, *bz, *grid;
+    if (kw != NULL && PyDict_GET_SIZE(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Launcher() takes no keywords"); return NULL; }
+    if (!PyArg_UnpackTuple(args, "Launcher", 7, 7, &cu, &codes, &fn, &bx, &by, &bz, &grid))
+        return NULL;
+    if (!PyBytes_Check(codes) || PyBytes_GET_SIZE(codes) > MAX_SLOTS) {
+        PyErr_SetString(PyExc_TypeError, "Launcher(): slot codes must be bytes"); return NULL; }
+    Launcher *self = (Launcher *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = (vectorcallfunc)launcher_call;
+    self->codes = Py_NewRef(codes);
+    self->nslots = PyBytes_GET_SIZE(codes);
+    self->cu = (launch_t)PyLong_AsVoidPtr(cu);
+    if (self->cu == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Launcher(): NULL cuLaunchKernel");
+        goto fail; }
+    self->fn = PyLong_AsVoidPtr(fn);
+    if (self->fn == NULL && PyErr_Occurred()) goto fail;
+    memset(self->dims, 0, sizeof self->dims);
+    if (dim(bx, &self->dims[3]) || dim(by, &self->dims[4]) || dim(bz, &self->dims[5])) goto fail;
+    if (grid == Py_None) {
+        self->head = 5;
+    } else {
+        if (!PyTuple_Check(grid) || PyTuple_GET_SIZE(grid) != 4) {
+            PyErr_SetString(PyExc_TypeError, "Launcher(): grid is (gx, gy, gz, shared) or None");
+            goto fail; }
+        if (dim(PyTuple_GET_ITEM(grid, 0), &self->dims[0]) ||
+            dim(PyTuple_GET_ITEM(grid, 1), &self->dims[1]) ||
+            dim(PyTuple_GET_ITEM(grid, 2), &self->dims[2]) ||
+            dim(PyTuple_GET_ITEM(grid, 3), &self->dims[6])) goto fail;
+        self->head = 1;
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static void launcher_dealloc(Launcher *self)
+{
+    Py_XDECREF(self->codes);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_kdsl_launch.Launcher",
+    .tp_basicsize = sizeof(Launcher),
+    .tp_dealloc = (destructor)launcher_dealloc,
+    .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Launcher(cu, codes, fn, bx, by, bz, grid): one kernel's launch, its constants bound",
+    .tp_new = launcher_new,
+};
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(cu, codes, fn, gx, gy, gz, bx, by, bz, shared, stream, *slots) -> CUresult"},
@@ -142,7 +260,16 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_kdsl_launch", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__kdsl_launch(void) { return PyModule_Create(&moddef); }
+PyMODINIT_FUNC PyInit__kdsl_launch(void)
+{
+    if (PyType_Ready(&LauncherType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (m == NULL) return NULL;
+    Py_INCREF(&LauncherType);
+    if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
+        Py_DECREF(&LauncherType); Py_DECREF(m); return NULL; }
+    return m;
+}
 """
 
 _NAME = "_kdsl_launch"

@@ -41,6 +41,12 @@ def make():
         setattr(torch, name, dtype(name, isz))
     next_ptr = [1 << 40]
 
+    class Size(tuple):
+        """torch.Size: a tuple subclass (so not every tuple fast path of CPython applies)."""
+        __slots__ = ()
+
+    torch.Size = Size
+
     class Tensor:
         __slots__ = ("dtype", "shape", "data_ptr", "stride", "is_contiguous", "get_device",
                      "element_size", "is_cuda", "device", "_st")
@@ -54,7 +60,7 @@ def make():
                     n *= s
                 ptr = next_ptr[0]
                 next_ptr[0] += max(n, 1) * dt.itemsize + 256
-            self.dtype, self.shape, self._st = dt, shape, st
+            self.dtype, self.shape, self._st = dt, Size(shape), st
             self.data_ptr = ptr.__index__
             self.stride = functools.partial(tuple, st)
             contiguous = all(a == b or s == 1 for a, b, s in zip(st, _c_strides(shape), shape))

@@ -126,3 +126,133 @@ def test_size_classes_and_strides_are_checked(torch, fake_driver):
     B = torch.Tensor((100, 127), torch.float32)
     assert fast[2](B, out) is out             # the same class: served
     assert fake_driver.launches[-1]["params"][:2] == [B.data_ptr(), out.data_ptr()]
+
+
+@pytest.mark.parametrize("choice, served, launched", [
+    (None, 1, 1), ("use:cuda", 1, 1), ("use:cpu", 0, 0), ("env:cpu", 0, 0), ("env:cuda", 0, 1)])
+def test_the_backend_rule_decides_before_the_fast_launcher(torch, fake_driver, monkeypatch,
+                                                            choice, served, launched):
+    """A device launcher serves the calls whose backend rule picks its backend: none given
+    (the arguments' device) or use_backend's naming it; never a call that use_backend sends
+    to another backend, nor one with KDSL_BACKEND set, whose value the normal path reads (a
+    device launcher ran such calls on the GPU before, KDSL_BACKEND=cpu included)."""
+    add = _add()
+    a, b, c = (torch.Tensor((64,), torch.float32) for _ in range(3))
+    fast = _promoted(add, a, b, out=c)
+    calls = []
+
+    def spy(args, out):
+        calls.append(args)
+        return fast[4](args, out)
+    add._fast_out = fast[:4] + (spy,)
+    how, _, name = (choice or "").partition(":")
+    if how == "env":
+        monkeypatch.setenv("KDSL_BACKEND", name)
+    n = len(fake_driver.launches)
+    try:
+        if how == "use":
+            with kd.use_backend(name):
+                add(a, b, out=c)
+        else:
+            add(a, b, out=c)
+    except Exception:   # noqa: BLE001  (the cpu backend on fake torch tensors: not this test's)
+        assert not launched
+    assert (len(calls), len(fake_driver.launches) - n) == (served, launched)
+
+
+def test_every_argument_is_checked_in_every_position(torch, fake_driver):
+    """Another rank, a 0-d tensor, another size of the same class, a size of another class:
+    declined whether it comes as the first input, the second (whose class check the
+    equality with the first implies) or out= (whose size must be the result's)."""
+    add = _add()
+    rng = np.random.default_rng()
+    n = int(rng.integers(1025, 2048))                  # class 11: 1024..2047
+    a, b, c = (torch.Tensor((n,), torch.float32) for _ in range(3))
+    fo, fa = _promoted(add, a, b, out=c), _promoted(add, a, b)
+    T = torch.Tensor
+    others = [T((n, 1), torch.float32), T((1, n), torch.float32), T((), torch.float32),
+              T((n - 1,), torch.float32), T((1024,), torch.float32), T((2047,), torch.float32),
+              T((n + 1,), torch.float32), T((1023,), torch.float32), T((2048,), torch.float32)]
+    for x in others:
+        assert fo[2](x, b, c) is NotImplemented and fo[2](a, x, c) is NotImplemented
+        assert fo[2](a, b, x) is NotImplemented
+        assert fa[2](x, b) is NotImplemented and fa[2](a, x) is NotImplemented
+        assert fo[4]((a, x), c) is NotImplemented and fa[4]((x, b), None) is NotImplemented
+    assert fo[2](a, b, c) is c and fo[4]((a, b), c) is c
+    m = int(rng.integers(1024, 2048))                 # the same class, all three: served
+    a2, b2, c2 = (T((m,), torch.float32) for _ in range(3))
+    assert fo[2](a2, b2, c2) is c2
+    assert fake_driver.launches[-1]["params"][:3] == [a2.data_ptr(), b2.data_ptr(), c2.data_ptr()]
+    assert m in fake_driver.launches[-1]["params"][3:]
+
+
+def test_out_tuples_of_two_results(torch, fake_driver):
+    @kd.kernel
+    def sum_diff(a, b):
+        return a + b, a - b
+    a, b, c, d = (torch.Tensor((300,), torch.float32) for _ in range(4))
+    fast = _promoted(sum_diff, a, b, out=(c, d))
+    n = len(fake_driver.launches)
+    sum_diff(a, b, out=(c, d), stream=0)             # the normal path
+    slow = fake_driver.launches[n:]
+    n = len(fake_driver.launches)
+    assert fast[2](a, b, (c, d)) == (c, d)
+    assert fake_driver.launches[n:] == slow
+    params = {p for launch in slow for p in launch["params"]}
+    assert {a.data_ptr(), b.data_ptr(), c.data_ptr(), d.data_ptr()} <= params
+    for bad in ((c,), (c, d, d), [c, d], c, (c, torch.Tensor((299,), torch.float32)),
+                (c, torch.Tensor((300,), torch.float64)), (c, a)):
+        assert fast[2](a, b, bad) is NotImplemented, bad
+
+
+def test_a_2d_kernel_with_a_scalar_gets_a_fast_launcher(torch, fake_driver):
+    """Its grid (the sizes' product) is computed per call, within bounds its size classes
+    prove (no limit test), and matches the normal path's for every size of the classes."""
+    @kd.kernel
+    def scale(a, k):
+        return a * k
+    rng = np.random.default_rng()
+    T = torch.Tensor
+    x = T((int(rng.integers(2048, 4096)), int(rng.integers(4, 8))), torch.float32)
+    fast = _promoted(scale, x, 2.0)
+    src = fast[2].__kdsl_source__
+    assert "g00 = " in src and "if g00 > " not in src, src
+    for shape in [(2048, 4), (4095, 7), (int(rng.integers(2048, 4096)), int(rng.integers(4, 8)))]:
+        y = T(shape, torch.float32)
+        n = len(fake_driver.launches)
+        scale(y, 3.0, stream=0)                  # the normal path
+        slow = fake_driver.launches[n]
+        r = fast[2](y, 3.0)
+        assert type(r) is torch.Tensor and r.shape == shape
+        got = fake_driver.launches[-1]
+        assert got["grid"] == slow["grid"] and got["block"] == slow["block"]
+        assert got["params"][0] == y.data_ptr() and got["params"][1] == r.data_ptr()
+        assert got["params"][2:] == slow["params"][2:]
+    assert fast[2](T((2048, 8), torch.float32), 3.0) is NotImplemented
+    assert fast[2](x, 3) is NotImplemented                  # an int, not the float it took
+
+
+def test_devices_are_checked(torch, fake_driver, monkeypatch):
+    """One GPU: a tensor that is not a CUDA one (a CPU tensor, or another kind of device whose
+    get_device() is 0 too) is declined; several GPUs: the device index is compared."""
+    add = _add()
+    a, b, c = (torch.Tensor((96,), torch.float32) for _ in range(3))
+    fast = _promoted(add, a, b, out=c)
+    other = torch.Tensor((96,), torch.float32)
+    other.is_cuda = False                      # e.g. an XPU tensor: get_device() 0 as well
+    assert other.get_device() == 0
+    for pos in range(3):
+        args = [a, b, c]
+        args[pos] = other
+        assert fast[2](*args) is NotImplemented
+    from kdsl_cuda.runtime import driver
+    monkeypatch.setattr(driver, "device_count", lambda: 2)
+    add2 = _add()
+    fast2 = _promoted(add2, a, b, out=c)
+    assert ".get_device() != 0" in fast2[2].__kdsl_source__
+    on1 = torch.Tensor((96,), torch.float32, dev=1)
+    for pos in range(3):
+        args = [a, b, c]
+        args[pos] = on1
+        assert fast2[2](*args) is NotImplemented
+    assert fast2[2](a, b, c) is c

@@ -109,9 +109,9 @@ def test_fast_launcher_through_the_helper(fake_driver, monkeypatch, helper, reco
     assert fast is not None and fast[4] is not None
     src = fast[2].__kdsl_source__
     if recorder is None:
-        assert "_nl(" not in src and "_lx(" in src
+        assert "_L0(" not in src and "_lx(" in src
         return
-    assert "_nl(" in src and "_acq()" not in src           # no lock: slots on the C stack
+    assert "_L0(stream, " in src and "_acq()" not in src     # no lock: slots on the C stack
     before = ctypes.c_int.in_dll(recorder, "rec_count").value
     nslow = len(fake_driver.launches)
     assert axpy(2.5, x, y, out=z) is z
@@ -150,8 +150,82 @@ def test_no_compiler_keeps_the_ctypes_path(fake_driver, monkeypatch, tmp_path):
     for _ in range(4):
         add(x, y, out=z)
     src = add._fast_out[2].__kdsl_source__
-    assert "_nl(" not in src and "_lx(" in src
+    assert "_L0(" not in src and "_lx(" in src
     n = len(fake_driver.launches)
     add(x, y, out=z)
     assert len(fake_driver.launches) == n + 1 and fake_driver.launches[-1]["params"][:3] == [
         x.data_ptr(), y.data_ptr(), z.data_ptr()]
+
+
+def test_launcher_binds_a_kernels_constants(helper, recorder):
+    """``Launcher(cu, codes, fn, bx, by, bz, grid)``: the same launch as ``launch`` with the
+    driver's function, slot codes, kernel, block and (a tuple) grid and shared bytes bound."""
+    if helper is None:
+        return
+    from kdsl_cuda.runtime.native import codes
+    rng = np.random.default_rng()
+    fmt = "<QQqd"
+    vals = [int(rng.integers(1, 2 ** 47)), int(rng.integers(1, 2 ** 47)),
+            -int(rng.integers(1, 2 ** 40)), float(rng.normal())]
+    ctypes.c_int.in_dll(recorder, "rec_n").value = len(vals)
+    cu = ctypes.cast(recorder.rec, ctypes.c_void_p).value
+    dims = (ctypes.c_uint * 7).in_dll(recorder, "rec_dims")
+    fixed = helper.Launcher(cu, codes(fmt), 0x5678, 128, 2, 1, (3, 1, 1, 512))
+    assert fixed(0xBEE0, *vals) == 0
+    assert _vals(recorder, len(vals)) == struct.pack(fmt, *vals)
+    assert list(dims) == [3, 1, 1, 128, 2, 1, 512]
+    assert ctypes.c_void_p.in_dll(recorder, "rec_fn").value == 0x5678
+    assert ctypes.c_void_p.in_dll(recorder, "rec_stream").value == 0xBEE0
+    per_call = helper.Launcher(cu, codes(fmt), 0x5678, 64, 1, 1, None)
+    assert per_call(0, 70000, 5, 2, 1024, *vals) == 0
+    assert list(dims) == [70000, 5, 2, 64, 1, 1, 1024]
+    n = ctypes.c_int.in_dll(recorder, "rec_count").value
+    with pytest.raises(TypeError):
+        fixed(0, *vals[:3])                          # one value per slot code
+    with pytest.raises(TypeError):
+        per_call(0, *vals)                           # the grid is not bound: it comes first
+    with pytest.raises(TypeError):
+        fixed(0, *vals, stream=1)
+    with pytest.raises(OverflowError):
+        fixed(0, -1, *vals[1:])                      # a pointer slot: unsigned
+    with pytest.raises(OverflowError):
+        per_call(0, 2 ** 32, 1, 1, 0, *vals)         # a grid beyond 32 bits
+    assert ctypes.c_int.in_dll(recorder, "rec_count").value == n      # nothing launched
+    with pytest.raises(TypeError):
+        helper.Launcher(cu, codes(fmt), 1, 1, 1, 1, (1, 1, 1))        # (gx, gy, gz, shared)
+    ctypes.c_int.in_dll(recorder, "rec_result").value = 701      # a launch error comes back
+    assert fixed(0, *vals) == 701
+
+
+def test_fast_launcher_with_a_grid_per_call(fake_driver, monkeypatch, helper, recorder):
+    """Sizes of one class that need different grids: the Launcher takes the grid per call
+    (what the normal path computes), no limit test where the class bounds the grid."""
+    if helper is None:
+        return
+    torch = fake_torch.install(monkeypatch)
+
+    @kd.kernel
+    def add(a, b):
+        return a + b
+    rng = np.random.default_rng()
+    sizes = [int(x) for x in rng.integers(4096, 8192, size=2)] + [4096, 8191]   # one class
+    x, y, z = (torch.Tensor((sizes[0],), torch.float32) for _ in range(3))
+    fake_driver.raw_launch = recorder.rec
+    for _ in range(4):
+        add(x, y, out=z)
+    src = add._fast_out[2].__kdsl_source__
+    assert "_L0(stream, g00, 1, 1, 0, " in src and "if g00 > " not in src, src
+    dims = (ctypes.c_uint * 7).in_dll(recorder, "rec_dims")
+    for n in sizes:
+        x, y, z = (torch.Tensor((n,), torch.float32) for _ in range(3))
+        fake_driver.raw_launch = ctypes.CDLL(None).abs   # any C function: the normal path
+        nslow = len(fake_driver.launches)               # records through the fake's launch
+        add._fast_out, fast = None, add._fast_out
+        add(x, y, out=z, stream=0)
+        slow = fake_driver.launches[nslow]
+        ctypes.c_int.in_dll(recorder, "rec_n").value = len(slow["params"])
+        assert fast[4]((x, y), z) is z
+        assert tuple(dims[:3]) == slow["grid"] and slow["grid"][0] > 1
+        got = struct.unpack(f"<{len(slow['params'])}q", _vals(recorder, len(slow["params"])))
+        assert list(got) == slow["params"]
+        add._fast_out = fast
