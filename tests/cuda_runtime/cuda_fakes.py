@@ -85,3 +85,23 @@ def device_array(shape, dtype, strides=None):
     FakeAllocation.next_ptr += max(a.nbytes_span(), 1) + 256
     return a
 
+
+
+def add_kernel():
+    """A fresh ``add(a, b) = a + b`` kernel (nothing cached yet)."""
+    import kdsl as kd
+
+    @kd.kernel
+    def add(a, b):
+        return a + b
+    return add
+
+
+def promoted(kernel, *args, out=None):
+    """Call ``kernel`` until its fast launcher for these arguments is made; that launcher's
+    entry (it must be a packed device launcher)."""
+    for _ in range(4):
+        kernel(*args, out=out)
+    fast = kernel._fast if out is None else kernel._fast_out
+    assert fast is not None and fast[3] and fast[4] is not None, "no packed device launcher"
+    return fast

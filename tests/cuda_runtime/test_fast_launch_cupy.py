@@ -6,9 +6,8 @@ specialisation was not made for: another dtype (object), a strided view, another
 import numpy as np
 import pytest
 
-import kdsl as kd
-
 import fake_cupy
+from cuda_fakes import add_kernel, promoted
 
 
 @pytest.fixture
@@ -16,27 +15,12 @@ def cupy(fake_driver, monkeypatch):
     return fake_cupy.install(monkeypatch)
 
 
-def _add():
-    @kd.kernel
-    def add(a, b):
-        return a + b
-    return add
-
-
-def _promoted(kernel, *args, out=None):
-    for _ in range(4):
-        kernel(*args, out=out)
-    fast = kernel._fast if out is None else kernel._fast_out
-    assert fast is not None and fast[3] and fast[4] is not None, "no packed device launcher"
-    return fast
-
-
 def _arrays(cupy, n, k=3, dtype=np.float32, **kw):
     return [cupy.ndarray((n,), dtype, **kw) for _ in range(k)]
 
 
 def test_fast_launch_matches_the_normal_path(cupy, fake_driver):
-    add = _add()
+    add = add_kernel()
     rng = np.random.default_rng()
     n = int(rng.integers(600, 1000))
     a, b, c = _arrays(cupy, n)
@@ -44,7 +28,7 @@ def test_fast_launch_matches_the_normal_path(cupy, fake_driver):
     add(a, b, out=c)          # the normal path
     slow = fake_driver.launches[-1]
     assert slow["stream"] == cupy.cuda.current.ptr
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     src = fast[2].__kdsl_source__
     assert "._c_contiguous" in src and ".flags" not in src     # the Cython field, no Flags
     assert "stream = _cupy_stream(0).ptr" in src      # one GPU: its device named (no lookup)
@@ -58,7 +42,7 @@ def test_fast_launch_matches_the_normal_path(cupy, fake_driver):
     add(a, b, out=c)
     assert fake_driver.launches[-1]["stream"] == 0x9990
     # the allocating form: a CuPy array of the input's size and dtype, launched the same way
-    _promoted(add, a, b)
+    promoted(add, a, b)
     fake_driver.launches.clear()
     r = add(a, b)
     assert type(r) is cupy.ndarray and r.shape == (n,) and r.dtype == np.float32
@@ -69,10 +53,10 @@ def test_fast_launch_matches_the_normal_path(cupy, fake_driver):
 
 
 def test_strided_views_are_declined(cupy, fake_driver):
-    add = _add()
+    add = add_kernel()
     n = 300
     a, b, c = _arrays(cupy, n)
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     base = cupy.ndarray((2 * n,), np.float32)
     view = cupy.ndarray((n,), np.float32, strides=(8,), ptr=base.data.ptr)     # every 2nd
     assert not view._c_contiguous
@@ -85,14 +69,14 @@ def test_strided_views_are_declined(cupy, fake_driver):
     add(view, b, out=c)
     (got,) = fake_driver.launches
     assert got["params"][0] == view.data.ptr and 2 in got["params"][3:]
-    fa = _promoted(add, a, b)
+    fa = promoted(add, a, b)
     assert fa[2](view, b) is NotImplemented and fa[2](a, view) is NotImplemented
 
 
 def test_other_dtypes_are_declined(cupy, fake_driver):
-    add = _add()
+    add = add_kernel()
     a, b, c = _arrays(cupy, 256)
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     (d,) = _arrays(cupy, 256, 1, np.float64)
     (i,) = _arrays(cupy, 256, 1, np.int32)          # same itemsize, another dtype
     for other in (d, i):
@@ -112,9 +96,9 @@ def test_other_dtypes_are_declined(cupy, fake_driver):
 def test_other_devices_are_declined(cupy, fake_driver, monkeypatch):
     from kdsl_cuda.runtime import driver
     monkeypatch.setattr(driver, "device_count", lambda: 2)
-    add = _add()
+    add = add_kernel()
     a, b, c = _arrays(cupy, 512)
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     assert ".device_id != 0" in fast[2].__kdsl_source__
     assert "stream = _cupy_stream().ptr" in fast[2].__kdsl_source__     # the current device's
     assert fast[2](a, b, c) is c
@@ -122,16 +106,16 @@ def test_other_devices_are_declined(cupy, fake_driver, monkeypatch):
     assert fast[2](on1, b, c) is NotImplemented
     assert fast[2](a, on1, c) is NotImplemented
     assert fast[2](a, b, on1) is NotImplemented
-    fa = _promoted(add, a, b)
+    fa = promoted(add, a, b)
     r = fa[2](a, b)
     assert type(r) is cupy.ndarray and r.data.device_id == 0       # on the inputs' device
     assert fa[2](on1, b) is NotImplemented
 
 
 def test_out_sharing_memory_with_an_input_is_declined(cupy, fake_driver):
-    add = _add()
+    add = add_kernel()
     a, b, c = _arrays(cupy, 400)
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     assert fast[2](a, b, a) is NotImplemented and fast[4]((a, b), b) is NotImplemented
     # a view of another array's memory overlapping b's last elements
     shifted = cupy.ndarray((400,), np.float32, ptr=b.data.ptr + 4 * 399)
@@ -145,9 +129,9 @@ def test_out_sharing_memory_with_an_input_is_declined(cupy, fake_driver):
 def test_without_the_cython_field_flags_are_read(fake_driver, monkeypatch):
     """A CuPy whose arrays lack ``_c_contiguous``: the public flags path, as safe."""
     cupy = fake_cupy.install(monkeypatch, fields=False)
-    add = _add()
+    add = add_kernel()
     a, b, c = _arrays(cupy, 300)
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     src = fast[2].__kdsl_source__
     assert ".flags.c_contiguous" in src and "_c_contiguous" not in src.replace(".flags.c_", "")
     assert fast[2](a, b, c) is c
@@ -158,9 +142,9 @@ def test_without_the_cython_field_flags_are_read(fake_driver, monkeypatch):
 def test_a_cupy_without_device_ids_for_streams(cupy, fake_driver, monkeypatch):
     """CuPy before 10: ``get_current_stream()`` takes no device id; the launcher asks it so."""
     monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: cupy.cuda.current)
-    add = _add()
+    add = add_kernel()
     a, b, c = _arrays(cupy, 128)
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     assert "stream = _cupy_stream().ptr" in fast[2].__kdsl_source__
     cupy.cuda.current = cupy.cuda.Stream(0x4440)
     assert add(a, b, out=c) is c and fake_driver.launches[-1]["stream"] == 0x4440

@@ -9,6 +9,7 @@ import kdsl as kd
 from kdsl.errors import ArgumentError
 
 import fake_torch
+from cuda_fakes import add_kernel, promoted
 
 
 @pytest.fixture
@@ -16,30 +17,15 @@ def torch(fake_driver, monkeypatch):
     return fake_torch.install(monkeypatch)
 
 
-def _add():
-    @kd.kernel
-    def add(a, b):
-        return a + b
-    return add
-
-
-def _promoted(kernel, *args, out=None):
-    for _ in range(4):
-        kernel(*args, out=out)
-    fast = kernel._fast if out is None else kernel._fast_out
-    assert fast is not None and fast[3] and fast[4] is not None, "no packed device launcher"
-    return fast
-
-
 def test_fast_launch_matches_the_normal_path(torch, fake_driver):
-    add = _add()
+    add = add_kernel()
     rng = np.random.default_rng()
     n = int(rng.integers(600, 1000))
     a, b, c = (torch.Tensor((n,), torch.float32) for _ in range(3))
     torch._C.streams[0] = 0x5000 + int(rng.integers(1, 1000)) * 16    # torch's current stream
     add(a, b, out=c)          # the normal path
     slow = fake_driver.launches[-1]
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     fake_driver.launches.clear()
     assert add(a, b, out=c) is c
     (got,) = fake_driver.launches
@@ -47,7 +33,7 @@ def test_fast_launch_matches_the_normal_path(torch, fake_driver):
     assert got["params"][:3] == [a.data_ptr(), b.data_ptr(), c.data_ptr()]
     assert "_lx(" in fast[2].__kdsl_source__            # cuLaunchKernelEx
     # the allocating form: a torch tensor of the input's size, launched the same way
-    _promoted(add, a, b)
+    promoted(add, a, b)
     fake_driver.launches.clear()
     r = add(a, b)
     assert type(r) is torch.Tensor and r.shape == (n,) and r.dtype is torch.float32
@@ -57,11 +43,11 @@ def test_fast_launch_matches_the_normal_path(torch, fake_driver):
 
 def test_fast_launch_without_cuLaunchKernelEx(torch, fake_driver):
     fake_driver.raw_launch_ex = None        # an old driver: cuLaunchKernel, 11 arguments
-    add = _add()
+    add = add_kernel()
     a, b, c = (torch.Tensor((300,), torch.float32) for _ in range(3))
     add(a, b, out=c)
     slow = fake_driver.launches[-1]
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     assert "_lx(" not in fast[2].__kdsl_source__ and "_launch(" in fast[2].__kdsl_source__
     fake_driver.launches.clear()
     add(a, b, out=c)
@@ -71,9 +57,9 @@ def test_fast_launch_without_cuLaunchKernelEx(torch, fake_driver):
 def test_cpu_tensors_are_declined(torch, fake_driver):
     """A torch tensor on the CPU has the type of a CUDA one: the launcher checks the device
     with one GPU too (it launched on host pointers before)."""
-    add = _add()
+    add = add_kernel()
     a, b, c = (torch.Tensor((64,), torch.float32) for _ in range(3))
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     cpu = torch.Tensor((64,), torch.float32, dev=-1)
     assert fast[2](cpu, b, c) is NotImplemented and fast[4]((a, b), cpu) is NotImplemented
     n = len(fake_driver.launches)
@@ -83,14 +69,14 @@ def test_cpu_tensors_are_declined(torch, fake_driver):
 
 
 def test_wrong_argument_count_is_an_argument_error(torch, fake_driver):
-    add = _add()
+    add = add_kernel()
     a, b, c = (torch.Tensor((64,), torch.float32) for _ in range(3))
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     assert fast[4]((a,), c) is NotImplemented and fast[4]((a, b, c), c) is NotImplemented
     with pytest.raises(ArgumentError, match="missing a required argument"):
         add(a, out=c)
     with pytest.raises(ArgumentError, match="missing a required argument"):
-        _promoted(add, a, b)
+        promoted(add, a, b)
         add(a)
 
 
@@ -99,7 +85,7 @@ def test_scalar_beyond_its_slot_is_an_argument_error(torch, fake_driver):
     def scale(a, k):
         return a * k
     a, c = (torch.Tensor((64,), torch.float32) for _ in range(2))
-    _promoted(scale, a, 3, out=c)
+    promoted(scale, a, 3, out=c)
     n = len(fake_driver.launches)
     with pytest.raises(ArgumentError, match="out of bounds for int64"):
         scale(a, 2 ** 70, out=c)
@@ -116,7 +102,7 @@ def test_size_classes_and_strides_are_checked(torch, fake_driver):
     m = int(rng.integers(64, 128))               # size class 7 (bit length): 64..127
     A = torch.Tensor((100, m), torch.float32)
     out = torch.Tensor((100,), torch.float32)
-    fast = _promoted(rowsum, A, out=out)
+    fast = promoted(rowsum, A, out=out)
     assert fast[2](A, out) is out
     for other in (torch.Tensor((100, 63), torch.float32),          # another class, below
                   torch.Tensor((100, 128), torch.float32),         # and above
@@ -136,9 +122,9 @@ def test_the_backend_rule_decides_before_the_fast_launcher(torch, fake_driver, m
     (the arguments' device) or use_backend's naming it; never a call that use_backend sends
     to another backend, nor one with KDSL_BACKEND set, whose value the normal path reads (a
     device launcher ran such calls on the GPU before, KDSL_BACKEND=cpu included)."""
-    add = _add()
+    add = add_kernel()
     a, b, c = (torch.Tensor((64,), torch.float32) for _ in range(3))
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     calls = []
 
     def spy(args, out):
@@ -164,11 +150,11 @@ def test_every_argument_is_checked_in_every_position(torch, fake_driver):
     """Another rank, a 0-d tensor, another size of the same class, a size of another class:
     declined whether it comes as the first input, the second (whose class check the
     equality with the first implies) or out= (whose size must be the result's)."""
-    add = _add()
+    add = add_kernel()
     rng = np.random.default_rng()
     n = int(rng.integers(1025, 2048))                  # class 11: 1024..2047
     a, b, c = (torch.Tensor((n,), torch.float32) for _ in range(3))
-    fo, fa = _promoted(add, a, b, out=c), _promoted(add, a, b)
+    fo, fa = promoted(add, a, b, out=c), promoted(add, a, b)
     T = torch.Tensor
     others = [T((n, 1), torch.float32), T((1, n), torch.float32), T((), torch.float32),
               T((n - 1,), torch.float32), T((1024,), torch.float32), T((2047,), torch.float32),
@@ -191,7 +177,7 @@ def test_out_tuples_of_two_results(torch, fake_driver):
     def sum_diff(a, b):
         return a + b, a - b
     a, b, c, d = (torch.Tensor((300,), torch.float32) for _ in range(4))
-    fast = _promoted(sum_diff, a, b, out=(c, d))
+    fast = promoted(sum_diff, a, b, out=(c, d))
     n = len(fake_driver.launches)
     sum_diff(a, b, out=(c, d), stream=0)             # the normal path
     slow = fake_driver.launches[n:]
@@ -214,7 +200,7 @@ def test_a_2d_kernel_with_a_scalar_gets_a_fast_launcher(torch, fake_driver):
     rng = np.random.default_rng()
     T = torch.Tensor
     x = T((int(rng.integers(2048, 4096)), int(rng.integers(4, 8))), torch.float32)
-    fast = _promoted(scale, x, 2.0)
+    fast = promoted(scale, x, 2.0)
     src = fast[2].__kdsl_source__
     assert "g00 = " in src and "if g00 > " not in src, src
     for shape in [(2048, 4), (4095, 7), (int(rng.integers(2048, 4096)), int(rng.integers(4, 8)))]:
@@ -235,9 +221,9 @@ def test_a_2d_kernel_with_a_scalar_gets_a_fast_launcher(torch, fake_driver):
 def test_devices_are_checked(torch, fake_driver, monkeypatch):
     """One GPU: a tensor that is not a CUDA one (a CPU tensor, or another kind of device whose
     get_device() is 0 too) is declined; several GPUs: the device index is compared."""
-    add = _add()
+    add = add_kernel()
     a, b, c = (torch.Tensor((96,), torch.float32) for _ in range(3))
-    fast = _promoted(add, a, b, out=c)
+    fast = promoted(add, a, b, out=c)
     other = torch.Tensor((96,), torch.float32)
     other.is_cuda = False                      # e.g. an XPU tensor: get_device() 0 as well
     assert other.get_device() == 0
@@ -247,8 +233,8 @@ def test_devices_are_checked(torch, fake_driver, monkeypatch):
         assert fast[2](*args) is NotImplemented
     from kdsl_cuda.runtime import driver
     monkeypatch.setattr(driver, "device_count", lambda: 2)
-    add2 = _add()
-    fast2 = _promoted(add2, a, b, out=c)
+    add2 = add_kernel()
+    fast2 = promoted(add2, a, b, out=c)
     assert ".get_device() != 0" in fast2[2].__kdsl_source__
     on1 = torch.Tensor((96,), torch.float32, dev=1)
     for pos in range(3):

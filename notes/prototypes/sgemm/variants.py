@@ -8,7 +8,10 @@ some hint variants through kdsl itself; text edits of kdsl's generated source (l
 for 2 blocks per SM, the 8-step k loop unrolled) launched through CuPy; and the hand kernel
 at.cu (the same blocking with a k-major A tile: 4-byte cp.async transposing A, LDS.128 for
 both operands), with and without the unrolled k loop.  Every result is checked first.
+The session-14 numbers (notes/measurements/sgemm_variants_h100_session14.txt) were taken with
+a median of single event-timed calls; the script now times with benchmarks/cuda_measure.py.
 """
+import importlib.util
 import os
 import re
 import sys
@@ -23,30 +26,19 @@ import torch  # noqa: E402
 import kdsl as kd  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("kdsl_bench_cuda_measure",
+                                               os.path.join(ROOT, "benchmarks", "cuda_measure.py"))
+M = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(M)
 
 
 def matmul(A, B):
     return A @ B
 
 
-def gpu_ms(fn, reps=None):
-    fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    e.synchronize()
-    one = s.elapsed_time(e)
-    reps = reps or max(5, min(50, int(400 / max(one, 1e-3))))
-    times = []
-    for _ in range(reps):
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return float(np.median(times))
+def gpu_ms(fn):
+    """Median milliseconds of one ``fn()`` (benchmarks/cuda_measure.py's CUDA-event batches)."""
+    return M.gpu_ms(fn)[0]
 
 
 def raw(src, name, defs=()):
