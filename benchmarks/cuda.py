@@ -44,9 +44,6 @@ import argparse  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 
@@ -66,6 +63,7 @@ def _load(name):
 
 
 peers_mod, M, R = _load("peers"), _load("measure"), _load("report")
+O = _load("overhead")
 sync, safe_sync, first_line, compare = M.sync, M.safe_sync, M.first_line, M.compare
 gpu_ms, per_call_s, nbytes, shape_text = M.gpu_ms, M.per_call_s, M.nbytes, M.shape_text
 judge, print_row, HEADER = R.judge, R.print_row, R.HEADER
@@ -384,125 +382,6 @@ def run_workload(w: Workload, quick, copy_bw, gen) -> dict:
     return row
 
 
-# ----------------------------------------------------------------- Python cost per launch
-N_TINY = 8
-
-
-def _cupy_views(a, b, c):
-    """CuPy arrays on the memory of torch tensors ``a``, ``b``, ``c`` (no copies: poisoning
-    ``c`` poisons the third)."""
-    if cp is None:
-        raise ImportError("cupy is not installed (or found no usable CUDA)")
-    return cp.from_dlpack(a), cp.from_dlpack(b), cp.from_dlpack(c)
-
-
-def _overhead_cases(a, b, c):
-    """(row title, () -> kdsl fn, {peer: () -> fn}, target per peer, reads c?) per row: kdsl
-    on torch tensors against torch, Triton and CuPy (on CuPy arrays: the rows the issue's
-    target was first judged by), then kdsl on the same CuPy arrays as CuPy's RawKernel (the
-    like-for-like rows; absent without CuPy)."""
-    n = N_TINY
-
-    def cupy_fns():
-        k = peers_mod.cupy_add_kernel()
-        ca, cb, cc = _cupy_views(a, b, c)
-        n32 = np.int32(n)
-
-        def fresh():
-            o = cp.empty_like(ca)
-            k((1,), (32,), (ca, cb, o, n32))
-            return o
-        return (lambda: k((1,), (32,), (ca, cb, cc, n32))), fresh
-
-    def triton_fns():
-        if triton is None:
-            raise ImportError("triton is not installed")
-        tk = peers_mod.tr_add
-
-        def fresh():
-            o = torch.empty_like(a)
-            tk[(1,)](a, b, o, n, BLOCK=32)
-            return o
-        return (lambda: tk[(1,)](a, b, c, n, BLOCK=32)), fresh
-
-    def kdsl_cupy(into):
-        ca, cb, cc = _cupy_views(a, b, c)
-        return (lambda: add(ca, cb, out=cc)) if into else (lambda: add(ca, cb))
-
-    cases = [("launch cost, add(a, b, out=c) on 8 f32", lambda: (lambda: add(a, b, out=c)), {
-        "cupy RawKernel": lambda: cupy_fns()[0],
-        "torch.add(out=)": lambda: (lambda: torch.add(a, b, out=c)),
-        "triton jit": lambda: triton_fns()[0]}, {"cupy RawKernel": 1.0}, True),
-        ("launch cost, add(a, b) allocating, 8 f32", lambda: (lambda: add(a, b)), {
-            "cupy empty+RawKernel": lambda: cupy_fns()[1],
-            "torch a + b": lambda: (lambda: a + b),
-            "triton empty+jit": lambda: triton_fns()[1]}, {"cupy empty+RawKernel": 1.0}, False)]
-    if cp is not None:      # kdsl called on the very CuPy arrays CuPy's kernel gets
-        cases += [("launch cost, CuPy add(a, b, out=c), 8 f32", lambda: kdsl_cupy(True),
-                   {"cupy RawKernel": lambda: cupy_fns()[0]}, {"cupy RawKernel": 1.0}, True),
-                  ("launch cost, CuPy add(a, b) allocating, 8 f32", lambda: kdsl_cupy(False),
-                   {"cupy empty+RawKernel": lambda: cupy_fns()[1]},
-                   {"cupy empty+RawKernel": 1.0}, False)]
-    return cases
-
-
-def _time_checked(fn, c, want, into, quick, build=False):
-    """(seconds per call, None) for a call whose result checks out, else (None, why).
-    ``build``: ``fn`` makes the callable (which is called once first: Triton compiles then).
-    The result is checked before the timing (the first calls: kdsl compiles) and again after
-    it (the calls timed: kdsl's fast launcher)."""
-    try:
-        if build:
-            fn = fn()
-            fn()
-        bad = _check_tiny(fn, c, want, into)
-        if bad is not None:
-            return None, "wrong result: " + bad
-        s = per_call_s(fn, quick)
-        bad = _check_tiny(fn, c, want, into)
-        if bad is not None:
-            return None, "wrong result after the timed calls: " + bad
-        return s, None
-    except Exception as e:
-        safe_sync()
-        return None, first_line(e)
-
-
-def _check_tiny(fn, c, want, into):
-    """None when ``fn`` computes a + b (into ``c``, NaN-poisoned first, or as its result:
-    a torch tensor or a CuPy array, compared through torch.as_tensor)."""
-    if into:
-        c.fill_(float("nan"))
-        sync()
-    r = fn()
-    sync()
-    return compare(c if into else r, want, 0.0, False)
-
-
-def run_overhead(quick) -> list:
-    """Host cost per call of a cached add on 8 floats, into ``out=`` and allocating, on torch
-    tensors and (CuPy installed) on CuPy arrays."""
-    a = torch.rand(N_TINY, device=M.DEV)
-    b = torch.rand(N_TINY, device=M.DEV)
-    c = torch.empty_like(a)
-    want = (a + b).double()     # one float32 rounding: every peer must match it exactly
-    rows = []
-    for title, kmake, peers, targets, into in _overhead_cases(a, b, c):
-        row = {"key": "overhead", "workload": title, "kdsl_s": None, "kdsl_error": None,
-               "pct_copy": None, "bw_target": None, "peers": {}, "notes": [], "unit": "host"}
-        row["kdsl_s"], row["kdsl_error"] = _time_checked(kmake, c, want, into, quick,
-                                                         build=True)
-        if into:
-            row["limit_s"], row["limit_label"] = 3e-6, "stretch"
-        for pname, make in peers.items():
-            p = {"s": None, "error": None, "target": targets.get(pname), "ratio": None,
-                 "met": None}
-            row["peers"][pname] = p
-            p["s"], p["error"] = _time_checked(make, c, want, into, quick, build=True)
-        rows.append(row)
-    return rows
-
-
 # ----------------------------------------------------------------- --check (no GPU needed)
 def ensure_cuda_backend() -> str | None:
     """Register this checkout's kdsl_cuda as ``cuda`` when it is not installed."""
@@ -520,7 +399,7 @@ def _check_cases():
     for w in WORKLOADS:
         yield w.key, w.kernel, [s for s, _ in w.inputs(w.shape)], w.inputs(w.tiny), \
             w.np_oracle, w.tol, w.exact
-    yield "overhead", add, [(N_TINY,)] * 2, [((N_TINY,), "rand")] * 2, np.add, 0.0, False
+    yield "overhead", add, [(O.N_TINY,)] * 2, [((O.N_TINY,), "rand")] * 2, np.add, 0.0, False
 
 
 def _lowering_summary(f) -> str:
@@ -681,7 +560,7 @@ def main(argv=None) -> int:
             results.append(judge(run_workload(w, args.quick, copy["bytes_per_s"], gen)))
             print_row(results[-1])
     if not only or "overhead" in only:
-        for row in run_overhead(args.quick):
+        for row in O.run_overhead(args.quick, add, M, peers_mod, torch, cp):
             results.append(judge(row))
             print_row(row)
     if not only or "cold" in only:
