@@ -74,6 +74,16 @@ def parse_nest(req, loop: n.For) -> Nest:
                  hint="tensorize at the loop of the tile's first axis, with no other stage attached inside it")
 
 
+def tile_loops(fail, nest: Nest, what: str) -> list:
+    """The variables of a multiply-accumulate nest's three loops (rows, columns, reduction);
+    ``fail`` names the loops there are otherwise (``what``: the intrinsic's tile, in words)."""
+    if len(nest.loops) != 3:
+        fail(f"the nest under {nest.req.axis.name} has {len(nest.loops)} loops "
+             f"({', '.join(f.var.name for f in nest.loops)}); a {what}",
+             hint="tensorize at the first of the three loops of one tile")
+    return [f.var for f in nest.loops]
+
+
 def const_extent(fail, loop: n.For) -> int:
     if not (isinstance(loop.min, n.Const) and loop.min.value == 0 and isinstance(loop.extent, n.Const)):
         fail(f"loop {loop.var.name} has extent {show(loop.extent)}; a wmma tile needs constant extents",

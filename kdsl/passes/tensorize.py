@@ -42,7 +42,7 @@ from ..schedule.intrin import WGMMA, WMMA
 from . import wgmma_tiles as wg
 from .wmma_padding import covers, loop_ranges, widen
 from .tensor_nests import (FRAG_ROLE, LAYOUT, Fail, Nest, S, check_multiple, const_extent, limits,
-                           mem_index, parse_nest, show, tile_index, unit_lead)
+                           mem_index, parse_nest, show, tile_index, tile_loops, unit_lead)
 
 def _accumulator_read(v: n.Expr):
     """The accumulator Load that a store copies out, unchanged or cast from float32 to a
@@ -175,12 +175,8 @@ class _Plan:
 
 def _analyze_mma(plan: _Plan, nest: Nest):
     fail, intrin, st = Fail(nest.req), nest.req.intrin, nest.store
-    if len(nest.loops) != 3:
-        fail(f"the nest under {nest.req.axis.name} has {len(nest.loops)} loops "
-             f"({', '.join(f.var.name for f in nest.loops)}); a wmma multiply-accumulate has 3: the "
-             f"rows, columns and reduction of one {intrin.m}x{intrin.n}x{intrin.k} tile",
-             hint="tensorize at the first of the three loops of one tile")
-    tv = [f.var for f in nest.loops]
+    tv = tile_loops(fail, nest, "wmma multiply-accumulate has 3: the rows, columns and "
+                    f"reduction of one {intrin.m}x{intrin.n}x{intrin.k} tile")
     acc, a, b = st.buffer, nest.info["a"], nest.info["b"]
     acc_ix = tile_index(fail, acc, st.indices, tv, f"the accumulator {acc.name}")
     a_ix = tile_index(fail, a.buffer, a.indices, tv, f"the fragment {a.buffer.name}")

@@ -32,7 +32,7 @@ from ..ir import nodes as n
 from ..ir.simplify import linear, prove, simplify
 from ..ir.visitor import collect, free_vars
 from .tensor_nests import (LAYOUT, S, Fail, check_multiple, const_extent, limits, mem_index, show,
-                           tile_index)
+                           tile_index, tile_loops)
 from .tighten_loops import conjuncts
 from .wmma_padding import covers, terms
 
@@ -77,12 +77,8 @@ def analyze(plan, nest) -> None:
     """Match the tile (loops, operand roles, layouts, origins) of a wgmma nest into
     ``nest.info``; fix the accumulator's orientation in ``plan``."""
     fail, intrin, st = Fail(nest.req), nest.req.intrin, nest.store
-    if len(nest.loops) != 3:
-        fail(f"the nest under {nest.req.axis.name} has {len(nest.loops)} loops "
-             f"({', '.join(f.var.name for f in nest.loops)}); a wgmma multiply-accumulate has 3: the "
-             f"16 rows, {intrin.n} columns and 16-deep reduction of one warp's tile",
-             hint="tensorize at the first of the three loops of one tile")
-    tv = [f.var for f in nest.loops]
+    tv = tile_loops(fail, nest, f"wgmma multiply-accumulate has 3: the 16 rows, {intrin.n} "
+                    "columns and 16-deep reduction of one warp's tile")
     acc = st.buffer
     acc_ix = tile_index(fail, acc, st.indices, tv, f"the accumulator {acc.name}")
     x, y = nest.info["ops"]
