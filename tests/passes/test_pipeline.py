@@ -112,16 +112,17 @@ def rows_cached(s):
     AA.bind(t, "threadIdx.x")
 
 
-def mm_thread_tiles(s):
-    """The seed-002 thread-tiling step scaled down: 32x32 block tiles, 8x8 threads of 4x4,
-    BK 8; shared tiles relaxed over the threads and allocated at block level."""
+def _register_tiles(s, tile, per, pad=False):
+    """C in ``tile`` x ``tile`` blocks of threads each accumulating ``per`` x ``per`` in
+    C.local, BK 8, per-k slices of shared A and B tiles in registers: (the shared caches of A
+    and B, C.local, the K-step loop their copies go under)."""
     C = s["C"]
     CL = s.cache_write(C, "local")
-    AA, BB = s.cache_read("A", "shared", [CL]), s.cache_read("B", "shared", [CL])
+    AA, BB = (s.cache_read(t, "shared", [CL], pad=pad) for t in ("A", "B"))
     AL, BL = s.cache_read(AA, "local", [CL]), s.cache_read(BB, "local", [CL])
-    by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], 32, 32)
-    ty, yi = C.split(yi, factor=4)
-    tx, xi = C.split(xi, factor=4)
+    by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], tile, tile)
+    ty, yi = C.split(yi, factor=per)
+    tx, xi = C.split(xi, factor=per)
     C.reorder(by, bx, ty, tx, yi, xi)
     for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
         C.bind(ax, tag)
@@ -130,6 +131,13 @@ def mm_thread_tiles(s):
     CL.reorder(ko, ki, *CL.axes)
     AL.compute_at(CL, ki)
     BL.compute_at(CL, ki)
+    return AA, BB, CL, ko
+
+
+def mm_thread_tiles(s):
+    """The seed-002 thread-tiling step scaled down: 32x32 block tiles, 8x8 threads of 4x4,
+    BK 8; shared tiles relaxed over the threads and allocated at block level."""
+    AA, BB, CL, ko = _register_tiles(s, 32, 4)
     for X in (AA, BB):
         X.compute_at(CL, ko)
         o, t = X.split(X.fuse(*X.axes), factor=64)
@@ -152,21 +160,7 @@ def padded_matmul_graph():
 def mm_padded_tiles(s):
     """The default GEMM's structure scaled down: 8x8 block tiles, 4x4 threads of 2x2, BK 8;
     A and B through padded shared caches, copied by 16-byte vectors, double-buffered."""
-    C = s["C"]
-    CL = s.cache_write(C, "local")
-    AA, BB = (s.cache_read(t, "shared", [CL], pad=True) for t in ("A", "B"))
-    AL, BL = s.cache_read(AA, "local", [CL]), s.cache_read(BB, "local", [CL])
-    by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], 8, 8)
-    ty, yi = C.split(yi, factor=2)
-    tx, xi = C.split(xi, factor=2)
-    C.reorder(by, bx, ty, tx, yi, xi)
-    for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
-        C.bind(ax, tag)
-    CL.compute_at(C, tx)
-    ko, ki = CL.split(CL.reduce_axes[0], factor=8)
-    CL.reorder(ko, ki, *CL.axes)
-    AL.compute_at(CL, ki)
-    BL.compute_at(CL, ki)
+    AA, BB, CL, ko = _register_tiles(s, 8, 2, pad=True)
     for X in (AA, BB):
         X.compute_at(CL, ko)
         r, c = X.axes
