@@ -112,7 +112,17 @@ BINARY = {
     n.BinOp.DIV: np.true_divide, n.BinOp.FLOORDIV: _floordiv, n.BinOp.MOD: _mod,
     n.BinOp.POW: _pow, n.BinOp.MIN: np.minimum, n.BinOp.MAX: np.maximum,
     n.BinOp.AND: np.bitwise_and, n.BinOp.OR: np.bitwise_or, n.BinOp.XOR: np.bitwise_xor,
+    # shifts: the frontend guarantees an amount in [0, bits)
+    n.BinOp.SHL: np.left_shift, n.BinOp.SHR: np.right_shift,
+    n.BinOp.ATAN2: np.arctan2, n.BinOp.HYPOT: np.hypot, n.BinOp.FMOD: np.fmod,
+    n.BinOp.COPYSIGN: np.copysign,
 }
+#: numpy's function for each libm-style UnOp (``nodes.LIBM_UNOPS``)
+NUMPY_MATH = {n.UnOp.TAN: "tan", n.UnOp.SINH: "sinh", n.UnOp.COSH: "cosh", n.UnOp.ASIN: "arcsin",
+              n.UnOp.ACOS: "arccos", n.UnOp.ATAN: "arctan", n.UnOp.ASINH: "arcsinh",
+              n.UnOp.ACOSH: "arccosh", n.UnOp.ATANH: "arctanh", n.UnOp.LOG1P: "log1p",
+              n.UnOp.EXPM1: "expm1", n.UnOp.LOG2: "log2", n.UnOp.LOG10: "log10",
+              n.UnOp.EXP2: "exp2", n.UnOp.CBRT: "cbrt", n.UnOp.RINT: "rint", n.UnOp.TRUNC: "trunc"}
 COMPARE = {
     n.CmpOp.EQ: np.equal, n.CmpOp.NE: np.not_equal, n.CmpOp.LT: np.less,
     n.CmpOp.LE: np.less_equal, n.CmpOp.GT: np.greater, n.CmpOp.GE: np.greater_equal,
@@ -148,7 +158,13 @@ UNARY = {
     n.UnOp.SIGMOID: _in_compute(lambda x: 1 / (1 + np.exp(-x))),
     n.UnOp.ISNAN: lambda x: np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_),
     n.UnOp.FLOOR: _rounding(np.floor), n.UnOp.CEIL: _rounding(np.ceil),
+    **{op: _rounding(getattr(np, name)) for op, name in NUMPY_MATH.items()},
 }
+
+
+def bitcast(x, d: dt.DType) -> np.ndarray:
+    """The bits of ``x`` as dtype ``d`` (equal item sizes; bfloat16 is refused by the frontend)."""
+    return np.asarray(x).view(d.np)
 
 
 # ----------------------------------------------------------------- evaluator
@@ -210,6 +226,8 @@ class ExprEval:
         return np.asarray(COMPARE[e.op](self(e.a), self(e.b)))
 
     def _unary(self, e):
+        if e.op is n.UnOp.BITCAST:
+            return bitcast(self(e.a), e.dtype)
         return fix(UNARY[e.op](self(e.a)), e.dtype)
 
     def _select(self, e):

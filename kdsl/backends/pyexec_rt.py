@@ -133,6 +133,17 @@ def float_to_int(x, d: dt.DType):
     return make_value(v, d)
 
 
+def make_shl(d: dt.DType):
+    """``a << b`` in ``d`` (wrapping; the amount is in [0, bits), which the frontend ensures)."""
+    return lambda a, b: make_value(int(a) << int(b), d)
+
+
+def make_bitcast(src: dt.DType, dst: dt.DType):
+    """The bits of a ``src`` value as a ``dst`` value (equal item sizes)."""
+    s, t = src.np, dst.np
+    return lambda x: np.asarray(x, dtype=s).view(t)[()]
+
+
 def make_int_div(d: dt.DType):
     """True division with an integer result type (computed in float64, then cast)."""
     cast = make_cast(dt.float64, d)

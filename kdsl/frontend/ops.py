@@ -431,6 +431,10 @@ def install_operators(cls) -> None:
     for dunder, name in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"),
                          ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
         setattr(cls, f"__{dunder}__", _cmp(name))
+    from . import ufuncs
+    for dunder, fn in (("lshift", ufuncs.left_shift), ("rshift", ufuncs.right_shift)):
+        setattr(cls, f"__{dunder}__", lambda self, other, fn=fn: fn(self, other))
+        setattr(cls, f"__r{dunder}__", lambda self, other, fn=fn: fn(other, self))
     cls.__neg__ = lambda self: unary("negative", self)
     cls.__pos__ = lambda self: _py_int(self)
     cls.__abs__ = lambda self: unary("absolute", self)

@@ -25,7 +25,8 @@ _ICMP = {n.CmpOp.EQ: "==", n.CmpOp.NE: "!=", n.CmpOp.LT: "<", n.CmpOp.LE: "<=",
          n.CmpOp.GT: ">", n.CmpOp.GE: ">="}
 _INTRINSIC_UNARY = {n.UnOp.EXP: "exp", n.UnOp.LOG: "log", n.UnOp.SQRT: "sqrt",
                     n.UnOp.SIN: "sin", n.UnOp.COS: "cos", n.UnOp.FLOOR: "floor",
-                    n.UnOp.CEIL: "ceil", n.UnOp.ABS: "fabs"}
+                    n.UnOp.CEIL: "ceil", n.UnOp.ABS: "fabs", n.UnOp.RINT: "rint",
+                    n.UnOp.TRUNC: "trunc"}
 _BOOL_OPS = {n.BinOp.ADD: n.BinOp.OR, n.BinOp.MUL: n.BinOp.AND, n.BinOp.MIN: n.BinOp.AND,
              n.BinOp.MAX: n.BinOp.OR}
 
@@ -93,6 +94,10 @@ class ExprGen:
             return self._int_divmod(d, op, a, c)
         if op is n.BinOp.POW:
             return b.call(self.intr.ipow(d), [a, c])
+        if op is n.BinOp.SHL:   # the amount is in [0, bits): the frontend guards the rest
+            return b.shl(a, c)
+        if op is n.BinOp.SHR:
+            return b.ashr(a, c) if d.is_signed else b.lshr(a, c)
         if op is n.BinOp.DIV:   # true division with an int result: in double, then cast
             q = b.fdiv(self._int_to_float(d, a, T.DOUBLE), self._int_to_float(d, c, T.DOUBLE))
             return self._float_to_int(q, d)
@@ -141,6 +146,12 @@ class ExprGen:
             r = b.call(self.intr.binary("pow", a.type), [a, c])
         elif op in (n.BinOp.FLOORDIV, n.BinOp.MOD):
             r = self._float_divmod(op, a, c)
+        elif op is n.BinOp.FMOD:
+            r = b.frem(a, c)          # C's fmod (exact, so float16 computed in float is too)
+        elif op is n.BinOp.COPYSIGN:
+            r = b.call(self.intr.binary("copysign", a.type), [a, c])
+        elif op in (n.BinOp.ATAN2, n.BinOp.HYPOT):
+            r = b.call(self.intr.libm2(op.value + ("f" if a.type == T.FLOAT else ""), a.type), [a, c])
         else:
             raise InternalCompilerError(f"binary {op.value} on {d.name} values")
         return T.narrow(b, d, r)
@@ -186,6 +197,8 @@ class ExprGen:
         b = self.b
         if op is n.UnOp.ISNAN:
             return b.fcmp_unordered("uno", a, a) if src.is_float else ir.Constant(T.I1, 0)
+        if op is n.UnOp.BITCAST:
+            return self._bitcast(a, src, d)
         if op is n.UnOp.NOT:
             return b.xor(a, ir.Constant(a.type, -1 if not d.is_bool else 1))
         if not d.is_float:
@@ -210,6 +223,9 @@ class ExprGen:
             r = b.call(self.intr.vecmath(name, t), [x])
         elif op in _INTRINSIC_UNARY:
             r = b.call(self.intr.unary(name, t), [x])
+        elif op in n.LIBM_UNOPS:
+            # libm (glibc, what numpy's non-SIMD loops call too): correct, not vectorised
+            r = b.call(self.intr.libm(name + ("f" if t == T.FLOAT else ""), t), [x])
         elif op is n.UnOp.RSQRT:
             r = b.fdiv(ir.Constant(t, 1.0), b.call(self.intr.unary("sqrt", t), [x]))
         elif op is n.UnOp.SIGMOID:
@@ -222,6 +238,11 @@ class ExprGen:
         else:
             raise InternalCompilerError(f"unary {op.value} is not implemented by the cpu backend")
         return T.narrow(b, d, r)
+
+    def _bitcast(self, v, src: dt.DType, dst: dt.DType):
+        """The bits of ``v`` as ``dst`` (equal sizes; float16 is ``half`` in registers, bfloat16
+        views are refused by the frontend)."""
+        return self.b.bitcast(v, T.value_type(dst))
 
     # ------------------------------------------------------------- casts
     def _cast(self, e):
