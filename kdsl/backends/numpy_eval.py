@@ -8,7 +8,7 @@ bfloat16 values are held as float32 arrays rounded to bfloat16 after each op.
 
 Semantics shared with the loop-IR interpreter and the cpu backend: integers
 wrap, ``//``/``%`` floor, integer division by zero gives 0, MIN/MAX propagate
-NaN, float->int casts follow ``float_to_int``.
+NaN, float->int casts follow ``float_to_int`` (numpy's x86 results).
 """
 from __future__ import annotations
 
@@ -50,28 +50,51 @@ def fix(x, d: dt.DType) -> np.ndarray:
     return x.astype(npd)
 
 
-_TWO63 = 2.0 ** 63
+_TWO31, _TWO63 = 2.0 ** 31, 2.0 ** 63
+
+
+def _cvtt(t, bits: int):
+    """x86's ``cvttsd2si`` of width ``bits`` on truncated float64 values ``t``: the value where
+    it fits, else (NaN included) the "integer indefinite" INT_MIN; as an int64 array."""
+    lim = 2.0 ** (bits - 1)
+    ok = (t >= -lim) & (t < lim)
+    return np.where(ok, t, -lim).astype(np.int64)
 
 
 def float_to_int(x, d: dt.DType) -> np.ndarray:
-    """Float values converted to integer dtype ``d``, the same way on every backend.
+    """Float values converted to integer dtype ``d`` exactly as numpy does on x86, on every
+    backend (numpy's results for NaN, infinities and out-of-range values are the C casts its
+    loops compile to, the oracle being numpy on this machine):
 
-    Truncate toward zero; a value that int64 holds then wraps to ``d``'s width (numpy's
-    ``astype`` result for it: ``-1.5 -> uint8 255``); uint64 also holds [2**63, 2**64)
-    exactly.  Outside that (where numpy's result is C undefined behaviour and differs
-    between machines) the value saturates to int64 (to 2**64 - 1 above uint64), and NaN
-    gives 0: the cpu backend's ``fptosi.sat`` semantics.
+    - int8, int16, int32, uint8, uint16: through int32 (``cvttsd2si``), then wrapped: a value
+      outside int32 (NaN, inf) gives INT32_MIN, i.e. 0 for the 8/16-bit types;
+    - int64: the value if int64 holds it, else INT64_MIN;
+    - uint64: values >= 2**63 convert as ``x - 2**63`` with the top bit flipped back, others
+      as int64 (so NaN gives 2**63, inf 0, -1.5 gives 2**64 - 1);
+    - uint32: the same at 32 bits (numpy's contiguous SIMD loop; from float16, numpy goes
+      through int64 and keeps the low 32 bits).  numpy's strided/scalar float -> uint32 loop
+      differs for values outside [-2**31, 2**32) (it truncates an int64): kdsl follows the
+      contiguous ``astype``.
     """
-    t = np.trunc(np.asarray(x, dtype=np.float64))   # exact for every float dtype
-    hi, lo = t >= _TWO63, t < -_TWO63
-    r = np.where(hi | lo | np.isnan(t), 0.0, t).astype(np.int64)
-    r = np.where(hi, np.iinfo(np.int64).max, np.where(lo, np.iinfo(np.int64).min, r))
-    if d is dt.uint64:
-        top = np.where(hi & (t < 2 * _TWO63), t - _TWO63, 0.0).astype(np.int64)
-        top = top.astype(np.uint64) + np.uint64(1 << 63)
-        top = np.where(t >= 2 * _TWO63, np.uint64(2 ** 64 - 1), top)
-        return np.where(hi, top, r.astype(np.uint64))
-    return r.astype(d.np)
+    x = np.asarray(x)
+    half = x.dtype == np.float16
+    t = np.trunc(x.astype(np.float64))   # exact for every float dtype
+    with np.errstate(invalid="ignore"):
+        if d is dt.uint64:
+            hi = t >= _TWO63
+            top = (_cvtt(np.where(hi, t - _TWO63, 0.0), 64).astype(np.uint64)
+                   ^ np.uint64(1 << 63))
+            return np.where(hi, top, _cvtt(t, 64).astype(np.uint64))
+        if d is dt.int64:
+            return _cvtt(t, 64)
+        if d is dt.uint32:
+            if half:
+                r = _cvtt(t, 64)
+            else:
+                hi = t >= _TWO31
+                r = np.where(hi, _cvtt(np.where(hi, t - _TWO31, 0.0), 32) ^ (1 << 31), _cvtt(t, 32))
+            return (r & 0xFFFFFFFF).astype(np.uint32)
+        return _cvtt(t, 32).astype(d.np)
 
 
 def to_internal(arr: np.ndarray, d: dt.DType) -> np.ndarray:

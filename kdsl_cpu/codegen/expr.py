@@ -3,9 +3,8 @@
 Integers wrap; ``//`` and ``%`` floor with Python's signs and give 0 for a
 zero divisor (and never hit LLVM's undefined ``INT_MIN / -1``); float ``//``
 and ``%`` follow numpy's ``npy_divmod``; MIN/MAX propagate NaN (a select, as
-``np.minimum``); float->int casts saturate to int64 (uint64: to [0, 2**64) for
-values >= 0) and then wrap to the target width (numpy's result for every value
-int64 or uint64 holds, never poison, NaN -> 0: ``numpy_eval.float_to_int``);
+``np.minimum``); float->int casts give numpy's x86 results (never poison:
+``numpy_eval.float_to_int``);
 unsigned types divide, compare, extend and convert as unsigned;
 ``x -> bool`` is ``x != 0``.  16-bit floats compute in float and round once
 per operation (see types.py).
@@ -303,18 +302,30 @@ class ExprGen:
         u = b.or_(u, b.zext(inexact, T.I32))
         return b.fptrunc(b.bitcast(u, T.FLOAT), T.HALF)
 
-    def _float_to_int(self, v, dst: dt.DType):
+    def _cvtt(self, v, bits: int):
+        """x86's ``cvttsd2si`` of width ``bits`` on double ``v`` as an i64: the truncated
+        value where it fits, else INT_MIN (NaN too); ``fptosi.sat`` never makes poison."""
         b = self.b
-        if v.type == T.HALF:
-            v = b.fpext(v, T.FLOAT)
-        sat = self.intr.fptosi_sat(v.type)
-        r = b.call(sat, [v])
-        if dst is dt.uint64:
-            # [2**63, 2**64) is exact in uint64: x - 2**63 is exact there, and its top bit comes
-            # back with the xor (x >= 2**64 saturates to 2**64 - 1)
-            two63 = ir.Constant(v.type, 2.0 ** 63)
-            top = b.xor(b.call(sat, [b.fsub(v, two63)]), ir.Constant(T.I64, -(1 << 63)))
-            r = b.select(b.fcmp_ordered(">=", v, two63), top, r)
+        lim = 2.0 ** (bits - 1)
+        ok = b.and_(b.fcmp_ordered(">=", v, ir.Constant(T.DOUBLE, -lim)),
+                    b.fcmp_ordered("<", v, ir.Constant(T.DOUBLE, lim)))
+        return b.select(ok, b.call(self.intr.fptosi_sat(T.DOUBLE), [v]),
+                        ir.Constant(T.I64, -(1 << (bits - 1))))
+
+    def _float_to_int(self, v, dst: dt.DType):
+        """numpy's x86 float -> int results (``numpy_eval.float_to_int`` says which)."""
+        b = self.b
+        half = v.type == T.HALF
+        if v.type != T.DOUBLE:
+            v = b.fpext(v, T.DOUBLE)          # exact
+        if dst in (dt.uint64, dt.uint32) and not (dst is dt.uint32 and half):
+            bits = dst.bits
+            top = ir.Constant(T.DOUBLE, 2.0 ** (bits - 1))
+            hi = b.fcmp_ordered(">=", v, top)
+            flipped = b.xor(self._cvtt(b.fsub(v, top), bits), ir.Constant(T.I64, 1 << (bits - 1)))
+            r = b.select(hi, flipped, self._cvtt(v, bits))
+        else:
+            r = self._cvtt(v, 64 if dst.bits == 64 or dst is dt.uint32 else 32)
         return r if dst.bits == 64 else b.trunc(r, T.value_type(dst))
 
 

@@ -251,9 +251,12 @@ class ExprPrinter:
         if self._n32(e):        # an index from a narrower int (or bool) that fits
             return f"((int)({a}))"
         if src.is_float and d.is_int:
-            # numpy: saturate to int64 (uint64: to [0, 2**64) for values >= 0), then wrap;
-            # PTX's cvt.rzi saturates and maps NaN to 0
+            # numpy's x86 results (numpy_eval.float_to_int; prelude kd_cvt*)
             if d.name == "uint64":
-                return f"({a} < 0 ? (uint64_t)(int64_t)({a}) : (uint64_t)({a}))"
-            return f"(({t})(int64_t)({a}))"
+                return f"kd_cvtu64((double)({a}))"
+            if d.name == "uint32":
+                fn = "kd_cvt64" if src.name == "float16" else "kd_cvtu32"
+                return f"(({t}){fn}((double)({a})))"
+            fn = "kd_cvt64" if d.bits == 64 else "kd_cvt32"
+            return f"(({t}){fn}((double)({a})))"
         return f"(({t})({a}))"
