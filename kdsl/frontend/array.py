@@ -248,4 +248,5 @@ Array.__getitem__ = _indexing.getitem
 Array.transpose = _indexing.transpose
 Array.reshape = _indexing.reshape
 Array.astype = lambda self, dtype: _ops.astype(self, dtype)
+Array.view = lambda self, dtype=None, type=None: _ops.view(self, dtype, type)  # noqa: A002
 _ops.install_operators(Array)

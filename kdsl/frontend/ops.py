@@ -350,6 +350,29 @@ def astype(x, dtype) -> Array:
     return elementwise("astype", [x], lambda e: cast_to(e, d), d)
 
 
+def view(x, dtype=None, type=None) -> Array:  # noqa: A002  (numpy's keyword)
+    """``x.view(dtype)``: the same bits as another dtype of the same item size (a bitcast)."""
+    x = asarray(x)
+    if type is not None or dtype is None:
+        raise KernelError("x.view() inside a kernel takes one dtype (x.view(kd.int32))",
+                          hint="views as other array classes have no meaning while tracing")
+    d = _as_dtype(dtype)
+    if d is x.dtype:
+        return x
+    for t in (x.dtype, d):
+        if t.is_bool or t is dt.bfloat16:
+            raise DTypeError(f"x.view({d.name}) of a {x.dtype.name} array is not supported "
+                             f"({t.name} has no bit pattern kdsl exposes)",
+                             hint="view between float16/32/64 and the integer types of the "
+                                  "same size; for bool use x != 0 or .astype")
+    if d.itemsize != x.dtype.itemsize:
+        raise DTypeError(f"x.view({d.name}) of a {x.dtype.name} array changes the item size "
+                         f"({x.dtype.itemsize} -> {d.itemsize} bytes), which kdsl does not support",
+                         hint="view as a type of the same size (float32 <-> int32/uint32, "
+                              "float64 <-> int64/uint64, float16 <-> int16/uint16)")
+    return elementwise("view", [x], lambda e: n.Unary(d, U.BITCAST, e), d)
+
+
 def where(cond, x=None, y=None) -> Array:
     """``x`` where ``cond`` else ``y`` (both evaluated; no data-dependent branches)."""
     if x is None or y is None:
