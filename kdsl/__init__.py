@@ -25,6 +25,7 @@ _LAZY = {
     # schedules
     "schedule": ("kdsl.schedule.hints", "schedule"),
     "intrin": ("kdsl.schedule.intrin", None),
+    "random": ("kdsl.random", None),      # counter-based Philox random numbers
     # tracing: index style and numpy style
     **{name: (_FRONT, name) for name in (
         "compute", "reduce_axis", "reducer", "sum", "prod", "max", "min", "mean", "argmax",
