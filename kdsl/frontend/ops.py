@@ -442,6 +442,11 @@ def _cmp(name):
     return f
 
 
+def _shift(name, a, b):
+    from . import ufuncs     # (imported late: ufuncs builds on this module)
+    return ufuncs.SUPPORTED[name](a, b)
+
+
 def install_operators(cls) -> None:
     """Give the Array class numpy's operators and methods."""
     from . import linalg, numpy_api, reduce
@@ -454,10 +459,9 @@ def install_operators(cls) -> None:
     for dunder, name in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"),
                          ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
         setattr(cls, f"__{dunder}__", _cmp(name))
-    from . import ufuncs
-    for dunder, fn in (("lshift", ufuncs.left_shift), ("rshift", ufuncs.right_shift)):
-        setattr(cls, f"__{dunder}__", lambda self, other, fn=fn: fn(self, other))
-        setattr(cls, f"__r{dunder}__", lambda self, other, fn=fn: fn(other, self))
+    for dunder, name in (("lshift", "left_shift"), ("rshift", "right_shift")):
+        setattr(cls, f"__{dunder}__", lambda self, other, k=name: _shift(k, self, other))
+        setattr(cls, f"__r{dunder}__", lambda self, other, k=name: _shift(k, other, self))
     cls.__neg__ = lambda self: unary("negative", self)
     cls.__pos__ = lambda self: _py_int(self)
     cls.__abs__ = lambda self: unary("absolute", self)

@@ -343,6 +343,21 @@ def modf(x):
     return _map("modf", [x], frac, d), whole
 
 
+def vecdot(x, y):
+    from . import reduce
+    return reduce.reduce_np("sum", ops.binary("multiply", x, y, strong=True), -1, False, None)
+
+
+def matvec(a, v):
+    from . import linalg
+    return linalg.matmul(a, ops.asarray(v)[..., None])[..., 0]
+
+
+def vecmat(v, a):
+    from . import linalg
+    return linalg.matmul(ops.asarray(v)[..., None, :], a)[..., 0, :]
+
+
 def _existing_binary(name):
     return lambda x, y: ops.binary(name, x, y, strong=True)
 
@@ -381,7 +396,7 @@ SUPPORTED = {
     "fmod": fmod, "logaddexp": _logaddexp("logaddexp", False),
     "logaddexp2": _logaddexp("logaddexp2", True), "heaviside": heaviside,
     "nextafter": nextafter, "spacing": spacing, "float_power": float_power,
-    "divmod": divmod_, "modf": modf,
+    "divmod": divmod_, "modf": modf, "vecdot": vecdot, "matvec": matvec, "vecmat": vecmat,
     "arctan2": _binary_math("arctan2", B.ATAN2), "hypot": _binary_math("hypot", B.HYPOT),
     "copysign": _binary_math("copysign", B.COPYSIGN),
     **{name: _unary_math(name, op) for name, op in (
@@ -403,9 +418,6 @@ REFUSED = {
     "frexp": "not yet implemented (two outputs from the exponent bits); use x.view(kd.int32) "
              "and shifts for the exponent",
     "isnat": "datetime64/timedelta64 values are not supported by kdsl",
-    "matvec": "a generalised ufunc: write it with @ (A @ v)",
-    "vecmat": "a generalised ufunc: write it with @ (v @ A)",
-    "vecdot": "a generalised ufunc: write it as (x * y).sum(axis=-1)",
 }
 _COMPLEX_NOTE = "complex dtypes are not supported by kdsl"
 
