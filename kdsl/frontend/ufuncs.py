@@ -252,9 +252,11 @@ def spacing(x):
     _no_bf16("spacing", d)
 
     def build(e):
-        if d is dt.float16:       # numpy's npy_half_spacing: the gap above |x|, always >= 0
-            e = mk.unary(U.ABS, e)
         to = _sel(_cmp(C.LT, e, _c(0.0, d)), _c(-math.inf, d), _c(math.inf, d))
+        if d is dt.float16:       # numpy's npy_half_spacing steps toward +inf, whatever the sign
+            gap = mk.binary(B.SUB, _nextafter_expr(e, _c(math.inf, d)), e)
+            inf = _cmp(C.EQ, mk.unary(U.ABS, e), _c(math.inf, d))
+            return _sel(inf, _c(math.nan, d), gap)
         return mk.binary(B.SUB, _nextafter_expr(e, to), e)
     return _map("spacing", [x], build, d)
 
@@ -333,7 +335,7 @@ def divmod_(x, y):
 
 
 def modf(x):
-    d = _resolve("modf", [x])
+    d = _resolve("sqrt", [x])      # (np.modf returns two arrays: its float type is sqrt's)
     whole = _map("modf", [x], lambda e: mk.unary(U.TRUNC, e), d)
 
     def frac(e):
@@ -444,6 +446,15 @@ def coverage() -> list:
         else:
             rows.append((name, others, "refused", REFUSED.get(name, _COMPLEX_NOTE)))
     return rows
+
+
+def coverage_markdown() -> str:
+    """The ufunc table of docs/kernels.md (tests/frontend/test_ufuncs.py keeps it current)."""
+    lines = ["| numpy ufunc | also | inside kernels |", "|---|---|---|"]
+    for name, aliases, status, note in coverage():
+        also = ", ".join(aliases)
+        lines.append(f"| `{name}` | {also} | {status}{': ' + note if note else ''} |")
+    return "\n".join(lines)
 
 
 def call(name: str, inputs: tuple) -> Array | tuple:
