@@ -464,8 +464,8 @@ def call(name: str, inputs: tuple) -> Array | tuple:
         reason = REFUSED.get(name)
         raise KernelError(f"numpy ufunc np.{name} is not supported inside kdsl kernels" +
                           (f": {reason.split(';')[0]}" if reason else ""),
-                          hint=(reason.split("; ", 1)[1] if reason and "; " in reason else
-                                "see the ufunc table in kdsl's docs/kernels.md"))
+                          hint=(reason.split("; ", 1)[1] + " " if reason and "; " in reason else "")
+                          + "(the ufunc table in kdsl's docs/kernels.md lists what works)")
     return fn(*inputs)
 
 

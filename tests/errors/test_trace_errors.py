@@ -70,7 +70,7 @@ def test_iteration():
 
 
 @pytest.mark.parametrize("call,name", [
-    (lambda A: np.cumsum(A), "cumsum"), (lambda A: np.sinh(A), "sinh"),
+    (lambda A: np.cumsum(A), "cumsum"), (lambda A: np.gcd(A, A), "gcd"),
     (lambda A: np.sort(A), "sort"), (lambda A: np.add.accumulate(A), "accumulate")])
 def test_unknown_numpy_functions(call, name):
     with pytest.raises(KernelError) as e:
