@@ -8,6 +8,7 @@ Floats must be within ``ULP`` of numpy's result in the same dtype (numpy itself 
 different code for arrays and scalars: the interpreter's scalar results differ from numpy's
 SIMD loops by an ulp); integers and bools must be equal.
 """
+import math
 import warnings
 
 import numpy as np
@@ -276,3 +277,43 @@ def test_docs_table_is_current():
         text = f.read()
     assert ufuncs.coverage_markdown() in text, \
         "docs/kernels.md's ufunc table is stale: paste kdsl.frontend.ufuncs.coverage_markdown()"
+
+
+# ------------------------------------------------------------------ shapes in float math
+@kd.kernel
+def scaled_symbolic(q):
+    return q * (1 / math.sqrt(q.shape[-1]))
+
+
+@kd.kernel(specialize=True)
+def scaled_static(q):
+    return q * (1 / math.sqrt(q.shape[-1])) + math.log(q.shape[0]) + float(q.shape[0])
+
+
+@kd.kernel
+def scaled_weak(q):
+    return q * q.shape[-1] ** -0.5
+
+
+@kd.kernel
+def unified_later(a):
+    n = a.shape[0]                                  # symbolic here...
+    b = a + kd.compute((4,), lambda i: 1.0)         # ...and 4 once broadcasting unifies it
+    return b * math.sqrt(n), b * int(n)
+
+
+def test_shape_math():
+    """issue 25 item 6: math.sqrt/math.log/float()/int() of a size."""
+    q = np.full((3, 16), 2.0, np.float16)
+    with pytest.raises(KernelError, match="only known when the kernel is called") as e:
+        scaled_symbolic(q, backend="numpy")
+    assert "d ** -0.5" in str(e.value) and "kd.sqrt" in str(e.value)
+    got = scaled_static(q, backend="numpy")
+    np.testing.assert_allclose(got, q / 4 + np.log(3) + 3, rtol=1e-3)
+    weak = scaled_weak(q, backend="cpu")
+    assert weak.dtype == np.float16            # np.sqrt(d) would make it float64
+    np.testing.assert_array_equal(weak, q * np.float16(0.25))
+    a = np.arange(4.0)
+    s, i = unified_later(a, backend="interp")
+    np.testing.assert_allclose(s, (a + 1) * 2.0)
+    np.testing.assert_array_equal(i, (a + 1) * 4)
