@@ -181,23 +181,26 @@ def fmod(x, y):
 def _logaddexp(name, base2: bool):
     def f(x, y):
         d = _resolve(name, [x, y])
+        c = d.compute          # 16-bit floats compute in float32 and round once, as numpy does
 
         def build(a, b):
+            a, b = ops.cast_to(a, c), ops.cast_to(b, c)
             # numpy's npy_logaddexp: equal operands (infinities too) give a + log(2)
             if base2:
-                same = mk.binary(B.ADD, a, _c(1.0, d))
-                log1p_ = lambda v: mk.binary(B.MUL, mk.unary(U.LOG1P, v), _c(1 / math.log(2), d))  # noqa: E731
+                same = mk.binary(B.ADD, a, _c(1.0, c))
+                log1p_ = lambda v: mk.binary(B.MUL, mk.unary(U.LOG1P, v), _c(1 / math.log(2), c))  # noqa: E731
                 expf = lambda v: mk.unary(U.EXP2, v)  # noqa: E731
             else:
-                same = mk.binary(B.ADD, a, _c(math.log(2), d))
+                same = mk.binary(B.ADD, a, _c(math.log(2), c))
                 log1p_ = lambda v: mk.unary(U.LOG1P, v)  # noqa: E731
                 expf = lambda v: mk.unary(U.EXP, v)  # noqa: E731
             t = mk.binary(B.SUB, a, b)
             pos = mk.binary(B.ADD, a, log1p_(expf(mk.unary(U.NEG, t))))
             neg = mk.binary(B.ADD, b, log1p_(expf(t)))
-            zero = _c(0.0, d)
-            return _sel(_cmp(C.EQ, a, b), same, _sel(_cmp(C.GT, t, zero), pos,
-                                                     _sel(_cmp(C.LE, t, zero), neg, t)))
+            zero = _c(0.0, c)
+            r = _sel(_cmp(C.EQ, a, b), same, _sel(_cmp(C.GT, t, zero), pos,
+                                                  _sel(_cmp(C.LE, t, zero), neg, t)))
+            return ops.cast_to(r, d)
         return _map(name, [x, y], build, d)
     return f
 
