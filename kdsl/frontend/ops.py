@@ -261,6 +261,10 @@ def binary(name: str, a, b, strong: bool = False) -> Array:
         return elementwise(name, [a, b], lambda x, y: mk.binary(op, _truth(x), _truth(y)), dt.bool_)
     ufunc, build, what = _BINARY[name]
     d = result_dtype(ufunc, [a, b], f"'{what}'")
+    if d.is_float and name.startswith("bitwise_"):     # bfloat16 skips numpy's type check
+        raise DTypeError(f"'{what}' is not supported for operands of type {a.dtype.name}, "
+                         f"{b.dtype.name}", hint="bitwise operators take integer or bool arrays; "
+                                                 "x.view(kd.int16) gives a float16's bits")
     if name == "power":
         special = _power_special(a, b, d, weak)
         if special is not None:
@@ -333,6 +337,9 @@ def unary(name: str, x, strong: bool = False) -> Array:
                            else n.const(False, dt.bool_), dt.bool_)
     ufunc, op = _UNARY[name]
     d = result_dtype(ufunc, [x], name)
+    if d.is_float and op is U.NOT:
+        raise DTypeError(f"~ is not supported for {d.name} values",
+                         hint="~ takes integer or bool arrays")
     if op in (U.ABS, U.FLOOR, U.CEIL) and not d.is_float and not d.is_signed:
         return elementwise(name, [x], lambda e: cast_to(e, d), d, weak)
     if op in (U.FLOOR, U.CEIL) and not d.is_float:

@@ -317,3 +317,29 @@ def test_shape_math():
     s, i = unified_later(a, backend="interp")
     np.testing.assert_allclose(s, (a + 1) * 2.0)
     np.testing.assert_array_equal(i, (a + 1) * 4)
+
+
+@kd.kernel
+def bf16_calls(x, y):
+    return (np.tan(x), np.arctan2(x, y), np.logaddexp(x, y), np.sign(x), np.isinf(x),
+            np.fmod(x, y), np.copysign(x, y), np.rint(x), np.cbrt(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bfloat16(backend):
+    """bfloat16 computes in float32 and rounds once: numpy's float32 result, rounded."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf = ml_dtypes.bfloat16
+    x = np.array([0.5, -1.5, 2.0, np.inf, np.nan, -0.0, 3.25], np.float32)
+    y = np.array([1.0, 2.0, -3.0, 1.0, 1.0, 2.0, -1.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = (np.tan(x), np.arctan2(x, y), np.logaddexp(x, y), np.sign(x), np.isinf(x),
+                np.fmod(x, y), np.copysign(x, y), np.rint(x), np.cbrt(x))
+    got = bf16_calls(x.astype(bf), y.astype(bf), backend=backend)
+    for k, (g, w) in enumerate(zip(got, want)):
+        w = w.astype(bf).astype(np.float32) if w.dtype.kind == "f" else w
+        np.testing.assert_array_equal(np.asarray(g, np.float32 if w.dtype.kind == "f" else bool), w,
+                                      err_msg=f"output {k}")
+    with pytest.raises(DTypeError):
+        operators(x.astype(bf), y.astype(bf), backend="numpy")
