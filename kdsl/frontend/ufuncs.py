@@ -276,6 +276,8 @@ def _shift(name: str, left: bool):
         _require_int(name, d, [x, y])
 
         def build(a, s):
+            if isinstance(s, n.Const) and 0 <= s.value < d.bits:    # x >> 2: no guard needed
+                return mk.binary(B.SHL if left else B.SHR, a, s)
             zero, bits = _c(0, d), _c(d.bits, d)
             ok = _cmp(C.LT, s, bits)
             if d.is_signed:
