@@ -471,12 +471,12 @@ def call(name: str, inputs: tuple) -> Array | tuple:
                           (f": {reason.split(';')[0]}" if reason else ""),
                           hint=(reason.split("; ", 1)[1] + " " if reason and "; " in reason else "")
                           + "(the ufunc table in kdsl's docs/kernels.md lists what works)")
-    return fn(*inputs)
+    return fn(*[ops.asarray(x) for x in inputs])
 
 
 def _public(name: str, fn):
     def f(*args):
-        return fn(*args)
+        return fn(*[ops.asarray(x) for x in args])
     f.__name__ = name
     f.__qualname__ = name
     f.__doc__ = (f"numpy's ``np.{name}`` on traced arrays (numpy's dtype rules and special "

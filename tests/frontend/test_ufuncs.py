@@ -343,3 +343,28 @@ def test_bfloat16(backend):
                                       err_msg=f"output {k}")
     with pytest.raises(DTypeError):
         operators(x.astype(bf), y.astype(bf), backend="numpy")
+
+
+@kd.kernel
+def python_scalars(x):
+    return np.hypot(x, 2.0), np.copysign(2, x), kd.tan(0.5) + x, np.heaviside(x, 0.5), kd.fmax(x, 3)
+
+
+def test_python_scalar_operands():
+    x = np.array([-1.0, 0.0, 2.0, np.nan], np.float32)
+    got = python_scalars(x, backend="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = (np.hypot(x, 2.0), np.copysign(2, x), np.tan(0.5) + x, np.heaviside(x, 0.5), np.fmax(x, 3))
+    for k in range(5):
+        assert got[k].dtype == want[k].dtype, k
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6)
+    xi = np.arange(5, dtype=np.int16)
+
+    @kd.kernel
+    def shifted(x):
+        return np.left_shift(1, x), np.right_shift(x, 1), kd.bitwise_and(x, 6)
+    got = shifted(xi, backend="interp")
+    for g, w in zip(got, (np.left_shift(1, xi), np.right_shift(xi, 1), np.bitwise_and(xi, 6))):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
