@@ -365,6 +365,73 @@ def vecmat(v, a):
     return linalg.matmul(ops.asarray(v)[..., None, :], a)[..., 0, :]
 
 
+_FLOAT_BITS = {dt.float16: (10, 15), dt.float32: (23, 127), dt.float64: (52, 1023)}  # (M, bias)
+
+
+def _frexp_parts(x):
+    """(mantissa in [0.5, 1) with x's sign, exponent as int64) of a float expression; x itself
+    and 0 for zeros, infinities and NaN (numpy's frexp)."""
+    d = x.dtype
+    m_bits, bias = _FLOAT_BITS[d]
+    i = _int_view(d)
+    tiny = _cmp(C.LT, mk.unary(U.ABS, x), _c(2.0 ** (1 - bias), d))
+    k = m_bits + 2                       # subnormals: scaled into the normal range first
+    xs = _sel(tiny, mk.binary(B.MUL, x, _c(2.0 ** k, d)), x)
+    bits = _bits(xs)
+    raw = mk.binary(B.AND, mk.binary(B.SHR, bits, _c(m_bits, i)), _c((2 * bias + 1), i))
+    e = mk.binary(B.SUB, ops.cast_to(raw, dt.int64), _c(bias - 1, dt.int64))
+    e = _sel(tiny, mk.binary(B.SUB, e, _c(k, dt.int64)), e)
+    exp_mask = (2 * bias + 1) << m_bits
+    mbits = mk.binary(B.OR, mk.binary(B.AND, bits, _c(~exp_mask, i)), _c((bias - 1) << m_bits, i))
+    mant = n.Unary(d, U.BITCAST, mbits)
+    special = mk.binary(B.OR, _cmp(C.EQ, x, _c(0.0, d)),
+                        mk.unary(U.NOT, _cmp(C.LT, mk.unary(U.ABS, x), _c(math.inf, d))))
+    return _sel(special, x, mant), _sel(special, _c(0, dt.int64), e)
+
+
+def frexp(x):
+    d = _resolve("sqrt", [x])          # (two outputs: the float type is sqrt's)
+    _no_bf16("frexp", d)
+    return (_map("frexp", [x], lambda e: _frexp_parts(e)[0], d),
+            ops.elementwise("frexp", [x], lambda e: ops.cast_to(
+                _frexp_parts(ops.cast_to(e, d))[1], dt.int32), dt.int32))
+
+
+def ldexp(x, i):
+    d = _resolve("ldexp", [x, i])
+    _no_bf16("ldexp", d)
+    m_bits, bias = _FLOAT_BITS[d]
+    iv = _int_view(d)
+
+    def build(a, k):
+        a = ops.cast_to(a, d)
+        k = ops.cast_to(k, dt.int64)
+        lim = _c(4 * bias + 4 * m_bits, dt.int64)         # beyond: over/underflow all the same
+        k = mk.binary(B.MAX, mk.binary(B.MIN, k, lim), mk.unary(U.NEG, lim))
+        m, e = _frexp_parts(a)
+        big = mk.binary(B.ADD, e, k)                       # result = m * 2**big, m in [0.5, 1)
+
+        def with_exponent(E):                              # m * 2**E, E - 1 a normal exponent
+            field = ops.cast_to(mk.binary(B.ADD, E, _c(bias - 1, dt.int64)), iv)
+            keep = mk.binary(B.AND, _bits(m), _c(~((2 * bias + 1) << m_bits), iv))
+            return n.Unary(d, U.BITCAST, mk.binary(B.OR, keep, mk.binary(
+                B.SHL, mk.binary(B.AND, field, _c(2 * bias + 1, iv)), _c(m_bits, iv))))
+        emin = 1 - bias
+        normal = with_exponent(big)
+        # below the normal range: m * 2**(E + bias - 1) is normal and exact; one multiplication
+        # by 2**emin then rounds once into the subnormals (E clamped where all round to 0)
+        low = mk.binary(B.MAX, big, _c(emin - m_bits - 2, dt.int64))
+        sub = mk.binary(B.MUL, with_exponent(mk.binary(B.ADD, low, _c(bias - 1, dt.int64))),
+                        _c(2.0 ** emin, d))
+        over = mk.binary(B.COPYSIGN, _c(math.inf, d), a)
+        r = _sel(_cmp(C.GT, big, _c(bias + 1, dt.int64)), over,
+                 _sel(_cmp(C.GT, big, _c(emin, dt.int64)), normal, sub))
+        special = mk.binary(B.OR, _cmp(C.EQ, a, _c(0.0, d)),
+                            mk.unary(U.NOT, _cmp(C.LT, mk.unary(U.ABS, a), _c(math.inf, d))))
+        return _sel(special, a, r)
+    return ops.elementwise("ldexp", [x, i], build, d)
+
+
 def _existing_binary(name):
     return lambda x, y: ops.binary(name, x, y, strong=True)
 
@@ -403,7 +470,7 @@ SUPPORTED = {
     "fmod": fmod, "logaddexp": _logaddexp("logaddexp", False),
     "logaddexp2": _logaddexp("logaddexp2", True), "heaviside": heaviside,
     "nextafter": nextafter, "spacing": spacing, "float_power": float_power,
-    "divmod": divmod_, "modf": modf, "vecdot": vecdot, "matvec": matvec, "vecmat": vecmat,
+    "divmod": divmod_, "modf": modf, "frexp": frexp, "ldexp": ldexp, "vecdot": vecdot, "matvec": matvec, "vecmat": vecmat,
     "arctan2": _binary_math("arctan2", B.ATAN2), "hypot": _binary_math("hypot", B.HYPOT),
     "copysign": _binary_math("copysign", B.COPYSIGN),
     **{name: _unary_math(name, op) for name, op in (
@@ -420,10 +487,6 @@ SUPPORTED["radians"] = SUPPORTED["deg2rad"]
 REFUSED = {
     "gcd": "needs a data-dependent loop (Euclid's algorithm); compute it outside the kernel",
     "lcm": "needs a data-dependent loop (through gcd); compute it outside the kernel",
-    "ldexp": "not yet implemented exactly (x * 2.0**i over- or underflows where ldexp does not); "
-             "use x * kd.exp2(i) where the power fits",
-    "frexp": "not yet implemented (two outputs from the exponent bits); use x.view(kd.int32) "
-             "and shifts for the exponent",
     "isnat": "datetime64/timedelta64 values are not supported by kdsl",
 }
 _COMPLEX_NOTE = "complex dtypes are not supported by kdsl"
