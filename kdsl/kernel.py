@@ -33,6 +33,8 @@ from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserEr
                      user_location)
 from .frontend import context as _ctx
 from .runtime import dispatch, fastpath
+from .runtime.outputs import casting_launcher, check_out
+from .runtime.outputs import overlaps as _overlaps
 from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args, size_classes,
                                 signature_from_specs)
 
@@ -51,22 +53,6 @@ def _hint(target, fn, loc):
     except ImportError:  # schedules not there yet: a stand-in with the same fields
         from types import SimpleNamespace as Hint
     return Hint(target=target, hints={}, fn=fn, loc=loc)
-
-
-def _overlaps(out, args) -> bool:
-    """Does an ``out=`` array share memory with an argument or with another out array?"""
-    t = type(out)
-    if t is not np.ndarray and t is not tuple and not isinstance(out, np.ndarray):
-        return False     # a device array: its backend checks (the numpy rule below is host-only)
-    outs = out if isinstance(out, tuple) else (out,)
-    arrays = [a for a in args if isinstance(a, np.ndarray)]
-    for k, o in enumerate(outs):
-        if not isinstance(o, np.ndarray):
-            return False     # the normal path reports the bad out= argument
-        if any(np.may_share_memory(o, a) for a in arrays) or any(
-                np.may_share_memory(o, p) for p in outs[k + 1:] if isinstance(p, np.ndarray)):
-            return True
-    return False
 
 
 def _no_entry(*args, **kw):
@@ -467,8 +453,13 @@ class Kernel(functools.partial):
             sig = signature_from_args(args, self.arg_names, self.constants, self.specialize,
                                       out, loc, getattr(be, "size_classes", False))
             graph = self._graph(sig)
-            if out is not None:
-                self._check_out(graph, out)
+            if out is not None and any(check_out(self.__name__, graph, out)):
+                # numpy's same_kind cast into an out= of another dtype: computed, then copied
+                plain = self._miss(args, backend, None)
+                launch = casting_launcher(self.__name__, plain, isinstance(out, tuple))
+                if version == self._version:
+                    self._cache[key] = launch
+                return launch
             _req, compiled = dispatch.compile_for(self, be, sig, graph)
             mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
             # graph.params: the arguments that are not compile-time constants (constants=,
@@ -483,37 +474,6 @@ class Kernel(functools.partial):
             if version == self._version:
                 self._cache[key] = launch
             return launch
-
-    def _check_out(self, graph, out):
-        outs = out if isinstance(out, tuple) else (out,)
-        if len(outs) != len(graph.outputs):
-            raise ArgumentError(f"{self.__name__} returns {len(graph.outputs)} array(s) but "
-                                f"out= gives {len(outs)}",
-                                hint="pass one array per result (a tuple for several)")
-        from .dtypes import as_dtype
-        from .runtime.arrays import array_info
-        for j, (o, t) in enumerate(zip(outs, graph.outputs)):
-            info = array_info(o)
-            if info is None:
-                raise ArgumentError(f"out= entry {j} must be an array, got {type(o).__name__}")
-            try:
-                d = as_dtype(info[0])
-            except TypeError:
-                d = None
-            if d is not t.dtype:
-                raise ArgumentError(f"{self.__name__}: out= array {j} has dtype {info[0]}, but "
-                                    f"the result has dtype {t.dtype.name}",
-                                    hint=f"allocate out with dtype {t.dtype.name}")
-            if len(info[1]) != len(t.shape):
-                raise ArgumentError(f"{self.__name__}: out= array {j} has {len(info[1])} dims, "
-                                    f"but the result has {len(t.shape)}")
-            flags = getattr(o, "flags", None)
-            if flags is not None and not getattr(flags, "writeable", True):
-                which = f"out= array {j}" if isinstance(out, tuple) else "the out= array"
-                raise ArgumentError(f"{self.__name__}: {which} is read-only; the result is written "
-                                    "into it, so it must be writeable",
-                                    hint="pass a writeable array (np.empty(...), or a copy: "
-                                         "out.copy()), or drop out= to get a new array")
 
     # ------------------------------------------------------------- looking inside
     def _inspect(self, args, backend, lowering_only=False):
