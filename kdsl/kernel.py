@@ -55,6 +55,33 @@ def _hint(target, fn, loc):
     return Hint(target=target, hints={}, fn=fn, loc=loc)
 
 
+_TRACED = threading.local()     # .stack: the kernels whose functions are being traced
+
+
+class _tracing_kernel:
+    """``with _tracing_kernel(k):`` marks ``k`` as being traced in this thread; a kernel that
+    calls itself while it is traced (directly or through others) is a KernelError at the user's
+    call, not a RecursionError deep in Python."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __enter__(self):
+        k, stack = self.k, getattr(_TRACED, "stack", None)
+        if stack is None:
+            stack = _TRACED.stack = []
+        if any(t is k for t in stack):
+            chain = " -> ".join(t.__name__ for t in stack[stack.index(k):]) + f" -> {k.__name__}"
+            raise KernelError(f"kernel {k.__name__} calls itself while it is traced ({chain}): a "
+                              "kernel called inside a kernel is traced inline, so the recursion "
+                              "never ends", hint="write the recursion as a Python loop of fixed "
+                              "depth, or recurse in a plain Python helper that takes a depth")
+        stack.append(k)
+
+    def __exit__(self, *exc):
+        _TRACED.stack.pop()
+
+
 def _no_entry(*args, **kw):
     """The callable functools.partial's constructor needs; Kernel.__init__ replaces it."""
     raise InternalCompilerError("a kernel was called before its __init__ ran")
@@ -116,7 +143,8 @@ class Kernel(functools.partial):
         unknown = [c for c in constants if c not in self.arg_names]
         if unknown:
             raise KernelError(f"kernel {name}: constants names {unknown[0]!r}, which is not "
-                              f"a parameter; parameters: {', '.join(self.arg_names)}")
+                              f"a parameter; parameters: {', '.join(self.arg_names)}",
+                              hint="list parameter names of the function in constants=")
         self.specialize, self.constants = bool(specialize), constants
         self._nargs = len(self.arg_names)
         # positional calls with every argument skip binding; keyword-only parameters always bind
@@ -302,7 +330,8 @@ class Kernel(functools.partial):
                               "inside another kernel: it is traced inline into the caller",
                               hint=f"drop {given[0]}=; the outer kernel's call decides it")
         npos = self._npos
-        return self.fn(*args[:npos], **dict(zip(self.arg_names[npos:], args[npos:])))
+        with _tracing_kernel(self):
+            return self.fn(*args[:npos], **dict(zip(self.arg_names[npos:], args[npos:])))
 
     @staticmethod
     def _host_array(a, backend) -> bool:
@@ -406,8 +435,9 @@ class Kernel(functools.partial):
 
     def _trace(self, sig):
         try:
-            return dispatch.trace_graph(self.fn, sig.specs(), name=self.__name__,
-                                        constants=self.constants)
+            with _tracing_kernel(self):
+                return dispatch.trace_graph(self.fn, sig.specs(), name=self.__name__,
+                                            constants=self.constants)
         except KdslError:
             raise
         except (ValueError, TypeError, IndexError, KeyError, AttributeError, ZeroDivisionError) as e:
