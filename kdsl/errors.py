@@ -151,6 +151,11 @@ class ScheduleWarning(UserWarning):
     code size); the message says what was done instead and why."""
 
 
+class StaleGlobalWarning(UserWarning):
+    """A global (or closure variable) a kernel read when it was traced has been rebound since:
+    the compiled kernel keeps the value it had then (globals are frozen at trace time)."""
+
+
 def warn_user(message: str, category=None) -> None:
     """Issue a warning attributed to the user's line (not to kdsl's)."""
     import warnings

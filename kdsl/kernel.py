@@ -29,10 +29,10 @@ import numpy as np
 
 from .backends import registry as _reg
 from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
-                     ScheduleError, SourceLoc, _is_internal, for_user, user_frames_only,
-                     user_location)
+                     ScheduleError, SourceLoc, StaleGlobalWarning, _is_internal, for_user,
+                     user_frames_only, user_location, warn_user)
 from .frontend import context as _ctx
-from .runtime import dispatch, fastpath
+from .runtime import dispatch, fastpath, globals_watch
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args, size_classes,
@@ -163,6 +163,7 @@ class Kernel(functools.partial):
         #                       arrays: also tried when the device rule chooses, the same
         #                       launcher taking (args, out) or None) or None
         self._fast_out = None  # the same for calls with out=
+        self._frozen = ()      # the globals the traced code read (kdsl.runtime.globals_watch)
 
     # ------------------------------------------------------------- calling
     def _call(self, *args, backend=None, out=None, stream=None, **kw):
@@ -238,6 +239,8 @@ class Kernel(functools.partial):
     def _call_bound(self, args, backend, out, stream, bound):
         """The call past the fast launcher: the launcher of this call's key (a miss compiles).
         ``bound``: the arguments were bound by ``_general`` (which skipped __call__'s checks)."""
+        if self._frozen:
+            self._check_globals()
         if bound and out is not None and _overlaps(out, args):
             fresh = self._recall(args, backend, None, stream)
             for o, r in zip(out if isinstance(out, tuple) else (out,),
@@ -364,6 +367,17 @@ class Kernel(functools.partial):
             out.append(a)
         return tuple(out)
 
+    def _check_globals(self):
+        """Warn (once per change) about globals read by the traced code that were rebound since."""
+        names = globals_watch.changed(self._frozen)
+        if names:
+            self._frozen = globals_watch.refresh(self._frozen, names)
+            which = ", ".join(repr(x) for x in names)
+            warn_user(f"kernel {self.__name__}: the global {which} it read when traced has been "
+                      "rebound since; kernels freeze the globals they read at trace time, so "
+                      "the compiled code keeps the old value (a new specialisation may see the "
+                      "new one)", StaleGlobalWarning)
+
     def _promote(self, plain, entry, version):
         """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first."""
         with self._lock:
@@ -436,8 +450,13 @@ class Kernel(functools.partial):
     def _trace(self, sig):
         try:
             with _tracing_kernel(self):
-                return dispatch.trace_graph(self.fn, sig.specs(), name=self.__name__,
-                                            constants=self.constants)
+                graph = dispatch.trace_graph(self.fn, sig.specs(), name=self.__name__,
+                                             constants=self.constants)
+            if self._frozen:
+                self._check_globals()
+            else:
+                self._frozen = globals_watch.snapshot(self.fn)
+            return graph
         except KdslError:
             raise
         except (ValueError, TypeError, IndexError, KeyError, AttributeError, ZeroDivisionError) as e:
@@ -609,7 +628,13 @@ class Kernel(functools.partial):
 
 
 def kernel(fn=None, *, specialize=False, constants=()):
-    """Decorator making a kernel of ``fn``: ``@kd.kernel`` or ``@kd.kernel(specialize=True)``."""
+    """Decorator making a kernel of ``fn``: ``@kd.kernel`` or ``@kd.kernel(specialize=True)``.
+
+    Globals are frozen at trace time: ``fn`` runs once per compiled version, and the globals
+    and closure variables it reads then are baked into the compiled code (as in Numba).
+    Rebinding one later does not change the kernel; a ``StaleGlobalWarning`` naming it is
+    issued when kdsl notices (on calls that compile or miss the native fast launcher).
+    Pass values that change as arguments (or list them in ``constants``)."""
     if fn is None:
         return lambda f: Kernel(f, specialize=specialize, constants=constants)
     return Kernel(fn, specialize=specialize, constants=constants)
