@@ -29,11 +29,12 @@ import numpy as np
 
 from .backends import registry as _reg
 from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
-                     ScheduleError, SourceLoc, StaleGlobalWarning, _is_internal, for_user,
-                     user_frames_only, user_location, warn_user)
+                     ScheduleError, StaleGlobalWarning, for_user, user_frames_only,
+                     user_location, warn_user)
 from .frontend import context as _ctx
 from .runtime import dispatch, fastpath, globals_watch
 from .runtime.outputs import casting_launcher, check_out
+from .runtime.trace_guard import trace_failure, tracing_kernel
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args, size_classes,
                                 signature_from_specs)
@@ -53,33 +54,6 @@ def _hint(target, fn, loc):
     except ImportError:  # schedules not there yet: a stand-in with the same fields
         from types import SimpleNamespace as Hint
     return Hint(target=target, hints={}, fn=fn, loc=loc)
-
-
-_TRACED = threading.local()     # .stack: the kernels whose functions are being traced
-
-
-class _tracing_kernel:
-    """``with _tracing_kernel(k):`` marks ``k`` as being traced in this thread; a kernel that
-    calls itself while it is traced (directly or through others) is a KernelError at the user's
-    call, not a RecursionError deep in Python."""
-
-    def __init__(self, k):
-        self.k = k
-
-    def __enter__(self):
-        k, stack = self.k, getattr(_TRACED, "stack", None)
-        if stack is None:
-            stack = _TRACED.stack = []
-        if any(t is k for t in stack):
-            chain = " -> ".join(t.__name__ for t in stack[stack.index(k):]) + f" -> {k.__name__}"
-            raise KernelError(f"kernel {k.__name__} calls itself while it is traced ({chain}): a "
-                              "kernel called inside a kernel is traced inline, so the recursion "
-                              "never ends", hint="write the recursion as a Python loop of fixed "
-                              "depth, or recurse in a plain Python helper that takes a depth")
-        stack.append(k)
-
-    def __exit__(self, *exc):
-        _TRACED.stack.pop()
 
 
 def _no_entry(*args, **kw):
@@ -333,7 +307,7 @@ class Kernel(functools.partial):
                               "inside another kernel: it is traced inline into the caller",
                               hint=f"drop {given[0]}=; the outer kernel's call decides it")
         npos = self._npos
-        with _tracing_kernel(self):
+        with tracing_kernel(self):
             return self.fn(*args[:npos], **dict(zip(self.arg_names[npos:], args[npos:])))
 
     @staticmethod
@@ -449,7 +423,7 @@ class Kernel(functools.partial):
 
     def _trace(self, sig):
         try:
-            with _tracing_kernel(self):
+            with tracing_kernel(self):
                 graph = dispatch.trace_graph(self.fn, sig.specs(), name=self.__name__,
                                              constants=self.constants)
             if self._frozen:
@@ -460,36 +434,7 @@ class Kernel(functools.partial):
         except KdslError:
             raise
         except (ValueError, TypeError, IndexError, KeyError, AttributeError, ZeroDivisionError) as e:
-            raise self._trace_failure(e, sig) from e
-
-    def _trace_failure(self, e, sig) -> KdslUserError:
-        """A KernelError for a Python error that escaped tracing, at the user's line.
-
-        Raised by the kernel's own code (``n, m = A.shape`` given a 3-D array): the error and
-        the signature traced.  Raised inside kdsl (a function of the user's called by kdsl, or
-        an input kdsl failed to validate): the error at the last user line, marked as kdsl's.
-        """
-        frames, tb = [], e.__traceback__
-        while tb is not None:
-            frames.append(tb)
-            tb = tb.tb_next
-        user = [t for t in frames if not _is_internal(t.tb_frame.f_code.co_filename)]
-        loc = None
-        if user:
-            t = user[-1]
-            import linecache
-            fname = t.tb_frame.f_code.co_filename
-            loc = SourceLoc(fname, t.tb_lineno, linecache.getline(fname, t.tb_lineno).strip())
-        what = f"{type(e).__name__}: {e}"
-        traced = f"while tracing {self.__name__} for arguments {sig.describe()}"
-        if frames and user and frames[-1] is user[-1]:
-            return KernelError(f"{self.__name__}: the kernel's code raised {what} ({traced})",
-                               loc=loc, hint="the function runs once, on traced arrays of these "
-                               "dtypes and ranks (sizes are symbolic unless "
-                               "kd.kernel(specialize=True)): check this line against them")
-        return KernelError(f"{self.__name__}: kdsl failed on this line: {what} ({traced})", loc=loc,
-                           hint="check the arguments of the kdsl or numpy call on this line; if "
-                                "they are right, this is a kdsl bug: please report it")
+            raise trace_failure(self.__name__, e, sig) from e
 
     def _build(self, key, args, backend, out):
         be = _reg.get_backend(backend)
