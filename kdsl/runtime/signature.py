@@ -207,7 +207,8 @@ def signature_from_args(args, names, constants, specialize, out, loc=None,
             try:
                 d = _PY_SCALARS.get(type(a)) or dt.as_dtype(a.dtype)
             except TypeError as e:
-                raise _fail(f"argument {name!r}: {e}", "pass a Python or numpy scalar of a supported dtype", loc) from None
+                raise _fail(f"argument {name!r}: {e}",
+                            "pass a Python or numpy scalar of a supported dtype", loc) from None
             params.append(ScalarSig(d, strong=type(a) not in _PY_SCALARS))
             continue
         if isinstance(a, np.ma.MaskedArray):
