@@ -53,7 +53,8 @@ _LAZY = {
         "KdslError", "KernelError", "KernelValueError", "KernelIndexError", "ShapeError",
         "DTypeError", "IntegerOverflowError", "ArgumentError", "ScheduleError",
         "BackendNotInstalled", "BackendUnavailable",
-        "BackendCompileError", "InternalCompilerError", "SourceLoc", "ScheduleWarning")},
+        "BackendCompileError", "InternalCompilerError", "SourceLoc", "ScheduleWarning",
+        "StaleGlobalWarning", "UnknownBackendError")},
     # dtypes
     **{name: ("kdsl.dtypes", name) for name in (
         "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",

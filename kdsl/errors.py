@@ -28,6 +28,8 @@ def _is_internal(filename: str) -> bool:
 
 
 def _is_internal_path(filename: str) -> bool:
+    if filename.startswith("<kdsl"):     # code kdsl generates (the interpreter's programs)
+        return True
     f = os.path.abspath(filename)
     if f.startswith(_KDSL_DIR + os.sep):
         return True
@@ -59,11 +61,24 @@ def user_location(skip_internal: bool = True) -> SourceLoc | None:
     frame = sys._getframe(1)
     while frame is not None:
         fn = frame.f_code.co_filename
+        if fn == "<string>" and _kdsl_dataclass_init(frame):
+            frame = frame.f_back
+            continue
         if not (skip_internal and _is_internal(fn)) and not fn.startswith("<frozen"):
             code = linecache.getline(fn, frame.f_lineno).strip()
             return SourceLoc(fn, frame.f_lineno, code)
         frame = frame.f_back
     return None
+
+
+def _kdsl_dataclass_init(frame) -> bool:
+    """Whether ``frame`` runs the ``__init__`` that ``dataclasses`` generated (file
+    ``<string>``) for a kdsl class (``kd.intrin.wmma(16, 16, 8)``): not the user's line."""
+    if frame.f_code.co_name != "__init__":
+        return False
+    obj = frame.f_locals.get("self")
+    return obj is not None and type(obj).__module__.split(".")[0] in ("kdsl", "kdsl_cpu",
+                                                                      "kdsl_cuda")
 
 
 class KdslError(Exception):
@@ -136,6 +151,11 @@ class ScheduleWarning(UserWarning):
     code size); the message says what was done instead and why."""
 
 
+class StaleGlobalWarning(UserWarning):
+    """A global (or closure variable) a kernel read when it was traced has been rebound since:
+    the compiled kernel keeps the value it had then (globals are frozen at trace time)."""
+
+
 def warn_user(message: str, category=None) -> None:
     """Issue a warning attributed to the user's line (not to kdsl's)."""
     import warnings
@@ -146,6 +166,11 @@ def warn_user(message: str, category=None) -> None:
 
 class BackendNotInstalled(KdslError, LookupError):
     """The requested backend's package is not installed."""
+
+
+class UnknownBackendError(KdslUserError, BackendNotInstalled):
+    """A backend name that no installed or known backend has (a misspelling): a user error,
+    at the user's line, with the closest names as the hint."""
 
 
 class BackendUnavailable(KdslError, RuntimeError):

@@ -29,10 +29,13 @@ import numpy as np
 
 from .backends import registry as _reg
 from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
-                     ScheduleError, SourceLoc, _is_internal, for_user, user_frames_only,
-                     user_location)
+                     ScheduleError, StaleGlobalWarning, for_user, user_frames_only,
+                     user_location, warn_user)
 from .frontend import context as _ctx
-from .runtime import dispatch, fastpath
+from .runtime import dispatch, fastpath, globals_watch
+from .runtime.outputs import casting_launcher, check_out
+from .runtime.trace_guard import trace_failure, tracing_kernel
+from .runtime.outputs import overlaps as _overlaps
 from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args, size_classes,
                                 signature_from_specs)
 
@@ -51,22 +54,6 @@ def _hint(target, fn, loc):
     except ImportError:  # schedules not there yet: a stand-in with the same fields
         from types import SimpleNamespace as Hint
     return Hint(target=target, hints={}, fn=fn, loc=loc)
-
-
-def _overlaps(out, args) -> bool:
-    """Does an ``out=`` array share memory with an argument or with another out array?"""
-    t = type(out)
-    if t is not np.ndarray and t is not tuple and not isinstance(out, np.ndarray):
-        return False     # a device array: its backend checks (the numpy rule below is host-only)
-    outs = out if isinstance(out, tuple) else (out,)
-    arrays = [a for a in args if isinstance(a, np.ndarray)]
-    for k, o in enumerate(outs):
-        if not isinstance(o, np.ndarray):
-            return False     # the normal path reports the bad out= argument
-        if any(np.may_share_memory(o, a) for a in arrays) or any(
-                np.may_share_memory(o, p) for p in outs[k + 1:] if isinstance(p, np.ndarray)):
-            return True
-    return False
 
 
 def _no_entry(*args, **kw):
@@ -130,7 +117,8 @@ class Kernel(functools.partial):
         unknown = [c for c in constants if c not in self.arg_names]
         if unknown:
             raise KernelError(f"kernel {name}: constants names {unknown[0]!r}, which is not "
-                              f"a parameter; parameters: {', '.join(self.arg_names)}")
+                              f"a parameter; parameters: {', '.join(self.arg_names)}",
+                              hint="list parameter names of the function in constants=")
         self.specialize, self.constants = bool(specialize), constants
         self._nargs = len(self.arg_names)
         # positional calls with every argument skip binding; keyword-only parameters always bind
@@ -149,6 +137,7 @@ class Kernel(functools.partial):
         #                       arrays: also tried when the device rule chooses, the same
         #                       launcher taking (args, out) or None) or None
         self._fast_out = None  # the same for calls with out=
+        self._frozen = ()      # the globals the traced code read (kdsl.runtime.globals_watch)
 
     # ------------------------------------------------------------- calling
     def _call(self, *args, backend=None, out=None, stream=None, **kw):
@@ -224,6 +213,8 @@ class Kernel(functools.partial):
     def _call_bound(self, args, backend, out, stream, bound):
         """The call past the fast launcher: the launcher of this call's key (a miss compiles).
         ``bound``: the arguments were bound by ``_general`` (which skipped __call__'s checks)."""
+        if self._frozen:
+            self._check_globals()
         if bound and out is not None and _overlaps(out, args):
             fresh = self._recall(args, backend, None, stream)
             for o, r in zip(out if isinstance(out, tuple) else (out,),
@@ -316,7 +307,8 @@ class Kernel(functools.partial):
                               "inside another kernel: it is traced inline into the caller",
                               hint=f"drop {given[0]}=; the outer kernel's call decides it")
         npos = self._npos
-        return self.fn(*args[:npos], **dict(zip(self.arg_names[npos:], args[npos:])))
+        with tracing_kernel(self):
+            return self.fn(*args[:npos], **dict(zip(self.arg_names[npos:], args[npos:])))
 
     @staticmethod
     def _host_array(a, backend) -> bool:
@@ -348,6 +340,17 @@ class Kernel(functools.partial):
                         f"{type(e).__name__}: {e}", hint="pass a numpy array")) from None
             out.append(a)
         return tuple(out)
+
+    def _check_globals(self):
+        """Warn (once per change) about globals read by the traced code that were rebound since."""
+        names = globals_watch.changed(self._frozen)
+        if names:
+            self._frozen = globals_watch.refresh(self._frozen, names)
+            which = ", ".join(repr(x) for x in names)
+            warn_user(f"kernel {self.__name__}: the global {which} it read when traced has been "
+                      "rebound since; kernels freeze the globals they read at trace time, so "
+                      "the compiled code keeps the old value (a new specialisation may see the "
+                      "new one)", StaleGlobalWarning)
 
     def _promote(self, plain, entry, version):
         """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first."""
@@ -420,41 +423,18 @@ class Kernel(functools.partial):
 
     def _trace(self, sig):
         try:
-            return dispatch.trace_graph(self.fn, sig.specs(), name=self.__name__,
-                                        constants=self.constants)
+            with tracing_kernel(self):
+                graph = dispatch.trace_graph(self.fn, sig.specs(), name=self.__name__,
+                                             constants=self.constants)
+            if self._frozen:
+                self._check_globals()
+            else:
+                self._frozen = globals_watch.snapshot(self.fn)
+            return graph
         except KdslError:
             raise
         except (ValueError, TypeError, IndexError, KeyError, AttributeError, ZeroDivisionError) as e:
-            raise self._trace_failure(e, sig) from e
-
-    def _trace_failure(self, e, sig) -> KdslUserError:
-        """A KernelError for a Python error that escaped tracing, at the user's line.
-
-        Raised by the kernel's own code (``n, m = A.shape`` given a 3-D array): the error and
-        the signature traced.  Raised inside kdsl (a function of the user's called by kdsl, or
-        an input kdsl failed to validate): the error at the last user line, marked as kdsl's.
-        """
-        frames, tb = [], e.__traceback__
-        while tb is not None:
-            frames.append(tb)
-            tb = tb.tb_next
-        user = [t for t in frames if not _is_internal(t.tb_frame.f_code.co_filename)]
-        loc = None
-        if user:
-            t = user[-1]
-            import linecache
-            fname = t.tb_frame.f_code.co_filename
-            loc = SourceLoc(fname, t.tb_lineno, linecache.getline(fname, t.tb_lineno).strip())
-        what = f"{type(e).__name__}: {e}"
-        traced = f"while tracing {self.__name__} for arguments {sig.describe()}"
-        if frames and user and frames[-1] is user[-1]:
-            return KernelError(f"{self.__name__}: the kernel's code raised {what} ({traced})",
-                               loc=loc, hint="the function runs once, on traced arrays of these "
-                               "dtypes and ranks (sizes are symbolic unless "
-                               "kd.kernel(specialize=True)): check this line against them")
-        return KernelError(f"{self.__name__}: kdsl failed on this line: {what} ({traced})", loc=loc,
-                           hint="check the arguments of the kdsl or numpy call on this line; if "
-                                "they are right, this is a kdsl bug: please report it")
+            raise trace_failure(self.__name__, e, sig) from e
 
     def _build(self, key, args, backend, out):
         be = _reg.get_backend(backend)
@@ -467,8 +447,13 @@ class Kernel(functools.partial):
             sig = signature_from_args(args, self.arg_names, self.constants, self.specialize,
                                       out, loc, getattr(be, "size_classes", False))
             graph = self._graph(sig)
-            if out is not None:
-                self._check_out(graph, out)
+            if out is not None and any(check_out(self.__name__, graph, out)):
+                # numpy's same_kind cast into an out= of another dtype: computed, then copied
+                plain = self._miss(args, backend, None)
+                launch = casting_launcher(self.__name__, plain, isinstance(out, tuple))
+                if version == self._version:
+                    self._cache[key] = launch
+                return launch
             _req, compiled = dispatch.compile_for(self, be, sig, graph)
             mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
             # graph.params: the arguments that are not compile-time constants (constants=,
@@ -483,37 +468,6 @@ class Kernel(functools.partial):
             if version == self._version:
                 self._cache[key] = launch
             return launch
-
-    def _check_out(self, graph, out):
-        outs = out if isinstance(out, tuple) else (out,)
-        if len(outs) != len(graph.outputs):
-            raise ArgumentError(f"{self.__name__} returns {len(graph.outputs)} array(s) but "
-                                f"out= gives {len(outs)}",
-                                hint="pass one array per result (a tuple for several)")
-        from .dtypes import as_dtype
-        from .runtime.arrays import array_info
-        for j, (o, t) in enumerate(zip(outs, graph.outputs)):
-            info = array_info(o)
-            if info is None:
-                raise ArgumentError(f"out= entry {j} must be an array, got {type(o).__name__}")
-            try:
-                d = as_dtype(info[0])
-            except TypeError:
-                d = None
-            if d is not t.dtype:
-                raise ArgumentError(f"{self.__name__}: out= array {j} has dtype {info[0]}, but "
-                                    f"the result has dtype {t.dtype.name}",
-                                    hint=f"allocate out with dtype {t.dtype.name}")
-            if len(info[1]) != len(t.shape):
-                raise ArgumentError(f"{self.__name__}: out= array {j} has {len(info[1])} dims, "
-                                    f"but the result has {len(t.shape)}")
-            flags = getattr(o, "flags", None)
-            if flags is not None and not getattr(flags, "writeable", True):
-                which = f"out= array {j}" if isinstance(out, tuple) else "the out= array"
-                raise ArgumentError(f"{self.__name__}: {which} is read-only; the result is written "
-                                    "into it, so it must be writeable",
-                                    hint="pass a writeable array (np.empty(...), or a copy: "
-                                         "out.copy()), or drop out= to get a new array")
 
     # ------------------------------------------------------------- looking inside
     def _inspect(self, args, backend, lowering_only=False):
@@ -619,7 +573,13 @@ class Kernel(functools.partial):
 
 
 def kernel(fn=None, *, specialize=False, constants=()):
-    """Decorator making a kernel of ``fn``: ``@kd.kernel`` or ``@kd.kernel(specialize=True)``."""
+    """Decorator making a kernel of ``fn``: ``@kd.kernel`` or ``@kd.kernel(specialize=True)``.
+
+    Globals are frozen at trace time: ``fn`` runs once per compiled version, and the globals
+    and closure variables it reads then are baked into the compiled code (as in Numba).
+    Rebinding one later does not change the kernel; a ``StaleGlobalWarning`` naming it is
+    issued when kdsl notices (on calls that compile or miss the native fast launcher).
+    Pass values that change as arguments (or list them in ``constants``)."""
     if fn is None:
         return lambda f: Kernel(f, specialize=specialize, constants=constants)
     return Kernel(fn, specialize=specialize, constants=constants)

@@ -113,17 +113,13 @@ class CPUBackend:
         # keyed on the generated LLVM IR itself: any codegen change is a new entry
         key = disk.cache_key(gen.ir, self.name, self.cache_options(func), _version())
         store = disk.DiskCache()
-        obj = _unpack(store.get(key, lambda blob: _loadable(blob, gen.entry)), gen.entry)
-        from_cache = obj is not None
-        if from_cache:
-            with self._lock:
-                self.stats["cache_hits"] += 1
-        else:
-            obj = jit.compile_object(gen.ir)
-            with self._lock:
-                self.stats["compiled"] += 1
-            store.put(key, _pack(obj, gen.entry))
-        code = jit.load_object(obj, gen.entry)
+        # an entry that fails to load is discarded and rebuilt (DiskCache.fetch)
+        code, from_cache = store.fetch(
+            key, lambda: self._build_object(gen),
+            lambda blob: jit.load_cached(blob, gen.entry, _unpack),
+            lambda blob: _loadable(blob, gen.entry), what=f"kernel {gen.entry}")
+        with self._lock:
+            self.stats["cache_hits" if from_cache else "compiled"] += 1
         rt = parallel.runtime_table(self.threading, self._threads(request.schedule))
         return CPUCompiled(func, code, gen.entry, gen.ir, rt, from_cache)
 
@@ -134,6 +130,10 @@ class CPUBackend:
         return np.empty(tuple(shape), dtype=dt.as_dtype(dtype).np)
 
     # ------------------------------------------------------------- helpers
+    def _build_object(self, gen) -> bytes:
+        """A fresh cache payload: the object code of ``gen`` compiled by LLVM."""
+        return _pack(jit.compile_object(gen.ir), gen.entry)
+
     def cache_options(self, func) -> dict:
         """What besides the printed IR decides the object code (part of the cache key)."""
         return {"target": jit.options(), "codegen": CODEGEN_VERSION,

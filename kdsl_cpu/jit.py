@@ -165,6 +165,15 @@ def load_object(obj: bytes, entry: str) -> LoadedCode:
     return LoadedCode(obj, entry)
 
 
+def load_cached(blob: bytes, entry: str, unpack) -> LoadedCode:
+    """Load the object code in a disk-cache payload (``unpack(blob, entry)`` gives it); a
+    payload that holds none raises, so that the cache discards the entry."""
+    obj = unpack(blob, entry)
+    if obj is None:
+        raise BackendCompileError(f"the cache entry holds no object code for {entry!r}")
+    return load_object(obj, entry)
+
+
 __all__ = ["LLVM_LOCK", "host", "object_problem", "target_machine", "options", "optimize", "compile_object",
            "compile_glue", "glue_target_machine",
-           "assembly", "load_object", "LoadedCode", "data_layout"]
+           "assembly", "load_object", "load_cached", "LoadedCode", "data_layout"]

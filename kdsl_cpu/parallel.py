@@ -173,21 +173,19 @@ def omp_launcher() -> int | None:
             jit._init()
             for sym in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads"):
                 llvm.add_symbol(sym, ctypes.cast(getattr(gomp, sym), ctypes.c_void_p).value)
-            _omp_code = jit.load_object(_omp_object(), "kdsl_omp_launch")
+            _omp_code = _omp_object(lambda obj: jit.load_object(obj, "kdsl_omp_launch"))
         return _omp_code.address
 
 
-def _omp_object() -> bytes:
-    """Object code of the OpenMP launcher module, through the disk cache like kernels."""
+def _omp_object(load):
+    """``load(object code)`` of the OpenMP launcher module, through the disk cache like kernels
+    (an entry that fails to load is discarded and rebuilt: ``DiskCache.fetch``)."""
     from kdsl.runtime import cache as disk
     text = _omp_module_ir()
     store = disk.DiskCache()
     key = disk.cache_key(text, "cpu-omp-runtime", {**jit.options(), "glue": "O0"})
-    obj = store.get(key)
-    if not obj:
-        obj = jit.compile_glue(text)   # a few calls, no loops: optimising would only cost time
-        store.put(key, obj)
-    return obj
+    # a few calls, no loops: optimising would only cost time
+    return store.fetch(key, lambda: jit.compile_glue(text), load, what="the OpenMP launcher")[0]
 
 
 # ----------------------------------------------------------------- thread pool fallback

@@ -54,10 +54,11 @@ class CUDABackend:
         mod = self.generate(request)
         return self.cubin(mod, arch or self.arch)
 
-    def cubin(self, mod: CudaModule, arch: str) -> bytes:
-        """The cubin of a generated module for ``arch``: from the disk cache, or NVRTC."""
+    def cubin(self, mod: CudaModule, arch: str, fresh: bool = False) -> bytes:
+        """The cubin of a generated module for ``arch``: from the disk cache, or NVRTC
+        (``fresh``: the cached one failed to load: rebuilt, its entry discarded)."""
         from .runtime.cubin_cache import cached_cubin
-        return cached_cubin(mod.source, arch, _module_name(mod))
+        return cached_cubin(mod.source, arch, _module_name(mod), fresh)
 
     def compile(self, request: CompileRequest):
         """Lower, generate, build (or load from the disk cache) and load on the device."""
@@ -69,9 +70,9 @@ class CUDABackend:
         mod = generate(func)
         cubins = {dev.arch: self.cubin(mod, dev.arch)}
 
-        def cubin_for(arch):
-            if arch not in cubins:
-                cubins[arch] = self.cubin(mod, arch)
+        def cubin_for(arch, fresh=False):
+            if arch not in cubins or fresh:
+                cubins[arch] = self.cubin(mod, arch, fresh)
             return cubins[arch]
         return CudaCompiled(func, mod, cubin_for, mod.source)
 

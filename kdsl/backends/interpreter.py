@@ -33,7 +33,7 @@ import weakref
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import InternalCompilerError
+from ..errors import ArgumentError, InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import collect
 from ..passes.pipeline import SEQUENTIAL
@@ -83,6 +83,11 @@ def _check_array(func, buf: n.Buffer, arr, what: str):
         raise InternalCompilerError(f"kernel {func.name!r}: {what} {buf.name!r} has {arr.ndim} "
                                     f"dimensions, the IR expects {len(buf.shape)}")
     want = buf.dtype.np
+    if arr.dtype != want and arr.dtype == want.newbyteorder():   # the cpu backend's error
+        raise ArgumentError(f"array {buf.name!r} has dtype {arr.dtype.str}, which is not in this "
+                            "machine's byte order (the interpreter reads arrays in place)",
+                            hint=f"convert it first: {buf.name}.astype({buf.name}.dtype."
+                                 "newbyteorder('='))")
     if arr.dtype != want:
         raise InternalCompilerError(f"kernel {func.name!r}: {what} {buf.name!r} has dtype "
                                     f"{arr.dtype}, the IR expects {want}")

@@ -455,7 +455,7 @@ class _Gen:
             if kind == "shape":
                 src = self.bufs[f.buffers[i]][1][dim]
             elif kind == "stride":
-                src = f"_stride({self.bufs[f.buffers[i]][0]}, {dim}, _kname)"
+                src = f"_stride({self.bufs[f.buffers[i]][0]}, {dim}, _kname, {f.buffers[i].name!r})"
             elif kind == "scalar":
                 src = f"_scalars[{i}]"
             else:

@@ -180,12 +180,16 @@ def oob(kernel, what, buf, idx, shape):
                       f"{tuple(shape)} (in kernel {kernel!r}): a missing or wrong guard")
 
 
-def stride_of(arr, dim, kernel):
-    """Stride of ``arr`` along ``dim`` in elements."""
+def stride_of(arr, dim, kernel, name=None):
+    """Stride of ``arr`` along ``dim`` in elements; a view whose byte stride is not a whole
+    number of elements is the user's ArgumentError (the cpu backend's message)."""
     s = arr.strides[dim]
     if s % arr.itemsize:
-        raise InternalCompilerError(f"kernel {kernel!r}: stride {s} bytes of an argument is not "
-                                    f"a multiple of its item size {arr.itemsize}")
+        from ..errors import ArgumentError
+        raise ArgumentError(f"{'argument ' + repr(name) if name else 'an argument'} of kernel "
+                            f"{kernel!r} has a stride of {s} bytes, which is not a multiple of "
+                            f"its item size {arr.itemsize}",
+                            hint="pass a copy (np.ascontiguousarray) of this view")
     return s // arr.itemsize
 
 

@@ -303,7 +303,13 @@ def _not_installed(name: str) -> BackendNotInstalled:
         return BackendNotInstalled(
             f"backend {name!r} is not installed; install it with: pip install ./{directory} "
             f"(distribution {dist}).  Available backends: {avail}")
-    return BackendNotInstalled(f"unknown backend {name!r}; available backends: {avail}")
+    import difflib
+    from ..errors import UnknownBackendError
+    names = sorted(set(backends()) | set(_KNOWN_PACKAGES))
+    close = difflib.get_close_matches(str(name), names, n=2)
+    hint = (f"did you mean {' or '.join(repr(c) for c in close)}?" if close else
+            f"pass one of: {avail}")
+    return UnknownBackendError(f"unknown backend {name!r}; available backends: {avail}", hint=hint)
 
 
 def get_backend(name):

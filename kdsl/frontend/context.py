@@ -101,7 +101,7 @@ class TraceContext:
         where = f" at {loc.short}: {loc.code}" if loc else ""
         msg = (f"{self.describe(a)} and {self.describe(b)} must be equal "
                f"(assumed by {what}{where})")
-        self.constraints.append(Constraint(a, b, msg, loc))
+        self.constraints.append(Constraint(a, b, msg, loc, hint=_unify_hint(what)))
         return rep
 
     def finalize(self, stages: list) -> None:
@@ -170,3 +170,14 @@ def tracing(ctx: TraceContext):
 
 def index_const(v: int) -> n.Const:
     return n.const(int(v), dt.index)
+
+
+def _unify_hint(what: str) -> str:
+    """The hint of a call-time size check made by ``unify`` (issue 24 item 13)."""
+    if what == "matmul":
+        return ("A @ B needs A.shape[-1] == B.shape[-2] (numpy's rule): pass arrays whose inner "
+                "sizes agree, or transpose one (B.T)")
+    if what.startswith("broadcasting"):
+        return ("numpy broadcasting pairs dims from the right; each pair must be equal or one of "
+                "them 1: pass arrays whose sizes agree, or add a size-1 axis (x[:, None])")
+    return "pass arrays whose sizes agree here"

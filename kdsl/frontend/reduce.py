@@ -231,6 +231,8 @@ def reduce_index(kind: str, expr, axis, dtype=None, where=None, *, comb=None) ->
     if comb is None:
         d = dt.bool_ if kind in ("any", "all") else _as_dtype(dtype) if dtype is not None else e.dtype
         comb = combiner(kind, d)
+        if where is None and kind in ("max", "min", "argmax", "argmin"):   # issue 24 item 5
+            _require_nonempty(context.current(), kind, [v.dom.extent for v in ivs], user_location())
     d = comb.lhs[0].dtype
     src = _truth(e.at(())) if d.is_bool else cast_to(e.at(()), d)
     cond = None if where is None else _truth(asarray(where).at(()))

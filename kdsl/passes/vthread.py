@@ -79,7 +79,8 @@ class _Injector:
             new = dataclasses.replace(b, shape=(mk.as_expr(self.K),) + tuple(b.shape), strides=None)
             if b.strides is not None:
                 raise ScheduleError(f"vthread: the local buffer {b.name} has explicit strides and "
-                                    "cannot be given one copy per virtual thread")
+                                    "cannot be given one copy per virtual thread",
+                                    hint="give the local stage default strides (no storage_align) when it is inside a vthread loop")
             body = _Replicate(b, new, mk.sub(v, self.m)).visit(s.body)
             return dataclasses.replace(s, buffer=new, body=self.inject(body))
         if not uses_var(s, v) and _idempotent(s):

@@ -4,7 +4,10 @@ Key: sha256 of (printed lowered IR, backend name, backend options, kdsl and
 backend versions, Python version) -- ``cache_key``.  An entry is a file
 ``<dir>/<key[:2]>/<key>.bin``: a header (magic, key, payload length, payload
 sha256) then the payload.  ``get`` verifies all of it; a corrupt or foreign
-entry is deleted and reported as a miss, so the caller rebuilds it.  ``put``
+entry is deleted and reported as a miss, so the caller rebuilds it.  An entry
+that passes those checks but then fails to load (``fetch``'s ``load``, e.g.
+object code naming a symbol this process lacks) is deleted too, with a
+``CacheWarning``, and rebuilt: a bad entry never outlives the process that met it.  ``put``
 writes a temporary file in the same directory and ``os.replace``s it into
 place, so readers see either nothing or a whole entry, and several processes
 may share one directory (the last writer of identical content wins).
@@ -21,6 +24,12 @@ import tempfile
 from .. import config
 
 MAGIC = b"KDSLCACHE\x01"
+
+
+class CacheWarning(UserWarning):
+    """A disk cache entry was unusable (it failed to load) and was deleted and rebuilt."""
+
+
 _HEADER = struct.Struct(f"<{len(MAGIC)}s64sQ32s")
 
 
@@ -72,6 +81,32 @@ class DiskCache:
         if payload is None:
             _remove(p)  # never load it blindly: drop it so the caller rebuilds
         return payload
+
+    def discard(self, key: str, what: str, err: BaseException | None = None) -> None:
+        """Delete the entry ``key`` (it failed to load) and say so with a CacheWarning."""
+        import warnings
+        p = self.path(key)
+        _remove(p)
+        why = f": {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}" if err else ""
+        warnings.warn(f"kdsl disk cache: the entry for {what} ({p}) failed to load{why}; it was "
+                      "deleted and is rebuilt", CacheWarning, stacklevel=3)
+
+    def fetch(self, key: str, build, load=None, validate=None, what: str = "a kernel"):
+        """``(load(payload), from_cache)``: the payload of ``key`` (``get``), or ``build()``
+        stored with ``put``; ``load`` (default: the payload itself) turns it into what the
+        caller uses.  A cached payload whose ``load`` raises is discarded (``discard``: a
+        CacheWarning) and rebuilt once; an error loading a fresh build propagates."""
+        payload = self.get(key, validate)
+        if payload is not None:
+            if load is None:
+                return payload, True
+            try:
+                return load(payload), True
+            except Exception as e:     # anything: a bad entry must never stick
+                self.discard(key, what, e)
+        payload = build()
+        self.put(key, payload)
+        return (payload if load is None else load(payload)), False
 
     def put(self, key: str, data: bytes) -> str | None:
         """Store ``data`` atomically; returns the path (None when disabled or not writable)."""

@@ -9,6 +9,8 @@ compiled kernel: no tree walking, no dict building on the call path.
 """
 from __future__ import annotations
 
+import numpy as np
+
 import os
 import sys
 
@@ -218,6 +220,9 @@ def build_launcher(kernel_name, graph, backend, compiled, arg_names, param_pos, 
             names[p] = f"s{pos}"
             lines.append(f"s{pos} = args[{pos}]")
             scalars.append(f"s{pos}")
+            if p.dtype.is_int:   # a Python int the scalar cannot hold: the same error everywhere
+                lo, hi = int(np.iinfo(p.dtype.np).min), int(np.iinfo(p.dtype.np).max)
+                lines.append(f"if not {lo} <= s{pos} <= {hi}: raise OverflowError(s{pos})")
     for p, pos in zip(graph.params, param_pos):
         if isinstance(p, n.Var):
             continue

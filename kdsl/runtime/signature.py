@@ -173,6 +173,16 @@ class Signature:
         return "(" + ", ".join(parts) + ")"
 
 
+MASKED_HINT = ("pass a plain array: a.filled(fill_value) to replace the masked elements, or "
+               "a.data to ignore the mask")
+
+
+def masked_message(what: str) -> str:
+    """The error text for a numpy masked array, which kdsl would silently read without its mask."""
+    return (f"{what} is a numpy masked array: kdsl kernels read and write plain arrays and would "
+            "ignore the mask")
+
+
 def _fail(message, hint, loc):
     return ArgumentError(message, hint=hint, loc=loc)
 
@@ -197,9 +207,12 @@ def signature_from_args(args, names, constants, specialize, out, loc=None,
             try:
                 d = _PY_SCALARS.get(type(a)) or dt.as_dtype(a.dtype)
             except TypeError as e:
-                raise _fail(f"argument {name!r}: {e}", None, loc) from None
+                raise _fail(f"argument {name!r}: {e}",
+                            "pass a Python or numpy scalar of a supported dtype", loc) from None
             params.append(ScalarSig(d, strong=type(a) not in _PY_SCALARS))
             continue
+        if isinstance(a, np.ma.MaskedArray):
+            raise _fail(masked_message(f"argument {name!r}"), MASKED_HINT, loc)
         info = array_info(a)
         if info is None:
             raise _fail(f"argument {name!r} must be an array or a Python scalar, got "

@@ -93,13 +93,16 @@ def _schedule(target, fn, hints):
     loc = user_location()
     if callable(target) and fn is None and not isinstance(target, str):
         raise ScheduleError("kd.schedule needs a target first: @kd.schedule('cpu', parallel='i0') "
-                            "or @kd.schedule('cuda', my_schedule_fn)", loc=loc)
+                            "or @kd.schedule('cuda', my_schedule_fn)", loc=loc,
+                            hint="put the target first: kd.schedule('cuda', fn) or @kd.schedule('cpu', parallel='i0')")
     check_target(target, loc)
     if fn is not None and hints:
-        raise ScheduleError("kd.schedule takes either a schedule function or hints, not both", loc=loc)
+        raise ScheduleError("kd.schedule takes either a schedule function or hints, not both", loc=loc,
+                            hint="use two decorators: one with the function, one with the hints")
     if fn is not None and not callable(fn):
         raise ScheduleError(f"kd.schedule's second argument must be a function of the schedule, got {fn!r}",
-                            loc=loc)
+                            loc=loc,
+                            hint="pass a function taking the schedule: def my_schedule(s): ...")
     unknown = sorted(set(hints) - set(VOCABULARY))
     if unknown:
         raise ScheduleError(f"unknown schedule hint(s) {', '.join(unknown)}",
@@ -114,7 +117,8 @@ def _schedule(target, fn, hints):
             add(hint)
             return obj
         if not callable(obj):
-            raise ScheduleError("@kd.schedule decorates a kernel function", loc=loc)
+            raise ScheduleError("@kd.schedule decorates a kernel function", loc=loc,
+                                hint="put @kd.schedule(...) above a def (or a kd.kernel)")
         new = _copy_function(obj)
         new.__kdsl_schedules__ = list(getattr(obj, "__kdsl_schedules__", ())) + [hint]
         return new

@@ -29,7 +29,8 @@ def _check_types_and_layouts(obj, name: str) -> None:
     try:
         d, acc = dt.as_dtype(obj.dtype), dt.as_dtype(obj.acc_dtype)
     except TypeError as e:
-        raise ScheduleError(f"kd.intrin.{name}: {e}") from None
+        raise ScheduleError(f"kd.intrin.{name}: {e}",
+                            hint="pass numpy dtype names such as 'float16' or 'float32'") from None
     if d not in (dt.float16, dt.bfloat16):
         raise ScheduleError(f"kd.intrin.{name}: inputs of {d.name} are not supported",
                             hint="tensor cores take float16 or bfloat16 inputs")
@@ -116,7 +117,8 @@ class WGMMA:
             raise ScheduleError(f"kd.intrin.wgmma({self.n!r}): n must be a multiple of 8 from 8 to 256",
                                 hint="e.g. kd.intrin.wgmma(128) or kd.intrin.wgmma(256)")
         if (self.m, self.k) != (16, 16):
-            raise ScheduleError(f"kd.intrin.wgmma: a warp's tile is 16 x n x 16, not {self.m} x n x {self.k}")
+            raise ScheduleError(f"kd.intrin.wgmma: a warp's tile is 16 x n x 16, not {self.m} x n x {self.k}",
+                                hint="kd.intrin.wgmma(n) fixes m = k = 16: give only n")
         _check_types_and_layouts(self, "wgmma")
 
     def __str__(self) -> str:

@@ -81,7 +81,8 @@ class Schedule:
         names = ", ".join(st.name for st in self.graph.stages)
         inputs = ", ".join(t.name for t in self.graph.inputs)
         raise ScheduleError(f"there is no stage {key!r}; stages: {names}"
-                            + (f" (inputs, which have no stage: {inputs})" if inputs else ""))
+                            + (f" (inputs, which have no stage: {inputs})" if inputs else ""),
+                            hint="use one of the stage names listed (as in print(kernel.lower(...)))")
 
     @property
     def stages(self) -> list:
@@ -155,11 +156,13 @@ class Schedule:
         h = self[stage]
         st = h.stage
         if not st.is_reduction:
-            raise ScheduleError(f"rfactor: stage {st.name} is not a reduction")
+            raise ScheduleError(f"rfactor: stage {st.name} is not a reduction",
+                                hint="rfactor splits a reduction stage; give one made by kd.sum/kd.max/... over a reduce axis")
         ax = h._leaf(axis, "rfactor")
         if ax.kind is not n.IterKind.REDUCE:
             raise ScheduleError(f"rfactor: {ax.name} is a spatial axis; give one of the reduction axes "
-                                f"({', '.join(a.name for a in h.leaf if a.kind is n.IterKind.REDUCE)})")
+                                f"({', '.join(a.name for a in h.leaf if a.kind is n.IterKind.REDUCE)})",
+                                hint="pass a reduce axis of this stage (s[name].reduce_axes[0], or one split from it)")
         if h.attach is not AttachKind.ROOT or any(a.kind is n.IterKind.REDUCE for a in h.attrs):
             raise ScheduleError(f"rfactor: call it before attaching or binding reduction axes of {st.name}",
                                 hint=f"call s.rfactor({st.name!r}, ...) first, then compute_at / bind")
@@ -175,7 +178,8 @@ class Schedule:
                                     + f"call rfactor first, then attach {g.name} to a loop of {rf_name}")
         _check_predicate_kept(h, "rfactor", n.IterKind.REDUCE)
         if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not 0 <= factor_axis <= len(st.axes):
-            raise ScheduleError(f"rfactor: factor_axis must be in 0..{len(st.axes)}, got {factor_axis}")
+            raise ScheduleError(f"rfactor: factor_axis must be in 0..{len(st.axes)}, got {factor_axis}",
+                                hint="factor_axis is where the new axis goes among the stage's axes: 0 (first) to the number of axes (last)")
         red = st.body
         # root reduce var -> expression over reduce leaves, plus guards of uneven splits
         value, guards = _reduce_root_values(h)
@@ -218,7 +222,8 @@ class Schedule:
         such a tile needs no clipping, so its load is one unconditional ``ldmatrix``.
         """
         if not isinstance(pad, bool):
-            raise ScheduleError(f"cache_read: pad must be True or False, got {pad!r}")
+            raise ScheduleError(f"cache_read: pad must be True or False, got {pad!r}",
+                                hint="cache_read(..., pad=True)")
         t = self._tensor(tensor)
         sc = as_scope(scope)
         rs = self._readers_of(t, readers, "cache_read")
@@ -246,14 +251,18 @@ class Schedule:
         t = self._tensor(tensor)
         rs = self._readers_of(t, readers, "pack")
         if factor is None:
-            raise ScheduleError(f"pack: give the panel width, e.g. s.pack({t.name!r}, axis={axis}, factor=16)")
+            raise ScheduleError(f"pack: give the panel width, e.g. s.pack({t.name!r}, axis={axis}, factor=16)",
+                                hint=f"s.pack({t.name!r}, axis=..., factor=16)")
         if isinstance(axis, bool) or not isinstance(axis, int):
-            raise ScheduleError(f"pack: axis must be an int (a dimension of {t.name}), got {axis!r}")
+            raise ScheduleError(f"pack: axis must be an int (a dimension of {t.name}), got {axis!r}",
+                                hint="axis=0 for the first dimension, -1 for the last")
         if not -t.ndim <= axis < t.ndim:
-            raise ScheduleError(f"pack: {t.name} has {t.ndim} axes; axis {axis} does not exist")
+            raise ScheduleError(f"pack: {t.name} has {t.ndim} axes; axis {axis} does not exist",
+                                hint=f"pick an axis in -{t.ndim}..{t.ndim - 1}")
         axis %= t.ndim
         if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
-            raise ScheduleError(f"pack: factor must be a positive int, got {factor!r}")
+            raise ScheduleError(f"pack: factor must be a positive int, got {factor!r}",
+                                hint="factor=16 (a panel of 16 elements)")
         d = t.shape[axis]
         po = _new_iv("panel", mk.ceildiv(d, factor), n.IterKind.SPATIAL)
         inner = [_new_iv(f"ax{k}", factor if k == axis else e, n.IterKind.SPATIAL)
@@ -279,7 +288,8 @@ class Schedule:
             return [self._handles[s] for s in self.graph.stages if t in s.reads()]
         if readers is None:
             if not every():
-                raise ScheduleError(f"{what}: no stage reads {t.name}")
+                raise ScheduleError(f"{what}: no stage reads {t.name}",
+                                    hint="name a tensor that some stage of this kernel reads")
             return every()
         if isinstance(readers, (StageSchedule, str, Stage, Tensor)):
             readers = [readers]
@@ -305,7 +315,8 @@ class Schedule:
         h = self[stage]
         st = h.stage
         if h.relations or h.attach is not AttachKind.ROOT or h.attrs:
-            raise ScheduleError(f"cache_write: call it on stage {st.name} before other primitives on it")
+            raise ScheduleError(f"cache_write: call it on stage {st.name} before other primitives on it",
+                                hint="call s.cache_write(stage, scope) right after getting s, then split/attach the stages")
         sc = as_scope(scope)
         _check_predicate_kept(h, "cache_write", n.IterKind.REDUCE)
         others = [v for v in st.values if v is not st.output]

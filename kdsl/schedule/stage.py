@@ -161,20 +161,23 @@ class StageSchedule:
         for a in self.leaf:
             if a.name == name:
                 return a
-        raise ScheduleError(f"{self._describe()}; there is no axis {name!r}")
+        raise ScheduleError(f"{self._describe()}; there is no axis {name!r}",
+                            hint="use one of the axis names listed (they follow the order split/fuse made them)")
 
     def _leaf(self, ax, what: str) -> n.IterVar:
         if isinstance(ax, str):
             return self.axis(ax)
         if not isinstance(ax, n.IterVar):
             raise ScheduleError(f"{what} takes an axis of stage {self.name} "
-                                f"(e.g. s[{self.name!r}].axes[0]), got {type(ax).__name__}")
+                                f"(e.g. s[{self.name!r}].axes[0]), got {type(ax).__name__}",
+                                hint=f"pass s[{self.name!r}].axes[i], .reduce_axes[i], an axis split/fuse returned, or its name")
         if ax not in self.leaf:
             if self._is_root_axis(ax) or any(ax in relation_axes(r) for r in self.relations):
                 raise ScheduleError(f"{what}: axis {ax.name} was already split or fused; {self._describe()}",
                                     hint="use the axes that split/fuse returned")
             raise ScheduleError(f"{what}: axis {ax.name} does not belong to stage {self.name}; "
-                                f"{self._describe()}")
+                                f"{self._describe()}",
+                                hint=f"take the axis from s[{self.name!r}] (each stage has its own axes)")
         return ax
 
     def _is_root_axis(self, ax) -> bool:
@@ -203,7 +206,8 @@ class StageSchedule:
                                 hint=f"s[{self.name!r}].split(axis, factor=16)")
         val = factor if factor is not None else nparts
         if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-            raise ScheduleError(f"split factor must be a positive int, got {val!r}")
+            raise ScheduleError(f"split factor must be a positive int, got {val!r}",
+                                hint=f"s[{self.name!r}].split(axis, factor=16)")
         outer_ext, inner_ext = split_extents(ax.dom.extent, factor, nparts)
         outer = _new_iv(ax.name + ".outer", outer_ext, ax.kind)
         inner = _new_iv(ax.name + ".inner", inner_ext, ax.kind)
@@ -231,7 +235,8 @@ class StageSchedule:
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
         if len(axes) < 2:
-            raise ScheduleError("fuse takes at least two axes")
+            raise ScheduleError("fuse takes at least two axes",
+                                hint=f"s[{self.name!r}].fuse(a, b): for one axis there is nothing to fuse, use the axis itself")
         ivs = [self._leaf(a, "fuse") for a in axes]
         pos = [self.leaf.index(a) for a in ivs]
         if pos != list(range(pos[0], pos[0] + len(pos))):
@@ -262,7 +267,8 @@ class StageSchedule:
             axes = tuple(axes[0])
         ivs = [self._leaf(a, "reorder") for a in axes]
         if len(set(map(id, ivs))) != len(ivs):
-            raise ScheduleError("reorder got the same axis twice")
+            raise ScheduleError("reorder got the same axis twice",
+                                hint="name each axis once, in the new order")
         slots = sorted(self.leaf.index(a) for a in ivs)
         before = list(self.leaf)
         for slot, a in zip(slots, ivs):
@@ -319,10 +325,12 @@ class StageSchedule:
             raise ScheduleError(f"bind: unknown thread tag {tag!r}", hint=f"use one of {', '.join(_TAGS)}")
         if ax.kind is n.IterKind.REDUCE and not t.is_thread:
             raise ScheduleError(f"bind: reduction axis {ax.name} can only be bound to threadIdx "
-                                f"(a cross-thread reduction), not {t.value}")
+                                f"(a cross-thread reduction), not {t.value}",
+                                hint="bind a spatial axis to blockIdx; a reduction axis only to threadIdx.x/y/z")
         for other, attr in self.attrs.items():
             if attr.thread is t and other is not ax and other in self.leaf:
-                raise ScheduleError(f"bind: {t.value} is already bound to axis {other.name} of stage {self.name}")
+                raise ScheduleError(f"bind: {t.value} is already bound to axis {other.name} of stage {self.name}",
+                                    hint="bind each thread tag to one axis of a stage (split or fuse to make one axis)")
         if ax.kind is n.IterKind.REDUCE and not isinstance(ax.dom.extent, n.Const):
             raise ScheduleError(f"bind: the reduction axis {ax.name} of stage {self.name} has no constant extent; "
                                 "a cross-thread reduction needs one",
@@ -443,7 +451,8 @@ class StageSchedule:
                                 "inlined stage has no loops",
                                 hint=f"attach {here[0].name} elsewhere first, or keep {self.name} in its own loops")
         if self.buffer_stages > 1:
-            raise ScheduleError(f"compute_inline: stage {self.name} is pipelined; an inlined stage has no buffer")
+            raise ScheduleError(f"compute_inline: stage {self.name} is pipelined; an inlined stage has no buffer",
+                                hint=f"drop the pipelining of {self.name} (stages=) or keep it in its own buffer")
         if self.store_predicate is not None:
             raise ScheduleError(f"compute_inline: stage {self.name} stores only where its predicate holds"
                                 f"{where(self.store_predicate_loc)} (a pack leaves its ragged end unwritten), "
@@ -456,7 +465,8 @@ class StageSchedule:
         """Compute this stage in its own loop nest at the top level (the default)."""
         if self.buffer_stages > 1:
             raise ScheduleError(f"compute_root: stage {self.name} is pipelined, which needs it attached inside "
-                                "the loop it is pipelined over")
+                                "the loop it is pipelined over",
+                                hint=f"attach {self.name} with compute_at inside the loop it is pipelined over")
         self._set_attach(AttachKind.ROOT)
 
     @primitive()
@@ -486,7 +496,8 @@ class StageSchedule:
         ax = self._leaf(axis, "tensorize")
         if not isinstance(intrin, (WMMA, WGMMA)):
             raise ScheduleError(f"tensorize takes an intrinsic such as kd.intrin.wmma(16, 16, 16) or "
-                                f"kd.intrin.wgmma(256), got {intrin!r}")
+                                f"kd.intrin.wgmma(256), got {intrin!r}",
+                                hint=f"s[{self.name!r}].tensorize(axis, kd.intrin.wmma(16, 16, 16))")
         self.tensorized = Tensorize(ax, intrin, user_location())
 
     @primitive()

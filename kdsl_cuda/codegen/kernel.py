@@ -165,15 +165,16 @@ class KernelPrinter:
         self.emit(body_depth, "(void)kd_tid;")
         self._dynamic_shared()
         self.stmt(self.kernel.body, body_depth)
-        # shape parameters used as int (their hinted range fits): copied once, at the top
-        locals32 = ["  " * body_depth + f"const int {name} = (int){self.names(v, v.name)};"
+        # shape parameters used as int (their hinted range fits): copied once, at the top,
+        # before the shared declarations (a dynamic buffer's offset may use them: issue 24)
+        locals32 = [f"const int {name} = (int){self.names(v, v.name)};"
                     for v in self.func.scalars for name in [self._locals32.get(id(v))] if name]
-        self.lines[2:2] = locals32
         plist = ",\n    ".join(
             f"{p.ctype} {p.name}" for p in params) or "void"
         head = (f'extern "C" __global__ void __launch_bounds__({self.nthreads})\n'
                 f"{self.c_name}(\n    {plist})")
-        text = "\n".join([head + " {", *["  " + d for d in self.shared_decls], *self.lines, "}"])
+        text = "\n".join([head + " {", *["  " + d for d in locals32 + self.shared_decls],
+                          *self.lines, "}"])
         return KernelSource(self.c_name, params, self.kernel.launch, text, tuple(self.helpers.items()),
                             self.has_wgmma)
 

@@ -53,7 +53,8 @@ def _view_torch(t) -> View:
                             hint="move it first (t.cuda()) or call with backend=\"cpu\"")
     kd = _torch_dtypes().get(t.dtype)
     if kd is None:
-        raise ArgumentError(f"torch dtype {t.dtype} is not a kdsl dtype")
+        raise ArgumentError(f"torch dtype {t.dtype} is not a kdsl dtype",
+                            hint="convert the tensor first, e.g. t.to(torch.float32)")
     isz = t.element_size()
     return View(t.data_ptr(), tuple(t.shape), tuple(s * isz for s in t.stride()), kd,
                 t.get_device(), t)
@@ -250,5 +251,6 @@ def stream_handle(stream) -> int:
         if isinstance(v, int):
             return v
     raise ArgumentError(f"stream= must be a CUDA stream (an int handle, a torch or CuPy stream, or "
-                        f"an object with __cuda_stream__), got {type(stream).__name__}")
+                        f"an object with __cuda_stream__), got {type(stream).__name__}",
+                        hint="pass torch.cuda.current_stream(), a cupy.cuda.Stream or an int handle")
 

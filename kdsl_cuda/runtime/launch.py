@@ -171,8 +171,11 @@ class CudaCompiled:
                     d = driver.device(ordinal)
                     L = driver.lib()
                     mod = ctypes.c_void_p()
-                    L.check(L.cuModuleLoadData(ctypes.byref(mod), self._cubin_for(d.arch)),
-                            "cuModuleLoadData")
+                    code = L.cuModuleLoadData(ctypes.byref(mod), self._cubin_for(d.arch))
+                    if code:    # a cached cubin the driver refuses: discarded, rebuilt once
+                        code = L.cuModuleLoadData(ctypes.byref(mod),
+                                                  self._cubin_for(d.arch, fresh=True))
+                    L.check(code, "cuModuleLoadData")
                     fns = []
                     for p in self.plans:
                         f = ctypes.c_void_p()
