@@ -8,8 +8,8 @@ Rules, inside a kernel:
   ``dynamic_shared`` set exactly when the kernel has shared buffers sized at launch
   (``shared_memory.shared_layout``), as an index Expr of the scalars;
 - thread extents constant: every loop bound to ``threadIdx.*`` has a ``Const`` extent;
-- one extent per tag: every loop bound to one ``threadIdx`` tag has the same extent, at most
-  the launch's block size along it; block loops only outside thread loops;
+- thread extents within the launch: every loop bound to one ``threadIdx`` tag has at most the
+  launch's block size along it (a shorter one is masked); block loops only outside thread loops;
 - no ``Barrier``/``CrossThreadReduce`` under divergence: not under a condition (``if``, a
   serial loop's bounds) that depends on a thread index, and not inside a thread loop shorter
   than the block (the threads past its extent never reach it);
@@ -60,7 +60,6 @@ class _Kernel:
         self.tdep: set = set()           # Vars whose value differs between threads
         self.divergent = 0               # depth of thread-dependent conditions
         self.local_tags: dict = {}       # LOCAL Buffer -> thread tags around its Allocate
-        self.extent: dict = {}           # thread tag -> (extent, first loop)
 
     def where(self) -> str:
         return f"kernel {self.k.name!r}"
@@ -131,10 +130,6 @@ class _Kernel:
                 self.fail(f"{self.where()}: the extent of the {tag.value} loop {s.var.name} is "
                           f"not a constant")
             ext = int(s.extent.value)
-            first = self.extent.setdefault(tag, (ext, s))
-            if first[0] != ext:
-                self.fail(f"{self.where()}: {tag.value} loops of extents {first[0]} "
-                          f"({first[1].var.name}) and {ext} ({s.var.name}): one extent per tag")
             if ext > self.k.launch.block[_AXIS[tag]]:
                 self.fail(f"{self.where()}: the {tag.value} loop {s.var.name} has {ext} iterations, "
                           f"more than the launch's {self.k.launch.block[_AXIS[tag]]} threads")

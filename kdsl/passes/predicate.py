@@ -109,6 +109,8 @@ class _Predicator:
                 self.divergent.add(s.var)
             return dataclasses.replace(s, body=self.sink(cond, s.body))
         if t is n.For:
+            if cond is not None and self._cooperative(cond, s):
+                cond = None     # a cooperative stage's own thread loop: every thread does its part
             if self.is_divergent(s.min) or self.is_divergent(s.extent):
                 raise InternalCompilerError("a barrier inside a loop whose bounds differ between the "
                                             "threads of a block cannot be made uniform")

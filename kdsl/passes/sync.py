@@ -172,7 +172,8 @@ class _Kernel:
             if ta != tb or ba != bb:
                 return False
             width = max(wa[1], wb[1]) - min(wa[0], wb[0]) + 1
-            terms = [(abs(c), self.extents.get(tag)) for tag, c in ta]
+            # a thread tag of one thread contributes nothing (its index is always 0)
+            terms = [(abs(c), self.extents.get(tag)) for tag, c in ta if self.extents.get(tag) != 1]
             terms += list(ga | gb) + ([(1, width)] if width > 1 else [])
             terms.sort(key=lambda x: (x[0], x[1] is None, x[1] or 0))
             span, ok = 0, True
