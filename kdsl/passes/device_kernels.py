@@ -221,6 +221,20 @@ def _host_code(func, s) -> ScheduleError:
         f"(or compute_at / compute_inline it into a stage that is bound)", loc=user_location())
 
 
+def _block_in_block(func, f: n.For, stage: str, outer: n.For) -> ScheduleError:
+    """A loop bound to a blockIdx tag inside a block loop of another stage (or of the same
+    tag): the stage is attached inside one block, whose threads alone can run it; its loop
+    cannot spread over other blocks (each block would compute part of the tile and read all
+    of it: issue 24)."""
+    return ScheduleError(
+        f"{func.name}: stage {stage!r} binds {f.var.name} to {f.thread.value} inside the "
+        f"{outer.thread.value} loop {outer.var.name} of stage {_stage_of(outer)!r}: a stage "
+        f"computed inside a block runs in that block and cannot be spread over other blocks",
+        hint=f"bind {f.var.name} to a thread index instead, e.g. s[{stage!r}].bind({f.var.name}, "
+             f"'threadIdx.y') (the block's threads then share its work), or leave it unbound",
+        loc=user_location())
+
+
 def _walk(s, outer: tuple, found: list):
     """(loop, the BOUND/serial loops around it) for every For below ``s`` (statements only)."""
     stack = [(s, outer)]
@@ -258,6 +272,9 @@ def launch_of(func: n.LoweredFunc, nest) -> n.Launch:
                     f"a loop that is not a block loop: blockIdx loops must be a kernel's "
                     f"outermost loops", hint=f"reorder stage {stage!r} so that its blockIdx "
                     f"axes come first", loc=user_location())
+            outer = next((g for g in around if g.thread is f.thread or _stage_of(g) != stage), None)
+            if outer is not None:
+                raise _block_in_block(func, f, stage, outer)
             if not free_vars(f.extent) <= scalars:
                 raise ScheduleError(
                     f"{func.name}: the number of blocks of stage {stage!r} along {f.thread.value} "
