@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as n
-from ..ir.visitor import any_statement, collect
+from ..ir.visitor import any_statement, collect, free_vars
 from .predicate import kernel_thread_extents
 
 _TAGS = (n.ThreadTag.THREAD_Z, n.ThreadTag.THREAD_Y, n.ThreadTag.THREAD_X)
@@ -56,11 +56,43 @@ class _Pin:
         self.tags = tags           # the block's thread tags of extent > 1
         self._k = 0
 
+    @staticmethod
+    def _tags(e, env) -> frozenset:
+        """The thread tags whose index ``e`` depends on (``env``: Var -> tags)."""
+        out = frozenset()
+        for v in free_vars(e):
+            out |= env.get(v, frozenset())
+        return out
+
+    def missing(self, s, env, conds) -> set:
+        """The sets of block tags that the shared/global stores in ``s`` do not depend on
+        (through their indices or the conditions around them): one set per distinct answer."""
+        t = type(s)
+        if t in (n.Store, n.AsyncCopy):
+            if s.buffer.scope not in (n.Scope.SHARED, n.Scope.GLOBAL):
+                return set()
+            used = conds
+            for i in s.indices:
+                used = used | self._tags(i, env)
+            return {self.tags - used}
+        if t is n.Seq:
+            return set().union(*(self.missing(x, env, conds) for x in s.stmts))
+        if t is n.For:
+            if s.thread is not None and s.thread.is_thread:
+                env = {**env, s.var: frozenset({s.thread})}
+            return self.missing(s.body, env, conds)
+        if t is n.LetStmt:
+            return self.missing(s.body, {**env, s.var: self._tags(s.value, env)}, conds)
+        if t is n.Allocate:
+            return self.missing(s.body, env, conds)
+        if t is n.IfThenElse:
+            conds = conds | self._tags(s.cond, env)
+            out = self.missing(s.then, env, conds)
+            return out if s.otherwise is None else out | self.missing(s.otherwise, env, conds)
+        return set()
+
     def wrappable(self, s, missing) -> bool:
         """``s`` may run on one thread as a whole (see the module docstring)."""
-        if not _shared_side_effect(s):
-            return False
-
         def bad(x):
             t = type(x)
             return (t in _BLOCKERS or t in n.WMMA_STMTS
@@ -79,23 +111,30 @@ class _Pin:
             s = n.For(v, n.Const(v.dtype, 0), n.Const(v.dtype, 1), n.ForKind.BOUND, s, tag)
         return s
 
-    def visit(self, s, bound: frozenset):
-        missing = self.tags - bound
-        if not missing or not _shared_side_effect(s):
+    def visit(self, s, env: dict, conds: frozenset):
+        if not _shared_side_effect(s):
             return s
         t = type(s)
         if t is n.Seq:
-            return n.Seq(tuple(self.visit(x, bound) for x in s.stmts))
+            return n.Seq(tuple(self.visit(x, env, conds) for x in s.stmts))
         if t is n.For and s.thread is not None and (s.thread.is_thread or s.thread.is_block):
-            inner = bound | {s.thread} if s.thread.is_thread else bound
-            return dataclasses.replace(s, body=self.visit(s.body, inner))
-        if self.wrappable(s, missing):
-            return self.wrap(s, missing)
-        if t in (n.For, n.Allocate, n.LetStmt):
-            return dataclasses.replace(s, body=self.visit(s.body, bound))
+            if s.thread.is_thread:
+                env = {**env, s.var: frozenset({s.thread})}
+            return dataclasses.replace(s, body=self.visit(s.body, env, conds))
+        sets = self.missing(s, env, conds)
+        if len(sets) == 1:
+            (miss,) = sets
+            if miss and self.wrappable(s, miss):
+                return self.wrap(s, miss)
+        if t in (n.For, n.Allocate):
+            return dataclasses.replace(s, body=self.visit(s.body, env, conds))
+        if t is n.LetStmt:
+            return dataclasses.replace(s, body=self.visit(s.body, {**env, s.var: self._tags(s.value, env)},
+                                                          conds))
         if t is n.IfThenElse:
-            other = None if s.otherwise is None else self.visit(s.otherwise, bound)
-            return dataclasses.replace(s, then=self.visit(s.then, bound), otherwise=other)
+            conds = conds | self._tags(s.cond, env)
+            other = None if s.otherwise is None else self.visit(s.otherwise, env, conds)
+            return dataclasses.replace(s, then=self.visit(s.then, env, conds), otherwise=other)
         return s
 
 
@@ -104,7 +143,7 @@ def pin_unspread(kernel: n.Stmt) -> n.Stmt:
     tags = frozenset(t for t, e in kernel_thread_extents(kernel).items() if e is None or e > 1)
     if not tags or not _shared_side_effect(kernel):
         return kernel
-    return _Pin(tags).visit(kernel, frozenset())
+    return _Pin(tags).visit(kernel, {}, frozenset())
 
 
 __all__ = ["pin_unspread", "pinned_tags"]

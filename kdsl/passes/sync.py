@@ -378,9 +378,9 @@ def sync_kernel(kernel: n.For) -> n.For:
     (``single_thread.pin_unspread``)."""
     kernel = pin_unspread(kernel)
     tracked = _tracked(kernel)
-    if not tracked:
-        return kernel
     extents = kernel_thread_extents(kernel)
+    if not tracked:     # no barrier to place; cross-thread reductions may still need predicating
+        return predicate_kernel(kernel, extents)
     k = _Kernel(tracked, extents)
     ctx = _Ctx({}, {})
     body, _ = k.walk(kernel, ctx, [])
