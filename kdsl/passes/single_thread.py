@@ -9,23 +9,26 @@ bound to ``threadIdx.x`` only in a block that also spreads over ``threadIdx.y``,
 stored after a cross-thread reduction outside its ``threadIdx.x`` loop (every thread stores
 the element, from a value only thread 0 holds).
 
-``pin_unspread(kernel)`` puts each such statement on one thread: it is wrapped in a loop of one
-iteration bound to every tag of the block (extent > 1) that no loop around it binds, i.e. it
-runs on the threads whose index along those tags is 0 (a masked thread loop: the SIMT executor
-and the CUDA code generator run it on the threads below its extent; sequential executors run
-it once).  ``sync`` then puts a barrier between that thread's writes and the other threads'
-reads (an access inside such a *pinned* loop is by thread 0 along its tag).  The wrapped unit
-is the largest statement that writes shared or global memory and holds no thread loop of a
-missing tag, no barrier, cross-thread reduction or warp-level statement, no shared allocation
-and no store to a local buffer allocated outside it (a local is per thread: the other
-threads would lose their value).  Local stores, cross-thread reductions (their results are
-per-thread values) and warp statements are left alone.
+``pin_unspread(kernel)`` puts each such statement on one thread.  A store to shared or global
+memory *misses* a thread tag of the block (extent > 1) when neither its indices nor the
+conditions around it depend on that tag's thread index (a loop bound to the tag, or a let of
+one): every thread along the tag would store the same element.  The statement is wrapped in
+a loop of one iteration bound to each missing tag, i.e. it runs on the threads whose index
+along those tags is 0 (a masked thread loop: the SIMT executor and the CUDA code generator
+run it on the threads below its extent; sequential executors run it once).  ``sync`` then
+puts a barrier between that thread's writes and the other threads' reads (an access inside
+such a *pinned* loop is by thread 0 along its tag).  The wrapped unit is the largest
+statement whose stores all miss the same tags and that holds no thread loop of a missing
+tag, no barrier, cross-thread reduction or warp-level statement, no shared allocation and no
+store to a local buffer allocated outside it (a local is per thread: the other threads would
+lose their value).  Local stores, cross-thread reductions (their results are per-thread
+values) and warp statements are left alone.
 
 Assumes: loop IR of one kernel (``sync`` calls it first on each kernel, before barriers are
 placed), thread extents constant.
 Guarantees: the same program for sequential executors (loops of one iteration); on a GPU no
-store to shared or global memory is repeated by the threads of a block along a tag its
-loops do not bind.
+store to shared or global memory is repeated by the threads of a block along a tag that its
+indices and guards do not use.
 """
 from __future__ import annotations
 
@@ -43,12 +46,6 @@ def _shared_side_effect(s) -> bool:
     """True when ``s`` stores to memory the block's threads share (shared, global)."""
     return any_statement(s, lambda x: type(x) in (n.Store, n.AsyncCopy)
                          and x.buffer.scope in (n.Scope.SHARED, n.Scope.GLOBAL))
-
-
-def pinned_tags(f: n.For) -> bool:
-    """Whether ``f`` is a thread loop of one iteration (its body runs on thread 0 of its tag)."""
-    return (f.thread is not None and f.thread.is_thread and type(f.extent) is n.Const
-            and f.extent.value == 1)
 
 
 class _Pin:
@@ -146,4 +143,4 @@ def pin_unspread(kernel: n.Stmt) -> n.Stmt:
     return _Pin(tags).visit(kernel, {}, frozenset())
 
 
-__all__ = ["pin_unspread", "pinned_tags"]
+__all__ = ["pin_unspread"]
