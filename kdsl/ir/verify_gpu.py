@@ -8,14 +8,16 @@ Rules, inside a kernel:
   ``dynamic_shared`` set exactly when the kernel has shared buffers sized at launch
   (``shared_memory.shared_layout``), as an index Expr of the scalars;
 - thread extents constant: every loop bound to ``threadIdx.*`` has a ``Const`` extent;
-- one extent per tag: every loop bound to one ``threadIdx`` tag has the same extent, at most
-  the launch's block size along it; block loops only outside thread loops;
+- thread extents within the launch: every loop bound to one ``threadIdx`` tag has at most the
+  launch's block size along it (a shorter one is masked); block loops only outside thread loops;
 - no ``Barrier``/``CrossThreadReduce`` under divergence: not under a condition (``if``, a
   serial loop's bounds) that depends on a thread index, and not inside a thread loop shorter
   than the block (the threads past its extent never reach it);
 - shared allocations at block level: no ``Allocate`` of a SHARED buffer inside a threadIdx loop;
 - local buffers inside the thread loops that use them: every thread tag around a use of a
-  LOCAL buffer is also around its ``Allocate`` (a local is per thread).
+  LOCAL buffer is also around its ``Allocate`` (a local is per thread), except a loop of one
+  iteration (thread 0 of its tag: ``single_thread``) and, for a store, a loop whose index the
+  store is guarded to 0 by (``if k == 0: B[0] = ...``: one thread writes its own copy).
 On the root: DeviceKernels only there (not nested in loops or kernels), and, once a function
 has kernels, no BOUND block/thread loop outside them.
 """
@@ -60,7 +62,7 @@ class _Kernel:
         self.tdep: set = set()           # Vars whose value differs between threads
         self.divergent = 0               # depth of thread-dependent conditions
         self.local_tags: dict = {}       # LOCAL Buffer -> thread tags around its Allocate
-        self.extent: dict = {}           # thread tag -> (extent, first loop)
+        self.conds: list = []            # conditions of the enclosing ``then`` branches
 
     def where(self) -> str:
         return f"kernel {self.k.name!r}"
@@ -106,7 +108,9 @@ class _Kernel:
         elif t is n.IfThenElse:
             div = self._tdep(s.cond)
             self.divergent += div
+            self.conds.append(s.cond)
             self.visit(s.then)
+            self.conds.pop()
             if s.otherwise is not None:
                 self.visit(s.otherwise)
             self.divergent -= div
@@ -131,10 +135,6 @@ class _Kernel:
                 self.fail(f"{self.where()}: the extent of the {tag.value} loop {s.var.name} is "
                           f"not a constant")
             ext = int(s.extent.value)
-            first = self.extent.setdefault(tag, (ext, s))
-            if first[0] != ext:
-                self.fail(f"{self.where()}: {tag.value} loops of extents {first[0]} "
-                          f"({first[1].var.name}) and {ext} ({s.var.name}): one extent per tag")
             if ext > self.k.launch.block[_AXIS[tag]]:
                 self.fail(f"{self.where()}: the {tag.value} loop {s.var.name} has {ext} iterations, "
                           f"more than the launch's {self.k.launch.block[_AXIS[tag]]} threads")
@@ -184,11 +184,18 @@ class _Kernel:
             bufs.extend(x.buffer for x in collect(e, lambda x: type(x) is n.Load))
         if not bufs or not self.threads:
             return
-        here = {f.thread for f in self.threads}
+        # a loop of one iteration runs on thread 0 of its tag (single_thread): it reads the
+        # copy of the one thread that runs it; a store on thread 0 of a tag (a cross-thread
+        # reduction's result) writes that thread's own copy
+        pinned = {f.var for f in self.threads if type(f.extent) is n.Const and f.extent.value == 1}
+        if type(s) is n.Store:
+            pinned |= {c.a for c in self.conds if type(c) is n.Compare and c.op is n.CmpOp.EQ
+                       and type(c.b) is n.Const and c.b.value == 0}
+        here = {f.thread for f in self.threads if f.var not in pinned}
         for b in bufs:
             tags = self.local_tags.get(b)
             if tags is not None and not here <= tags:
-                f = next(f for f in self.threads if f.thread not in tags)
+                f = next(f for f in self.threads if f.thread not in tags and f.var not in pinned)
                 self.fail(f"{self.where()}: local buffer {b.name!r} is used inside the "
                           f"{f.thread.value} loop {f.var.name} but allocated outside it (a local "
                           f"buffer is per thread: allocate it inside the thread loops that use it)")

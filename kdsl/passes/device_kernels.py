@@ -5,8 +5,8 @@ A *kernel* is a root nest whose outermost loop is bound to a ``blockIdx`` tag, o
 ``DeviceKernel`` named ``<func>_kernel<k>`` (k counts from 0 in launch order) with its
 ``Launch``: ``grid`` = per block tag the extent of the loops bound to it (an Expr of the
 function's shape and scalar arguments; 1 when unbound), ``block`` = per thread tag the
-extent of the loops bound to it (an int: thread extents are constant within a kernel, and
-every loop of one kernel bound to one tag has the same extent, GPU_PLAN's execution model).
+largest extent of the loops bound to it (an int: thread extents are constant within a kernel;
+a shorter loop of that tag is masked, GPU_PLAN's execution model).
 The loops stay in the body as ``For(kind=BOUND)`` (sequential executors run them; a CUDA
 code generator replaces them by the indices).  Root nests that a schedule does not fuse stay
 separate kernels, in order (an unfused softmax: up to three; a fused one: one).
@@ -28,7 +28,7 @@ Assumes: simplified loop IR (constant extents are ``Const``); the root is a chai
 ``Allocate``s around a ``Seq`` of root nests (``loop_nests``); no DeviceKernel yet.
 Guarantees: the root holds only Allocates (GLOBAL), a Seq and DeviceKernels; every BOUND
 loop is inside a DeviceKernel; each kernel's Launch matches its loops (thread extents
-constant and one per tag; grid extents use only ``func.scalars``); the body of each kernel
+constant, the block's size per tag their largest extent; grid extents use only ``func.scalars``); the body of each kernel
 is the root nest unchanged, so unwrapping the kernels (``sequential.sequential_kernels``)
 gives back the input IR.  A function without BOUND loops is an error (all host code), as
 above; the sequential table (``pipeline.SEQUENTIAL``) does not run this pass.
@@ -221,6 +221,20 @@ def _host_code(func, s) -> ScheduleError:
         f"(or compute_at / compute_inline it into a stage that is bound)", loc=user_location())
 
 
+def _block_in_block(func, f: n.For, stage: str, outer: n.For) -> ScheduleError:
+    """A loop bound to a blockIdx tag inside a block loop of another stage (or of the same
+    tag): the stage is attached inside one block, whose threads alone can run it; its loop
+    cannot spread over other blocks (each block would compute part of the tile and read all
+    of it: issue 24)."""
+    return ScheduleError(
+        f"{func.name}: stage {stage!r} binds {f.var.name} to {f.thread.value} inside the "
+        f"{outer.thread.value} loop {outer.var.name} of stage {_stage_of(outer)!r}: a stage "
+        f"computed inside a block runs in that block and cannot be spread over other blocks",
+        hint=f"bind {f.var.name} to a thread index instead, e.g. s[{stage!r}].bind({f.var.name}, "
+             f"'threadIdx.y') (the block's threads then share its work), or leave it unbound",
+        loc=user_location())
+
+
 def _walk(s, outer: tuple, found: list):
     """(loop, the BOUND/serial loops around it) for every For below ``s`` (statements only)."""
     stack = [(s, outer)]
@@ -258,6 +272,9 @@ def launch_of(func: n.LoweredFunc, nest) -> n.Launch:
                     f"a loop that is not a block loop: blockIdx loops must be a kernel's "
                     f"outermost loops", hint=f"reorder stage {stage!r} so that its blockIdx "
                     f"axes come first", loc=user_location())
+            outer = next((g for g in around if g.thread is f.thread or _stage_of(g) != stage), None)
+            if outer is not None:
+                raise _block_in_block(func, f, stage, outer)
             if not free_vars(f.extent) <= scalars:
                 raise ScheduleError(
                     f"{func.name}: the number of blocks of stage {stage!r} along {f.thread.value} "
@@ -277,16 +294,10 @@ def launch_of(func: n.LoweredFunc, nest) -> n.Launch:
             block[f.thread].append(f)
     dims = []
     for t in _THREAD_TAGS:
-        exts = sorted({int(f.extent.value) for f in block[t]})
-        if len(exts) > 1:
-            a, b = (next(f for f in block[t] if int(f.extent.value) == e) for e in exts[:2])
-            raise ScheduleError(
-                f"{func.name}: one kernel binds {t.value} to loops of {exts[0]} iterations "
-                f"({a.var.name}, stage {_stage_of(a)!r}) and {exts[1]} iterations ({b.var.name}, "
-                f"stage {_stage_of(b)!r}): every loop of a kernel bound to one thread index has "
-                f"the same extent (the block's size)",
-                hint="split the axes bound to that index by the same factor", loc=user_location())
-        dims.append(exts[0] if exts else 1)
+        # the block's size along a tag is its longest loop; shorter loops of that tag (a thread
+        # tile capped by a constant extent, a stage pinned to thread 0) are masked: the
+        # threads past their extent skip them (GPU_PLAN, the execution model of BOUND loops)
+        dims.append(max((int(f.extent.value) for f in block[t]), default=1))
     if dims[0] == 1 and any_statement(nest, lambda x: type(x) in n.WMMA_STMTS):
         dims[0] = 32     # wmma statements run on whole warps: 32 lanes along threadIdx.x
     sizes = []

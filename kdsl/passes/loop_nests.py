@@ -20,7 +20,9 @@ nodes (no TensorRead/Reduce), with ``bindings`` from storage and one
   ``AsyncCopy``), so every element of its region is written;
 - reductions store their identity in an init nest outside their reduction
   loops (``kdsl.passes.reductions``); reduction loops bound to threadIdx
-  make one ``CrossThreadReduce`` statement (``kdsl.passes.cross_thread``).
+  make one ``CrossThreadReduce`` statement (``kdsl.passes.cross_thread``);
+- a stage attached inside a block loop binds none of its own loops to a blockIdx tag
+  (ScheduleError: ``check_block_bindings``).
 """
 from __future__ import annotations
 
@@ -175,9 +177,42 @@ class NestBuilder:
         return emit_reduction(self, h, pred)
 
 
+def check_block_bindings(handles) -> None:
+    """A stage attached inside a block loop (of the stage it is attached to, or of one further
+    out) runs in that block: binding one of its own loops to a blockIdx tag has no meaning
+    (each block would compute a part of the tile and read all of it; issue 24).  ScheduleError
+    at the user's bind line, with the binding that works."""
+    for h in handles:
+        blocks = [iv for iv in h.leaf if (a := h.attrs.get(iv)) is not None and a.thread is not None
+                  and a.thread.is_block]
+        if not blocks or h.attach is not AttachKind.AT:
+            continue
+        p, ax = h.attach_stage, h.attach_axis
+        while p is not None:
+            leaves = list(p.leaf)
+            upto = leaves[:leaves.index(ax) + 1] if ax in leaves else leaves
+            outer = next((iv for iv in upto if (a := p.attrs.get(iv)) is not None and a.thread is not None
+                          and a.thread.is_block), None)
+            if outer is not None:
+                iv = blocks[0]
+                tag = h.attrs[iv].thread.value
+                raise ScheduleError(
+                    f"stage {h.name}: its axis {iv.var.name} is bound to {tag}{where(h.bind_locs.get(iv))}, "
+                    f"but the stage is attached{where(h.attach_loc)} inside the "
+                    f"{p.attrs[outer].thread.value} loop {outer.var.name} of stage {p.name}: a stage "
+                    f"computed inside a block runs in that block and cannot be spread over other blocks",
+                    hint=f"bind {iv.var.name} to a thread index instead (the block's threads share the "
+                         f"work), e.g. s[{h.name!r}].bind({iv.var.name}, 'threadIdx.y'), or leave it unbound",
+                    loc=h.bind_locs.get(iv))
+            if p.attach is not AttachKind.AT:
+                break
+            p, ax = p.attach_stage, p.attach_axis
+
+
 def build_loop_nests(state: LowerState) -> LowerState:
     """The ``loop_nests`` pass: ``state.func`` (see the module docstring)."""
     b = NestBuilder(state)
+    check_block_bindings(b.handles)
     st = b.storage
     body = seq([b.emit(h) for h in b.placement.order])
     for buf, stages in reversed(st.allocs.get(None, ())):

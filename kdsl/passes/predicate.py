@@ -11,7 +11,9 @@ statements around the barrier instead:
   loops (a loop's bounds do not depend on ``c``: every thread enters it and runs the same
   iterations) and conditions that do not depend on a thread index (they stay outside);
 - a thread loop shorter than the block's extent for its tag (masked threads) that holds a
-  barrier runs to the block's extent with its body under ``var < min + extent``.
+  barrier runs to the block's extent with its body under ``var < min + extent``;
+- a ``CrossThreadReduce`` counts as a barrier (every thread must reach it): a condition sunk
+  onto it makes the threads where it is false contribute the combiner's identity.
 
 A condition is *divergent* when it mentions a thread loop's variable, a let bound to a value
 that does, or loads memory; a condition that loads memory is evaluated once into a let
@@ -45,7 +47,21 @@ def kernel_thread_extents(kernel: n.Stmt) -> dict:
 
 
 def _has_barrier(s) -> bool:
-    return any_statement(s, lambda x: type(x) is n.Barrier)
+    """Whether ``s`` holds a statement every thread of the block must reach (a barrier, or a
+    cross-thread reduction: its lowering exchanges values through shuffles and barriers)."""
+    return any_statement(s, lambda x: type(x) in (n.Barrier, n.CrossThreadReduce))
+
+
+def _predicated_reduce(cond, s: n.CrossThreadReduce) -> n.CrossThreadReduce:
+    """``if cond: s`` for a cross-thread reduction: every thread reaches it, those where
+    ``cond`` is false contribute the combiner's identity (issue 24: the rows of threads past
+    the array's end, around a reduction over threadIdx.x)."""
+    vals = []
+    for v, ident in zip(s.values, s.combiner.identity):
+        if ident.dtype is not v.dtype:
+            ident = n.Cast(v.dtype, ident)
+        vals.append(mk.select(cond, v, ident))
+    return dataclasses.replace(s, values=tuple(vals))
 
 
 def _loads(e) -> bool:
@@ -98,6 +114,8 @@ class _Predicator:
         t = type(s)
         if t is n.Barrier:
             return s
+        if t is n.CrossThreadReduce:
+            return s if cond is None else _predicated_reduce(cond, s)
         if t is n.Seq:
             return n.Seq(tuple(self.sink(cond, x) for x in s.stmts))
         if t is n.Allocate:
@@ -109,6 +127,8 @@ class _Predicator:
                 self.divergent.add(s.var)
             return dataclasses.replace(s, body=self.sink(cond, s.body))
         if t is n.For:
+            if cond is not None and self._cooperative(cond, s):
+                cond = None     # a cooperative stage's own thread loop: every thread does its part
             if self.is_divergent(s.min) or self.is_divergent(s.extent):
                 raise InternalCompilerError("a barrier inside a loop whose bounds differ between the "
                                             "threads of a block cannot be made uniform")

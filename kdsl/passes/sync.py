@@ -26,6 +26,12 @@ window that is not a constant) conflicts.  A barrier goes before the outermost s
 the current sequence whose accesses conflict (before a loop rather than in its body), so it
 runs as rarely as the program allows; an existing barrier clears the state.
 
+Before that, ``single_thread.pin_unspread`` puts on one thread each store to shared or global
+memory that a block's threads would all repeat (a stage attached inside a block whose loops
+do not bind every thread index of the block: issue 24); an access inside such a loop of one
+iteration bound to a tag (*pinned*) is by thread 0 along that tag, so two pinned accesses
+never conflict, and a tag of one thread (block extent 1) separates nothing and needs nothing.
+
 Buffers filled by ``AsyncCopy`` (``software_pipeline``'s rings) are left to that pass, which
 places their waits and barriers.
 
@@ -48,6 +54,7 @@ from ..ir.bounds import Unbounded, bound
 from ..ir.simplify import Linear, linear, simplify
 from ..ir.visitor import any_statement, collect, free_vars, substitute
 from .predicate import kernel_thread_extents, predicate_kernel
+from .single_thread import pin_unspread
 
 #: the canonical thread indices: every threadIdx loop's variable is one of them plus its min
 TID = {t: n.var(f"tid.{t.value[-1]}") for t in n.ThreadTag if t.is_thread}
@@ -65,25 +72,29 @@ class _Ctx:
 
     subst: dict
     ranges: dict
+    pinned: frozenset = frozenset()     # thread tags fixed to thread 0 (a loop of one iteration)
 
     def with_thread(self, s: n.For):
         tid = TID[s.thread]
         value = tid if type(s.min) is n.Const and s.min.value == 0 else n.Binary(s.var.dtype, n.BinOp.ADD,
                                                                                  tid, s.min)
-        return _Ctx({**self.subst, s.var: value}, self.ranges)
+        one = type(s.extent) is n.Const and s.extent.value == 1
+        pinned = self.pinned | {s.thread} if one else self.pinned - {s.thread}
+        return _Ctx({**self.subst, s.var: value}, self.ranges, pinned)
 
     def with_loop(self, s: n.For):
         lo, ext = substitute(s.min, self.subst), substitute(s.extent, self.subst)
-        return _Ctx(self.subst, {**self.ranges, s.var: n.Range(lo, ext)})
+        return _Ctx(self.subst, {**self.ranges, s.var: n.Range(lo, ext)}, self.pinned)
 
     def with_let(self, s: n.LetStmt):
-        return _Ctx({**self.subst, s.var: substitute(s.value, self.subst)}, self.ranges)
+        return _Ctx({**self.subst, s.var: substitute(s.value, self.subst)}, self.ranges, self.pinned)
 
 
-def _access(buffer, write, dims):
+def _access(buffer, write, dims, pinned=frozenset()):
     """One access pattern: (buffer, is it a write, per dimension (thread coefficients, stable
-    part, lo, hi) or None when unknown); equal patterns are one entry of the pending set."""
-    return (buffer, write, dims)
+    part, lo, hi) or None when unknown, the thread tags it is pinned to thread 0 along); equal
+    patterns are one entry of the pending set."""
+    return (buffer, write, dims, pinned)
 
 
 class _Kernel:
@@ -157,22 +168,26 @@ class _Kernel:
 
     def separated(self, a, b) -> bool:
         """True when no element is touched by one thread in ``a`` and another in ``b``."""
+        both = a[3] & b[3]          # tags along which both accesses are by thread 0 only
+        if both and all(t in both for t, e in self.extents.items() if e is None or e > 1):
+            return True
         if a[2] is None or b[2] is None:
             return False
-        return any(self._separated(da, db) for da, db in zip(a[2], b[2]))
+        return any(self._separated(da, db, both) for da, db in zip(a[2], b[2]))
 
-    def _separated(self, da, db) -> bool:
+    def _separated(self, da, db, pinned=frozenset()) -> bool:
         """Every thread tag of the block is separated in some dimension: there the thread,
         digit and window terms of both accesses form a mixed radix (each coefficient above
         the span of the smaller ones), so distinct threads never meet."""
         if da is None or db is None or len(da) != len(db):
             return False
-        covered = set()
+        covered = set(pinned)
         for (ta, ba, ga, wa), (tb, bb, gb, wb) in zip(da, db):
             if ta != tb or ba != bb:
                 return False
             width = max(wa[1], wb[1]) - min(wa[0], wb[0]) + 1
-            terms = [(abs(c), self.extents.get(tag)) for tag, c in ta]
+            # a thread tag of one thread contributes nothing (its index is always 0)
+            terms = [(abs(c), self.extents.get(tag)) for tag, c in ta if self.extents.get(tag) != 1]
             terms += list(ga | gb) + ([(1, width)] if width > 1 else [])
             terms.sort(key=lambda x: (x[0], x[1] is None, x[1] or 0))
             span, ok = 0, True
@@ -196,7 +211,7 @@ class _Kernel:
     def _loads(self, e, ctx, out):
         for ld in collect(e, lambda x: isinstance(x, n.Load)):
             if ld.buffer in self.tracked:
-                out.append(_access(ld.buffer, False, self._dims(ld.buffer, ld.indices, ctx)))
+                out.append(_access(ld.buffer, False, self._dims(ld.buffer, ld.indices, ctx), ctx.pinned))
 
     def leaf_accesses(self, s, ctx) -> list:
         """The tracked accesses of one statement that is not walked into."""
@@ -207,7 +222,7 @@ class _Kernel:
             for i in s.indices:
                 self._loads(i, ctx, out)
             if s.buffer in self.tracked:
-                out.append(_access(s.buffer, True, self._dims(s.buffer, s.indices, ctx)))
+                out.append(_access(s.buffer, True, self._dims(s.buffer, s.indices, ctx), ctx.pinned))
         elif t is n.Evaluate:
             self._loads(s.value, ctx, out)
         elif t in n.WMMA_STMTS:          # a warp's tiles: unknown threads' parts
@@ -218,12 +233,12 @@ class _Kernel:
         else:        # any other statement: every access, with unknown indices (conflicts)
             for ld in collect(s, lambda x: isinstance(x, n.Load)):
                 if ld.buffer in self.tracked:
-                    out.append(_access(ld.buffer, False, None))
+                    out.append(_access(ld.buffer, False, None, ctx.pinned))
             for st in collect(s, lambda x: isinstance(x, n.Stmt)):
                 for b in _buffers_named(st):      # a store, an async copy, a wmma load/store...
                     if b in self.tracked:
-                        out.append(_access(b, False, None))
-                        out.append(_access(b, True, None))
+                        out.append(_access(b, False, None, ctx.pinned))
+                        out.append(_access(b, True, None, ctx.pinned))
         return out
 
     def summary(self, s, ctx) -> list:
@@ -358,11 +373,14 @@ def _tracked(kernel) -> set:
 
 
 def sync_kernel(kernel: n.For) -> n.For:
-    """One kernel with the barriers it needs (and guards around barriers predicated)."""
+    """One kernel with the barriers it needs (and guards around barriers predicated); first,
+    side effects that the block's threads would all repeat are put on one thread
+    (``single_thread.pin_unspread``)."""
+    kernel = pin_unspread(kernel)
     tracked = _tracked(kernel)
-    if not tracked:
-        return kernel
     extents = kernel_thread_extents(kernel)
+    if not tracked:     # no barrier to place; cross-thread reductions may still need predicating
+        return predicate_kernel(kernel, extents)
     k = _Kernel(tracked, extents)
     ctx = _Ctx({}, {})
     body, _ = k.walk(kernel, ctx, [])

@@ -169,3 +169,16 @@ def test_every_thread_zeroing_the_tile_then_accumulating_is_a_race(rng):
     zero_own = lambda b: tloop(lambda t: n.Store(O, (mk.add(mk.mul(b, NT), t),), n.const(0.0, F32)), name="z")
     A_ = rng.standard_normal(NB * NT).astype(np.float32)
     np.testing.assert_array_equal(run(kernel(zero_own, add_own), A_), A_)
+
+
+def test_read_of_never_written_shared_memory_is_reported(rng):
+    """Issue 24: a masked cooperative copy left part of a shared tile unwritten and the kernel
+    read it (NaN on the SIMT executor, garbage on a GPU); the executor now says so."""
+    from kdsl.backends.simt import UninitializedRead
+    half = lambda b: tloop(lambda t: n.Store(S, (t,), load(A, mk.add(mk.mul(b, NT), t))), extent=NT // 2)
+    with pytest.raises(UninitializedRead) as ei:
+        run(kernel(half, barrier, reverse), rng.standard_normal(NB * NT).astype(np.float32))
+    e = ei.value
+    # thread 0 reads S[7]; only S[0..3] were written
+    assert e.buffer == "S" and e.element == (NT - 1,) and e.thread == (0, 0, 0)
+    assert "which no thread of the block wrote" in str(e) and "O[b*8 + u] = S[7 - u]" in str(e)

@@ -15,7 +15,7 @@ from .. import pyexec_rt as rt
 from ..interpreter import check_call
 from .executor import Executor, _Mem, global_mem
 from .cross_thread import CrossThreadDivergence
-from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds
+from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds, UninitializedRead
 from .async_copy import AsyncCopyRace
 
 
@@ -66,4 +66,4 @@ def run_simt(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list,
 
 
 __all__ = ["run_simt", "scalar_values", "SimtError", "RaceError", "BarrierDivergence",
-           "SimtOutOfBounds", "AsyncCopyRace", "CrossThreadDivergence"]
+           "SimtOutOfBounds", "UninitializedRead", "AsyncCopyRace", "CrossThreadDivergence"]

@@ -18,7 +18,9 @@ block (GPU memory does not move between loop iterations); local = one array per 
 Checked (as ``races.SimtError``s naming the kernel, block, buffer, statements and threads):
 every access in bounds; no element of a shared buffer read by one thread after another
 thread wrote it, or written after another thread read or wrote it, since the last barrier
-(within one statement too: its loads happen before its store); the same for the global
+(within one statement too: its loads happen before its store); no element of a block's
+shared buffer (or global temporary) read before some thread of the block wrote it; the same
+race rules for the global
 buffers kernels write (outputs, workspaces) between the threads of a block, and between
 blocks for the whole kernel (blocks never synchronise: an element one block wrote may not be
 read or written by another block of the same kernel); every barrier reached by all threads
@@ -38,7 +40,7 @@ from .. import pyexec_rt as rt
 from ..numpy_eval import ExprEval, internal_np
 from . import wmma
 from .cross_thread import cross_thread_reduce
-from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds
+from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds, UninitializedRead
 from . import async_copy, async_mma
 
 _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2,
@@ -392,6 +394,8 @@ class Executor:
         vals = m.data[(lanes,) + idx] if m.per_thread else m.data[idx] if idx else m.data[()]
         if m.shadow is not None and self.kernel is not None:
             async_copy.check_access(self, m, b, idx, "read")
+            if m.blocks is None:           # the block's own buffer: written before it is read
+                self._check_written(m, b, idx)
             self._check(m, b, idx, m.shadow.on_load)
             if m.blocks is not None:
                 self._check(m, b, idx, m.blocks.on_load, across=True)
@@ -419,6 +423,23 @@ class Executor:
             m.data[idx] = vals
         else:
             m.data[()] = vals if np.ndim(vals) == 0 else vals[-1]
+
+    def _check_written(self, m: _Mem, b: n.Buffer, idx):
+        """Raise ``UninitializedRead`` where an active lane reads an element of a block-level
+        buffer that no thread of the block has written (issue 24: a masked cooperative copy
+        left part of a tile unwritten and the GPU read garbage)."""
+        shape = m.data.shape
+        flat = np.ravel_multi_index(idx, shape) if idx else np.zeros(self.lanes.size, np.int64)
+        bad = m.shadow.unwritten(flat)
+        if bad is None:
+            return
+        k = int(bad[0])
+        element = tuple(int(x) for x in np.unravel_index(int(flat[k]), shape)) if shape else ()
+        who = self.thread(self.lanes[k])
+        raise UninitializedRead(
+            f"{self._where()}: thread {who} read element {element} of {b.scope.value} buffer "
+            f"{b.name!r}, which no thread of the block wrote:\n    {self._line(self.cur)}",
+            self.kernel, b.name, element, who)
 
     def _check(self, m: _Mem, b: n.Buffer, idx, on, across=False):
         """Record one access in a shadow (``on``: its on_load/on_store), raising a RaceError on a

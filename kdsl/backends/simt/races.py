@@ -47,6 +47,16 @@ class SimtOutOfBounds(SimtError, IndexError):
     """A Load or Store outside its buffer, executed by some thread."""
 
 
+class UninitializedRead(SimtError):
+    """A thread read an element of a block's shared buffer (or of a global temporary allocated
+    in the kernel) that no thread of the block wrote: on a GPU, whatever the memory held
+    (``buffer`` its name, ``element`` its index, ``thread`` the reader as (x, y, z))."""
+
+    def __init__(self, message, kernel, buffer, element, thread):
+        self.buffer, self.element, self.thread = buffer, element, thread
+        super().__init__(message, kernel)
+
+
 RAW, WAR, WAW = "read-after-write", "write-after-read", "write-after-write"
 
 
@@ -65,7 +75,13 @@ class Shadow:
         self.r_stmt = np.full(size, -1, np.int64)
         self.r_tid2 = np.full(size, -1, np.int64)
         self.r_stmt2 = np.full(size, -1, np.int64)
+        self.written = np.zeros(size, bool)     # ever written in this block (kept at barriers)
         self.dirty = False
+
+    def unwritten(self, flat):
+        """The positions in ``flat`` of elements never written (in this block), or None."""
+        bad = np.flatnonzero(~self.written[flat])
+        return bad if bad.size else None
 
     def reset(self) -> None:
         """A barrier: forget every access."""
@@ -111,8 +127,9 @@ class Shadow:
                 return kind, f, (int(other[k]), int(stmt_arr[f])), (int(tids[k]), stmt)
         self.w_tid[flat] = tids
         self.w_stmt[flat] = stmt
+        self.written[flat] = True
         return None
 
 
-__all__ = ["SimtError", "RaceError", "BarrierDivergence", "SimtOutOfBounds", "Shadow",
+__all__ = ["SimtError", "RaceError", "BarrierDivergence", "SimtOutOfBounds", "UninitializedRead", "Shadow",
            "RAW", "WAR", "WAW"]
