@@ -70,7 +70,10 @@ def fam_gemm(rng, plan, epi=None):
     else:
         names = tile2d(rng, plan, M, ty, tx)
         at = names["tx"]
-        if epi and rng.random() < 0.15:
+        if rng.random() < 0.08:       # TVM: a local stage outside the thread loops (one copy per thread)
+            at = names["ty"]
+            plan.feature("local_outside_threads")
+        elif epi and rng.random() < 0.15:
             at = names["bx"]
             plan.mark("may", "the GEMM stage is attached at the block loop, not spread over threads", "unspread")
         plan.add(f"{acc}.compute_at({M}, {at})", needs=[acc, M, at], gives=[f"{acc}:at"])
@@ -150,7 +153,7 @@ def fam_wgmma(rng, plan):
                      ret="C")
     A, B = _vals(rng, (n, k), "float16"), _vals(rng, (k, m), "float16")
     args = [_layout(rng, A, plan), _layout(rng, B, plan)]
-    N = int(_pick(rng, [8, 16, 32]))
+    N = int(_pick(rng, [64, 64, 128]))   # shared rows of whole 128-byte lines (documented)
     plan.add(f"w = kd.intrin.wgmma({N})", gives=["w"])
     handle(plan, "C", ready=False)
     plan.add('CF = s.cache_write(C, "wmma.accumulator")', needs=["C"], gives=["CF", "C:ready"])

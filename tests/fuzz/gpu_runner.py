@@ -74,7 +74,7 @@ def setup() -> str | None:
 
 def load(case):
     import linecache
-    fname = f"<gpu fuzz case {case.name}>"
+    fname = f"<gpu fuzz case {case.name} #{len(case.lines)}>"
     src = case.source()
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
     ns = {"__name__": "gpu_fuzz_case"}
@@ -103,6 +103,24 @@ def _judge(res, seed, index, keep_source):
                shapes=[list(a.shape) for a in case.args])
     if keep_source:
         res["source"] = case.source()
+    _execute(res, case)
+
+
+def _judge_lines(case, lines) -> tuple:
+    """(outcome, kind, error type) of ``case`` run with schedule ``lines`` (for minimising)."""
+    import copy
+    c = copy.copy(case)
+    c.lines = list(lines)
+    r = {}
+    try:
+        _execute(r, c)
+    except Exception as e:      # a dropped definition: not the same bug
+        return ("fuzzer_error", type(e).__name__, None)
+    return (r.get("outcome"), r.get("kind"), r.get("error_type"))
+
+
+def _execute(res, case):
+    """Run ``case`` (its kernel under its schedule lines) and record the outcome in ``res``."""
     kern = load(case)
     try:
         got = kern(*case.args, backend="interp-cuda")
@@ -156,6 +174,8 @@ def _error(res, case, e):
     res["error_type"] = type(e).__name__
     if _from_hook(e):
         kind = "nvrtc_failure"
+        errs = [ln.strip() for ln in str(e).splitlines() if "error" in ln and ln.strip() != msg]
+        detail += "".join(f" | {ln}" for ln in errs[:3])
     elif isinstance(e, SimtError):
         kind = "simt_report"
     elif isinstance(e, InternalCompilerError) or not isinstance(e, KdslUserError):
