@@ -374,6 +374,8 @@ def fam_chain(rng, plan):
     inlined, per thread, at the block loop spread over the threads, or a root kernel."""
     n, m = _size(rng), _size(rng)
     rev = rng.random() < 0.25
+    if rev:
+        plan.feature("mirrored_read")
     src = _CHAIN.format(deco=_deco(rng, plan), jc="m - 1 - j" if rev else "j")
     A = _vals(rng, (n, m))
     args = [_layout(rng, A, plan)]

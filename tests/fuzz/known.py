@@ -62,6 +62,12 @@ FINDINGS: list = [
             ("legal_refused",), r"binds threadIdx\.\w to loops of \d+ iterations", _G),
     Finding("I24-9", "issue 24 item 9", "docs' wmma/wgmma schedule on a size-1 (constant) dim refused",
             ("legal_refused",), r"tensorize\(.*the loop under \S+ has extent \d+, w?g?mma", _G),
+    # found by the GPU-schedule generator (FINDINGS.md, "Issue 24 GPU-schedule fuzzer")
+    Finding("F34", "new (bound inference)", "stage read at j and m-1-j, attached at a tile loop: OOB load",
+            ("simt_report", "internal_error", "wrong_value"), r"(?i)out-?of-?bounds", _G, ("mirrored_read",)),
+    Finding("F35", "issue 24 item 9 (new form)", "double_buffer over a K loop of one iteration refused",
+            ("legal_refused",), r"pipeline: the buffer \S+ of a pipelined stage is copied in loop \S+, "
+            r"which is bound to threadIdx", _G),
     Finding("I24-10", "issue 24 item 10", "TVM GPU form refused: a local stage attached outside the thread loops",
             ("legal_refused",), "", _G, ("local_outside_threads",)),
 ]

@@ -583,3 +583,63 @@ def test_f26_power_data_check_of_int32_exponent(backend):
     A = np.arange(12, dtype=np.int32).reshape(3, 4)
     want = (A[:, 1:].astype(np.int64) ** (np.abs(A[:, 1:]) % 4)).sum(axis=1)
     assert kd.kernel(_pow_of_narrow_ints)(A, backend=backend).tolist() == want.tolist()
+
+
+# ------------------------------------------------------------------ F34 (GPU-schedule generator)
+def _mirror_product(A):
+    n, m = A.shape
+    B = kd.compute((n, m), lambda i, j: A[i, j] * 2.0, name="B")
+    return kd.compute((n, m), lambda i, j: B[i, j] * B[i, m - 1 - j], name="O")
+
+
+@pytest.mark.parametrize("backend,target", [("interp", "interp"), ("interp-cuda", "cuda")])
+@xf("F34", "a stage read at j and at m-1-j, attached at a tile loop: its buffer is sized to the "
+           "array width but indexed from the mirrored region's start (out-of-bounds load)")
+def test_f34_mirrored_read_of_a_stage_attached_at_a_tile_loop(backend, target):
+    def sched(s):
+        O, B = s["O"], s["B"]
+        by, bx, yi, xi = O.tile(O.axes[0], O.axes[1], 4, 32)
+        if target == "cuda":
+            O.bind(by, "blockIdx.y")
+        B.compute_at(O, bx)        # B's tile: columns j and m - 1 - j of the 32-column tile
+    A = np.arange(15, dtype=np.float32).reshape(3, 5)
+    out = kern(_mirror_product, target, sched)(A, backend=backend)
+    a = A.astype(np.float64) * 2
+    np.testing.assert_array_equal(out, a * a[:, ::-1])
+
+
+# ------------------------------------------------------------------ F35 (GPU-schedule generator)
+def _mm(A, B):
+    n, k = A.shape
+    _, m = B.shape
+    r = kd.reduce_axis(k, name="r")
+    return kd.compute((n, m), lambda i, j: kd.sum(A[i, r] * B[r, j], axis=r), name="C")
+
+
+def _double_buffered_b(s):
+    C = s["C"]
+    BS = s.cache_read("B", "shared", [C])
+    by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], 1, 8)
+    ko, ki = C.split(C.reduce_axes[0], factor=1)
+    C.reorder(by, bx, yi, xi, ko, ki)
+    C.bind(by, "blockIdx.y")
+    C.bind(bx, "blockIdx.x")
+    C.bind(xi, "threadIdx.x")
+    BS.compute_at(C, ko)
+    o, x = BS.split(BS.fuse(*BS.axes), factor=8)
+    BS.bind(x, "threadIdx.x")
+    BS.double_buffer()
+
+
+def test_f35_double_buffer_over_a_k_loop_runs():
+    A, B = np.ones((8, 3), np.float32), np.ones((3, 8), np.float32)
+    out = kern(_mm, "cuda", _double_buffered_b)(A, B, backend="interp-cuda")
+    np.testing.assert_array_equal(out, A @ B)
+
+
+@xf("F35", "K = 1 (a size-1 dim is a constant): the pipelined copy's K loop has one iteration and "
+           "double_buffer is refused, naming the threadIdx.x loop j.inner it was never pipelined over")
+def test_f35_double_buffer_over_a_k_loop_of_one_iteration():
+    A, B = np.ones((8, 1), np.float32), np.ones((1, 8), np.float32)
+    out = kern(_mm, "cuda", _double_buffered_b)(A, B, backend="interp-cuda")
+    np.testing.assert_array_equal(out, A @ B)
