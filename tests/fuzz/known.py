@@ -68,6 +68,8 @@ FINDINGS: list = [
     Finding("F35", "issue 24 item 9 (new form)", "double_buffer over a K loop of one iteration refused",
             ("legal_refused",), r"pipeline: the buffer \S+ of a pipelined stage is copied in loop \S+, "
             r"which is bound to threadIdx", _G),
+    Finding("F36", "issue 24 item 1 (new form)", "double-buffered copy under a thread loop shrunk by a size-1 dim: "
+            "async-copy race", ("simt_report", "wrong_value"), r"asynchronous-copy race", _G, ("size1",)),
     Finding("I24-10", "issue 24 item 10", "TVM GPU form refused: a local stage attached outside the thread loops",
             ("legal_refused",), "", _G, ("local_outside_threads",)),
 ]

@@ -643,3 +643,39 @@ def test_f35_double_buffer_over_a_k_loop_of_one_iteration():
     A, B = np.ones((8, 1), np.float32), np.ones((1, 8), np.float32)
     out = kern(_mm, "cuda", _double_buffered_b)(A, B, backend="interp-cuda")
     np.testing.assert_array_equal(out, A @ B)
+
+
+# ------------------------------------------------------------------ F36 (GPU-schedule generator)
+def _mm_plus_one(A, B):
+    n, k = A.shape
+    _, m = B.shape
+    r = kd.reduce_axis(k, name="r")
+    C = kd.compute((n, m), lambda i, j: kd.sum(A[i, r] * B[r, j], axis=r), name="C")
+    return kd.compute((n, m), lambda i, j: C[i, j] + 1.0, name="O")
+
+
+def _double_buffered_in_epilogue(s):
+    O, C = s["O"], s["C"]
+    BS = s.cache_read("B", "shared", [C])
+    AS = s.cache_read("A", "shared", [C])
+    by, bx, yr, xr = O.tile(O.axes[0], O.axes[1], 2, 4)
+    tx, xi = O.split(xr, factor=2)
+    O.bind(bx, "blockIdx.x")
+    O.bind(tx, "threadIdx.x")
+    C.compute_at(O, tx)
+    ko, ki = C.split(C.reduce_axes[0], factor=8)
+    for X in (AS, BS):
+        X.compute_at(C, ko)
+        o, x = X.split(X.fuse(*X.axes), factor=2)
+        X.bind(x, "threadIdx.x")
+    BS.double_buffer()
+
+
+@pytest.mark.parametrize("m", [2, pytest.param(1, marks=xf(
+    "F36", "m = 1 (a constant) shrinks O's threadIdx.x loop to 1 of the block's 2 threads; the "
+           "padded mask also covers the double-buffered copy's wait_group: thread 0 reads B.shared "
+           "while thread 1's cp.async is in flight (AsyncCopyRace)"))])
+def test_f36_double_buffered_copy_under_a_shrunk_thread_loop(m):
+    A, B = np.ones((1, 7), np.float32), np.ones((7, m), np.float32)
+    out = kern(_mm_plus_one, "cuda", _double_buffered_in_epilogue)(A, B, backend="interp-cuda")
+    np.testing.assert_array_equal(out, A @ B + 1)
