@@ -30,7 +30,14 @@ BACKEND = "gpu-sched"          # the name results carry (task["backend"])
 #: refusals that name a real illegality even for a schedule the generator thought legal
 FAIR = [
     r"shared memory .*(exceed|more than|limit)",
+    # kdsl's software pipeliner takes one ring depth per loop (says so, with the fix); the
+    # generator now picks one count per case, older runs met it
+    r"pipelined over loop \S+ with different stage counts",
 ]
+
+
+#: what a refusal of an 'illegal' case (a block of > 1024 threads) must name
+THREAD_LIMIT = r"1024|threads per block|too many threads|block of \d+ threads"
 
 
 def generate(seed: int, index: int):
@@ -189,6 +196,9 @@ def _error(res, case, e):
         elif unfair:
             kind = "unfair_refusal"
             detail += " [" + "; ".join(unfair) + "]"
+        elif case.intent == "illegal" and not re.search(THREAD_LIMIT, e.message + " " + (e.hint or "")):
+            kind = "missed_error"      # refused, but for another reason: the limit goes unnamed
+            detail = f"refused without naming the illegality ({case.why}): {detail}"
         elif case.intent != "legal" or any(re.search(p, e.message, re.I) for p in FAIR):
             res.update(outcome="fair_refusal", kind=None, detail=detail + hint)
             return
