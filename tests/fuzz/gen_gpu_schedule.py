@@ -129,6 +129,7 @@ def tile2d(rng, plan: Plan, M: str, ty: int, tx: int, inner_red=(), vthread=True
             plan.feature("vthread")
     BY, BX = vy * ty * wy, vx * tx * wx
     n = {k: f"{M}_{k}" for k in ("by", "bx", "ty", "tx", "yi", "xi", "vy", "vx", "yr", "xr")}
+    n["BY"], n["BX"] = BY, BX
     ready = f"{M}:ready"
     if rng.random() < 0.4:
         plan.feature("tile")
@@ -197,14 +198,16 @@ def coop_fetch(rng, plan: Plan, X: str, at_stage: str, at_axis: str, ty: int, tx
     plan.feature("coop_fetch")
 
 
-def multibuffer(rng, plan: Plan, X: str):
+def multibuffer(rng, plan: Plan, X: str, stages=None):
+    """``double_buffer()`` or ``pipeline(k)`` on copy ``X`` (``stages``: the count the plan's
+    other copies over the same loop use; kdsl asks for one count per loop, documented)."""
     r = rng.random()
-    if r < 0.22:
-        plan.feature("double_buffer")
-        plan.add(f"{X}.double_buffer()", needs=[X], gives=[])
-    elif r < 0.3:
-        plan.feature("pipeline")
-        plan.add(f"{X}.pipeline(3)", needs=[X], gives=[])
+    k = stages or plan.threads.get("stages") or (2 if r < 0.22 else 3)
+    if r < 0.3:
+        plan.threads["stages"] = k
+        plan.feature("double_buffer" if k == 2 else "pipeline")
+        plan.add(f"{X}.double_buffer()" if k == 2 and rng.random() < 0.8 else f"{X}.pipeline({k})",
+                 needs=[X], gives=[])
 
 
 def handle(plan: Plan, name: str, var: str | None = None, ready: bool = True):

@@ -46,6 +46,7 @@ def fam_gemm(rng, plan, epi=None):
     args = [_layout(rng, A, plan), _layout(rng, B, plan)]
     ty, tx = block_threads(rng, plan)
     kt = int(_pick(rng, [1, 2, 4, 8, 16]))
+    fit = rng.random() < 0.5      # K tile chosen so the block copies whole tiles (TVM's tutorials)
     local = (not epi) and rng.random() < 0.65
     handle(plan, "C", ready=not local)
     if epi:
@@ -64,11 +65,13 @@ def fam_gemm(rng, plan, epi=None):
             plan.add(f'{X}S = s.cache_read("{X}", "shared", [{acc}])', needs=[acc], gives=[f"{X}S", f"{X}S:ready"])
             caches.append(X)
     if acc == M:
+        names = tile2d(rng, plan, M, ty, tx, inner_red=(f"{acc}_ko", f"{acc}_ki"))
+        kt = _fit_k(kt, names, ty * tx) if fit else kt
         plan.add(f"{acc}_ko, {acc}_ki = {acc}.split({acc}.reduce_axes[0], factor={kt})", needs=[acc],
                  gives=[f"{acc}_ko", f"{acc}_ki"], after=[f"{acc}:ready"])
-        names = tile2d(rng, plan, M, ty, tx, inner_red=(f"{acc}_ko", f"{acc}_ki"))
     else:
         names = tile2d(rng, plan, M, ty, tx)
+        kt = _fit_k(kt, names, ty * tx) if fit else kt
         at = names["tx"]
         if rng.random() < 0.08:       # TVM: a local stage outside the thread loops (one copy per thread)
             at = names["ty"]
@@ -89,6 +92,13 @@ def fam_gemm(rng, plan, epi=None):
             plan.add(f'{X}L = s.cache_read({X}S, "local", [{acc}])', needs=[f"{X}S", acc], gives=[f"{X}L"])
             plan.add(f"{X}L.compute_at({acc}, {acc}_ki)", needs=[f"{X}L", acc, f"{acc}_ki"], gives=[])
     return src, args, _mm_expected(A, B, epi)
+
+
+def _fit_k(kt, names, threads):
+    """The K tile nearest ``kt`` whose A and B tiles the block copies whole, 4-vectors too."""
+    ok = [k for k in (1, 2, 4, 8, 16, 32) if (names["BY"] * k) % (4 * threads) == 0
+          and (names["BX"] * k) % (4 * threads) == 0]
+    return min(ok, key=lambda k: abs(k - kt)) if ok else kt
 
 
 def fam_gemm_epi(rng, plan):
@@ -176,7 +186,8 @@ def fam_wgmma(rng, plan):
         coop_fetch(rng, plan, f"{X}S", "CF", "ko", 4, 32)
         if rng.random() < 0.5:
             plan.feature("pipeline")
-            plan.add(f"{X}S.pipeline({int(_pick(rng, [2, 3, 4]))})", needs=[f"{X}S"], gives=[])
+            k = plan.threads.setdefault("stages", int(_pick(rng, [2, 3, 4])))
+            plan.add(f"{X}S.pipeline({k})", needs=[f"{X}S"], gives=[])
     return src, args, _mm_expected(A, B, False)
 
 
