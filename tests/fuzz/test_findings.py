@@ -679,3 +679,12 @@ def test_f36_double_buffered_copy_under_a_shrunk_thread_loop(m):
     A, B = np.ones((1, 7), np.float32), np.ones((7, m), np.float32)
     out = kern(_mm_plus_one, "cuda", _double_buffered_in_epilogue)(A, B, backend="interp-cuda")
     np.testing.assert_array_equal(out, A @ B + 1)
+
+
+@xf("F35", "m = 0 under specialize=True (a constant 0): the loops around the copy collapse and "
+           "double_buffer is refused ('not copied directly inside the loop it is pipelined over')")
+def test_f35_double_buffer_with_a_constant_empty_output():
+    A, B = np.ones((8, 3), np.float32), np.ones((3, 0), np.float32)
+    k = kd.kernel(specialize=True)(fresh(_mm))
+    k.schedule("cuda")(_double_buffered_b)
+    assert k(A, B, backend="interp-cuda").shape == (8, 0)
