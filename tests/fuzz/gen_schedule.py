@@ -508,7 +508,8 @@ def gpu_tvm(sched, rng) -> SchedSpec:
 
     try:
         for h in list(L.stages()):
-            if not h.stage.is_reduction and not L.is_output(h) and L.p(0.6):
+            zero_d = not any(a.kind is n.IterKind.SPATIAL for a in h.leaf)   # nothing to bind: inline it
+            if not h.stage.is_reduction and not L.is_output(h) and (zero_d or L.p(0.6)):
                 step(f"{L.stage_var(h.name)}.compute_inline()")
         for h in list(L.stages()):
             if h.attach is not AttachKind.ROOT:
@@ -516,7 +517,7 @@ def gpu_tvm(sched, rng) -> SchedSpec:
             v = L.stage_var(h.name)
             sp = [a for a in h.leaf if a.kind is n.IterKind.SPATIAL]
             red = [a for a in h.leaf if a.kind is n.IterKind.REDUCE]
-            xthread = bool(red) and L.p(0.4)
+            xthread = bool(red) and (not sp or L.p(0.4))   # a 0-d reduction: its threads are all it can bind
             T = L.choice([1, 4, 32, 64]) if not xthread else L.choice([1, 2, 4, 8])
             if sp:
                 f = L.ax(h, sp[0]) if len(sp) == 1 else f"{v}.fuse({', '.join(L.ax(h, a) for a in sp)})"
