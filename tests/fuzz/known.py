@@ -71,6 +71,9 @@ FINDINGS: list = [
             r"threadIdx|not copied directly inside the loop)", _G),
     Finding("F36", "issue 24 item 1 (new form)", "double-buffered copy under a thread loop shrunk by a size-1 dim: "
             "async-copy race", ("simt_report", "wrong_value"), r"asynchronous-copy race", _G, ("size1",)),
+    Finding("F37", "new (wgmma pipelining)", "wgmma with only one operand pipelined: the single-buffered "
+            "tile is overwritten under an in-flight product", ("simt_report", "wrong_value"),
+            r"is written in|tensor-core product", _G, ("wgmma",)),
     Finding("I24-10", "issue 24 item 10", "TVM GPU form refused: a local stage attached outside the thread loops",
             ("legal_refused",), "", _G, ("local_outside_threads",)),
 ]

@@ -688,3 +688,55 @@ def test_f35_double_buffer_with_a_constant_empty_output():
     k = kd.kernel(specialize=True)(fresh(_mm))
     k.schedule("cuda")(_double_buffered_b)
     assert k(A, B, backend="interp-cuda").shape == (8, 0)
+
+
+# ------------------------------------------------------------------ F37 (GPU-schedule generator)
+def _mm16(A, B):
+    n, k = A.shape
+    _, m = B.shape
+    r = kd.reduce_axis(k, name="r")
+    return kd.compute((n, m), lambda i, j: kd.sum(A[i, r].astype(kd.float32) * B[r, j].astype(kd.float32),
+                                                  axis=r), name="C")
+
+
+def _wgmma_one_operand_pipelined(stages_b):
+    def sched(s):
+        w = kd.intrin.wgmma(64)
+        C = s["C"]
+        CF = s.cache_write(C, "wmma.accumulator")
+        bi, bj, ii, jj = C.tile(C.axes[0], C.axes[1], 64, 64)
+        wi, ti = C.split(ii, factor=16)
+        C.reorder(bi, bj, wi, ti, jj)
+        C.bind(bi, "blockIdx.y")
+        C.bind(bj, "blockIdx.x")
+        C.bind(wi, "threadIdx.y")
+        CF.compute_at(C, wi)
+        ci, cj = CF.axes
+        ko, kr = CF.split(CF.reduce_axes[0], factor=64)
+        kio, ki = CF.split(kr, factor=16)
+        CF.reorder(ko, kio, ci, cj, ki)
+        CF.unroll(kio)
+        CF.tensorize(ci, w)
+        C.tensorize(ti, w)
+        for X, stages in (("A", 3), ("B", stages_b)):
+            S = s.cache_read(X, "shared", [CF], pad=True)
+            S.compute_at(CF, ko)
+            _, t = S.split(S.fuse(*S.axes), factor=128)
+            y, x = S.split(t, factor=32)
+            S.bind(y, "threadIdx.y")
+            S.bind(x, "threadIdx.x")
+            if stages > 1:
+                S.pipeline(stages)
+    return sched
+
+
+@pytest.mark.parametrize("stages_b", [3, pytest.param(1, marks=xf(
+    "F37", "A pipelined (3 stages: products left in flight, wgmma.wait_group(1)) but B single-"
+           "buffered: the next K tile's copy overwrites B.shared while the previous wgmma still "
+           "reads it (AsyncMmaRace)"))])
+def test_f37_wgmma_with_one_operand_pipelined(stages_b):
+    rng = np.random.default_rng(37)
+    A = (rng.integers(-4, 5, (70, 80)) / 4).astype(np.float16)
+    B = (rng.integers(-4, 5, (80, 16)) / 4).astype(np.float16)
+    out = kern(_mm16, "cuda", _wgmma_one_operand_pipelined(stages_b))(A, B, backend="interp-cuda")
+    np.testing.assert_array_equal(out, A.astype(np.float64) @ B.astype(np.float64))
