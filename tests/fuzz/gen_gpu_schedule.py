@@ -87,14 +87,15 @@ def _layout(rng, a: np.ndarray, plan: Plan) -> np.ndarray:
     if a.ndim < 1 or r < 0.7:
         return a
     plan.feature("strided")
+    gap = np.nan if a.dtype.kind == "f" else -77      # garbage in the gaps a kernel must not read
     if r < 0.8 and a.ndim == 2:
         return np.asfortranarray(a)
     if r < 0.9:
-        base = np.full(tuple(d * 2 for d in a.shape), np.nan, a.dtype)
+        base = np.full(tuple(d * 2 for d in a.shape), gap, a.dtype)
         v = base[tuple(slice(None, None, 2) for _ in a.shape)]
         v[...] = a
         return v
-    base = np.full((a.size + 1,), np.nan, a.dtype)      # unaligned start
+    base = np.full((a.size + 1,), gap, a.dtype)         # unaligned start
     v = base[1:].reshape(a.shape)
     v[...] = a
     return v
@@ -202,9 +203,9 @@ def multibuffer(rng, plan: Plan, X: str, stages=None):
     """``double_buffer()`` or ``pipeline(k)`` on copy ``X`` (``stages``: the count the plan's
     other copies over the same loop use; kdsl asks for one count per loop, documented)."""
     r = rng.random()
-    k = stages or plan.threads.get("stages") or (2 if r < 0.22 else 3)
+    k = stages or plan.memo.get("stages") or (2 if r < 0.22 else 3)
     if r < 0.3:
-        plan.threads["stages"] = k
+        plan.memo["stages"] = k
         plan.feature("double_buffer" if k == 2 else "pipeline")
         plan.add(f"{X}.double_buffer()" if k == 2 and rng.random() < 0.8 else f"{X}.pipeline({k})",
                  needs=[X], gives=[])

@@ -188,7 +188,7 @@ def fam_wgmma(rng, plan):
         coop_fetch(rng, plan, f"{X}S", "CF", "ko", 4, 32)
         if rng.random() < 0.5:
             plan.feature("pipeline")
-            k = plan.threads.setdefault("stages", int(_pick(rng, [2, 3, 4])))
+            k = plan.memo.setdefault("stages", int(_pick(rng, [2, 3, 4])))
             plan.add(f"{X}S.pipeline({k})", needs=[f"{X}S"], gives=[])
     return src, args, _mm_expected(A, B, False)
 

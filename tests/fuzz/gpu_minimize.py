@@ -22,12 +22,14 @@ def minimize(seed: int, index: int, verbose=False):
     while changed:
         changed = False
         for k in range(len(lines) - 1, -1, -1):
+            if k >= len(lines):
+                continue
             trial = lines[:k] + lines[k + 1:]
             if _judge_lines(case, trial) == want:
+                if verbose:
+                    print(f"# dropped: {lines[k]}", file=sys.stderr)
                 lines = trial
                 changed = True
-                if verbose:
-                    print(f"# dropped: {case.lines and lines and ''}", file=sys.stderr)
     return case, lines, want
 
 

@@ -30,7 +30,7 @@ class Plan:
     features: set = field(default_factory=set)
     intent: str = "legal"             # 'legal', 'may' (refusal or right answer), 'illegal'
     why: str = ""                      # for 'may'/'illegal': what the schedule does
-    threads: dict = field(default_factory=dict)   # tag -> extent promised to the block
+    memo: dict = field(default_factory=dict)      # choices the steps share (the pipeline depth)
 
     def add(self, text: str, needs=(), gives=(), after=()):
         self.steps.append(Step(text, frozenset(needs), frozenset(gives), frozenset(after), len(self.steps)))
