@@ -31,6 +31,14 @@ How it fits together (one module each, data flows top to bottom):
   (worker processes, a time limit per case, crashes and hangs reported and
   bisected), ``report`` (counts, bugs grouped by finding).
 
+Explicit GPU schedules (issue 24): ``python -m tests.fuzz --gpu-schedules --cases N --seed S``
+(``gpu_cli``) runs TVM-style GPU schedules (``gen_gpu_schedule`` + ``gpu_families``: tiling bound
+to blockIdx/threadIdx, vthread, shared/local caches with cooperative fetch, double buffering,
+rfactor + cross-thread reductions, wmma/wgmma; random legal orders from ``gpu_plan``) on
+``interp-cuda`` + NVRTC, judged by ``gpu_runner``; ``python -m tests.fuzz.gpu_minimize S I``
+shrinks a case.  ``--backend interp-cuda-tvm`` gives every ``gen_kernel`` family a simpler
+TVM-style explicit GPU schedule (``gen_schedule.gpu_tvm``).
+
 Extending it:
 
 - a backend: one ``FuzzBackend`` entry in ``backends.py`` (target name, schedule

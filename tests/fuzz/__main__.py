@@ -32,7 +32,12 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="write every result here (JSON lines)")
     ap.add_argument("--show", type=int, default=None, help="print one case and run it here")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--gpu-schedules", action="store_true",
+                    help="explicit TVM-style GPU schedules on interp-cuda + NVRTC (gpu_cli.py)")
     a = ap.parse_args(argv)
+    if a.gpu_schedules:
+        from . import gpu_cli
+        return gpu_cli.show(a.seed, a.show) if a.show is not None else gpu_cli.run(a)
     names = a.backend.split(",") if a.backend else None
     if a.show is not None:
         return show(a.seed, a.show, names, a.max_elems)

@@ -130,6 +130,12 @@ BACKENDS = {
     # runs every thread in Python)
     "interp-cuda": FuzzBackend("interp-cuda", "interp-cuda", "gpu", 400, _setup_interp_cuda,
                                explicit=False, sched_target="cuda", default=False),
+    # every generated kernel family under a TVM-style explicit GPU schedule (gen_schedule.gpu_tvm:
+    # inlined intermediates, one kernel per root stage over blockIdx.x x threadIdx.x, cross-thread
+    # reductions) on the SIMT interpreter + NVRTC; the TVM-tutorial recipes (tiling, shared
+    # caches, tensor cores...) are the separate ``--gpu-schedules`` generator (gpu_cli.py)
+    "interp-cuda-tvm": FuzzBackend("interp-cuda-tvm", "interp-cuda", "gpu-tvm", 400, _setup_interp_cuda,
+                                   sched_target="cuda", default=False),
 }
 
 

@@ -476,3 +476,63 @@ def hints(sched, rng, p_invalid=0.06) -> SchedSpec:
 def _fair(e) -> bool:
     from .check import fairness
     return not fairness(e, explicit=True)
+
+
+# ------------------------------------------------------------------ TVM-style GPU schedules
+def gpu_tvm(sched, rng) -> SchedSpec:
+    """A TVM-style GPU schedule for any generated kernel (profile ``gpu-tvm``, backend
+    ``interp-cuda-tvm``): elementwise intermediates inlined (or kept), then every root stage
+    its own kernel: spatial axes fused and split over ``blockIdx.x`` x ``threadIdx.x`` (or
+    ``threadIdx.y`` when its reduction is cross-thread: reduction axes fused, split into
+    ``nparts`` bound to ``threadIdx.x``).  Each line runs on the live schedule; a fair refusal
+    drops it (``rejected``), an unfair one is kept for the call to show."""
+    L = Live(sched, rng)
+    spec = SchedSpec("explicit")
+
+    def step(line) -> bool:
+        n_before = len(L.lines)
+        try:
+            L.run(line)
+            return True
+        except KdslUserError as e:
+            del L.lines[n_before:]
+            spec.rejected.append(("gpu_tvm", line, type(e).__name__, e.message, e.hint))
+            if not _fair(e):
+                L.lines.append(line)
+                raise _Stop from None
+            return False
+        except Exception as e:
+            spec.crashed = (line, f"{type(e).__name__}: {e}")
+            L.lines.append(line)
+            raise _Stop from None
+
+    try:
+        for h in list(L.stages()):
+            zero_d = not any(a.kind is n.IterKind.SPATIAL for a in h.leaf)   # nothing to bind: inline it
+            if not h.stage.is_reduction and not L.is_output(h) and (zero_d or L.p(0.6)):
+                step(f"{L.stage_var(h.name)}.compute_inline()")
+        for h in list(L.stages()):
+            if h.attach is not AttachKind.ROOT:
+                continue
+            v = L.stage_var(h.name)
+            sp = [a for a in h.leaf if a.kind is n.IterKind.SPATIAL]
+            red = [a for a in h.leaf if a.kind is n.IterKind.REDUCE]
+            xthread = bool(red) and (not sp or L.p(0.4))   # a 0-d reduction: its threads are all it can bind
+            T = L.choice([1, 4, 32, 64]) if not xthread else L.choice([1, 2, 4, 8])
+            if sp:
+                f = L.ax(h, sp[0]) if len(sp) == 1 else f"{v}.fuse({', '.join(L.ax(h, a) for a in sp)})"
+                if step(f"{v}_bo, {v}_bt = {v}.split({f}, factor={T})"):
+                    step(f"{v}.bind({v}_bo, 'blockIdx.x')")
+                    step(f"{v}.bind({v}_bt, {'threadIdx.y' if xthread else 'threadIdx.x'!r})")
+            if xthread:
+                r = L.ax(h, red[0]) if len(red) == 1 else f"{v}.fuse({', '.join(L.ax(h, a) for a in red)})"
+                if step(f"{v}_kt, {v}_ks = {v}.split({r}, nparts={L.choice([2, 8, 32])})"):
+                    step(f"{v}.bind({v}_kt, 'threadIdx.x')")
+    except _Stop:
+        pass
+    spec.lines = L.lines
+    return spec
+
+
+class _Stop(Exception):
+    """Generation ends: a primitive broke or refused unfairly (the call shows it)."""

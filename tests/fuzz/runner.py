@@ -47,6 +47,8 @@ def make_schedule(case, fb, src_plain: str):
     sched = Schedule(graph)
     if case.sched_kind == "hints":
         return gen_schedule.hints(sched, rng)
+    if fb.profile == "gpu-tvm":
+        return gen_schedule.gpu_tvm(sched, rng)
     return gen_schedule.explicit(sched, rng, fb.profile)
 
 

@@ -583,3 +583,160 @@ def test_f26_power_data_check_of_int32_exponent(backend):
     A = np.arange(12, dtype=np.int32).reshape(3, 4)
     want = (A[:, 1:].astype(np.int64) ** (np.abs(A[:, 1:]) % 4)).sum(axis=1)
     assert kd.kernel(_pow_of_narrow_ints)(A, backend=backend).tolist() == want.tolist()
+
+
+# ------------------------------------------------------------------ F34 (GPU-schedule generator)
+def _mirror_product(A):
+    n, m = A.shape
+    B = kd.compute((n, m), lambda i, j: A[i, j] * 2.0, name="B")
+    return kd.compute((n, m), lambda i, j: B[i, j] * B[i, m - 1 - j], name="O")
+
+
+@pytest.mark.parametrize("backend,target", [("interp", "interp"), ("interp-cuda", "cuda")])
+@xf("F34", "a stage read at j and at m-1-j, attached at a tile loop: its buffer is sized to the "
+           "array width but indexed from the mirrored region's start (out-of-bounds load)")
+def test_f34_mirrored_read_of_a_stage_attached_at_a_tile_loop(backend, target):
+    def sched(s):
+        O, B = s["O"], s["B"]
+        by, bx, yi, xi = O.tile(O.axes[0], O.axes[1], 4, 32)
+        if target == "cuda":
+            O.bind(by, "blockIdx.y")
+        B.compute_at(O, bx)        # B's tile: columns j and m - 1 - j of the 32-column tile
+    A = np.arange(15, dtype=np.float32).reshape(3, 5)
+    out = kern(_mirror_product, target, sched)(A, backend=backend)
+    a = A.astype(np.float64) * 2
+    np.testing.assert_array_equal(out, a * a[:, ::-1])
+
+
+# ------------------------------------------------------------------ F35 (GPU-schedule generator)
+def _mm(A, B):
+    n, k = A.shape
+    _, m = B.shape
+    r = kd.reduce_axis(k, name="r")
+    return kd.compute((n, m), lambda i, j: kd.sum(A[i, r] * B[r, j], axis=r), name="C")
+
+
+def _double_buffered_b(s):
+    C = s["C"]
+    BS = s.cache_read("B", "shared", [C])
+    by, bx, yi, xi = C.tile(C.axes[0], C.axes[1], 1, 8)
+    ko, ki = C.split(C.reduce_axes[0], factor=1)
+    C.reorder(by, bx, yi, xi, ko, ki)
+    C.bind(by, "blockIdx.y")
+    C.bind(bx, "blockIdx.x")
+    C.bind(xi, "threadIdx.x")
+    BS.compute_at(C, ko)
+    o, x = BS.split(BS.fuse(*BS.axes), factor=8)
+    BS.bind(x, "threadIdx.x")
+    BS.double_buffer()
+
+
+def test_f35_double_buffer_over_a_k_loop_runs():
+    A, B = np.ones((8, 3), np.float32), np.ones((3, 8), np.float32)
+    out = kern(_mm, "cuda", _double_buffered_b)(A, B, backend="interp-cuda")
+    np.testing.assert_array_equal(out, A @ B)
+
+
+@xf("F35", "K = 1 (a size-1 dim is a constant): the pipelined copy's K loop has one iteration and "
+           "double_buffer is refused, naming the threadIdx.x loop j.inner it was never pipelined over")
+def test_f35_double_buffer_over_a_k_loop_of_one_iteration():
+    A, B = np.ones((8, 1), np.float32), np.ones((1, 8), np.float32)
+    out = kern(_mm, "cuda", _double_buffered_b)(A, B, backend="interp-cuda")
+    np.testing.assert_array_equal(out, A @ B)
+
+
+# ------------------------------------------------------------------ F36 (GPU-schedule generator)
+def _mm_plus_one(A, B):
+    n, k = A.shape
+    _, m = B.shape
+    r = kd.reduce_axis(k, name="r")
+    C = kd.compute((n, m), lambda i, j: kd.sum(A[i, r] * B[r, j], axis=r), name="C")
+    return kd.compute((n, m), lambda i, j: C[i, j] + 1.0, name="O")
+
+
+def _double_buffered_in_epilogue(s):
+    O, C = s["O"], s["C"]
+    BS = s.cache_read("B", "shared", [C])
+    AS = s.cache_read("A", "shared", [C])
+    by, bx, yr, xr = O.tile(O.axes[0], O.axes[1], 2, 4)
+    tx, xi = O.split(xr, factor=2)
+    O.bind(bx, "blockIdx.x")
+    O.bind(tx, "threadIdx.x")
+    C.compute_at(O, tx)
+    ko, ki = C.split(C.reduce_axes[0], factor=8)
+    for X in (AS, BS):
+        X.compute_at(C, ko)
+        o, x = X.split(X.fuse(*X.axes), factor=2)
+        X.bind(x, "threadIdx.x")
+    BS.double_buffer()
+
+
+@pytest.mark.parametrize("m", [2, pytest.param(1, marks=xf(
+    "F36", "m = 1 (a constant) shrinks O's threadIdx.x loop to 1 of the block's 2 threads; the "
+           "padded mask also covers the double-buffered copy's wait_group: thread 0 reads B.shared "
+           "while thread 1's cp.async is in flight (AsyncCopyRace)"))])
+def test_f36_double_buffered_copy_under_a_shrunk_thread_loop(m):
+    A, B = np.ones((1, 7), np.float32), np.ones((7, m), np.float32)
+    out = kern(_mm_plus_one, "cuda", _double_buffered_in_epilogue)(A, B, backend="interp-cuda")
+    np.testing.assert_array_equal(out, A @ B + 1)
+
+
+@xf("F35", "m = 0 under specialize=True (a constant 0): the loops around the copy collapse and "
+           "double_buffer is refused ('not copied directly inside the loop it is pipelined over')")
+def test_f35_double_buffer_with_a_constant_empty_output():
+    A, B = np.ones((8, 3), np.float32), np.ones((3, 0), np.float32)
+    k = kd.kernel(specialize=True)(fresh(_mm))
+    k.schedule("cuda")(_double_buffered_b)
+    assert k(A, B, backend="interp-cuda").shape == (8, 0)
+
+
+# ------------------------------------------------------------------ F37 (GPU-schedule generator)
+def _mm16(A, B):
+    n, k = A.shape
+    _, m = B.shape
+    r = kd.reduce_axis(k, name="r")
+    return kd.compute((n, m), lambda i, j: kd.sum(A[i, r].astype(kd.float32) * B[r, j].astype(kd.float32),
+                                                  axis=r), name="C")
+
+
+def _wgmma_one_operand_pipelined(stages_b):
+    def sched(s):
+        w = kd.intrin.wgmma(64)
+        C = s["C"]
+        CF = s.cache_write(C, "wmma.accumulator")
+        bi, bj, ii, jj = C.tile(C.axes[0], C.axes[1], 64, 64)
+        wi, ti = C.split(ii, factor=16)
+        C.reorder(bi, bj, wi, ti, jj)
+        C.bind(bi, "blockIdx.y")
+        C.bind(bj, "blockIdx.x")
+        C.bind(wi, "threadIdx.y")
+        CF.compute_at(C, wi)
+        ci, cj = CF.axes
+        ko, kr = CF.split(CF.reduce_axes[0], factor=64)
+        kio, ki = CF.split(kr, factor=16)
+        CF.reorder(ko, kio, ci, cj, ki)
+        CF.unroll(kio)
+        CF.tensorize(ci, w)
+        C.tensorize(ti, w)
+        for X, stages in (("A", 3), ("B", stages_b)):
+            S = s.cache_read(X, "shared", [CF], pad=True)
+            S.compute_at(CF, ko)
+            _, t = S.split(S.fuse(*S.axes), factor=128)
+            y, x = S.split(t, factor=32)
+            S.bind(y, "threadIdx.y")
+            S.bind(x, "threadIdx.x")
+            if stages > 1:
+                S.pipeline(stages)
+    return sched
+
+
+@pytest.mark.parametrize("stages_b", [3, pytest.param(1, marks=xf(
+    "F37", "A pipelined (3 stages: products left in flight, wgmma.wait_group(1)) but B single-"
+           "buffered: the next K tile's copy overwrites B.shared while the previous wgmma still "
+           "reads it (AsyncMmaRace)"))])
+def test_f37_wgmma_with_one_operand_pipelined(stages_b):
+    rng = np.random.default_rng(37)
+    A = (rng.integers(-4, 5, (70, 80)) / 4).astype(np.float16)
+    B = (rng.integers(-4, 5, (80, 16)) / 4).astype(np.float16)
+    out = kern(_mm16, "cuda", _wgmma_one_operand_pipelined(stages_b))(A, B, backend="interp-cuda")
+    np.testing.assert_array_equal(out, A.astype(np.float64) @ B.astype(np.float64))

@@ -34,8 +34,12 @@ def main():
         cap.truncate()
         if "selftest" in task:      # the supervisor's own tests: die or stall on purpose
             _selftest(task["selftest"])
-        res = run_task(task["seed"], task["index"], task["backend"],
-                       Config(max_elems=task["max_elems"]) if task.get("max_elems") else cfg)
+        if task["backend"] == "gpu-sched":     # the explicit GPU-schedule generator
+            from .gpu_runner import run_gpu_task
+            res = run_gpu_task(task["seed"], task["index"])
+        else:
+            res = run_task(task["seed"], task["index"], task["backend"],
+                           Config(max_elems=task["max_elems"]) if task.get("max_elems") else cfg)
         sys.stdout.flush()
         sys.stderr.flush()
         cap.seek(0)
