@@ -172,6 +172,12 @@ FUNCTIONS = {
 REFUSED = {f: am.data_dependent(f.__name__) for f in (
     np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.unique_values, np.unique_counts,
     np.unique_inverse, np.unique_all, np.extract, np.compress)}
+_SORT = ("it needs a sort, which kdsl does not have yet (a sorting network along short axes "
+         "is planned)", "sort outside the kernel, or use max/min/argmax for the extremes (docs/kernels.md "
+         "lists what kernels support)")
+REFUSED.update({f: am.refused(f.__name__, *_SORT) for f in (
+    np.sort, np.argsort, np.partition, np.argpartition, np.median, np.percentile, np.quantile,
+    np.nanmedian, np.nanpercentile, np.nanquantile, np.searchsorted, np.lexsort)})
 
 #: ``kd.<name>`` (numpy's spelling)
 KD_NAMES = {

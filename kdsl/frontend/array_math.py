@@ -201,11 +201,15 @@ def where(condition, x=None, y=None):
 
 def data_dependent(name):
     """A refusal for functions whose result shape depends on the data."""
+    return refused(name, "its result has a data-dependent shape, which is not known while "
+                   "tracing", "select values with np.where(cond, x, y), or compute it outside "
+                   "the kernel (docs/kernels.md lists what kernels support)")
+
+
+def refused(name, why, hint):
+    """A function that raises KernelError saying why ``np.<name>`` is not supported."""
     def f(*args, **kwargs):
-        raise KernelError(f"np.{name}'s result has a data-dependent shape, which is not known "
-                          "while tracing; it is not supported inside kernels",
-                          hint="select values with np.where(cond, x, y), or compute it outside "
-                               "the kernel")
+        raise KernelError(f"np.{name} is not supported inside kernels: {why}", hint=hint)
     f.__name__ = name
     return f
 

@@ -70,7 +70,7 @@ def test_iteration():
 
 
 @pytest.mark.parametrize("call,name", [
-    (lambda A: np.cumsum(A), "cumsum"), (lambda A: np.sinh(A), "sinh"),
+    (lambda A: np.median(A), "median"), (lambda A: np.sinh(A), "sinh"),
     (lambda A: np.sort(A), "sort"), (lambda A: np.add.accumulate(A), "accumulate")])
 def test_unknown_numpy_functions(call, name):
     with pytest.raises(KernelError) as e:
@@ -81,11 +81,11 @@ def test_unknown_numpy_functions(call, name):
 
 def test_unknown_ndarray_method():
     def f(A):
-        return A.cumsum()
+        return A.argsort()
     with pytest.raises(KernelError) as e:
         trace(f, [M])
-    _check(e, "return A.cumsum()", "docs/kernels.md")
-    assert "cumsum" in str(e.value)
+    _check(e, "return A.argsort()", "docs/kernels.md")
+    assert "argsort" in str(e.value)
 
 
 def test_static_shape_mismatch():
