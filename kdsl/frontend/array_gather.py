@@ -9,6 +9,8 @@ Lazy: no stage of its own.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import KernelError, KernelValueError
 from ..ir import make as mk
@@ -21,6 +23,12 @@ _MODES = ("raise", "wrap", "clip")
 
 
 def _indices(indices, what) -> Array:
+    if isinstance(indices, (list, tuple)):      # numpy accepts lists: a constant made here
+        indices = np.asarray(indices)
+        if indices.dtype.kind not in "iu" and indices.size:
+            raise KernelError(f"{what}: indices must be integers, got {indices.dtype}",
+                              hint="pass ints")
+        indices = indices.astype(np.int64)
     ind = asarray(indices)
     if not (ind.dtype.is_int and not ind.dtype.is_bool):
         raise KernelError(f"{what}: indices must be integers, got {ind.dtype.name}",

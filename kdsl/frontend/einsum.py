@@ -18,7 +18,7 @@ import string
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import KernelError, KernelValueError, ShapeError, user_location
+from ..errors import DTypeError, KernelError, KernelValueError, ShapeError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
 from . import context
@@ -143,8 +143,8 @@ def einsum(*args, dtype=None, out=None, optimize=False, casting="safe", order="K
         ext, maps = broadcast_dims([(d,) for _, _, d in lst], f"einsum label {lab!r}")
         extent[lab] = ext[0]
         lab_map[lab] = maps
-    return _build(arrays, per_op, ell, ell_maps, ell_dims, out_t, occ, extent, lab_map, dtype,
-                  [lab for lab in counts if lab not in out_t])
+    return _build(arrays, per_op, ell, ell_maps, ell_dims, out_t, occ, extent, lab_map,
+                  _result_dtype(arrays, dtype, casting), [lab for lab in counts if lab not in out_t])
 
 
 def _all_one(dims) -> bool:
@@ -152,17 +152,23 @@ def _all_one(dims) -> bool:
     return all(isinstance(ctx.resolve(d), n.Const) and ctx.resolve(d).value == 1 for d in dims)
 
 
-def _result_dtype(arrays, dtype):
+def _result_dtype(arrays, dtype, casting="safe"):
     if dtype is not None:
-        return _as_dtype(dtype)
+        res = _as_dtype(dtype)
+        for a in arrays:
+            if casting != "unsafe" and dt.bfloat16 not in (a.dtype, res) and \
+                    not np.can_cast(a.dtype.np, res.np, casting):
+                raise DTypeError(f"einsum: an operand of type {a.dtype.name} cannot be cast to "
+                                 f"{res.name} with casting={casting!r} (numpy raises here too)",
+                                 hint="pass casting='unsafe', or cast the operands first")
+        return res
     # np.einsum converts Python scalars with np.asarray: float64/int64/bool, never weak
     return dt.promote(*[a.dtype for a in arrays])
 
 
-def _build(arrays, per_op, ell, ell_maps, ell_dims, out_t, occ, extent, lab_map, dtype, summed):
+def _build(arrays, per_op, ell, ell_maps, ell_dims, out_t, occ, extent, lab_map, res, summed):
     ctx = context.current()
     loc = user_location()
-    res = _result_dtype(arrays, dtype)
     acc = res.compute
     out_dims, slots = [], []       # slots: ("...", j) or (label,)
     for lab in out_t:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-from kdsl.errors import KernelError, KernelIndexError, KernelValueError, ShapeError
+from kdsl.errors import DTypeError, KernelError, KernelIndexError, KernelValueError, ShapeError
 from kdsl.frontend.spec import TensorSpec
 from kdsl.frontend.trace import trace
 
@@ -170,3 +170,15 @@ def test_captured_global_array_is_refused_but_one_made_in_the_kernel_is_a_consta
         return x * c + np.linspace(0, 1, 4)
     x = R.random(4)
     np.testing.assert_array_equal(kd.kernel(f)(x, backend="cpu"), f(x))
+
+
+def test_einsum_casting_and_take_of_a_list():
+    with pytest.raises(DTypeError):          # numpy: TypeError (casting='safe')
+        trace(lambda a: np.einsum("ij->i", a, dtype=np.float32), [M])
+    x = R.random((3, 4))
+    f = kd.kernel(lambda a: (np.einsum("ij->i", a, dtype=np.float32, casting="same_kind"),
+                             np.take(a, [0, -1, 2], axis=1)))
+    e, t = f(x, backend="interp")
+    assert e.dtype == np.float32
+    np.testing.assert_allclose(e, x.sum(1), rtol=1e-6)
+    np.testing.assert_array_equal(t, np.take(x, [0, -1, 2], axis=1))
