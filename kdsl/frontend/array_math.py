@@ -178,6 +178,9 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kw):  # n
                           hint="return the result")
     lo = a_min if a_min is not None else min
     hi = a_max if a_max is not None else max
+    if lo is None and hi is None:       # numpy >= 2.1: no bounds, a copy
+        a = asarray(a)
+        return astype(a, a.dtype) if a.weak else a
     return _clip(a, lo, hi)
 
 

@@ -94,7 +94,7 @@ CASES = {
                         lambda: (np.array([0.0, -1.0, 2.0], np.float32),), ""),
     "nan_to_num_int": (lambda a: np.nan_to_num(a), lambda: (rnd((4,), np.int8),), ""),
     "clip": (lambda a: np.clip(a, -1, 1), lambda: (rnd((3, 4)),), ""),
-    "clip_method": (lambda a: a.clip(min=0.5), lambda: (rnd((3, 4)),), ""),
+    "clip_method": (lambda a: a.clip(min=0.5) + np.clip(a) + np.clip(a, 1, 0), lambda: (rnd((3, 4)),), ""),
     "diff": (lambda a: np.diff(a), lambda: (rnd((3, 6)),), "gc"),
     "diff_n2_axis0": (lambda a: np.diff(a, n=2, axis=0), lambda: (rnd((5, 3), np.int32),), ""),
     "diff_bool": (lambda a: np.diff(a), lambda: (rnd((7,), bool),), ""),
