@@ -249,4 +249,4 @@ Array.transpose = _indexing.transpose
 Array.reshape = _indexing.reshape
 Array.astype = lambda self, dtype: _ops.astype(self, dtype)
 _ops.install_operators(Array)
-from . import array_funcs as _array_funcs  # noqa: E402,F401  (np.var, x.std(), ... register themselves)
+from . import array_funcs as _array_funcs  # noqa: E402,F401  (np.var, x.std()... register)

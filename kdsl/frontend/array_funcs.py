@@ -3,7 +3,8 @@ and the array methods (issue 25 item 2).
 
 The implementations live by topic: einsum.py (contractions), array_shape.py (joins,
 pads, flips, rolls, triangles, views), array_math.py (var/std, round, nan_to_num,
-diff, clip, cumsum), array_gather.py (take), array_create.py (arange, linspace, eye,
+diff, clip, cumsum), array_gather.py (take), sorting.py (sort, argsort),
+array_create.py (arange, linspace, eye,
 constant fills, captured numpy arrays).  A few small ones are here: ``repeat``,
 ``tile``, ``meshgrid``, ``broadcast_arrays``, ``unstack``, ``count_nonzero``,
 ``cumulative_sum``/``cumulative_prod``.  ``FUNCTIONS`` is merged into numpy_api's
@@ -22,6 +23,7 @@ from . import array_gather as ga
 from . import array_math as am
 from . import array_shape as sh
 from . import einsum as es
+from . import sorting as so
 from .array import Array, index_expr, norm_axis
 from .ops import asarray, astype, broadcast_dims, elementwise
 from .reduce import reduce_np
@@ -165,18 +167,18 @@ FUNCTIONS = {
     np.empty_like: cr.empty_like, np.full_like: cr.full_like,
     np.repeat: repeat, np.tile: tile, np.broadcast_arrays: broadcast_arrays,
     np.meshgrid: meshgrid, np.unstack: unstack, np.count_nonzero: count_nonzero,
-    np.asarray: _asarray, np.astype: _astype,
+    np.asarray: _asarray, np.astype: _astype, np.sort: so.sort, np.argsort: so.argsort,
 }
 
 #: refused, with the reason (data-dependent result shapes)
 REFUSED = {f: am.data_dependent(f.__name__) for f in (
     np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.unique_values, np.unique_counts,
     np.unique_inverse, np.unique_all, np.extract, np.compress)}
-_SORT = ("it needs a sort, which kdsl does not have yet (a sorting network along short axes "
-         "is planned)", "sort outside the kernel, or use max/min/argmax for the extremes (docs/kernels.md "
-         "lists what kernels support)")
+_SORT = ("it needs a selection or a search that kdsl does not have yet (np.sort/np.argsort "
+         "along a static axis do work)", "sort with np.sort inside, or compute it outside the "
+         "kernel (docs/kernels.md lists what kernels support)")
 REFUSED.update({f: am.refused(f.__name__, *_SORT) for f in (
-    np.sort, np.argsort, np.partition, np.argpartition, np.median, np.percentile, np.quantile,
+    np.partition, np.argpartition, np.median, np.percentile, np.quantile,
     np.nanmedian, np.nanpercentile, np.nanquantile, np.searchsorted, np.lexsort)})
 
 #: ``kd.<name>`` (numpy's spelling)
@@ -196,7 +198,7 @@ KD_NAMES = {
     "zeros_like": cr.zeros_like, "ones_like": cr.ones_like, "full_like": cr.full_like,
     "empty_like": cr.empty_like, "repeat": repeat, "tile": tile,
     "broadcast_arrays": broadcast_arrays, "meshgrid": meshgrid, "unstack": unstack,
-    "count_nonzero": count_nonzero,
+    "count_nonzero": count_nonzero, "sort": so.sort, "argsort": so.argsort,
 }
 
 
@@ -219,6 +221,11 @@ def install_methods(cls) -> None:
     cls.flatten = lambda self, order="C": sh.ravel(self, order)
     cls.dot = lambda self, b, out=None: es.dot(self, b, out)
     cls.nonzero = lambda self: am.data_dependent("nonzero")()
+    cls.argsort = lambda self, axis=-1, kind=None, order=None, *, stable=None: so.argsort(
+        self, axis, kind, order)
+    cls.sort = lambda self, *a, **k: am.refused(
+        "ndarray.sort", "it sorts in place and traced arrays are immutable",
+        "use np.sort(x, axis) (a new array)")()
 
 
 def _register() -> None:

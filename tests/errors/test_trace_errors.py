@@ -71,7 +71,7 @@ def test_iteration():
 
 @pytest.mark.parametrize("call,name", [
     (lambda A: np.median(A), "median"), (lambda A: np.sinh(A), "sinh"),
-    (lambda A: np.sort(A), "sort"), (lambda A: np.add.accumulate(A), "accumulate")])
+    (lambda A: np.partition(A, 1), "partition"), (lambda A: np.add.accumulate(A), "accumulate")])
 def test_unknown_numpy_functions(call, name):
     with pytest.raises(KernelError) as e:
         trace(call, [M])
@@ -81,11 +81,11 @@ def test_unknown_numpy_functions(call, name):
 
 def test_unknown_ndarray_method():
     def f(A):
-        return A.argsort()
+        return A.tobytes()
     with pytest.raises(KernelError) as e:
         trace(f, [M])
-    _check(e, "return A.argsort()", "docs/kernels.md")
-    assert "argsort" in str(e.value)
+    _check(e, "return A.tobytes()", "docs/kernels.md")
+    assert "tobytes" in str(e.value)
 
 
 def test_static_shape_mismatch():
