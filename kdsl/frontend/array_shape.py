@@ -368,7 +368,9 @@ def pad(array, pad_width, mode="constant", **kwargs):
             else:
                 src.append(_pad_src(mode, s, d))
                 outside.append(None)
-        val = a.at(tuple(src))
+        # an axis known to be empty: every position is padding, there is nothing to read
+        empty = any(static_value(d) == 0 for d in a.dims)
+        val = n.const(0, a.dtype) if empty else a.at(tuple(src))
         if mode == "constant":      # numpy pads axis after axis: a later axis' value wins corners
             for j, o in enumerate(outside):
                 if o is not None:
