@@ -94,6 +94,8 @@ def einsum(*args, dtype=None, out=None, optimize=False, casting="safe", order="K
         _err(f"{len(terms)} subscript terms for {len(operands)} operands",
              hint="give one comma-separated term per operand")
     arrays = [asarray(o) for o in operands]
+    if optimize and len(arrays) > 2 and dtype is None and not any("..." in t for t in terms):
+        return _pairwise(terms, arrays, out_s)
     ell_dims, per_op = [], []          # per operand: its ellipsis dims, label -> dims
     for k, (t, a) in enumerate(zip(terms, arrays)):
         nl = len(t) - ("..." in t)
@@ -145,6 +147,24 @@ def einsum(*args, dtype=None, out=None, optimize=False, casting="safe", order="K
         lab_map[lab] = maps
     return _build(arrays, per_op, ell, ell_maps, ell_dims, out_t, occ, extent, lab_map,
                   _result_dtype(arrays, dtype, casting), [lab for lab in counts if lab not in out_t])
+
+
+def _pairwise(terms, arrays, out_s):
+    """``optimize=True`` with three or more operands: contract left to right, two at a time,
+    keeping only the labels used later (a chain of matrices costs n^3, not n^(k+1))."""
+    counts: dict = {}
+    for t in terms:
+        for lab in t:
+            counts[lab] = counts.get(lab, 0) + 1
+    out = "".join(_term(out_s)) if out_s is not None else "".join(
+        sorted(lab for lab, c in counts.items() if c == 1))
+    cur_t, cur = "".join(terms[0]), arrays[0]
+    for k in range(1, len(terms)):
+        later = set(out).union(*[set(t) for t in terms[k + 1:]])
+        keep = "".join(lab for lab in dict.fromkeys(cur_t + "".join(terms[k])) if lab in later)
+        cur = einsum(f"{cur_t},{''.join(terms[k])}->{keep}", cur, arrays[k])
+        cur_t = keep
+    return einsum(f"{cur_t}->{out}", cur)
 
 
 def _all_one(dims) -> bool:
