@@ -25,11 +25,29 @@ _LAZY = {
     # schedules
     "schedule": ("kdsl.schedule.hints", "schedule"),
     "intrin": ("kdsl.schedule.intrin", None),
+    "random": ("kdsl.random", None),      # counter-based Philox random numbers
     # tracing: index style and numpy style
     **{name: (_FRONT, name) for name in (
         "compute", "reduce_axis", "reducer", "sum", "prod", "max", "min", "mean", "argmax",
         "argmin", "any", "all", "where", "maximum", "minimum", "clip", "exp", "log", "sqrt",
         "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "matmul", "TensorSpec", "ScalarSpec")},
+    # numpy's ufuncs under numpy's names (kd.abs, kd.square, kd.left_shift...): every
+    # kdsl.frontend.ufuncs.PUBLIC name the entries above do not already give
+    **{name: ("kdsl.frontend.ufuncs", name) for name in (
+        "abs", "absolute", "acos", "acosh", "add", "arccos", "arccosh", "arcsin", "arcsinh",
+        "arctan", "arctan2", "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
+        "bitwise_count", "bitwise_invert", "bitwise_left_shift", "bitwise_not", "bitwise_or",
+        "bitwise_right_shift", "bitwise_xor", "cbrt", "ceil", "conj", "conjugate", "copysign",
+        "cosh", "deg2rad", "degrees", "divide", "divmod", "equal", "exp2", "expm1", "fabs",
+        "float_power", "floor", "floor_divide", "fmax", "fmin", "fmod", "frexp", "greater",
+        "greater_equal", "heaviside", "hypot", "invert", "isfinite", "isinf", "isnan",
+        "ldexp", "left_shift", "less", "less_equal", "log10", "log1p", "log2", "logaddexp",
+        "logaddexp2",
+        "logical_and", "logical_not", "logical_or", "logical_xor", "matvec", "mod", "modf",
+        "multiply", "negative", "nextafter", "not_equal", "positive", "pow", "power",
+        "rad2deg", "radians", "reciprocal", "remainder", "right_shift", "rint", "sign",
+        "signbit", "sinh", "spacing", "square", "subtract", "tan", "true_divide", "trunc",
+        "vecdot", "vecmat")},
     # errors
     **{name: ("kdsl.errors", name) for name in (
         "KdslError", "KernelError", "KernelValueError", "KernelIndexError", "ShapeError",

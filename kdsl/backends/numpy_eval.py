@@ -8,7 +8,7 @@ bfloat16 values are held as float32 arrays rounded to bfloat16 after each op.
 
 Semantics shared with the loop-IR interpreter and the cpu backend: integers
 wrap, ``//``/``%`` floor, integer division by zero gives 0, MIN/MAX propagate
-NaN, float->int casts follow ``float_to_int``.
+NaN, float->int casts follow ``float_to_int`` (numpy's x86 results).
 """
 from __future__ import annotations
 
@@ -50,28 +50,51 @@ def fix(x, d: dt.DType) -> np.ndarray:
     return x.astype(npd)
 
 
-_TWO63 = 2.0 ** 63
+_TWO31, _TWO63 = 2.0 ** 31, 2.0 ** 63
+
+
+def _cvtt(t, bits: int):
+    """x86's ``cvttsd2si`` of width ``bits`` on truncated float64 values ``t``: the value where
+    it fits, else (NaN included) the "integer indefinite" INT_MIN; as an int64 array."""
+    lim = 2.0 ** (bits - 1)
+    ok = (t >= -lim) & (t < lim)
+    return np.where(ok, t, -lim).astype(np.int64)
 
 
 def float_to_int(x, d: dt.DType) -> np.ndarray:
-    """Float values converted to integer dtype ``d``, the same way on every backend.
+    """Float values converted to integer dtype ``d`` exactly as numpy does on x86, on every
+    backend (numpy's results for NaN, infinities and out-of-range values are the C casts its
+    loops compile to, the oracle being numpy on this machine):
 
-    Truncate toward zero; a value that int64 holds then wraps to ``d``'s width (numpy's
-    ``astype`` result for it: ``-1.5 -> uint8 255``); uint64 also holds [2**63, 2**64)
-    exactly.  Outside that (where numpy's result is C undefined behaviour and differs
-    between machines) the value saturates to int64 (to 2**64 - 1 above uint64), and NaN
-    gives 0: the cpu backend's ``fptosi.sat`` semantics.
+    - int8, int16, int32, uint8, uint16: through int32 (``cvttsd2si``), then wrapped: a value
+      outside int32 (NaN, inf) gives INT32_MIN, i.e. 0 for the 8/16-bit types;
+    - int64: the value if int64 holds it, else INT64_MIN;
+    - uint64: values >= 2**63 convert as ``x - 2**63`` with the top bit flipped back, others
+      as int64 (so NaN gives 2**63, inf 0, -1.5 gives 2**64 - 1);
+    - uint32: the same at 32 bits (numpy's contiguous SIMD loop; from float16, numpy goes
+      through int64 and keeps the low 32 bits).  numpy's strided/scalar float -> uint32 loop
+      differs for values outside [-2**31, 2**32) (it truncates an int64): kdsl follows the
+      contiguous ``astype``.
     """
-    t = np.trunc(np.asarray(x, dtype=np.float64))   # exact for every float dtype
-    hi, lo = t >= _TWO63, t < -_TWO63
-    r = np.where(hi | lo | np.isnan(t), 0.0, t).astype(np.int64)
-    r = np.where(hi, np.iinfo(np.int64).max, np.where(lo, np.iinfo(np.int64).min, r))
-    if d is dt.uint64:
-        top = np.where(hi & (t < 2 * _TWO63), t - _TWO63, 0.0).astype(np.int64)
-        top = top.astype(np.uint64) + np.uint64(1 << 63)
-        top = np.where(t >= 2 * _TWO63, np.uint64(2 ** 64 - 1), top)
-        return np.where(hi, top, r.astype(np.uint64))
-    return r.astype(d.np)
+    x = np.asarray(x)
+    half = x.dtype == np.float16
+    t = np.trunc(x.astype(np.float64))   # exact for every float dtype
+    with np.errstate(invalid="ignore"):
+        if d is dt.uint64:
+            hi = t >= _TWO63
+            top = (_cvtt(np.where(hi, t - _TWO63, 0.0), 64).astype(np.uint64)
+                   ^ np.uint64(1 << 63))
+            return np.where(hi, top, _cvtt(t, 64).astype(np.uint64))
+        if d is dt.int64:
+            return _cvtt(t, 64)
+        if d is dt.uint32:
+            if half:
+                r = _cvtt(t, 64)
+            else:
+                hi = t >= _TWO31
+                r = np.where(hi, _cvtt(np.where(hi, t - _TWO31, 0.0), 32) ^ (1 << 31), _cvtt(t, 32))
+            return (r & 0xFFFFFFFF).astype(np.uint32)
+        return _cvtt(t, 32).astype(d.np)
 
 
 def to_internal(arr: np.ndarray, d: dt.DType) -> np.ndarray:
@@ -112,7 +135,17 @@ BINARY = {
     n.BinOp.DIV: np.true_divide, n.BinOp.FLOORDIV: _floordiv, n.BinOp.MOD: _mod,
     n.BinOp.POW: _pow, n.BinOp.MIN: np.minimum, n.BinOp.MAX: np.maximum,
     n.BinOp.AND: np.bitwise_and, n.BinOp.OR: np.bitwise_or, n.BinOp.XOR: np.bitwise_xor,
+    # shifts: the frontend guarantees an amount in [0, bits)
+    n.BinOp.SHL: np.left_shift, n.BinOp.SHR: np.right_shift,
+    n.BinOp.ATAN2: np.arctan2, n.BinOp.HYPOT: np.hypot, n.BinOp.FMOD: np.fmod,
+    n.BinOp.COPYSIGN: np.copysign,
 }
+#: numpy's function for each libm-style UnOp (``nodes.LIBM_UNOPS``)
+NUMPY_MATH = {n.UnOp.TAN: "tan", n.UnOp.SINH: "sinh", n.UnOp.COSH: "cosh", n.UnOp.ASIN: "arcsin",
+              n.UnOp.ACOS: "arccos", n.UnOp.ATAN: "arctan", n.UnOp.ASINH: "arcsinh",
+              n.UnOp.ACOSH: "arccosh", n.UnOp.ATANH: "arctanh", n.UnOp.LOG1P: "log1p",
+              n.UnOp.EXPM1: "expm1", n.UnOp.LOG2: "log2", n.UnOp.LOG10: "log10",
+              n.UnOp.EXP2: "exp2", n.UnOp.CBRT: "cbrt", n.UnOp.RINT: "rint", n.UnOp.TRUNC: "trunc"}
 COMPARE = {
     n.CmpOp.EQ: np.equal, n.CmpOp.NE: np.not_equal, n.CmpOp.LT: np.less,
     n.CmpOp.LE: np.less_equal, n.CmpOp.GT: np.greater, n.CmpOp.GE: np.greater_equal,
@@ -148,7 +181,13 @@ UNARY = {
     n.UnOp.SIGMOID: _in_compute(lambda x: 1 / (1 + np.exp(-x))),
     n.UnOp.ISNAN: lambda x: np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_),
     n.UnOp.FLOOR: _rounding(np.floor), n.UnOp.CEIL: _rounding(np.ceil),
+    **{op: _rounding(getattr(np, name)) for op, name in NUMPY_MATH.items()},
 }
+
+
+def bitcast(x, d: dt.DType) -> np.ndarray:
+    """The bits of ``x`` as dtype ``d`` (equal item sizes; bfloat16 is refused by the frontend)."""
+    return np.asarray(x).view(d.np)
 
 
 # ----------------------------------------------------------------- evaluator
@@ -210,6 +249,8 @@ class ExprEval:
         return np.asarray(COMPARE[e.op](self(e.a), self(e.b)))
 
     def _unary(self, e):
+        if e.op is n.UnOp.BITCAST:
+            return bitcast(self(e.a), e.dtype)
         return fix(UNARY[e.op](self(e.a)), e.dtype)
 
     def _select(self, e):

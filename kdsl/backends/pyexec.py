@@ -24,6 +24,7 @@ from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import allocate_chain
 from . import pyexec_rt as rt
+from .numpy_eval import NUMPY_MATH
 
 _MAX_LOOPS = 16        # nested for-blocks per function before outlining (Python allows 20)
 _MAX_INDENT = 60       # indentation levels per function (the tokenizer allows 100)
@@ -33,7 +34,9 @@ _RESERVED = set(keyword.kwlist) | set(dir(builtins)) | {"np", "math"}
 
 _BIN_SYM = {n.BinOp.ADD: "+", n.BinOp.SUB: "-", n.BinOp.MUL: "*", n.BinOp.DIV: "/",
             n.BinOp.FLOORDIV: "//", n.BinOp.MOD: "%", n.BinOp.POW: "**",
-            n.BinOp.AND: "&", n.BinOp.OR: "|", n.BinOp.XOR: "^"}
+            n.BinOp.AND: "&", n.BinOp.OR: "|", n.BinOp.XOR: "^", n.BinOp.SHR: ">>"}
+_NP_BINARY = {n.BinOp.ATAN2: "arctan2", n.BinOp.HYPOT: "hypot", n.BinOp.FMOD: "fmod",
+              n.BinOp.COPYSIGN: "copysign"}
 _NP_MATH = {n.UnOp.EXP: "np.exp", n.UnOp.LOG: "np.log", n.UnOp.SQRT: "np.sqrt",
             n.UnOp.SIN: "np.sin", n.UnOp.COS: "np.cos", n.UnOp.TANH: "np.tanh",
             n.UnOp.FLOOR: "np.floor", n.UnOp.CEIL: "np.ceil"}
@@ -175,6 +178,11 @@ class _Gen:
                   n.BinOp.MIN: n.BinOp.AND, n.BinOp.MAX: n.BinOp.OR}.get(op, op)
             if op not in (n.BinOp.AND, n.BinOp.OR, n.BinOp.XOR):
                 raise InternalCompilerError(f"binary {op.value} on bool values")
+        if op in n.MATH_BINOPS:
+            return self._bf16(d, f"np.{_NP_BINARY[op]}({a}, {b})"), depth
+        if op is n.BinOp.SHL:     # Python ints (index values) do not wrap by themselves
+            f = self.helper(("shl", d.name), lambda: rt.make_shl(d), "shl")
+            return f"{f}({a}, {b})", depth
         if op in (n.BinOp.MIN, n.BinOp.MAX):
             fn = ("_fmin" if op is n.BinOp.MIN else "_fmax") if d.is_float else op.value
             return f"{fn}({a}, {b})", depth
@@ -204,6 +212,13 @@ class _Gen:
         depth += 1
         if op is n.UnOp.ISNAN:
             return (f"np.isnan({a})" if src.is_float else "False"), depth
+        if op is n.UnOp.BITCAST:
+            f = self.helper(("bitcast", src.name, d.name), lambda: rt.make_bitcast(src, d), "bitcast")
+            return f"{f}({a})", depth
+        if op in n.LIBM_UNOPS:
+            if not d.is_float:
+                return a, depth
+            return self._bf16(d, f"np.{NUMPY_MATH[op]}({a})"), depth
         if op is n.UnOp.NOT:
             return (f"(not {a})" if d.is_bool else f"(~{a})"), depth
         if op is n.UnOp.ABS:

@@ -7,7 +7,7 @@ constants are plain Python ints (exact; they turn into ``np.int64`` when they
 meet array data), and bfloat16 values are float32 scalars rounded to bfloat16
 after each op (``round_bf16``).  The semantics match ``numpy_eval``: integer
 ``//``/``%`` floor and give 0 for a zero divisor, MIN/MAX propagate NaN,
-float->int casts follow ``numpy_eval.float_to_int`` (``float_to_int`` here).
+float->int casts follow ``numpy_eval.float_to_int`` (numpy's x86 results).
 """
 from __future__ import annotations
 
@@ -119,18 +119,20 @@ def make_cast(src: dt.DType, dst: dt.DType):
 
 
 def float_to_int(x, d: dt.DType):
-    """A float scalar as integer dtype ``d``: truncate, wrap what int64 holds (uint64: also
-    [2**63, 2**64) exactly), saturate beyond, NaN -> 0 (``numpy_eval.float_to_int``)."""
-    f = float(x)
-    if f != f:
-        v = 0
-    elif f >= 2.0 ** 63:
-        v = (int(f) if f < 2.0 ** 64 else 2 ** 64 - 1) if d is dt.uint64 else 2 ** 63 - 1
-    elif f < -2.0 ** 63:
-        v = -2 ** 63
-    else:
-        v = int(f)   # truncates toward zero
-    return make_value(v, d)
+    """A float scalar as integer dtype ``d``, as numpy on x86 (``numpy_eval.float_to_int``)."""
+    from .numpy_eval import float_to_int as vec
+    return vec(np.asarray(x), d)[()]
+
+
+def make_shl(d: dt.DType):
+    """``a << b`` in ``d`` (wrapping; the amount is in [0, bits), which the frontend ensures)."""
+    return lambda a, b: make_value(int(a) << int(b), d)
+
+
+def make_bitcast(src: dt.DType, dst: dt.DType):
+    """The bits of a ``src`` value as a ``dst`` value (equal item sizes)."""
+    s, t = src.np, dst.np
+    return lambda x: np.asarray(x, dtype=s).view(t)[()]
 
 
 def make_int_div(d: dt.DType):

@@ -115,20 +115,40 @@ class Array:
                           "(data-dependent control flow)", hint=_HINT_CF)
 
     def _no_scalar(self, what):
+        """The Python value of a 0-d value known while tracing (a static size, e.g. once
+        unified with a constant), else a KernelError with the hint that fits: a size known
+        only at call time can be computed on in the kernel (``d ** -0.5``), data cannot."""
+        value, size = _static_scalar(self)
+        if value is not None:
+            return value
+        if size:
+            from ..ir.printer import format_expr
+            ctx = context.active()
+            name = ctx.describe(self.at(())) if ctx else format_expr(self.at(()))
+            raise KernelError(
+                f"{what}() of the size {name}, which is only known when the kernel is called",
+                hint="compute with it inside the kernel instead: d ** -0.5 for 1 / math.sqrt(d), "
+                     "kd.sqrt(d) / kd.log(d) (strong float64: np.sqrt(d) too, which promotes "
+                     "a float16 kernel to float64; d ** -0.5 stays weak), or use "
+                     "@kd.kernel(specialize=True) so that shapes are static ints (scalar "
+                     "arguments: kd.kernel(constants=...))")
         raise KernelError(f"{what}() of a traced value is not known while tracing", hint=_HINT_CF)
 
     def __int__(self):
-        self._no_scalar("int")
+        return int(self._no_scalar("int"))
 
     def __float__(self):
-        self._no_scalar("float")
+        return float(self._no_scalar("float"))
 
     def __complex__(self):
-        self._no_scalar("complex")
+        return complex(self._no_scalar("complex"))
 
     def __index__(self):
-        raise KernelError("operator.index() of a traced value is not known while tracing",
-                          hint=_HINT_SIZE)
+        v = self._no_scalar("operator.index")
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise KernelError(f"a {self.dtype.name} value is not an index",
+                              hint="use an integer (a size or an int)")
+        return v
 
     def __len__(self):
         if self.ndim == 0:
@@ -164,6 +184,26 @@ class Array:
                                     ".sum(), .astype(...)); see kdsl's docs/kernels.md for the list")
 
     __hash__ = None
+
+
+def _static_scalar(a: "Array"):
+    """(Python value or None, whether ``a`` is a size expression: no data read, no axes)."""
+    if a.ndim != 0:
+        return None, False
+    e = a.at(())
+    ctx = context.active()
+    if ctx is not None:
+        e = ctx.resolve(e)
+    from ..ir.visitor import collect
+    data = collect(e, lambda x: type(x) in (n.TensorRead, n.Load, n.Reduce) or (
+        type(x) is n.Var and ctx is not None and x in getattr(ctx, "ivs", {})))
+    if data:
+        return None, False
+    from ..ir.simplify import simplify
+    r = simplify(e)
+    if isinstance(r, n.Const):
+        return r.value, True
+    return None, a.dtype.is_int or a.weak
 
 
 def shallow(e: n.Expr, limit: int = 12) -> n.Expr:
@@ -254,5 +294,6 @@ Array.__getitem__ = _indexing.getitem
 Array.transpose = _indexing.transpose
 Array.reshape = _indexing.reshape
 Array.astype = lambda self, dtype: _ops.astype(self, dtype)
+Array.view = lambda self, dtype=None, type=None: _ops.view(self, dtype, type)  # noqa: A002
 _ops.install_operators(Array)
 from . import array_funcs as _array_funcs  # noqa: E402,F401  (np.var, x.std()... register)

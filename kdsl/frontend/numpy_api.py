@@ -8,18 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import KernelError
-from . import linalg, ops, reduce
+from . import linalg, ops, reduce, ufuncs
 
-_UFUNC_BINARY = {
-    "add", "subtract", "multiply", "true_divide", "divide", "floor_divide", "remainder", "mod",
-    "power", "maximum", "minimum", "fmax", "fmin", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
-    "logical_or", "logical_xor",
-}
-_RENAME = {"true_divide": "divide", "divide": "divide", "mod": "remainder", "fmax": "maximum",
-           "fmin": "minimum", "abs": "absolute"}
-_UFUNC_UNARY = {"negative", "absolute", "invert", "exp", "log", "sqrt", "sin", "cos", "tanh",
-                "floor", "ceil", "isnan", "logical_not", "positive"}
 _UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
                  "logical_and": "all", "logical_or": "any"}
 
@@ -31,13 +21,20 @@ def _unsupported(what: str):
 
 
 def array_ufunc(self, ufunc, method, *inputs, **kwargs):
-    """numpy ufunc dispatch for traced arrays."""
+    """numpy ufunc dispatch for traced arrays (the ufuncs themselves: ``ufuncs.SUPPORTED``)."""
     name = ufunc.__name__
     if kwargs.get("out") is not None:
         raise KernelError(f"np.{name}(out=...) is not supported inside kernels",
                           hint="return the result instead of writing into an array")
+    if kwargs.get("where", True) is not True:
+        raise KernelError(f"np.{name}(where=...) is not supported inside kernels (without out= "
+                          "numpy leaves the masked elements uninitialised)",
+                          hint=f"use kd.where(mask, np.{name}(...), other)")
     dtype = kwargs.pop("dtype", None)
-    kwargs.pop("out", None)
+    for k, default in (("out", None), ("where", True), ("casting", "same_kind"), ("order", "K"),
+                       ("subok", True)):
+        if kwargs.get(k, default) == default:
+            kwargs.pop(k, None)
     if method == "reduce" and name in _UFUNC_REDUCE:
         axis = kwargs.pop("axis", 0)
         keepdims = kwargs.pop("keepdims", False)
@@ -50,20 +47,12 @@ def array_ufunc(self, ufunc, method, *inputs, **kwargs):
         _unsupported(f"np.{name} with {', '.join(sorted(kwargs))}=")
     if name == "matmul":
         return linalg.matmul(*inputs, dtype=dtype)
-    key = _RENAME.get(name, name)
-    # a ufunc returns a strong value even of Python scalars (numpy 2, NEP 50)
-    if name in _UFUNC_BINARY and len(inputs) == 2:
-        out = ops.binary(key, *inputs, strong=True)
-    elif name in _UFUNC_UNARY and len(inputs) == 1:
-        out = _positive(inputs[0]) if name == "positive" else ops.unary(key, inputs[0], strong=True)
-    else:
-        _unsupported(f"ufunc np.{name}")
-    return out if dtype is None else ops.astype(out, dtype)
-
-
-def _positive(x):
-    x = ops.asarray(x)
-    return x if not x.weak else ops.elementwise("positive", [x], lambda e: e, x.dtype)
+    if dtype is not None:        # numpy computes in the requested type (the loop it selects)
+        inputs = tuple(ops.astype(x, dtype) for x in inputs)
+    out = ufuncs.call(name, inputs)
+    if dtype is None:
+        return out
+    return tuple(ops.astype(o, dtype) for o in out) if isinstance(out, tuple) else ops.astype(out, dtype)
 
 
 def _np_sum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):

@@ -264,6 +264,10 @@ def binary(name: str, a, b, strong: bool = False) -> Array:
         return elementwise(name, [a, b], lambda x, y: mk.binary(op, _truth(x), _truth(y)), dt.bool_)
     ufunc, build, what = _BINARY[name]
     d = result_dtype(ufunc, [a, b], f"'{what}'")
+    if d.is_float and name.startswith("bitwise_"):     # bfloat16 skips numpy's type check
+        raise DTypeError(f"'{what}' is not supported for operands of type {a.dtype.name}, "
+                         f"{b.dtype.name}", hint="bitwise operators take integer or bool arrays; "
+                                                 "x.view(kd.int16) gives a float16's bits")
     if name == "power":
         special = _power_special(a, b, d, weak)
         if special is not None:
@@ -336,6 +340,9 @@ def unary(name: str, x, strong: bool = False) -> Array:
                            else n.const(False, dt.bool_), dt.bool_)
     ufunc, op = _UNARY[name]
     d = result_dtype(ufunc, [x], name)
+    if d.is_float and op is U.NOT:
+        raise DTypeError(f"~ is not supported for {d.name} values",
+                         hint="~ takes integer or bool arrays")
     if op in (U.ABS, U.FLOOR, U.CEIL) and not d.is_float and not d.is_signed:
         return elementwise(name, [x], lambda e: cast_to(e, d), d, weak)
     if op in (U.FLOOR, U.CEIL) and not d.is_float:
@@ -351,6 +358,29 @@ def astype(x, dtype) -> Array:
     if d is x.dtype and not x.weak:
         return x
     return elementwise("astype", [x], lambda e: cast_to(e, d), d)
+
+
+def view(x, dtype=None, type=None) -> Array:  # noqa: A002  (numpy's keyword)
+    """``x.view(dtype)``: the same bits as another dtype of the same item size (a bitcast)."""
+    x = asarray(x)
+    if type is not None or dtype is None:
+        raise KernelError("x.view() inside a kernel takes one dtype (x.view(kd.int32))",
+                          hint="views as other array classes have no meaning while tracing")
+    d = _as_dtype(dtype)
+    if d is x.dtype:
+        return x
+    for t in (x.dtype, d):
+        if t.is_bool or t is dt.bfloat16:
+            raise DTypeError(f"x.view({d.name}) of a {x.dtype.name} array is not supported "
+                             f"({t.name} has no bit pattern kdsl exposes)",
+                             hint="view between float16/32/64 and the integer types of the "
+                                  "same size; for bool use x != 0 or .astype")
+    if d.itemsize != x.dtype.itemsize:
+        raise DTypeError(f"x.view({d.name}) of a {x.dtype.name} array changes the item size "
+                         f"({x.dtype.itemsize} -> {d.itemsize} bytes), which kdsl does not support",
+                         hint="view as a type of the same size (float32 <-> int32/uint32, "
+                              "float64 <-> int64/uint64, float16 <-> int16/uint16)")
+    return elementwise("view", [x], lambda e: n.Unary(d, U.BITCAST, e), d)
 
 
 def where(cond, x=None, y=None) -> Array:
@@ -422,6 +452,11 @@ def _cmp(name):
     return f
 
 
+def _shift(name, a, b):
+    from . import ufuncs     # (imported late: ufuncs builds on this module)
+    return ufuncs.SUPPORTED[name](a, b)
+
+
 def install_operators(cls) -> None:
     """Give the Array class numpy's operators and methods."""
     from . import linalg, numpy_api, reduce
@@ -434,6 +469,9 @@ def install_operators(cls) -> None:
     for dunder, name in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"),
                          ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
         setattr(cls, f"__{dunder}__", _cmp(name))
+    for dunder, name in (("lshift", "left_shift"), ("rshift", "right_shift")):
+        setattr(cls, f"__{dunder}__", lambda self, other, k=name: _shift(k, self, other))
+        setattr(cls, f"__r{dunder}__", lambda self, other, k=name: _shift(k, other, self))
     cls.__neg__ = lambda self: unary("negative", self)
     cls.__pos__ = lambda self: _py_int(self)
     cls.__abs__ = lambda self: unary("absolute", self)

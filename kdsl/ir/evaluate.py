@@ -23,6 +23,8 @@ _BIN = {
     n.BinOp.AND: lambda a, b: a & b,
     n.BinOp.OR: lambda a, b: a | b,
     n.BinOp.XOR: lambda a, b: a ^ b,
+    n.BinOp.SHL: lambda a, b: a << b,
+    n.BinOp.SHR: lambda a, b: a >> b,
 }
 _CMP = {
     n.CmpOp.EQ: lambda a, b: a == b,

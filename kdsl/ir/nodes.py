@@ -33,6 +33,19 @@ class BinOp(enum.Enum):
     AND = "&"   # bitwise on ints, logical on bool
     OR = "|"
     XOR = "^"
+    # integer shifts: defined for a shift amount in [0, bits) only (the frontend guards the
+    # rest with numpy's rule); SHR is arithmetic on signed types, logical on unsigned ones
+    SHL = "<<"
+    SHR = ">>"
+    # float math of two operands (C99 / numpy meaning; the value is the libm and CUDA name)
+    ATAN2 = "atan2"
+    HYPOT = "hypot"
+    FMOD = "fmod"          # C's truncated remainder of floats (np.fmod)
+    COPYSIGN = "copysign"
+
+
+#: BinOps that are float math functions (printed as calls; computed in the operand's dtype)
+MATH_BINOPS = frozenset({BinOp.ATAN2, BinOp.HYPOT, BinOp.FMOD, BinOp.COPYSIGN})
 
 
 class CmpOp(enum.Enum):
@@ -62,6 +75,32 @@ class UnOp(enum.Enum):
     ISNAN = "isnan"  # result dtype bool
     FLOOR = "floor"
     CEIL = "ceil"
+    # numpy's other float ufuncs (value: the libm / CUDA function name; float16 computes in float)
+    TAN = "tan"
+    SINH = "sinh"
+    COSH = "cosh"
+    ASIN = "asin"
+    ACOS = "acos"
+    ATAN = "atan"
+    ASINH = "asinh"
+    ACOSH = "acosh"
+    ATANH = "atanh"
+    LOG1P = "log1p"
+    EXPM1 = "expm1"
+    LOG2 = "log2"
+    LOG10 = "log10"
+    EXP2 = "exp2"
+    CBRT = "cbrt"
+    RINT = "rint"     # round half to even (np.rint)
+    TRUNC = "trunc"
+    #: reinterpret the operand's bits as the Unary's dtype (equal item sizes; ``x.view(d)``)
+    BITCAST = "bitcast"
+
+
+#: UnOps that are libm-style float functions added for numpy's ufuncs (same handling everywhere)
+LIBM_UNOPS = frozenset({UnOp.TAN, UnOp.SINH, UnOp.COSH, UnOp.ASIN, UnOp.ACOS, UnOp.ATAN,
+                        UnOp.ASINH, UnOp.ACOSH, UnOp.ATANH, UnOp.LOG1P, UnOp.EXPM1, UnOp.LOG2,
+                        UnOp.LOG10, UnOp.EXP2, UnOp.CBRT, UnOp.RINT, UnOp.TRUNC})
 
 
 class IterKind(enum.Enum):

@@ -100,6 +100,7 @@ _BIN_PREC = {
     n.BinOp.ADD: _P_ADD, n.BinOp.SUB: _P_ADD, n.BinOp.MUL: _P_MUL, n.BinOp.DIV: _P_MUL,
     n.BinOp.FLOORDIV: _P_MUL, n.BinOp.MOD: _P_MUL, n.BinOp.POW: _P_POW,
     n.BinOp.AND: _P_BAND, n.BinOp.OR: _P_BOR, n.BinOp.XOR: _P_BXOR,
+    n.BinOp.SHL: _P_BAND + 1, n.BinOp.SHR: _P_BAND + 1,   # Python's shift precedence
 }
 _FLOAT_SUFFIX = {"float32": "f", "float16": "h", "float64": ""}
 
@@ -164,7 +165,7 @@ class ExprPrinter:
 
     def _binary(self, e):
         op = e.op
-        if op in (n.BinOp.MIN, n.BinOp.MAX):
+        if op in (n.BinOp.MIN, n.BinOp.MAX) or op in n.MATH_BINOPS:
             return f"{op.value}({self(e.a)}, {self(e.b)})", _P_ATOM
         if e.dtype.is_bool and op in (n.BinOp.AND, n.BinOp.OR):
             p = _P_AND if op is n.BinOp.AND else _P_OR

@@ -68,6 +68,8 @@ class _ExprChecker:
     def _unary(self, e):
         self(e.a)
         want = e.dtype.is_bool if e.op is n.UnOp.ISNAN else e.dtype is e.a.dtype
+        if e.op is n.UnOp.BITCAST:    # x.view(d): another type of the same size
+            want = e.dtype.bits == e.a.dtype.bits and e.dtype is not e.a.dtype
         if not want:
             self.fail(f"dtype mismatch in {e.op.value}: {e.a.dtype} -> {e.dtype}", e)
 

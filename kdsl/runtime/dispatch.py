@@ -119,7 +119,8 @@ def compile_for(kernel, backend, sig, graph):
 
 # ----------------------------------------------------------------- shape expressions -> Python
 _PYOP = {n.BinOp.ADD: "+", n.BinOp.SUB: "-", n.BinOp.MUL: "*", n.BinOp.DIV: "/",
-         n.BinOp.POW: "**", n.BinOp.AND: "&", n.BinOp.OR: "|", n.BinOp.XOR: "^"}
+         n.BinOp.POW: "**", n.BinOp.AND: "&", n.BinOp.OR: "|", n.BinOp.XOR: "^",
+         n.BinOp.SHL: "<<", n.BinOp.SHR: ">>"}
 _PYCMP = {c: c.value for c in n.CmpOp}
 
 

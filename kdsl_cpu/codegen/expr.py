@@ -3,9 +3,8 @@
 Integers wrap; ``//`` and ``%`` floor with Python's signs and give 0 for a
 zero divisor (and never hit LLVM's undefined ``INT_MIN / -1``); float ``//``
 and ``%`` follow numpy's ``npy_divmod``; MIN/MAX propagate NaN (a select, as
-``np.minimum``); float->int casts saturate to int64 (uint64: to [0, 2**64) for
-values >= 0) and then wrap to the target width (numpy's result for every value
-int64 or uint64 holds, never poison, NaN -> 0: ``numpy_eval.float_to_int``);
+``np.minimum``); float->int casts give numpy's x86 results (never poison:
+``numpy_eval.float_to_int``);
 unsigned types divide, compare, extend and convert as unsigned;
 ``x -> bool`` is ``x != 0``.  16-bit floats compute in float and round once
 per operation (see types.py).
@@ -25,7 +24,8 @@ _ICMP = {n.CmpOp.EQ: "==", n.CmpOp.NE: "!=", n.CmpOp.LT: "<", n.CmpOp.LE: "<=",
          n.CmpOp.GT: ">", n.CmpOp.GE: ">="}
 _INTRINSIC_UNARY = {n.UnOp.EXP: "exp", n.UnOp.LOG: "log", n.UnOp.SQRT: "sqrt",
                     n.UnOp.SIN: "sin", n.UnOp.COS: "cos", n.UnOp.FLOOR: "floor",
-                    n.UnOp.CEIL: "ceil", n.UnOp.ABS: "fabs"}
+                    n.UnOp.CEIL: "ceil", n.UnOp.ABS: "fabs", n.UnOp.RINT: "rint",
+                    n.UnOp.TRUNC: "trunc"}
 _BOOL_OPS = {n.BinOp.ADD: n.BinOp.OR, n.BinOp.MUL: n.BinOp.AND, n.BinOp.MIN: n.BinOp.AND,
              n.BinOp.MAX: n.BinOp.OR}
 
@@ -93,6 +93,10 @@ class ExprGen:
             return self._int_divmod(d, op, a, c)
         if op is n.BinOp.POW:
             return b.call(self.intr.ipow(d), [a, c])
+        if op is n.BinOp.SHL:   # the amount is in [0, bits): the frontend guards the rest
+            return b.shl(a, c)
+        if op is n.BinOp.SHR:
+            return b.ashr(a, c) if d.is_signed else b.lshr(a, c)
         if op is n.BinOp.DIV:   # true division with an int result: in double, then cast
             q = b.fdiv(self._int_to_float(d, a, T.DOUBLE), self._int_to_float(d, c, T.DOUBLE))
             return self._float_to_int(q, d)
@@ -141,6 +145,12 @@ class ExprGen:
             r = b.call(self.intr.binary("pow", a.type), [a, c])
         elif op in (n.BinOp.FLOORDIV, n.BinOp.MOD):
             r = self._float_divmod(op, a, c)
+        elif op is n.BinOp.FMOD:
+            r = b.frem(a, c)          # C's fmod (exact, so float16 computed in float is too)
+        elif op is n.BinOp.COPYSIGN:
+            r = b.call(self.intr.binary("copysign", a.type), [a, c])
+        elif op in (n.BinOp.ATAN2, n.BinOp.HYPOT):
+            r = b.call(self.intr.libm2(op.value + ("f" if a.type == T.FLOAT else ""), a.type), [a, c])
         else:
             raise InternalCompilerError(f"binary {op.value} on {d.name} values")
         return T.narrow(b, d, r)
@@ -186,6 +196,8 @@ class ExprGen:
         b = self.b
         if op is n.UnOp.ISNAN:
             return b.fcmp_unordered("uno", a, a) if src.is_float else ir.Constant(T.I1, 0)
+        if op is n.UnOp.BITCAST:
+            return self._bitcast(a, src, d)
         if op is n.UnOp.NOT:
             return b.xor(a, ir.Constant(a.type, -1 if not d.is_bool else 1))
         if not d.is_float:
@@ -210,6 +222,9 @@ class ExprGen:
             r = b.call(self.intr.vecmath(name, t), [x])
         elif op in _INTRINSIC_UNARY:
             r = b.call(self.intr.unary(name, t), [x])
+        elif op in n.LIBM_UNOPS:
+            # libm (glibc, what numpy's non-SIMD loops call too): correct, not vectorised
+            r = b.call(self.intr.libm(name + ("f" if t == T.FLOAT else ""), t), [x])
         elif op is n.UnOp.RSQRT:
             r = b.fdiv(ir.Constant(t, 1.0), b.call(self.intr.unary("sqrt", t), [x]))
         elif op is n.UnOp.SIGMOID:
@@ -222,6 +237,11 @@ class ExprGen:
         else:
             raise InternalCompilerError(f"unary {op.value} is not implemented by the cpu backend")
         return T.narrow(b, d, r)
+
+    def _bitcast(self, v, src: dt.DType, dst: dt.DType):
+        """The bits of ``v`` as ``dst`` (equal sizes; float16 is ``half`` in registers, bfloat16
+        views are refused by the frontend)."""
+        return self.b.bitcast(v, T.value_type(dst))
 
     # ------------------------------------------------------------- casts
     def _cast(self, e):
@@ -282,18 +302,30 @@ class ExprGen:
         u = b.or_(u, b.zext(inexact, T.I32))
         return b.fptrunc(b.bitcast(u, T.FLOAT), T.HALF)
 
-    def _float_to_int(self, v, dst: dt.DType):
+    def _cvtt(self, v, bits: int):
+        """x86's ``cvttsd2si`` of width ``bits`` on double ``v`` as an i64: the truncated
+        value where it fits, else INT_MIN (NaN too); ``fptosi.sat`` never makes poison."""
         b = self.b
-        if v.type == T.HALF:
-            v = b.fpext(v, T.FLOAT)
-        sat = self.intr.fptosi_sat(v.type)
-        r = b.call(sat, [v])
-        if dst is dt.uint64:
-            # [2**63, 2**64) is exact in uint64: x - 2**63 is exact there, and its top bit comes
-            # back with the xor (x >= 2**64 saturates to 2**64 - 1)
-            two63 = ir.Constant(v.type, 2.0 ** 63)
-            top = b.xor(b.call(sat, [b.fsub(v, two63)]), ir.Constant(T.I64, -(1 << 63)))
-            r = b.select(b.fcmp_ordered(">=", v, two63), top, r)
+        lim = 2.0 ** (bits - 1)
+        ok = b.and_(b.fcmp_ordered(">=", v, ir.Constant(T.DOUBLE, -lim)),
+                    b.fcmp_ordered("<", v, ir.Constant(T.DOUBLE, lim)))
+        return b.select(ok, b.call(self.intr.fptosi_sat(T.DOUBLE), [v]),
+                        ir.Constant(T.I64, -(1 << (bits - 1))))
+
+    def _float_to_int(self, v, dst: dt.DType):
+        """numpy's x86 float -> int results (``numpy_eval.float_to_int`` says which)."""
+        b = self.b
+        half = v.type == T.HALF
+        if v.type != T.DOUBLE:
+            v = b.fpext(v, T.DOUBLE)          # exact
+        if dst in (dt.uint64, dt.uint32) and not (dst is dt.uint32 and half):
+            bits = dst.bits
+            top = ir.Constant(T.DOUBLE, 2.0 ** (bits - 1))
+            hi = b.fcmp_ordered(">=", v, top)
+            flipped = b.xor(self._cvtt(b.fsub(v, top), bits), ir.Constant(T.I64, 1 << (bits - 1)))
+            r = b.select(hi, flipped, self._cvtt(v, bits))
+        else:
+            r = self._cvtt(v, 64 if dst.bits == 64 or dst is dt.uint32 else 32)
         return r if dst.bits == 64 else b.trunc(r, T.value_type(dst))
 
 

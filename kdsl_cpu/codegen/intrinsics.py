@@ -22,7 +22,11 @@ from .types import DOUBLE, FLOAT, I1, I64, value_type
 #: libm functions a generated module may call by name (besides what intrinsics lower to)
 LIBM_SYMBOLS = ("tanhf", "tanh", "erf", "expf", "exp", "logf", "log", "sinf", "sin", "cosf",
                 "cos", "powf", "pow", "fmodf", "fmod", "sqrtf", "sqrt", "floorf", "floor",
-                "ceilf", "ceil", "fmaf", "fma")   # llvm.fma calls fma[f] where the CPU lacks FMA
+                "ceilf", "ceil", "fmaf", "fma",
+                # numpy's other ufuncs (kdsl.ir.nodes.LIBM_UNOPS, ATAN2, HYPOT)
+                *(f + s for f in ("tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
+                                  "atanh", "log1p", "expm1", "log2", "log10", "exp2", "cbrt",
+                                  "atan2", "hypot") for s in ("f", "")))   # llvm.fma calls fma[f] where the CPU lacks FMA
 
 
 def _suffix(t: ir.Type) -> str:
@@ -60,6 +64,14 @@ class Intrinsics:
             f.attributes.add("nounwind")
             return f
         return self._get(("libm", name), make)
+
+    def libm2(self, name: str, t: ir.Type) -> ir.Function:
+        """The C function ``name`` (``atan2f``, ``hypot``...) of type ``(t, t) -> t``."""
+        def make():
+            f = ir.Function(self.module, ir.FunctionType(t, [t, t]), name)
+            f.attributes.add("nounwind")
+            return f
+        return self._get(("libm2", name), make)
 
     def vecmath(self, name: str, t: ir.Type) -> ir.Function:
         """The inline, vectorisable ``name`` for ``t`` (where ``vecmath.has(name, t)``)."""

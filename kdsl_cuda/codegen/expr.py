@@ -26,7 +26,8 @@ from kdsl import dtypes as dt
 from .types import SMALL_INTS, ctype, literal, rounded
 
 _SYM = {n.BinOp.ADD: "+", n.BinOp.SUB: "-", n.BinOp.MUL: "*", n.BinOp.DIV: "/",
-        n.BinOp.AND: "&", n.BinOp.OR: "|", n.BinOp.XOR: "^"}
+        n.BinOp.AND: "&", n.BinOp.OR: "|", n.BinOp.XOR: "^",
+        n.BinOp.SHL: "<<", n.BinOp.SHR: ">>"}   # shift amounts are in [0, bits) (frontend)
 _BOOL_SYM = {n.BinOp.ADD: "||", n.BinOp.OR: "||", n.BinOp.MAX: "||",
              n.BinOp.MUL: "&&", n.BinOp.AND: "&&", n.BinOp.MIN: "&&", n.BinOp.XOR: "!="}
 _CMP = {n.CmpOp.EQ: "==", n.CmpOp.NE: "!=", n.CmpOp.LT: "<", n.CmpOp.LE: "<=",
@@ -34,7 +35,13 @@ _CMP = {n.CmpOp.EQ: "==", n.CmpOp.NE: "!=", n.CmpOp.LT: "<", n.CmpOp.LE: "<=",
 #: CUDA math function per unary op (float64 name; float32 adds "f")
 _MATH = {n.UnOp.EXP: "exp", n.UnOp.LOG: "log", n.UnOp.SQRT: "sqrt",
          n.UnOp.SIN: "sin", n.UnOp.COS: "cos", n.UnOp.TANH: "tanh", n.UnOp.ERF: "erf",
-         n.UnOp.FLOOR: "floor", n.UnOp.CEIL: "ceil", n.UnOp.ABS: "fabs"}
+         n.UnOp.FLOOR: "floor", n.UnOp.CEIL: "ceil", n.UnOp.ABS: "fabs",
+         **{op: op.value for op in n.LIBM_UNOPS}}     # tan, asinh, log1p, cbrt, rint...
+#: bit reinterpretations: (source C type family, target) -> CUDA intrinsic
+_AS_BITS = {"float32": "__float_as_uint", "float64": "__double_as_longlong", "float16": "kd_f2h"}
+_FROM_BITS = {"float32": ("__uint_as_float", "unsigned"),
+              "float64": ("__longlong_as_double", "long long"),
+              "float16": ("kd_h2f", "uint16_t")}
 
 
 def _math(name: str, d) -> str:
@@ -142,6 +149,8 @@ class ExprPrinter:
                 return f"kd_fmod<{t}>({a}, {b})"
             if op is n.BinOp.POW:
                 return f"{_math('pow', d)}({a}, {b})"
+            if op in n.MATH_BINOPS:     # atan2, hypot, fmod, copysign
+                return f"{_math(op.value, d)}({a}, {b})"
             sym = _SYM.get(op)
             if sym is None or op in (n.BinOp.AND, n.BinOp.OR, n.BinOp.XOR):
                 raise BackendCompileError(f"cuda codegen: binary {op.value} on {d.name} values")
@@ -182,13 +191,21 @@ class ExprPrinter:
     # ------------------------------------------------------------- unary
     def _unary(self, e):
         text = self._unary_text(e)
-        return rounded(e.dtype, text) if e.dtype.is_float and e.op is not n.UnOp.NEG else text
+        return rounded(e.dtype, text) if e.dtype.is_float and e.op not in (
+            n.UnOp.NEG, n.UnOp.BITCAST) else text
 
     def _unary_text(self, e):
         d, op, src = e.dtype, e.op, e.a.dtype
         a = self(e.a)
         if op is n.UnOp.ISNAN:
             return f"({a} != {a})" if src.is_float else "false"
+        if op is n.UnOp.BITCAST:
+            if src.is_float:
+                return f"(({ctype(d)}){_AS_BITS[src.name]}({a}))"
+            if d.is_float:
+                fn, t = _FROM_BITS[d.name]
+                return f"{fn}(({t})({a}))"
+            return f"(({ctype(d)})({a}))"
         if op is n.UnOp.NOT:
             return f"(!{a})" if d.is_bool else f"(({ctype(d)})(~{a}))"
         if op is n.UnOp.NEG:
@@ -234,9 +251,12 @@ class ExprPrinter:
         if self._n32(e):        # an index from a narrower int (or bool) that fits
             return f"((int)({a}))"
         if src.is_float and d.is_int:
-            # numpy: saturate to int64 (uint64: to [0, 2**64) for values >= 0), then wrap;
-            # PTX's cvt.rzi saturates and maps NaN to 0
+            # numpy's x86 results (numpy_eval.float_to_int; prelude kd_cvt*)
             if d.name == "uint64":
-                return f"({a} < 0 ? (uint64_t)(int64_t)({a}) : (uint64_t)({a}))"
-            return f"(({t})(int64_t)({a}))"
+                return f"kd_cvtu64((double)({a}))"
+            if d.name == "uint32":
+                fn = "kd_cvt64" if src.name == "float16" else "kd_cvtu32"
+                return f"(({t}){fn}((double)({a})))"
+            fn = "kd_cvt64" if d.bits == 64 else "kd_cvt32"
+            return f"(({t}){fn}((double)({a})))"
         return f"(({t})({a}))"

@@ -10,7 +10,8 @@ private public protected virtual friend typename using min max dim3 threadIdx bl
 gridDim warpSize""".split()) | frozenset(
     # the math functions the generated code calls (a stage is named after its op: "exp")
     f + suffix for f in """exp log sqrt sin cos tanh erf floor ceil fabs pow fmod copysign
-    rsqrt exp2 log2 log10 abs""".split() for suffix in ("", "f"))
+    rsqrt exp2 log2 log10 abs tan sinh cosh asin acos atan asinh acosh atanh log1p expm1 cbrt
+    rint trunc atan2 hypot""".split() for suffix in ("", "f"))
 
 
 class Namer:

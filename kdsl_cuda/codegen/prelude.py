@@ -52,6 +52,11 @@ template <typename T> __device__ __forceinline__ T kd_fmod(T a, T b) {
   }
   return copysign((T)0, b);
 }
+// numpy's float -> int conversions on x86 (cvttsd2si: NaN and out-of-range give INT_MIN)
+__device__ __forceinline__ long long kd_cvt32(double x) { return (x >= -2147483648.0 && x < 2147483648.0) ? (long long)x : -2147483648LL; }
+__device__ __forceinline__ long long kd_cvt64(double x) { return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (long long)x : (long long)0x8000000000000000ULL; }
+__device__ __forceinline__ unsigned kd_cvtu32(double x) { return x >= 2147483648.0 ? ((unsigned)kd_cvt32(x - 2147483648.0) ^ 0x80000000u) : (unsigned)kd_cvt32(x); }
+__device__ __forceinline__ unsigned long long kd_cvtu64(double x) { return x >= 9223372036854775808.0 ? ((unsigned long long)kd_cvt64(x - 9223372036854775808.0) ^ 0x8000000000000000ULL) : (unsigned long long)kd_cvt64(x); }
 // np.minimum / np.maximum: a NaN in either operand wins
 template <typename T> __device__ __forceinline__ T kd_fmin(T a, T b) { return (a != a) ? a : (a <= b ? a : b); }
 template <typename T> __device__ __forceinline__ T kd_fmax(T a, T b) { return (a != a) ? a : (a >= b ? a : b); }

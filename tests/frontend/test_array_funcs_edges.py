@@ -184,8 +184,7 @@ def test_einsum_casting_and_take_of_a_list():
     np.testing.assert_array_equal(t, np.take(x, [0, -1, 2], axis=1))
 
 
-@pytest.mark.parametrize("fn", [lambda a: np.arange(a.shape[0]), lambda a: np.zeros(a.shape)])
-def test_numpy_creation_of_a_traced_size_points_at_kd_and_like(fn):
+def test_numpy_creation_of_a_traced_size_points_at_kd_and_like():
     with pytest.raises(KernelError) as e:       # numpy converts the size before kdsl sees it
-        trace(fn, [M])
+        trace(lambda a: np.arange(a.shape[0]), [M])
     assert "kd.arange(n)" in e.value.hint and "like=" in e.value.hint
