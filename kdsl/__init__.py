@@ -61,6 +61,16 @@ _LAZY = {
         "uint8", "uint16", "uint32", "uint64", "bool_", "DType")},
 }
 
+#: numpy's array functions (issue 25; kdsl/frontend/array_funcs.py KD_NAMES)
+_LAZY.update({name: (_FRONT, name) for name in (
+    "arange", "argsort", "around", "broadcast_arrays", "broadcast_to", "concat", "concatenate",
+    "count_nonzero", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum", "diff", "dot",
+    "einsum", "empty", "empty_like", "expand_dims", "eye", "flip", "fliplr", "flipud", "full",
+    "full_like", "hstack", "identity", "inner", "linspace", "meshgrid", "moveaxis", "nan_to_num",
+    "ones", "ones_like", "outer", "pad", "ravel", "repeat", "roll", "round", "sort", "squeeze",
+    "stack", "std", "swapaxes", "take", "take_along_axis", "tensordot", "tile", "tri", "tril",
+    "triu", "unstack", "var", "vdot", "vstack", "zeros", "zeros_like",)})
+
 __all__ = sorted(_LAZY)
 
 # `kernel`, `backends` and `schedule` are also submodule names (kdsl/kernel.py,

@@ -12,3 +12,7 @@ __all__ = ["compute", "reduce_axis", "matmul", "abs", "astype", "ceil", "clip", 
            "floor", "isnan", "log", "maximum", "minimum", "rsqrt", "sigmoid", "sin", "sqrt", "tanh",
            "where", "Reducer", "all", "any", "argmax", "argmin", "max", "mean", "min", "prod",
            "reducer", "sum", "ScalarSpec", "TensorSpec"]
+
+from .array_funcs import KD_NAMES as _KD_NAMES  # noqa: E402  (issue 25: kd.einsum, kd.var, ...)
+globals().update(_KD_NAMES)
+__all__ += list(_KD_NAMES)

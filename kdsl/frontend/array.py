@@ -36,6 +36,11 @@ _HINT_CF = ("use kd.where(cond, a, b) to select values; Python control flow may 
             "depend on static shapes or constants (kd.kernel(constants=...))")
 
 
+_HINT_SIZE = ("for an array of a traced size write kd.arange(n), kd.zeros(shape), np.zeros_like(x) "
+              "or numpy's like= (np.arange(n, like=x)); Python control flow may only depend on "
+              "static shapes or constants")
+
+
 class NoAttributeError(KernelError, AttributeError):
     """A traced array has no such attribute (an AttributeError, so ``hasattr`` works)."""
 
@@ -158,7 +163,7 @@ class Array:
     def __array__(self, dtype=None, copy=None):
         raise KernelError("a traced array has no values while tracing, so numpy cannot convert it",
                           hint="use kdsl/numpy operations on it (np.exp(x), x.sum(...)) instead of "
-                               "np.asarray / np.array")
+                               "np.asarray / np.array; " + _HINT_SIZE)
 
     def __iter__(self):
         raise KernelError("iterating over a traced array is not supported",
@@ -291,3 +296,4 @@ Array.reshape = _indexing.reshape
 Array.astype = lambda self, dtype: _ops.astype(self, dtype)
 Array.view = lambda self, dtype=None, type=None: _ops.view(self, dtype, type)  # noqa: A002
 _ops.install_operators(Array)
+from . import array_funcs as _array_funcs  # noqa: E402,F401  (np.var, x.std()... register)

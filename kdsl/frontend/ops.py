@@ -44,6 +44,9 @@ def asarray(x) -> Array:
         d = _as_dtype(v.dtype)
         return scalar(n.const(v.item(), d), op="scalar")
     if isinstance(x, np.ndarray):
+        from .array_create import captured   # made while tracing (np.arange(4)): a constant
+        if (c := captured(x)) is not None:
+            return c
         raise KernelError("a numpy array captured from Python cannot be used inside a kernel",
                           hint="pass it as an argument of the kernel instead")
     raise KernelError(f"cannot use a value of type {type(x).__name__} in a kernel",

@@ -70,8 +70,8 @@ def test_iteration():
 
 
 @pytest.mark.parametrize("call,name", [
-    (lambda A: np.cumsum(A), "cumsum"), (lambda A: np.gcd(A, A), "gcd"),
-    (lambda A: np.sort(A), "sort"), (lambda A: np.add.accumulate(A), "accumulate")])
+    (lambda A: np.median(A), "median"), (lambda A: np.gcd(A, A), "gcd"),
+    (lambda A: np.partition(A, 1), "partition"), (lambda A: np.add.accumulate(A), "accumulate")])
 def test_unknown_numpy_functions(call, name):
     with pytest.raises(KernelError) as e:
         trace(call, [M])
@@ -81,11 +81,11 @@ def test_unknown_numpy_functions(call, name):
 
 def test_unknown_ndarray_method():
     def f(A):
-        return A.cumsum()
+        return A.tobytes()
     with pytest.raises(KernelError) as e:
         trace(f, [M])
-    _check(e, "return A.cumsum()", "docs/kernels.md")
-    assert "cumsum" in str(e.value)
+    _check(e, "return A.tobytes()", "docs/kernels.md")
+    assert "tobytes" in str(e.value)
 
 
 def test_static_shape_mismatch():
