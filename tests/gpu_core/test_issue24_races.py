@@ -9,6 +9,9 @@ import pytest
 
 import kdsl as kd
 
+#: the GPU backend these reproducers run on (tests/cuda/test_cuda_issue24_25.py sets "cuda")
+GPU = "interp-cuda"
+
 
 def _f64(x):
     return x.astype(np.float64)
@@ -57,14 +60,14 @@ def test_vector_copy_under_a_shrunk_consumer_thread_loop(n, k, m, specialize, rn
     kern.schedule("cuda")(_vector_copy_sched)
     a = rng.standard_normal((n, k)).astype(np.float32)
     b = rng.standard_normal((k, m)).astype(np.float32)
-    got = kern(a, b, backend="interp-cuda")
+    got = kern(a, b, backend=GPU)
     np.testing.assert_allclose(got, _f64(a) @ _f64(b), rtol=1e-5, atol=1e-5)
 
 
 def test_vector_copy_ones_give_the_sum_length():
     kern = kd.kernel(_mm)
     kern.schedule("cuda")(_vector_copy_sched)
-    got = kern(np.ones((1, 19), np.float32), np.ones((19, 1), np.float32), backend="interp-cuda")
+    got = kern(np.ones((1, 19), np.float32), np.ones((19, 1), np.float32), backend=GPU)
     np.testing.assert_array_equal(got, [[19.0]])
 
 
@@ -93,7 +96,7 @@ def test_unbound_stage_attached_in_a_block_runs_once(n, k, m, rng):
     kern.schedule("cuda")(_g_sched)
     a = rng.standard_normal((n, k)).astype(np.float32)
     b = rng.standard_normal((k, m)).astype(np.float32)
-    got = kern(a, b, backend="interp-cuda")
+    got = kern(a, b, backend=GPU)
     np.testing.assert_allclose(got, _f64(a) @ _f64(b) + 1, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(kern(a, b, backend="interp"), _f64(a) @ _f64(b) + 1, rtol=1e-5, atol=1e-5)
 
@@ -130,7 +133,7 @@ def test_copy_bound_to_threadIdx_x_only_in_a_2d_block(rng):
         n, k, m = shape
         a = rng.standard_normal((n, k)).astype(np.float32)
         b = rng.standard_normal((k, m)).astype(np.float32)
-        np.testing.assert_allclose(kern(a, b, backend="interp-cuda"), _f64(a) @ _f64(b), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(kern(a, b, backend=GPU), _f64(a) @ _f64(b), rtol=1e-5, atol=1e-5)
 
 
 def test_copy_bound_to_a_block_index_inside_a_block_is_refused(rng):
@@ -148,7 +151,7 @@ def test_copy_bound_to_a_block_index_inside_a_block_is_refused(rng):
         AA.bind(ao, "blockIdx.x")
         AA.bind(ai, "threadIdx.x")
     with pytest.raises(kd.ScheduleError) as ei:
-        kern(rng.standard_normal(13).astype(np.float32), backend="interp-cuda")
+        kern(rng.standard_normal(13).astype(np.float32), backend=GPU)
     e = ei.value
     assert "stage A.shared: its axis ax0.outer is bound to blockIdx.x" in str(e)
     assert "inside the blockIdx.x loop i.outer of stage O" in str(e)
@@ -176,7 +179,7 @@ def test_cross_thread_reduction_inside_a_block_only_output(shape, rng):
         B.reorder(ki, ko)
         B.bind(ki, "threadIdx.x")
     a = rng.standard_normal(shape).astype(np.float32)
-    np.testing.assert_allclose(kern(a, backend="interp-cuda"), _f64(a).sum(1) * 2, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(kern(a, backend=GPU), _f64(a).sum(1) * 2, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(kern(a, backend="interp"), _f64(a).sum(1) * 2, rtol=1e-5, atol=1e-5)
 
 
@@ -204,7 +207,7 @@ def test_rfactor_cross_thread_epilogue_stored_by_one_thread(shape, rng):
     kern.schedule("cuda")(_ew_sched)
     a = rng.standard_normal(shape).astype(np.float32)
     want = _f64(a).sum(1) + 2
-    np.testing.assert_allclose(kern(a, backend="interp-cuda"), want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(kern(a, backend=GPU), want, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(kern(a, backend="interp"), want, rtol=1e-5, atol=1e-4)
     src = kern.source(a, backend="interp-cuda")
     # the epilogue runs on thread 0 of each row of threads: a one-iteration threadIdx.x loop
