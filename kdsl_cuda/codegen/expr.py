@@ -44,6 +44,10 @@ _FROM_BITS = {"float32": ("__uint_as_float", "unsigned"),
               "float16": ("kd_h2f", "uint16_t")}
 
 
+#: signed types whose negation is done in their unsigned type (wraps like numpy, no C overflow)
+_WRAP_NEG = {"int32": "unsigned", "int64": "unsigned long long"}
+
+
 def _math(name: str, d) -> str:
     return name if d.name == "float64" else name + "f"
 
@@ -149,6 +153,8 @@ class ExprPrinter:
                 return f"kd_fmod<{t}>({a}, {b})"
             if op is n.BinOp.POW:
                 return f"{_math('pow', d)}({a}, {b})"
+            if op is n.BinOp.HYPOT and d.name == "float64":
+                return f"kd_hypot<double>({a}, {b})"
             if op in n.MATH_BINOPS:     # atan2, hypot, fmod, copysign
                 return f"{_math(op.value, d)}({a}, {b})"
             sym = _SYM.get(op)
@@ -215,10 +221,15 @@ class ExprPrinter:
                 return f"(({ctype(d)})(-{a}))"
             if d == dt.index and not self._n32(e) and self.is32(e.a):
                 return f"(-(int64_t){a})"
+            if d.name in _WRAP_NEG and not self._n32(e):   # numpy wraps -INT_MIN (C overflows)
+                return f"(({ctype(d)})(0 - ({_WRAP_NEG[d.name]})({a})))"
             return f"(-{a})"
         if not d.is_float:
             if op is n.UnOp.ABS:
-                return a if (d.is_bool or not d.is_signed) else f"(({ctype(d)})({a} < 0 ? -{a} : {a}))"
+                if d.is_bool or not d.is_signed:
+                    return a
+                neg = f"(0 - ({_WRAP_NEG[d.name]})({a}))" if d.name in _WRAP_NEG else f"-{a}"
+                return f"(({ctype(d)})({a} < 0 ? {neg} : {a}))"
             if op in (n.UnOp.FLOOR, n.UnOp.CEIL):
                 return a
             raise BackendCompileError(f"cuda codegen: {op.value} of {d.name} values")

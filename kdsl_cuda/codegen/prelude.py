@@ -70,9 +70,37 @@ template <typename T> __device__ __forceinline__ T kd_ipow(T a, T e) {
   return (T)r;
 }
 // float16: round to nearest even in PTX (cvt.rn), from float or (numpy: one rounding) double
-__device__ __forceinline__ uint16_t kd_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
-__device__ __forceinline__ uint16_t kd_d2h(double f) { uint16_t h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(f)); return h; }
-__device__ __forceinline__ float kd_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+// A NaN keeps its sign and top payload bits, quiet, as numpy's conversions do (PTX's cvt gives
+// one canonical NaN: 0x7fff).
+__device__ __forceinline__ uint16_t kd_nan2h(unsigned sign, unsigned sig) {
+  unsigned h = sign | 0x7c00u | sig;
+  return (uint16_t)((sig == 0u) ? (h | 1u) : h);
+}
+__device__ __forceinline__ uint16_t kd_f2h(float f) {
+  if (f != f) { unsigned u = __float_as_uint(f); return kd_nan2h((u >> 16) & 0x8000u, (u >> 13) & 0x3ffu); }
+  uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ uint16_t kd_d2h(double f) {
+  if (f != f) {
+    unsigned long long u = (unsigned long long)__double_as_longlong(f);
+    return kd_nan2h((unsigned)(u >> 48) & 0x8000u, (unsigned)(u >> 42) & 0x3ffu);
+  }
+  uint16_t h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(f)); return h;
+}
+__device__ __forceinline__ float kd_h2f(uint16_t h) {
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0u)
+    return __uint_as_float((((unsigned)h & 0x8000u) << 16) | 0x7f800000u | (((unsigned)h & 0x3ffu) << 13));
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+// np.hypot near the top of the range: CUDA's hypot may round a finite result up to inf
+template <typename T> __device__ __forceinline__ T kd_hypot(T x, T y) {
+  T h = hypot(x, y);
+  if (isinf(h) && isfinite(x) && isfinite(y)) {
+    T a = fabs(x), b = fabs(y), m = fmax(a, b), r = fmin(a, b) / m;
+    h = m * sqrt((T)1 + r * r);
+  }
+  return h;
+}
 __device__ __forceinline__ float kd_rh(float f) { return kd_h2f(kd_f2h(f)); }
 // bfloat16: the top half of a float, rounded to nearest even; NaN kept (quiet)
 __device__ __forceinline__ float kd_rbf(float f) {
