@@ -57,6 +57,9 @@ class Schedule:
                            list(graph.constraints), graph.loc)
         self._checking = False      # a primitive is running (nested ones do not re-validate)
         self._n_attached = 0        # stages attached with compute_at (legality checks run when > 0)
+        #: (call, user line, message) of the placement conflict since the last legal state, reported
+        #: by ``finish`` unless a later primitive resolves it (checking.py)
+        self._pending = None
         self._handles = {st: StageSchedule(self, st) for st in stages}
         #: hints that only backends interpret (threads, cache, stages, tensor_cores), per stage name
         self.backend_hints: dict = {}
@@ -64,6 +67,13 @@ class Schedule:
         #: specialisation being compiled (set by dispatch for size-classed backends, e.g. cuda,
         #: whose default schedules choose by size); empty when unknown
         self.size_hints: dict = {}
+
+    def finish(self) -> None:
+        """Check the finished schedule: a placement that is still illegal is a ScheduleError at
+        the line of the primitive that made it so (primitives may come in any order that ends
+        legal, as in TVM).  Dispatch calls it when the schedule functions return."""
+        from .checking import finish
+        finish(self)
 
     # ------------------------------------------------------------ lookup
     def __getitem__(self, key) -> StageSchedule:

@@ -7,13 +7,13 @@ stage is attached.  Every primitive validates at the call and raises
 """
 from __future__ import annotations
 
-import functools
 import inspect
 
 from ..errors import ScheduleError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.axis_expr import AxisExpr
+from .checking import primitive
 from .records import AttachKind, Fuse, IterAttr, Split, Tensorize, relation_axes, where
 
 _TAGS = {t.value: t for t in n.ThreadTag}
@@ -22,77 +22,6 @@ _SCOPES = {s.value: s for s in n.Scope}
 
 def _new_iv(name: str, extent, kind: n.IterKind) -> n.IterVar:
     return n.IterVar(n.var(name), n.Range(mk.as_expr(0), mk.as_expr(extent)), kind)
-
-
-def primitive(check: bool = False):
-    """Decorator of a schedule primitive (a method of StageSchedule or Schedule).
-
-    A call with arguments that do not fit the signature is a ScheduleError at
-    the user's line that shows the signature.  With ``check``, placements are
-    re-validated after the call (``legality.check``); when that fails, the
-    schedule is restored to what it was before the call and the error names
-    this call and the earlier one it conflicts with.
-    """
-    def deco(fn):
-        sig = inspect.signature(fn)
-        usage = f"{fn.__name__}({', '.join(str(p) for p in list(sig.parameters.values())[1:])})"
-
-        @functools.wraps(fn)
-        def wrapper(self, *args, **kwargs):
-            try:
-                sig.bind(self, *args, **kwargs)
-            except TypeError as e:
-                raise ScheduleError(f"{fn.__name__}: {e}".replace(f"{fn.__qualname__}() ", ""),
-                                    hint=f"call it as {usage}") from None
-            sched = getattr(self, "sched", self)
-            # only compute_at creates attachments: without any, nothing can conflict
-            if not check or sched._checking or not (sched._n_attached or fn.__name__ == "compute_at"):
-                return fn(self, *args, **kwargs)
-            saved = _snapshot(sched)
-            sched._checking = True
-            try:
-                out = fn(self, *args, **kwargs)
-                if sched._n_attached:
-                    from .legality import check as _check
-                    _check(sched, fn.__name__)
-            except ScheduleError:
-                _restore(sched, saved)
-                raise
-            finally:
-                sched._checking = False
-            return out
-        return wrapper
-    return deco
-
-
-_HANDLE_FIELDS = ("relations", "leaf", "attrs", "bind_locs", "attach", "attach_stage", "attach_axis", "attach_loc",
-                  "store_predicate_loc",
-                  "scope", "store_predicate", "buffer_stages", "pipeline_loc", "tensorized", "pad")
-_STAGE_FIELDS = ("axes", "reduce_axes", "body", "values")
-
-
-def _snapshot(sched):
-    hs = {h: tuple(_copy(getattr(h, f)) for f in _HANDLE_FIELDS) for h in sched._handles.values()}
-    sts = {st: tuple(getattr(st, f) for f in _STAGE_FIELDS) for st in sched.graph.stages}
-    return hs, sts, list(sched.graph.stages), dict(sched._handles), sched._n_attached
-
-
-def _copy(x):
-    return list(x) if type(x) is list else dict(x) if type(x) is dict else x
-
-
-def _restore(sched, saved):
-    hs, sts, stages, handles, n_attached = saved
-    for h, vals in hs.items():
-        for f, v in zip(_HANDLE_FIELDS, vals):
-            setattr(h, f, v)
-    for st, vals in sts.items():
-        for f, v in zip(_STAGE_FIELDS, vals):
-            setattr(st, f, v)
-    sched.graph.stages[:] = stages
-    sched._handles.clear()
-    sched._handles.update(handles)
-    sched._n_attached = n_attached
 
 
 def as_scope(scope) -> n.Scope:
@@ -474,7 +403,9 @@ class StageSchedule:
         """Multi-buffer this stage's buffer across ``stages`` iterations (cp.async on CUDA)."""
         from .pipelining import check_pipelinable, check_stages
         check_stages(stages)
-        check_pipelinable(self)    # a copy global -> shared attached at a serial loop
+        # a copy global -> shared attached at a serial loop (the loop: when the schedule is
+        # finished, if compute_at comes later)
+        check_pipelinable(self, placed=self.attach is AttachKind.AT)
         self.buffer_stages = stages
         self.pipeline_loc = user_location()
 
