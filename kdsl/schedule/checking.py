@@ -83,7 +83,7 @@ def _text(e: ScheduleError, call: str) -> str:
 
 
 def finish(sched, where: str = "schedule") -> None:
-    """Check the finished schedule ``sched`` (placements and pipelined stages).
+    """Check the finished schedule ``sched`` (placements, pipelined stages, block sizes).
 
     A conflict is a ScheduleError at the line of the primitive after which the
     schedule became (and stayed) illegal, named by that call; one that no
@@ -102,6 +102,8 @@ def finish(sched, where: str = "schedule") -> None:
         raise e from None
     sched._pending = None
     check_schedule(sched)
+    from .limits import check_blocks
+    check_blocks(sched)
 
 
 _HANDLE_FIELDS = ("relations", "leaf", "attrs", "bind_locs", "attach", "attach_stage", "attach_axis", "attach_loc",

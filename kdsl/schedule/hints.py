@@ -107,6 +107,9 @@ def _schedule(target, fn, hints):
                             hint=f"the hints are: {', '.join(VOCABULARY)}", loc=loc)
     for key, value in hints.items():
         _check_value(key, value, loc)
+    if target == "cuda" and "threads" in hints:    # a block shape: the device's limit
+        from .limits import check_threads_hint
+        check_threads_hint(hints["threads"], loc)
     hint = Hint(target, dict(hints), fn, loc)
 
     def deco(obj):

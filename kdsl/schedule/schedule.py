@@ -12,7 +12,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import Mutator, free_vars, substitute
 from .records import AttachKind, Fuse, Split, where
-from .stage import StageSchedule, _new_iv, as_scope, primitive, split_extents
+from .stage import StageSchedule, _new_iv, as_scope, primitive, split_extents, threaded_splits
 
 
 class _RetargetReads(Mutator):
@@ -362,9 +362,11 @@ def leaf_values(h: StageSchedule, root_extent=None) -> tuple[dict, list]:
     extent = {}
     for a in list(h.stage.axes) + list(h.stage.reduce_axes):
         extent[a] = (root_extent or {}).get(a, a.dom.extent)
+    keep = threaded_splits(h)
     for rel in h.relations:  # forward: extents of derived axes
         if isinstance(rel, Split):
-            extent[rel.outer], extent[rel.inner] = split_extents(extent[rel.parent], rel.factor, rel.nparts)
+            extent[rel.outer], extent[rel.inner] = split_extents(extent[rel.parent], rel.factor, rel.nparts,
+                                                                 rel in keep)
         else:
             extent[rel.fused] = mk.mul(extent[rel.outer], extent[rel.inner])
     value = {a: a.var for a in h.leaf}

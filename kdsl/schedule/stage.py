@@ -262,6 +262,8 @@ class StageSchedule:
         self.bind_locs[ax] = user_location()
         try:
             self._check_cross_thread("bind")
+            from .limits import check_bind
+            check_bind(self, ax, t)     # a CUDA block: at most 1024 threads
         except ScheduleError:
             self.attrs.pop(ax)
             if before is not None:
@@ -474,17 +476,41 @@ def _check_arity(fn, count: int, what: str, example: str):
         pass    # no signature to inspect (a builtin): let the call decide
 
 
-def split_extents(ext, factor, nparts):
+def split_extents(ext, factor, nparts, keep: bool = False):
     """(outer, inner) extents of splitting an axis of extent ``ext``.
 
     Where ``ext`` is a constant smaller than the inner (``factor``) or outer
     (``nparts``) extent, that loop gets ``ext`` instead: the same iterations,
     and a chain of splits by factors that do not divide never makes loops (or
     the regions inferred from them) grow with the product of the factors.
+    ``keep`` (a split whose loops lead to a thread index, ``threaded_splits``):
+    the loops keep the asked extents, guarded, as in TVM, so that a block has
+    the shape the schedule binds whatever the sizes.
     """
-    small = ext.value if isinstance(ext, n.Const) and ext.value >= 1 else None
+    small = ext.value if isinstance(ext, n.Const) and ext.value >= 1 and not keep else None
     if factor is not None:
         inner = factor if small is None else min(factor, small)
         return mk.ceildiv(ext, factor), mk.as_expr(inner)
     outer = nparts if small is None else min(nparts, small)
     return mk.as_expr(outer), mk.ceildiv(ext, outer)
+
+
+def threaded_splits(h) -> set:
+    """The Split relations of stage ``h`` whose outer or inner loop is, or is split or fused
+    into, a loop bound to a thread index (threadIdx or vthread), and every split of a
+    tensorized stage: their loops keep the factor's extent (``split_extents(keep=True)``)."""
+    threaded = {iv for iv, attr in h.attrs.items()
+                if attr.thread is not None and not attr.thread.is_block and iv in h.leaf}
+    if h.tensorized is not None:    # the intrinsic's tile: every loop keeps its extent
+        threaded.update(h.leaf)
+    if not threaded:
+        return set()
+    keep = set()
+    for rel in reversed(h.relations):
+        if isinstance(rel, Split):
+            if rel.outer in threaded or rel.inner in threaded:
+                keep.add(rel)
+                threaded.add(rel.parent)
+        elif rel.fused in threaded:
+            threaded.update((rel.outer, rel.inner))
+    return keep
