@@ -94,13 +94,19 @@ def finish(sched, where: str = "schedule") -> None:
     pend = sched._pending
     call, loc = (pend[0], pend[1]) if pend is not None else (where, None)
     try:
-        if sched._n_attached:
-            _check(sched, call)
+        placement = _check(sched, call) if sched._n_attached else None
     except ScheduleError as e:
         if loc is not None:
             e = ScheduleError(e.message, hint=e.hint, loc=loc)
         raise e from None
     sched._pending = None
+    from .stage import _predicate_axes_enclose
+    for h in sched.stages:
+        if h.store_predicate is not None:
+            if placement is None:
+                from .legality import Placement
+                placement = Placement(sched, where)
+            _predicate_axes_enclose(h, placement)
     check_schedule(sched)
     from .limits import check_blocks
     check_blocks(sched)

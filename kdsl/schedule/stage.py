@@ -106,6 +106,16 @@ class StageSchedule:
                                 f"{self._describe()}")
         return ax
 
+    def _predicate_axis(self, ax) -> n.IterVar:
+        """An axis a store predicate is a function of: one of this stage's loops, or a loop of
+        another stage that this one is computed inside (TVM's predicate on an enclosing
+        thread axis; checked when the schedule is finished)."""
+        if isinstance(ax, n.IterVar) and ax not in self.leaf:
+            for h in self.sched._handles.values():
+                if h is not self and ax in h.leaf:
+                    return ax
+        return self._leaf(ax, "set_store_predicate")
+
     def _is_root_axis(self, ax) -> bool:
         return ax in self.stage.axes or ax in self.stage.reduce_axes
 
@@ -156,12 +166,16 @@ class StageSchedule:
 
     @primitive(check=True)
     def fuse(self, *axes):
-        """Fuse consecutive axes (outermost first) into one (stages attached at them follow)."""
+        """Fuse consecutive axes (outermost first) into one (stages attached at them follow);
+        the fusion of one axis is that axis."""
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
-        if len(axes) < 2:
-            raise ScheduleError("fuse takes at least two axes")
+        if not axes:
+            raise ScheduleError("fuse takes the axes to fuse (adjacent in loop order)",
+                                hint=f"s[{self.name!r}].fuse(*s[{self.name!r}].axes)")
         ivs = [self._leaf(a, "fuse") for a in axes]
+        if len(ivs) == 1:   # TVM: the fusion of one axis is that axis
+            return ivs[0]
         pos = [self.leaf.index(a) for a in ivs]
         if pos != list(range(pos[0], pos[0] + len(pos))):
             raise ScheduleError(f"fuse needs adjacent axes in loop order; {self._describe()}",
@@ -439,7 +453,7 @@ class StageSchedule:
                                 hint=f"write it as a function of the axes: {example.replace('<', '==')}")
         if callable(cond):
             from ..frontend.predicate import trace_axis_expr
-            ivs = [self._leaf(a, "set_store_predicate") for a in axes] or list(self.stage.axes)
+            ivs = [self._predicate_axis(a) for a in axes] or list(self.stage.axes)
             _check_arity(cond, len(ivs), f"set_store_predicate: the predicate function gets one argument per "
                          f"axis ({', '.join(a.name for a in ivs) or 'none'})", example)
             expr = trace_axis_expr(cond, ivs)
@@ -458,12 +472,38 @@ class StageSchedule:
         for rel in self.relations:
             own |= {a.var for a in relation_axes(rel)}
         from ..ir.visitor import free_vars
-        foreign = [v for v in free_vars(expr) if v not in own]
+        outer = {a.var for h in self.sched._handles.values() if h is not self for a in h.leaf}
+        foreign = [v for v in free_vars(expr) if v not in own and v not in outer]
         if foreign:
             raise ScheduleError(f"set_store_predicate: the condition uses {foreign[0].name}, which is not an "
                                 f"axis of stage {self.name} ({self._describe()})", hint=f"e.g. {example}")
         self.store_predicate = expr
         self.store_predicate_loc = user_location()
+
+
+def _predicate_axes_enclose(h, placement) -> None:
+    """A store predicate on another stage's loop (TVM's ``tx.var.equal(0)``) needs ``h``
+    computed inside that loop (checked on the finished schedule, at the predicate's line)."""
+    pred = h.store_predicate
+    if pred is None:
+        return
+    from ..ir.visitor import free_vars
+    own = {a.var for a in h.stage.axes + h.stage.reduce_axes} | {a.var for a in h.leaf}
+    for rel in h.relations:
+        own |= {a.var for a in relation_axes(rel)}
+    around = {iv.var for _, iv in placement.loops(h)}
+    for v in free_vars(pred):
+        if v in own or v in around:
+            continue
+        other = next((g for g in h.sched.stages if any(a.var is v for a in g.leaf)), None)
+        if other is None:
+            continue    # a symbol of the kernel (a shape, a scalar)
+        raise ScheduleError(f"set_store_predicate: the store predicate of {h.name} uses {v.name}, a loop of "
+                            f"stage {other.name}, but {h.name} is not computed inside that loop",
+                            hint=f"a store predicate may use {h.name}'s own axes and the loops it is computed "
+                            f"inside (compute_at({other.name}, axis) puts it there); kdsl stores a stage "
+                            "computed after a cross-thread reduction from one thread itself",
+                            loc=h.store_predicate_loc)
 
 
 def _check_arity(fn, count: int, what: str, example: str):
