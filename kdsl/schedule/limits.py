@@ -30,7 +30,7 @@ def check_bind(h, iv, tag) -> None:
     """``h.bind(iv, tag)`` with a thread tag: the loop and the stage's thread loops fit a block."""
     if not tag.is_thread:
         return
-    ext = const_extent(iv)
+    ext = stage_block(h).get(tag.value) if h.attrs.get(iv) is not None else const_extent(iv)
     if ext is not None and ext > MAX_DIM[tag.value]:
         raise ScheduleError(f"bind: loop {iv.name} of stage {h.name} has {ext} iterations, more "
                             f"than the {MAX_DIM[tag.value]} threads {tag.value} can index",
@@ -45,14 +45,20 @@ def check_bind(h, iv, tag) -> None:
 
 
 def stage_block(h) -> dict:
-    """{threadIdx tag: constant extent} of the loops of ``h`` bound to thread indices."""
+    """{threadIdx tag: constant extent} of the loops of ``h`` bound to thread indices (the
+    extents lowering gives them: a split leading to a thread keeps its factor, ``leaf_values``)."""
+    from .schedule import leaf_values
+    bound = [(iv, attr.thread) for iv, attr in h.attrs.items()
+             if iv in h.leaf and attr.thread is not None and attr.thread.is_thread]
+    if not bound:
+        return {}
+    exts = leaf_values(h)[1]
     out = {}
-    for iv in h.leaf:
-        attr = h.attrs.get(iv)
-        if attr is not None and attr.thread is not None and attr.thread.is_thread:
-            ext = const_extent(iv)
-            if ext is not None:
-                out[attr.thread.value] = max(out.get(attr.thread.value, 1), ext)
+    for iv, tag in bound:
+        e = exts.get(iv, iv.dom.extent)
+        ext = e.value if isinstance(e, n.Const) else None
+        if ext is not None:
+            out[tag.value] = max(out.get(tag.value, 1), ext)
     return out
 
 

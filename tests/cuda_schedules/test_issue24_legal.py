@@ -394,11 +394,12 @@ def test_bind_of_more_than_1024_threads_is_refused():
     cases = ((add1, big, 'B.bind(i, "threadIdx.x")', np.ones(3000, np.float32)),
              (add2, big2d, 'B.bind(tx, "threadIdx.x")', np.ones((70, 40), np.float32)),
              (add2, z65, 'B.bind(tz, "threadIdx.z")', np.ones((70, 4), np.float32)))
-    for body, sched, line, x in cases:
-        kern = kd.kernel(body)
+    for (body, sched, line, x), spec in itertools.product(cases, (False, True)):
+        # specialize=True: a constant 3000 (or 100) still gets the 2048-thread loop (item 9)
+        kern = kd.kernel(body, specialize=spec)
         kern.schedule("cuda")(sched)
         with pytest.raises(ScheduleError, match="more than") as ei:
-            kern(x, backend="interp-cuda")
+            kern(x if x.size > 200 or not spec else x[:100], backend="interp-cuda")
         assert line_of(ei.value) == line
         assert "1024" in ei.value.hint
 
