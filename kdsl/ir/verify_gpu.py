@@ -14,10 +14,11 @@ Rules, inside a kernel:
   serial loop's bounds) that depends on a thread index, and not inside a thread loop shorter
   than the block (the threads past its extent never reach it);
 - shared allocations at block level: no ``Allocate`` of a SHARED buffer inside a threadIdx loop;
-- local buffers inside the thread loops that use them: every thread tag around a use of a
-  LOCAL buffer is also around its ``Allocate`` (a local is per thread), except a loop of one
-  iteration (thread 0 of its tag: ``single_thread``) and, for a store, a loop whose index the
-  store is guarded to 0 by (``if k == 0: B[0] = ...``: one thread writes its own copy).
+- local buffers inside the thread loops that write them: every thread tag around a write of a
+  LOCAL buffer is also around its ``Allocate`` (a local is per thread; one written outside the
+  thread loops is computed whole by every thread, and may be read inside them), except a loop
+  of one iteration (thread 0 of its tag: ``single_thread``) and a store guarded to index 0 of
+  a loop (``if k == 0: B[0] = ...``: one thread writes its own copy).
 On the root: DeviceKernels only there (not nested in loops or kernels), and, once a function
 has kernels, no BOUND block/thread loop outside them.
 """
@@ -176,12 +177,12 @@ class _Kernel:
         self.local_tags.pop(b, None)
 
     def _uses(self, s):
-        """Local buffers used by ``s`` itself: inside every thread loop around the use."""
+        """Local buffers written by ``s`` itself: inside every thread loop around the write.
+        (A read under more thread loops than the allocation sees the copy its thread computed
+        whole outside them: TVM's local stage attached at a block loop.)"""
         bufs = [s.buffer] if type(s) in (n.Store, n.AsyncCopy) else []
         if type(s) is n.CrossThreadReduce:
             bufs.extend(s.results)
-        for e in _expr_fields(s):
-            bufs.extend(x.buffer for x in collect(e, lambda x: type(x) is n.Load))
         if not bufs or not self.threads:
             return
         # a loop of one iteration runs on thread 0 of its tag (single_thread): it reads the

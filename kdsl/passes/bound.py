@@ -270,17 +270,19 @@ class BoundInference:
                 mins[a], exts[a] = a.dom.min, a.dom.extent
                 continue
             lo, hi = (simplify(x) for x in lo_hi[a])
-            mins[a], exts[a] = self._region(lo, hi, outer, a, widen=True)
+            # a tensorized stage keeps its whole tile (the intrinsic's shape; the edges are
+            # clipped by the tensor statements), even past a small constant dimension
+            mins[a], exts[a] = self._region(lo, hi, outer, a, widen=True, clamp=h.tensorized is None)
         return mins, exts
 
-    def _region(self, lo, hi, outer, a, widen=False):
+    def _region(self, lo, hi, outer, a, widen=False, clamp=True):
         """(min, loop-invariant extent) of the region [lo, hi] along root axis ``a``.
 
         Where ``lo`` never falls below the domain, the extent is at most the
         domain's; where no loop-invariant extent can be found, the whole axis.
         """
         ext = simplify(mk.add(mk.sub(hi, lo), 1))
-        inside = self._at_least(lo, a.dom.min, outer)
+        inside = clamp and self._at_least(lo, a.dom.min, outer)
         ext = self._invariant_upper(ext, outer, a, widen, inside)
         if ext is None:
             return a.dom.min, a.dom.extent

@@ -157,6 +157,7 @@ class NestBuilder:
             return None
         known = {iv.var for iv in dom.root_value} | {iv.var for iv in h.leaf} | {iv.var for iv in dom.derived}
         known |= set(self.graph.shape_vars()) | set(self.graph.scalars)
+        known |= {iv.var for iv, _ in dom.enclosing}     # a loop it is computed inside (TVM's tx == 0)
         if not free_vars(pred) <= known:
             raise ScheduleError(f"stage {h.name}: its store predicate{where(h.store_predicate_loc)} uses an axis "
                                 "that a later primitive removed", hint="set the store predicate last")

@@ -78,6 +78,7 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
         for h in declarative:  # names are checked for every backend, even one that ignores hints
             validate_hint(sched, h)
         backend.schedule(sched, declarative)
+    sched.finish()      # placements left illegal by the schedule, at the user's primitive line
     outc = sig.out_contiguous or (True,) * len(graph.outputs)
     return CompileRequest(graph, sched, sig, tuple(outc), dict(getattr(backend, "options", {}) or {}))
 

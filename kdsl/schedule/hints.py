@@ -64,7 +64,8 @@ def schedule(target=None, fn=None, **hints):
     * ``stage="name"``: the stage the hints apply to (default: the first output, or the
       reduction it casts, e.g. the float32 product of ``A @ B`` on float16 arrays)
 
-    The user's function is not modified: the decorator returns a copy that carries the hints.
+    The user's function (or Kernel) is not modified: the decorator returns a copy that carries
+    the hints (a Kernel's copy: a new Kernel with its schedules and this one, nothing compiled).
     """
     try:
         return _schedule(target, fn, hints)
@@ -109,13 +110,16 @@ def _schedule(target, fn, hints):
                             hint=f"the hints are: {', '.join(VOCABULARY)}", loc=loc)
     for key, value in hints.items():
         _check_value(key, value, loc)
+    if target == "cuda" and "threads" in hints:    # a block shape: the device's limit
+        from .limits import check_threads_hint
+        check_threads_hint(hints["threads"], loc)
     hint = Hint(target, dict(hints), fn, loc)
 
     def deco(obj):
-        add = getattr(obj, "_add_schedule", None)
-        if add is not None:
-            add(hint)
-            return obj
+        if getattr(obj, "_add_schedule", None) is not None:    # a Kernel: a copy carries the hint
+            new = _copy_kernel(obj)
+            new._add_schedule(hint)
+            return new
         if not callable(obj):
             raise ScheduleError("@kd.schedule decorates a kernel function", loc=loc,
                                 hint="put @kd.schedule(...) above a def (or a kd.kernel)")
@@ -123,6 +127,14 @@ def _schedule(target, fn, hints):
         new.__kdsl_schedules__ = list(getattr(obj, "__kdsl_schedules__", ())) + [hint]
         return new
     return deco
+
+
+def _copy_kernel(k):
+    """A new Kernel of ``k``'s function with ``k``'s schedules (nothing compiled), so that
+    ``kd.schedule(target, ...)(k)`` leaves ``k`` as it was, like a decorated function."""
+    new = type(k)(k.fn, specialize=k.specialize, constants=k.constants)
+    new._hints = list(k._hints)
+    return new
 
 
 def _copy_function(obj):

@@ -19,8 +19,8 @@ QUALIFIES = ("a stage can be pipelined when it copies global memory into shared 
 
 def _err(h, what: str, loc=None) -> ScheduleError:
     if loc is not None:     # re-checked at lowering
-        what += (" (found at lowering: a primitive after the pipeline / double_buffer call "
-                 "changed the stage)")
+        what += (" (checked on the finished schedule: the stage as the primitives after the "
+                 "pipeline / double_buffer call left it)")
     return ScheduleError(f"pipeline: stage {h.name} {what}", hint=QUALIFIES, loc=loc)
 
 
@@ -29,9 +29,11 @@ def check_stages(stages) -> None:
         raise ScheduleError(f"pipeline needs stages >= 2 (an int), got {stages!r}", hint=QUALIFIES)
 
 
-def check_pipelinable(h, loc=None) -> None:
+def check_pipelinable(h, loc=None, placed: bool = True) -> None:
     """ScheduleError unless stage handle ``h`` qualifies for ``pipeline`` (see the module).
-    ``loc``: the user's pipeline line (None: the current user frame)."""
+    ``loc``: the user's pipeline line (None: the current user frame).  ``placed=False``
+    (at the call, before ``compute_at``): where it is attached is checked later, when the
+    schedule is finished (``check_schedule``)."""
     st = h.stage
     body = st.body
     copy = (isinstance(body, n.TensorRead) and not st.reduce_axes
@@ -48,6 +50,8 @@ def check_pipelinable(h, loc=None) -> None:
     if h.scope is not n.Scope.SHARED:
         scope = (h.scope or n.Scope.GLOBAL).value
         raise _err(h, f"is stored in {scope} memory, not shared memory", loc)
+    if h.attach is not AttachKind.AT and not placed:
+        return
     if h.attach is not AttachKind.AT:
         raise _err(h, "is computed at the root; it must be attached with compute_at inside the "
                       "serial loop it is pipelined over", loc)

@@ -12,7 +12,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import Mutator, free_vars, substitute
 from .records import AttachKind, Fuse, Split, where
-from .stage import StageSchedule, _new_iv, as_scope, primitive, split_extents
+from .stage import StageSchedule, _new_iv, as_scope, primitive, split_extents, threaded_splits
 
 
 class _RetargetReads(Mutator):
@@ -57,6 +57,9 @@ class Schedule:
                            list(graph.constraints), graph.loc)
         self._checking = False      # a primitive is running (nested ones do not re-validate)
         self._n_attached = 0        # stages attached with compute_at (legality checks run when > 0)
+        #: (call, user line, message) of the placement conflict since the last legal state, reported
+        #: by ``finish`` unless a later primitive resolves it (checking.py)
+        self._pending = None
         self._handles = {st: StageSchedule(self, st) for st in stages}
         #: hints that only backends interpret (threads, cache, stages, tensor_cores), per stage name
         self.backend_hints: dict = {}
@@ -64,6 +67,13 @@ class Schedule:
         #: specialisation being compiled (set by dispatch for size-classed backends, e.g. cuda,
         #: whose default schedules choose by size); empty when unknown
         self.size_hints: dict = {}
+
+    def finish(self) -> None:
+        """Check the finished schedule: a placement that is still illegal is a ScheduleError at
+        the line of the primitive that made it so (primitives may come in any order that ends
+        legal, as in TVM).  Dispatch calls it when the schedule functions return."""
+        from .checking import finish
+        finish(self)
 
     # ------------------------------------------------------------ lookup
     def __getitem__(self, key) -> StageSchedule:
@@ -363,9 +373,11 @@ def leaf_values(h: StageSchedule, root_extent=None) -> tuple[dict, list]:
     extent = {}
     for a in list(h.stage.axes) + list(h.stage.reduce_axes):
         extent[a] = (root_extent or {}).get(a, a.dom.extent)
+    keep = threaded_splits(h)
     for rel in h.relations:  # forward: extents of derived axes
         if isinstance(rel, Split):
-            extent[rel.outer], extent[rel.inner] = split_extents(extent[rel.parent], rel.factor, rel.nparts)
+            extent[rel.outer], extent[rel.inner] = split_extents(extent[rel.parent], rel.factor, rel.nparts,
+                                                                 rel in keep)
         else:
             extent[rel.fused] = mk.mul(extent[rel.outer], extent[rel.inner])
     value = {a: a.var for a in h.leaf}

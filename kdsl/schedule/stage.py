@@ -7,13 +7,13 @@ stage is attached.  Every primitive validates at the call and raises
 """
 from __future__ import annotations
 
-import functools
 import inspect
 
 from ..errors import ScheduleError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.axis_expr import AxisExpr
+from .checking import primitive
 from .records import AttachKind, Fuse, IterAttr, Split, Tensorize, relation_axes, where
 
 _TAGS = {t.value: t for t in n.ThreadTag}
@@ -22,77 +22,6 @@ _SCOPES = {s.value: s for s in n.Scope}
 
 def _new_iv(name: str, extent, kind: n.IterKind) -> n.IterVar:
     return n.IterVar(n.var(name), n.Range(mk.as_expr(0), mk.as_expr(extent)), kind)
-
-
-def primitive(check: bool = False):
-    """Decorator of a schedule primitive (a method of StageSchedule or Schedule).
-
-    A call with arguments that do not fit the signature is a ScheduleError at
-    the user's line that shows the signature.  With ``check``, placements are
-    re-validated after the call (``legality.check``); when that fails, the
-    schedule is restored to what it was before the call and the error names
-    this call and the earlier one it conflicts with.
-    """
-    def deco(fn):
-        sig = inspect.signature(fn)
-        usage = f"{fn.__name__}({', '.join(str(p) for p in list(sig.parameters.values())[1:])})"
-
-        @functools.wraps(fn)
-        def wrapper(self, *args, **kwargs):
-            try:
-                sig.bind(self, *args, **kwargs)
-            except TypeError as e:
-                raise ScheduleError(f"{fn.__name__}: {e}".replace(f"{fn.__qualname__}() ", ""),
-                                    hint=f"call it as {usage}") from None
-            sched = getattr(self, "sched", self)
-            # only compute_at creates attachments: without any, nothing can conflict
-            if not check or sched._checking or not (sched._n_attached or fn.__name__ == "compute_at"):
-                return fn(self, *args, **kwargs)
-            saved = _snapshot(sched)
-            sched._checking = True
-            try:
-                out = fn(self, *args, **kwargs)
-                if sched._n_attached:
-                    from .legality import check as _check
-                    _check(sched, fn.__name__)
-            except ScheduleError:
-                _restore(sched, saved)
-                raise
-            finally:
-                sched._checking = False
-            return out
-        return wrapper
-    return deco
-
-
-_HANDLE_FIELDS = ("relations", "leaf", "attrs", "bind_locs", "attach", "attach_stage", "attach_axis", "attach_loc",
-                  "store_predicate_loc",
-                  "scope", "store_predicate", "buffer_stages", "pipeline_loc", "tensorized", "pad")
-_STAGE_FIELDS = ("axes", "reduce_axes", "body", "values")
-
-
-def _snapshot(sched):
-    hs = {h: tuple(_copy(getattr(h, f)) for f in _HANDLE_FIELDS) for h in sched._handles.values()}
-    sts = {st: tuple(getattr(st, f) for f in _STAGE_FIELDS) for st in sched.graph.stages}
-    return hs, sts, list(sched.graph.stages), dict(sched._handles), sched._n_attached
-
-
-def _copy(x):
-    return list(x) if type(x) is list else dict(x) if type(x) is dict else x
-
-
-def _restore(sched, saved):
-    hs, sts, stages, handles, n_attached = saved
-    for h, vals in hs.items():
-        for f, v in zip(_HANDLE_FIELDS, vals):
-            setattr(h, f, v)
-    for st, vals in sts.items():
-        for f, v in zip(_STAGE_FIELDS, vals):
-            setattr(st, f, v)
-    sched.graph.stages[:] = stages
-    sched._handles.clear()
-    sched._handles.update(handles)
-    sched._n_attached = n_attached
 
 
 def as_scope(scope) -> n.Scope:
@@ -180,6 +109,16 @@ class StageSchedule:
                                 hint=f"take the axis from s[{self.name!r}] (each stage has its own axes)")
         return ax
 
+    def _predicate_axis(self, ax) -> n.IterVar:
+        """An axis a store predicate is a function of: one of this stage's loops, or a loop of
+        another stage that this one is computed inside (TVM's predicate on an enclosing
+        thread axis; checked when the schedule is finished)."""
+        if isinstance(ax, n.IterVar) and ax not in self.leaf:
+            for h in self.sched._handles.values():
+                if h is not self and ax in h.leaf:
+                    return ax
+        return self._leaf(ax, "set_store_predicate")
+
     def _is_root_axis(self, ax) -> bool:
         return ax in self.stage.axes or ax in self.stage.reduce_axes
 
@@ -231,13 +170,16 @@ class StageSchedule:
 
     @primitive(check=True)
     def fuse(self, *axes):
-        """Fuse consecutive axes (outermost first) into one (stages attached at them follow)."""
+        """Fuse consecutive axes (outermost first) into one (stages attached at them follow);
+        the fusion of one axis is that axis."""
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
-        if len(axes) < 2:
-            raise ScheduleError("fuse takes at least two axes",
-                                hint=f"s[{self.name!r}].fuse(a, b): for one axis there is nothing to fuse, use the axis itself")
+        if not axes:
+            raise ScheduleError("fuse takes the axes to fuse (adjacent in loop order)",
+                                hint=f"s[{self.name!r}].fuse(*s[{self.name!r}].axes)")
         ivs = [self._leaf(a, "fuse") for a in axes]
+        if len(ivs) == 1:   # TVM: the fusion of one axis is that axis
+            return ivs[0]
         pos = [self.leaf.index(a) for a in ivs]
         if pos != list(range(pos[0], pos[0] + len(pos))):
             raise ScheduleError(f"fuse needs adjacent axes in loop order; {self._describe()}",
@@ -341,6 +283,8 @@ class StageSchedule:
         self.bind_locs[ax] = user_location()
         try:
             self._check_cross_thread("bind")
+            from .limits import check_bind
+            check_bind(self, ax, t)     # a CUDA block: at most 1024 threads
         except ScheduleError:
             self.attrs.pop(ax)
             if before is not None:
@@ -484,7 +428,9 @@ class StageSchedule:
         """Multi-buffer this stage's buffer across ``stages`` iterations (cp.async on CUDA)."""
         from .pipelining import check_pipelinable, check_stages
         check_stages(stages)
-        check_pipelinable(self)    # a copy global -> shared attached at a serial loop
+        # a copy global -> shared attached at a serial loop (the loop: when the schedule is
+        # finished, if compute_at comes later)
+        check_pipelinable(self, placed=self.attach is AttachKind.AT)
         self.buffer_stages = stages
         self.pipeline_loc = user_location()
 
@@ -517,7 +463,7 @@ class StageSchedule:
                                 hint=f"write it as a function of the axes: {example.replace('<', '==')}")
         if callable(cond):
             from ..frontend.predicate import trace_axis_expr
-            ivs = [self._leaf(a, "set_store_predicate") for a in axes] or list(self.stage.axes)
+            ivs = [self._predicate_axis(a) for a in axes] or list(self.stage.axes)
             _check_arity(cond, len(ivs), f"set_store_predicate: the predicate function gets one argument per "
                          f"axis ({', '.join(a.name for a in ivs) or 'none'})", example)
             expr = trace_axis_expr(cond, ivs)
@@ -536,12 +482,38 @@ class StageSchedule:
         for rel in self.relations:
             own |= {a.var for a in relation_axes(rel)}
         from ..ir.visitor import free_vars
-        foreign = [v for v in free_vars(expr) if v not in own]
+        outer = {a.var for h in self.sched._handles.values() if h is not self for a in h.leaf}
+        foreign = [v for v in free_vars(expr) if v not in own and v not in outer]
         if foreign:
             raise ScheduleError(f"set_store_predicate: the condition uses {foreign[0].name}, which is not an "
                                 f"axis of stage {self.name} ({self._describe()})", hint=f"e.g. {example}")
         self.store_predicate = expr
         self.store_predicate_loc = user_location()
+
+
+def _predicate_axes_enclose(h, placement) -> None:
+    """A store predicate on another stage's loop (TVM's ``tx.var.equal(0)``) needs ``h``
+    computed inside that loop (checked on the finished schedule, at the predicate's line)."""
+    pred = h.store_predicate
+    if pred is None:
+        return
+    from ..ir.visitor import free_vars
+    own = {a.var for a in h.stage.axes + h.stage.reduce_axes} | {a.var for a in h.leaf}
+    for rel in h.relations:
+        own |= {a.var for a in relation_axes(rel)}
+    around = {iv.var for _, iv in placement.loops(h)}
+    for v in free_vars(pred):
+        if v in own or v in around:
+            continue
+        other = next((g for g in h.sched.stages if any(a.var is v for a in g.leaf)), None)
+        if other is None:
+            continue    # a symbol of the kernel (a shape, a scalar)
+        raise ScheduleError(f"set_store_predicate: the store predicate of {h.name} uses {v.name}, a loop of "
+                            f"stage {other.name}, but {h.name} is not computed inside that loop",
+                            hint=f"a store predicate may use {h.name}'s own axes and the loops it is computed "
+                            f"inside (compute_at({other.name}, axis) puts it there); kdsl stores a stage "
+                            "computed after a cross-thread reduction from one thread itself",
+                            loc=h.store_predicate_loc)
 
 
 def _check_arity(fn, count: int, what: str, example: str):
@@ -554,17 +526,41 @@ def _check_arity(fn, count: int, what: str, example: str):
         pass    # no signature to inspect (a builtin): let the call decide
 
 
-def split_extents(ext, factor, nparts):
+def split_extents(ext, factor, nparts, keep: bool = False):
     """(outer, inner) extents of splitting an axis of extent ``ext``.
 
     Where ``ext`` is a constant smaller than the inner (``factor``) or outer
     (``nparts``) extent, that loop gets ``ext`` instead: the same iterations,
     and a chain of splits by factors that do not divide never makes loops (or
     the regions inferred from them) grow with the product of the factors.
+    ``keep`` (a split whose loops lead to a thread index, ``threaded_splits``):
+    the loops keep the asked extents, guarded, as in TVM, so that a block has
+    the shape the schedule binds whatever the sizes.
     """
-    small = ext.value if isinstance(ext, n.Const) and ext.value >= 1 else None
+    small = ext.value if isinstance(ext, n.Const) and ext.value >= 1 and not keep else None
     if factor is not None:
         inner = factor if small is None else min(factor, small)
         return mk.ceildiv(ext, factor), mk.as_expr(inner)
     outer = nparts if small is None else min(nparts, small)
     return mk.as_expr(outer), mk.ceildiv(ext, outer)
+
+
+def threaded_splits(h) -> set:
+    """The Split relations of stage ``h`` whose outer or inner loop is, or is split or fused
+    into, a loop bound to a thread index (threadIdx or vthread), and every split of a
+    tensorized stage: their loops keep the factor's extent (``split_extents(keep=True)``)."""
+    threaded = {iv for iv, attr in h.attrs.items()
+                if attr.thread is not None and not attr.thread.is_block and iv in h.leaf}
+    if h.tensorized is not None:    # the intrinsic's tile: every loop keeps its extent
+        threaded.update(h.leaf)
+    if not threaded:
+        return set()
+    keep = set()
+    for rel in reversed(h.relations):
+        if isinstance(rel, Split):
+            if rel.outer in threaded or rel.inner in threaded:
+                keep.add(rel)
+                threaded.add(rel.parent)
+        elif rel.fused in threaded:
+            threaded.update((rel.outer, rel.inner))
+    return keep

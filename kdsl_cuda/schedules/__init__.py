@@ -44,6 +44,10 @@ from . import gemm, hopper, recipes, rules, stencil, tensorcore
 
 def schedule(sched, hints) -> None:
     """Default plans, adjusted by ``hints`` (declarative Hints), realised on ``sched``."""
+    from kdsl.schedule.limits import check_threads_hint
+    for h in hints:     # threads= for every target (None) is a block shape here
+        if "threads" in h.hints:
+            check_threads_hint(h.hints["threads"], h.loc)
     record_backend_hints(sched, hints)
     plans = default_plans(sched)
     merge_hints(sched, plans, hints)

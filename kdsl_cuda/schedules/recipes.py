@@ -220,18 +220,28 @@ def column_reduce(sched, x, *, threads: int, vec: int, parts: int | None, unroll
         rp, rr = x.split(_reduce_leaf(x), nparts=parts)
         work = sched.rfactor(x, rp, 0)             # work[p, S...]
         column_reduce(sched, x, threads=min(threads, 128), vec=1, parts=None, unroll=None)
-    local = sched.cache_write(work, "local")
+    # a partial stage of several values (argmax's index and value) read together by the final
+    # pass cannot be cached (a cache copies one value out): it accumulates in place, each
+    # thread in its own elements of the partial buffer
+    local = sched.cache_write(work, "local") if work is x or len(work.stage.values) == 1 else None
     *rest, j = work.stage.axes
     jv = None
+    if vec > 1 and local is None and work.stage.reduce_axes:
+        vec = 1     # no local accumulator to vectorize over the outputs of one thread
     if vec > 1:
         j, jv = work.split(j, factor=vec)
     jo, jt = work.split(j, factor=threads)
-    work.reorder(*[a for a in (*rest, jo, jt, jv) if a is not None])
+    own_red = list(work.stage.reduce_axes) if local is None else []
+    work.reorder(*[a for a in (*rest, jo, jt, *own_red, jv) if a is not None])
     blk = _fuse(work, [*rest, jo])
     work.bind(blk, "blockIdx.x")
     work.bind(jt, "threadIdx.x")
     if jv is not None:
         work.vectorize(jv)
+    if local is None:
+        if own_red:
+            _unroll_serial(work, own_red[-1], unroll)
+        return None
     local.compute_at(work, jt)
     *lrest, lj = local.stage.axes
     red = list(local.stage.reduce_axes)

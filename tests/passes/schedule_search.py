@@ -8,8 +8,8 @@ split factors or not, 0 and 1 included).  The schedule runs through
 ``kernel.lower`` and a backend (``interp`` by default, which bounds-checks every
 access) and is compared with numpy in float64.
 
-Outcomes: ``ok``, ``rejected`` (a primitive call raised a ScheduleError: fair,
-provided its message names no IR objects), and the bugs: ``late`` (a
+Outcomes: ``ok``, ``rejected`` (a primitive call, or the check of the finished
+schedule, raised a ScheduleError: fair, provided its message names no IR objects), and the bugs: ``late`` (a
 ScheduleError at lowering instead of at a call), ``wrong``, ``crash`` (any
 other exception), ``slow`` (lowering past ``SLOW_S``), ``unfair`` (a rejection
 whose message leaks IR reprs).
@@ -143,6 +143,10 @@ class Recorder:
             except _Skip:
                 continue
             self.log.append((desc or name, None))
+        try:    # placements are checked on the finished schedule (any order that ends legal)
+            s.finish()
+        except ScheduleError as e:
+            self.log.append(("finish", str(e)))
 
 
 class _Skip(Exception):
@@ -306,6 +310,8 @@ def run_case(seed: int, backend: str = "interp") -> tuple:
     try:
         k.lower(*args, backend=backend)
     except ScheduleError as e:
+        if rec.log and rec.log[-1][0] == "finish":     # rejected when the schedule was finished
+            return ("unfair" if _IR_REPR.search(rec.log[-1][1]) else "rejected"), info()
         return "late", info() + f"\n  at lowering: {e}"
     except Exception:
         return "crash", info() + "\n" + traceback.format_exc(limit=-4)

@@ -334,11 +334,11 @@ def test_attach_outside_a_reader_of_a_later_stage_is_an_error():
     CL = s.cache_write(C, "local")
     BB = s.cache_read("B", "local", [CL])
     io, jo, ii, ji = C.tile(C.axes[0], C.axes[1], 4, 4)
+    BB.compute_at(C, jo)          # C reads CL reads BB, but CL runs at the root
     with pytest.raises(ScheduleError, match="its reader C.local runs at the root, outside that loop") as ei:
-        BB.compute_at(C, jo)      # C reads CL reads BB, but CL runs at the root
+        s.finish()                # reported when the schedule is finished, at the call's line
     assert "BB.compute_at(C, jo)" in str(ei.value)
-    CL.compute_at(C, jo)          # with its reader inside the loop, the same call is legal
-    BB.compute_at(C, jo)
+    CL.compute_at(C, jo)          # with its reader inside the loop (attached later), it is legal
     assert "allocate B.local" in str(lower(s))
 
 
