@@ -39,29 +39,6 @@ _G = ("gpu-sched",)       # the explicit GPU-schedule generator (gpu_runner.py)
 _RACE = ("simt_report", "wrong_value")
 
 FINDINGS: list = [
-    # issue 24, open on main (other helpers fix them); found by the GPU-schedule generator
-    Finding("I24-1", "issue 24 item 1", "size-1 dims + vectorised cooperative shared copy: NaN",
-            ("wrong_value",), r"\bnan\b", _G, ("vec_copy",)),
-    Finding("I24-2", "issue 24 item 2", "stage attached at a block loop, not spread over the threads",
-            _RACE, "", _G, ("unspread",)),
-    Finding("I24-2", "issue 24 item 2", "cooperative copy left unbound inside the block: every thread copies",
-            _RACE, "", _G, ("fetch_unspread",)),
-    Finding("I24-2", "issue 24 item 2", "cross-thread reduction in an epilogue without threadIdx.x: every thread stores",
-            _RACE, "", _G, ("xthread_epi",)),
-    Finding("I24-3", "issue 24 item 3", "rfactor + cross-thread reduction with an epilogue",
-            _RACE, "", _G, ("rfactor_xthread_epi",)),
-    Finding("I24-4", "issue 24 item 4", "blocks of more than 1024 threads accepted",
-            ("missed_error",), "", _G, ("threads_over_1024",)),
-    Finding("I24-6", "issue 24 item 6", "two runtime-sized shared buffers: NVRTC rejects the undeclared A_1_i",
-            ("nvrtc_failure",), r'identifier "\w+_i" is undefined', _G),
-    Finding("I24-8", "issue 24 item 8", "TVM order refused: a stage attached before its reader is",
-            ("legal_refused",), r"but its reader \S+ runs at the root"),
-    Finding("I24-8", "issue 24 item 8", "TVM order refused: double_buffer/pipeline before compute_at",
-            ("legal_refused",), r"pipeline: stage \S+ is computed at the root", _G),
-    Finding("I24-9", "issue 24 item 9", "split of a constant extent smaller than the factor: thread extents differ",
-            ("legal_refused",), r"binds threadIdx\.\w to loops of \d+ iterations", _G),
-    Finding("I24-9", "issue 24 item 9", "docs' wmma/wgmma schedule on a size-1 (constant) dim refused",
-            ("legal_refused",), r"tensorize\(.*the loop under \S+ has extent \d+, w?g?mma", _G),
     # found by the GPU-schedule generator (FINDINGS.md, "Issue 24 GPU-schedule fuzzer")
     Finding("F34", "new (bound inference)", "stage read at j and m-1-j, attached at a tile loop: OOB load",
             ("simt_report", "internal_error", "wrong_value"), r"(?i)out-?of-?bounds", _G, ("mirrored_read",)),
@@ -74,8 +51,6 @@ FINDINGS: list = [
     Finding("F37", "new (wgmma pipelining)", "wgmma with only one operand pipelined: the single-buffered "
             "tile is overwritten under an in-flight product", ("simt_report", "wrong_value"),
             r"is written in|tensor-core product", _G, ("wgmma",)),
-    Finding("I24-10", "issue 24 item 10", "TVM GPU form refused: a local stage attached outside the thread loops",
-            ("legal_refused",), "", _G, ("local_outside_threads",)),
 ]
 
 
