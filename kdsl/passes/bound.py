@@ -264,6 +264,8 @@ class BoundInference:
                         plo, phi = lo_hi[a]
                         lo_hi[a] = (mk.min_(plo, lo), mk.max_(phi, hi))
         outer = _ranges(enclosing)
+        whole = h.tensorized is not None or (
+            getattr(h, "pad", False) and any(r.tensorized is not None for r in readers))
         mins, exts = {}, {}
         for a in h.stage.axes:
             if lo_hi[a] is None or lo_hi[a] == _WHOLE:
@@ -271,8 +273,9 @@ class BoundInference:
                 continue
             lo, hi = (simplify(x) for x in lo_hi[a])
             # a tensorized stage keeps its whole tile (the intrinsic's shape; the edges are
-            # clipped by the tensor statements), even past a small constant dimension
-            mins[a], exts[a] = self._region(lo, hi, outer, a, widen=True, clamp=h.tensorized is None)
+            # clipped by the tensor statements), even past a small constant dimension; so does a
+            # padded cache a tensorized stage reads (its zeros fill the tile the intrinsic loads)
+            mins[a], exts[a] = self._region(lo, hi, outer, a, widen=True, clamp=not whole)
         return mins, exts
 
     def _region(self, lo, hi, outer, a, widen=False, clamp=True):

@@ -431,3 +431,74 @@ def test_threads_hint_over_the_block_limit(threads):
     kern = kd.schedule(None, threads=threads)(kd.kernel(add1))     # every target: cuda refuses
     with pytest.raises(ScheduleError, match="more than a CUDA block holds"):
         kern(np.ones(10, np.float32), backend="interp-cuda")
+
+
+def padded_wgmma(s):
+    """A wgmma(64) GEMM whose operands are padded shared caches fetched by a 4x32 block (the
+    GPU-schedule fuzzer's case 24:27): with n < 64 the shared A keeps the tile's 64 rows."""
+    w = kd.intrin.wgmma(64)
+    C = s["C"]
+    CF = s.cache_write(C, "wmma.accumulator")
+    bi, bj, ii, jj = C.tile(C.axes[0], C.axes[1], 64, 64)
+    wi, ti = C.split(ii, factor=16)
+    C.reorder(bi, bj, wi, ti, jj)
+    C.bind(bi, "blockIdx.y")
+    C.bind(bj, "blockIdx.x")
+    C.bind(wi, "threadIdx.y")
+    CF.compute_at(C, wi)
+    ci, cj = CF.axes
+    ko, kr = CF.split(CF.reduce_axes[0], factor=64)
+    kio, ki = CF.split(kr, factor=16)
+    CF.reorder(ko, kio, ci, cj, ki)
+    CF.unroll(kio)
+    CF.tensorize(ci, w)
+    C.tensorize(ti, w)
+    for name in ("A", "B"):
+        X = s.cache_read(name, "shared", [CF], pad=True)
+        X.compute_at(CF, ko)
+        _, t = X.split(X.fuse(*X.axes), factor=128)
+        y, x = X.split(t, factor=32)
+        X.bind(y, "threadIdx.y")
+        X.bind(x, "threadIdx.x")
+
+
+def padded_wmma(s):
+    """docs_wmma with the operands staged through padded shared caches (one per block)."""
+    w = kd.intrin.wmma(16, 16, 16)
+    C = s["C"]
+    CF = s.cache_write(C, "wmma.accumulator")
+    AS = s.cache_read("A", "shared", [CF], pad=True)
+    BS = s.cache_read("B", "shared", [CF], pad=True)
+    AF = s.cache_read(AS, "wmma.matrix_a", [CF])
+    BF = s.cache_read(BS, "wmma.matrix_b", [CF])
+    bi, bj, ii, jj = C.tile(C.axes[0], C.axes[1], 32, 32)
+    wi, ti = C.split(ii, factor=16)
+    wj, tj = C.split(jj, factor=16)
+    C.reorder(bi, bj, wi, wj, ti, tj)
+    C.bind(bi, "blockIdx.y")
+    C.bind(bj, "blockIdx.x")
+    C.bind(wi, "threadIdx.z")
+    C.bind(wj, "threadIdx.y")
+    CF.compute_at(C, wj)
+    ci, cj = CF.axes
+    ko, ki = CF.split(CF.reduce_axes[0], factor=16)
+    CF.reorder(ko, ci, cj, ki)
+    for X in (AS, BS):
+        X.compute_at(CF, ko)
+        _, t = X.split(X.fuse(*X.axes), factor=32)
+        X.bind(t, "threadIdx.x")
+    AF.compute_at(CF, ko)
+    BF.compute_at(CF, ko)
+    AF.tensorize(AF.axes[0], w)
+    BF.tensorize(BF.axes[0], w)
+    CF.tensorize(ci, w)
+    C.tensorize(ti, w)
+
+
+@pytest.mark.parametrize("sched,shape", [(padded_wgmma, (1, 16, 16)), (padded_wgmma, (3, 80, 20)),
+                                         (padded_wmma, (1, 20, 36)), (padded_wmma, (3, 16, 1))])
+def test_padded_shared_tile_of_a_tensor_core_past_small_dims(sched, shape, rng):
+    """A padded shared cache that a tensorized stage reads keeps the intrinsic's whole tile past
+    a small constant n or m (zeros beyond the array): wgmma refused n = 1 ("the shared buffer
+    A.shared (A) has 1 rows; wgmma reads shared tiles in atoms of 8 rows")."""
+    run_mm(sched, *shape, rng, body=matmul16, dtype=np.float16, tol=2e-2)
