@@ -66,9 +66,10 @@ class CPUBackend:
     """Compiles kernels to host machine code with LLVM (llvmlite) and runs them on numpy arrays.
 
     ``threading``: "auto" (OpenMP's libgomp where it loads, else a thread pool),
-    "omp" or "pool"; ``num_threads``: workers per parallel loop (default
-    ``KDSL_NUM_THREADS``, else the cores this process may run on (its CPU affinity), read
-    when a kernel is compiled; loops with little work use fewer, kdsl_cpu.parallel).
+    "omp" or "pool"; ``num_threads``: a fixed count of workers per parallel loop for this
+    backend's kernels (default None: the process-wide count, read at every call --
+    ``kd.set_num_threads`` > ``KDSL_NUM_THREADS`` > ``OMP_NUM_THREADS`` > the CPUs this
+    process may run on, kdsl.threads; loops with little work use fewer, kdsl_cpu.parallel).
     """
 
     name = "cpu"
@@ -144,10 +145,13 @@ class CPUBackend:
         return generate(func, jit.host()[0], jit.data_layout())
 
     def _thread_count(self, sched) -> int:
-        """How many threads the default schedules plan for (the runtime uses the same count)."""
+        """How many threads the default schedules plan for: the explicit count, else the usable
+        cores -- never the runtime setting (kd.set_num_threads, the environment), so that the
+        generated code and its cache key do not depend on it and one compile serves any count
+        (a reduction split for more threads than run is still exact)."""
         from kdsl import config
         t = self._threads(sched)
-        return max(1, t if t is not None else config.num_threads())
+        return max(1, t if t is not None else config.usable_cores())
 
     def _threads(self, sched) -> int | None:
         """Thread count: the backend's, else a ``threads=`` hint given as an int, else the env."""
