@@ -25,6 +25,7 @@ from kdsl.passes.pipeline import Pass
 from kdsl.passes.tighten_loops import tighten_loops
 from kdsl.passes.unclamp import unclamp
 from kdsl.runtime import cache as disk
+from kdsl.runtime import compile_log
 
 from . import __version__, jit, parallel
 from .codegen import generate
@@ -110,7 +111,8 @@ class CPUBackend:
 
     def compile(self, request: CompileRequest) -> CPUCompiled:
         func = self.lower(request)
-        gen = self._generate(func)
+        with compile_log.stage("codegen"):
+            gen = self._generate(func)
         # keyed on the generated LLVM IR itself: any codegen change is a new entry
         key = disk.cache_key(gen.ir, self.name, self.cache_options(func), _version())
         store = disk.DiskCache()
@@ -121,6 +123,8 @@ class CPUBackend:
             lambda blob: _loadable(blob, gen.entry), what=f"kernel {gen.entry}")
         with self._lock:
             self.stats["cache_hits" if from_cache else "compiled"] += 1
+        compile_log.note("object code from the disk cache" if from_cache else
+                         "object code compiled by LLVM")
         rt = parallel.runtime_table(self.threading, self._threads(request.schedule))
         return CPUCompiled(func, code, gen.entry, gen.ir, rt, from_cache)
 
