@@ -26,6 +26,9 @@ _LAZY = {
     "schedule": ("kdsl.schedule.hints", "schedule"),
     "intrin": ("kdsl.schedule.intrin", None),
     "random": ("kdsl.random", None),      # counter-based Philox random numbers
+    # the cpu backend's thread count (process-wide, read at every call)
+    **{name: ("kdsl.threads", name) for name in (
+        "set_num_threads", "get_num_threads", "num_threads", "ThreadCountError")},
     # tracing: index style and numpy style
     **{name: (_FRONT, name) for name in (
         "compute", "reduce_axis", "reducer", "sum", "prod", "max", "min", "mean", "argmax",

@@ -11,8 +11,10 @@ that sits on a hot path reads a snapshot once and keeps it.
 |                    | ``passes``: also the state after each pass |                   |
 | KDSL_VERIFY        | verify the IR after every lowering pass   | on under pytest   |
 | KDSL_CACHE         | ``0`` disables the on-disk cache          | on                |
-| KDSL_CACHE_DIR     | on-disk cache directory                   | ~/.cache/kdsl     |
-| KDSL_NUM_THREADS   | CPU worker threads per parallel loop      | usable cores [1]_ |
+| KDSL_CACHE_DIR     | on-disk cache directory                   | $XDG_CACHE_HOME/kdsl, |
+|                    |                                           | else ~/.cache/kdsl |
+| KDSL_NUM_THREADS   | CPU worker threads per parallel loop      | OMP_NUM_THREADS,  |
+|                    | (an invalid value is an error)            | else usable cores [1]_ |
 | KDSL_CUDA_TENSOR_CORES | ``0``: default cuda schedules of      | on [2]_           |
 |                    | 16-bit matmuls keep to CUDA cores         |                   |
 | KDSL_CUDA_WGMMA    | ``0``: on sm_90 GPUs, default 16-bit      | on [2]_           |
@@ -22,7 +24,8 @@ that sits on a hot path reads a snapshot once and keeps it.
 
 .. [1] the CPUs this process may run on (``os.sched_getaffinity``, so ``taskset``,
    cpusets and a parent's ``sched_setaffinity`` are honoured), else ``os.cpu_count()``.
-   Read when a kernel is compiled.  Parallel loops with little work use fewer threads
+   Read when a kernel compiles and by ``kd.get_num_threads()``, and applied at every call of
+   every compiled kernel (kdsl.threads; ``kd.set_num_threads`` overrides it).  Parallel loops with little work use fewer threads
    (each thread gets at least ``kdsl_cpu.codegen.stmt.PARALLEL_MIN_WORK`` iterations), and
    idle OpenMP workers sleep instead of spinning unless ``OMP_WAIT_POLICY`` or
    ``GOMP_SPINCOUNT`` is set (``kdsl_cpu.parallel``).
@@ -90,9 +93,15 @@ def cache_enabled() -> bool:
 
 
 def cache_dir() -> str:
-    """``KDSL_CACHE_DIR``: where the on-disk cache lives (default ``~/.cache/kdsl``)."""
+    """``KDSL_CACHE_DIR``: where the on-disk cache lives; default ``$XDG_CACHE_HOME/kdsl`` where
+    ``XDG_CACHE_HOME`` is set to an absolute path (the XDG spec ignores relative ones), else
+    ``~/.cache/kdsl``."""
     v = os.environ.get("KDSL_CACHE_DIR", "").strip()
-    return os.path.abspath(os.path.expanduser(v or os.path.join("~", ".cache", "kdsl")))
+    if not v:
+        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+        base = xdg if xdg and os.path.isabs(xdg) else os.path.join("~", ".cache")
+        v = os.path.join(base, "kdsl")
+    return os.path.abspath(os.path.expanduser(v))
 
 
 def usable_cores() -> int:
@@ -104,17 +113,35 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _thread_var(name: str) -> int | None:
+    """A thread-count variable's value (None when unset or empty); invalid values raise
+    kdsl.threads.ThreadCountError naming the variable.  ``OMP_NUM_THREADS`` may be a list
+    (``"4,2"``: one count per nesting level); kdsl's loops are the outer level."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    v = raw.split(",")[0].strip() if name == "OMP_NUM_THREADS" else raw
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n >= 1:
+        return n
+    from .threads import ThreadCountError
+    raise ThreadCountError(
+        f"{name}={raw!r} is not a thread count",
+        hint=f"set {name} to a positive integer such as {usable_cores()} (or unset it to use "
+        f"the CPUs this process may run on)")
+
+
 def num_threads() -> int:
-    """``KDSL_NUM_THREADS``: CPU worker threads (default: ``usable_cores()``; invalid values
-    are ignored)."""
-    v = os.environ.get("KDSL_NUM_THREADS", "").strip()
-    if v:
-        try:
-            n = int(v)
-            if n >= 1:
-                return n
-        except ValueError:
-            pass
+    """The environment's CPU thread count: ``KDSL_NUM_THREADS``, else ``OMP_NUM_THREADS``, else
+    ``usable_cores()``.  Invalid values (0, -1, "abc") raise ThreadCountError naming the
+    variable.  ``kd.set_num_threads`` overrides all of them (kdsl.threads.resolve)."""
+    for name in ("KDSL_NUM_THREADS", "OMP_NUM_THREADS"):
+        n = _thread_var(name)
+        if n is not None:
+            return n
     return usable_cores()
 
 

@@ -32,7 +32,7 @@ from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserEr
                      ScheduleError, StaleGlobalWarning, for_user, user_frames_only,
                      user_location, warn_user)
 from .frontend import context as _ctx
-from .runtime import dispatch, fastpath, globals_watch
+from .runtime import compile_log, dispatch, fastpath, globals_watch
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.trace_guard import trace_failure, tracing_kernel
 from .runtime.outputs import overlaps as _overlaps
@@ -374,7 +374,11 @@ class Kernel(functools.partial):
     def _miss(self, args, backend, out):
         """Validate the arguments, then compile (once per key) and return the launcher."""
         key = self._key(args, backend, out)
-        return self._cache.get(key) or self._build(key, args, backend, out)
+        launch = self._cache.get(key)
+        if launch is None:
+            with compile_log.compiling(self, key, backend):   # logs stage times and the reason
+                launch = self._build(key, args, backend, out)
+        return launch
 
     def _key(self, args, backend, out):
         if len(args) != self._nargs:
@@ -423,7 +427,7 @@ class Kernel(functools.partial):
 
     def _trace(self, sig):
         try:
-            with tracing_kernel(self):
+            with tracing_kernel(self), compile_log.stage("trace"):
                 graph = dispatch.trace_graph(self.fn, sig.specs(), name=self.__name__,
                                              constants=self.constants)
             if self._frozen:

@@ -25,6 +25,7 @@ from kdsl.passes.pipeline import Pass
 from kdsl.passes.tighten_loops import tighten_loops
 from kdsl.passes.unclamp import unclamp
 from kdsl.runtime import cache as disk
+from kdsl.runtime import compile_log
 
 from . import __version__, jit, parallel
 from .codegen import generate
@@ -66,9 +67,10 @@ class CPUBackend:
     """Compiles kernels to host machine code with LLVM (llvmlite) and runs them on numpy arrays.
 
     ``threading``: "auto" (OpenMP's libgomp where it loads, else a thread pool),
-    "omp" or "pool"; ``num_threads``: workers per parallel loop (default
-    ``KDSL_NUM_THREADS``, else the cores this process may run on (its CPU affinity), read
-    when a kernel is compiled; loops with little work use fewer, kdsl_cpu.parallel).
+    "omp" or "pool"; ``num_threads``: a fixed count of workers per parallel loop for this
+    backend's kernels (default None: the process-wide count, read at every call --
+    ``kd.set_num_threads`` > ``KDSL_NUM_THREADS`` > ``OMP_NUM_THREADS`` > the CPUs this
+    process may run on, kdsl.threads; loops with little work use fewer, kdsl_cpu.parallel).
     """
 
     name = "cpu"
@@ -109,7 +111,8 @@ class CPUBackend:
 
     def compile(self, request: CompileRequest) -> CPUCompiled:
         func = self.lower(request)
-        gen = self._generate(func)
+        with compile_log.stage("codegen"):
+            gen = self._generate(func)
         # keyed on the generated LLVM IR itself: any codegen change is a new entry
         key = disk.cache_key(gen.ir, self.name, self.cache_options(func), _version())
         store = disk.DiskCache()
@@ -120,6 +123,8 @@ class CPUBackend:
             lambda blob: _loadable(blob, gen.entry), what=f"kernel {gen.entry}")
         with self._lock:
             self.stats["cache_hits" if from_cache else "compiled"] += 1
+        compile_log.note("object code from the disk cache" if from_cache else
+                         "object code compiled by LLVM")
         rt = parallel.runtime_table(self.threading, self._threads(request.schedule))
         return CPUCompiled(func, code, gen.entry, gen.ir, rt, from_cache)
 
@@ -144,10 +149,13 @@ class CPUBackend:
         return generate(func, jit.host()[0], jit.data_layout())
 
     def _thread_count(self, sched) -> int:
-        """How many threads the default schedules plan for (the runtime uses the same count)."""
+        """How many threads the default schedules plan for: the explicit count, else the usable
+        cores -- never the runtime setting (kd.set_num_threads, the environment), so that the
+        generated code and its cache key do not depend on it and one compile serves any count
+        (a reduction split for more threads than run is still exact)."""
         from kdsl import config
         t = self._threads(sched)
-        return max(1, t if t is not None else config.num_threads())
+        return max(1, t if t is not None else config.usable_cores())
 
     def _threads(self, sched) -> int | None:
         """Thread count: the backend's, else a ``threads=`` hint given as an int, else the env."""

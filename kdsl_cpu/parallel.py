@@ -25,7 +25,10 @@ Playing well with other threads in the process and on the machine:
 - a forked child cannot use the OpenMP team its parent started (libgomp
   hangs), so after ``fork`` every runtime table of the child switches to the
   thread pool, and so do tables made later in the child;
-- thread counts default to the usable cores (``kdsl.config.num_threads``), and
+- the thread count is not compiled in: kernel code reads ``nthreads`` from its
+  table at every call, and kernels without a count of their own share one
+  process-wide table per launcher whose count follows ``kd.set_num_threads`` >
+  ``KDSL_NUM_THREADS`` > ``OMP_NUM_THREADS`` > the usable cores (kdsl.threads);
   kernel code runs small loops on fewer threads (kdsl_cpu/codegen/stmt.py).
 """
 from __future__ import annotations
@@ -37,7 +40,7 @@ import weakref
 
 from llvmlite import ir
 
-from kdsl import config
+from kdsl import threads
 
 from . import jit
 
@@ -225,11 +228,23 @@ def pool_launcher() -> int:
 _tables: "weakref.WeakValueDictionary[int, RuntimeTable]" = weakref.WeakValueDictionary()
 
 
+#: the process-wide tables, by launcher address: every kernel without a count of its own
+#: shares one, and ``_set_shared`` rewrites their ``nthreads`` when kdsl.threads' count changes
+_shared: dict[int, RuntimeTable] = {}
+
+
+def _set_shared(n: int) -> None:
+    """kdsl.threads listener: the next call of every kernel sharing a table runs ``n`` threads."""
+    for table in list(_shared.values()):
+        table.nthreads = n
+
+
 def runtime_table(mode: str = "auto", nthreads: int | None = None) -> RuntimeTable:
-    """A runtime table: ``mode`` "omp", "pool" or "auto" (omp where libgomp loads);
-    ``nthreads`` defaults to ``KDSL_NUM_THREADS`` (the usable cores)."""
-    if nthreads is None:
-        nthreads = config.num_threads()
+    """A runtime table: ``mode`` "omp", "pool" or "auto" (omp where libgomp loads).
+
+    ``nthreads`` None: the process-wide table of that launcher, whose count follows
+    ``kd.set_num_threads`` / ``KDSL_NUM_THREADS`` / ``OMP_NUM_THREADS`` / the usable cores at
+    every call (kdsl.threads); an int: a table of its own with that fixed count."""
     addr = None
     if mode in ("auto", "omp"):
         addr = omp_launcher()
@@ -237,6 +252,15 @@ def runtime_table(mode: str = "auto", nthreads: int | None = None) -> RuntimeTab
             raise RuntimeError("libgomp.so.1 is not available; use threading='pool'")
     if addr is None:
         addr = pool_launcher()
+    if nthreads is None:
+        count = threads.refresh()      # re-reads the environment (errors name the variable)
+        with _pool_lock:
+            table = _shared.get(addr)
+            if table is None:
+                table = _shared[addr] = RuntimeTable(addr, count)
+                _tables[id(table)] = table
+        table.nthreads = threads.resolve()
+        return table
     table = RuntimeTable(addr, max(1, int(nthreads)))
     _tables[id(table)] = table
     return table
@@ -254,6 +278,10 @@ def _after_fork_in_child() -> None:
         for table in list(_tables.values()):
             table.launch = pool
 
+
+threads.on_change(_set_shared)
+from . import threadpool  # noqa: E402  (threadpoolctl sees and limits the count: optional)
+threadpool.install()
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -53,8 +53,10 @@ class CompileRequest:
         """Run a lowering pipeline on the schedule: ``pipeline`` (a ``kdsl.passes.pipeline.Pipeline``,
         usually ``PIPELINE`` edited by name; default ``PIPELINE``), then ``extra_passes`` appended."""
         from ..passes.pipeline import lower
-        return lower(self.schedule, extra_passes=extra_passes, out_contiguous=self.out_contiguous,
-                     pipeline=pipeline)
+        from ..runtime.compile_log import stage
+        with stage("lower"):   # timed for logging.getLogger("kdsl")
+            return lower(self.schedule, extra_passes=extra_passes, out_contiguous=self.out_contiguous,
+                         pipeline=pipeline)
 
 
 @runtime_checkable

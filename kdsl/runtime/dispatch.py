@@ -15,6 +15,7 @@ import os
 import sys
 
 from .. import config
+from . import compile_log
 from ..backends.protocol import CompileRequest
 from ..errors import ArgumentError, InternalCompilerError, ShapeError, user_location
 from ..ir import nodes as n
@@ -110,8 +111,10 @@ def dump(kernel_name, backend, sig, req) -> None:
 
 def compile_for(kernel, backend, sig, graph):
     """Schedule and compile ``graph`` for ``backend``; returns (request, compiled)."""
-    req = prepare(kernel, backend, sig, graph)
-    compiled = backend.compile(req)
+    with compile_log.stage("schedule"):
+        req = prepare(kernel, backend, sig, graph)
+    with compile_log.stage("backend compile"):   # lower/codegen inside time themselves
+        compiled = backend.compile(req)
     if graph.data_checks:   # conditions on the data (indices read from arrays): run first
         from .checks import with_checks
         compiled = with_checks(backend, sig, graph, compiled, req.options)

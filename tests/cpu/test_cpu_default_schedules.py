@@ -1,7 +1,7 @@
 """The cpu backend's default schedules (kdsl_cpu/schedules): which one each kind of kernel gets
 (read from the lowered IR) and that it computes numpy's result, on shapes around the tile edges
 (GEMM 6x64 in blocks of 48 rows, column tile 256, 1-D chunk 16384), 0- and 1-sized dims, views,
-dtypes, and with one thread (KDSL_NUM_THREADS=1: no rfactor) as well as the default count.
+dtypes, and on one CPU (no rfactor) as well as the default count.
 Also: codegen/vector.py's explicit ``<W x T>`` code for the GEMM register block, and its fallbacks."""
 import re
 
@@ -332,7 +332,10 @@ def test_conv3x3(rng):
 
 # ------------------------------------------------------------------ one thread
 def test_one_thread_no_rfactor(monkeypatch, rng):
-    monkeypatch.setenv("KDSL_NUM_THREADS", "1")
+    # default schedules plan for the CPUs the process may use, not for the runtime count
+    # (KDSL_NUM_THREADS is read at every call since issue 26): a one-CPU process
+    from kdsl import config
+    monkeypatch.setattr(config, "usable_cores", lambda: 1)
     k1 = make_kernels()
     a = rng.standard_normal((37, 300)).astype(F32)
     t = _ir("total", a, kernels=k1)

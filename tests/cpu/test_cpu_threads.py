@@ -76,10 +76,10 @@ def test_default_threads_follow_the_cpu_affinity_and_the_variable_overrides_it()
     everything = len(os.sched_getaffinity(0))
     out = _run("from kdsl import config; print('ALL', config.num_threads())")
     assert f"ALL {everything}" in out
-    # a nonsense value falls back to the usable cores
-    out = _run("from kdsl import config; print('ALL', config.num_threads())",
-               {"KDSL_NUM_THREADS": "zero"})
-    assert f"ALL {everything}" in out
+    # a nonsense value is an error naming the variable (issue 26 item 5; it used to be ignored)
+    out = _run("from kdsl import config\ntry:\n    config.num_threads()\n"
+               "except ValueError as e:\n    print('ERR', e)", {"KDSL_NUM_THREADS": "zero"})
+    assert "ERR KDSL_NUM_THREADS='zero' is not a thread count" in out
 
 
 def test_small_loops_use_fewer_threads(monkeypatch):

@@ -9,7 +9,8 @@ from kdsl.runtime import cache as dc
 
 
 def test_config_reads_env_on_demand(monkeypatch, tmp_path):
-    for v in ("KDSL_BACKEND", "KDSL_DUMP", "KDSL_CACHE", "KDSL_CACHE_DIR", "KDSL_NUM_THREADS"):
+    for v in ("KDSL_BACKEND", "KDSL_DUMP", "KDSL_CACHE", "KDSL_CACHE_DIR", "KDSL_NUM_THREADS",
+              "OMP_NUM_THREADS", "XDG_CACHE_HOME"):
         monkeypatch.delenv(v, raising=False)
     c = config.config()
     assert c.backend is None and not c.dump and c.cache
@@ -24,7 +25,19 @@ def test_config_reads_env_on_demand(monkeypatch, tmp_path):
     assert (c.backend, c.dump, c.cache, c.cache_dir, c.num_threads) == ("cpu", True, False,
                                                                          str(tmp_path), 3)
     monkeypatch.setenv("KDSL_NUM_THREADS", "many")
-    assert config.num_threads() == len(os.sched_getaffinity(0))
+    with pytest.raises(ValueError, match="KDSL_NUM_THREADS='many'"):   # issue 26: no silent fallback
+        config.num_threads()
+
+
+def test_cache_dir_honours_xdg_cache_home_after_kdsl_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv("KDSL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert config.cache_dir() == str(tmp_path / "xdg" / "kdsl")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")     # the XDG spec: ignore relative paths
+    assert config.cache_dir() == os.path.expanduser("~/.cache/kdsl")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path / "mine"))
+    assert config.cache_dir() == str(tmp_path / "mine")
 
 
 def test_key_depends_on_everything():
