@@ -131,3 +131,83 @@ def test_strided_view(backend, rng):
     np.testing.assert_allclose(got, np_lse(x), rtol=1e-12, atol=1e-12)
     v, i = kd.kernel(argmax_rows)(x, backend=backend)
     np.testing.assert_array_equal(i, np.argmax(x, axis=1))
+
+
+# ------------------------------------------------------------------ explicit GPU schedules
+def _bind_others(s):
+    """The elementwise stages after B (m + log(s), q / c): 32 outputs per block."""
+    for h in s.stages:
+        if not h.stage.name.startswith("B"):
+            o, i = h.split(h.axes[0], factor=32)
+            h.bind(o, "blockIdx.x")
+            h.bind(i, "threadIdx.x")
+
+
+def cross_thread(s):
+    """One row per block, its reduction over 32 threads (per-thread partials, then warp
+    shuffles of every member on cuda, the shared-memory fold on interp-cuda)."""
+    B = s["B"]
+    ko, ki = B.split(B.reduce_axes[0], factor=32)
+    B.reorder(B.axes[0], ki, ko)
+    B.bind(B.axes[0], "blockIdx.x")
+    B.bind(ki, "threadIdx.x")
+    _bind_others(s)
+
+
+def rfactor_threads(s):
+    """rfactor: 16 partial tuples per row (B.rf), combined across 16 threads."""
+    B = s["B"]
+    ko, ki = B.split(B.reduce_axes[0], factor=16)
+    BF = s.rfactor(B, ki)
+    B.bind(B.axes[0], "blockIdx.x")
+    B.bind(B.reduce_axes[0], "threadIdx.x")
+    BF.compute_at(B, B.reduce_axes[0])
+    _bind_others(s)
+
+
+def rfactor_serial(s):
+    """rfactor on a sequential target: partials over ki, then their combination."""
+    B = s["B"]
+    ko, ki = B.split(B.reduce_axes[0], factor=4)
+    s.rfactor(B, ki)
+
+
+def _scheduled(fn, sched, target):
+    k = kd.kernel(fn)
+    k.schedule(target)(sched)
+    return k
+
+
+GPU_SHAPES = [(4, 64), (3, 70), (1, 1), (2, 0), (0, 3)]
+
+
+@pytest.mark.parametrize("sched", [cross_thread, rfactor_threads], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("shape", GPU_SHAPES)
+def test_gpu_schedules(sched, shape, rng):
+    x = _data(rng, shape, ties=True)
+    if x.size and shape[1] > 40:
+        x[0, 35] = x[0, 40] = np.nan           # NaNs in different threads: the first wins
+    v, i = _scheduled(argmax_rows, sched, "cuda")(x, backend="interp-cuda")
+    if shape[1]:
+        np.testing.assert_array_equal(i, np.argmax(x, axis=1))
+    else:
+        np.testing.assert_array_equal(i, np.full(shape[0], 2 ** 62))
+    y = rng.standard_normal(shape) * 10
+    got = _scheduled(lse_rows, sched, "cuda")(y, backend="interp-cuda")
+    np.testing.assert_allclose(got, np_lse(y), rtol=1e-12, atol=1e-12)
+    mean, var = _scheduled(welford_rows, sched, "cuda")(y, backend="interp-cuda")
+    if shape[1]:
+        np.testing.assert_allclose(var, y.var(axis=1), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.parametrize("shape", [(3, 10), (2, 1), (2, 0)])
+def test_rfactor_sequential(backend, shape, rng):
+    x = _data(rng, shape, ties=True)
+    v, i = _scheduled(argmax_rows, rfactor_serial, backend)(x, backend=backend)
+    if shape[1]:
+        np.testing.assert_array_equal(i, np.argmax(x, axis=1))
+    y = rng.standard_normal(shape)
+    mean, var = _scheduled(welford_rows, rfactor_serial, backend)(y, backend=backend)
+    if shape[1]:
+        np.testing.assert_allclose(var, y.var(axis=1), rtol=1e-10, atol=1e-12)
