@@ -211,3 +211,96 @@ def test_rfactor_sequential(backend, shape, rng):
     mean, var = _scheduled(welford_rows, rfactor_serial, backend)(y, backend=backend)
     if shape[1]:
         np.testing.assert_allclose(var, y.var(axis=1), rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------ other forms
+def lse_np_style(X):
+    m, s = LSE((X, 1.0), axis=1)       # numpy style (members broadcast): a tuple of arrays
+    return m + kd.log(s)
+
+
+def lse_one_compute(X):
+    n_, m_ = X.shape
+    k = kd.reduce_axis(m_, name="k")
+
+    def row(i):
+        m, s = LSE((X[i, k], 1.0), axis=k)
+        return m + kd.log(s)                            # both members: one shared stage
+    return kd.compute((n_,), row, name="lse")
+
+
+def pair_compute(X):
+    n_, m_ = X.shape
+    return kd.compute((n_, m_), lambda i, j: (X[i, j] * 2.0, X[i, j] + 1.0), name="P")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(5, 37), (1, 1), (3, 0)])
+def test_other_forms(backend, shape, rng):
+    x = rng.standard_normal(shape) * 4
+    np.testing.assert_allclose(kd.kernel(lse_np_style)(x, backend=backend), np_lse(x),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(kd.kernel(lse_one_compute)(x, backend=backend), np_lse(x),
+                               rtol=1e-12, atol=1e-12)
+    a, b = kd.kernel(pair_compute)(x, backend=backend)
+    np.testing.assert_array_equal(a, x * 2.0)
+    np.testing.assert_array_equal(b, x + 1.0)
+
+
+def test_members_share_one_stage():
+    from kdsl.frontend.spec import TensorSpec
+    from kdsl.frontend.trace import trace
+    g = trace(lse_one_compute, [TensorSpec(("n", "m"), "float64")])
+    reds = [s for s in g.stages if s.is_reduction]
+    assert len(reds) == 1 and len(reds[0].values) == 2
+    g = trace(welford_rows, [TensorSpec(("n", "m"), "float64")])
+    (b,) = [s for s in g.stages if s.is_reduction]
+    assert [t.dtype.name for t in b.values] == ["float64"] * 3
+
+
+def test_member_dtypes(rng):
+    """argmax over float32 values with int32 indices: each member keeps its dtype (an
+    identity member may be a function of its member's dtype)."""
+    amax = kd.reducer(_argmax_combine, identity=(-np.inf, lambda d: np.iinfo(d.np).max))
+
+    def f(X):
+        n_, m_ = X.shape
+        k = kd.reduce_axis(m_, name="k")
+        return kd.compute((n_,), lambda i: amax((X[i, k], k.astype(np.int32)), axis=k), name="B")
+    x = rng.standard_normal((4, 9)).astype(np.float32)
+    for backend in BACKENDS:
+        v, i = kd.kernel(f)(x, backend=backend)
+        assert v.dtype == np.float32 and i.dtype == np.int32
+        np.testing.assert_array_equal(i, np.argmax(x, axis=1))
+
+
+# ------------------------------------------------------------------ the user's mistakes
+def _apply(red, members=2):
+    def f(X):
+        n_, m_ = X.shape
+        k = kd.reduce_axis(m_, name="k")
+        return kd.compute((n_,), lambda i: red(tuple(X[i, k] for _ in range(members)), axis=k))
+    return kd.kernel(f)
+
+
+def test_not_commutative():
+    r = kd.reducer(lambda a, b: (a[0] + b[0], a[1]), identity=(0.0, 0.0), name="bad")
+    with pytest.raises(kd.errors.KernelValueError, match="not commutative"):
+        _apply(r)(np.ones((2, 3)), backend="numpy")
+
+
+def test_identity_not_absorbed():
+    r = kd.reducer(lambda a, b: (a[0] + b[0], a[1] + b[1] + 1.0), identity=(0.0, 0.0))
+    with pytest.raises(kd.errors.KernelValueError, match="changes when combined with itself"):
+        _apply(r)(np.ones((2, 3)), backend="numpy")
+
+
+def test_wrong_arity():
+    r = kd.reducer(lambda a, b: a[0] + b[0], identity=(0.0, 0.0), name="one")
+    with pytest.raises(kd.errors.KernelError, match="must return a tuple of 2"):
+        _apply(r)(np.ones((2, 3)), backend="numpy")
+    r = kd.reducer(lambda a, b: (a[0] + b[0], a[1] + b[1]), identity=(0.0, 0.0), name="two")
+    with pytest.raises(kd.errors.KernelError, match="identity of 2 members"):
+        _apply(r, members=3)(np.ones((2, 3)), backend="numpy")
+    with pytest.raises(kd.errors.KernelError, match="identity must be a number"):
+        kd.reducer(lambda a, b: a, identity=(0.0, "x"))
