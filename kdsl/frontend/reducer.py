@@ -205,7 +205,8 @@ class Reducer:
     """A user-defined commutative reduction made by ``kd.reducer(combine, identity, name)``.
 
     Call it like ``kd.sum``: ``r(x, axis=1)`` (numpy style) or ``r(A[i, k], axis=k)``
-    inside ``kd.compute`` (index style).
+    inside ``kd.compute`` (index style).  With a tuple identity it takes and returns tuples:
+    ``r((A[i, k], k), axis=k)``.
     """
 
     def __init__(self, combine, identity, name=None):
@@ -289,6 +290,8 @@ def reducer(combine, identity, name=None) -> Reducer:
     ``combine`` must be commutative and ``combine(identity, identity) == identity`` (the
     identity starts every partial result); both are checked on sample values when the
     reducer is traced.  ``name`` only labels the stage: semantics come from ``combine``.
+    A tuple ``identity`` makes a tuple reducer: ``combine`` maps two tuples to a tuple and
+    the reducer is applied to a tuple of values (kdsl.frontend.tuple_reduce).
     """
     try:
         return Reducer(combine, identity, name)
