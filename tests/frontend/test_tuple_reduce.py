@@ -304,3 +304,27 @@ def test_wrong_arity():
         _apply(r, members=3)(np.ones((2, 3)), backend="numpy")
     with pytest.raises(kd.errors.KernelError, match="identity must be a number"):
         kd.reducer(lambda a, b: a, identity=(0.0, "x"))
+
+
+def test_cache_write_of_returned_members_is_refused():
+    """Regression: cache_write copied only B out, leaving the returned B.v1 unwritten."""
+    def cache(s):
+        s.cache_write(s["B"], "local")
+    with pytest.raises(kd.errors.ScheduleError, match="kernel's return value"):
+        _scheduled(argmax_rows, cache, "interp")(np.ones((2, 3)), backend="interp")
+
+
+def col_argmax(X):
+    n_, m_ = X.shape
+    k = kd.reduce_axis(n_, name="k")
+    return kd.compute((m_,), lambda j: ARGMAX((X[k, j], k), axis=k), name="B")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interp-cuda"])
+@pytest.mark.parametrize("shape", [(37, 5), (1, 1), (0, 3), (300, 40)])
+def test_column_reduction_default(backend, shape, rng):
+    """The cuda default for a column reduction accumulates a tuple stage in place."""
+    x = _data(rng, shape, ties=True)
+    v, i = kd.kernel(col_argmax)(x, backend=backend)
+    if shape[0]:
+        np.testing.assert_array_equal(i, np.argmax(x, axis=0))
