@@ -14,8 +14,8 @@ each in its member's dtype:
 The traced ``Combiner`` has one lhs/rhs Var, result and identity per member (the
 representation argmax already uses), so every backend reduces it like argmax.
 Like scalar reducers, commutativity and the absorbed identity are checked on
-sample tuples when the reducer is traced (float members compared to a few ulps:
-Welford's or the online softmax's update is commutative up to rounding).
+sample tuples when the reducer is traced (float members to a relative 1e-12 in float64,
+1e-5 in float32: Welford's update is commutative up to rounding only).
 """
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def _sample_tuples(dts) -> list:
 def _close(a: np.ndarray, b: np.ndarray, d: dt.DType) -> np.ndarray:
     from .reducer import _same
     if d.is_float:
-        tol = 1e-12 if d.itemsize >= 8 else 1e-5
+        # rounding differs between the two orders (Welford's update): a relative tolerance
+        tol = 1e-12 if d.itemsize >= 8 else 1e-5 if d.itemsize == 4 else 1e-2
         with np.errstate(all="ignore"):
             near = np.abs(a - b) <= tol * np.maximum(np.abs(a), np.abs(b))
         return _same(a, b) | near
@@ -93,12 +94,24 @@ def _show(vals) -> str:
     return "(" + ", ".join(repr(np.asarray(v).item()) for v in vals) + ")"
 
 
-def _check(comb: n.Combiner, idents: list, label: str, loc) -> None:
+def _check(comb: n.Combiner, idents: list, label: str, loc, sources=()) -> None:
+    """Commutativity on sample states and the absorbed identity.
+
+    Members of a tuple are correlated (a Welford state of count 0 has mean 0), so the
+    samples are states a reduction of these ``sources`` can reach: elements (a member the
+    sources give as a constant keeps it, the others take sample values) and partial results
+    combining two elements, and the identity."""
     chk = _TupleCheck(comb)
     if not chk.usable():
         return
     dts = [v.dtype for v in comb.lhs]
-    s = [chk._fix(x, d) for x, d in zip(_sample_tuples(dts), dts)]
+    elems = [chk._fix(x, d) for x, d in zip(_sample_tuples(dts), dts)]
+    for j, src in enumerate(sources):
+        if isinstance(src, n.Const):
+            elems[j] = chk._fix(np.full(elems[j].shape, src.value), dts[j])
+    parts = chk(elems, [np.roll(x, 1) for x in elems])
+    s = [np.concatenate([e, np.asarray(p), np.asarray(i, e.dtype).reshape(1)])
+         for e, p, i in zip(elems, parts, idents)]
     a, b = [x[:, None] for x in s], [x[None, :] for x in s]
     ab, ba = chk(a, b), chk(b, a)
     bad = np.zeros(ab[0].shape, bool)
@@ -161,17 +174,27 @@ def trace_tuple(red, dts: tuple) -> n.Combiner:
                              f"{r.ndim}-d array, not a scalar", loc=red.loc,
                              hint="combine the members of the two tuples elementwise")
         results.append(cast_to(r.at(()), d))
+    idents = [_identity_value(i, d, red.label, red.loc) for i, d in zip(red.identity, dts)]
+    return n.Combiner(red.name, xs, ys, tuple(results),
+                      tuple(n.const(v, d) for v, d in zip(idents, dts)))
+
+
+def checked(red, comb: n.Combiner, sources: tuple) -> None:
+    """Run the sample checks of ``comb`` for this application's ``sources`` (once per set of
+    constant members: the samples depend on them)."""
+    key = (id(comb), tuple(s.value if isinstance(s, n.Const) else None for s in sources))
+    done = red.__dict__.setdefault("_checked", set())
+    if key in done:
+        return
+    idents = [np.asarray(i.value) for i in comb.identity]
     try:
-        idents = [_identity_value(i, d, red.label, red.loc) for i, d in zip(red.identity, dts)]
-        comb = n.Combiner(red.name, xs, ys, tuple(results),
-                          tuple(n.const(v, d) for v, d in zip(idents, dts)))
-        _check(comb, idents, red.label, red.loc)
+        _check(comb, idents, red.label, red.loc, sources)
     except KdslUserError as e:
         use = user_location()
         if use is not None and use != e.loc:
             e.message += f" (applied at {use.short}: {use.code})"
         raise
-    return comb
+    done.add(key)
 
 
 def reduce_tuple_index(red, value, axis, where=None) -> tuple:
@@ -191,6 +214,7 @@ def reduce_tuple_index(red, value, axis, where=None) -> tuple:
     r0 = first.at(())
     from .ops import cast_to
     srcs = tuple(cast_to(m.at(()), v.dtype) for m, v in zip(members, comb.lhs))
+    checked(red, comb, srcs)
     base = n.Reduce(comb.lhs[0].dtype, comb, srcs, r0.axes, r0.condition, 0)
     out = []
     for j, v in enumerate(comb.lhs):
@@ -235,20 +259,16 @@ def reduce_tuple_np(red, value, axis=None, keepdims=False) -> tuple:
             k += 1
     srcs = tuple(cast_to(m.at(mp(tuple(idx))), v.dtype)
                  for m, mp, v in zip(members, maps, comb.lhs))
+    checked(red, comb, srcs)
     body = n.Reduce(comb.lhs[0].dtype, comb, srcs, tuple(rax))
     t = make_stage(ctx, ctx.unique(red.name), red.name, tuple(spatial), body, loc)
     return tuple(from_tensor(v) for v in t.stage.values)
 
 
-def is_reduce_member(a) -> bool:
-    """A 0-d traced value that is one member of a multi-value reduction."""
-    e = a.at(()) if getattr(a, "ndim", None) == 0 else None
-    return isinstance(e, n.Reduce) and len(e.combiner.result) > 1
-
-
 def same_reduction(a: n.Reduce, b: n.Reduce) -> bool:
     """Two members of the same multi-value reduction (they differ only in value_index)."""
-    return (a.combiner is b.combiner and a.axes == b.axes and a.condition is b.condition
+    return (a.combiner is b.combiner and a.condition is b.condition
+            and len(a.axes) == len(b.axes) and all(x is y for x, y in zip(a.axes, b.axes))
             and len(a.sources) == len(b.sources)
             and all(x is y for x, y in zip(a.sources, b.sources)))
 

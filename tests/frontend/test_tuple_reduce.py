@@ -343,3 +343,24 @@ def test_where_mask(backend, rng):
     want = np.array([np_lse(x[i:i + 1, :i + 1])[0] for i in range(6)])
     np.testing.assert_allclose(kd.kernel(lse_lower_triangle)(x, backend=backend), want,
                                rtol=1e-12, atol=1e-12)
+
+
+def test_classic_welford_passes_the_check(rng):
+    """Regression: the textbook update (mean = m1 + d * n2 / n) is commutative up to rounding
+    only, and a state of count 0 with a nonzero mean (never reached) is not commutative at
+    all: the check samples reachable states (constant members kept) with a tolerance."""
+    def classic(a, b):
+        n1, m1, q1 = a
+        n2, m2, q2 = b
+        cnt = n1 + n2
+        safe = kd.where(cnt == 0, 1.0, cnt)
+        d = m2 - m1
+        return cnt, m1 + d * n2 / safe, q1 + q2 + d * d * n1 * n2 / safe
+    w = kd.reducer(classic, identity=(0.0, 0.0, 0.0))
+
+    def f(X):
+        c, m, q = w((1.0, X, 0.0), axis=1)
+        return q / c
+    x = rng.standard_normal((4, 33))
+    for backend in ("numpy", "cpu"):
+        np.testing.assert_allclose(kd.kernel(f)(x, backend=backend), x.var(axis=1), rtol=1e-12)
