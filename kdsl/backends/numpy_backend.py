@@ -12,7 +12,9 @@ billions of elements is never materialised.  Schedules are ignored.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -217,6 +219,23 @@ def _reduce_blocks(ev: ExprEval, e: n.Reduce):
     return fix(acc[e.value_index], e.dtype)
 
 
+def _value_stages(stage) -> list:
+    """``(tensor, stage)`` pairs evaluating every value of ``stage``: a multi-value reduction
+    (argmax, a tuple reducer) whose other values are read or returned is evaluated once per
+    value, the Reduce picking that value (the reference favours simplicity over speed)."""
+    if len(stage.values) == 1:
+        return [(stage.output, stage)]
+    out = []
+    for j, t in enumerate(stage.values):
+        if t is stage.output:
+            out.append((t, stage))
+            continue
+        body = dataclasses.replace(stage.body, dtype=t.dtype, value_index=j)
+        out.append((t, SimpleNamespace(name=stage.name, axes=stage.axes, body=body,
+                                       reduce_axes=stage.reduce_axes, dtype=t.dtype)))
+    return out
+
+
 def bind_shapes(graph, inputs, scalars) -> dict:
     """Var -> value for the graph's scalar params and the shape variables of its inputs."""
     env = graph.bind(inputs, scalars)
@@ -236,14 +255,17 @@ def run_graph(graph, inputs: list, outputs: list, scalars: list) -> None:
     direct = {t: o for t, o in zip(graph.outputs, outputs)
               if isinstance(o, np.ndarray) and o.dtype == internal_np(t.dtype)}
     with np.errstate(all="ignore"):
-        for st in graph.stages:
-            t = st.output
-            buf = direct.get(t)
-            if buf is None:
-                shape = tuple(int(eval_expr(s, env)) for s in t.shape)
-                buf = np.empty(shape, internal_np(t.dtype))
-            eval_stage(st, env, tensors, buf)
-            tensors[t] = buf
+        used = {id(t) for t in graph.outputs} | {id(t) for st in graph.stages for t in st.reads()}
+        for stage in graph.stages:
+            for t, st in _value_stages(stage):
+                if t is not stage.output and id(t) not in used:
+                    continue        # argmax's values: only the index is wanted
+                buf = direct.get(t)
+                if buf is None:
+                    shape = tuple(int(eval_expr(s, env)) for s in t.shape)
+                    buf = np.empty(shape, internal_np(t.dtype))
+                eval_stage(st, env, tensors, buf)
+                tensors[t] = buf
     for t, o in zip(graph.outputs, outputs):
         if direct.get(t) is not o:
             o[...] = tensors[t].astype(o.dtype) if t.dtype is dt.bfloat16 else tensors[t]

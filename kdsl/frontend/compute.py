@@ -97,7 +97,10 @@ def _arity(fcompute, ndim: int) -> list:
 
 
 def compute(shape, fcompute, name=None) -> Array:
-    """A stage ``out[axes] = fcompute(*axes)`` named ``name`` (default ``compute``)."""
+    """A stage ``out[axes] = fcompute(*axes)`` named ``name`` (default ``compute``).
+
+    ``fcompute`` may return a tuple: the result is then a tuple of arrays (members of one
+    tuple reduction share one stage; see kdsl.frontend.tuple_reduce)."""
     ctx = context.current()
     loc = user_location()
     if not isinstance(shape, (tuple, list)):
@@ -113,9 +116,8 @@ def compute(shape, fcompute, name=None) -> Array:
     axes = tuple(new_axis(ctx, nm, d) for nm, d in zip(names, dims))
     result = fcompute(*[_axis_proxy(ax) for ax in axes])
     if isinstance(result, (tuple, list)):
-        raise KernelError("kd.compute's function must return one scalar expression, got a "
-                          f"{type(result).__name__}", loc=loc,
-                          hint="use one kd.compute per output")
+        from .tuple_reduce import compute_tuple
+        return compute_tuple(ctx, result, axes, name, loc)
     r = asarray(result)
     if r.ndim != 0:
         raise ShapeError(f"kd.compute's function must return a scalar (0-d) expression, got a "

@@ -29,6 +29,7 @@ from ..ir import nodes as n
 from ..ir.visitor import collect
 from .ops import asarray, cast_to
 from .reduce import _index_style, reduce_index, reduce_np
+from .tuple_reduce import is_tuple_identity, reduce_tuple_index, reduce_tuple_np, trace_tuple
 
 _EXAMPLE = "kd.reducer(lambda x, y: x + y, identity=0)"
 
@@ -73,6 +74,13 @@ def _validate(combine, identity, name):
         raise KernelError(f"{what}: combine takes {got}, but a reduction calls it with two "
                           "values (the running result and the next element)",
                           hint=f"define it as a function of two values, e.g. {_EXAMPLE}")
+    if is_tuple_identity(identity):
+        if not identity:
+            raise KernelError(f"{what}: a tuple identity needs at least one member",
+                              hint="identity=(-np.inf, 0) for an argmax-like (value, index) pair")
+        for member in identity:
+            _validate(combine, member, name)
+        return
     if callable(identity) and not _is_number(identity):
         got = _takes(identity, 1)
         if got is not None:
@@ -197,7 +205,8 @@ class Reducer:
     """A user-defined commutative reduction made by ``kd.reducer(combine, identity, name)``.
 
     Call it like ``kd.sum``: ``r(x, axis=1)`` (numpy style) or ``r(A[i, k], axis=k)``
-    inside ``kd.compute`` (index style).
+    inside ``kd.compute`` (index style).  With a tuple identity it takes and returns tuples:
+    ``r((A[i, k], k), axis=k)``.
     """
 
     def __init__(self, combine, identity, name=None):
@@ -211,10 +220,11 @@ class Reducer:
         self.loc = user_location()
         self._cache = {}
 
-    def combiner(self, d: dt.DType) -> n.Combiner:
-        """The Combiner for values of dtype ``d`` (``combine`` traced on two fresh Vars)."""
+    def combiner(self, d) -> n.Combiner:
+        """The Combiner for values of dtype ``d`` (``combine`` traced on two fresh Vars); a
+        tuple reducer takes a tuple of member dtypes (kdsl.frontend.tuple_reduce)."""
         if d not in self._cache:
-            self._cache[d] = self._trace(d)
+            self._cache[d] = trace_tuple(self, d) if isinstance(d, tuple) else self._trace(d)
         return self._cache[d]
 
     def _trace(self, d: dt.DType) -> n.Combiner:
@@ -254,6 +264,14 @@ class Reducer:
         return n.Combiner(self.name, (x,), (y,), (result,), (n.const(v, d),))
 
     def __call__(self, a, axis=None, keepdims=False, where=None):
+        if is_tuple_identity(self.identity):
+            # a tuple reducer: a tuple of values in, a tuple of results out
+            if _index_style(axis):
+                return reduce_tuple_index(self, a, axis, where=where)
+            if where is not None:
+                raise KernelError(f"{self.label}(where=...) is supported in index style only",
+                                  hint="use kd.where(mask, x, identity) on each member first")
+            return reduce_tuple_np(self, a, axis, keepdims)
         if _index_style(axis):
             e = asarray(a)
             return reduce_index(self.name, e, axis, where=where, comb=self.combiner(e.dtype))
@@ -272,6 +290,8 @@ def reducer(combine, identity, name=None) -> Reducer:
     ``combine`` must be commutative and ``combine(identity, identity) == identity`` (the
     identity starts every partial result); both are checked on sample values when the
     reducer is traced.  ``name`` only labels the stage: semantics come from ``combine``.
+    A tuple ``identity`` makes a tuple reducer: ``combine`` maps two tuples to a tuple and
+    the reducer is applied to a tuple of values (kdsl.frontend.tuple_reduce).
     """
     try:
         return Reducer(combine, identity, name)

@@ -52,6 +52,16 @@ class _Hoist(MemoMutator):
 
     def visit_Reduce(self, r: n.Reduce):
         ctx = self.ctx
+        # the members of one multi-value reduction (a tuple reducer's results) share a stage
+        key = None
+        if len(r.combiner.result) > 1:
+            key = (id(r.combiner), tuple(map(id, r.sources)), tuple(id(a) for a in r.axes),
+                   id(r.condition))
+            shared = ctx.__dict__.setdefault("_multi_reduce_stages", {}).get(key)
+            if shared is not None:
+                t, reads = shared[1], shared[2]
+                v = t.stage.values[r.value_index]
+                return n.TensorRead(v.dtype, v, reads)
         # the axes r depends on: not its own, nor those of reductions nested in its sources
         free = free_axes(ctx, r)
         rank = {id(a.var): k for k, a in enumerate(self.axes)}
@@ -66,6 +76,8 @@ class _Hoist(MemoMutator):
         body = substitute(r, mapping)
         name = ctx.unique(f"{self.parent}_{r.combiner.name}")
         t = make_stage(ctx, name, "compute", tuple(new_axes), body, self.loc)
+        if key is not None:     # keep r alive: the key holds ids
+            ctx._multi_reduce_stages[key] = (r, t, tuple(reads))
         return n.TensorRead(t.dtype, t, tuple(reads))
 
 

@@ -319,6 +319,14 @@ class Schedule:
                                     + ", ".join(s.name for s in self.graph.stages if t in s.reads()))
         return rs
 
+    def cacheable(self, stage) -> bool:
+        """True when ``cache_write`` can cache ``stage``: it has one value, or only its main
+        value is read or returned (argmax; not a tuple reducer whose members are all used)."""
+        st = self[stage].stage
+        others = [v for v in st.values if v is not st.output]
+        return not any(v in self.graph.outputs or any(v in s.reads() for s in self.graph.stages)
+                       for v in others)
+
     @primitive(check=True)
     def cache_write(self, stage, scope) -> StageSchedule:
         """Compute ``stage`` into a ``scope`` buffer (``<B>.<scope>``) that B then copies out."""
@@ -331,6 +339,8 @@ class Schedule:
         _check_predicate_kept(h, "cache_write", n.IterKind.REDUCE)
         others = [v for v in st.values if v is not st.output]
         users = [s.name for s in self.graph.stages if s is not st and any(v in s.reads() for v in others)]
+        if any(v in self.graph.outputs for v in others):    # a tuple reducer's members returned
+            users.append("the kernel's return value")
         if users:   # the copy-out stage holds one value; a reader of the others would lose them
             raise ScheduleError(
                 f"cache_write: stage {st.name} computes {len(st.values)} values "

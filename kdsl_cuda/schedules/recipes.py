@@ -221,9 +221,10 @@ def column_reduce(sched, x, *, threads: int, vec: int, parts: int | None, unroll
         work = sched.rfactor(x, rp, 0)             # work[p, S...]
         column_reduce(sched, x, threads=min(threads, 128), vec=1, parts=None, unroll=None)
     # a partial stage of several values (argmax's index and value) read together by the final
-    # pass cannot be cached (a cache copies one value out): it accumulates in place, each
-    # thread in its own elements of the partial buffer
-    local = sched.cache_write(work, "local") if work is x or len(work.stage.values) == 1 else None
+    # pass cannot be cached (a cache copies one value out), nor a tuple reduction whose members
+    # are all used: it accumulates in place, each thread in its own elements of the buffer
+    local = (sched.cache_write(work, "local")
+             if (work is x or len(work.stage.values) == 1) and sched.cacheable(work) else None)
     *rest, j = work.stage.axes
     jv = None
     if vec > 1 and local is None and work.stage.reduce_axes:
@@ -264,7 +265,7 @@ def thread_per_output(sched, x, *, tx: int, ty: int, window: bool, unroll: int |
     over blockIdx.x; 1-D outputs over blocks of ``tx * ty`` threads.  ``window``: the
     reduction loops (a stencil's small constant window) are unrolled."""
     from kdsl.schedule.plan import spatial_names
-    local = sched.cache_write(x, "local") if x.stage.is_reduction else None
+    local = sched.cache_write(x, "local") if x.stage.is_reduction and sched.cacheable(x) else None
     axes = list(x.stage.axes)
     names = spatial_names(x.stage)
     tiles = tiles or {}
