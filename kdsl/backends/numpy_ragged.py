@@ -90,3 +90,27 @@ class _Box(Mutator):
             return r
         return n.Reduce(r.dtype, r.combiner, r.sources, tuple(self.boxed.get(a, a) for a in r.axes),
                         mk.all_of(conds), r.value_index)
+
+
+# ----------------------------------------------------------------- scans
+def eval_scan(stage, env: dict, tensors: dict, out: np.ndarray, eval_stage) -> None:
+    """A ``kd.scan`` stage (``stage.scan``), one step of its scan axis at a time: each step is
+    the stage restricted to that step (``init``'s branch for the first ``init_steps`` steps,
+    ``update``'s after), evaluated over the other axes at once by ``eval_stage`` into its
+    slice of ``out``; the update reads the earlier steps from ``out`` itself."""
+    info = stage.scan
+    tensors[stage.output] = out
+    t = stage.axes[info.axis]
+    lo, ext = int(eval_expr(t.dom.min, env)), int(eval_expr(t.dom.extent, env))
+    body = stage.body
+    init, update = (body.t, body.f) if type(body) is n.Select else (body, body)
+    for step in range(lo, lo + max(ext, 0)):
+        one = copy.copy(stage)
+        axes = list(stage.axes)
+        axes[info.axis] = n.IterVar(t.var, n.Range(mk.as_expr(step), mk.as_expr(1)), t.kind)
+        one.axes = tuple(axes)
+        one.body = init if step < lo + info.init_steps else update
+        one.scan = None
+        view = [slice(None)] * out.ndim
+        view[info.axis] = slice(step - lo, step - lo + 1)
+        eval_stage(one, env, tensors, out[tuple(view)])

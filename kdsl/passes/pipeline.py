@@ -7,6 +7,8 @@ and *Guarantees*:
 - ``placement`` (schedule, ``placement.place_stages``): root order, attachments
 - ``pipeline_legality`` (schedule, ``software_pipeline.check_pipelines``): pipelined stages
   still qualify (a primitive after ``double_buffer`` may have broken it)
+- ``scan_legality`` (schedule, ``scan_check.check_scans``): a ``kd.scan``'s scan axis is one
+  sequential loop, never bound to GPU indices; non-pointwise scans run it outermost
 - ``inline`` (schedule, ``inline.inline``): compute_inline stages substituted
 - ``bound_inference`` (schedule, ``bound.infer_bounds``): regions, loop extents, guards
 - ``padded_compute`` (schedule, ``padded_compute.padded_compute``): register tiles fed by
@@ -51,7 +53,7 @@ matter), followed by
 
 The whole lists, in order (``names()``)::
 
-    PIPELINE:   placement, pipeline_legality, inline, bound_inference, padded_compute, storage,
+    PIPELINE:   placement, pipeline_legality, scan_legality, inline, bound_inference, padded_compute, storage,
                 loop_nests,
                 tensorize, simplify, software_pipeline, vthread, sync, interior_blocks,
                 full_thread_tiles, async_copies, coalesced_fallbacks,
@@ -98,6 +100,7 @@ from .loop_nests import build_loop_nests
 from .padded_compute import padded_compute
 from .lower_cross_thread import lower_cross_thread
 from .placement import place_stages
+from .scan_check import check_scans
 from .sequential import lower_async_copies, sequential_kernels
 from .shared_layout import shared_layout
 from .async_copies import async_copies
@@ -197,6 +200,7 @@ S = Level.SCHEDULE
 PIPELINE = Pipeline((
     Pass("placement", place_stages, S),
     Pass("pipeline_legality", check_pipelines, S),
+    Pass("scan_legality", check_scans, S),
     Pass("inline", inline, S),
     Pass("bound_inference", infer_bounds, S),
     Pass("padded_compute", padded_compute, S),

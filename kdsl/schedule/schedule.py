@@ -37,7 +37,8 @@ def retarget(expr, mapping: dict):
 
 
 def _copy_stage(st: Stage) -> Stage:
-    new = Stage(st.name, st.axes, st.reduce_axes, st.body, st.dtype, st.loc, origin=st.origin)
+    new = Stage(st.name, st.axes, st.reduce_axes, st.body, st.dtype, st.loc, origin=st.origin,
+                scan=st.scan)
     return new
 
 
