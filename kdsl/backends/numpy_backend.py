@@ -155,7 +155,7 @@ def eval_stage(stage, env: dict, tensors: dict, out: np.ndarray) -> None:
     temporary grows past the budget, however large the inputs (a stride-0 broadcast
     view of any size included: reads of it are views, numpy_chunks.view_read)."""
     if getattr(stage, "scan", None) is not None:   # kd.scan: one step at a time
-        return eval_scan(stage, env, tensors, out, eval_stage)
+        return eval_scan(stage, env, tensors, out, eval_stage)   # (its per-step stages too)
     stage = box_ragged(stage, env)      # triangular reductions: a masked bounding box
     spatial, red = list(stage.axes), _reduce_axes(stage)
     axes = spatial + red

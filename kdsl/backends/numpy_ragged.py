@@ -99,12 +99,27 @@ def eval_scan(stage, env: dict, tensors: dict, out: np.ndarray, eval_stage) -> N
     ``update``'s after), evaluated over the other axes at once by ``eval_stage`` into its
     slice of ``out``; the update reads the earlier steps from ``out`` itself."""
     info = stage.scan
+    if not hasattr(info, "init_steps"):
+        return          # a per-step stage (StepOf): its scan computes it, step by step
     tensors[stage.output] = out
+    steps = [t.stage for t in tensors if t.stage is not None and t.stage.name in info.steps]
+    steps.sort(key=lambda s: info.steps.index(s.name))
     t = stage.axes[info.axis]
     lo, ext = int(eval_expr(t.dom.min, env)), int(eval_expr(t.dom.extent, env))
     body = stage.body
     init, update = (body.t, body.f) if type(body) is n.Select else (body, body)
     for step in range(lo, lo + max(ext, 0)):
+        for aux in steps:            # the update's reductions over earlier steps, this step
+            k = aux.scan.axis
+            a = aux.axes[k]
+            part = copy.copy(aux)
+            ax = list(aux.axes)
+            ax[k] = n.IterVar(a.var, n.Range(mk.as_expr(step - lo), mk.as_expr(1)), a.kind)
+            part.axes, part.scan = tuple(ax), None
+            buf = tensors[aux.output]
+            view = [slice(None)] * buf.ndim
+            view[k] = slice(step - lo, step - lo + 1)
+            eval_stage(part, env, tensors, buf[tuple(view)])
         one = copy.copy(stage)
         axes = list(stage.axes)
         axes[info.axis] = n.IterVar(t.var, n.Range(mk.as_expr(step), mk.as_expr(1)), t.kind)

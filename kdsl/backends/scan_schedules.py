@@ -8,8 +8,8 @@ the update reads the state at its own position along the other axes (``pointwise
   positions in order (one kernel launch, no synchronisation);
 - cpu: the other axes go first and the outermost is parallel; ``t`` runs inside.
 
-Other scans (the update reads neighbouring positions of the previous step) stay serial:
-on the GPU one thread runs the whole nest (no grid-wide barrier exists), on the cpu one core.
+Other scans (the update reads neighbouring positions of the previous step, or a scan with
+no other axis) stay serial: on the GPU one thread runs the whole nest (one block) (no grid-wide barrier exists), on the cpu one core.
 The backends' default schedules call ``take_scans`` to keep their own plans off these
 stages and ``gpu_scan``/``cpu_scan`` after realising the rest.
 """
@@ -22,9 +22,11 @@ def take_scans(sched, plans: dict) -> list:
     """Remove the plans of scan stages from ``plans``; return those stages' handles."""
     out = []
     for h in sched.stages:
-        if getattr(h.stage, "scan", None) is not None and h.attach is not AttachKind.INLINE:
-            plans.pop(h.name, None)
-            out.append(h)
+        info = getattr(h.stage, "scan", None)
+        if info is not None and h.attach is not AttachKind.INLINE:
+            plans.pop(h.name, None)          # per-step stages (StepOf) too: kdsl attaches them
+            if hasattr(info, "init_steps"):
+                out.append(h)
     return out
 
 
@@ -39,7 +41,14 @@ def _split_axes(h):
 def gpu_scan(sched, h, threads: int = 256) -> None:
     """The GPU default of one scan stage (module docstring)."""
     t, others = _split_axes(h)
-    if t is None or not others or not h.stage.scan.pointwise:
+    if t is None:
+        return
+    if not others or not h.stage.scan.pointwise:
+        # one thread runs the whole nest: a kernel of one block (its scan loop split in 1 part)
+        if h.leaf[0] is not t:
+            h.reorder(t, *others)
+        one, _ = h.split(t, nparts=1)
+        h.bind(one, "blockIdx.x")
         return
     h.reorder(*others, t)
     f = h.fuse(*others) if len(others) > 1 else others[0]

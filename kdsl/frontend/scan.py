@@ -24,8 +24,6 @@ reference evaluates the stage one step at a time (kdsl.backends.numpy_backend).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .. import dtypes as dt
 from ..errors import KernelError, ShapeError, user_location
 from ..graph import Stage, Tensor
@@ -33,22 +31,12 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import collect, free_vars
 from . import context
-from .access_prove import Poly
+from .access_prove import Poly, Prover
 from .array import Array, from_tensor, index_expr
+from .scan_info import ScanInfo, StepOf
 from .compute import _arity, _axis_proxy, _require_nonneg_size
 from .ops import asarray
 from .stages import make_stage, new_axis
-
-
-@dataclass(frozen=True)
-class ScanInfo:
-    """What makes a stage a scan: its scan axis (position in ``Stage.axes``), the number of
-    steps ``init`` gives, and whether every read of the state is at the step's own position
-    along the other axes (then those axes may run in parallel around the scan loop)."""
-
-    axis: int
-    init_steps: int
-    pointwise: bool
 
 
 def _body(fn, args, loc, what: str) -> n.Expr:
@@ -100,15 +88,44 @@ def scan(shape, init, update, axis: int = 0, init_steps: int = 1, dtype=None, na
     pointwise = _check_reads(upd, state, axes, axis, loc)
     cond = mk.lt(t.var, mk.add(t.dom.min, init_steps))
     body = mk.select(cond, mk.cast(init_body, out_dtype), mk.cast(upd, out_dtype))
+    before = len(ctx.stages)
     out = make_stage(ctx, sname, "scan", axes, body, loc)
     st = out.stage
+    made = [a for a in ctx.stages[before:] if a is not st]   # reductions hoisted out of update
     # the stage computes the tensor its update read: one tensor, read by its own stage
     state.op = st
     st.output = state
     st.values = (state,)
     st.body = _retarget(st.body, out, state)
-    st.scan = ScanInfo(axis, init_steps, pointwise)
+    steps = _step_stages(made, st, state, t, loc)
+    st.scan = ScanInfo(axis, init_steps, pointwise, tuple(a.name for a in steps))
     return from_tensor(state)
+
+
+def _step_stages(made, st, state, t, loc) -> list:
+    """The stages made while tracing ``update`` that read the state (directly or through
+    each other): each becomes a ``StepOf`` the scan, along the axis the scan reads it at ``t``."""
+    reading = set()
+    for a in made:
+        if any(r is state or id(r.stage) in reading for r in a.reads()):
+            reading.add(id(a))
+    steps = [a for a in made if id(a) in reading]
+    users = steps + [st]
+    for a in steps:
+        axis = None
+        for u in users:
+            for r in collect(u.body, lambda x: isinstance(x, n.TensorRead) and x.tensor is a.output):
+                for k, ix in enumerate(r.indices):
+                    if ix is t.var or (type(ix) is n.Binary and ix.a is t.var and type(ix.b) is n.Const
+                                       and ix.b.value == 0):
+                        axis = k if axis in (None, k) else -1
+        if axis is None or axis < 0:
+            raise KernelError("kd.scan: a reduction in the update reads the state but does not run "
+                              "along the scan axis", loc=loc,
+                              hint="keep reductions over the state inside one step, e.g. "
+                              "kd.sum(L[t, j] * s[j], axis=j) with j = kd.reduce_axis((0, t))")
+        a.scan = StepOf(st.name, axis)
+    return steps
 
 
 def _retarget(body, old: Tensor, new: Tensor):
@@ -135,6 +152,8 @@ def _check_reads(body, state, axes, axis, loc) -> bool:
             p = None
         ok = p is not None and set(p) <= {(), (poly.atoms.id(t),)} and \
             p.get((poly.atoms.id(t),)) == 1 and p.get((), 0) <= -1
+        if not ok:      # an earlier step through a reduction: s[j] for j in kd.reduce_axis((0, t))
+            ok = _proven_earlier(body, idx, axes, t)
         if not ok:
             raise KernelError(
                 "kd.scan's update may read the state only at earlier steps along the scan "
@@ -146,6 +165,28 @@ def _check_reads(body, state, axes, axis, loc) -> bool:
         if any(v is t for j, ix in enumerate(r.indices) if j != axis for v in free_vars(ix)):
             pointwise = False
     return pointwise
+
+
+def _proven_earlier(body, idx, axes, t) -> bool:
+    """``idx <= t - 1`` wherever it is read: over the stage's axes and the ranges of the
+    reductions in ``body`` (which may use ``t``: a triangular solve's ``x[j]``, ``j < t``)."""
+    from ..ir.simplify import simplify
+    if collect(idx, lambda x: isinstance(x, (n.TensorRead, n.Load))):
+        return False
+    ranges = {}
+    for a in axes:
+        ranges[a.var] = (a.dom.min, simplify(mk.sub(mk.add(a.dom.min, a.dom.extent), 1)))
+    for r in collect(body, lambda x: isinstance(x, n.Reduce)):
+        for a in r.axes:
+            ext = a.dom.extent
+            if type(ext) is n.Binary and ext.op is n.BinOp.MAX and type(ext.b) is n.Const \
+                    and ext.b.value == 0:
+                ext = ext.a          # read only where the range is not empty
+            ranges[a.var] = (a.dom.min, simplify(mk.sub(mk.add(a.dom.min, ext), 1)))
+    try:
+        return Prover(ranges, set(ranges)).nonneg(mk.sub(mk.sub(t, 1), idx))
+    except Exception:       # noqa: BLE001  (outside the prover's model: not shown)
+        return False
 
 
 # ----------------------------------------------------------------- cumulative ops

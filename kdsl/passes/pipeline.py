@@ -4,11 +4,12 @@
 one pure function in its own module, whose docstring says what it *Assumes*
 and *Guarantees*:
 
+- ``scan_legality`` (schedule, ``scan_check.check_scans``): a ``kd.scan``'s scan axis is one
+  sequential loop, never bound to GPU indices; non-pointwise scans run it outermost; its
+  per-step reductions are attached at its scan loop
 - ``placement`` (schedule, ``placement.place_stages``): root order, attachments
 - ``pipeline_legality`` (schedule, ``software_pipeline.check_pipelines``): pipelined stages
   still qualify (a primitive after ``double_buffer`` may have broken it)
-- ``scan_legality`` (schedule, ``scan_check.check_scans``): a ``kd.scan``'s scan axis is one
-  sequential loop, never bound to GPU indices; non-pointwise scans run it outermost
 - ``inline`` (schedule, ``inline.inline``): compute_inline stages substituted
 - ``bound_inference`` (schedule, ``bound.infer_bounds``): regions, loop extents, guards
 - ``padded_compute`` (schedule, ``padded_compute.padded_compute``): register tiles fed by
@@ -53,7 +54,7 @@ matter), followed by
 
 The whole lists, in order (``names()``)::
 
-    PIPELINE:   placement, pipeline_legality, scan_legality, inline, bound_inference, padded_compute, storage,
+    PIPELINE:   scan_legality, placement, pipeline_legality, inline, bound_inference, padded_compute, storage,
                 loop_nests,
                 tensorize, simplify, software_pipeline, vthread, sync, interior_blocks,
                 full_thread_tiles, async_copies, coalesced_fallbacks,
@@ -198,9 +199,9 @@ class Pipeline:
 S = Level.SCHEDULE
 #: every pass from a Schedule to GPU-form loop IR, in order (the table of GPU targets)
 PIPELINE = Pipeline((
+    Pass("scan_legality", check_scans, S),
     Pass("placement", place_stages, S),
     Pass("pipeline_legality", check_pipelines, S),
-    Pass("scan_legality", check_scans, S),
     Pass("inline", inline, S),
     Pass("bound_inference", infer_bounds, S),
     Pass("padded_compute", padded_compute, S),
