@@ -196,7 +196,7 @@ class Schedule:
         leaf_map.update({a.var: b.var for a, b in zip([a for a in reduce_leaves if a is not ax], new_red)})
         root_map = {a.var: b.var for a, b in zip(st.axes, new_sp)}
         for r in st.reduce_axes:
-            root_map[r.var] = substitute(value[r], leaf_map)
+            root_map[r.var] = substitute(value[r], {**leaf_map, **sp_map})
         cond = mk.all_of([substitute(g, {**leaf_map, **sp_map}) for g in guards]
                          + ([substitute(red.condition, root_map)] if red.condition is not None else []))
         sp_axes = list(new_sp)
