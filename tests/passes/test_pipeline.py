@@ -219,7 +219,7 @@ GOLDEN_TABLE = {"device_kernels": P.PIPELINE, "shared_layout": P.PIPELINE, "asyn
 
 
 def test_the_table_lists_every_pass_in_order():
-    core = ("placement", "pipeline_legality", "scan_legality", "inline", "bound_inference", "padded_compute", "storage",
+    core = ("scan_legality", "placement", "pipeline_legality", "inline", "bound_inference", "padded_compute", "storage",
             "loop_nests", "tensorize", "simplify", "software_pipeline", "vthread", "sync", "interior_blocks",
             "full_thread_tiles")
     assert P.PIPELINE.names() == core + ("async_copies", "coalesced_fallbacks", "shared_layout", "device_kernels")
@@ -310,7 +310,7 @@ def test_insert_replace_append_by_name():
 
 
 def test_pipeline_errors_are_clear():
-    with pytest.raises(P.PipelineError, match=r"no lowering pass named 'simplfy'; the pipeline has: placement"):
+    with pytest.raises(P.PipelineError, match=r"no lowering pass named 'simplfy'; the pipeline has: scan_legality, placement"):
         P.PIPELINE.insert_after("simplfy", ("x", _mark(0)))
     with pytest.raises(P.PipelineError, match="no lowering pass named 'nope'"):
         P.PIPELINE.replace("nope", ("x", _mark(0)))
