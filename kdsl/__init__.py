@@ -34,6 +34,9 @@ _LAZY = {
         "compute", "reduce_axis", "reducer", "sum", "prod", "max", "min", "mean", "argmax",
         "argmin", "any", "all", "where", "maximum", "minimum", "clip", "exp", "log", "sqrt",
         "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "matmul", "TensorSpec", "ScalarSpec")},
+    # sequential scans with carried state (TVM's te.scan) and the cumulative ops on them
+    **{name: ("kdsl.frontend.scan", name) for name in (
+        "scan", "cumsum", "cumprod", "cummax", "cummin")},
     # numpy's ufuncs under numpy's names (kd.abs, kd.square, kd.left_shift...): every
     # kdsl.frontend.ufuncs.PUBLIC name the entries above do not already give
     **{name: ("kdsl.frontend.ufuncs", name) for name in (

@@ -67,6 +67,9 @@ class Stage:
     output: Tensor = None
     #: what made it: "compute", an op name ("sum", "matmul", ...), "rfactor", "cache_read", ...
     origin: str = "compute"
+    #: a ``kd.scan`` stage's ``ScanInfo`` (kdsl.frontend.scan): it reads its own earlier
+    #: steps along one axis, which must stay one sequential loop; None for other stages
+    scan: object = None
 
     def __post_init__(self):
         shape = tuple(ax.dom.extent for ax in self.axes)

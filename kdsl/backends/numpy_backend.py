@@ -23,6 +23,7 @@ from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import collect
+from .numpy_ragged import box_ragged, eval_scan
 from .numpy_chunks import RANGES, blocks
 from .numpy_eval import ExprEval, fix, internal_np
 
@@ -155,6 +156,9 @@ def eval_stage(stage, env: dict, tensors: dict, out: np.ndarray) -> None:
     each reduction then cuts its own axes into blocks (``_reduce_blocks``), so no
     temporary grows past the budget, however large the inputs (a stride-0 broadcast
     view of any size included: reads of it are views, numpy_chunks.view_read)."""
+    if getattr(stage, "scan", None) is not None:   # kd.scan: one step at a time
+        return eval_scan(stage, env, tensors, out, eval_stage)   # (its per-step stages too)
+    stage = box_ragged(stage, env)      # triangular reductions: a masked bounding box
     spatial, red = list(stage.axes), _reduce_axes(stage)
     axes = spatial + red
     d, g = len(spatial), len(axes)

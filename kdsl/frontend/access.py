@@ -126,6 +126,12 @@ def _end(iv: n.IterVar):
     return simplify(mk.sub(mk.add(iv.dom.min, iv.dom.extent), 1))
 
 
+def _mentions_axes(dom: n.Range, domain) -> bool:
+    """``dom``'s bounds use one of the stage's axes (a triangular reduction)."""
+    return any(v in domain for x in (dom.min, dom.extent)
+               for v in collect(x, lambda y: isinstance(y, n.Var)))
+
+
 def _has_data(e) -> bool:
     return bool(collect(e, lambda x: isinstance(x, (n.TensorRead, n.Load))))
 
@@ -151,8 +157,11 @@ class _StageReads:
             _learn(ranges, mk.sub(a.dom.extent, 1), self.domain)
         ranges.update(self.domain)
         self.ranges = ranges
+        # an extent over other axes (``kd.reduce_axis((0, i))``) is no call-time condition:
+        # such an axis may be empty at some points only, so it never rules a read out
         self.nonempty = [mk.compare(C.GT, a.dom.extent, 0)
-                         for a in list(stage.axes) + list(stage.reduce_axes)]
+                         for a in list(stage.axes) + list(stage.reduce_axes)
+                         if not _mentions_axes(a.dom, self.domain)]
         self.memo: dict = {}
         self.fits: dict = {}            # (index, extent, id(ranges)) -> (ranges, answer)
         self.narrowed: dict = {}        # path key -> _narrow(path)
@@ -478,27 +487,52 @@ def _extremes(idx, box: dict, domain: dict):
 
 
 def _affine_span(idx, box, domain):
+    """Extremes of an affine ``idx``: the axes are eliminated innermost first, each at the end
+    of its range that the sign of its coefficient picks, so a range may use earlier axes (a
+    triangular reduction ``k < i + 1``): exact where every range is non-empty."""
     poly = Poly()
     p = poly.of(idx)
-    for v, (lo, hi) in box.items():   # a box: no range may depend on another axis
-        if any(x in domain for x in collect(lo, lambda x: isinstance(x, n.Var))) or \
-                any(x in domain for x in collect(hi, lambda x: isinstance(x, n.Var))):
+    lo_p, hi_p = p, p
+    for v in reversed(list(box)):
+        lo, hi = (_nonempty_end(x) for x in box[v])
+        lo_p = _eliminate(poly, lo_p, v, lo, hi, domain)
+        hi_p = _eliminate(poly, hi_p, v, hi, lo, domain)
+        if lo_p is None or hi_p is None:
             return None
-    lo_p, hi_p = {}, {}
+    for q in (lo_p, hi_p):      # every axis eliminated, or something opaque holds one
+        for mono in q:
+            if any(a in domain for k in mono
+                   for a in collect(poly.atoms.exprs[k], lambda x: isinstance(x, n.Var))):
+                return None
+    return simplify(poly.expr(lo_p)), simplify(poly.expr(hi_p))
+
+
+def _eliminate(poly, p, v, at_pos, at_neg, domain):
+    """``p`` with axis ``v`` (linear) replaced by ``at_pos`` where its coefficient is positive,
+    else ``at_neg``; None where ``v`` is not linear or the range end is not affine."""
+    out = {}
     for mono, c in p.items():
         atoms = [poly.atoms.exprs[k] for k in mono]
-        axes = [a for a in atoms if type(a) is n.Var and a in domain]
-        if not axes:
-            if any(a in domain for e in atoms for a in collect(e, lambda x: isinstance(x, n.Var))):
-                return None         # an axis inside something opaque
-            lo_p[mono] = lo_p.get(mono, 0) + c
-            hi_p[mono] = hi_p.get(mono, 0) + c
+        if not any(a is v for a in atoms):
+            out[mono] = out.get(mono, 0) + c
             continue
-        if len(atoms) != 1:
+        if len(atoms) != 1 or (at_pos is None or at_neg is None):
             return None
-        lo, hi = box[axes[0]]
-        a, b = (lo, hi) if c > 0 else (hi, lo)
-        for tgt, x in ((lo_p, a), (hi_p, b)):
-            for m2, c2 in poly.of(x).items():
-                tgt[m2] = tgt.get(m2, 0) + c * c2
-    return simplify(poly.expr(lo_p)), simplify(poly.expr(hi_p))
+        for m2, c2 in poly.of(at_pos if c > 0 else at_neg).items():
+            out[m2] = out.get(m2, 0) + c * c2
+    return {m: c for m, c in out.items() if c}
+
+
+def _nonempty_end(e):
+    """A range end with ``max(x, 0)`` (an extent clamped to be >= 0) read as ``x``: the
+    same wherever the range is non-empty, the case the extremes are taken over."""
+    if e is None:
+        return None
+    def strip(x):
+        if type(x) is n.Binary and x.op is n.BinOp.MAX and type(x.b) is n.Const and x.b.value == 0:
+            return strip(x.a)
+        if type(x) is n.Binary and x.op in (n.BinOp.ADD, n.BinOp.SUB):
+            a, b = strip(x.a), strip(x.b)
+            return x if a is x.a and b is x.b else dataclasses.replace(x, a=a, b=b)
+        return x
+    return strip(e)

@@ -74,11 +74,21 @@ class _Hoist(MemoMutator):
             mapping[v] = mk.add(ax.var, iv.dom.min)
             reads.append(mk.sub(v, iv.dom.min))
         body = substitute(r, mapping)
+        # a reduction's bounds may use the axes just renamed (kd.reduce_axis((0, i + 1)))
+        body = dataclasses.replace(body, axes=tuple(_rebound(a, mapping) for a in body.axes))
         name = ctx.unique(f"{self.parent}_{r.combiner.name}")
         t = make_stage(ctx, name, "compute", tuple(new_axes), body, self.loc)
         if key is not None:     # keep r alive: the key holds ids
             ctx._multi_reduce_stages[key] = (r, t, tuple(reads))
         return n.TensorRead(t.dtype, t, tuple(reads))
+
+
+def _rebound(iv: n.IterVar, mapping: dict) -> n.IterVar:
+    """``iv`` with ``mapping`` applied to its bounds (the same IterVar if they do not change)."""
+    lo, ext = substitute(iv.dom.min, mapping), substitute(iv.dom.extent, mapping)
+    if lo is iv.dom.min and ext is iv.dom.extent:
+        return iv
+    return n.IterVar(iv.var, n.Range(lo, ext), iv.kind)
 
 
 def make_stage(ctx: TraceContext, name: str, origin: str, axes: tuple, body: n.Expr,
@@ -92,6 +102,7 @@ def make_stage(ctx: TraceContext, name: str, origin: str, axes: tuple, body: n.E
         # fresh reduce axes owned by this stage
         mapping, fresh = {}, []
         for iv in body.axes:
+            iv = _rebound(iv, mapping)      # bounds over an earlier reduce axis
             ax = new_axis(ctx, iv.name, iv.dom.extent, n.IterKind.REDUCE, iv.dom.min)
             mapping[iv.var] = ax.var
             fresh.append(ax)

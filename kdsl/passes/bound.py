@@ -35,6 +35,7 @@ from ..ir.visitor import collect, substitute
 from ..schedule.legality import consumer_dims
 from ..schedule.records import AttachKind, Split
 from ..schedule.schedule import leaf_values
+from .ragged import ragged_reduce_ranges
 from .scopes import attr_table, relaxed_loops, stage_scope
 
 
@@ -148,12 +149,15 @@ class BoundInference:
             exts = {a: a.dom.extent for a in h.stage.axes}
             restricted = False
         root_ext = dict(exts)
+        # a reduction whose bounds use other axes (``kd.reduce_axis((0, i + 1))``): its
+        # range is over their values at this point of the nest (kdsl.passes.ragged)
+        red_min = ragged_reduce_ranges(h, mins, root_ext)
         value, leaf_ext, split_guards = leaf_values(h, root_ext)
         root_value = {}
         for a in h.stage.axes:
             root_value[a] = mk.add(mins[a], value[a])
         for r in h.stage.reduce_axes:
-            root_value[r] = mk.add(r.dom.min, value[r])
+            root_value[r] = mk.add(red_min.get(r, r.dom.min), value[r])
         guards = [(g, rel.parent.kind) for g, rel in split_guards]
         padded, own = [], []
         if restricted:

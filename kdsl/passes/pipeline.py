@@ -4,6 +4,9 @@
 one pure function in its own module, whose docstring says what it *Assumes*
 and *Guarantees*:
 
+- ``scan_legality`` (schedule, ``scan_check.check_scans``): a ``kd.scan``'s scan axis is one
+  sequential loop, never bound to GPU indices; non-pointwise scans run it outermost; its
+  per-step reductions are attached at its scan loop
 - ``placement`` (schedule, ``placement.place_stages``): root order, attachments
 - ``pipeline_legality`` (schedule, ``software_pipeline.check_pipelines``): pipelined stages
   still qualify (a primitive after ``double_buffer`` may have broken it)
@@ -51,7 +54,7 @@ matter), followed by
 
 The whole lists, in order (``names()``)::
 
-    PIPELINE:   placement, pipeline_legality, inline, bound_inference, padded_compute, storage,
+    PIPELINE:   scan_legality, placement, pipeline_legality, inline, bound_inference, padded_compute, storage,
                 loop_nests,
                 tensorize, simplify, software_pipeline, vthread, sync, interior_blocks,
                 full_thread_tiles, async_copies, coalesced_fallbacks,
@@ -98,6 +101,7 @@ from .loop_nests import build_loop_nests
 from .padded_compute import padded_compute
 from .lower_cross_thread import lower_cross_thread
 from .placement import place_stages
+from .scan_check import check_scans
 from .sequential import lower_async_copies, sequential_kernels
 from .shared_layout import shared_layout
 from .async_copies import async_copies
@@ -195,6 +199,7 @@ class Pipeline:
 S = Level.SCHEDULE
 #: every pass from a Schedule to GPU-form loop IR, in order (the table of GPU targets)
 PIPELINE = Pipeline((
+    Pass("scan_legality", check_scans, S),
     Pass("placement", place_stages, S),
     Pass("pipeline_legality", check_pipelines, S),
     Pass("inline", inline, S),

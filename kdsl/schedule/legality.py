@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir import nodes as n
+from ..frontend.scan_info import reads_earlier_steps
 from ..ir.visitor import Mutator, collect, substitute
 from .records import AttachKind, Split, where
 
@@ -178,7 +179,7 @@ class Placement:
             per: dict = {}
             for r in hit[1]:
                 p = self.owner.get(r.tensor)
-                if p is not None and p is not h:
+                if p is not None and p is not h and not reads_earlier_steps(h.stage, p.stage):
                     per.setdefault(p, []).append(r)
             self.reads[h] = per
             for p in per:

@@ -37,7 +37,8 @@ def retarget(expr, mapping: dict):
 
 
 def _copy_stage(st: Stage) -> Stage:
-    new = Stage(st.name, st.axes, st.reduce_axes, st.body, st.dtype, st.loc, origin=st.origin)
+    new = Stage(st.name, st.axes, st.reduce_axes, st.body, st.dtype, st.loc, origin=st.origin,
+                scan=st.scan)
     return new
 
 
@@ -196,13 +197,21 @@ class Schedule:
         reduce_leaves = [a for a in h.leaf if a.kind is n.IterKind.REDUCE]
         rf_iv = _new_iv(ax.name, ax.dom.extent, n.IterKind.SPATIAL)
         new_sp = [_new_iv(a.name, a.dom.extent, n.IterKind.SPATIAL) for a in st.axes]
-        new_red = [_new_iv(a.name, a.dom.extent, n.IterKind.REDUCE) for a in reduce_leaves if a is not ax]
+        # reduction bounds over the spatial axes (a triangular sum) follow them into the new stage
+        sp_map = {a.var: b.var for a, b in zip(st.axes, new_sp)}
+        if free_vars(ax.dom.extent) & set(sp_map):
+            raise ScheduleError(f"rfactor: the extent of {ax.name} depends on another axis of "
+                                f"{st.name} (a reduction with bounds over other axes); its partials "
+                                "cannot be a dimension of fixed size",
+                                hint=f"split {ax.name} by a constant factor and rfactor the inner part")
+        new_red = [_new_iv(a.name, substitute(a.dom.extent, sp_map), n.IterKind.REDUCE)
+                   for a in reduce_leaves if a is not ax]
         leaf_map = {ax.var: rf_iv.var}
         leaf_map.update({a.var: b.var for a, b in zip([a for a in reduce_leaves if a is not ax], new_red)})
         root_map = {a.var: b.var for a, b in zip(st.axes, new_sp)}
         for r in st.reduce_axes:
-            root_map[r.var] = substitute(value[r], leaf_map)
-        cond = mk.all_of([substitute(g, leaf_map) for g in guards]
+            root_map[r.var] = substitute(value[r], {**leaf_map, **sp_map})
+        cond = mk.all_of([substitute(g, {**leaf_map, **sp_map}) for g in guards]
                          + ([substitute(red.condition, root_map)] if red.condition is not None else []))
         sp_axes = list(new_sp)
         sp_axes.insert(factor_axis, rf_iv)
@@ -350,8 +359,12 @@ class Schedule:
                 f"{st.name} uncached")
         # the copies keep each axis's domain: a reduction over range(1, m) stays over range(1, m)
         sp = [n.IterVar(n.var(a.name), a.dom, n.IterKind.SPATIAL) for a in st.axes]
-        rd = [n.IterVar(n.var(a.name), a.dom, n.IterKind.REDUCE) for a in st.reduce_axes]
-        mapping = {a.var: b.var for a, b in zip(st.axes + st.reduce_axes, sp + rd)}
+        rd, mapping = [], {a.var: b.var for a, b in zip(st.axes, sp)}
+        for a in st.reduce_axes:    # bounds over other axes (a triangular sum) follow them
+            rd.append(n.IterVar(n.var(a.name), n.Range(substitute(a.dom.min, mapping),
+                                                       substitute(a.dom.extent, mapping)),
+                                n.IterKind.REDUCE))
+            mapping[a.var] = rd[-1].var
         body = substitute(st.body, mapping)
         if isinstance(body, n.Reduce):
             body = n.Reduce(body.dtype, body.combiner, body.sources, tuple(rd), body.condition, body.value_index)

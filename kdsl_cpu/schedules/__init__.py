@@ -18,6 +18,7 @@ realises everything.  A hint adjusts a default; it never drops the rest of it.
 """
 from __future__ import annotations
 
+from kdsl.backends.scan_schedules import cpu_scan, take_scans
 from kdsl.schedule.hints import merge_hints
 from kdsl.schedule.plan import (StagePlan, realize, reduce_names, spatial_names,
                                 vector_axis_name)
@@ -32,12 +33,17 @@ from .gemm import is_matmul, recipe
 def schedule(sched, hints, threads: int) -> None:
     """Default plans, adjusted by ``hints`` (a list of declarative Hints), realised on ``sched``."""
     plans = default_plans(sched, threads)
+    scans = take_scans(sched, plans)        # kd.scan stages: their own default (below)
     merge_hints(sched, plans, hints, threads)
     attach = attach_rows(sched, plans)
     if attach:   # attached stages get the plan of a stage inside a row loop (hints still apply)
         plans = default_plans(sched, threads, attached=set(attach))
+        take_scans(sched, plans)
         merge_hints(sched, plans, hints, threads)
     realize(sched, plans, attach)
+    for h in scans:
+        if threads > 1:
+            cpu_scan(sched, h)
 
 
 def default_plans(sched, threads: int, attached=frozenset()) -> dict:

@@ -32,6 +32,7 @@ the rest of it.
 """
 from __future__ import annotations
 
+from kdsl.backends.scan_schedules import gpu_scan, take_scans
 from kdsl.errors import InternalCompilerError, warn_user
 from kdsl.schedule.hints import merge_hints, record_backend_hints
 from kdsl.schedule.plan import Recipe, StagePlan
@@ -50,10 +51,13 @@ def schedule(sched, hints) -> None:
             check_threads_hint(h.hints["threads"], h.loc)
     record_backend_hints(sched, hints)
     plans = default_plans(sched)
+    scans = take_scans(sched, plans)        # kd.scan stages: their own default (below)
     merge_hints(sched, plans, hints)
     attach = attach_rows(sched, plans)
     caches = cache_rows(sched, plans, attach)
     realize(sched, plans, attach, caches)
+    for h in scans:
+        gpu_scan(sched, h)
 
 
 def _accepts(plan, stage) -> bool:

@@ -40,6 +40,13 @@ def pow2floor(x: int) -> int:
     return 1 << max(0, int(math.floor(math.log2(max(1, x)))))
 
 
+def ragged_reduction(stage) -> bool:
+    """A reduce axis's range uses the stage's axes (``kd.reduce_axis((0, i + 1))``)."""
+    from kdsl.passes.ragged import depends
+    axes = list(stage.axes) + list(stage.reduce_axes)
+    return any(depends(r, axes) for r in stage.reduce_axes)
+
+
 def kind(stage) -> str:
     """The recipe family of a stage computed at the root (see __init__)."""
     if not stage.is_reduction:
@@ -52,6 +59,8 @@ def kind(stage) -> str:
         return "row"
     if A.reduces_contiguously(stage) and A.trailing_reduce(stage):
         return "row"
+    if ragged_reduction(stage):     # bounds over the outputs' axes: k must stay inside i
+        return "generic"
     if not A.reduces_contiguously(stage):
         return "column"
     return "generic"

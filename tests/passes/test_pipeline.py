@@ -208,6 +208,7 @@ GOLDEN_CASES = {
     "sequential_kernels": (rowsum_graph, bind_rows, "sequential_kernels"),
     "lower_async_copies": (chain_graph, chain_schedule, "lower_async_copies"),
     "pipeline_legality": (chain_graph, chain_schedule, "pipeline_legality"),
+    "scan_legality": (chain_graph, chain_schedule, "scan_legality"),
     "software_pipeline": (matmul_graph, mm_pipelined, "software_pipeline"),
     "vthread": (chain_graph, chain_vthread, "vthread"),
 }
@@ -218,7 +219,7 @@ GOLDEN_TABLE = {"device_kernels": P.PIPELINE, "shared_layout": P.PIPELINE, "asyn
 
 
 def test_the_table_lists_every_pass_in_order():
-    core = ("placement", "pipeline_legality", "inline", "bound_inference", "padded_compute", "storage",
+    core = ("scan_legality", "placement", "pipeline_legality", "inline", "bound_inference", "padded_compute", "storage",
             "loop_nests", "tensorize", "simplify", "software_pipeline", "vthread", "sync", "interior_blocks",
             "full_thread_tiles")
     assert P.PIPELINE.names() == core + ("async_copies", "coalesced_fallbacks", "shared_layout", "device_kernels")
@@ -284,7 +285,7 @@ def test_insert_replace_append_by_name():
     pipe = (base.insert_before("simplify", ("m1", _mark(1)))
                 .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
                 .append(P.Pass("m3", _mark(3))))
-    assert pipe.names()[6:] == ("loop_nests", "tensorize", "m1", "simplify", "software_pipeline", "vthread",
+    assert pipe.names()[7:] == ("loop_nests", "tensorize", "m1", "simplify", "software_pipeline", "vthread",
                                 "sync", "interior_blocks", "full_thread_tiles", "coalesced_fallbacks",
                                 "sequential_kernels",
                                 "lower_cross_thread",
@@ -309,7 +310,7 @@ def test_insert_replace_append_by_name():
 
 
 def test_pipeline_errors_are_clear():
-    with pytest.raises(P.PipelineError, match=r"no lowering pass named 'simplfy'; the pipeline has: placement"):
+    with pytest.raises(P.PipelineError, match=r"no lowering pass named 'simplfy'; the pipeline has: scan_legality, placement"):
         P.PIPELINE.insert_after("simplfy", ("x", _mark(0)))
     with pytest.raises(P.PipelineError, match="no lowering pass named 'nope'"):
         P.PIPELINE.replace("nope", ("x", _mark(0)))

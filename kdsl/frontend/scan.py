@@ -1,0 +1,261 @@
+"""Sequential loops with carried state: ``kd.scan`` (TVM's ``te.scan``) and cumulative ops.
+
+``kd.scan(shape, init, update, axis=0, init_steps=1, dtype=None, name=None)`` is a stage
+``s`` of ``shape`` computed in order along its ``axis`` (the *scan axis*, ``t``):
+
+- ``s[..., t, ...] = init(*axes)`` for ``t < init_steps``;
+- ``s[..., t, ...] = update(s, *axes)`` for the later steps, where ``update`` may read the
+  state ``s`` at earlier steps only (``s[t - 1, i]``, ``s[t - 2, j + 1]``: the scan index
+  must be ``t - c`` with a constant ``c >= 1``) and any other array.
+
+Both functions take one traced axis per dimension, as ``kd.compute``'s lambda does.  The
+result's dtype is ``dtype`` or that of ``init``'s expression (``update``'s value is cast
+to it, as a numpy accumulator would be).
+
+The stage reads its own output: ``Stage.scan`` (a ``ScanInfo``) records the scan axis.
+Lowering keeps the scan axis one serial loop (kdsl.passes.scan_check refuses a schedule
+that splits, fuses, parallelises, vectorises or binds it to GPU threads/blocks); the other
+axes stay parallel where the state is read at the same position along them
+(``ScanInfo.pointwise``: each GPU thread then runs its own sequential loop).  The ``numpy``
+reference evaluates the stage one step at a time (kdsl.backends.numpy_backend).
+
+``cumsum``, ``cumprod``, ``cummax``, ``cummin`` (``np.cumsum``/``np.cumprod``/
+``np.maximum.accumulate``/``np.minimum.accumulate`` along one axis) are scans.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..errors import KernelError, ShapeError, user_location
+from ..graph import Stage, Tensor
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.visitor import collect, free_vars
+from . import context
+from .access_prove import Poly, Prover
+from .array import Array, from_tensor, index_expr
+from .scan_info import ScanInfo, StepOf
+from .compute import _arity, _axis_proxy, _require_nonneg_size
+from .ops import asarray
+from .stages import make_stage, new_axis
+
+
+def _body(fn, args, loc, what: str) -> n.Expr:
+    result = fn(*args)
+    if isinstance(result, (tuple, list)):
+        raise KernelError(f"kd.scan's {what} must return one scalar expression, got a "
+                          f"{type(result).__name__}", loc=loc, hint="use one kd.scan per output")
+    r = asarray(result)
+    if r.ndim != 0:
+        raise ShapeError(f"kd.scan's {what} must return a scalar (0-d) expression, got a "
+                         f"{r.ndim}-d array", loc=loc,
+                         hint="index every dimension of the arrays it reads, e.g. X[t, i]")
+    return r.at(())
+
+
+def scan(shape, init, update, axis: int = 0, init_steps: int = 1, dtype=None, name=None) -> Array:
+    """A stage computed in order along ``axis`` that reads its own earlier steps (see the
+    module docstring): ``kd.scan(X.shape, lambda t, i: X[t, i],
+    lambda s, t, i: s[t - 1, i] + X[t, i])`` is ``np.cumsum(X, axis=0)``."""
+    ctx = context.current()
+    loc = user_location()
+    if not isinstance(shape, (tuple, list)):
+        shape = (shape,)
+    dims = [index_expr(s, "size") for s in shape]
+    if not dims:
+        raise ShapeError("kd.scan needs at least one dimension (the scan axis)", loc=loc,
+                         hint="give the shape of the result, e.g. kd.scan((T, m), ...)")
+    if isinstance(axis, bool) or not isinstance(axis, int) or not -len(dims) <= axis < len(dims):
+        raise KernelError(f"kd.scan: axis must be an int in range({-len(dims)}, {len(dims)}), "
+                          f"got {axis!r}", loc=loc, hint="axis=0 scans along the first dimension")
+    axis %= len(dims)
+    if isinstance(init_steps, bool) or not isinstance(init_steps, int) or init_steps < 1:
+        raise KernelError(f"kd.scan: init_steps must be an int >= 1, got {init_steps!r}", loc=loc,
+                          hint="init gives the first init_steps steps (1 for a recurrence of order 1)")
+    for j, d in enumerate(dims):
+        if isinstance(d, n.Const) and d.value < 0:
+            raise ShapeError(f"negative size {d.value} in kd.scan's shape", loc=loc,
+                             hint="sizes must be >= 0")
+        _require_nonneg_size(ctx, j, d, loc)
+    names = _arity(init, len(dims))
+    axes = tuple(new_axis(ctx, nm, d) for nm, d in zip(names, dims))
+    proxies = [_axis_proxy(ax) for ax in axes]
+    init_body = _body(init, proxies, loc, "init")
+    out_dtype = dt.as_dtype(dtype) if dtype is not None else init_body.dtype
+    sname = ctx.unique(name or "scan")
+    state = Tensor(sname, tuple(dims), out_dtype, None)
+    upd = _body(update, [from_tensor(state)] + proxies, loc, "update")
+    t = axes[axis]
+    pointwise = _check_reads(upd, state, axes, axis, loc)
+    cond = mk.lt(t.var, mk.add(t.dom.min, init_steps))
+    body = mk.select(cond, mk.cast(init_body, out_dtype), mk.cast(upd, out_dtype))
+    before = len(ctx.stages)
+    out = make_stage(ctx, sname, "scan", axes, body, loc)
+    st = out.stage
+    made = [a for a in ctx.stages[before:] if a is not st]   # reductions hoisted out of update
+    # the stage computes the tensor its update read: one tensor, read by its own stage
+    state.op = st
+    st.output = state
+    st.values = (state,)
+    st.body = _retarget(st.body, out, state)
+    steps = _step_stages(made, st, state, t, loc)
+    st.scan = ScanInfo(axis, init_steps, pointwise, tuple(a.name for a in steps))
+    return from_tensor(state)
+
+
+def _step_stages(made, st, state, t, loc) -> list:
+    """The stages made while tracing ``update`` that read the state (directly or through
+    each other): each becomes a ``StepOf`` the scan, along the axis the scan reads it at ``t``."""
+    reading = set()
+    for a in made:
+        if any(r is state or id(r.stage) in reading for r in a.reads()):
+            reading.add(id(a))
+    steps = [a for a in made if id(a) in reading]
+    users = steps + [st]
+    for a in steps:
+        axis = None
+        for u in users:
+            for r in collect(u.body, lambda x: isinstance(x, n.TensorRead) and x.tensor is a.output):
+                for k, ix in enumerate(r.indices):
+                    if ix is t.var or (type(ix) is n.Binary and ix.a is t.var and type(ix.b) is n.Const
+                                       and ix.b.value == 0):
+                        axis = k if axis in (None, k) else -1
+        if axis is None or axis < 0:
+            raise KernelError("kd.scan: a reduction in the update reads the state but does not run "
+                              "along the scan axis", loc=loc,
+                              hint="keep reductions over the state inside one step, e.g. "
+                              "kd.sum(L[t, j] * s[j], axis=j) with j = kd.reduce_axis((0, t))")
+        a.scan = StepOf(st.name, axis)
+    return steps
+
+
+def _retarget(body, old: Tensor, new: Tensor):
+    from ..ir.visitor import Mutator
+
+    class _R(Mutator):
+        def visit_TensorRead(self, r):
+            r = self.generic(r)
+            return n.TensorRead(r.dtype, new, r.indices) if r.tensor is old else r
+    return _R().visit(body)
+
+
+def _check_reads(body, state, axes, axis, loc) -> bool:
+    """Every read of the state is at ``t - c`` (constant ``c >= 1``) along the scan axis;
+    returns whether every such read is at the axes' own values along the other axes."""
+    t = axes[axis].var
+    pointwise = True
+    for r in collect(body, lambda x: isinstance(x, n.TensorRead) and x.tensor is state):
+        idx = r.indices[axis]
+        poly = Poly()
+        try:
+            p = poly.of(idx)
+        except Exception:       # noqa: BLE001  (outside the polynomial model: refused below)
+            p = None
+        ok = p is not None and set(p) <= {(), (poly.atoms.id(t),)} and \
+            p.get((poly.atoms.id(t),)) == 1 and p.get((), 0) <= -1
+        if not ok:      # an earlier step through a reduction: s[j] for j in kd.reduce_axis((0, t))
+            ok = _proven_earlier(body, idx, axes, t)
+        if not ok:
+            raise KernelError(
+                "kd.scan's update may read the state only at earlier steps along the scan "
+                f"axis {axes[axis].name!r}, at {axes[axis].name} - c for a constant c >= 1",
+                loc=loc, hint=f"read s[{axes[axis].name} - 1, ...] (the previous step)")
+        for j, (ix, ax) in enumerate(zip(r.indices, axes)):
+            if j != axis and ix is not ax.var:
+                pointwise = False
+        if any(v is t for j, ix in enumerate(r.indices) if j != axis for v in free_vars(ix)):
+            pointwise = False
+    return pointwise
+
+
+def _proven_earlier(body, idx, axes, t) -> bool:
+    """``idx <= t - 1`` wherever it is read: over the stage's axes and the ranges of the
+    reductions in ``body`` (which may use ``t``: a triangular solve's ``x[j]``, ``j < t``)."""
+    from ..ir.simplify import simplify
+    if collect(idx, lambda x: isinstance(x, (n.TensorRead, n.Load))):
+        return False
+    ranges = {}
+    for a in axes:
+        ranges[a.var] = (a.dom.min, simplify(mk.sub(mk.add(a.dom.min, a.dom.extent), 1)))
+    for r in collect(body, lambda x: isinstance(x, n.Reduce)):
+        for a in r.axes:
+            ext = a.dom.extent
+            if type(ext) is n.Binary and ext.op is n.BinOp.MAX and type(ext.b) is n.Const \
+                    and ext.b.value == 0:
+                ext = ext.a          # read only where the range is not empty
+            ranges[a.var] = (a.dom.min, simplify(mk.sub(mk.add(a.dom.min, ext), 1)))
+    try:
+        return Prover(ranges, set(ranges)).nonneg(mk.sub(mk.sub(t, 1), idx))
+    except Exception:       # noqa: BLE001  (outside the prover's model: not shown)
+        return False
+
+
+# ----------------------------------------------------------------- cumulative ops
+def _accum_dtype(d: dt.DType, op: str) -> dt.DType:
+    """numpy's result type of ``np.cumsum``/``np.cumprod``: small integers and bools widen to
+    the platform integer (int64, uint64 for unsigned); others keep their type."""
+    if op in ("max", "min"):
+        return d
+    if d.is_bool or (d.is_int and d.is_signed and d.bits < 64):
+        return dt.int64
+    if d.is_int and not d.is_signed and d.bits < 64:
+        return dt.uint64
+    return d
+
+
+def _cumulative(x, axis, dtype, op: str, name: str) -> Array:
+    x = asarray(x)
+    loc = user_location()
+    if axis is None:
+        if x.ndim != 1:
+            x = x.reshape((-1,))
+        axis = 0
+    if x.ndim == 0:
+        raise ShapeError(f"kd.{name} of a 0-d array: give a 1-d or larger array", loc=loc,
+                         hint="np.cumsum of a scalar is a 1-element array: use x.reshape((1,))")
+    if isinstance(axis, bool) or not isinstance(axis, int) or not -x.ndim <= axis < x.ndim:
+        raise KernelError(f"kd.{name}: axis {axis!r} is out of range for a {x.ndim}-d array",
+                          loc=loc, hint=f"give an int in range({-x.ndim}, {x.ndim})")
+    axis %= x.ndim
+    out = dt.as_dtype(dtype) if dtype is not None else _accum_dtype(x.dtype, op)
+    xs = x.astype(out) if x.dtype is not out else x
+    combine = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b,
+               "max": lambda a, b: _nanmax(a, b), "min": lambda a, b: _nanmin(a, b)}[op]
+
+    def init(*ix):
+        return xs[ix]
+
+    def update(s, *ix):
+        prev = list(ix)
+        prev[axis] = ix[axis] - 1
+        return combine(s[tuple(prev)], xs[ix])
+    return scan(x.shape, init, update, axis=axis, dtype=out, name=name)
+
+
+def _nanmax(a, b):
+    from . import api
+    return api.maximum(a, b)
+
+
+def _nanmin(a, b):
+    from . import api
+    return api.minimum(a, b)
+
+
+def cumsum(x, axis=None, dtype=None) -> Array:
+    """``np.cumsum(x, axis, dtype)``: a scan (one sequential pass along ``axis``)."""
+    return _cumulative(x, axis, dtype, "sum", "cumsum")
+
+
+def cumprod(x, axis=None, dtype=None) -> Array:
+    """``np.cumprod(x, axis, dtype)``: a scan along ``axis``."""
+    return _cumulative(x, axis, dtype, "prod", "cumprod")
+
+
+def cummax(x, axis=None) -> Array:
+    """``np.maximum.accumulate(x, axis)`` (NaN propagates, as np.maximum does)."""
+    return _cumulative(x, 0 if axis is None and asarray(x).ndim == 1 else axis, None, "max", "cummax")
+
+
+def cummin(x, axis=None) -> Array:
+    """``np.minimum.accumulate(x, axis)`` (NaN propagates)."""
+    return _cumulative(x, 0 if axis is None and asarray(x).ndim == 1 else axis, None, "min", "cummin")

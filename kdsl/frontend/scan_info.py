@@ -1,0 +1,35 @@
+"""The records that mark ``kd.scan`` stages (kdsl.frontend.scan), importable from anywhere
+(schedules, passes, backends) without the tracing machinery."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ScanInfo:
+    """What makes a stage a scan: its scan axis (position in ``Stage.axes``), the number of
+    steps ``init`` gives, and whether every read of the state is at the step's own position
+    along the other axes (then those axes may run in parallel around the scan loop)."""
+
+    axis: int
+    init_steps: int
+    pointwise: bool
+    #: names of the stages tracing made for reductions inside ``update`` that read the state
+    #: (``kd.sum(L[i, j] * x[j], axis=j)``): each is computed per step, inside the scan loop
+    steps: tuple = ()
+
+
+@dataclass(frozen=True)
+class StepOf:
+    """``Stage.scan`` of an auxiliary stage computed once per step of the scan ``owner``
+    (a stage name); ``axis`` is its axis that runs along the owner's scan axis."""
+
+    owner: str
+    axis: int
+
+
+def reads_earlier_steps(reader, producer) -> bool:
+    """``reader`` is a per-step stage of the scan ``producer``: its reads of the scan are of
+    earlier steps, ordered by the scan loop it runs in, not a producer-before-consumer edge."""
+    a = getattr(reader, "scan", None)
+    return isinstance(a, StepOf) and a.owner == producer.name
