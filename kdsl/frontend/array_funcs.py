@@ -128,7 +128,7 @@ def _cumulative(kind):
             r = sh.pad(r, pw, constant_values=0 if kind == "sum" else 1)
         return r
     f.__name__ = f"cumulative_{kind}"
-    f.__doc__ = f"numpy's ``cumulative_{kind}`` (array API), on the masked-reduction scan."
+    f.__doc__ = f"numpy's ``cumulative_{kind}`` (array API), on the sequential scan (kd.scan)."
     return f
 
 

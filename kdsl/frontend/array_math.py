@@ -5,11 +5,9 @@
 ``var`` is two passes (numpy's): a mean stage, then a sum of squared deviations,
 both in the accumulation type (float32 for 16-bit floats, float64 for ints and
 bools), cast to numpy's result type at the end.  ``round`` is numpy's
-``rint(x * 10**d) / 10**d`` with round-half-even.  ``cumsum``/``cumprod`` are a
-masked reduction (element i sums the elements k <= i: one stage, O(n^2) work)
-for symbolic and short static lengths, and Hillis and Steele's doubling scan
-(ceil(log2 n) stages, O(n log n) work) for static lengths above
-``SCAN_MASKED_MAX``; a sequential scan construct is planned.
+``rint(x * 10**d) / 10**d`` with round-half-even.  ``cumsum``/``cumprod`` are
+``kd.scan``s (kdsl/frontend/scan.py): one sequential pass along the axis, the other
+axes in parallel.
 """
 from __future__ import annotations
 
@@ -19,11 +17,9 @@ from .. import dtypes as dt
 from ..errors import KernelError, KernelValueError
 from ..ir import make as mk
 from ..ir import nodes as n
-from . import context
-from .array import Array, from_tensor, norm_axis, size_value, static_value, user_location
-from .ops import _as_dtype, asarray, astype, binary, cast_to, elementwise, materialize
-from .reduce import _dtypes, _norm_axes, combiner, reduce_np
-from .stages import make_stage, new_axis
+from .array import Array, norm_axis, size_value
+from .ops import _as_dtype, asarray, astype, binary, cast_to, elementwise
+from .reduce import _norm_axes, reduce_np
 
 B, U, C = n.BinOp, n.UnOp, n.CmpOp
 
@@ -220,59 +216,15 @@ def refused(name, why, hint):
 
 
 # ------------------------------------------------------------------ scans
-#: static lengths above this scan in log2(n) doubling stages instead of one masked reduction
-SCAN_MASKED_MAX = 64
-
-
 def _scan(kind, a, axis, dtype):
-    a = asarray(a)
-    if axis is None:
-        a, axis = a.reshape(-1), 0
-    ax = norm_axis(axis, a.ndim)
-    acc, res = _dtypes(kind, a.dtype, dtype)
-    ctx = context.current()
-    loc = user_location()
-    length = static_value(a.dims[ax])
-    if length is not None and length > SCAN_MASKED_MAX:
-        out = _doubling_scan(kind, a, ax, acc, length)
-        return out if res is acc else elementwise(out.op, [out], lambda e: cast_to(e, res), res)
-    axes = tuple(new_axis(ctx, f"i{j}", d) for j, d in enumerate(a.dims))
-    r = new_axis(ctx, "r0", a.dims[ax], n.IterKind.REDUCE)
-    idx = tuple(r.var if j == ax else ax_.var for j, ax_ in enumerate(axes))
-    src = cast_to(a.at(idx), acc)
-    cond = mk.compare(C.LE, r.var, axes[ax].var)
-    body = n.Reduce(acc, combiner(kind, acc), (src,), (r,), cond)
-    name = "cumsum" if kind == "sum" else "cumprod"
-    t = make_stage(ctx, ctx.unique(name), name, axes, body, loc)
-    out = from_tensor(t)
-    return out if res is acc else elementwise(name, [out], lambda e: cast_to(e, res), res)
-
-
-def _doubling_scan(kind, a, ax, acc, length):
-    """Hillis and Steele's scan: ceil(log2 n) stages, stage t adds the element 2**t back
-    (O(n log n) work; for static lengths)."""
-    op = B.ADD if kind == "sum" else B.MUL
-    if acc.is_bool:
-        op = B.OR if kind == "sum" else B.AND
-    name = "cumsum" if kind == "sum" else "cumprod"
-    cur = elementwise(name, [a], lambda e: cast_to(e, acc), acc)
-    step = 1
-    while step < length:
-        prev, st = cur, step
-
-        def fn(idx, prev=prev, st=st):
-            i = idx[ax]
-            back = idx[:ax] + (mk.sub(i, st),) + idx[ax + 1:]
-            here = prev.at(idx)
-            return mk.select(mk.compare(C.GE, i, st), mk.binary(op, here, prev.at(back)), here)
-        cur = materialize(Array(a.dims, acc, fn, op=name), name=name)
-        step *= 2
-    return cur
+    """numpy's cumsum/cumprod as a sequential scan along ``axis`` (kd.scan: O(n) work in
+    numpy's order of additions, parallel over the other axes)."""
+    from . import scan as sc
+    return (sc.cumsum if kind == "sum" else sc.cumprod)(a, axis, dtype)
 
 
 def cumsum(a, axis=None, dtype=None, out=None):
-    """numpy's ``cumsum``: a masked reduction (O(n^2) along the axis) or, for static
-    lengths above SCAN_MASKED_MAX, a doubling scan (O(n log n))."""
+    """numpy's ``cumsum``: a sequential scan along the axis (``kd.cumsum``)."""
     if out is not None:
         raise KernelError("cumsum(out=...) is not supported inside kernels", hint="return the result")
     return _scan("sum", a, axis, dtype)

@@ -290,7 +290,7 @@ COVERAGE = [
      "ties in index order", ["sort", "sort_int_axis0", "sort_flat_bool", "argsort", "argsort_method"]),
     ("sorting", "partition, median, percentile, quantile", _SORT, []),
     ("statistical", "cumulative_sum, cumulative_prod, cumsum, cumprod",
-     "yes: static length > 64: log2(n) doubling stages; else an O(n^2) masked reduction",
+     "yes: a sequential scan (kd.scan) along the axis, the other axes in parallel",
      ["cumulative_sum", "cumulative_prod", "cumsum", "cumsum_flat_int", "cumprod",
       "cumsum_long_scan", "cumprod_long_int"]),
     ("statistical", "max, min, mean, prod, sum", "yes", ["reductions"]),
