@@ -51,3 +51,42 @@ def test_astype_of_special_floats_is_numpys(src):
 
 def test_random_bits_equal_the_reference_everywhere(rng):
     BR.test_random_bits_equal_the_reference_everywhere("cuda", rng)
+
+
+# ----------------------------------------------------------------- tuple reducers (issue 25 item 3)
+T = load_suite("frontend/test_tuple_reduce.py", "_kdsl_cuda_tuple_reduce", GPU="cuda")
+test_tuple_gpu_schedules = T.test_gpu_schedules
+
+
+@pytest.mark.parametrize("shape", T.SHAPES)
+def test_tuple_pairs_and_triples_on_the_default_schedules(shape, rng):
+    T.test_argmax_pair("cuda", shape, rng)
+    T.test_logsumexp_pair("cuda", shape, rng)
+    T.test_welford_triple("cuda", shape, rng)
+
+
+@pytest.mark.parametrize("shape", [(37, 5), (1, 1), (0, 3), (70, 9)])
+def test_tuple_column_reduction_default(shape, rng):
+    T.test_column_reduction_default("cuda", shape, rng)
+
+
+# ----------------------------------------------------------------- scans (issue 25 item 4)
+S = load_suite("frontend/test_scan.py", "_kdsl_cuda_scan")
+
+
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_scan_triangular_sums_and_trisolv(n, rng):
+    S.test_triangular_sums("cuda", n, rng)
+    S.test_trisolv("cuda", n, rng)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 4), (7, 5), (6, 0)])
+def test_scan_cumsum_both_axes(shape, rng):
+    S.test_cumsum_both_axes("cuda", shape, rng)
+
+
+def test_scan_dtypes_strides_recurrences(rng):
+    S.test_cumulative_ops_dtypes_and_strides("cuda", rng)
+    for shape in [(3, 1), (5, 9)]:
+        S.test_deriche_causal_recurrence("cuda", shape, rng)
+    S.test_neighbour_scan("cuda", rng)

@@ -179,6 +179,8 @@ def _scheduled(fn, sched, target):
 
 
 GPU_SHAPES = [(4, 64), (3, 70), (1, 1), (2, 0), (0, 3)]
+#: the backend of the explicit GPU schedules (tests/cuda/test_cuda_issue24_25.py sets "cuda")
+GPU = "interp-cuda"
 
 
 @pytest.mark.parametrize("sched", [cross_thread, rfactor_threads], ids=lambda f: f.__name__)
@@ -187,15 +189,15 @@ def test_gpu_schedules(sched, shape, rng):
     x = _data(rng, shape, ties=True)
     if x.size and shape[1] > 40:
         x[0, 35] = x[0, 40] = np.nan           # NaNs in different threads: the first wins
-    v, i = _scheduled(argmax_rows, sched, "cuda")(x, backend="interp-cuda")
+    v, i = _scheduled(argmax_rows, sched, "cuda")(x, backend=GPU)
     if shape[1]:
         np.testing.assert_array_equal(i, np.argmax(x, axis=1))
     else:
         np.testing.assert_array_equal(i, np.full(shape[0], 2 ** 62))
     y = rng.standard_normal(shape) * 10
-    got = _scheduled(lse_rows, sched, "cuda")(y, backend="interp-cuda")
+    got = _scheduled(lse_rows, sched, "cuda")(y, backend=GPU)
     np.testing.assert_allclose(got, np_lse(y), rtol=1e-12, atol=1e-12)
-    mean, var = _scheduled(welford_rows, sched, "cuda")(y, backend="interp-cuda")
+    mean, var = _scheduled(welford_rows, sched, "cuda")(y, backend=GPU)
     if shape[1]:
         np.testing.assert_allclose(var, y.var(axis=1), rtol=1e-10, atol=1e-12)
 
