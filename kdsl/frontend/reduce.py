@@ -141,6 +141,26 @@ def _require_nonempty(ctx, kind, dims, loc):
                                       hint=hint))
 
 
+def reduction_axes(ctx, dims, axes, keepdims):
+    """The axes of a numpy-style reduction of an array of ``dims`` over ``axes``: (spatial
+    IterVars of the result, the index of the source at each point, the reduce IterVars)."""
+    spatial, idx, rax, k = [], [], [], 0
+    for j, d in enumerate(dims):
+        if j in axes:
+            r = new_axis(ctx, f"r{len(rax)}", d, n.IterKind.REDUCE)
+            rax.append(r)
+            idx.append(r.var)
+            if keepdims:
+                spatial.append(new_axis(ctx, f"i{k}", 1))
+                k += 1
+        else:
+            ax = new_axis(ctx, f"i{k}", d)
+            spatial.append(ax)
+            idx.append(ax.var)
+            k += 1
+    return spatial, idx, rax
+
+
 def reduce_np(kind: str, x, axis=None, keepdims=False, dtype=None, *, comb=None, name=None,
               out=None, where=None) -> Array:
     """A numpy-style reduction stage (``kind`` names it unless ``name`` is given)."""
@@ -171,20 +191,7 @@ def reduce_np(kind: str, x, axis=None, keepdims=False, dtype=None, *, comb=None,
     loc = user_location()
     if comb is None and kind in ("max", "min", "argmax", "argmin"):
         _require_nonempty(ctx, kind, [x.dims[j] for j in axes], loc)
-    spatial, idx, rax, k = [], [], [], 0
-    for j, d in enumerate(x.dims):
-        if j in axes:
-            r = new_axis(ctx, f"r{len(rax)}", d, n.IterKind.REDUCE)
-            rax.append(r)
-            idx.append(r.var)
-            if keepdims:
-                spatial.append(new_axis(ctx, f"i{k}", 1))
-                k += 1
-        else:
-            ax = new_axis(ctx, f"i{k}", d)
-            spatial.append(ax)
-            idx.append(ax.var)
-            k += 1
+    spatial, idx, rax = reduction_axes(ctx, x.dims, axes, keepdims)
     val = x.at(tuple(idx))
     if kind in ("argmax", "argmin"):
         flat = mk.as_expr(0)

@@ -233,30 +233,17 @@ def _first_only(comb: n.Combiner) -> n.Combiner:
 def reduce_tuple_np(red, value, axis=None, keepdims=False) -> tuple:
     """``r((x, y), axis=1)`` on arrays: one stage, a tuple of result arrays."""
     from . import context
-    from .array import Array, from_tensor
+    from .array import from_tensor
     from .ops import broadcast_dims, cast_to
-    from .reduce import _norm_axes
-    from .stages import make_stage, new_axis
+    from .reduce import _norm_axes, reduction_axes
+    from .stages import make_stage
     loc = user_location()
     members = member_exprs(value, red.label, loc)
     dims, maps = broadcast_dims([list(m.dims) for m in members], red.label)
     comb = red.combiner(tuple(m.dtype for m in members))
     ctx = context.current()
     axes = _norm_axes(axis, len(dims))
-    spatial, idx, rax, k = [], [], [], 0
-    for j, d in enumerate(dims):
-        if j in axes:
-            r = new_axis(ctx, f"r{len(rax)}", d, n.IterKind.REDUCE)
-            rax.append(r)
-            idx.append(r.var)
-            if keepdims:
-                spatial.append(new_axis(ctx, f"i{k}", 1))
-                k += 1
-        else:
-            ax = new_axis(ctx, f"i{k}", d)
-            spatial.append(ax)
-            idx.append(ax.var)
-            k += 1
+    spatial, idx, rax = reduction_axes(ctx, dims, axes, keepdims)
     srcs = tuple(cast_to(m.at(mp(tuple(idx))), v.dtype)
                  for m, mp, v in zip(members, maps, comb.lhs))
     checked(red, comb, srcs)
