@@ -31,7 +31,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.bounds import Unbounded, bound, const_upper
 from ..ir.simplify import simplify
-from ..ir.visitor import collect, substitute
+from ..ir.visitor import collect, free_vars, substitute
 from ..schedule.legality import consumer_dims
 from ..schedule.records import AttachKind, Split
 from ..schedule.schedule import leaf_values
@@ -281,8 +281,14 @@ class BoundInference:
         Where ``lo`` never falls below the domain, the extent is at most the
         domain's; where no loop-invariant extent can be found, the whole axis.
         """
-        ext = simplify(mk.add(mk.sub(hi, lo), 1))
         inside = clamp and self._at_least(lo, a.dom.min, outer)
+        if clamp and not inside and any(v in outer for v in free_vars(mk.sub(hi, lo))):
+            # an extent that moves with the enclosing loops is capped at the domain's below,
+            # valid only for a region that starts inside the domain: start it there (F34: the
+            # union of columns [32xo, 32xo+32) and their mirror m-1-j starts at m-32xo-32 < 0;
+            # the elements before the domain are never read, the guards skip them)
+            lo = simplify(mk.max_(lo, a.dom.min))
+        ext = simplify(mk.add(mk.sub(hi, lo), 1))
         ext = self._invariant_upper(ext, outer, a, widen, inside)
         if ext is None:
             return a.dom.min, a.dom.extent
