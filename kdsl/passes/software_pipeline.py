@@ -290,12 +290,40 @@ def check_pipelines(state):
     return state
 
 
+class _SingleBuffered(Mutator):
+    """Pipelined allocations of ``bufs`` back to one buffer (``stages=1``)."""
+
+    def __init__(self, bufs):
+        super().__init__()
+        self.bufs = bufs
+
+    def visit_Allocate(self, a: n.Allocate):
+        body = self.visit(a.body)
+        if a.buffer in self.bufs:
+            return n.Allocate(a.buffer, body, 1)
+        return a if body is a.body else dataclasses.replace(a, body=body)
+
+
+def _unfilled(body, piped) -> set:
+    """The pipelined buffers nothing in ``body`` writes: their copy loops had a constant
+    extent of 0 (an empty array under ``specialize=True``, F35) and were removed; with
+    nothing to copy there is nothing to pipeline, one buffer is kept."""
+    written = {x.buffer for x in collect(body, lambda y: isinstance(y, (n.Store, n.AsyncCopy)))}
+    return {a.buffer for a in piped if a.buffer not in written}
+
+
 def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
     """The ``software_pipeline`` pass (see the module docstring); a no-op without pipelined
     allocations."""
     if not any_statement(func.body, lambda x: type(x) is n.Allocate and x.stages > 1):
         return func
     piped = collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)
+    empty = _unfilled(func.body, piped)
+    if empty:
+        func = dataclasses.replace(func, body=_SingleBuffered(empty).visit(func.body))
+        piped = collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)   # rebuilt nodes
+        if not piped:
+            return func
     p = _Pipeliner(piped)
     body = p.visit(func.body)
     left = [a for a in piped if a.buffer not in p.rings]

@@ -63,10 +63,6 @@ FINDINGS: list = [
     Finding("I24-9", "issue 24 item 9", "docs' wmma/wgmma schedule on a size-1 (constant) dim refused",
             ("legal_refused",), r"tensorize\(.*the loop under \S+ has extent \d+, w?g?mma", _G),
     # found by the GPU-schedule generator (FINDINGS.md, "Issue 24 GPU-schedule fuzzer")
-    Finding("F35", "issue 24 item 9 (new form)", "double_buffer refused where size-0/1 (constant) dims "
-            "collapse the loops around the copy", ("legal_refused",),
-            r"pipeline: the buffer \S+ of a pipelined stage is (copied in loop \S+, which is bound to "
-            r"threadIdx|not copied directly inside the loop)", _G),
     Finding("I24-10", "issue 24 item 10", "TVM GPU form refused: a local stage attached outside the thread loops",
             ("legal_refused",), "", _G, ("local_outside_threads",)),
 ]

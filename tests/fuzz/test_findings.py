@@ -679,13 +679,19 @@ def test_f36_double_buffered_copy_under_a_shrunk_thread_loop(m):
     np.testing.assert_array_equal(out, A @ B + 1)
 
 
-@xf("F35", "m = 0 under specialize=True (a constant 0): the loops around the copy collapse and "
-           "double_buffer is refused ('not copied directly inside the loop it is pipelined over')")
+# F35 (size-0 form) fixed: m = 0 under specialize=True (a constant 0) collapsed the loops around
+# the copy and double_buffer was refused ('not copied directly inside the loop it is pipelined
+# over'); a pipelined buffer nothing writes now keeps one buffer (software_pipeline)
 def test_f35_double_buffer_with_a_constant_empty_output():
     A, B = np.ones((8, 3), np.float32), np.ones((3, 0), np.float32)
     k = kd.kernel(specialize=True)(fresh(_mm))
     k.schedule("cuda")(_double_buffered_b)
     assert k(A, B, backend="interp-cuda").shape == (8, 0)
+    for a, b in [((8, 0), (0, 8)), ((0, 3), (3, 8))]:      # K = 0, n = 0: constant empty too
+        A, B = np.ones(a, np.float32), np.ones(b, np.float32)
+        k = kd.kernel(specialize=True)(fresh(_mm))
+        k.schedule("cuda")(_double_buffered_b)
+        np.testing.assert_array_equal(k(A, B, backend="interp-cuda"), A @ B)
 
 
 # ------------------------------------------------------------------ F37 (GPU-schedule generator)
