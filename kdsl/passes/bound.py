@@ -288,12 +288,29 @@ class BoundInference:
         Where ``lo`` never falls below the domain, the extent is at most the
         domain's; where no loop-invariant extent can be found, the whole axis.
         """
-        ext = simplify(mk.add(mk.sub(hi, lo), 1))
         inside = clamp and self._at_least(lo, a.dom.min, outer)
-        ext = self._invariant_upper(ext, outer, a, widen, inside)
+        span = simplify(mk.add(mk.sub(hi, lo), 1))
+        ext = self._invariant_upper(span, outer, a, widen, inside)
         if ext is None:
             return a.dom.min, a.dom.extent
+        if clamp and not inside and not self._covers(ext, span, outer):
+            # an extent that moves with the enclosing loops is capped at the domain's, valid
+            # only for a region that starts inside the domain: start it there (F34: the union
+            # of columns [32xo, 32xo+32) and their mirror m-1-j starts at m-32xo-32 < 0; the
+            # elements before the domain are never read, the guards skip them)
+            lo = simplify(mk.max_(lo, a.dom.min))
+            ext = self._invariant_upper(simplify(mk.add(mk.sub(hi, lo), 1)), outer, a, widen)
+            if ext is None:
+                return a.dom.min, a.dom.extent
         return lo, ext
+
+    def _covers(self, ext, span, outer) -> bool:
+        """``ext >= span`` for every iteration of the enclosing loops."""
+        try:
+            _, top = bound(simplify(mk.sub(span, ext)), outer, self.shapes)
+        except Unbounded:
+            return False
+        return type(top) is n.Const and top.value <= 0
 
     def _invariant_upper(self, ext, outer_ranges, a, widen=False, inside=False):
         """An extent for the region that no enclosing loop changes: the largest one (None: none found).

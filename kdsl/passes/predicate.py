@@ -12,6 +12,7 @@ statements around the barrier instead:
   iterations) and conditions that do not depend on a thread index (they stay outside);
 - a thread loop shorter than the block's extent for its tag (masked threads) that holds a
   barrier runs to the block's extent with its body under ``var < min + extent``;
+- ``CommitGroup``/``WaitGroup`` of asynchronous copies stay unguarded like barriers (F36);
 - a ``CrossThreadReduce`` counts as a barrier (every thread must reach it): a condition sunk
   onto it makes the threads where it is false contribute the combiner's identity.
 
@@ -49,7 +50,15 @@ def kernel_thread_extents(kernel: n.Stmt) -> dict:
 def _has_barrier(s) -> bool:
     """Whether ``s`` holds a statement every thread of the block must reach (a barrier, or a
     cross-thread reduction: its lowering exchanges values through shuffles and barriers)."""
-    return any_statement(s, lambda x: type(x) in (n.Barrier, n.CrossThreadReduce))
+    return any_statement(s, lambda x: type(x) in _UNIFORM)
+
+
+# Statements no thread-dependent condition may guard.  Commit/wait groups of asynchronous
+# copies: a cooperative copy keeps every thread under a consumer's padded mask (``_cooperative``),
+# so each thread must also commit and wait for its share, or a thread the mask turns off leaves
+# its cp.async in flight while the others read the tile (F36).  A thread with no copies in
+# flight commits an empty group and its wait returns at once: unmasking them is always safe.
+_UNIFORM = (n.Barrier, n.CrossThreadReduce, n.CommitGroup, n.WaitGroup)
 
 
 def _predicated_reduce(cond, s: n.CrossThreadReduce) -> n.CrossThreadReduce:
@@ -112,7 +121,7 @@ class _Predicator:
         if not _has_barrier(s):
             return s if cond is None or self._cooperative(cond, s) else n.IfThenElse(cond, s)
         t = type(s)
-        if t is n.Barrier:
+        if t in (n.Barrier, n.CommitGroup, n.WaitGroup):
             return s
         if t is n.CrossThreadReduce:
             return s if cond is None else _predicated_reduce(cond, s)

@@ -31,6 +31,8 @@ while the next tile's copies are issued:
 
 The slot refilled in iteration ko was last read by the products of tile ko-2, which every
 warp waited for in iteration ko-1, before the barrier: no second barrier is needed.
+Where a product also reads a single-buffered shared operand that the loop refills (only the
+other operand pipelined), the iteration ends with ``wgmma.wait_group(0)`` instead (F37).
 
 Copies are ``AsyncCopy`` statements (their predicate zero-fills past the end, and where a
 padded cache's tile leaves the array); every
@@ -80,6 +82,15 @@ def _async_consumers(rest, bufs) -> bool:
             if any(id(b) in accs for b in named):
                 return False
     return True
+
+
+def _refilled_operands(rest, bufs) -> bool:
+    """Whether a tensor-core product in ``rest`` reads a shared buffer other than the rings
+    ``bufs`` that ``rest`` itself writes: a single-buffered operand refilled every iteration
+    (F37).  Its products must be done before the next iteration's copy overwrites it."""
+    mmas = [x for r in rest for x in collect(r, lambda y: isinstance(y, n.WgmmaMma))]
+    operands = {b for x in mmas for b in warp_nodes.memory_reads(x) if b not in bufs}
+    return any(_stores_to(r, operands) for r in rest)
 
 
 def _loads_of(s, bufs) -> list:
@@ -251,7 +262,11 @@ def _pipeline(loop: n.For, chain, core, piped, made: dict) -> n.Stmt:
     compute = [_Ring(rings, slot(ko)).visit(x) for x in rest]
     copy = issue(nxt, mk.lt(nxt, mk.add(m, E)))
     if asynchronous:        # products in flight over the next tile's copies (module docstring)
-        body = [n.WaitGroup(S - 3), n.Barrier()] + copy + compute + [n.WgmmaCommit(), n.WgmmaWait(1)]
+        # a single-buffered operand (only the other one pipelined) is copied again at the
+        # next tile: every product reading it must be done first (F37); the rings still
+        # get their copies S-2 tiles ahead
+        left = 0 if _refilled_operands(rest, bufs) else 1
+        body = [n.WaitGroup(S - 3), n.Barrier()] + copy + compute + [n.WgmmaCommit(), n.WgmmaWait(left)]
         tail = (n.WgmmaWait(0), n.WaitGroup(0))
     else:
         body = copy + [n.WaitGroup(S - 1), n.Barrier()] + compute + [n.Barrier()]
@@ -275,12 +290,40 @@ def check_pipelines(state):
     return state
 
 
+class _SingleBuffered(Mutator):
+    """Pipelined allocations of ``bufs`` back to one buffer (``stages=1``)."""
+
+    def __init__(self, bufs):
+        super().__init__()
+        self.bufs = bufs
+
+    def visit_Allocate(self, a: n.Allocate):
+        body = self.visit(a.body)
+        if a.buffer in self.bufs:
+            return n.Allocate(a.buffer, body, 1)
+        return a if body is a.body else dataclasses.replace(a, body=body)
+
+
+def _unfilled(body, piped) -> set:
+    """The pipelined buffers nothing in ``body`` writes: their copy loops had a constant
+    extent of 0 (an empty array under ``specialize=True``, F35) and were removed; with
+    nothing to copy there is nothing to pipeline, one buffer is kept."""
+    written = {x.buffer for x in collect(body, lambda y: isinstance(y, (n.Store, n.AsyncCopy)))}
+    return {a.buffer for a in piped if a.buffer not in written}
+
+
 def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
     """The ``software_pipeline`` pass (see the module docstring); a no-op without pipelined
     allocations."""
     if not any_statement(func.body, lambda x: type(x) is n.Allocate and x.stages > 1):
         return func
     piped = collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)
+    empty = _unfilled(func.body, piped)
+    if empty:
+        func = dataclasses.replace(func, body=_SingleBuffered(empty).visit(func.body))
+        piped = collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)   # rebuilt nodes
+        if not piped:
+            return func
     p = _Pipeliner(piped)
     body = p.visit(func.body)
     left = [a for a in piped if a.buffer not in p.rings]

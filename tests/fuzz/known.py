@@ -40,17 +40,6 @@ _RACE = ("simt_report", "wrong_value")
 
 FINDINGS: list = [
     # found by the GPU-schedule generator (FINDINGS.md, "Issue 24 GPU-schedule fuzzer")
-    Finding("F34", "new (bound inference)", "stage read at j and m-1-j, attached at a tile loop: OOB load",
-            ("simt_report", "internal_error", "wrong_value"), r"(?i)out-?of-?bounds", _G, ("mirrored_read",)),
-    Finding("F35", "issue 24 item 9 (new form)", "double_buffer refused where size-0/1 (constant) dims "
-            "collapse the loops around the copy", ("legal_refused",),
-            r"pipeline: the buffer \S+ of a pipelined stage is (copied in loop \S+, which is bound to "
-            r"threadIdx|not copied directly inside the loop)", _G),
-    Finding("F36", "issue 24 item 1 (new form)", "double-buffered copy under a thread loop shrunk by a size-1 dim: "
-            "async-copy race", ("simt_report", "wrong_value"), r"asynchronous-copy race", _G, ("size1",)),
-    Finding("F37", "new (wgmma pipelining)", "wgmma with only one operand pipelined: the single-buffered "
-            "tile is overwritten under an in-flight product", ("simt_report", "wrong_value"),
-            r"is written in|tensor-core product", _G, ("wgmma",)),
 ]
 
 

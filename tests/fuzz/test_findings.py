@@ -593,8 +593,8 @@ def _mirror_product(A):
 
 
 @pytest.mark.parametrize("backend,target", [("interp", "interp"), ("interp-cuda", "cuda")])
-@xf("F34", "a stage read at j and at m-1-j, attached at a tile loop: its buffer is sized to the "
-           "array width but indexed from the mirrored region's start (out-of-bounds load)")
+# F34 fixed: the buffer was sized to the array width but indexed from the mirrored region's
+# start (out-of-bounds load); the region now starts inside the domain (bound.py)
 def test_f34_mirrored_read_of_a_stage_attached_at_a_tile_loop(backend, target):
     def sched(s):
         O, B = s["O"], s["B"]
@@ -602,10 +602,12 @@ def test_f34_mirrored_read_of_a_stage_attached_at_a_tile_loop(backend, target):
         if target == "cuda":
             O.bind(by, "blockIdx.y")
         B.compute_at(O, bx)        # B's tile: columns j and m - 1 - j of the 32-column tile
-    A = np.arange(15, dtype=np.float32).reshape(3, 5)
-    out = kern(_mirror_product, target, sched)(A, backend=backend)
-    a = A.astype(np.float64) * 2
-    np.testing.assert_array_equal(out, a * a[:, ::-1])
+    rng = np.random.default_rng()
+    for shape in [(3, 5), (9, 70), (1, 1)]:
+        A = rng.standard_normal(shape).astype(np.float32)
+        out = kern(_mirror_product, target, sched)(A, backend=backend)
+        a = A.astype(np.float64) * 2
+        np.testing.assert_allclose(out, a * a[:, ::-1], rtol=1e-6)
 
 
 # ------------------------------------------------------------------ F35 (GPU-schedule generator)
@@ -637,8 +639,7 @@ def test_f35_double_buffer_over_a_k_loop_runs():
     np.testing.assert_array_equal(out, A @ B)
 
 
-@xf("F35", "K = 1 (a size-1 dim is a constant): the pipelined copy's K loop has one iteration and "
-           "double_buffer is refused, naming the threadIdx.x loop j.inner it was never pipelined over")
+# F35 (K = 1 form) fixed: double_buffer over a one-iteration K loop used to be refused
 def test_f35_double_buffer_over_a_k_loop_of_one_iteration():
     A, B = np.ones((8, 1), np.float32), np.ones((1, 8), np.float32)
     out = kern(_mm, "cuda", _double_buffered_b)(A, B, backend="interp-cuda")
@@ -671,23 +672,26 @@ def _double_buffered_in_epilogue(s):
     BS.double_buffer()
 
 
-@pytest.mark.parametrize("m", [2, pytest.param(1, marks=xf(
-    "F36", "m = 1 (a constant) shrinks O's threadIdx.x loop to 1 of the block's 2 threads; the "
-           "padded mask also covers the double-buffered copy's wait_group: thread 0 reads B.shared "
-           "while thread 1's cp.async is in flight (AsyncCopyRace)"))])
+@pytest.mark.parametrize("m", [2, 1])   # F36 fixed: m = 1 masked the wait_group (AsyncCopyRace)
 def test_f36_double_buffered_copy_under_a_shrunk_thread_loop(m):
     A, B = np.ones((1, 7), np.float32), np.ones((7, m), np.float32)
     out = kern(_mm_plus_one, "cuda", _double_buffered_in_epilogue)(A, B, backend="interp-cuda")
     np.testing.assert_array_equal(out, A @ B + 1)
 
 
-@xf("F35", "m = 0 under specialize=True (a constant 0): the loops around the copy collapse and "
-           "double_buffer is refused ('not copied directly inside the loop it is pipelined over')")
+# F35 (size-0 form) fixed: m = 0 under specialize=True (a constant 0) collapsed the loops around
+# the copy and double_buffer was refused ('not copied directly inside the loop it is pipelined
+# over'); a pipelined buffer nothing writes now keeps one buffer (software_pipeline)
 def test_f35_double_buffer_with_a_constant_empty_output():
     A, B = np.ones((8, 3), np.float32), np.ones((3, 0), np.float32)
     k = kd.kernel(specialize=True)(fresh(_mm))
     k.schedule("cuda")(_double_buffered_b)
     assert k(A, B, backend="interp-cuda").shape == (8, 0)
+    for a, b in [((8, 0), (0, 8)), ((0, 3), (3, 8))]:      # K = 0, n = 0: constant empty too
+        A, B = np.ones(a, np.float32), np.ones(b, np.float32)
+        k = kd.kernel(specialize=True)(fresh(_mm))
+        k.schedule("cuda")(_double_buffered_b)
+        np.testing.assert_array_equal(k(A, B, backend="interp-cuda"), A @ B)
 
 
 # ------------------------------------------------------------------ F37 (GPU-schedule generator)
@@ -730,10 +734,9 @@ def _wgmma_one_operand_pipelined(stages_b):
     return sched
 
 
-@pytest.mark.parametrize("stages_b", [3, pytest.param(1, marks=xf(
-    "F37", "A pipelined (3 stages: products left in flight, wgmma.wait_group(1)) but B single-"
-           "buffered: the next K tile's copy overwrites B.shared while the previous wgmma still "
-           "reads it (AsyncMmaRace)"))])
+# F37 fixed: with B single-buffered the next K tile's copy overwrote B.shared while the previous
+# wgmma still read it (AsyncMmaRace); the loop now waits for all products (software_pipeline)
+@pytest.mark.parametrize("stages_b", [3, 1])
 def test_f37_wgmma_with_one_operand_pipelined(stages_b):
     rng = np.random.default_rng(37)
     A = (rng.integers(-4, 5, (70, 80)) / 4).astype(np.float16)
