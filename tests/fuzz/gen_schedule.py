@@ -387,6 +387,19 @@ ILLEGAL = [i_reduce_marked, i_bad_factor, i_fuse_gap, i_inline_bad, i_unknown_ax
 
 
 # ------------------------------------------------------------------ generation
+def _unfinished(sched, spec) -> bool:
+    """True when the finished schedule is illegal (a placement conflict that primitives may
+    leave for a later one to fix, TVM-style, checked by ``Schedule.finish``): the kernel call
+    must then raise a fair ScheduleError (``spec.illegal``)."""
+    try:
+        sched.finish()
+    except KdslUserError as e:
+        spec.rejected.append(("finish", "", type(e).__name__, e.message, e.hint))
+        spec.illegal = f"finished schedule: {e.message}"
+        return True
+    return False
+
+
 def explicit(sched, rng, profile="host", steps=None, p_illegal=0.06) -> SchedSpec:
     """A random primitive sequence for ``sched`` (a live kdsl Schedule)."""
     L = Live(sched, rng)
@@ -417,6 +430,9 @@ def explicit(sched, rng, profile="host", steps=None, p_illegal=0.06) -> SchedSpe
             spec.crashed = (line, f"{type(e).__name__}: {e}")
             L.lines.append(line)
             break
+    if spec.crashed is None and _unfinished(sched, spec):
+        spec.lines = L.lines
+        return spec
     if spec.crashed is None and rng.random() < p_illegal:
         for _ in range(4):
             got = ILLEGAL[int(rng.integers(len(ILLEGAL)))](L)
