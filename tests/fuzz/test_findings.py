@@ -743,3 +743,17 @@ def test_f37_wgmma_with_one_operand_pipelined(stages_b):
     B = (rng.integers(-4, 5, (80, 16)) / 4).astype(np.float16)
     out = kern(_mm16, "cuda", _wgmma_one_operand_pipelined(stages_b))(A, B, backend="interp-cuda")
     np.testing.assert_array_equal(out, A.astype(np.float64) @ B.astype(np.float64))
+
+
+@xf("F38", "an unspread shared copy in a wmma kernel is repeated by every warp lane "
+           "(single_thread does not see the implicit threadIdx.x of the warp's lanes)")
+def test_f38_unspread_shared_copy_in_a_tensor_core_kernel():
+    """GPU-schedule fuzz case 26:59: B's shared copy attached at the K loop, left unbound, in a
+    block of wmma warps: a write-after-write race on B.shared (SIMT) instead of one writer."""
+    from .gpu_runner import _execute, generate, setup
+    reason = setup()
+    if reason:
+        pytest.skip(f"gpu-schedules: {reason}")
+    res = {}
+    _execute(res, generate(26, 59))
+    assert res["outcome"] in ("ok", "fair_refusal"), res.get("detail")
