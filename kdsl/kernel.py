@@ -29,13 +29,13 @@ import numpy as np
 
 from .backends import registry as _reg
 from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
-                     ScheduleError, StaleGlobalWarning, for_user, user_frames_only,
+                     ScheduleError, StaleGlobalWarning, for_user,
                      user_location, warn_user)
 from .frontend import context as _ctx
 from .runtime import compile_log, dispatch, fastpath, globals_watch
 from .runtime.outputs import casting_launcher, check_out
-from .runtime.trace_guard import trace_failure, tracing_kernel
 from .runtime.outputs import overlaps as _overlaps
+from .runtime.trace_guard import trace_failure, tracing_kernel
 from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args, size_classes,
                                 signature_from_specs)
 

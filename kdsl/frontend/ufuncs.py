@@ -128,20 +128,20 @@ def _scale(name, k):
     return f
 
 
-def isinf(x):
-    x = ops.asarray(x)
-    if not x.dtype.is_float:
-        return ops.elementwise("isinf", [x], lambda e: _c(False, dt.bool_), dt.bool_)
-    return ops.elementwise("isinf", [x], lambda e: _cmp(C.EQ, mk.unary(U.ABS, e),
+def _inf_test(name, op, ints):
+    """``isinf``/``isfinite``: ``|x| op inf`` for floats, the constant ``ints`` for other dtypes."""
+    def f(x):
+        x = ops.asarray(x)
+        if not x.dtype.is_float:
+            return ops.elementwise(name, [x], lambda e: _c(ints, dt.bool_), dt.bool_)
+        return ops.elementwise(name, [x], lambda e: _cmp(op, mk.unary(U.ABS, e),
                                                          _c(math.inf, e.dtype)), dt.bool_)
+    f.__name__ = name
+    return f
 
 
-def isfinite(x):
-    x = ops.asarray(x)
-    if not x.dtype.is_float:
-        return ops.elementwise("isfinite", [x], lambda e: _c(True, dt.bool_), dt.bool_)
-    return ops.elementwise("isfinite", [x], lambda e: _cmp(C.LT, mk.unary(U.ABS, e),
-                                                            _c(math.inf, e.dtype)), dt.bool_)
+isinf = _inf_test("isinf", C.EQ, False)
+isfinite = _inf_test("isfinite", C.LT, True)
 
 
 def signbit(x):
