@@ -24,6 +24,9 @@ store to a local buffer allocated outside it (a local is per thread: the other t
 lose their value).  Local stores, cross-thread reductions (their results are per-thread
 values) and warp statements are left alone.
 
+In a kernel holding tensor-core (warp-level) statements the lanes of each warp are threads
+along ``threadIdx.x`` although no loop binds it; that tag counts among the block's tags.
+
 Assumes: loop IR of one kernel (``sync`` calls it first on each kernel, before barriers are
 placed), thread extents constant.
 Guarantees: the same program for sequential executors (loops of one iteration); on a GPU no
@@ -138,6 +141,10 @@ class _Pin:
 def pin_unspread(kernel: n.Stmt) -> n.Stmt:
     """``kernel`` with its unspread side effects on one thread (see the module docstring)."""
     tags = frozenset(t for t, e in kernel_thread_extents(kernel).items() if e is None or e > 1)
+    if any_statement(kernel, lambda x: type(x) in n.WMMA_STMTS):
+        # tensor-core statements run on whole warps: their 32 lanes are threads along
+        # threadIdx.x (``device_kernels.launch_of``) even where no loop binds it (F38)
+        tags |= {n.ThreadTag.THREAD_X}
     if not tags or not _shared_side_effect(kernel):
         return kernel
     return _Pin(tags).visit(kernel, {}, frozenset())

@@ -39,10 +39,6 @@ _G = ("gpu-sched",)       # the explicit GPU-schedule generator (gpu_runner.py)
 _RACE = ("simt_report", "wrong_value")
 
 FINDINGS: list = [
-    # found by the GPU-schedule generator (FINDINGS.md, "Issue 24 GPU-schedule fuzzer")
-    Finding("F38", "issue 24 item 2 (new form)", "unspread shared copy in a tensor-core kernel: every "
-            "warp lane writes the same elements", ("simt_report", "wrong_value"),
-            r"write-after-write race on shared buffer", _G, ("fetch_unspread", "wmma")),
 ]
 
 

@@ -197,10 +197,6 @@ def _rowmax(A):
     return A.max(axis=1)
 
 
-def _total(A):
-    return A.sum()
-
-
 def _attach_self(s):
     B = s.outputs[0]
     B.compute_at(B, B.axes[0])
@@ -745,8 +741,6 @@ def test_f37_wgmma_with_one_operand_pipelined(stages_b):
     np.testing.assert_array_equal(out, A.astype(np.float64) @ B.astype(np.float64))
 
 
-@xf("F38", "an unspread shared copy in a wmma kernel is repeated by every warp lane "
-           "(single_thread does not see the implicit threadIdx.x of the warp's lanes)")
 def test_f38_unspread_shared_copy_in_a_tensor_core_kernel():
     """GPU-schedule fuzz case 26:59: B's shared copy attached at the K loop, left unbound, in a
     block of wmma warps: a write-after-write race on B.shared (SIMT) instead of one writer."""
