@@ -32,6 +32,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="write every result here (JSON lines)")
     ap.add_argument("--show", type=int, default=None, help="print one case and run it here")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="worker processes side by side (--gpu-schedules only)")
     ap.add_argument("--gpu-schedules", action="store_true",
                     help="explicit TVM-style GPU schedules on interp-cuda + NVRTC (gpu_cli.py)")
     a = ap.parse_args(argv)

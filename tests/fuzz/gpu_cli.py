@@ -45,37 +45,54 @@ def table(results: list, secs: float) -> str:
 
 
 def run(a) -> int:
+    """The campaign: cases ``a.start ..`` of seed ``a.seed``, ``a.jobs`` workers side by side
+    (threads, each driving its own supervised worker process; results in index order)."""
+    import threading
     from .gpu_runner import setup
     from .supervise import Supervisor
     reason = setup()
     if reason:
         print(f"gpu-schedules: {reason}")
         return 1
-    sup = Supervisor(timeout=a.timeout, nice=a.nice, recheck_hangs=not a.no_recheck)
+    jobs = max(1, getattr(a, "jobs", 1))
     out = open(a.out, "w") if a.out else None
-    results = []
+    results: dict = {}
+    lock = threading.Lock()
     t0 = time.time()
+
+    def shard(k: int) -> None:
+        sup = Supervisor(timeout=a.timeout, nice=a.nice, recheck_hangs=not a.no_recheck)
+        try:
+            for i in range(a.start + k, a.start + a.cases, jobs):
+                r = sup.run({"seed": a.seed, "index": i, "backend": "gpu-sched"})
+                if r["outcome"] == "ok":
+                    r.pop("source", None)
+                with lock:
+                    results[i] = r
+                    if out:
+                        out.write(json.dumps(r, default=str) + "\n")
+                        out.flush()
+                    if not a.quiet and r["outcome"] in ("bug", "fuzzer_error"):
+                        fid = match_known(r) or "NEW"
+                        print(f"{a.seed}:{i} {r.get('family')} {fid} {r.get('kind')}: "
+                              f"{(r.get('detail') or '')[:150]}", flush=True)
+                    done = len(results)
+                    if not a.quiet and done % 100 == 0:
+                        dt = time.time() - t0
+                        print(f"... {done} cases, {dt:.0f} s, {done / dt:.2f} cases/s", flush=True)
+        finally:
+            sup.close()
+
+    threads = [threading.Thread(target=shard, args=(k,), daemon=True) for k in range(jobs)]
     try:
-        for i in range(a.start, a.start + a.cases):
-            r = sup.run({"seed": a.seed, "index": i, "backend": "gpu-sched"})
-            if r["outcome"] == "ok":
-                r.pop("source", None)
-            results.append(r)
-            if out:
-                out.write(json.dumps(r, default=str) + "\n")
-                out.flush()
-            if not a.quiet and r["outcome"] in ("bug", "fuzzer_error"):
-                fid = match_known(r) or "NEW"
-                print(f"{a.seed}:{i} {r.get('family')} {fid} {r.get('kind')}: "
-                      f"{(r.get('detail') or '')[:150]}", flush=True)
-            done = i + 1 - a.start
-            if not a.quiet and done % 100 == 0:
-                dt = time.time() - t0
-                print(f"... {done} cases, {dt:.0f} s, {done / dt:.2f} cases/s", flush=True)
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     finally:
-        sup.close()
         if out:
             out.close()
+    results = [results[i] for i in sorted(results)]
     secs = time.time() - t0
     print(f"\ngpu-schedules: seed {a.seed}, cases {a.start}..{a.start + a.cases - 1}")
     print(table(results, secs))
