@@ -304,12 +304,14 @@ class _SingleBuffered(Mutator):
         return a if body is a.body else dataclasses.replace(a, body=body)
 
 
-def _unfilled(body, piped) -> set:
-    """The pipelined buffers nothing in ``body`` writes: their copy loops had a constant
-    extent of 0 (an empty array under ``specialize=True``, F35) and were removed; with
-    nothing to copy there is nothing to pipeline, one buffer is kept."""
+def _idle(body, piped) -> set:
+    """The pipelined buffers that nothing in ``body`` writes or nothing reads: their copy
+    loops, or their readers' loops, had a constant extent of 0 (an empty array under
+    ``specialize=True``: F35, and the fuzz case 101:4537 where the output's columns are 0
+    and the K-tile loop is left holding only the copy) and were removed; with nothing to
+    copy or nothing that waits for the copy there is nothing to pipeline: one buffer is kept."""
     written = {x.buffer for x in collect(body, lambda y: isinstance(y, (n.Store, n.AsyncCopy)))}
-    return {a.buffer for a in piped if a.buffer not in written}
+    return {a.buffer for a in piped if a.buffer not in written or not _loads_of(body, {a.buffer})}
 
 
 def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
@@ -318,7 +320,7 @@ def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
     if not any_statement(func.body, lambda x: type(x) is n.Allocate and x.stages > 1):
         return func
     piped = collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)
-    empty = _unfilled(func.body, piped)
+    empty = _idle(func.body, piped)
     if empty:
         func = dataclasses.replace(func, body=_SingleBuffered(empty).visit(func.body))
         piped = collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)   # rebuilt nodes

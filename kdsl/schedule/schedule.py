@@ -174,9 +174,11 @@ class Schedule:
             raise ScheduleError(f"rfactor: {ax.name} is a spatial axis; give one of the reduction axes "
                                 f"({', '.join(a.name for a in h.leaf if a.kind is n.IterKind.REDUCE)})",
                                 hint="pass a reduce axis of this stage (s[name].reduce_axes[0], or one split from it)")
-        if h.attach is not AttachKind.ROOT or any(a.kind is n.IterKind.REDUCE for a in h.attrs):
-            raise ScheduleError(f"rfactor: call it before attaching or binding reduction axes of {st.name}",
-                                hint=f"call s.rfactor({st.name!r}, ...) first, then compute_at / bind")
+        if any(a.kind is n.IterKind.REDUCE for a in h.attrs):
+            # (an attached stage keeps its attachment, as in TVM: the new stage is placed
+            # on its own, at the root until attached)
+            raise ScheduleError(f"rfactor: call it before binding reduction axes of {st.name}",
+                                hint=f"call s.rfactor({st.name!r}, ...) first, then bind")
         rf_name = self._unique(st.name + ".rf")
         for g in h._attached_here():
             if g.attach_axis.kind is n.IterKind.REDUCE:

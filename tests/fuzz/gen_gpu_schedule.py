@@ -177,7 +177,7 @@ def coop_fetch(rng, plan: Plan, X: str, at_stage: str, at_axis: str, ty: int, tx
     threads (fuse, split by the block, bind; maybe vectorised), or rarely leave it unspread."""
     plan.add(f"{X}.compute_at({at_stage}, {at_axis})", needs=[X, at_stage, at_axis], gives=[f"{X}:at"])
     if rng.random() < 0.1:
-        plan.mark("may", f"{X} is attached inside the block but not spread over its threads", "fetch_unspread")
+        plan.feature("fetch_unspread")   # legal: kdsl runs it on one thread + barrier
         return
     plan.add(f"{X}_f = {X}.fuse(*{X}.axes)", needs=[X], gives=[f"{X}_f"], after=[f"{X}:ready"])
     src = f"{X}_f"

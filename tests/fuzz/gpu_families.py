@@ -80,7 +80,7 @@ def fam_gemm(rng, plan, epi=None):
             plan.feature("local_outside_threads")
         elif epi and rng.random() < 0.15:
             at = names["bx"]
-            plan.mark("may", "the GEMM stage is attached at the block loop, not spread over threads", "unspread")
+            plan.feature("unspread")   # legal: kdsl runs it on one thread + barrier
         plan.add(f"{acc}.compute_at({M}, {at})", needs=[acc, M, at], gives=[f"{acc}:at"])
         plan.add(f"{acc}_ko, {acc}_ki = {acc}.split({acc}.reduce_axes[0], factor={kt})", needs=[acc],
                  gives=[f"{acc}_ko", f"{acc}_ki"], after=[f"{acc}:ready"])
@@ -233,8 +233,7 @@ def fam_rowsum(rng, plan):
         plan.add(f"B_kt, B_ks = B.split(B.reduce_axes[0], nparts={T})", needs=["B"], gives=["B_kt", "B_ks"])
         plan.add("B.bind(B_kt, 'threadIdx.x')", needs=["B_kt"], gives=[])
         if epi:
-            plan.mark("may", "a cross-thread reduction attached in an epilogue whose threadIdx.x is "
-                      "unbound (every thread would store it)", "xthread_epi")
+            plan.feature("xthread_epi")   # legal: kdsl runs it on one thread + barrier
             plan.add(f"B.compute_at({O}, ot)", needs=["B", O, "ot"], gives=[])
     else:
         plan.feature("rfactor", "xthread")
@@ -243,8 +242,7 @@ def fam_rowsum(rng, plan):
         plan.add("B.bind(B.reduce_axes[0], 'threadIdx.x')", needs=["BF"], gives=["B:xt"])
         plan.add("BF.compute_at(B, B.reduce_axes[0])", needs=["BF"], gives=[])
         if epi:
-            plan.mark("may", "rfactor + cross-thread reduction attached in an epilogue whose "
-                      "threadIdx.x is unbound", "rfactor_xthread_epi")
+            plan.feature("rfactor_xthread_epi")   # legal: kdsl runs it on one thread + barrier
             plan.add(f"B.compute_at({O}, ot)", needs=["B", O, "ot"], gives=[])
     return src, args, [("float32", exp, bound)]
 
@@ -289,7 +287,7 @@ def fam_softmax(rng, plan):
                      gives=[f"{R}_kt", f"{R}_ks"])
             plan.add(f"{R}.bind({R}_kt, 'threadIdx.x')", needs=[f"{R}_kt"], gives=[])
         else:
-            plan.mark("may", f"the reduction {R} runs at the row's block loop, not spread over threads", "unspread")
+            plan.feature("unspread")   # legal: kdsl runs it on one thread + barrier
     if rng.random() < 0.5:
         plan.add("E.compute_inline()", needs=["E"], gives=[])
     else:

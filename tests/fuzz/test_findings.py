@@ -751,3 +751,16 @@ def test_f38_unspread_shared_copy_in_a_tensor_core_kernel():
     res = {}
     _execute(res, generate(26, 59))
     assert res["outcome"] in ("ok", "fair_refusal"), res.get("detail")
+
+
+def test_f39_pipelined_copy_whose_readers_are_empty():
+    """GPU-schedule fuzz case 101:4537: a pipelined A.shared in a GEMM whose output has 0
+    columns under specialize=True: the reader's loops are gone, the K loop holds only the
+    copy; it ran as a plain copy (nothing to pipeline) instead of a ScheduleError."""
+    from .gpu_runner import _execute, generate, setup
+    reason = setup()
+    if reason:
+        pytest.skip(f"gpu-schedules: {reason}")
+    res = {}
+    _execute(res, generate(101, 4537))
+    assert res["outcome"] == "ok", res.get("detail")

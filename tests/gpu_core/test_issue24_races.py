@@ -214,6 +214,44 @@ def test_rfactor_cross_thread_epilogue_stored_by_one_thread(shape, rng):
     assert "in range(1):  # bound threadIdx.x" in src
 
 
+def _ew_sched_attach_first(s):
+    """TVM's order too: B attached (and its reduction split) before rfactor; the
+    attachment is kept (fuzz case 100:35, refused before session 16)."""
+    B, C = s["B"], s["C"]
+    bx, ty = C.split(C.axes[0], factor=16)
+    C.bind(bx, "blockIdx.x")
+    C.bind(ty, "threadIdx.y")
+    B.compute_at(C, ty)
+    ko, ki = B.split(B.reduce_axes[0], factor=16)
+    BF = s.rfactor(B, ki)
+    B.bind(B.reduce_axes[0], "threadIdx.x")
+    BF.compute_at(B, B.reduce_axes[0])
+
+
+@pytest.mark.parametrize("shape", [(10, 1025), (1, 1), (0, 5)])
+def test_rfactor_after_compute_at_keeps_the_attachment(shape, rng):
+    kern = kd.kernel(_ew)
+    kern.schedule("cuda")(_ew_sched_attach_first)
+    a = rng.standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(kern(a, backend=GPU), _f64(a).sum(1) + 2, rtol=1e-5, atol=1e-4)
+    ref = kd.kernel(_ew)
+    ref.schedule("cuda")(_ew_sched)
+    assert str(kern.lower(a, backend="cuda")) == str(ref.lower(a, backend="cuda"))
+
+
+def test_rfactor_of_a_bound_reduction_axis_is_refused(rng):
+    def sched(s):
+        B = s["B"]
+        ko, ki = B.split(B.reduce_axes[0], nparts=16)
+        B.bind(ko, "threadIdx.x")
+        s.rfactor(B, ki)
+    kern = kd.kernel(_ew)
+    kern.schedule("cuda")(sched)
+    with pytest.raises(kd.ScheduleError, match="before binding reduction axes of B") as e:
+        kern(rng.standard_normal((4, 40)).astype(np.float32), backend=GPU)
+    assert "then bind" in e.value.hint
+
+
 def test_rfactor_epilogue_race_is_reported_without_the_fix(rng, monkeypatch):
     from kdsl.backends.simt import RaceError
     from kdsl.passes import sync
