@@ -166,6 +166,7 @@ class _StageReads:
         self.fits: dict = {}            # (index, extent, id(ranges)) -> (ranges, answer)
         self.narrowed: dict = {}        # path key -> _narrow(path)
         self.guarded: set = set()       # (tensor, axis) pairs with an empty-array check
+        self._nonempty_ranges = None    # (shape var, self.ranges with that var >= 1)
 
     # ------------------------------------------------------------- walk and rebuild
     def run(self) -> None:
@@ -261,6 +262,12 @@ class _StageReads:
             lo_ok, hi_ok = self._fits(idx, ext, self.ranges)
             if lo_ok and hi_ok:
                 continue
+            if self._fits_if_nonempty(idx, ext):
+                # a clamp to the tensor's own edges (np.pad's edge/reflect/wrap modes, clip):
+                # in range wherever the axis has an element, which one call-time check of
+                # its length guarantees (no data check: it would run the producers)
+                self._empty_guard(orig, d, ext, bool(path))
+                continue
             data = _has_data(idx)
             if not path and not data and self._call_check(orig, d, idx, ext, lo_ok, hi_ok,
                                                           self.domain, self.ranges, ()):
@@ -309,6 +316,19 @@ class _StageReads:
                 res = (p.nonneg(idx), p.nonneg(mk.sub(mk.sub(ext, 1), idx)))
             hit = self.fits[key] = (ranges, res)
         return hit[1]
+
+    def _fits_if_nonempty(self, idx, ext) -> bool:
+        """The index is proven in range once the extent ``ext`` (a shape variable) is >= 1."""
+        if type(ext) is not n.Var or ext not in self.ranges or _has_data(idx):
+            return False
+        lo, hi = self.ranges[ext]
+        if type(lo) is not n.Const or lo.value >= 1:
+            return False
+        if self._nonempty_ranges is None or self._nonempty_ranges[0] is not ext:
+            r = dict(self.ranges)
+            r[ext] = (n.const(1), hi)
+            self._nonempty_ranges = (ext, r)
+        return all(self._fits(idx, ext, self._nonempty_ranges[1]))
 
     def _narrow(self, path):
         """The stage's ranges narrowed by the conditions above a read, or None if never taken."""

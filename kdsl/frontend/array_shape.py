@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import KernelError, KernelValueError, ShapeError
+from ..errors import KernelError, KernelValueError, ShapeError, user_location
+from ..graph import Constraint
 from ..ir import make as mk
 from ..ir import nodes as n
 from . import context
@@ -341,9 +342,16 @@ def pad(array, pad_width, mode="constant", **kwargs):
     widths = _pad_widths(pad_width, a.ndim)
     if mode != "constant":
         for j, (b, f) in enumerate(widths):
-            if (b or f) and static_value(a.dims[j]) == 0:
-                raise KernelValueError(f"pad: can't extend empty axis {j} using modes other than "
-                                       "'constant' or 'empty'", hint="use mode='constant'")
+            if not (b or f):
+                continue
+            msg = f"pad: can't extend empty axis {j} using modes other than 'constant' or 'empty'"
+            if static_value(a.dims[j]) == 0:
+                raise KernelValueError(msg, hint="use mode='constant'")
+            if static_value(a.dims[j]) is None:     # numpy's ValueError, checked at each call
+                context.current().constraints.append(Constraint(
+                    mk.compare(C.GT, a.dims[j], 0), n.const(True), msg + " (numpy raises here too)",
+                    user_location(), KernelValueError, (), "use mode='constant', or guard the call "
+                    "on the axis' length"))
     consts = None
     if mode == "constant":
         cv = np.asarray(cval, dtype=object)

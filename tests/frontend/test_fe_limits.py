@@ -58,9 +58,9 @@ def _depth(e) -> int:
 
 # ------------------------------------------------------------------ long chains
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_elementwise_chain_of_10000_ops(backend, low_recursion_limit):
+def test_elementwise_chain_of_3000_ops(backend, low_recursion_limit):
     _backend(backend)
-    N = 5000    # 10,000 ops: a multiply and an add per step
+    N = 1500    # 3,000 ops (a multiply and an add per step): ~7x the recursion limit
 
     @kd.kernel
     def chain(x):
@@ -81,7 +81,7 @@ def test_thousands_of_chained_reductions(backend, low_recursion_limit):
     _backend(backend)
     # cpu: the default schedule computes every reduction inside one row loop, a loop body
     # LLVM's loop passes take superlinear time on (150 reductions: ~5 s of LLVM)
-    N = 150 if backend == "cpu" else 2000
+    N = 150 if backend == "cpu" else 600
 
     @kd.kernel
     def chain(x):
@@ -99,11 +99,11 @@ def test_thousands_of_chained_reductions(backend, low_recursion_limit):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_index_style_chain_of_10000_ops(backend, low_recursion_limit):
+def test_index_style_chain_of_3000_ops(backend, low_recursion_limit):
     """A 0-d value built inside a kd.compute lambda spills into a stage over the lambda's
     axes (here i), read back at i."""
     _backend(backend)
-    N = 5000
+    N = 1500
 
     @kd.kernel
     def chain(x):
@@ -128,7 +128,7 @@ def test_index_style_chain_of_10000_ops(backend, low_recursion_limit):
 def test_index_style_chain_through_reductions(backend, low_recursion_limit):
     """A chain inside a reduction's source depends on the reduce axis: the spilled stage
     ranges over (i, k); nested index-style reductions chain through hoisted stages."""
-    N = 100     # v grows ~4 ops per step: it spills several times, inside and outside the sums
+    N = 40      # v grows ~4 ops per step: it spills several times, inside and outside the sums
 
     @kd.kernel
     def chain(A):
