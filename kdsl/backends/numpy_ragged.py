@@ -102,6 +102,8 @@ def eval_scan(stage, env: dict, tensors: dict, out: np.ndarray, eval_stage) -> N
     if not hasattr(info, "init_steps"):
         return          # a per-step stage (StepOf): its scan computes it, step by step
     tensors[stage.output] = out
+    if info.assoc is not None and type(stage.body) is n.Select:
+        return _eval_assoc(stage, env, tensors, out, eval_stage)
     steps = [t.stage for t in tensors if t.stage is not None and t.stage.name in info.steps]
     steps.sort(key=lambda s: info.steps.index(s.name))
     t = stage.axes[info.axis]
@@ -129,3 +131,18 @@ def eval_scan(stage, env: dict, tensors: dict, out: np.ndarray, eval_stage) -> N
         view = [slice(None)] * out.ndim
         view[info.axis] = slice(step - lo, step - lo + 1)
         eval_stage(one, env, tensors, out[tuple(view)])
+
+
+_UFUNC = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
+          "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+
+def _eval_assoc(stage, env, tensors, out, eval_stage) -> None:
+    """An associative scan (``ScanInfo.assoc``: cumsum, cummax...): its elements ``g`` (the
+    init branch) over the whole grid, then numpy's own ``accumulate`` along the scan axis
+    (sequential, as the serial loop: one numpy call instead of one per step)."""
+    one = copy.copy(stage)
+    one.body, one.scan = stage.body.t, None
+    eval_stage(one, env, tensors, out)
+    if out.size:
+        _UFUNC[stage.scan.assoc_kind].accumulate(out, axis=stage.scan.axis, out=out)

@@ -24,6 +24,8 @@ reference evaluates the stage one step at a time (kdsl.backends.numpy_backend).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import dtypes as dt
 from ..errors import KernelError, ShapeError, user_location
 from ..graph import Stage, Tensor
@@ -190,16 +192,48 @@ def _proven_earlier(body, idx, axes, t) -> bool:
 
 
 # ----------------------------------------------------------------- cumulative ops
+#: the associative combines of the cumulative ops (``kind`` -> numpy ufunc name)
+UFUNCS = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum",
+          "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor"}
+_BITWISE = ("and", "or", "xor")
+
+
 def _accum_dtype(d: dt.DType, op: str) -> dt.DType:
-    """numpy's result type of ``np.cumsum``/``np.cumprod``: small integers and bools widen to
-    the platform integer (int64, uint64 for unsigned); others keep their type."""
-    if op in ("max", "min"):
+    """numpy's result type of ``np.cumsum``/``np.cumprod`` (``np.add.accumulate``...): small
+    integers and bools widen to the platform integer (int64, uint64 for unsigned); others
+    (and every max/min/bitwise accumulate) keep their type."""
+    if op not in ("sum", "prod"):
         return d
     if d.is_bool or (d.is_int and d.is_signed and d.bits < 64):
         return dt.int64
     if d.is_int and not d.is_signed and d.bits < 64:
         return dt.uint64
     return d
+
+
+def _combine(op: str):
+    return {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+            "sum": lambda a, b: a + b, "prod": lambda a, b: a * b,
+            "max": lambda a, b: _nanmax(a, b), "min": lambda a, b: _nanmin(a, b)}[op]
+
+
+def _assoc_combiner(op: str, d: dt.DType) -> n.Combiner:
+    """The Combiner of ``op`` on ``d`` as traced (kind None: its expression is the meaning)."""
+    from .array import scalar
+    x, y = n.var("x", d), n.var("y", d)
+    e = mk.cast(asarray(_combine(op)(scalar(x, op="x"), scalar(y, op="y"))).at(()), d)
+    return n.Combiner(f"scan_{op}", (x,), (y,), (e,), (_identity(op, d),), None)
+
+
+def _identity(op: str, d: dt.DType) -> n.Expr:
+    from .reduce import _extreme
+    if op in ("sum", "or", "xor"):
+        return n.const(False if d.is_bool else 0, d)
+    if op == "prod":
+        return n.const(True if d.is_bool else 1, d)
+    if op == "and":
+        return n.const(True, d) if d.is_bool else n.const(-1 if d.is_signed else (1 << d.bits) - 1, d)
+    return _extreme(d, op == "max")
 
 
 def _cumulative(x, axis, dtype, op: str, name: str) -> Array:
@@ -217,9 +251,12 @@ def _cumulative(x, axis, dtype, op: str, name: str) -> Array:
                           loc=loc, hint=f"give an int in range({-x.ndim}, {x.ndim})")
     axis %= x.ndim
     out = dt.as_dtype(dtype) if dtype is not None else _accum_dtype(x.dtype, op)
+    if op in _BITWISE and not (out.is_int or out.is_bool):
+        raise KernelError(f"kd.{name}: np.{UFUNCS[op]}.accumulate needs integer or bool values, "
+                          f"got {out.name}", loc=loc,
+                          hint="cast the values to an integer type first (x.astype(np.int32))")
     xs = x.astype(out) if x.dtype is not out else x
-    combine = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b,
-               "max": lambda a, b: _nanmax(a, b), "min": lambda a, b: _nanmin(a, b)}[op]
+    combine = _combine(op)
 
     def init(*ix):
         return xs[ix]
@@ -228,7 +265,10 @@ def _cumulative(x, axis, dtype, op: str, name: str) -> Array:
         prev = list(ix)
         prev[axis] = ix[axis] - 1
         return combine(s[tuple(prev)], xs[ix])
-    return scan(x.shape, init, update, axis=axis, dtype=out, name=name)
+    res = scan(x.shape, init, update, axis=axis, dtype=out, name=name)
+    st = res.tensor.stage
+    st.scan = replace(st.scan, assoc=_assoc_combiner(op, out), assoc_kind=op)
+    return res
 
 
 def _nanmax(a, b):
@@ -242,12 +282,13 @@ def _nanmin(a, b):
 
 
 def cumsum(x, axis=None, dtype=None) -> Array:
-    """``np.cumsum(x, axis, dtype)``: a scan (one sequential pass along ``axis``)."""
+    """``np.cumsum(x, axis, dtype)``: a scan along ``axis`` (a parallel blocked scan where the
+    default schedules choose it: float sums are then reassociated, as numpy's pairwise sum)."""
     return _cumulative(x, axis, dtype, "sum", "cumsum")
 
 
 def cumprod(x, axis=None, dtype=None) -> Array:
-    """``np.cumprod(x, axis, dtype)``: a scan along ``axis``."""
+    """``np.cumprod(x, axis, dtype)``: a scan along ``axis`` (as cumsum)."""
     return _cumulative(x, axis, dtype, "prod", "cumprod")
 
 
@@ -259,3 +300,23 @@ def cummax(x, axis=None) -> Array:
 def cummin(x, axis=None) -> Array:
     """``np.minimum.accumulate(x, axis)`` (NaN propagates)."""
     return _cumulative(x, 0 if axis is None and asarray(x).ndim == 1 else axis, None, "min", "cummin")
+
+
+#: numpy ufunc name -> cumulative kind, for ``np.<ufunc>.accumulate`` inside kernels
+ACCUMULATE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
+              "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
+              "logical_and": "and", "logical_or": "or", "logical_xor": "xor"}
+
+
+def accumulate(ufunc: str, x, axis=0, dtype=None) -> Array:
+    """``np.<ufunc>.accumulate(x, axis, dtype)`` for the associative ufuncs (``ACCUMULATE``):
+    numpy's default axis is 0 and its dtypes (logical ones give bool)."""
+    x = asarray(x)
+    if ufunc.startswith("logical_"):
+        x = x.astype(dt.bool_)
+        dtype = dt.bool_ if dtype is None else dtype
+    if axis is None:
+        raise KernelError(f"np.{ufunc}.accumulate(axis=None) is not supported (numpy refuses "
+                          "it for arrays of more than one dimension)", loc=user_location(),
+                          hint="give an axis, e.g. axis=0")
+    return _cumulative(x, axis, dtype, ACCUMULATE[ufunc], f"{ufunc}_accumulate")
