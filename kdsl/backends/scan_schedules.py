@@ -8,6 +8,16 @@ the update reads the state at its own position along the other axes (``pointwise
   positions in order (one kernel launch, no synchronisation);
 - cpu: the other axes go first and the outermost is parallel; ``t`` runs inside.
 
+An associative scan (cumsum, cummax, the bitwise accumulates: ``ScanInfo.assoc``) whose scan
+axis is long while its other axes are few is rewritten into a parallel blocked scan
+(kdsl.backends.scan_blocked: block totals, a scan of the totals, a segmented scan):
+
+- GPU: when the scan axis may reach ``GPU_BLOCK_MIN`` steps and the other axes hold at most
+  ``GPU_OTHERS_MAX`` positions (``sched.size_hints``); blocks of ``GPU_CHUNK`` steps, one
+  per thread; the totals' scan is blocked again until it is at most ``GPU_BLOCK_MIN`` long;
+- cpu: a scan with no other axis (the pointwise default is parallel otherwise); blocks of
+  ``CPU_CHUNK`` steps shared among the threads, the totals' scan serial.
+
 Other scans (the update reads neighbouring positions of the previous step, or a scan with
 no other axis) stay serial: on the GPU one thread runs the whole nest (one block) (no grid-wide barrier exists), on the cpu one core.
 The backends' default schedules call ``take_scans`` to keep their own plans off these
@@ -15,7 +25,16 @@ stages and ``gpu_scan``/``cpu_scan`` after realising the rest.
 """
 from __future__ import annotations
 
+from ..ir import nodes as n
+from ..ir.evaluate import eval_expr
+from ..ir.visitor import free_vars
 from ..schedule.records import AttachKind
+from .scan_blocked import blocked_scan, can_block
+
+GPU_BLOCK_MIN = 256      # steps: a longer associative scan is blocked on the GPU
+GPU_OTHERS_MAX = 8192    # positions of the other axes: more fill the GPU with serial scans
+GPU_CHUNK = 32           # steps per block (one thread each)
+CPU_CHUNK = 1024         # steps per block on the cpu
 
 
 def take_scans(sched, plans: dict) -> list:
@@ -38,10 +57,83 @@ def _split_axes(h):
     return t, [a for a in h.stage.axes if a is not t]
 
 
-def gpu_scan(sched, h, threads: int = 256) -> None:
+def _upper(sched, e):
+    """An upper bound of the size expression ``e`` in this specialisation
+    (``sched.size_hints``), or None when a size in it is unknown."""
+    hints = getattr(sched, "size_hints", None) or {}
+    env = {}
+    for v in free_vars(e):
+        if v not in hints:
+            return None
+        env[v] = hints[v][1]
+    try:
+        return int(eval_expr(e, env))
+    except Exception:       # noqa: BLE001  (not a plain size expression: unknown)
+        return None
+
+
+def _gpu_blocks(sched, h) -> bool:
+    """Whether the GPU default blocks the associative scan ``h`` (module docstring)."""
+    if not can_block(h):
+        return False
+    st = h.stage
+    t = st.axes[st.scan.axis]
+    steps = _upper(sched, t.dom.extent)
+    if steps is not None and steps <= GPU_BLOCK_MIN:
+        return False
+    others = 1
+    for a in st.axes:
+        if a is not t:
+            hi = _upper(sched, a.dom.extent)
+            if hi is None:
+                return False
+            others *= hi
+    return others <= GPU_OTHERS_MAX
+
+
+def _bind_flat(h, axes, threads: int) -> None:
+    f = h.fuse(*axes) if len(axes) > 1 else axes[0]
+    bo, bi = h.split(f, factor=threads)
+    h.bind(bo, "blockIdx.x")
+    h.bind(bi, "threadIdx.x")
+
+
+def gpu_blocked(sched, h, threads: int = 256, chunk: int | None = None) -> None:
+    """The blocked GPU form of the associative scan ``h`` (kdsl.backends.scan_blocked): block
+    totals and the segmented scan one thread per block, the totals' scan blocked again while
+    it may be longer than ``GPU_BLOCK_MIN`` (else the serial default)."""
+    chunk = chunk or GPU_CHUNK
+    hp, hc, hs = blocked_scan(sched, h, chunk)
+    _bind_flat(hp, list(hp.stage.axes), threads)
+    t = hs.stage.axes[hs.stage.scan.axis]
+    others = [a for a in hs.stage.axes if a is not t]
+    if others:
+        hs.reorder(*others, t)
+    jo, _ = hs.split(t, factor=chunk)
+    _bind_flat(hs, others + [jo], threads)
+    if _gpu_blocks(sched, hc):
+        gpu_blocked(sched, hc, threads, chunk)
+    else:
+        gpu_scan(sched, hc, threads, block=False)
+
+
+def cpu_blocked(sched, h, chunk: int | None = None) -> None:
+    """The blocked cpu form of the associative scan ``h`` with no other axis: block totals
+    and the segmented scan parallel over blocks, the totals' scan serial."""
+    chunk = chunk or CPU_CHUNK
+    hp, _, hs = blocked_scan(sched, h, chunk)
+    hp.parallel(hp.stage.axes[0])
+    jo, _ = hs.split(hs.stage.axes[0], factor=chunk)
+    hs.parallel(jo)
+
+
+def gpu_scan(sched, h, threads: int = 256, block: bool = True) -> None:
     """The GPU default of one scan stage (module docstring)."""
     t, others = _split_axes(h)
     if t is None:
+        return
+    if block and _gpu_blocks(sched, h):
+        gpu_blocked(sched, h, threads)
         return
     if not others or not h.stage.scan.pointwise:
         # one thread runs the whole nest: a kernel of one block (its scan loop split in 1 part)
@@ -60,6 +152,9 @@ def gpu_scan(sched, h, threads: int = 256) -> None:
 def cpu_scan(sched, h) -> None:
     """The cpu default of one scan stage (module docstring)."""
     t, others = _split_axes(h)
+    if t is not None and not others and can_block(h):
+        cpu_blocked(sched, h)
+        return
     if t is None or not others or not h.stage.scan.pointwise:
         return
     h.reorder(*others, t)
