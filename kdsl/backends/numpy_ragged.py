@@ -109,7 +109,9 @@ def eval_scan(stage, env: dict, tensors: dict, out: np.ndarray, eval_stage) -> N
     t = stage.axes[info.axis]
     lo, ext = int(eval_expr(t.dom.min, env)), int(eval_expr(t.dom.extent, env))
     body = stage.body
-    init, update = (body.t, body.f) if type(body) is n.Select else (body, body)
+    # a tuple state's body selects by member first: evaluated whole (its t tests inside)
+    split = type(body) is n.Select and info.members is None
+    init, update = (body.t, body.f) if split else (body, body)
     for step in range(lo, lo + max(ext, 0)):
         for aux in steps:            # the update's reductions over earlier steps, this step
             k = aux.scan.axis

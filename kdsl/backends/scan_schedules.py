@@ -50,11 +50,23 @@ def take_scans(sched, plans: dict) -> list:
 
 
 def _split_axes(h):
+    """The scan axis and the other axes (a tuple state's member axis is neither: it is put
+    innermost by ``_order``); (None, None) when the stage is scheduled already."""
     info = h.stage.scan
     t = h.stage.axes[info.axis]
     if h.relations or h.attrs or list(h.leaf) != list(h.stage.axes):
         return None, None          # scheduled already (by the user): leave it
-    return t, [a for a in h.stage.axes if a is not t]
+    mem = h.stage.axes[info.members] if info.members is not None else None
+    return t, [a for a in h.stage.axes if a is not t and a is not mem]
+
+
+def _order(h, *axes) -> None:
+    """Reorder ``h``'s loops to ``axes``, then a tuple state's member axis innermost."""
+    info = h.stage.scan
+    mem = [h.stage.axes[info.members]] if info.members is not None else []
+    order = list(axes) + mem
+    if list(h.leaf) != order:
+        h.reorder(*order)
 
 
 def _upper(sched, e):
@@ -137,12 +149,11 @@ def gpu_scan(sched, h, threads: int = 256, block: bool = True) -> None:
         return
     if not others or not h.stage.scan.pointwise:
         # one thread runs the whole nest: a kernel of one block (its scan loop split in 1 part)
-        if h.leaf[0] is not t:
-            h.reorder(t, *others)
+        _order(h, t, *others)
         one, _ = h.split(t, nparts=1)
         h.bind(one, "blockIdx.x")
         return
-    h.reorder(*others, t)
+    _order(h, *others, t)
     f = h.fuse(*others) if len(others) > 1 else others[0]
     bo, bi = h.split(f, factor=threads)
     h.bind(bo, "blockIdx.x")
@@ -157,5 +168,5 @@ def cpu_scan(sched, h) -> None:
         return
     if t is None or not others or not h.stage.scan.pointwise:
         return
-    h.reorder(*others, t)
+    _order(h, *others, t)
     h.parallel(others[0])

@@ -41,17 +41,45 @@ from .ops import asarray
 from .stages import make_stage, new_axis
 
 
-def _body(fn, args, loc, what: str) -> n.Expr:
-    result = fn(*args)
-    if isinstance(result, (tuple, list)):
-        raise KernelError(f"kd.scan's {what} must return one scalar expression, got a "
-                          f"{type(result).__name__}", loc=loc, hint="use one kd.scan per output")
+def _scalar_of(result, loc, what: str) -> n.Expr:
     r = asarray(result)
     if r.ndim != 0:
         raise ShapeError(f"kd.scan's {what} must return a scalar (0-d) expression, got a "
                          f"{r.ndim}-d array", loc=loc,
                          hint="index every dimension of the arrays it reads, e.g. X[t, i]")
     return r.at(())
+
+
+def _body(fn, args, loc, what: str, members: int | None = None):
+    """``fn(*args)`` as one expression, or (``members``: a tuple state) a list of them."""
+    result = fn(*args)
+    if isinstance(result, list):
+        result = tuple(result)
+    if members is None:
+        if isinstance(result, tuple):
+            return [_scalar_of(r, loc, f"{what}'s member {j}") for j, r in enumerate(result)]
+        return _scalar_of(result, loc, what)
+    if not isinstance(result, tuple) or len(result) != members:
+        got = f"a tuple of {len(result)}" if isinstance(result, tuple) else "one value"
+        raise KernelError(f"kd.scan's {what} must return a tuple of {members} values (one per "
+                          f"member of the state init returned), got {got}", loc=loc,
+                          hint="return (new_a, new_b, ...) in the order init gives them")
+    return [_scalar_of(r, loc, f"{what}'s member {j}") for j, r in enumerate(result)]
+
+
+def _common_dtype(exprs, loc) -> dt.DType:
+    """The dtype one buffer holds every member of a tuple state in: numpy's result type of
+    theirs, refused when a member would not convert to it exactly ('safe' casting)."""
+    import numpy as np
+    nps = [e.dtype.np for e in exprs]
+    common = np.result_type(*nps)
+    bad = [e.dtype.name for e in exprs if not np.can_cast(e.dtype.np, common, "safe")]
+    if bad:
+        raise KernelError(f"kd.scan: a tuple state keeps its members in one {common} buffer, "
+                          f"which does not hold every {', '.join(bad)} value exactly", loc=loc,
+                          hint="give the members types that convert exactly (e.g. int32 with "
+                          "float64), or cast them with .astype first")
+    return dt.as_dtype(common)
 
 
 def scan(shape, init, update, axis: int = 0, init_steps: int = 1, dtype=None, name=None) -> Array:
@@ -82,14 +110,29 @@ def scan(shape, init, update, axis: int = 0, init_steps: int = 1, dtype=None, na
     axes = tuple(new_axis(ctx, nm, d) for nm, d in zip(names, dims))
     proxies = [_axis_proxy(ax) for ax in axes]
     init_body = _body(init, proxies, loc, "init")
+    if isinstance(init_body, list):
+        return _tuple_scan(ctx, loc, dims, axes, proxies, init_body, update, axis, init_steps,
+                           dtype, name)
     out_dtype = dt.as_dtype(dtype) if dtype is not None else init_body.dtype
     sname = ctx.unique(name or "scan")
     state = Tensor(sname, tuple(dims), out_dtype, None)
     upd = _body(update, [from_tensor(state)] + proxies, loc, "update")
+    if isinstance(upd, list):
+        raise KernelError("kd.scan's update returned a tuple but init returned one value", loc=loc,
+                          hint="return a tuple from both init and update (a tuple state), or "
+                          "one value from both")
     t = axes[axis]
-    pointwise = _check_reads(upd, state, axes, axis, loc)
+    pointwise = _check_reads(upd, state, axes, axis, loc, init_steps=init_steps)
     cond = mk.lt(t.var, mk.add(t.dom.min, init_steps))
     body = mk.select(cond, mk.cast(init_body, out_dtype), mk.cast(upd, out_dtype))
+    st, steps = _make(ctx, sname, axes, body, state, t, loc)
+    st.scan = ScanInfo(axis, init_steps, pointwise, tuple(a.name for a in steps))
+    return from_tensor(state)
+
+
+def _make(ctx, sname, axes, body, state, t, loc):
+    """The scan stage of ``body`` over ``axes`` computing ``state`` (the tensor its update
+    reads), and its per-step reduction stages."""
     before = len(ctx.stages)
     out = make_stage(ctx, sname, "scan", axes, body, loc)
     st = out.stage
@@ -99,9 +142,45 @@ def scan(shape, init, update, axis: int = 0, init_steps: int = 1, dtype=None, na
     st.output = state
     st.values = (state,)
     st.body = _retarget(st.body, out, state)
-    steps = _step_stages(made, st, state, t, loc)
-    st.scan = ScanInfo(axis, init_steps, pointwise, tuple(a.name for a in steps))
-    return from_tensor(state)
+    return st, _step_stages(made, st, state, t, loc)
+
+
+def _tuple_scan(ctx, loc, dims, axes, proxies, inits, update, axis, init_steps, dtype, name):
+    """A scan whose state is a tuple (``init`` and ``update`` return tuples): one stage over
+    the scan's axes plus a trailing *member* axis (``ScanInfo.members``), member ``j`` of
+    step ``t`` at ``[..., t, ..., j]``, every member of a step computed by the thread that
+    computes that position; returns one array per member (in its own dtype)."""
+    k = len(inits)
+    if k == 0:
+        raise KernelError("kd.scan's init returned an empty tuple", loc=loc,
+                          hint="return one value, or a tuple of them (one per member)")
+    common = dt.as_dtype(dtype) if dtype is not None else _common_dtype(inits, loc)
+    sname = ctx.unique(name or "scan")
+    state = Tensor(sname, tuple(dims) + (mk.as_expr(k),), common, None)
+    full = from_tensor(state)
+    views = tuple(Array(tuple(dims), common, (lambda j: lambda idx: n.TensorRead(
+        common, state, tuple(idx) + (n.const(j, dt.index),)))(j), op=sname) for j in range(k))
+    upds = _body(update, [views] + proxies, loc, "update", members=k)
+    m = new_axis(ctx, "member", mk.as_expr(k))
+    allx = tuple(axes) + (m,)
+    t = axes[axis]
+    pointwise = True
+    for u in upds:
+        pointwise = _check_reads(u, state, allx, axis, loc, members=len(axes),
+                                 init_steps=init_steps) and pointwise
+    cond = mk.lt(t.var, mk.add(t.dom.min, init_steps))
+    body = None
+    for j in reversed(range(k)):
+        bj = mk.select(cond, mk.cast(inits[j], common), mk.cast(upds[j], common))
+        body = bj if body is None else mk.select(mk.eq(m.var, j), bj, body)
+    st, steps = _make(ctx, sname, allx, body, state, t, loc)
+    st.scan = ScanInfo(axis, init_steps, pointwise, tuple(a.name for a in steps), members=len(axes))
+    out = []
+    for j, e in enumerate(inits):
+        member = full[(Ellipsis, j)]
+        want = dt.as_dtype(dtype) if dtype is not None else e.dtype
+        out.append(member.astype(want) if want is not common else member)
+    return tuple(out)
 
 
 def _step_stages(made, st, state, t, loc) -> list:
@@ -140,9 +219,10 @@ def _retarget(body, old: Tensor, new: Tensor):
     return _R().visit(body)
 
 
-def _check_reads(body, state, axes, axis, loc) -> bool:
+def _check_reads(body, state, axes, axis, loc, members=None, init_steps=1) -> bool:
     """Every read of the state is at ``t - c`` (constant ``c >= 1``) along the scan axis;
-    returns whether every such read is at the axes' own values along the other axes."""
+    returns whether every such read is at the axes' own values along the other axes (the
+    member axis of a tuple state, position ``members``, is read at constants: not counted)."""
     t = axes[axis].var
     pointwise = True
     for r in collect(body, lambda x: isinstance(x, n.TensorRead) and x.tensor is state):
@@ -155,29 +235,31 @@ def _check_reads(body, state, axes, axis, loc) -> bool:
         ok = p is not None and set(p) <= {(), (poly.atoms.id(t),)} and \
             p.get((poly.atoms.id(t),)) == 1 and p.get((), 0) <= -1
         if not ok:      # an earlier step through a reduction: s[j] for j in kd.reduce_axis((0, t))
-            ok = _proven_earlier(body, idx, axes, t)
+            ok = _proven_earlier(body, idx, axes, t, init_steps)
         if not ok:
             raise KernelError(
                 "kd.scan's update may read the state only at earlier steps along the scan "
                 f"axis {axes[axis].name!r}, at {axes[axis].name} - c for a constant c >= 1",
                 loc=loc, hint=f"read s[{axes[axis].name} - 1, ...] (the previous step)")
         for j, (ix, ax) in enumerate(zip(r.indices, axes)):
-            if j != axis and ix is not ax.var:
+            if j != axis and j != members and ix is not ax.var:
                 pointwise = False
         if any(v is t for j, ix in enumerate(r.indices) if j != axis for v in free_vars(ix)):
             pointwise = False
     return pointwise
 
 
-def _proven_earlier(body, idx, axes, t) -> bool:
-    """``idx <= t - 1`` wherever it is read: over the stage's axes and the ranges of the
-    reductions in ``body`` (which may use ``t``: a triangular solve's ``x[j]``, ``j < t``)."""
+def _proven_earlier(body, idx, axes, t, init_steps=1) -> bool:
+    """``idx <= t - 1`` wherever it is read: over the stage's axes (the update runs from step
+    ``init_steps`` on) and the ranges of the reductions in ``body`` (which may use ``t``: a
+    triangular solve's ``x[j]``, ``j < t``)."""
     from ..ir.simplify import simplify
     if collect(idx, lambda x: isinstance(x, (n.TensorRead, n.Load))):
         return False
     ranges = {}
     for a in axes:
-        ranges[a.var] = (a.dom.min, simplify(mk.sub(mk.add(a.dom.min, a.dom.extent), 1)))
+        lo = mk.add(a.dom.min, init_steps) if a.var is t else a.dom.min
+        ranges[a.var] = (lo, simplify(mk.sub(mk.add(a.dom.min, a.dom.extent), 1)))
     for r in collect(body, lambda x: isinstance(x, n.Reduce)):
         for a in r.axes:
             ext = a.dom.extent

@@ -78,6 +78,8 @@ def _check(h, info) -> None:
                             "steps; only a split into 1 part is allowed)",
                             hint=f"split or fuse the other axes of {st.name}, not "
                             f"{st.axes[info.axis].name!r}")
+    if info.members is not None:
+        _check_members(h, st, t, info)
     attr = h.attrs.get(t)
     if attr is not None and (attr.kind not in _ORDERED or attr.thread is not None):
         how = f"bound to {attr.thread.value}" if attr.thread is not None else attr.kind.value
@@ -99,6 +101,19 @@ def _check(h, info) -> None:
                             "need a grid-wide barrier, which kdsl does not have",
                             hint="leave that scan unbound (one thread runs it), or make each step "
                             "its own kernel call")
+
+
+def _check_members(h, st, t, info) -> None:
+    """A tuple state's member axis: one serial (or unrolled) loop inside the scan loop."""
+    mem = st.axes[info.members]
+    attr = h.attrs.get(mem)
+    if mem not in h.leaf or h.leaf.index(mem) < h.leaf.index(t) or (
+            attr is not None and (attr.kind not in _ORDERED or attr.thread is not None)):
+        raise ScheduleError(f"stage {st.name}: its member axis {mem.name!r} (one element per "
+                            "member of its tuple state) must stay one sequential loop inside "
+                            f"the scan loop {t.name!r}: each step reads every member of the "
+                            "earlier ones",
+                            hint=f"leave {mem.name!r} unscheduled (kdsl puts it innermost)")
 
 
 def _scan_leaf(h, t):
