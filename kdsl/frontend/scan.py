@@ -73,7 +73,13 @@ def _common_dtype(exprs, loc) -> dt.DType:
     import numpy as np
     nps = [e.dtype.np for e in exprs]
     common = np.result_type(*nps)
-    bad = [e.dtype.name for e in exprs if not np.can_cast(e.dtype.np, common, "safe")]
+    mant = {2: 11, 4: 24, 8: 53}.get(common.itemsize, 0) if common.kind == "f" else None
+
+    def exact(d):       # numpy calls int64 -> float64 'safe'; it is not exact past 2**53
+        if not np.can_cast(d.np, common, "safe"):
+            return False
+        return mant is None or not d.is_int or d.bits - (1 if d.is_signed else 0) <= mant
+    bad = [e.dtype.name for e in exprs if not exact(e.dtype)]
     if bad:
         raise KernelError(f"kd.scan: a tuple state keeps its members in one {common} buffer, "
                           f"which does not hold every {', '.join(bad)} value exactly", loc=loc,
