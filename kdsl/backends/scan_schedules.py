@@ -103,11 +103,13 @@ def _gpu_blocks(sched, h) -> bool:
     return others <= GPU_OTHERS_MAX
 
 
-def _bind_flat(h, axes, threads: int) -> None:
+def _bind_flat(h, axes, threads: int):
+    """Fuse ``axes``, split by ``threads``, bind to blockIdx.x/threadIdx.x; the thread loop."""
     f = h.fuse(*axes) if len(axes) > 1 else axes[0]
     bo, bi = h.split(f, factor=threads)
     h.bind(bo, "blockIdx.x")
     h.bind(bi, "threadIdx.x")
+    return bi
 
 
 def gpu_blocked(sched, h, threads: int = 256, chunk: int | None = None) -> None:
@@ -116,13 +118,17 @@ def gpu_blocked(sched, h, threads: int = 256, chunk: int | None = None) -> None:
     it may be longer than ``GPU_BLOCK_MIN`` (else the serial default)."""
     chunk = chunk or GPU_CHUNK
     hp, hc, hs = blocked_scan(sched, h, chunk)
-    _bind_flat(hp, list(hp.stage.axes), threads)
+    # each block's total accumulated in a register (a local cache), its loop unrolled
+    local = sched.cache_write(hp, "local")
+    local.compute_at(hp, _bind_flat(hp, list(hp.stage.axes), threads))
+    local.unroll(local.stage.reduce_axes[0])
     t = hs.stage.axes[hs.stage.scan.axis]
     others = [a for a in hs.stage.axes if a is not t]
     if others:
         hs.reorder(*others, t)
-    jo, _ = hs.split(t, factor=chunk)
+    jo, ki = hs.split(t, factor=chunk)
     _bind_flat(hs, others + [jo], threads)
+    hs.unroll(ki)       # the step before stays in a register: no reload of what was stored
     if _gpu_blocks(sched, hc):
         gpu_blocked(sched, hc, threads, chunk)
     else:
