@@ -133,7 +133,55 @@ def scan(shape, init, update, axis: int = 0, init_steps: int = 1, dtype=None, na
     body = mk.select(cond, mk.cast(init_body, out_dtype), mk.cast(upd, out_dtype))
     st, steps = _make(ctx, sname, axes, body, state, t, loc)
     st.scan = ScanInfo(axis, init_steps, pointwise, tuple(a.name for a in steps))
+    if init_steps == 1 and not steps:
+        kind = _associative(mk.cast(init_body, out_dtype), mk.cast(upd, out_dtype), state, axes, axis)
+        if kind is not None:
+            st.scan = replace(st.scan, assoc=_binop_combiner(kind, out_dtype), assoc_kind=kind)
     return from_tensor(state)
+
+
+#: BinOps whose scan ``s[t] = s[t - 1] op g(t)`` is associative (commutative too), by kind;
+#: float max/min are left out (their NaN rule is the backend's, not numpy's accumulate's)
+_ASSOC_OPS = {n.BinOp.ADD: "sum", n.BinOp.MUL: "prod", n.BinOp.MAX: "max", n.BinOp.MIN: "min",
+              n.BinOp.AND: "and", n.BinOp.OR: "or", n.BinOp.XOR: "xor"}
+
+
+def _associative(init: n.Expr, upd: n.Expr, state, axes, axis):
+    """The kind of a user's scan ``init = g``, ``update = s[t - 1] op g`` (either order), op
+    in ``_ASSOC_OPS`` computed in the state's dtype, the state read at its own position on
+    the other axes; else None (the scan stays as written, serial along its axis)."""
+    if type(upd) is not n.Binary or upd.op not in _ASSOC_OPS or upd.dtype is not init.dtype:
+        return None
+    d = upd.dtype
+    if (upd.op in (n.BinOp.MAX, n.BinOp.MIN) and d.is_float) or \
+            (upd.op in (n.BinOp.ADD, n.BinOp.MUL) and d.is_bool):
+        return None
+    t = axes[axis].var
+    for prev, g in ((upd.a, upd.b), (upd.a, upd.b)[::-1]):
+        if type(prev) is not n.TensorRead or prev.tensor is not state:
+            continue
+        ix = prev.indices
+        if not all(e is a.var for k, (e, a) in enumerate(zip(ix, axes)) if k != axis):
+            continue
+        step = ix[axis]
+        if not (type(step) is n.Binary and step.op is n.BinOp.SUB and step.a is t
+                and type(step.b) is n.Const and step.b.value == 1):
+            continue
+        try:
+            same = g == init and not collect(g, lambda x: isinstance(x, n.TensorRead)
+                                             and x.tensor is state)
+        except RecursionError:      # a very deep expression: not worth proving
+            same = False
+        if same:
+            return _ASSOC_OPS[upd.op]
+    return None
+
+
+def _binop_combiner(kind: str, d: dt.DType) -> n.Combiner:
+    op = next(o for o, k in _ASSOC_OPS.items() if k == kind)
+    x, y = n.var("x", d), n.var("y", d)
+    return n.Combiner(f"scan_{kind}", (x,), (y,), (mk.binary(op, x, y),), (_identity(kind, d),),
+                      None)
 
 
 def _make(ctx, sname, axes, body, state, t, loc):

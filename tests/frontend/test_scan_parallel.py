@@ -73,6 +73,26 @@ def test_blocked_nan_and_exact_ints_interp_cuda(tiny_blocks, rng):
     np.testing.assert_array_equal(csum(big, backend="interp-cuda"), np.cumsum(big))
 
 
+def test_users_associative_scans_are_recognised(tiny_blocks, rng):
+    @kd.kernel
+    def twice_cumsum(X):        # init g, update g + s[t - 1]: a cumsum of 2 X
+        return kd.scan(X.shape, lambda t, i: X[t, i] * 2,
+                       lambda s, t, i: X[t, i] * 2 + s[t - 1, i])
+
+    @kd.kernel
+    def decay(X):               # s[t - 1] * 0.5 + X[t]: not of that form, stays serial
+        return kd.scan(X.shape, lambda t, i: X[t, i], lambda s, t, i: s[t - 1, i] * 0.5 + X[t, i])
+    X = rng.random((13, 2))
+    assert "scan.part" in str(twice_cumsum.lower(X, backend="interp-cuda"))
+    assert "part" not in str(decay.lower(X, backend="interp-cuda"))
+    for backend in ("numpy", "interp-cuda"):
+        np.testing.assert_allclose(twice_cumsum(X, backend=backend), np.cumsum(2 * X, 0), rtol=1e-12)
+    ref = X.copy()
+    for t in range(1, 13):
+        ref[t] += ref[t - 1] * 0.5
+    np.testing.assert_allclose(decay(X, backend="numpy"), ref, rtol=1e-12)
+
+
 def test_default_cpu_blocks_a_long_float32_sum(rng):
     # the real block size (1024): reassociated float32 sums within a tolerance growing with n
     @kd.kernel
