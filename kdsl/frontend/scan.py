@@ -19,8 +19,15 @@ axes stay parallel where the state is read at the same position along them
 (``ScanInfo.pointwise``: each GPU thread then runs its own sequential loop).  The ``numpy``
 reference evaluates the stage one step at a time (kdsl.backends.numpy_backend).
 
+A *tuple state*: ``init`` returns a tuple, ``update(s, *axes)`` gets ``s`` as a tuple of
+arrays and returns a tuple; the members live in one stage with a trailing member axis
+(``ScanInfo.members``) of their common dtype, and ``kd.scan`` returns one array per member.
+
 ``cumsum``, ``cumprod``, ``cummax``, ``cummin`` (``np.cumsum``/``np.cumprod``/
-``np.maximum.accumulate``/``np.minimum.accumulate`` along one axis) are scans.
+``np.maximum.accumulate``/``np.minimum.accumulate`` along one axis) and the associative
+ufuncs' ``accumulate`` are scans marked associative (``ScanInfo.assoc``), as is a user's
+scan ``init = g``, ``update = s[t - 1] op g``; the default schedules may run those as a
+parallel blocked scan (kdsl.backends.scan_blocked: float sums reassociated).
 """
 from __future__ import annotations
 
@@ -91,7 +98,9 @@ def _common_dtype(exprs, loc) -> dt.DType:
 def scan(shape, init, update, axis: int = 0, init_steps: int = 1, dtype=None, name=None) -> Array:
     """A stage computed in order along ``axis`` that reads its own earlier steps (see the
     module docstring): ``kd.scan(X.shape, lambda t, i: X[t, i],
-    lambda s, t, i: s[t - 1, i] + X[t, i])`` is ``np.cumsum(X, axis=0)``."""
+    lambda s, t, i: s[t - 1, i] + X[t, i])`` is ``np.cumsum(X, axis=0)``.  When ``init``
+    returns a tuple the state is a tuple (``update`` gets and returns one) and so is the
+    result."""
     ctx = context.current()
     loc = user_location()
     if not isinstance(shape, (tuple, list)):
