@@ -17,13 +17,15 @@ Work: about 2 reads of ``g`` and one write per element (the serial loop: one and
 the carries.  Float sums and products are *reassociated* (blocks are combined in another
 order than the serial loop), as numpy's pairwise ``sum`` is; integer results are exact.
 Every backend that lowers the schedule runs the same stages (the SIMT interpreter checks
-the GPU form for races); the ``numpy`` reference evaluates the unrewritten scan.
+the GPU form for races); the ``numpy`` reference evaluates the unrewritten scan.  The cpu
+and GPU default schedules call it (kdsl.backends.scan_schedules); an explicit schedule may
+too (``blocked_scan(s, "cumsum", 64)``, then schedule the three stages it returns).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import InternalCompilerError
+from ..errors import ScheduleError
 from ..graph import Stage
 from ..ir import make as mk
 from ..ir import nodes as n
@@ -57,10 +59,14 @@ def blocked_scan(sched, stage, chunk: int):
     long scan), ``stage`` the segmented scan (split its scan axis by ``chunk``)."""
     h = sched[stage]
     if not can_block(h):
-        raise InternalCompilerError(f"blocked_scan: stage {h.name} is not an untouched "
-                                    "associative scan")
+        raise ScheduleError(f"blocked_scan: stage {h.name} is not an associative scan left "
+                            "unscheduled (a cumsum, cummax, accumulate, or a kd.scan whose update "
+                            "is s[t - 1] op init's value)",
+                            hint=f"call blocked_scan on {h.name} before any other primitive on "
+                            "it; other scans run in order")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 2:
-        raise InternalCompilerError(f"blocked_scan: chunk must be an int >= 2, got {chunk!r}")
+        raise ScheduleError(f"blocked_scan: the block size must be an int >= 2, got {chunk!r}",
+                            hint="blocked_scan(s, stage, 32)")
     st, info = h.stage, h.stage.scan
     p, comb = info.axis, info.assoc
     t = st.axes[p]

@@ -93,6 +93,25 @@ def test_users_associative_scans_are_recognised(tiny_blocks, rng):
     np.testing.assert_allclose(decay(X, backend="numpy"), ref, rtol=1e-12)
 
 
+def test_explicit_blocked_scan_on_the_interpreter(rng):
+    from kdsl.backends.scan_blocked import blocked_scan
+
+    @kd.kernel
+    def cs(x):
+        return np.cumsum(x)
+
+    @cs.schedule("interp")
+    def _(s):
+        _, carry, h = blocked_scan(s, "cumsum", 3)
+        blocked_scan(s, carry, 2)                       # the carries blocked again
+        o, _ = h.split(h.stage.axes[0], factor=3)       # the segmented scan: blocks outside
+        with pytest.raises(ScheduleError, match="associative scan"):
+            blocked_scan(s, h, 3)                       # already rewritten
+    for n in (0, 1, 17):
+        x = rng.integers(-50, 50, n)
+        np.testing.assert_array_equal(cs(x, backend="interp"), np.cumsum(x))
+
+
 def test_default_cpu_blocks_a_long_float32_sum(rng):
     # the real block size (1024): reassociated float32 sums within a tolerance growing with n
     @kd.kernel
