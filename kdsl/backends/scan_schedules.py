@@ -25,7 +25,6 @@ stages and ``gpu_scan``/``cpu_scan`` after realising the rest.
 """
 from __future__ import annotations
 
-from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import free_vars
 from ..schedule.records import AttachKind
@@ -34,6 +33,7 @@ from .scan_blocked import blocked_scan, can_block
 GPU_BLOCK_MIN = 256      # steps: a longer associative scan is blocked on the GPU
 GPU_OTHERS_MAX = 8192    # positions of the other axes: more fill the GPU with serial scans
 GPU_CHUNK = 32           # steps per block (one thread each)
+GPU_LEVELS = 4           # at most this many levels of blocks (sizes unknown: 32**4 shorter)
 CPU_CHUNK = 1024         # steps per block on the cpu
 
 
@@ -112,10 +112,11 @@ def _bind_flat(h, axes, threads: int):
     return bi
 
 
-def gpu_blocked(sched, h, threads: int = 256, chunk: int | None = None) -> None:
+def gpu_blocked(sched, h, threads: int = 256, chunk: int | None = None, level: int = 1) -> None:
     """The blocked GPU form of the associative scan ``h`` (kdsl.backends.scan_blocked): block
     totals and the segmented scan one thread per block, the totals' scan blocked again while
-    it may be longer than ``GPU_BLOCK_MIN`` (else the serial default)."""
+    it may be longer than ``GPU_BLOCK_MIN`` (else, or past ``GPU_LEVELS``, the serial
+    default)."""
     chunk = chunk or GPU_CHUNK
     hp, hc, hs = blocked_scan(sched, h, chunk)
     # each block's total accumulated in a register (a local cache), its loop unrolled
@@ -129,8 +130,8 @@ def gpu_blocked(sched, h, threads: int = 256, chunk: int | None = None) -> None:
     jo, ki = hs.split(t, factor=chunk)
     _bind_flat(hs, others + [jo], threads)
     hs.unroll(ki)       # the step before stays in a register: no reload of what was stored
-    if _gpu_blocks(sched, hc):
-        gpu_blocked(sched, hc, threads, chunk)
+    if level < GPU_LEVELS and _gpu_blocks(sched, hc):
+        gpu_blocked(sched, hc, threads, chunk, level + 1)
     else:
         gpu_scan(sched, hc, threads, block=False)
 

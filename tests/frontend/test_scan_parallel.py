@@ -135,6 +135,13 @@ def test_short_gpu_scans_and_wide_ones_stay_serial(rng):
     assert "part" not in low
     np.testing.assert_allclose(rows(X, backend="interp-cuda"), np.cumsum(X, 1), rtol=1e-12)
 
+    @kd.kernel
+    def flat(x):
+        return np.cumsum(x)
+    # sizes unknown (a TensorSpec): blocked, at most GPU_LEVELS levels (was: no end)
+    low = str(flat.lower(kd.TensorSpec((None,), "float32"), backend="interp-cuda"))
+    assert low.count("kernel ") == 2 * ss.GPU_LEVELS + 1
+
 
 @pytest.mark.parametrize("backend", HOST)
 def test_accumulate_dtypes_and_refusals(backend, rng):
