@@ -45,6 +45,8 @@ def test_blocked_scans_match_numpy(backend, tiny_blocks, rng):
     for n in (0, 1, 4, 7, 40):               # empty, one step, one block, ragged, 2 levels
         x = rng.random(n)
         np.testing.assert_allclose(csum(x, backend=backend), np.cumsum(x), rtol=1e-12)
+    v = rng.random(120)[::-3]                 # a strided view, 40 elements
+    np.testing.assert_allclose(csum(v, backend=backend), np.cumsum(v), rtol=1e-12)
     for n in (7, 40):
         xi = rng.integers(-2, 3, n).astype(np.int32)
         b = rng.integers(0, 1 << 12, n).astype(np.int16)
