@@ -100,10 +100,11 @@ def gpu_rows(n: int) -> list:
     xi64 = xi.double().cpu().numpy()
     add(case, "kdsl", lambda: cumsum(xi, backend="cuda"), 4 * n, xi64)
     add(case, "torch.cumsum", lambda: torch.cumsum(xi, 0), 4 * n, xi64)
-    r = x.reshape(64, n // 64)
-    case = f"float32[64, {n // 64}] axis=1"
-    add(case, "kdsl", lambda: cumsum_rows(r, backend="cuda"), 4 * n, x64.reshape(64, -1), 1)
-    add(case, "torch.cumsum", lambda: torch.cumsum(r, 1), 4 * n, x64.reshape(64, -1), 1)
+    m = n // 64
+    r, r64 = x[:64 * m].reshape(64, m), x64[:64 * m].reshape(64, m)
+    case = f"float32[64, {m}] axis=1"
+    add(case, "kdsl", lambda: cumsum_rows(r, backend="cuda"), 4 * 64 * m, r64, 1)
+    add(case, "torch.cumsum", lambda: torch.cumsum(r, 1), 4 * 64 * m, r64, 1)
     return rows
 
 
