@@ -23,10 +23,11 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "kdsl_cpu"))
-sys.path.insert(0, os.path.join(ROOT, "kdsl_cuda"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+# this folder holds cuda.py, which would shadow cuda-python's ``cuda`` package (kdsl_cuda's)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
+sys.path.insert(0, ROOT)   # this checkout's kdsl, kdsl_cpu and kdsl_cuda, not installed copies
 
 import kdsl as kd  # noqa: E402
 
@@ -141,7 +142,9 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     if a.target == "cuda":
-        import kdsl_cuda   # noqa: F401  (registers the cuda backend)
+        if "cuda" not in kd.backends():     # not installed: this checkout's, registered
+            import kdsl_cuda
+            kd.register_backend("cuda", kdsl_cuda.backend)
         rows = gpu_rows(a.n or 2 ** 24)
     else:
         rows = cpu_rows(a.n or 2 ** 22)
