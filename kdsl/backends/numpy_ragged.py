@@ -14,6 +14,7 @@ import copy
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
@@ -102,7 +103,8 @@ def eval_scan(stage, env: dict, tensors: dict, out: np.ndarray, eval_stage) -> N
     if not hasattr(info, "init_steps"):
         return          # a per-step stage (StepOf): its scan computes it, step by step
     tensors[stage.output] = out
-    if info.assoc is not None and type(stage.body) is n.Select:
+    # (bfloat16 is held in float32 here: accumulate would skip the rounding of each step)
+    if info.assoc is not None and type(stage.body) is n.Select and stage.dtype is not dt.bfloat16:
         return _eval_assoc(stage, env, tensors, out, eval_stage)
     steps = [t.stage for t in tensors if t.stage is not None and t.stage.name in info.steps]
     steps.sort(key=lambda s: info.steps.index(s.name))
