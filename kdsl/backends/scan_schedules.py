@@ -15,7 +15,8 @@ axis is long while its other axes are few is rewritten into a parallel blocked s
 - GPU: when the scan axis may reach ``GPU_BLOCK_MIN`` steps and the other axes hold at most
   ``GPU_OTHERS_MAX`` positions (``sched.size_hints``); blocks of ``GPU_CHUNK`` steps, one
   per thread; the totals' scan is blocked again until it is at most ``GPU_BLOCK_MIN`` long;
-- cpu: a scan with no other axis (the pointwise default is parallel otherwise); blocks of
+- cpu: a scan with no other axis, or only axes of size 1 (the pointwise default is parallel
+  otherwise); blocks of
   ``CPU_CHUNK`` steps shared among the threads, the totals' scan serial.
 
 Other scans (the update reads neighbouring positions of the previous step, or a scan with
@@ -25,6 +26,7 @@ stages and ``gpu_scan``/``cpu_scan`` after realising the rest.
 """
 from __future__ import annotations
 
+from ..ir import make as mk
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import free_vars
 from ..schedule.records import AttachKind
@@ -140,9 +142,17 @@ def cpu_blocked(sched, h, chunk: int | None = None) -> None:
     """The blocked cpu form of the associative scan ``h`` with no other axis: block totals
     and the segmented scan parallel over blocks, the totals' scan serial."""
     chunk = chunk or CPU_CHUNK
+    p = h.stage.scan.axis
     hp, _, hs = blocked_scan(sched, h, chunk)
-    hp.parallel(hp.stage.axes[0])
-    jo, _ = hs.split(hs.stage.axes[0], factor=chunk)
+    j = hp.stage.axes[p]
+    if len(hp.stage.axes) > 1:      # other axes of size 1: the blocks outermost
+        hp.reorder(j, *[a for a in hp.stage.axes if a is not j])
+    hp.parallel(j)
+    t = hs.stage.axes[p]
+    others = [a for a in hs.stage.axes if a is not t]
+    jo, ki = hs.split(t, factor=chunk)
+    if others:
+        hs.reorder(jo, *others, ki)
     hs.parallel(jo)
 
 
@@ -170,8 +180,8 @@ def gpu_scan(sched, h, threads: int = 256, block: bool = True) -> None:
 def cpu_scan(sched, h) -> None:
     """The cpu default of one scan stage (module docstring)."""
     t, others = _split_axes(h)
-    if t is not None and not others and can_block(h):
-        cpu_blocked(sched, h)
+    if t is not None and can_block(h) and all(mk.is_const(a.dom.extent, 1) for a in others):
+        cpu_blocked(sched, h)       # no other axis (or only axes of size 1): one long scan
         return
     if t is None or not others or not h.stage.scan.pointwise:
         return
