@@ -126,11 +126,13 @@ def gpu_blocked(sched, h, threads: int = 256, chunk: int | None = None, level: i
     local.compute_at(hp, _bind_flat(hp, list(hp.stage.axes), threads))
     local.unroll(local.stage.reduce_axes[0])
     t = hs.stage.axes[hs.stage.scan.axis]
-    others = [a for a in hs.stage.axes if a is not t]
-    if others:
-        hs.reorder(*others, t)
     jo, ki = hs.split(t, factor=chunk)
-    _bind_flat(hs, others + [jo], threads)
+    # threads over the blocks and the other axes in the array's order: neighbouring threads
+    # read neighbouring elements where the scan axis is not the last one
+    order = [jo if a is t else a for a in hs.stage.axes]
+    if len(order) > 1:
+        hs.reorder(*order, ki)
+    _bind_flat(hs, order, threads)
     hs.unroll(ki)       # the step before stays in a register: no reload of what was stored
     if level < GPU_LEVELS and _gpu_blocks(sched, hc):
         gpu_blocked(sched, hc, threads, chunk, level + 1)
