@@ -8,8 +8,9 @@ Each row: median milliseconds of one call (GPU: CUDA events around batches of ca
 wall clock, into a preallocated ``out=``), GB/s counting one read and one write of the array, and the largest error against
 a float64 cumsum relative to the largest |result| (kdsl and torch/CuPy both reassociate
 float32 sums).  ``cuda``: float32 1-D (the blocked scan: block totals, a scan of the totals,
-a segmented scan; several levels), a (64, n/64) row-wise cumsum (one thread per row, serial)
-and int32 (exact).  ``cpu``: kdsl with the blocked form (every core), the same kernel forced
+a segmented scan; several levels), int32 (exact), a (64, n/64) row-wise cumsum (blocked,
+the rows' blocks together) and an (n/256, 256) one (one thread per row, serial: too many rows
+to block).  ``cpu``: kdsl with the blocked form (every core), the same kernel forced
 serial (one thread: the scan stays one loop), numpy.
 """
 from __future__ import annotations
@@ -106,6 +107,12 @@ def gpu_rows(n: int) -> list:
     case = f"float32[64, {m}] axis=1"
     add(case, "kdsl", lambda: cumsum_rows(r, backend="cuda"), 4 * 64 * m, r64, 1)
     add(case, "torch.cumsum", lambda: torch.cumsum(r, 1), 4 * 64 * m, r64, 1)
+    # many short rows: more rows than GPU_OTHERS_MAX, one thread per row (not blocked)
+    m = n // 256
+    r, r64 = x[:256 * m].reshape(m, 256), x64[:256 * m].reshape(m, 256)
+    case = f"float32[{m}, 256] axis=1"
+    add(case, "kdsl", lambda: cumsum_rows(r, backend="cuda"), 4 * 256 * m, r64, 1)
+    add(case, "torch.cumsum", lambda: torch.cumsum(r, 1), 4 * 256 * m, r64, 1)
     return rows
 
 
