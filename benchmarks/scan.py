@@ -5,8 +5,8 @@ numpy.cumsum (cpu), in one process.
     python3 benchmarks/scan.py cpu  [--n 4194304]  [--json out.json]   # this machine
 
 Each row: median milliseconds of one call (GPU: CUDA events around batches of calls; cpu:
-wall clock, into a preallocated ``out=``), GB/s counting one read and one write of the array, and the largest error against
-a float64 cumsum relative to the largest |result| (kdsl and torch/CuPy both reassociate
+wall clock, into a preallocated ``out=``), GB/s counting one read and one write of the
+array, and the largest error against a float64 cumsum relative to the largest |result| (kdsl and torch/CuPy both reassociate
 float32 sums).  ``cuda``: float32 1-D (the blocked scan: block totals, a scan of the totals,
 a segmented scan; several levels), int32 (exact), a (64, n/64) row-wise cumsum (blocked,
 the rows' blocks together) and an (n/256, 256) one (one thread per row, serial: too many rows
