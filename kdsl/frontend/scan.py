@@ -208,6 +208,19 @@ def _make(ctx, sname, axes, body, state, t, loc):
     return st, _step_stages(made, st, state, t, loc)
 
 
+class _State(tuple):
+    """The state ``update`` gets in a tuple-state scan: one array per member (``a, b = s``;
+    ``s[0][t - 1]``); indexing it with a step is a mistake said in the user's words."""
+
+    def __getitem__(self, key):
+        import numbers
+        if isinstance(key, (numbers.Integral, slice)) and not isinstance(key, bool):
+            return tuple.__getitem__(self, key)
+        raise KernelError(f"kd.scan: the state is a tuple of {len(self)} arrays (one per member "
+                          "init returned): pick a member before indexing a step",
+                          loc=user_location(), hint="write s[0][t - 1] or a, b = s; a[t - 1]")
+
+
 def _tuple_scan(ctx, loc, dims, axes, proxies, inits, update, axis, init_steps, dtype, name):
     """A scan whose state is a tuple (``init`` and ``update`` return tuples): one stage over
     the scan's axes plus a trailing *member* axis (``ScanInfo.members``), member ``j`` of
@@ -223,7 +236,7 @@ def _tuple_scan(ctx, loc, dims, axes, proxies, inits, update, axis, init_steps, 
     full = from_tensor(state)
     views = tuple(Array(tuple(dims), common, (lambda j: lambda idx: n.TensorRead(
         common, state, tuple(idx) + (n.const(j, dt.index),)))(j), op=sname) for j in range(k))
-    upds = _body(update, [views] + proxies, loc, "update", members=k)
+    upds = _body(update, [_State(views)] + proxies, loc, "update", members=k)
     m = new_axis(ctx, "member", mk.as_expr(k))
     allx = tuple(axes) + (m,)
     t = axes[axis]

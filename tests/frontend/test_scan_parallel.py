@@ -261,6 +261,12 @@ def test_tuple_state_errors():
         short(np.zeros(3), backend="numpy")
 
     @kd.kernel
+    def step_of_tuple(x):
+        return kd.scan(x.shape, lambda t: (x[t], x[t]), lambda s, t: s[t - 1])
+    with pytest.raises(KernelError, match="pick a member"):
+        step_of_tuple(np.zeros(3), backend="numpy")
+
+    @kd.kernel
     def lossy(x, k):
         return kd.scan(x.shape, lambda t: (k[t], x[t]), lambda s, t: (s[0][t - 1], s[1][t - 1]))
     with pytest.raises(KernelError, match="exactly"):
