@@ -254,6 +254,7 @@ def _tuple_scan(ctx, loc, dims, axes, proxies, inits, update, axis, init_steps, 
     out = []
     for j, e in enumerate(inits):
         member = full[(Ellipsis, j)]
+        member.op = f"{sname}_{j}"      # names the copy made where it is returned
         want = dt.as_dtype(dtype) if dtype is not None else e.dtype
         out.append(member.astype(want) if want is not common else member)
     return tuple(out)
