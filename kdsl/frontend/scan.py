@@ -35,7 +35,7 @@ from dataclasses import replace
 
 from .. import dtypes as dt
 from ..errors import KernelError, ShapeError, user_location
-from ..graph import Stage, Tensor
+from ..graph import Tensor
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import collect, free_vars
