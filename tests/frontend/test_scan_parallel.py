@@ -230,7 +230,7 @@ def durbin_ref(r):
 
 @pytest.mark.parametrize("backend", HOST)
 def test_tuple_state_scans(backend, rng):
-    for shape in ((2, 1), (3, 6)):
+    for shape in ((0, 3), (2, 1), (3, 6)):
         x = rng.random(shape)[:, ::-1]
         m, z = online_softmax_pair(x, backend=backend)
         np.testing.assert_allclose(m, np.maximum.accumulate(x, 1), rtol=1e-12)
