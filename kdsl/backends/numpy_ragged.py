@@ -14,6 +14,7 @@ import copy
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
@@ -102,12 +103,17 @@ def eval_scan(stage, env: dict, tensors: dict, out: np.ndarray, eval_stage) -> N
     if not hasattr(info, "init_steps"):
         return          # a per-step stage (StepOf): its scan computes it, step by step
     tensors[stage.output] = out
+    # (bfloat16 is held in float32 here: accumulate would skip the rounding of each step)
+    if info.assoc is not None and type(stage.body) is n.Select and stage.dtype is not dt.bfloat16:
+        return _eval_assoc(stage, env, tensors, out, eval_stage)
     steps = [t.stage for t in tensors if t.stage is not None and t.stage.name in info.steps]
     steps.sort(key=lambda s: info.steps.index(s.name))
     t = stage.axes[info.axis]
     lo, ext = int(eval_expr(t.dom.min, env)), int(eval_expr(t.dom.extent, env))
     body = stage.body
-    init, update = (body.t, body.f) if type(body) is n.Select else (body, body)
+    # a tuple state's body selects by member first: evaluated whole (its t tests inside)
+    split = type(body) is n.Select and info.members is None
+    init, update = (body.t, body.f) if split else (body, body)
     for step in range(lo, lo + max(ext, 0)):
         for aux in steps:            # the update's reductions over earlier steps, this step
             k = aux.scan.axis
@@ -129,3 +135,18 @@ def eval_scan(stage, env: dict, tensors: dict, out: np.ndarray, eval_stage) -> N
         view = [slice(None)] * out.ndim
         view[info.axis] = slice(step - lo, step - lo + 1)
         eval_stage(one, env, tensors, out[tuple(view)])
+
+
+_UFUNC = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
+          "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+
+def _eval_assoc(stage, env, tensors, out, eval_stage) -> None:
+    """An associative scan (``ScanInfo.assoc``: cumsum, cummax...): its elements ``g`` (the
+    init branch) over the whole grid, then numpy's own ``accumulate`` along the scan axis
+    (sequential, as the serial loop: one numpy call instead of one per step)."""
+    one = copy.copy(stage)
+    one.body, one.scan = stage.body.t, None
+    eval_stage(one, env, tensors, out)
+    if out.size:
+        _UFUNC[stage.scan.assoc_kind].accumulate(out, axis=stage.scan.axis, out=out)

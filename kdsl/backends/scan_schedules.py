@@ -8,6 +8,17 @@ the update reads the state at its own position along the other axes (``pointwise
   positions in order (one kernel launch, no synchronisation);
 - cpu: the other axes go first and the outermost is parallel; ``t`` runs inside.
 
+An associative scan (cumsum, cummax, the bitwise accumulates: ``ScanInfo.assoc``) whose scan
+axis is long while its other axes are few is rewritten into a parallel blocked scan
+(kdsl.backends.scan_blocked: block totals, a scan of the totals, a segmented scan):
+
+- GPU: when the scan axis may reach ``GPU_BLOCK_MIN`` steps and the other axes hold at most
+  ``GPU_OTHERS_MAX`` positions (``sched.size_hints``); blocks of ``GPU_CHUNK`` steps, one
+  per thread; the totals' scan is blocked again until it is at most ``GPU_BLOCK_MIN`` long;
+- cpu: a scan with no other axis, or only axes of size 1 (the pointwise default is parallel
+  otherwise); blocks of
+  ``CPU_CHUNK`` steps shared among the threads, the totals' scan serial.
+
 Other scans (the update reads neighbouring positions of the previous step, or a scan with
 no other axis) stay serial: on the GPU one thread runs the whole nest (one block) (no grid-wide barrier exists), on the cpu one core.
 The backends' default schedules call ``take_scans`` to keep their own plans off these
@@ -15,7 +26,17 @@ stages and ``gpu_scan``/``cpu_scan`` after realising the rest.
 """
 from __future__ import annotations
 
+from ..ir import make as mk
+from ..ir.evaluate import eval_expr
+from ..ir.visitor import free_vars
 from ..schedule.records import AttachKind
+from .scan_blocked import blocked_scan, can_block
+
+GPU_BLOCK_MIN = 256      # steps: a longer associative scan is blocked on the GPU
+GPU_OTHERS_MAX = 8192    # positions of the other axes: more fill the GPU with serial scans
+GPU_CHUNK = 32           # steps per block (one thread each)
+GPU_LEVELS = 4           # at most this many levels of blocks (sizes unknown: 32**4 shorter)
+CPU_CHUNK = 1024         # steps per block on the cpu
 
 
 def take_scans(sched, plans: dict) -> list:
@@ -31,26 +52,127 @@ def take_scans(sched, plans: dict) -> list:
 
 
 def _split_axes(h):
+    """The scan axis and the other axes (a tuple state's member axis is neither: it is put
+    innermost by ``_order``); (None, None) when the stage is scheduled already."""
     info = h.stage.scan
     t = h.stage.axes[info.axis]
     if h.relations or h.attrs or list(h.leaf) != list(h.stage.axes):
         return None, None          # scheduled already (by the user): leave it
-    return t, [a for a in h.stage.axes if a is not t]
+    mem = h.stage.axes[info.members] if info.members is not None else None
+    return t, [a for a in h.stage.axes if a is not t and a is not mem]
 
 
-def gpu_scan(sched, h, threads: int = 256) -> None:
+def _order(h, *axes) -> None:
+    """Reorder ``h``'s loops to ``axes``, then a tuple state's member axis innermost."""
+    info = h.stage.scan
+    mem = [h.stage.axes[info.members]] if info.members is not None else []
+    order = list(axes) + mem
+    if list(h.leaf) != order:
+        h.reorder(*order)
+
+
+def _upper(sched, e):
+    """An upper bound of the size expression ``e`` in this specialisation
+    (``sched.size_hints``), or None when a size in it is unknown."""
+    hints = getattr(sched, "size_hints", None) or {}
+    env = {}
+    for v in free_vars(e):
+        if v not in hints:
+            return None
+        env[v] = hints[v][1]
+    try:
+        return int(eval_expr(e, env))
+    except Exception:       # noqa: BLE001  (not a plain size expression: unknown)
+        return None
+
+
+def _gpu_blocks(sched, h) -> bool:
+    """Whether the GPU default blocks the associative scan ``h`` (module docstring)."""
+    if not can_block(h):
+        return False
+    st = h.stage
+    t = st.axes[st.scan.axis]
+    steps = _upper(sched, t.dom.extent)
+    if steps is not None and steps <= GPU_BLOCK_MIN:
+        return False
+    others = 1
+    for a in st.axes:
+        if a is not t:
+            hi = _upper(sched, a.dom.extent)
+            if hi is None:
+                return False
+            others *= hi
+    return others <= GPU_OTHERS_MAX
+
+
+def _bind_flat(h, axes, threads: int):
+    """Fuse ``axes``, split by ``threads``, bind to blockIdx.x/threadIdx.x; the thread loop."""
+    f = h.fuse(*axes) if len(axes) > 1 else axes[0]
+    bo, bi = h.split(f, factor=threads)
+    h.bind(bo, "blockIdx.x")
+    h.bind(bi, "threadIdx.x")
+    return bi
+
+
+def gpu_blocked(sched, h, threads: int = 256, chunk: int | None = None, level: int = 1) -> None:
+    """The blocked GPU form of the associative scan ``h`` (kdsl.backends.scan_blocked): block
+    totals and the segmented scan one thread per block, the totals' scan blocked again while
+    it may be longer than ``GPU_BLOCK_MIN`` (else, or past ``GPU_LEVELS``, the serial
+    default)."""
+    chunk = chunk or GPU_CHUNK
+    hp, hc, hs = blocked_scan(sched, h, chunk)
+    # each block's total accumulated in a register (a local cache), its loop unrolled
+    local = sched.cache_write(hp, "local")
+    local.compute_at(hp, _bind_flat(hp, list(hp.stage.axes), threads))
+    local.unroll(local.stage.reduce_axes[0])
+    t = hs.stage.axes[hs.stage.scan.axis]
+    jo, ki = hs.split(t, factor=chunk)
+    # threads over the blocks and the other axes in the array's order: neighbouring threads
+    # read neighbouring elements where the scan axis is not the last one
+    order = [jo if a is t else a for a in hs.stage.axes]
+    if len(order) > 1:
+        hs.reorder(*order, ki)
+    _bind_flat(hs, order, threads)
+    hs.unroll(ki)       # the step before stays in a register: no reload of what was stored
+    if level < GPU_LEVELS and _gpu_blocks(sched, hc):
+        gpu_blocked(sched, hc, threads, chunk, level + 1)
+    else:
+        gpu_scan(sched, hc, threads, block=False)
+
+
+def cpu_blocked(sched, h, chunk: int | None = None) -> None:
+    """The blocked cpu form of the associative scan ``h`` with no other axis: block totals
+    and the segmented scan parallel over blocks, the totals' scan serial."""
+    chunk = chunk or CPU_CHUNK
+    p = h.stage.scan.axis
+    hp, _, hs = blocked_scan(sched, h, chunk)
+    j = hp.stage.axes[p]
+    if len(hp.stage.axes) > 1:      # other axes of size 1: the blocks outermost
+        hp.reorder(j, *[a for a in hp.stage.axes if a is not j])
+    hp.parallel(j)
+    t = hs.stage.axes[p]
+    others = [a for a in hs.stage.axes if a is not t]
+    jo, ki = hs.split(t, factor=chunk)
+    if others:
+        hs.reorder(jo, *others, ki)
+    hs.parallel(jo)
+
+
+def gpu_scan(sched, h, threads: int = 256, block: bool = True) -> None:
     """The GPU default of one scan stage (module docstring)."""
     t, others = _split_axes(h)
     if t is None:
         return
+    if block and _gpu_blocks(sched, h):
+        gpu_blocked(sched, h, threads)
+        return
     if not others or not h.stage.scan.pointwise:
         # one thread runs the whole nest: a kernel of one block (its scan loop split in 1 part)
-        if h.leaf[0] is not t:
-            h.reorder(t, *others)
+        _order(h, t, *others)
         one, _ = h.split(t, nparts=1)
         h.bind(one, "blockIdx.x")
         return
-    h.reorder(*others, t)
+    _order(h, *others, t)
     f = h.fuse(*others) if len(others) > 1 else others[0]
     bo, bi = h.split(f, factor=threads)
     h.bind(bo, "blockIdx.x")
@@ -60,7 +182,10 @@ def gpu_scan(sched, h, threads: int = 256) -> None:
 def cpu_scan(sched, h) -> None:
     """The cpu default of one scan stage (module docstring)."""
     t, others = _split_axes(h)
+    if t is not None and can_block(h) and all(mk.is_const(a.dom.extent, 1) for a in others):
+        cpu_blocked(sched, h)       # no other axis (or only axes of size 1): one long scan
+        return
     if t is None or not others or not h.stage.scan.pointwise:
         return
-    h.reorder(*others, t)
+    _order(h, *others, t)
     h.parallel(others[0])

@@ -41,6 +41,15 @@ def array_ufunc(self, ufunc, method, *inputs, **kwargs):
         if kwargs:
             _unsupported(f"np.{name}.reduce with {', '.join(kwargs)}")
         return reduce.reduce_np(_UFUNC_REDUCE[name], inputs[0], axis, keepdims, dtype)
+    if method == "accumulate":
+        from . import scan
+        if name not in scan.ACCUMULATE:
+            _unsupported(f"np.{name}.accumulate (associative ufuncs only: "
+                         f"{', '.join(sorted(scan.ACCUMULATE))})")
+        axis = kwargs.pop("axis", 0)
+        if kwargs:
+            _unsupported(f"np.{name}.accumulate with {', '.join(kwargs)}")
+        return scan.accumulate(name, inputs[0], axis, dtype)
     if method != "__call__":
         _unsupported(f"np.{name}.{method}")
     if kwargs:

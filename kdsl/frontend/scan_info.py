@@ -17,6 +17,23 @@ class ScanInfo:
     #: names of the stages tracing made for reductions inside ``update`` that read the state
     #: (``kd.sum(L[i, j] * x[j], axis=j)``): each is computed per step, inside the scan loop
     steps: tuple = ()
+    #: an associative scan, ``s[t] = s[t - 1] (+) g(t)`` with ``s[t0] = g(t0)`` (cumsum, cummax,
+    #: np.bitwise_xor.accumulate...): the Combiner of ``(+)`` (kind None: its ``result``
+    #: expression is the combine, NaN rules included); ``g`` is the init branch of the stage's
+    #: body.  Such a scan may be rewritten into a parallel blocked scan
+    #: (kdsl.backends.scan_blocked); None for other scans
+    assoc: object = None
+    #: with ``assoc``: which one, "sum", "prod", "max", "min", "and", "or" or "xor" (the numpy
+    #: reference evaluates it with the matching ufunc's ``accumulate``)
+    assoc_kind: str = ""
+    #: a *segmented* scan (made by that rewrite): the recurrence restarts every ``segment``
+    #: steps, so the scan loop may be split by exactly ``segment`` with its outer part
+    #: parallel (kdsl.passes.scan_check); 0 for a plain scan
+    segment: int = 0
+    #: a scan with a tuple state (``init``/``update`` return tuples): the position of the
+    #: trailing *member* axis (one element per member) or None; its loop stays inside the scan
+    #: loop, in one thread, and the update may read any member of earlier steps
+    members: int | None = None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,11 @@ Guarantees (else a ``ScheduleError`` naming the stage and axis, with a hint):
 - a scan stage is computed at its own loops (not inlined, not attached with compute_at:
   its buffer is its whole state);
 - its scan axis is one leaf loop (never fused, nor split except into one part), SERIAL or UNROLLED: not parallel,
-  vectorized or bound to a GPU block/thread index;
+  vectorized or bound to a GPU block/thread index; a segmented scan (``ScanInfo.segment``,
+  kdsl.backends.scan_blocked) may be split by exactly its segment, the outer loop (over
+  segments) then free;
+- a tuple-state scan's member axis (``ScanInfo.members``) is a serial or unrolled loop
+  inside the scan loop, never bound to a GPU index: each thread computes every member;
 - when the update reads the state at other positions along the other axes (not
   ``ScanInfo.pointwise``), the scan loop is the outermost loop of the stage and no other
   loop of it is bound to a GPU index (its threads would need a grid-wide barrier per
@@ -74,6 +78,8 @@ def _check(h, info) -> None:
                             "steps; only a split into 1 part is allowed)",
                             hint=f"split or fuse the other axes of {st.name}, not "
                             f"{st.axes[info.axis].name!r}")
+    if info.members is not None:
+        _check_members(h, st, t, info)
     attr = h.attrs.get(t)
     if attr is not None and (attr.kind not in _ORDERED or attr.thread is not None):
         how = f"bound to {attr.thread.value}" if attr.thread is not None else attr.kind.value
@@ -97,14 +103,33 @@ def _check(h, info) -> None:
                             "its own kernel call")
 
 
+def _check_members(h, st, t, info) -> None:
+    """A tuple state's member axis: one serial (or unrolled) loop inside the scan loop."""
+    mem = st.axes[info.members]
+    attr = h.attrs.get(mem)
+    if mem not in h.leaf or h.leaf.index(mem) < h.leaf.index(t) or (
+            attr is not None and (attr.kind not in _ORDERED or attr.thread is not None)):
+        raise ScheduleError(f"stage {st.name}: its member axis {mem.name!r} (one element per "
+                            "member of its tuple state) must stay one sequential loop inside "
+                            f"the scan loop {t.name!r}: each step reads every member of the "
+                            "earlier ones",
+                            hint=f"leave {mem.name!r} unscheduled (kdsl puts it innermost)")
+
+
 def _scan_leaf(h, t):
     """The leaf loop that runs the scan axis ``t``, and the loops of extent 1 split off it
-    (``split(t, nparts=1)``: a GPU scan with no other axis binds that one to a block); None
-    when ``t`` was fused or split into parts that both iterate."""
+    (``split(t, nparts=1)``: a GPU scan with no other axis binds that one to a block) or, in
+    a segmented scan (``ScanInfo.segment``), the loop over its segments (``split(t,
+    factor=segment)``: each segment restarts the recurrence, so that loop may run in
+    parallel); None when ``t`` was fused or split into parts that both iterate otherwise."""
     units = set()
+    segment = getattr(getattr(h.stage, "scan", None), "segment", 0)
     for rel in h.relations:
         if isinstance(rel, Split) and rel.parent is t:
-            if rel.nparts == 1:
+            if segment and rel.factor == segment and not units:
+                units.add(rel.outer)
+                t = rel.inner
+            elif rel.nparts == 1:
                 units.add(rel.outer)
                 t = rel.inner
             elif rel.factor == 1:

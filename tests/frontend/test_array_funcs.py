@@ -290,7 +290,8 @@ COVERAGE = [
      "ties in index order", ["sort", "sort_int_axis0", "sort_flat_bool", "argsort", "argsort_method"]),
     ("sorting", "partition, median, percentile, quantile", _SORT, []),
     ("statistical", "cumulative_sum, cumulative_prod, cumsum, cumprod",
-     "yes: a sequential scan (kd.scan) along the axis, the other axes in parallel",
+     "yes: a scan (kd.scan) along the axis, the other axes in parallel; a long scan with "
+     "few other positions a parallel blocked scan",
      ["cumulative_sum", "cumulative_prod", "cumsum", "cumsum_flat_int", "cumprod",
       "cumsum_long_scan", "cumprod_long_int"]),
     ("statistical", "max, min, mean, prod, sum", "yes", ["reductions"]),

@@ -1,0 +1,170 @@
+"""Cumulative sums: kdsl's parallel blocked scan against torch.cumsum, cupy.cumsum (GPU) and
+numpy.cumsum (cpu), in one process.
+
+    python3 benchmarks/scan.py cuda [--n 16777216] [--json out.json]   # the GPU (torch needed)
+    python3 benchmarks/scan.py cpu  [--n 4194304]  [--json out.json]   # this machine
+
+Each row: median milliseconds of one call (GPU: CUDA events around batches of calls; cpu:
+wall clock, into a preallocated ``out=``), GB/s counting one read and one write of the
+array, and the largest error against a float64 cumsum relative to the largest |result| (kdsl and torch/CuPy both reassociate
+float32 sums).  ``cuda``: float32 1-D (the blocked scan: block totals, a scan of the totals,
+a segmented scan; several levels), int32 (exact), a (64, n/64) row-wise cumsum (blocked,
+the rows' blocks together) and an (n/256, 256) one (one thread per row, serial: too many rows
+to block).  ``cpu``: kdsl with the blocked form (every core), the same kernel forced
+serial (one thread: the scan stays one loop), numpy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+# this folder holds cuda.py, which would shadow cuda-python's ``cuda`` package (kdsl_cuda's)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
+sys.path.insert(0, ROOT)   # this checkout's kdsl, kdsl_cpu and kdsl_cuda, not installed copies
+
+import kdsl as kd  # noqa: E402
+
+
+@kd.kernel
+def cumsum(x):
+    return np.cumsum(x)
+
+
+@kd.kernel
+def cumsum_rows(x):
+    return np.cumsum(x, axis=1)
+
+
+def _err(got, x64, axis=None) -> float:
+    want = np.cumsum(x64, axis=axis)
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / max(np.max(np.abs(want)), 1e-300))
+
+
+def gpu_rows(n: int) -> list:
+    import torch
+    try:
+        import cupy as cp
+    except ImportError:
+        cp = None
+    rows = []
+
+    def ms(fn, reps=7):
+        torch.cuda.synchronize()
+        fn()
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        inner = max(1, min(200, int(20.0 / max(s.elapsed_time(e), 1e-3))))
+        out = []
+        for _ in range(reps):
+            s.record()
+            for _ in range(inner):
+                fn()
+            e.record()
+            e.synchronize()
+            out.append(s.elapsed_time(e) / inner)
+        return statistics.median(out)
+
+    def add(case, name, fn, nbytes, x64, axis=None):
+        try:
+            got = fn()
+            torch.cuda.synchronize()
+            t = ms(fn)
+            host = got.get() if hasattr(got, "get") else got.cpu().numpy() if hasattr(got, "cpu") else got
+            rows.append(dict(case=case, impl=name, ms=t, gbps=2 * nbytes / t / 1e6,
+                             rel_err=_err(host, x64, axis)))
+        except Exception as e:   # noqa: BLE001  (a failing row is reported, the rest run)
+            rows.append(dict(case=case, impl=name, ms=None, gbps=None, rel_err=None,
+                             error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"))
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.rand(n, device="cuda", generator=g, dtype=torch.float32)
+    x64 = x.double().cpu().numpy()
+    case = f"float32[{n}]"
+    add(case, "kdsl", lambda: cumsum(x, backend="cuda"), 4 * n, x64)
+    add(case, "torch.cumsum", lambda: torch.cumsum(x, 0), 4 * n, x64)
+    if cp is not None:
+        xc = cp.asarray(x)
+        add(case, "cupy.cumsum", lambda: cp.cumsum(xc), 4 * n, x64)
+    xi = torch.randint(-100, 100, (n,), device="cuda", generator=g, dtype=torch.int32)
+    case = f"int32[{n}] -> int64"
+    xi64 = xi.double().cpu().numpy()
+    add(case, "kdsl", lambda: cumsum(xi, backend="cuda"), 4 * n, xi64)
+    add(case, "torch.cumsum", lambda: torch.cumsum(xi, 0), 4 * n, xi64)
+    m = n // 64
+    r, r64 = x[:64 * m].reshape(64, m), x64[:64 * m].reshape(64, m)
+    case = f"float32[64, {m}] axis=1"
+    add(case, "kdsl", lambda: cumsum_rows(r, backend="cuda"), 4 * 64 * m, r64, 1)
+    add(case, "torch.cumsum", lambda: torch.cumsum(r, 1), 4 * 64 * m, r64, 1)
+    # many short rows: more rows than GPU_OTHERS_MAX, one thread per row (not blocked)
+    m = n // 256
+    r, r64 = x[:256 * m].reshape(m, 256), x64[:256 * m].reshape(m, 256)
+    case = f"float32[{m}, 256] axis=1"
+    add(case, "kdsl", lambda: cumsum_rows(r, backend="cuda"), 4 * 256 * m, r64, 1)
+    add(case, "torch.cumsum", lambda: torch.cumsum(r, 1), 4 * 256 * m, r64, 1)
+    return rows
+
+
+def cpu_rows(n: int) -> list:
+    rng = np.random.default_rng(0)
+    x = rng.random(n).astype(np.float32)
+    x64 = x.astype(np.float64)
+    serial = kd.schedule("cpu", threads=1)(cumsum)      # the plain sequential loop
+    rows = []
+
+    def ms(fn, reps=7):
+        fn()
+        out = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(out)
+    case = f"float32[{n}]"
+    buf = np.empty_like(x)      # out=: the first touch of a fresh output is not the scan's cost
+    for name, fn in (("kdsl blocked (%d threads)" % kd.get_num_threads(),
+                      lambda: cumsum(x, backend="cpu", out=buf)),
+                     ("kdsl serial", lambda: serial(x, backend="cpu", out=buf)),
+                     ("numpy.cumsum", lambda: np.cumsum(x, out=buf))):
+        t = ms(fn)
+        rows.append(dict(case=case, impl=name, ms=t, gbps=8 * n / t / 1e6, rel_err=_err(fn(), x64)))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("target", choices=["cuda", "cpu"])
+    ap.add_argument("--n", type=int, default=None)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    if a.target == "cuda":
+        if "cuda" not in kd.backends():     # not installed: this checkout's, registered
+            import kdsl_cuda
+            kd.register_backend("cuda", kdsl_cuda.backend)
+        rows = gpu_rows(a.n or 2 ** 24)
+    else:
+        rows = cpu_rows(a.n or 2 ** 22)
+    print(f"{'case':34} {'impl':28} {'ms':>9} {'GB/s':>8} {'rel err':>9}")
+    for r in rows:
+        if r.get("ms") is None:
+            print(f"{r['case']:34} {r['impl']:28} FAIL {r['error']}")
+        else:
+            print(f"{r['case']:34} {r['impl']:28} {r['ms']:9.3f} {r['gbps']:8.1f} {r['rel_err']:9.2e}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(target=a.target, rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""Scans on the device (issue 25 items 2 and 4): the parallel blocked scan the default cuda
+schedules choose for a long associative scan (block totals, a scan of the totals, a segmented
+scan; several levels for 2**22 elements), with real block sizes, and tuple-state scans.
+Exact for integers; float32 sums are reassociated, within a tolerance growing with n."""
+import numpy as np
+import pytest
+
+import kdsl as kd
+from cuda_support import load_suite
+
+pytestmark = pytest.mark.cuda
+
+P = load_suite("frontend/test_scan_parallel.py", "_kdsl_cuda_scan_parallel")
+
+
+@kd.kernel
+def csum(x):
+    return np.cumsum(x)
+
+
+@kd.kernel
+def scans(x, b):
+    return np.maximum.accumulate(x), np.bitwise_xor.accumulate(b), np.cumsum(b)
+
+
+@pytest.mark.parametrize("n", [1, 1000, 4097, 2 ** 22 + 3])
+def test_long_cumsums(n, rng):
+    x = rng.random(n).astype(np.float32)
+    got = csum(x, backend="cuda")
+    want = np.cumsum(x.astype(np.float64))
+    assert got.dtype == np.float32
+    assert np.max(np.abs(got - want) / want) < 4e-6 * max(1.0, np.log2(n))
+    xi = rng.integers(-1000, 1000, n).astype(np.int32)
+    np.testing.assert_array_equal(csum(xi, backend="cuda"), np.cumsum(xi))
+    x[n // 2] = np.nan
+    got = scans(x, xi.astype(np.int16), backend="cuda")
+    np.testing.assert_array_equal(got[0], np.maximum.accumulate(x))
+    np.testing.assert_array_equal(got[1], np.bitwise_xor.accumulate(xi.astype(np.int16)))
+    np.testing.assert_array_equal(got[2], np.cumsum(xi.astype(np.int16)))
+
+
+def test_blocked_columns(rng):
+    X = rng.integers(-9, 9, (30000, 5)).astype(np.int64)[:, ::2]
+    f = kd.kernel(lambda X: np.cumsum(X, axis=0))
+    np.testing.assert_array_equal(f(X, backend="cuda"), np.cumsum(X, axis=0))
+
+
+def test_tuple_state_scans(rng):
+    P.test_tuple_state_scans("cuda", rng)
