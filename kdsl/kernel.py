@@ -32,7 +32,7 @@ from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserEr
                      ScheduleError, StaleGlobalWarning, for_user,
                      user_location, warn_user)
 from .frontend import context as _ctx
-from .runtime import compile_log, dispatch, fastpath, globals_watch
+from .runtime import compile_log, dispatch, fastpath, foreign, globals_watch
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.trace_guard import trace_failure, tracing_kernel
@@ -231,6 +231,9 @@ class Kernel(functools.partial):
         version, gen = self._version, _reg._generation
         if backend is None:
             backend = _reg.default_backend_name(args)
+        if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
+                and self._host_backend(backend):      # out= a torch tensor: written in place
+            return foreign.host_call(self, args, backend, out, stream)
         launch = None
         if len(args) == self._nargs and not self._any_const:
             spec = self.specialize
@@ -241,8 +244,8 @@ class Kernel(functools.partial):
                     key.append((a.dtype, sh if spec else tuple([s == 1 for s in sh]) if 1 in sh
                                 else len(sh), a.flags.c_contiguous))
                 elif type(a) not in _PLAIN and self._host_array(a, backend):
-                    args = self._as_ndarrays(args, backend)   # once per call, then again
-                    return self._recall(args, backend, out, stream)
+                    # read as numpy once per call, then again (results: the caller's library)
+                    return foreign.host_call(self, args, backend, out, stream)
                 else:
                     key.append(arg_key(a, spec, False))
             if out is not None:
@@ -252,8 +255,7 @@ class Kernel(functools.partial):
             launch = self._cache.get(tuple(key))
         elif any(type(a) not in _PLAIN and not c and self._host_array(a, backend)
                  for a, c in zip(args, self._const)):
-            args = self._as_ndarrays(args, backend)
-            return self._recall(args, backend, out, stream)
+            return foreign.host_call(self, args, backend, out, stream)
         try:
             if launch is None:
                 launch = self._miss(args, backend, out)
@@ -317,29 +319,16 @@ class Kernel(functools.partial):
             return False
         # the backend first: a device backend converts nothing, and asking a torch tensor for
         # __cuda_array_interface__ builds the whole dict (microseconds, per argument and call)
-        try:
-            if getattr(_reg.get_backend(backend), "device", "host") != "host":
-                return False
-        except KdslError:
-            pass          # not installed: converted if it is a host array-like (the normal
-            #               path reports the backend)
-        if hasattr(a, "__cuda_array_interface__"):
-            return False
-        return hasattr(a, "__array__") or hasattr(a, "__array_interface__")
+        return Kernel._host_backend(backend) and foreign.host_readable(a)
 
-    def _as_ndarrays(self, args, backend) -> tuple:
-        out = []
-        for a, const in zip(args, self._const):
-            if type(a) not in _PLAIN and not const and self._host_array(a, backend):
-                try:
-                    a = np.asarray(a)   # a view when the object's protocol allows one
-                except Exception as e:
-                    __tracebackhide__ = True  # noqa: F841
-                    raise for_user(ArgumentError(
-                        f"{self.__name__}: np.asarray failed on a {type(a).__name__} argument: "
-                        f"{type(e).__name__}: {e}", hint="pass a numpy array")) from None
-            out.append(a)
-        return tuple(out)
+    @staticmethod
+    def _host_backend(backend) -> bool:
+        """Does ``backend`` run on host (numpy) arrays?  (Not installed: assumed so, and the
+        normal path reports it.)"""
+        try:
+            return getattr(_reg.get_backend(backend), "device", "host") == "host"
+        except KdslError:
+            return True
 
     def _check_globals(self):
         """Warn (once per change) about globals read by the traced code that were rebound since."""
