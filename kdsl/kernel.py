@@ -475,6 +475,8 @@ class Kernel(functools.partial):
             if not (lowering_only and isinstance(backend, str)):
                 raise
             be = _reg.TargetOnly(backend)  # lower() needs only the target's schedules
+        if getattr(be, "device", "host") == "host":    # torch/JAX/DLPack arrays: read as numpy
+            args = foreign.host_arrays(self, args, array_likes=False)[0]
         if len(args) != self._nargs:
             self._key(args, backend, None)  # raises the count error
         specs = []

@@ -1,10 +1,10 @@
 """Reading a host DLPack tensor as a numpy array, in place (ctypes, no third-party code).
 
-``np.from_dlpack`` is used first (it is C and handles versioned capsules); it refuses dtypes
-numpy has no type for, bfloat16 above all (torch and JAX export it as DLPack's ``kDLBfloat``),
-so those are read here: the legacy ``"dltensor"`` capsule is opened, never consumed (its name is
-left as it is, so the producer's capsule destructor frees the tensor), and kept alive by the
-numpy view's base object for as long as the view lives.
+``np.from_dlpack`` refuses dtypes numpy has no type for, bfloat16 above all (torch and JAX
+export it as DLPack's ``kDLBfloat``), and marks the views of legacy capsules read-only (an
+``out=`` must be written), so tensors are read here: the legacy ``"dltensor"`` capsule is
+opened, never consumed (its name is left as it is, so the producer's capsule destructor frees
+the tensor), and kept alive by the numpy view's base object for as long as the view lives.
 """
 from __future__ import annotations
 
@@ -76,20 +76,22 @@ def _numpy_dtype(code: int, bits: int, lanes: int) -> np.dtype:
 
 
 def from_dlpack(a) -> np.ndarray:
-    """A numpy array viewing host DLPack tensor ``a`` in place (no copy).  Raises TypeError for
-    a dtype kdsl has no type for, ValueError for memory the CPU cannot read."""
-    try:
-        return np.from_dlpack(a)
-    except (RuntimeError, TypeError, BufferError, ValueError):
-        pass           # bfloat16 (numpy has no type for it) or an older exporter: read it here
-    cap = a.__dlpack__()
+    """A numpy array viewing host DLPack tensor ``a`` in place (no copy; writable: legacy
+    capsules cannot say the memory is read-only, and kernels write only into ``out=``).  Raises
+    TypeError for a dtype kdsl has no type for, ValueError for memory the CPU cannot read."""
+    cap = a.__dlpack__()        # no max_version: a legacy "dltensor" capsule (the spec's rule)
     if not _IsValid(cap, b"dltensor"):
         raise TypeError(f"{type(a).__name__}.__dlpack__() did not return a DLPack capsule")
     t = _DLTensor.from_address(_GetPointer(cap, b"dltensor"))
-    if t.device.device_type not in HOST_DEVICES:
-        raise ValueError(f"the DLPack tensor lives on device type {t.device.device_type}, "
-                         "not in host memory")
-    dtype = _numpy_dtype(t.dtype.code, t.dtype.bits, t.dtype.lanes)
+    dev, code, bits, lanes = t.device.device_type, t.dtype.code, t.dtype.bits, t.dtype.lanes
+    if dev not in HOST_DEVICES:
+        del cap     # the producer frees it now, not while the exception is being raised
+        raise ValueError(f"the DLPack tensor lives on device type {dev}, not in host memory")
+    try:
+        dtype = _numpy_dtype(code, bits, lanes)
+    except TypeError:
+        del cap
+        raise
     nd = t.ndim
     shape = tuple(int(t.shape[i]) for i in range(nd))
     strides = (tuple(int(t.strides[i]) * dtype.itemsize for i in range(nd))
@@ -98,8 +100,9 @@ def from_dlpack(a) -> np.ndarray:
     if ptr == 0 or 0 in shape:     # nothing is read: an empty array of that shape
         return np.empty(shape, dtype)
     # the interface describes the bytes as unsigned ints (bfloat16 has no typestr), viewed as
-    # the real dtype after; the holder keeps the capsule (and so the tensor) alive
-    store = np.dtype(f"u{dtype.itemsize}") if dtype.kind not in "b" else dtype
+    # the real dtype after; the holder keeps the capsule (and so the tensor) alive: it is never
+    # consumed (renamed), so the producer's capsule destructor frees the tensor
+    store = np.dtype(f"u{dtype.itemsize}") if dtype.kind != "b" else dtype
     iface = {"version": 3, "data": (ptr, False), "shape": shape, "strides": strides,
              "typestr": store.str}
     view = np.asarray(_Holder(iface, (a, cap)))

@@ -179,28 +179,38 @@ def _out_to_host(kernel, o, j, several):
     return _arg_to_host(kernel, o, f"out[{j}]" if several else "out")
 
 
+def host_arrays(kernel, args, array_likes: bool = True):
+    """``args`` with each foreign array (and, with ``array_likes``, each other array-like
+    numpy converts) read as a numpy array; and the Library of the first array argument (None:
+    numpy, or a library whose results are numpy)."""
+    like, host, first = None, [], True
+    for a, name, const in zip(args, kernel.arg_names, kernel._const):
+        t = type(a)
+        if const or t in _SCALARS or t is np.ndarray or isinstance(a, np.generic):
+            first = first and t is not np.ndarray
+            host.append(a)
+            continue
+        lib = library(a)
+        if lib is not None or (array_likes and host_readable(a)):
+            if first:
+                like = lib
+            first = False
+            a = _arg_to_host(kernel, a, name)
+        host.append(a)
+    return tuple(host), like
+
+
 def host_call(kernel, args, backend, out, stream):
     """Run ``kernel`` on a host backend with its foreign and array-like arguments (and ``out=``)
     read as numpy arrays, then give the results back as the first array argument's library."""
-    like, host = None, []
-    first = True
-    for a, name, const in zip(args, kernel.arg_names, kernel._const):
-        if const or type(a) in _SCALARS or isinstance(a, np.generic):
-            host.append(a)
-            continue
-        if type(a) is not np.ndarray:
-            if first:
-                like = library(a)
-            a = _arg_to_host(kernel, a, name)
-        first = False
-        host.append(a)
+    host, like = host_arrays(kernel, args)
     if out is not None:
         several = type(out) is tuple
         outs = tuple(_out_to_host(kernel, o, j, several)
                      for j, o in enumerate(out if several else (out,)))
-        kernel._recall(tuple(host), backend, outs if several else outs[0], stream)
+        kernel._recall(host, backend, outs if several else outs[0], stream)
         return out      # the caller's own arrays, written in place
-    r = kernel._recall(tuple(host), backend, None, stream)
+    r = kernel._recall(host, backend, None, stream)
     if like is None:
         return r
     return tuple(like.wrap(x) for x in r) if type(r) is tuple else like.wrap(r)
