@@ -12,9 +12,10 @@ lock of its own; calls themselves take no lock.  Kernels pickle by reference
 Arguments bind like a Python call (keywords, defaults; ``backend=``, ``out=``
 and ``stream=`` are the call's own keywords); the positional call with every
 argument stays the fast one.  A kernel called while another kernel is traced
-is traced inline into it (its own hints do not apply).  Host array-likes
-(``__array__``/``__array_interface__``) are converted once per call with
-``np.asarray``; ``None`` arguments are compile-time constants.
+is traced inline into it (its own hints do not apply).  On host backends, torch,
+JAX and DLPack arrays and other array-likes are read as numpy once per call and
+the results given back as the first array argument's library
+(kdsl.runtime.foreign); ``None`` arguments are compile-time constants.
 """
 from __future__ import annotations
 
