@@ -331,6 +331,10 @@ class Kernel(functools.partial):
         except KdslError:
             return True
 
+    def _as_ndarrays(self, args, backend) -> tuple:
+        """``args`` with host array-likes and foreign arrays read as numpy (runtime.foreign)."""
+        return foreign.host_arrays(self, args)[0]
+
     def _check_globals(self):
         """Warn (once per change) about globals read by the traced code that were rebound since."""
         names = globals_watch.changed(self._frozen)
