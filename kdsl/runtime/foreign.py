@@ -57,9 +57,12 @@ class TorchLibrary(Library):
     def to_host(self, a) -> np.ndarray:
         if a.requires_grad:      # read the values; the result is not part of the autograd graph
             a = a.detach()
-        if a.dtype is _torch().bfloat16:
-            return dlpack.from_dlpack(a)
-        return a.numpy()
+        try:
+            return a.numpy()
+        except TypeError:       # bfloat16, which numpy has no type for: through DLPack
+            if a.dtype is not _torch().bfloat16:
+                raise
+        return dlpack.from_dlpack(a)
 
     def wrap(self, r):
         torch = _torch()
@@ -140,16 +143,16 @@ def _fail(kernel, what, message, hint):
 def _arg_to_host(kernel, a, name):
     """The numpy array a host backend reads for argument ``a`` (a view where possible)."""
     lib = library(a)
-    what = f"argument {name!r}"
     if lib is None:      # another array-like: numpy converts it (a view when it allows one)
         try:
             return np.asarray(a)
         except Exception as e:
-            _fail(kernel, what, f"({type(a).__name__}): np.asarray failed: "
+            _fail(kernel, f"argument {name!r}", f"({type(a).__name__}): np.asarray failed: "
                   f"{type(e).__name__}: {e}", "pass a numpy array")
     where = lib.device(a)
     if where is not None:
-        _fail(kernel, what, f"is a {lib.name} array on {where}; this backend reads host memory",
+        _fail(kernel, f"argument {name!r}", f"is a {lib.name} array on {where}; this backend "
+              "reads host memory",
               "call with backend=\"cuda\" (or without backend=: CUDA arrays choose it), or move "
               "the array to the CPU first (t.cpu())")
     try:
@@ -157,7 +160,8 @@ def _arg_to_host(kernel, a, name):
     except KdslError:
         raise
     except Exception as e:
-        _fail(kernel, what, f"({lib.name} {getattr(a, 'dtype', type(a).__name__)}) cannot be "
+        _fail(kernel, f"argument {name!r}", f"({lib.name} {getattr(a, 'dtype', type(a).__name__)}) "
+              "cannot be "
               f"read in place: {type(e).__name__}: {e}",
               "convert it to a kdsl dtype first (e.g. t.to(torch.float32)); bfloat16 needs "
               "the ml_dtypes package")
