@@ -35,7 +35,9 @@ class Library:
     def device(self, a) -> str | None:
         """None when ``a`` lives in host memory, else where it lives (for the error)."""
         kind = dlpack.device_type(a)
-        return None if kind in dlpack.HOST_DEVICES else f"DLPack device type {kind}"
+        if kind in dlpack.HOST_DEVICES:
+            return None
+        return {2: "a CUDA device", 10: "a ROCm device"}.get(kind, f"DLPack device type {kind}")
 
     def to_host(self, a) -> np.ndarray:
         """A numpy array viewing ``a`` in place."""
@@ -151,8 +153,8 @@ def _arg_to_host(kernel, a, name):
                   f"{type(e).__name__}: {e}", "pass a numpy array")
     where = lib.device(a)
     if where is not None:
-        _fail(kernel, f"argument {name!r}", f"is a {lib.name} array on {where}; this backend "
-              "reads host memory",
+        _fail(kernel, f"argument {name!r}", f"({lib.name} {type(a).__name__}) lives on {where}; "
+              "this backend reads host memory",
               "call with backend=\"cuda\" (or without backend=: CUDA arrays choose it), or move "
               "the array to the CPU first (t.cpu())")
     try:
