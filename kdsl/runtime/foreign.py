@@ -113,7 +113,9 @@ def library(a) -> Library | None:
         lib = _TORCH
     elif root in ("jax", "jaxlib") and hasattr(t, "__dlpack__"):
         lib = _JAX
-    elif t is not np.ndarray and hasattr(t, "__dlpack__") and hasattr(t, "__dlpack_device__"):
+    elif issubclass(t, (np.ndarray, np.generic)):   # numpy's own (masked arrays: refused later)
+        lib = None
+    elif hasattr(t, "__dlpack__") and hasattr(t, "__dlpack_device__"):
         lib = _DLPACK
     else:
         lib = None
