@@ -12,9 +12,10 @@ lock of its own; calls themselves take no lock.  Kernels pickle by reference
 Arguments bind like a Python call (keywords, defaults; ``backend=``, ``out=``
 and ``stream=`` are the call's own keywords); the positional call with every
 argument stays the fast one.  A kernel called while another kernel is traced
-is traced inline into it (its own hints do not apply).  Host array-likes
-(``__array__``/``__array_interface__``) are converted once per call with
-``np.asarray``; ``None`` arguments are compile-time constants.
+is traced inline into it (its own hints do not apply).  On host backends, torch,
+JAX and DLPack arrays and other array-likes are read as numpy once per call and
+the results given back as the first array argument's library
+(kdsl.runtime.foreign); ``None`` arguments are compile-time constants.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserEr
                      ScheduleError, StaleGlobalWarning, for_user,
                      user_location, warn_user)
 from .frontend import context as _ctx
-from .runtime import compile_log, dispatch, fastpath, globals_watch
+from .runtime import compile_log, dispatch, fastpath, foreign, globals_watch
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.trace_guard import trace_failure, tracing_kernel
@@ -231,6 +232,9 @@ class Kernel(functools.partial):
         version, gen = self._version, _reg._generation
         if backend is None:
             backend = _reg.default_backend_name(args)
+        if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
+                and self._host_backend(backend):      # out= a torch tensor: written in place
+            return foreign.host_call(self, args, backend, out, stream)
         launch = None
         if len(args) == self._nargs and not self._any_const:
             spec = self.specialize
@@ -241,8 +245,8 @@ class Kernel(functools.partial):
                     key.append((a.dtype, sh if spec else tuple([s == 1 for s in sh]) if 1 in sh
                                 else len(sh), a.flags.c_contiguous))
                 elif type(a) not in _PLAIN and self._host_array(a, backend):
-                    args = self._as_ndarrays(args, backend)   # once per call, then again
-                    return self._recall(args, backend, out, stream)
+                    # read as numpy once per call, then again (results: the caller's library)
+                    return foreign.host_call(self, args, backend, out, stream)
                 else:
                     key.append(arg_key(a, spec, False))
             if out is not None:
@@ -252,8 +256,7 @@ class Kernel(functools.partial):
             launch = self._cache.get(tuple(key))
         elif any(type(a) not in _PLAIN and not c and self._host_array(a, backend)
                  for a, c in zip(args, self._const)):
-            args = self._as_ndarrays(args, backend)
-            return self._recall(args, backend, out, stream)
+            return foreign.host_call(self, args, backend, out, stream)
         try:
             if launch is None:
                 launch = self._miss(args, backend, out)
@@ -317,29 +320,20 @@ class Kernel(functools.partial):
             return False
         # the backend first: a device backend converts nothing, and asking a torch tensor for
         # __cuda_array_interface__ builds the whole dict (microseconds, per argument and call)
+        return Kernel._host_backend(backend) and foreign.host_readable(a)
+
+    @staticmethod
+    def _host_backend(backend) -> bool:
+        """Does ``backend`` run on host (numpy) arrays?  (Not installed: assumed so, and the
+        normal path reports it.)"""
         try:
-            if getattr(_reg.get_backend(backend), "device", "host") != "host":
-                return False
+            return getattr(_reg.get_backend(backend), "device", "host") == "host"
         except KdslError:
-            pass          # not installed: converted if it is a host array-like (the normal
-            #               path reports the backend)
-        if hasattr(a, "__cuda_array_interface__"):
-            return False
-        return hasattr(a, "__array__") or hasattr(a, "__array_interface__")
+            return True
 
     def _as_ndarrays(self, args, backend) -> tuple:
-        out = []
-        for a, const in zip(args, self._const):
-            if type(a) not in _PLAIN and not const and self._host_array(a, backend):
-                try:
-                    a = np.asarray(a)   # a view when the object's protocol allows one
-                except Exception as e:
-                    __tracebackhide__ = True  # noqa: F841
-                    raise for_user(ArgumentError(
-                        f"{self.__name__}: np.asarray failed on a {type(a).__name__} argument: "
-                        f"{type(e).__name__}: {e}", hint="pass a numpy array")) from None
-            out.append(a)
-        return tuple(out)
+        """``args`` with host array-likes and foreign arrays read as numpy (runtime.foreign)."""
+        return foreign.host_arrays(self, args)[0]
 
     def _check_globals(self):
         """Warn (once per change) about globals read by the traced code that were rebound since."""
@@ -486,6 +480,8 @@ class Kernel(functools.partial):
             if not (lowering_only and isinstance(backend, str)):
                 raise
             be = _reg.TargetOnly(backend)  # lower() needs only the target's schedules
+        if getattr(be, "device", "host") == "host":    # torch/JAX/DLPack arrays: read as numpy
+            args = foreign.host_arrays(self, args, array_likes=False)[0]
         if len(args) != self._nargs:
             self._key(args, backend, None)  # raises the count error
         specs = []

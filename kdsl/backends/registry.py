@@ -387,6 +387,9 @@ def env_backend_reader():
 
 
 def _is_cuda_array(a) -> bool:
+    flag = getattr(a, "is_cuda", None)     # torch answers cheaply; the protocols cost microseconds
+    if type(flag) is bool:
+        return flag
     try:
         if hasattr(a, "__cuda_array_interface__"):
             return True
