@@ -110,7 +110,12 @@ def dump(kernel_name, backend, sig, req) -> None:
 
 
 def compile_for(kernel, backend, sig, graph):
-    """Schedule and compile ``graph`` for ``backend``; returns (request, compiled)."""
+    """Schedule and compile ``graph`` for ``backend``; returns (request, compiled).  A graph
+    with ``kd.fori_loop``s compiles into a kdsl.runtime.fori_program.Program (request None)."""
+    from ..frontend.fori import has_loops
+    if has_loops(graph):
+        from .fori_program import compile_program
+        return None, compile_program(kernel, backend, sig, graph)
     with compile_log.stage("schedule"):
         req = prepare(kernel, backend, sig, graph)
     with compile_log.stage("backend compile"):   # lower/codegen inside time themselves
