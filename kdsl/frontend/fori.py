@@ -26,6 +26,7 @@ from ..errors import KernelError, ShapeError, user_location
 from ..graph import Input, Stage, Tensor
 from ..ir import make as mk
 from ..ir import nodes as n
+from ..ir.simplify import simplify
 from ..ir.visitor import collect, free_vars
 from . import context
 from .array import Array, from_tensor, scalar
@@ -49,6 +50,9 @@ class LoopInfo:
     ctx: object = None        # the trace (sizes unified later are resolved from it)
     loc: object = None
     cache: dict = field(default_factory=dict)   # the closed body graph, built once
+    #: ``captured`` as traced (the tensors the body's stages read); a loop nested in another
+    #: loop's body gets ``captured`` mapped to the enclosing body graph's tensors
+    traced_captured: tuple = ()
 
 
 class LoopStage(Stage):
@@ -101,7 +105,7 @@ def fori_loop(lower, upper, body, init):
     res = []
     for k, o in enumerate(outs):
         if o.tensor is None or o.tensor.stage is None or o.tensor in res \
-                or id(o.tensor.stage) not in variant:
+                or id(o.tensor.stage) not in variant or isinstance(o.tensor.stage, LoopStage):
             o = materialize(o, "fori_carry", loc)       # a stage of the body computes it
             variant.add(id(o.tensor.stage))
         res.append(o.tensor)
@@ -124,7 +128,7 @@ def fori_loop(lower, upper, body, init):
                 seen.add(id(t))
                 captured.append(t)
     info = LoopInfo(lo, hi, index, holders, body_stages, tuple(res), tuple(init_ts),
-                    tuple(captured), [None] * len(res), ctx, loc)
+                    tuple(captured), [None] * len(res), ctx, loc, traced_captured=tuple(captured))
     results = []
     for k, t in enumerate(init_ts):
         axes = tuple(new_axis(ctx, f"i{j}", d) for j, d in enumerate(t.shape))
@@ -205,13 +209,17 @@ def _check_result(out, tupled: bool, inits, ctx, loc) -> list:
                              f"{len(t.shape)}-d to {a.ndim}-d", loc=loc,
                              hint="the carry keeps init's shape at every step")
         for j, (d, e) in enumerate(zip(a.dims, t.shape)):
-            rd, re = ctx.resolve(d), ctx.resolve(e)
-            if rd != re:
-                if isinstance(rd, n.Const) and isinstance(re, n.Const):
-                    raise ShapeError(f"kd.fori_loop's body changes carry {k}'s size in dim {j} "
-                                     f"from {re.value} to {rd.value}", loc=loc,
-                                     hint="the carry keeps init's shape at every step")
+            rd, re = simplify(ctx.resolve(d)), simplify(ctx.resolve(e))
+            if rd != re and not (isinstance(rd, n.Const) and isinstance(re, n.Const)) \
+                    and not free_vars(rd) & free_vars(re):
+                # sizes of different arguments (M @ x with M of shape (M_0, M_1)): assumed
+                # equal, checked per call, as broadcasting does
                 ctx.unify(re, rd, f"kd.fori_loop's carry {k}", loc)
+            elif rd != re:      # JAX's rule: the same shape, known while tracing
+                raise ShapeError(f"kd.fori_loop's body changes carry {k}'s size in dim {j} "
+                                 f"from {ctx.describe(re)} to {ctx.describe(rd)}", loc=loc,
+                                 hint="the carry keeps init's shape at every step (pad or "
+                                 "mask with kd.where instead of slicing)")
         res.append(a)
     return res
 
