@@ -53,6 +53,8 @@ class LoopInfo:
     #: ``captured`` as traced (the tensors the body's stages read); a loop nested in another
     #: loop's body gets ``captured`` mapped to the enclosing body graph's tensors
     traced_captured: tuple = ()
+    #: call-time checks of the body that use ``i``: checked at each step
+    constraints: tuple = ()
 
 
 class LoopStage(Stage):
@@ -113,11 +115,12 @@ def fori_loop(lower, upper, body, init):
     variant |= _variant(made, holders, index)   # with the stages materialising made
     ctx.stages[before:] = [s for s in made if id(s) not in variant]   # invariant: run once
     body_stages = [s for s in made if id(s) in variant]
-    for c in ctx.constraints[ncons:]:
-        if index in free_vars(c.lhs) | free_vars(c.rhs):
-            raise KernelError("kd.fori_loop: a size inside the body depends on the loop index",
-                              loc=c.loc or loc, hint="the carry and the body's arrays keep one "
-                              "shape at every step; index with i instead (x[i], kd.where)")
+    # call-time checks made while tracing the body that use i (a reduction over
+    # kd.reduce_axis((i + 1, n)) must not be negative...) are checked at each step
+    local = [c for c in ctx.constraints[ncons:]
+             if index in free_vars(c.lhs) | free_vars(c.rhs)
+             or any(index in free_vars(e) for _, e in c.detail)]
+    ctx.constraints[ncons:] = [c for c in ctx.constraints[ncons:] if all(c is not d for d in local)]
     made_ids = {id(s) for s in body_stages}
     captured, seen = [], set()
     for s in body_stages:
@@ -128,7 +131,8 @@ def fori_loop(lower, upper, body, init):
                 seen.add(id(t))
                 captured.append(t)
     info = LoopInfo(lo, hi, index, holders, body_stages, tuple(res), tuple(init_ts),
-                    tuple(captured), [None] * len(res), ctx, loc, traced_captured=tuple(captured))
+                    tuple(captured), [None] * len(res), ctx, loc, traced_captured=tuple(captured),
+                    constraints=tuple(local))
     results = []
     for k, t in enumerate(init_ts):
         axes = tuple(new_axis(ctx, f"i{j}", d) for j, d in enumerate(t.shape))

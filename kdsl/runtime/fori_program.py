@@ -131,6 +131,8 @@ def body_graph(info, enclosing):
     graph, sources = closed_graph(f"{enclosing.name}_body", info.body_stages, info.body_results,
                                   enclosing, lead=info.placeholders,
                                   extra_scalars=(info.index,), loc=info.loc)
+    graph.constraints.extend(ctx.resolve_constraint(c) if hasattr(ctx, "resolve_constraint")
+                             else c for c in info.constraints)
     remap = dict(zip(info.traced_captured, info.captured))   # this enclosing graph's tensors
     sources = [remap.get(s, s) if isinstance(s, Tensor) else s for s in sources]
     from ..frontend.access import check_accesses
