@@ -161,7 +161,7 @@ def nussinov(seq, table):
             pair = kd.where((seq[i] + seq[j]) == 3, 1, 0)
             v = kd.where(below, kd.maximum(v, T[i1, j - 1] + kd.where(i < j - 1, pair, 0)), v)
             k = kd.reduce_axis((i + 1, j))          # empty for j <= i + 1: the identity
-            v = kd.maximum(v, _max0(s[k] + T[kd.minimum(k + 1, n - 1), j], axis=k))
+            v = kd.maximum(v, _max0(s[k] + T[k + 1, j], axis=k))
             return kd.where(j > i, v, T[i, j])
         new = kd.scan((n,), lambda j: T[i, j], cell, dtype=table.dtype)
         return _set_row(T, i, new)
