@@ -93,8 +93,10 @@ def fori_loop(lower, upper, body, init):
     if not inits:
         raise KernelError("kd.fori_loop needs at least one carried array", loc=loc,
                           hint="pass init=x (an array) or a tuple of arrays")
-    # fresh copies: the loop writes its buffers, never the arrays init came from
-    init_ts = [materialize(x, "fori_init", loc).tensor for x in inits]
+    # the loop only reads init's arrays (its steps write buffers of their own): a computed
+    # array or a C-contiguous argument is read in place; other values are computed first
+    init_ts = [x.tensor if _readable(x) else materialize(x, "fori_init", loc).tensor
+               for x in inits]
     index = n.Var(dt.int64, ctx.unique("i"))
     holders = tuple(Tensor(ctx.unique("carry"), t.shape, t.dtype, Input(k, True))
                     for k, t in enumerate(init_ts))
@@ -107,7 +109,7 @@ def fori_loop(lower, upper, body, init):
     res = []
     for k, o in enumerate(outs):
         if o.tensor is None or o.tensor.stage is None or o.tensor in res \
-                or id(o.tensor.stage) not in variant or isinstance(o.tensor.stage, LoopStage):
+                or id(o.tensor.stage) not in variant:
             o = materialize(o, "fori_carry", loc)       # a stage of the body computes it
             variant.add(id(o.tensor.stage))
         res.append(o.tensor)
@@ -172,6 +174,14 @@ def _bound(x, what: str, loc) -> n.Expr:
                           hint="bounds are run-time scalars (kernel arguments) or shapes; pass "
                           "the count as a scalar argument of the kernel")
     return mk.cast(e, dt.int64)
+
+
+def _readable(x: Array) -> bool:
+    """Whether the body may read ``x``'s tensor as the first carry (contiguous, computed)."""
+    t = x.tensor
+    if t is None:
+        return False
+    return t.op.contiguous if isinstance(t.op, Input) else True
 
 
 def _carry_array(x, k: int, loc) -> Array:

@@ -137,8 +137,7 @@ def _trace(fn, specs, name, constants) -> Graph:
                 raise KernelError(f"a kernel must return traced arrays, not {type(o).__name__}",
                                   loc=_fn_loc(fn), hint="return an array computed from the "
                                   "arguments (or a tuple of them)")
-            if o.tensor is None or o.tensor.stage is None or o.tensor in tensors \
-                    or getattr(o.tensor.stage, "loop", None) is not None:  # kd.fori_loop's
+            if o.tensor is None or o.tensor.stage is None or o.tensor in tensors:
                 o = materialize(o, "copy" if o.tensor is not None else o.op)
             tensors.append(o.tensor)
     stages = _live(ctx.stages, tensors)

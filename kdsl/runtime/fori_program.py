@@ -199,8 +199,16 @@ class _Loop:
 class Program:
     """The Compiled of a graph with loops (module docstring): ``(inputs, outputs, scalars)``."""
 
-    def __init__(self, graph, backend, steps):
+    def __init__(self, graph, backend, steps, out_contiguous):
+        global _COPY
+        if _COPY is None:
+            from ..kernel import kernel
+            _COPY = kernel(_copy_fn)
         self.graph, self.backend, self.steps = graph, backend, steps
+        self.backend_name = getattr(backend, "name", None)
+        self.out_index = {t: j for j, t in enumerate(graph.outputs)}
+        # results written in place by a loop's last step: contiguous like the body's outputs
+        self.direct = {t: bool(c) for t, c in zip(graph.outputs, out_contiguous)}
         self.shape_vars = [(k, d, e) for k, t in enumerate(graph.inputs)
                            for d, e in enumerate(t.shape) if type(e) is n.Var]
 
@@ -227,20 +235,46 @@ class Program:
     def _loop(self, step, env, vals, like, stream):
         info = step.info
         lo, hi = int(eval_expr(info.lower, vals)), int(eval_expr(info.upper, vals))
-        cur = [env[t] for t in info.inits]           # fresh copies made for the loop
-        if hi > lo:
-            nxt = tuple(self._empty(t, vals, like) for t in info.inits)
+        count = max(hi - lo, 0)
+        cur = [env[t] for t in info.inits]        # read only: steps write buffers of their own
+        # a result the kernel returns: the last step writes it in place (when its layout is
+        # the body's), else it is copied there at the end
+        dest = [env.get(t) if t is not None and self.direct.get(t) else None for t in info.results]
+        if count:
+            ping = [d if d is not None and count % 2 == 1 else self._empty(t, vals, like)
+                    for d, t in zip(dest, info.inits)]
+            pong = [d if d is not None and count % 2 == 0 else
+                    (self._empty(t, vals, like) if count > 1 else None)
+                    for d, t in zip(dest, info.inits)]
             args = [None if s is None or s is info.index else env[s] if isinstance(s, Tensor)
                     else vals[s] for s in step.sources]
             k = len(cur)
-            for i in range(lo, hi):
+            for n_, i in enumerate(range(lo, hi)):
+                nxt = ping if n_ % 2 == 0 else pong
                 args[:k] = cur
                 args[-1] = i
-                step.launch(args, nxt, stream)
-                cur, nxt = list(nxt), tuple(cur)
+                step.launch(args, tuple(nxt), stream)
+                cur = nxt
         for t, a in zip(info.results, cur):
-            if t is not None:
+            if t is None:
+                continue
+            if t in self.out_index and env[t] is not a:
+                self._copy(a, env[t], stream)
+            else:
                 env[t] = a
+
+    def _copy(self, src, dst, stream):
+        """``dst[...] = src`` on the backend (a loop's result into an out= of another layout,
+        or zero steps: init's array into the kernel's result)."""
+        _COPY(src, out=dst, backend=self.backend_name, **({} if stream is None
+                                                          else {"stream": stream}))
+
+
+def _copy_fn(x):
+    return x
+
+
+_COPY = None
 
 
 def compile_program(kernel, backend, sig, graph) -> Program:
@@ -282,9 +316,11 @@ def compile_program(kernel, backend, sig, graph) -> Program:
             steps.append(_Seg(launch, sources, tuple(outs)))
         else:
             body, sources = body_graph(grp, graph)
-            launch = _compile(kernel, backend, body, body.name, False, ())
+            # hints naming no stage go where the kernel's first result is computed
+            launch = _compile(kernel, backend, body, body.name,
+                              isinstance(first, LoopStage) and first.loop is grp, ())
             steps.append(_Loop(grp, launch, sources))
-    return Program(graph, backend, steps)
+    return Program(graph, backend, steps, outc)
 
 
 def _reads_of(group) -> list:
