@@ -47,10 +47,15 @@ def test_cpu(name, rng):
 
 def test_run_time_step_counts_share_one_compilation(rng):
     # the step count is a kernel argument: 0, 1 and 5 steps run one compiled kernel
+    import kdsl as kd
+    k = kd.kernel(pb.jacobi_2d.fn)
     for steps in (0, 1, 5):
-        _check("jacobi-2d", 6, "cpu", rng, steps)
-        _check("fdtd-2d", 5, "cpu", rng, steps)
-    assert len(pb.jacobi_2d._cache) <= 2
+        A, B = rng.random((6, 6)), rng.random((6, 6))
+        got = k(steps, A, B, backend="cpu")
+        want = ref.jacobi_2d(steps, A.copy(), B.copy())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+    assert len(k._cache) == 1
 
 
 @pytest.mark.parametrize("name", ["cholesky", "jacobi-1d"])
@@ -58,6 +63,6 @@ def test_interp(name, rng):
     _check(name, 3, "interp", rng, 2)
 
 
-@pytest.mark.parametrize("name", ["seidel-2d", "durbin"])
+@pytest.mark.parametrize("name", ["seidel-2d", "fdtd-2d"])
 def test_interp_cuda(name, rng):
-    _check(name, 2 if name == "durbin" else 3, "interp-cuda", rng, 2)
+    _check(name, 3, "interp-cuda", rng, 2)
