@@ -39,10 +39,14 @@ def test_numpy(name, n, rng):
         assert same and not any(np.array_equal(got[0], a) for a in same)
 
 
-@pytest.mark.parametrize("name", NAMES)
+#: compiled for cpu in CI: one kernel of each pattern (the others' lowering spends seconds in
+#: the simplifier: `python3 examples/polybench.py cpu` runs all thirteen)
+CPU = ["cholesky", "nussinov", "seidel-2d", "adi", "floyd-warshall", "fdtd-2d"]
+
+
+@pytest.mark.parametrize("name", CPU)
 def test_cpu(name, rng):
-    for n in (2, 16):
-        _check(name, n, "cpu", rng)
+    _check(name, 7, "cpu", rng)          # one compilation serves every size > 1
 
 
 def test_run_time_step_counts_share_one_compilation(rng):
@@ -63,6 +67,7 @@ def test_interp(name, rng):
     _check(name, 3, "interp", rng, 2)
 
 
-@pytest.mark.parametrize("name", ["seidel-2d", "fdtd-2d"])
-def test_interp_cuda(name, rng):
-    _check(name, 3, "interp-cuda", rng, 2)
+def test_interp_cuda(rng):
+    # GPU schedules on the SIMT interpreter (slow: a tiny size); the device runs
+    # tests/cuda/test_cuda_fori.py
+    _check("seidel-2d", 3, "interp-cuda", rng, 2)
