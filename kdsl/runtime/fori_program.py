@@ -173,9 +173,8 @@ def _all_names(kernel) -> set:
 def _compile(kernel, backend, graph, name, default, out_contiguous):
     from . import dispatch
     part = _Part(kernel, name, _hints_for(kernel, graph, default))
-    params = tuple(ScalarSig(p.dtype) if isinstance(p, n.Var) else
-                   ArraySig(p.dtype, (None,) * p.ndim, p.op.contiguous) for p in graph.params)
-    sig = Signature(params, tuple(out_contiguous))
+    part._names = _all_names(kernel)
+    sig = _sig_of(graph, out_contiguous)
     _req, compiled = dispatch.compile_for(part, backend, sig, graph)
     return dispatch.build_launcher(name, graph, backend, compiled,
                                    [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)],
@@ -277,8 +276,9 @@ def _copy_fn(x):
 _COPY = None
 
 
-def compile_program(kernel, backend, sig, graph) -> Program:
-    """Compile the parts and loop bodies of ``graph`` for ``backend`` (module docstring)."""
+def _plan(kernel, graph, outc) -> tuple:
+    """``(kernel, steps)``: per part ``("part", graph, sources, outs, default, out_contiguous)``,
+    per loop ``("loop", info, body graph, sources, default)``, in order."""
     from ..frontend.fori import LoopStage
     if not hasattr(kernel, "_names"):
         names = set()
@@ -297,7 +297,6 @@ def compile_program(kernel, backend, sig, graph) -> Program:
             cur.append(st)
     if cur:
         groups.append(cur)
-    outc = sig.out_contiguous or (True,) * len(graph.outputs)
     first = graph.outputs[0].stage
     steps = []
     for j, grp in enumerate(groups):
@@ -311,16 +310,83 @@ def compile_program(kernel, backend, sig, graph) -> Program:
                     outs.append(t)
             part, sources = closed_graph(f"{graph.name}_part{j}", grp, outs, graph, loc=graph.loc)
             oc = [outc[graph.outputs.index(t)] if t in graph.outputs else True for t in outs]
-            launch = _compile(kernel, backend, part, part.name,
-                              any(s is first for s in grp), oc)
-            steps.append(_Seg(launch, sources, tuple(outs)))
+            steps.append(("part", part, sources, tuple(outs), any(s is first for s in grp), oc))
         else:
             body, sources = body_graph(grp, graph)
             # hints naming no stage go where the kernel's first result is computed
-            launch = _compile(kernel, backend, body, body.name,
-                              isinstance(first, LoopStage) and first.loop is grp, ())
-            steps.append(_Loop(grp, launch, sources))
+            steps.append(("loop", grp, body, sources,
+                          isinstance(first, LoopStage) and first.loop is grp))
+    return kernel, steps
+
+
+def compile_program(kernel, backend, sig, graph) -> Program:
+    """Compile the parts and loop bodies of ``graph`` for ``backend`` (module docstring)."""
+    outc = sig.out_contiguous or (True,) * len(graph.outputs)
+    kernel, plan = _plan(kernel, graph, outc)
+    steps = []
+    for st in plan:
+        if st[0] == "part":
+            _, part, sources, outs, default, oc = st
+            steps.append(_Seg(_compile(kernel, backend, part, part.name, default, oc),
+                              sources, outs))
+        else:
+            _, info, body, sources, default = st
+            steps.append(_Loop(info, _compile(kernel, backend, body, body.name, default, ()),
+                               sources))
     return Program(graph, backend, steps, outc)
+
+
+class ProgramText:
+    """What ``kernel.lower``/``kernel.source`` show for a kernel with loops: the host loop
+    and, inside, what each part and body lowers to (or the backend's source of it)."""
+
+    def __init__(self, lines):
+        self.lines = lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+    __repr__ = __str__
+
+
+def describe(kernel, backend, sig, graph, source: bool = False, indent: str = "") -> ProgramText:
+    """The ProgramText of ``graph`` for ``backend`` (``source``: the backend's text)."""
+    from . import dispatch
+    from ..frontend.fori import has_loops
+    from ..ir.printer import format_expr
+    outc = sig.out_contiguous or (True,) * len(graph.outputs)
+    kernel, plan = _plan(kernel, graph, outc)
+    lines = [f"{indent}# {graph.name}: a host program (kd.fori_loop; kdsl.runtime.fori_program)"]
+
+    def show(g, default, oc, pad):
+        part = _Part(kernel, g.name, _hints_for(kernel, g, default))
+        part._names = _all_names(kernel)
+        if has_loops(g):
+            lines.extend(describe(part, backend, _sig_of(g, oc), g, source, pad).lines)
+            return
+        req = dispatch.prepare(part, backend, _sig_of(g, oc), g)
+        text = backend.source(req) if source else dispatch.lower_request(backend, req)
+        lines.extend(pad + ln for ln in str(text).splitlines())
+
+    for st in plan:
+        if st[0] == "part":
+            _, part, _src, outs, default, oc = st
+            lines.append(f"{indent}# part: computes {', '.join(t.name for t in outs)}")
+            show(part, default, oc, indent)
+        else:
+            _, info, body, _src, default = st
+            at = f" (kd.fori_loop at {info.loc.short})" if info.loc is not None else ""
+            lines.append(f"{indent}for {info.index.name} in range({format_expr(info.lower)}, "
+                         f"{format_expr(info.upper)}):  # host loop{at}: one launch per step, "
+                         "carries in two buffers each")
+            show(body, default, (), indent + "    ")
+    return ProgramText(lines)
+
+
+def _sig_of(graph, out_contiguous) -> Signature:
+    params = tuple(ScalarSig(p.dtype) if isinstance(p, n.Var) else
+                   ArraySig(p.dtype, (None,) * p.ndim, p.op.contiguous) for p in graph.params)
+    return Signature(params, tuple(out_contiguous))
 
 
 def _reads_of(group) -> list:

@@ -33,7 +33,7 @@ def _check(name, n, backend, rng, steps=3):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("n", [1, 2, 7, 16])
 def test_numpy(name, n, rng):
-    got, args = _check(name, n, "numpy", rng)
+    got, args = _check(name, n, "numpy", rng, steps=2)
     if n >= 7 and name not in ("durbin",):    # the loops did change something
         same = [a for a in args if isinstance(a, np.ndarray) and a.shape == got[0].shape]
         assert same and not any(np.array_equal(got[0], a) for a in same)
