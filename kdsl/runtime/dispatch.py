@@ -134,15 +134,17 @@ def compile_for(kernel, backend, sig, graph):
     from ..frontend.fori import has_loops
     if has_loops(graph):
         from .fori_program import compile_program
-        return None, compile_program(kernel, backend, sig, graph)
-    with compile_log.stage("schedule"):
-        req = prepare(kernel, backend, sig, graph)
-    with compile_log.stage("backend compile"):   # lower/codegen inside time themselves
-        compiled = backend.compile(req)
+        req, compiled = None, compile_program(kernel, backend, sig, graph)
+    else:
+        with compile_log.stage("schedule"):
+            req = prepare(kernel, backend, sig, graph)
+        with compile_log.stage("backend compile"):   # lower/codegen inside time themselves
+            compiled = backend.compile(req)
     if graph.data_checks:   # conditions on the data (indices read from arrays): run first
         from .checks import with_checks
-        compiled = with_checks(backend, sig, graph, compiled, req.options)
-    if config.dump():
+        compiled = with_checks(backend, sig, graph, compiled, req.options if req is not None
+                                else dict(getattr(backend, "options", {}) or {}))
+    if config.dump() and req is not None:
         dump(kernel.__name__, backend, sig, req)
     return req, compiled
 

@@ -179,3 +179,20 @@ def test_lower_and_source_show_the_host_loop_and_the_body(rng):
     assert "carry[" in text and "* 0.5" in text.replace("*0.5", "* 0.5")
     src = damp.source(rng.random(4), 3, backend="numpy")
     assert "host loop" in src and "damp_body" in src
+
+
+@kd.kernel
+def gathers(x, idx, n):
+    y = kd.compute(idx.shape, lambda k: x[idx[k]] * 2.0)          # before the loop
+    return kd.fori_loop(0, n, lambda i, c: c + x[idx[n - 1 - i]], y)   # inside: per step
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_indices_read_from_arrays_are_checked_before_and_inside_the_loop(backend, rng):
+    x, idx = rng.random(5), np.array([4, 0, 2])
+    want = x[idx] * 2.0 + sum(x[idx[1 - i]] for i in range(2))
+    np.testing.assert_allclose(gathers(x, idx, 2, backend=backend), want, rtol=1e-13)
+    with pytest.raises(kd.KernelIndexError, match="x at indices"):
+        gathers(x, np.array([4, 0, 7]), 1, backend=backend)      # y's gather
+    with pytest.raises(kd.KernelIndexError):
+        gathers(x, idx, 4, backend=backend)                      # idx[-1]: i runs past
