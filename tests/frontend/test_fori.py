@@ -111,6 +111,17 @@ def test_hints_reach_the_body_stages(rng):
     x = rng.random(37)
     np.testing.assert_allclose(k(x, 3, backend="cpu"), damp_ref(x, 3), rtol=1e-13)
 
+    seen = []
+
+    def explicit(s):                    # called once per part: here only the body has "upd"
+        for h in s.stages:
+            seen.append(h.name)
+            if h.name == "upd":
+                h.parallel(h.stage.axes[0])
+    k2 = kd.schedule("cpu", explicit)(k)
+    np.testing.assert_allclose(k2(x, 2, backend="cpu"), damp_ref(x, 2), rtol=1e-13)
+    assert "upd" in seen
+
     bad = kd.schedule("cpu", stage="nope", parallel="j")(k)
     with pytest.raises(kd.ScheduleError, match="nope"):
         bad(x, 3, backend="cpu")
