@@ -90,6 +90,8 @@ def fori_loop(lower, upper, body, init):
                           hint="kd.fori_loop(0, n, lambda i, x: x + 1, x0)")
     tupled = isinstance(init, (tuple, list))
     inits = [_carry_array(x, k, loc) for k, x in enumerate(init if tupled else [init])]
+    for a in inits:
+        _whole_arrays(a, ctx, loc)
     if not inits:
         raise KernelError("kd.fori_loop needs at least one carried array", loc=loc,
                           hint="pass init=x (an array) or a tuple of arrays")
@@ -182,6 +184,18 @@ def _readable(x: Array) -> bool:
     if t is None:
         return False
     return t.op.contiguous if isinstance(t.op, Input) else True
+
+
+def _whole_arrays(a: Array, ctx, loc) -> None:
+    """A carry may not use the axes of an enclosing ``kd.compute`` lambda (a loop per element)."""
+    e = a.at(tuple(n.var(f"_fori{k}") for k in range(a.ndim)))
+    axes = [v.name for v in free_vars(e) if v in ctx.ivs]
+    if axes:
+        raise KernelError(f"kd.fori_loop inside a kd.compute lambda: its init uses the axis "
+                          f"{axes[0]!r}; the loop carries whole arrays, not one element", loc=loc,
+                          hint="call kd.fori_loop outside kd.compute and carry the array "
+                          "(kd.fori_loop(0, n, lambda i, c: c * 0.5 + x, x)); a recurrence per "
+                          "element along an axis is a kd.scan")
 
 
 def _carry_array(x, k: int, loc) -> Array:

@@ -207,3 +207,12 @@ def test_indices_read_from_arrays_are_checked_before_and_inside_the_loop(backend
         gathers(x, np.array([4, 0, 7]), 1, backend=backend)      # y's gather
     with pytest.raises(kd.KernelIndexError):
         gathers(x, idx, 4, backend=backend)                      # idx[-1]: i runs past
+
+
+def test_a_loop_per_element_inside_compute_is_refused():
+    @kd.kernel
+    def k(x, n):
+        return kd.compute(x.shape, lambda j: kd.fori_loop(0, n, lambda i, c: c + 1.0, x[j]))
+    with pytest.raises(KernelError, match="inside a kd.compute lambda") as e:
+        k(_x(), 2, backend="numpy")
+    assert "kd.scan" in e.value.hint
