@@ -117,8 +117,8 @@ def body_graph(info, enclosing):
     """The closed body graph of loop ``info`` inside ``enclosing`` (built once per pair)."""
     key = id(enclosing)
     got = info.cache.get(key)
-    if got is not None:
-        return got
+    if got is not None and got[2] is enclosing:
+        return got[:2]
     ctx = info.ctx
     if not info.cache.get("finalized"):
         # sizes unified after the loop was traced: the body's stages and carries use the
@@ -137,7 +137,7 @@ def body_graph(info, enclosing):
     sources = [remap.get(s, s) if isinstance(s, Tensor) else s for s in sources]
     from ..frontend.access import check_accesses
     check_accesses(graph, ctx)      # the body's reads: proven, checked per step, or clamped
-    info.cache[key] = (graph, sources)
+    info.cache[key] = (graph, sources, enclosing)
     return graph, sources
 
 
