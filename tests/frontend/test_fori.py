@@ -99,6 +99,11 @@ def test_inputs_are_not_written_and_out_works(rng):
     assert r is out
     np.testing.assert_allclose(out, damp_ref(keep, 2), rtol=1e-13)
     np.testing.assert_array_equal(x, keep)
+    for steps in (0, 3):                 # a strided out=: the last carry is copied into it
+        base = np.zeros((4, 2))
+        r = damp(x, steps, out=base[:, 1], backend="cpu")
+        np.testing.assert_allclose(base[:, 1], damp_ref(keep, steps), rtol=1e-13)
+        np.testing.assert_array_equal(base[:, 0], 0.0)
 
 
 def test_hints_reach_the_body_stages(rng):
