@@ -104,7 +104,7 @@ def fori_loop(lower, upper, body, init):
                     for k, t in enumerate(init_ts))
     before, ncons = len(ctx.stages), len(ctx.constraints)
     args = [from_tensor(h, op="carry") for h in holders]
-    out = body(scalar(index, weak=True, op="i"), type(init)(args) if tupled else args[0])
+    out = body(scalar(index, weak=True, op="i"), _like(init, args) if tupled else args[0])
     outs = _check_result(out, tupled, init_ts, ctx, loc)
     made = ctx.stages[before:]
     variant = _variant(made, holders, index)
@@ -146,7 +146,14 @@ def fori_loop(lower, upper, body, init):
         info.results[k] = st.output
         ctx.stages.append(st)
         results.append(from_tensor(st.output))
-    return type(init)(results) if tupled else results[0]
+    return _like(init, results) if tupled else results[0]
+
+
+def _like(init, items):
+    """``items`` in ``init``'s container type (a tuple, list or namedtuple)."""
+    if hasattr(init, "_fields"):
+        return type(init)(*items)
+    return type(init)(items)
 
 
 # ----------------------------------------------------------------- checks

@@ -43,6 +43,21 @@ def stats(x, lo, hi):
     return kd.fori_loop(lo, hi, body, (np.float64(0.0), kd.zeros(x.shape, np.float64)))
 
 
+def test_namedtuple_and_list_carries(rng):
+    from collections import namedtuple
+    State = namedtuple("State", "x v")
+
+    @kd.kernel
+    def k(x, n):
+        s = kd.fori_loop(0, n, lambda i, s: State(s.x + s.v, s.v * 2.0), State(x, x))
+        t = kd.fori_loop(0, n, lambda i, c: [c[0] + 1.0], [x])
+        return s.x, t[0]
+    x = rng.random(3)
+    a, b = k(x, 3, backend="numpy")
+    np.testing.assert_allclose(a, x * 8.0, rtol=1e-13)      # x + x + 2x + 4x
+    np.testing.assert_allclose(b, x + 3.0, rtol=1e-13)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tuple_carry_with_a_scalar(backend, rng):
     x = rng.random(6)
