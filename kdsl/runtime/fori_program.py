@@ -11,8 +11,10 @@ index checks run per launch).  The returned ``Program`` is the Compiled of ``gra
 
 - tensors passed between parts live in buffers it allocates (``backend.empty``);
 - a loop ping-pongs two buffers per carry: step ``i`` reads the carries from one and
-  writes the next carries into the other (``init``'s buffer is a fresh copy, so no array
-  of the caller is ever written); zero or negative counts leave the copy of ``init``.
+  writes the next carries into the other; the first step reads ``init``'s arrays, which
+  are never written (a strided argument was copied while tracing); the last step writes
+  a result the kernel returns into its output (when that has the body's layout; else it
+  is copied there, as is ``init`` itself for zero or negative counts, by a copy kernel).
 
 On every backend the loop is a host loop around one launch of the body per step (on GPUs:
 one launch of each of the body's kernels per step, the portable grid-wide barrier).
@@ -176,8 +178,8 @@ def _compile(kernel, backend, graph, name, default, out_contiguous):
     part._names = _all_names(kernel)
     sig = _sig_of(graph, out_contiguous)
     _req, compiled = dispatch.compile_for(part, backend, sig, graph)
-    return dispatch.build_launcher(name, graph, backend, compiled,
-                                   [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)],
+    names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
+    return dispatch.build_launcher(name, graph, backend, compiled, names,
                                    tuple(range(len(graph.params))), "tuple")
 
 
