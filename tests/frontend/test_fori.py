@@ -236,3 +236,25 @@ def test_a_loop_per_element_inside_compute_is_refused():
     with pytest.raises(KernelError, match="inside a kd.compute lambda") as e:
         k(_x(), 2, backend="numpy")
     assert "kd.scan" in e.value.hint
+
+
+@kd.kernel
+def chained(x, n):
+    y = x * 2.0
+    r = kd.fori_loop(0, n, lambda i, c: c + y, y)            # a result, the next loop's init
+    r2 = kd.fori_loop(1, n, lambda i, c: c * 0.5 + r, r)     # and read inside it
+    return r, r2.sum(), y
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_chained_loops_and_results_used_after(backend, rng):
+    x = rng.random(4)
+    for steps in (0, 1, 3):
+        a, s, y = chained(x, steps, backend=backend)
+        r = 2 * x + steps * 2 * x
+        r2 = r.copy()
+        for _ in range(1, steps):
+            r2 = r2 * 0.5 + r
+        np.testing.assert_allclose(a, r, rtol=1e-13)
+        np.testing.assert_allclose(s, r2.sum(), rtol=1e-13)
+        np.testing.assert_allclose(y, 2 * x, rtol=1e-13)
