@@ -37,6 +37,7 @@ _LAZY = {
     # sequential scans with carried state (TVM's te.scan) and the cumulative ops on them
     **{name: ("kdsl.frontend.scan", name) for name in (
         "scan", "cumsum", "cumprod", "cummax", "cummin")},
+    "fori_loop": ("kdsl.frontend.fori", "fori_loop"),   # a loop over a run-time count
     # numpy's ufuncs under numpy's names (kd.abs, kd.square, kd.left_shift...): every
     # kdsl.frontend.ufuncs.PUBLIC name the entries above do not already give
     **{name: ("kdsl.frontend.ufuncs", name) for name in (

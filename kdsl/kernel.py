@@ -517,6 +517,8 @@ class Kernel(functools.partial):
         try:
             args_or_specs = self._bind(args_or_specs, kw)
             be, req = self._inspect(args_or_specs, backend)
+            if isinstance(req, dispatch.ProgramRequest):    # kd.fori_loop: the parts' sources
+                return str(req.show(source=True))
             return be.source(req)
         except KdslUserError as e:
             __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)

@@ -65,7 +65,12 @@ def size_hints(graph, sig) -> dict:
 
 
 def prepare(kernel, backend, sig, graph) -> CompileRequest:
-    """Schedule ``graph`` for ``backend`` and wrap it in a CompileRequest (nothing compiled)."""
+    """Schedule ``graph`` for ``backend`` and wrap it in a CompileRequest (nothing compiled).
+    A graph with ``kd.fori_loop``s gives a ``ProgramRequest`` (its parts are scheduled when
+    shown: kdsl.runtime.fori_program.describe)."""
+    from ..frontend.fori import has_loops
+    if has_loops(graph):
+        return ProgramRequest(kernel, backend, sig, graph)
     sched = make_schedule(graph)
     sched.size_hints = size_hints(graph, sig)
     hints = [h for h in kernel._hints if _targets(h.target, backend)]
@@ -84,9 +89,23 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
     return CompileRequest(graph, sched, sig, tuple(outc), dict(getattr(backend, "options", {}) or {}))
 
 
+class ProgramRequest:
+    """``prepare``'s answer for a graph with loops: ``lower_request`` and ``Kernel.source``
+    show its host loop and what each part lowers to (kdsl.runtime.fori_program)."""
+
+    def __init__(self, kernel, backend, sig, graph):
+        self.kernel, self.backend, self.signature, self.graph = kernel, backend, sig, graph
+
+    def show(self, source: bool = False):
+        from .fori_program import describe
+        return describe(self.kernel, self.backend, self.signature, self.graph, source)
+
+
 def lower_request(backend, req):
     """The LoweredFunc of a request (a backend may add its own passes through ``lower``; else
     the core table of its target, ``pipeline.for_target``: GPU form for ``cuda``)."""
+    if isinstance(req, ProgramRequest):
+        return req.show()
     fn = getattr(backend, "lower", None)
     if fn is not None:
         return fn(req)
@@ -110,15 +129,22 @@ def dump(kernel_name, backend, sig, req) -> None:
 
 
 def compile_for(kernel, backend, sig, graph):
-    """Schedule and compile ``graph`` for ``backend``; returns (request, compiled)."""
-    with compile_log.stage("schedule"):
-        req = prepare(kernel, backend, sig, graph)
-    with compile_log.stage("backend compile"):   # lower/codegen inside time themselves
-        compiled = backend.compile(req)
+    """Schedule and compile ``graph`` for ``backend``; returns (request, compiled).  A graph
+    with ``kd.fori_loop``s compiles into a kdsl.runtime.fori_program.Program (request None)."""
+    from ..frontend.fori import has_loops
+    if has_loops(graph):
+        from .fori_program import compile_program
+        req, compiled = None, compile_program(kernel, backend, sig, graph)
+    else:
+        with compile_log.stage("schedule"):
+            req = prepare(kernel, backend, sig, graph)
+        with compile_log.stage("backend compile"):   # lower/codegen inside time themselves
+            compiled = backend.compile(req)
     if graph.data_checks:   # conditions on the data (indices read from arrays): run first
         from .checks import with_checks
-        compiled = with_checks(backend, sig, graph, compiled, req.options)
-    if config.dump():
+        compiled = with_checks(backend, sig, graph, compiled, req.options if req is not None
+                                else dict(getattr(backend, "options", {}) or {}))
+    if config.dump() and req is not None:
         dump(kernel.__name__, backend, sig, req)
     return req, compiled
 

@@ -1,0 +1,409 @@
+"""Running a graph with ``kd.fori_loop``s (kdsl.frontend.fori): parts, bodies, a host loop.
+
+``compile_program(kernel, backend, sig, graph)`` cuts ``graph`` at its loops: each maximal
+run of ordinary stages between loops is a *part*, a closed Graph of its own; each loop's
+body is a closed Graph whose parameters are the carries, the arrays it reads from the
+enclosing graph, the enclosing graph's inputs (they bind its sizes) and scalars, and
+``i``.  Every part and body is compiled by ``backend`` through ``dispatch.compile_for``
+(its default schedules and the user's hints for the stages it holds apply; a body with a
+loop inside is a program again) and launched through its own generated launcher (its
+index checks run per launch).  The returned ``Program`` is the Compiled of ``graph``:
+
+- tensors passed between parts live in buffers it allocates (``backend.empty``);
+- a loop ping-pongs two buffers per carry: step ``i`` reads the carries from one and
+  writes the next carries into the other; the first step reads ``init``'s arrays, which
+  are never written (a strided argument was copied while tracing); the last step writes
+  a result the kernel returns into its output (when that has the body's layout; else it
+  is copied there, as is ``init`` itself for zero or negative counts, by a copy kernel).
+
+On every backend the loop is a host loop around one launch of the body per step (on GPUs:
+one launch of each of the body's kernels per step, the portable grid-wide barrier).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from ..graph import Graph, Input, Tensor
+from ..ir import nodes as n
+from ..ir.evaluate import eval_expr
+from ..ir.visitor import Mutator
+from .signature import ArraySig, ScalarSig, Signature
+
+
+# ----------------------------------------------------------------- closed graphs
+class _Retarget(Mutator):
+    """Reads of the tensors in ``tmap`` read their replacements."""
+
+    def __init__(self, tmap: dict):
+        super().__init__()
+        self.tmap = tmap
+
+    def visit_TensorRead(self, r):
+        r = self.generic(r)
+        t = self.tmap.get(r.tensor)
+        return r if t is None else n.TensorRead(r.dtype, t, r.indices)
+
+
+def _rebuild(stages: list, tmap: dict) -> list:
+    """Copies of ``stages`` with their own output tensors, reading through ``tmap`` (which
+    gains old output -> new output); a loop's records follow its tensors."""
+    from ..frontend.fori import LoopStage
+    out, infos = [], {}
+    for st in stages:
+        new = copy.copy(st)
+        vals = tuple(Tensor(t.name, t.shape, t.dtype, new) for t in st.values)
+        new.values = vals
+        new.output = vals[next(j for j, t in enumerate(st.values) if t is st.output)]
+        for a, b in zip(st.values, vals):
+            tmap[a] = b
+        out.append(new)
+    for new, st in zip(out, stages):
+        new.body = _Retarget(tmap).visit(st.body)
+        if isinstance(st, LoopStage):
+            info = infos.get(id(st.loop))
+            if info is None:
+                m = lambda ts: tuple(tmap.get(t, t) for t in ts)     # noqa: E731
+                info = infos[id(st.loop)] = dataclasses.replace(
+                    st.loop, inits=m(st.loop.inits), captured=m(st.loop.captured),
+                    results=[None] * len(st.loop.results))
+            new.loop = info
+            info.results[st.carry] = new.output
+    return out
+
+
+def _live(stages: list, outputs) -> list:
+    need, todo = set(), [t.stage for t in outputs]
+    while todo:
+        s = todo.pop()
+        if s is None or id(s) in need:
+            continue
+        need.add(id(s))
+        todo += [t.stage for t in s.reads()]
+    return [s for s in stages if id(s) in need]
+
+
+def closed_graph(name, stages, outputs, enclosing, lead=(), extra_scalars=(), loc=None):
+    """A Graph computing ``outputs`` (tensors of ``stages``) from its parameters: ``lead``
+    (Input tensors already read by ``stages``), then every other tensor ``stages`` read,
+    then ``enclosing``'s remaining inputs (they bind its sizes), then its scalars and
+    ``extra_scalars``.  Returns ``(graph, sources)``: per parameter the enclosing-side
+    tensor or Var whose value it takes (None for ``lead``)."""
+    tmap, params, sources = {}, list(lead), [None] * len(lead)
+    made = {id(t) for s in stages for t in s.values}
+    lead_ids = {id(t) for t in lead}
+
+    def param(t):
+        if t in tmap:
+            return
+        c = t.op.contiguous if isinstance(t.op, Input) else True
+        tmap[t] = Tensor(t.name, t.shape, t.dtype, Input(len(params), c))
+        params.append(tmap[t])
+        sources.append(t)
+
+    for s in stages:
+        for t in s.reads():
+            if id(t) not in made and id(t) not in lead_ids:
+                param(t)
+    for t in enclosing.inputs:
+        param(t)
+    for v in tuple(enclosing.scalars) + tuple(extra_scalars):
+        params.append(v)
+        sources.append(v)
+    new = _rebuild(stages, tmap)
+    outs = tuple(tmap[t] for t in outputs)
+    return Graph(name, tuple(params), _live(new, outs), outs, [], loc=loc), sources
+
+
+def body_graph(info, enclosing):
+    """The closed body graph of loop ``info`` inside ``enclosing`` (built once per pair)."""
+    key = id(enclosing)
+    got = info.cache.get(key)
+    if got is not None and got[2] is enclosing:
+        return got[:2]
+    ctx = info.ctx
+    if not info.cache.get("finalized"):
+        # sizes unified after the loop was traced: the body's stages and carries use the
+        # representatives too
+        info.cache["finalized"] = True
+        ctx.finalize(info.body_stages)
+        for h in info.placeholders:
+            h.shape = tuple(ctx.resolve(e) for e in h.shape)
+        info.lower, info.upper = ctx.resolve(info.lower), ctx.resolve(info.upper)
+    graph, sources = closed_graph(f"{enclosing.name}_body", info.body_stages, info.body_results,
+                                  enclosing, lead=info.placeholders,
+                                  extra_scalars=(info.index,), loc=info.loc)
+    graph.constraints.extend(ctx.resolve_constraint(c) if hasattr(ctx, "resolve_constraint")
+                             else c for c in info.constraints)
+    remap = dict(zip(info.traced_captured, info.captured))   # this enclosing graph's tensors
+    sources = [remap.get(s, s) if isinstance(s, Tensor) else s for s in sources]
+    from ..frontend.access import check_accesses
+    check_accesses(graph, ctx)      # the body's reads: proven, checked per step, or clamped
+    info.cache[key] = (graph, sources, enclosing)
+    return graph, sources
+
+
+# ----------------------------------------------------------------- compiling
+class _Part:
+    """A kernel-like object for ``dispatch.compile_for``: the user's hints for one part."""
+
+    def __init__(self, kernel, name, hints):
+        self.__name__ = name
+        self._hints = hints
+        self._parent = kernel
+
+
+def _hints_for(kernel, graph, default: bool) -> list:
+    """The hints of ``kernel`` that concern ``graph``'s stages: a hint naming a stage of
+    it; with ``default``, hints naming no stage or one no part has (their errors show)."""
+    names = {s.name for s in graph.stages}
+    out = []
+    for h in kernel._hints:
+        if getattr(h, "fn", None) is not None:
+            out.append(h)           # explicit schedule functions see every part
+            continue
+        st = h.hints.get("stage")
+        if st in names or (default and st not in _all_names(kernel)):
+            out.append(h)
+    return out
+
+
+def _all_names(kernel) -> set:
+    return getattr(kernel, "_names", set())
+
+
+def _compile(kernel, backend, graph, name, default, out_contiguous):
+    from . import dispatch
+    part = _Part(kernel, name, _hints_for(kernel, graph, default))
+    part._names = _all_names(kernel)
+    sig = _sig_of(graph, out_contiguous)
+    _req, compiled = dispatch.compile_for(part, backend, sig, graph)
+    names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
+    return dispatch.build_launcher(name, graph, backend, compiled, names,
+                                   tuple(range(len(graph.params))), "tuple")
+
+
+@dataclasses.dataclass
+class _Seg:
+    launch: object
+    sources: list
+    outs: tuple          # enclosing-side tensors it computes
+
+
+@dataclasses.dataclass
+class _Loop:
+    info: object
+    launch: object
+    sources: list
+
+
+class Program:
+    """The Compiled of a graph with loops (module docstring): ``(inputs, outputs, scalars)``."""
+
+    def __init__(self, graph, backend, steps, out_contiguous):
+        global _COPY
+        if _COPY is None:
+            from ..kernel import kernel
+            _COPY = kernel(_copy_fn)
+        self.graph, self.backend, self.steps = graph, backend, steps
+        self.backend_name = getattr(backend, "name", None)
+        self.out_index = {t: j for j, t in enumerate(graph.outputs)}
+        # results written in place by a loop's last step: contiguous like the body's outputs
+        self.direct = {t: bool(c) for t, c in zip(graph.outputs, out_contiguous)}
+        self.shape_vars = [(k, d, e) for k, t in enumerate(graph.inputs)
+                           for d, e in enumerate(t.shape) if type(e) is n.Var]
+
+    def __call__(self, inputs, outputs, scalars, stream=None):
+        g = self.graph
+        env = dict(zip(g.inputs, inputs))
+        env.update(zip(g.outputs, outputs))
+        vals = dict(zip(g.scalars, scalars))
+        for k, d, v in self.shape_vars:
+            vals.setdefault(v, int(inputs[k].shape[d]))
+        like = inputs[0] if inputs else (outputs[0] if outputs else None)
+        for step in self.steps:
+            if isinstance(step, _Seg):
+                args = [env[s] if isinstance(s, Tensor) else vals[s] for s in step.sources]
+                out = tuple(env[t] if t in env else self._empty(t, vals, like) for t in step.outs)
+                step.launch(args, out, stream)
+                env.update(zip(step.outs, out))
+            else:
+                self._loop(step, env, vals, like, stream)
+
+    def _empty(self, t, vals, like):
+        return self.backend.empty(tuple(int(eval_expr(e, vals)) for e in t.shape), t.dtype, like)
+
+    def _loop(self, step, env, vals, like, stream):
+        info = step.info
+        lo, hi = int(eval_expr(info.lower, vals)), int(eval_expr(info.upper, vals))
+        count = max(hi - lo, 0)
+        cur = [env[t] for t in info.inits]        # read only: steps write buffers of their own
+        # a result the kernel returns: the last step writes it in place (when its layout is
+        # the body's), else it is copied there at the end
+        dest = [env.get(t) if t is not None and self.direct.get(t) else None for t in info.results]
+        if count:
+            ping = [d if d is not None and count % 2 == 1 else self._empty(t, vals, like)
+                    for d, t in zip(dest, info.inits)]
+            pong = [d if d is not None and count % 2 == 0 else
+                    (self._empty(t, vals, like) if count > 1 else None)
+                    for d, t in zip(dest, info.inits)]
+            args = [None if s is None or s is info.index else env[s] if isinstance(s, Tensor)
+                    else vals[s] for s in step.sources]
+            k = len(cur)
+            for n_, i in enumerate(range(lo, hi)):
+                nxt = ping if n_ % 2 == 0 else pong
+                args[:k] = cur
+                args[-1] = i
+                step.launch(args, tuple(nxt), stream)
+                cur = nxt
+        for t, a in zip(info.results, cur):
+            if t is None:
+                continue
+            if t in self.out_index and env[t] is not a:
+                self._copy(a, env[t], stream)
+            else:
+                env[t] = a
+
+    def _copy(self, src, dst, stream):
+        """``dst[...] = src`` on the backend (a loop's result into an out= of another layout,
+        or zero steps: init's array into the kernel's result)."""
+        _COPY(src, out=dst, backend=self.backend_name, **({} if stream is None
+                                                          else {"stream": stream}))
+
+
+def _copy_fn(x):
+    return x
+
+
+_COPY = None
+
+
+def _plan(kernel, graph, outc) -> tuple:
+    """``(kernel, steps)``: per part ``("part", graph, sources, outs, default, out_contiguous)``,
+    per loop ``("loop", info, body graph, sources, default)``, in order."""
+    from ..frontend.fori import LoopStage
+    if not hasattr(kernel, "_names"):
+        names = set()
+        _collect_names(graph, names)
+        kernel = _Part(kernel, kernel.__name__, list(kernel._hints))
+        kernel._names = names
+    groups, cur = [], []
+    for st in graph.stages:
+        if isinstance(st, LoopStage):
+            if cur:
+                groups.append(cur)
+                cur = []
+            if not (groups and groups[-1] is st.loop):
+                groups.append(st.loop)
+        else:
+            cur.append(st)
+    if cur:
+        groups.append(cur)
+    first = graph.outputs[0].stage
+    steps = []
+    for j, grp in enumerate(groups):
+        later = [t for g in groups[j + 1:] for t in _reads_of(g)]
+        if isinstance(grp, list):
+            made = {id(t) for s in grp for t in s.values}
+            outs, seen = [], set()
+            for t in list(graph.outputs) + later:
+                if id(t) in made and id(t) not in seen:
+                    seen.add(id(t))
+                    outs.append(t)
+            part, sources = closed_graph(f"{graph.name}_part{j}", grp, outs, graph, loc=graph.loc)
+            oc = [outc[graph.outputs.index(t)] if t in graph.outputs else True for t in outs]
+            steps.append(("part", part, sources, tuple(outs), any(s is first for s in grp), oc))
+        else:
+            body, sources = body_graph(grp, graph)
+            # hints naming no stage go where the kernel's first result is computed
+            steps.append(("loop", grp, body, sources,
+                          isinstance(first, LoopStage) and first.loop is grp))
+    return kernel, steps
+
+
+def compile_program(kernel, backend, sig, graph) -> Program:
+    """Compile the parts and loop bodies of ``graph`` for ``backend`` (module docstring)."""
+    outc = sig.out_contiguous or (True,) * len(graph.outputs)
+    kernel, plan = _plan(kernel, graph, outc)
+    steps = []
+    for st in plan:
+        if st[0] == "part":
+            _, part, sources, outs, default, oc = st
+            steps.append(_Seg(_compile(kernel, backend, part, part.name, default, oc),
+                              sources, outs))
+        else:
+            _, info, body, sources, default = st
+            steps.append(_Loop(info, _compile(kernel, backend, body, body.name, default, ()),
+                               sources))
+    return Program(graph, backend, steps, outc)
+
+
+class ProgramText:
+    """What ``kernel.lower``/``kernel.source`` show for a kernel with loops: the host loop
+    and, inside, what each part and body lowers to (or the backend's source of it)."""
+
+    def __init__(self, lines):
+        self.lines = lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+    __repr__ = __str__
+
+
+def describe(kernel, backend, sig, graph, source: bool = False, indent: str = "") -> ProgramText:
+    """The ProgramText of ``graph`` for ``backend`` (``source``: the backend's text)."""
+    from . import dispatch
+    from ..frontend.fori import has_loops
+    from ..ir.printer import format_expr
+    outc = sig.out_contiguous or (True,) * len(graph.outputs)
+    kernel, plan = _plan(kernel, graph, outc)
+    lines = [f"{indent}# {graph.name}: a host program (kd.fori_loop; kdsl.runtime.fori_program)"]
+
+    def show(g, default, oc, pad):
+        part = _Part(kernel, g.name, _hints_for(kernel, g, default))
+        part._names = _all_names(kernel)
+        if has_loops(g):
+            lines.extend(describe(part, backend, _sig_of(g, oc), g, source, pad).lines)
+            return
+        req = dispatch.prepare(part, backend, _sig_of(g, oc), g)
+        text = backend.source(req) if source else dispatch.lower_request(backend, req)
+        lines.extend(pad + ln for ln in str(text).splitlines())
+
+    for st in plan:
+        if st[0] == "part":
+            _, part, _src, outs, default, oc = st
+            lines.append(f"{indent}# part: computes {', '.join(t.name for t in outs)}")
+            show(part, default, oc, indent)
+        else:
+            _, info, body, _src, default = st
+            at = f" (kd.fori_loop at {info.loc.short})" if info.loc is not None else ""
+            lines.append(f"{indent}for {info.index.name} in range({format_expr(info.lower)}, "
+                         f"{format_expr(info.upper)}):  # host loop{at}: one launch per step, "
+                         "carries in two buffers each")
+            show(body, default, (), indent + "    ")
+    return ProgramText(lines)
+
+
+def _sig_of(graph, out_contiguous) -> Signature:
+    params = tuple(ScalarSig(p.dtype) if isinstance(p, n.Var) else
+                   ArraySig(p.dtype, (None,) * p.ndim, p.op.contiguous) for p in graph.params)
+    return Signature(params, tuple(out_contiguous))
+
+
+def _reads_of(group) -> list:
+    from ..frontend.fori import LoopInfo
+    if isinstance(group, LoopInfo):
+        return list(group.inits) + list(group.captured)
+    return [t for s in group for t in s.reads()]
+
+
+def _collect_names(graph, names: set) -> None:
+    """Every stage name of ``graph`` and of its loop bodies (hint routing)."""
+    from ..frontend.fori import LoopStage
+    todo = list(graph.stages)
+    while todo:
+        s = todo.pop()
+        names.add(s.name)
+        if isinstance(s, LoopStage):
+            todo += [b for b in s.loop.body_stages if b.name not in names]
