@@ -216,17 +216,21 @@ def _outputs_kernel(k):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_64_trivial_outputs_compile_quickly(backend, monkeypatch):
+def test_64_trivial_outputs_compile_in_linear_time(backend, monkeypatch):
+    """4x the outputs cost at most ~8x the compile time (linear: 4x; a quadratic walk: 16x).
+    A ratio in one process, not a wall-clock limit: the machine's load cancels out."""
     _backend(backend)
     monkeypatch.setenv("KDSL_CACHE", "0")
-    f = _outputs_kernel(64)
     a = np.random.default_rng().random(1000).astype(np.float32)
-    t = time.perf_counter()
-    got = f(a, backend=backend)
-    elapsed = time.perf_counter() - t
-    for j, r in enumerate(got):
-        np.testing.assert_allclose(r, a + j, rtol=1e-6)
-    assert elapsed < 5.0, f"64 outputs took {elapsed:.2f} s to compile on {backend}"
+    secs = {}
+    for k in (16, 64):
+        f = _outputs_kernel(k)
+        t = time.perf_counter()
+        got = f(a, backend=backend)
+        secs[k] = time.perf_counter() - t
+        for j, r in enumerate(got):
+            np.testing.assert_allclose(r, a + j, rtol=1e-6)
+    assert secs[64] < 8 * secs[16] + 0.5, f"compile time on {backend}: {secs}"
 
 
 def test_many_outputs_lower_to_one_loop_nest_on_cpu():
