@@ -172,7 +172,7 @@ class CPUBackend:
         """The request's disk-cache key before lowering (kdsl.runtime.fingerprint), or None
         when the request cannot be keyed canonically (it is then lowered every time)."""
         return fingerprint.request_key(
-            request, self.name, _version(), {"target": jit.options()}, source_dirs=(_HERE,))
+            request, self.name, _version(), {"host": jit.host_id()}, source_dirs=(_HERE,))
 
     def _load_early(self, store, early: str):
         """``(LaunchInfo, LoadedCode, entry symbol)`` from the entries of an early key, or None (a miss, or

@@ -172,12 +172,17 @@ def omp_launcher() -> int | None:
         return None
     with _omp_lock:
         if _omp_code is None:
-            import llvmlite.binding as llvm
-            jit._init()
-            for sym in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads"):
-                llvm.add_symbol(sym, ctypes.cast(getattr(gomp, sym), ctypes.c_void_p).value)
-            _omp_code = _omp_object(lambda obj: jit.load_object(obj, "kdsl_omp_launch"))
+            syms = {sym: ctypes.cast(getattr(gomp, sym), ctypes.c_void_p).value
+                    for sym in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")}
+            _omp_code = _omp_object(lambda obj: jit.load_object(obj, "kdsl_omp_launch", syms))
         return _omp_code.address
+
+
+def omp_cache_key(text: str) -> str:
+    """The disk-cache key of the OpenMP launcher's object code (host and toolchain named by
+    ``jit.host_id``, which needs no LLVM: a warm process loads it without importing LLVM)."""
+    from kdsl.runtime import cache as disk
+    return disk.cache_key(text, "cpu-omp-runtime", {"host": jit.host_id(), "glue": "O0"})
 
 
 def _omp_object(load):
@@ -186,7 +191,7 @@ def _omp_object(load):
     from kdsl.runtime import cache as disk
     text = _omp_module_ir()
     store = disk.DiskCache()
-    key = disk.cache_key(text, "cpu-omp-runtime", {**jit.options(), "glue": "O0"})
+    key = omp_cache_key(text)
     # a few calls, no loops: optimising would only cost time
     return store.fetch(key, lambda: jit.compile_glue(text), load, what="the OpenMP launcher")[0]
 

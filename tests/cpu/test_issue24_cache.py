@@ -59,7 +59,7 @@ def test_forged_omp_launcher_entry_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("KDSL_CACHE", "1")
     text = parallel._omp_module_ir()
-    key = dc.cache_key(text, "cpu-omp-runtime", {**jit.options(), "glue": "O0"})
+    key = parallel.omp_cache_key(text)
     dc.DiskCache().put(key, _forged_omp_object())
     monkeypatch.setattr(parallel, "_omp_code", None)      # as in a new process
     with pytest.warns(dc.CacheWarning, match="OpenMP launcher"):
