@@ -26,6 +26,7 @@ import enum
 import functools
 import hashlib
 import os
+import struct
 import sys
 import types
 
@@ -62,6 +63,8 @@ class _Writer:
 
     def token(self, obj) -> str:
         t = type(obj)
+        if t is float:        # the bits: -0.0 and NaN payloads are told apart
+            return "f" + struct.pack("<d", obj).hex()
         if t in _SCALARS:
             return f"{t.__name__[0]}{obj!r}"
         if t is tuple or t is list:
