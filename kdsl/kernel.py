@@ -33,7 +33,7 @@ from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserEr
                      ScheduleError, StaleGlobalWarning, for_user,
                      user_location, warn_user)
 from .frontend import context as _ctx
-from .runtime import compile_log, dispatch, fastpath, foreign, globals_watch
+from .runtime import callplan, compile_log, dispatch, fastpath, foreign, globals_watch
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.trace_guard import trace_failure, tracing_kernel
@@ -458,11 +458,12 @@ class Kernel(functools.partial):
             # and None values), in call order
             param_pos = tuple(i for i, p in enumerate(sig.params) if not isinstance(p, ConstSig))
             like = next((p.kind for p in sig.params if hasattr(p, "kind")), None)
+            binds = callplan.bindings(graph, param_pos)    # both launchers are written from it
             launch = dispatch.build_launcher(self.__name__, graph, be, compiled, self.arg_names,
-                                             param_pos, mode, like)
+                                             param_pos, mode, like, binds)
             if len(param_pos) == self._nargs:
                 launch.__kdsl_fast__ = fastpath.slot_for(compiled, graph, sig, args,
-                                                         param_pos, self._nargs, mode, out)
+                                                         param_pos, self._nargs, mode, out, binds)
             if version == self._version:
                 self._cache[key] = launch
             return launch

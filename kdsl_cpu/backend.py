@@ -1,11 +1,17 @@
 """The ``cpu`` Backend object (kdsl/backends/protocol.py): schedule, compile, source.
 
-``compile`` lowers the request, generates LLVM IR, and gets object code from
-the disk cache (``kdsl.runtime.cache``; key: printed IR, bindings, target CPU
-and toolchain versions) or compiles and stores it, then loads it and builds
-the launcher.  A corrupt or foreign cache entry is dropped by the cache and
-rebuilt here.  ``stats`` counts what happened (tests use it to see that a new
-process loads from the cache without compiling).
+``compile`` first computes the request's early key (kdsl.runtime.fingerprint: the
+traced graph, the finished schedule, the signature, this backend's version and
+options, the compiler's own source): on a disk hit it loads the object code and
+the launcher's interface (``LaunchInfo``) without lowering or code generation.
+Otherwise it lowers the request, generates LLVM IR, and gets object code from the
+disk cache keyed by the generated code (printed IR, bindings, target CPU and
+toolchain versions) or compiles and stores it, records the early key's entry,
+then loads the code and builds the launcher.  A corrupt or foreign cache entry is
+dropped by the cache and rebuilt here.  ``stats`` counts what happened (tests use
+it to see that a new process loads from the cache without compiling or lowering).
+The passes and the code generator are imported only when something is lowered,
+so a warm process never loads them.
 """
 from __future__ import annotations
 
@@ -14,28 +20,45 @@ import threading
 
 import numpy as np
 
+import functools
+import os
+
 from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
-from kdsl.passes.fuse_loops import fuse_loops
-from kdsl.passes.full_tiles import full_tiles
-from kdsl.passes.hoist_allocations import hoist_allocations
-from kdsl.passes.pipeline import SEQUENTIAL as CORE_PIPELINE
 from kdsl.errors import ScheduleError
-from kdsl.passes.pipeline import Pass
-from kdsl.passes.tighten_loops import tighten_loops
-from kdsl.passes.unclamp import unclamp
 from kdsl.runtime import cache as disk
-from kdsl.runtime import compile_log
+from kdsl.runtime import compile_log, fingerprint
+from kdsl.runtime.slots import LaunchInfo
 
 from . import __version__, jit, parallel
-from .codegen import generate
 from .launcher import build_launcher
 
-#: the core sequential table (BOUND loops run as loops) with the cpu backend's IR passes after it
-PIPELINE = CORE_PIPELINE.insert_after(
-    "blocked_sums", Pass("fuse_loops", fuse_loops), Pass("full_tiles", full_tiles),
-    Pass("tighten_loops", tighten_loops), Pass("unclamp", unclamp),
-    Pass("hoist_allocations", hoist_allocations))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@functools.lru_cache(maxsize=None)
+def pipeline():
+    """The core sequential table (BOUND loops run as loops) with the cpu backend's IR passes
+    after it (built on first use: a process that only loads cached kernels never imports the
+    passes)."""
+    from kdsl.passes.fuse_loops import fuse_loops
+    from kdsl.passes.full_tiles import full_tiles
+    from kdsl.passes.hoist_allocations import hoist_allocations
+    from kdsl.passes.pipeline import SEQUENTIAL as CORE_PIPELINE
+    from kdsl.passes.pipeline import Pass
+    from kdsl.passes.tighten_loops import tighten_loops
+    from kdsl.passes.unclamp import unclamp
+    return CORE_PIPELINE.insert_after(
+        "blocked_sums", Pass("fuse_loops", fuse_loops), Pass("full_tiles", full_tiles),
+        Pass("tighten_loops", tighten_loops), Pass("unclamp", unclamp),
+        Pass("hoist_allocations", hoist_allocations))
+
+
+def __getattr__(name: str):
+    """``PIPELINE``: the table ``pipeline()`` builds (kept as a module attribute)."""
+    if name == "PIPELINE":
+        return pipeline()
+    raise AttributeError(name)
 
 #: bump when the generated code changes for the same loop IR (invalidates cache entries)
 CODEGEN_VERSION = "3"
@@ -44,10 +67,11 @@ CODEGEN_VERSION = "3"
 class CPUCompiled:
     """A loaded kernel: ``(inputs, outputs, scalars)`` runs it (the protocol's ``Compiled``)."""
 
-    def __init__(self, func, code, entry: str, ir_text: str, runtime, from_cache: bool):
+    def __init__(self, func, code, entry: str, ir_text: str | None, runtime, from_cache: bool):
+        #: the launcher's view of the lowered function (kdsl.runtime.slots.LaunchInfo)
         self.func = func
         self.entry = entry
-        self.source = ir_text
+        self.source = ir_text       # the LLVM IR, or None when loaded by the early key
         self.from_cache = from_cache
         self._code = code
         self._runtime = runtime
@@ -81,7 +105,9 @@ class CPUBackend:
             raise ValueError(f"threading must be 'auto', 'omp' or 'pool', got {threading!r}")
         self.threading = threading
         self.num_threads = num_threads
-        self.stats = {"compiled": 0, "cache_hits": 0}
+        #: compiled: object code built by LLVM; cache_hits: loaded from the disk cache;
+        #: lowered: requests lowered (an early-key hit lowers nothing)
+        self.stats = {"compiled": 0, "cache_hits": 0, "lowered": 0}
         self._lock = threading_mod.Lock()
 
     # ------------------------------------------------------------- protocol
@@ -95,7 +121,7 @@ class CPUBackend:
 
     def lower(self, request: CompileRequest):
         """The loop IR this backend compiles for ``request`` (through ``PIPELINE``)."""
-        func = request.lower(pipeline=PIPELINE)
+        func = request.lower(pipeline=pipeline())
         if func.tensorize:
             t = func.tensorize[0]
             raise ScheduleError(
@@ -110,23 +136,59 @@ class CPUBackend:
         return self._generate(self.lower(request)).ir
 
     def compile(self, request: CompileRequest) -> CPUCompiled:
+        store = disk.DiskCache()
+        early = self.early_key(request) if store.enabled else None
+        rt = parallel.runtime_table(self.threading, self._threads(request.schedule))
+        if early is not None:
+            hit = self._load_early(store, early)
+            if hit is not None:
+                info, code, entry = hit
+                with self._lock:
+                    self.stats["cache_hits"] += 1
+                compile_log.note("object code from the disk cache (early key: nothing lowered)")
+                return CPUCompiled(info, code, entry, None, rt, True)
         func = self.lower(request)
+        with self._lock:
+            self.stats["lowered"] += 1
         with compile_log.stage("codegen"):
             gen = self._generate(func)
         # keyed on the generated LLVM IR itself: any codegen change is a new entry
         key = disk.cache_key(gen.ir, self.name, self.cache_options(func), _version())
-        store = disk.DiskCache()
         # an entry that fails to load is discarded and rebuilt (DiskCache.fetch)
         code, from_cache = store.fetch(
             key, lambda: self._build_object(gen),
             lambda blob: jit.load_cached(blob, gen.entry, _unpack),
             lambda blob: _loadable(blob, gen.entry), what=f"kernel {gen.entry}")
+        info = LaunchInfo.of(func)
+        if early is not None:   # the next process finds it before lowering
+            store.put(early, _pack_early(gen.entry, key, info))
         with self._lock:
             self.stats["cache_hits" if from_cache else "compiled"] += 1
         compile_log.note("object code from the disk cache" if from_cache else
                          "object code compiled by LLVM")
-        rt = parallel.runtime_table(self.threading, self._threads(request.schedule))
-        return CPUCompiled(func, code, gen.entry, gen.ir, rt, from_cache)
+        return CPUCompiled(info, code, gen.entry, gen.ir, rt, from_cache)
+
+    def early_key(self, request: CompileRequest) -> str | None:
+        """The request's disk-cache key before lowering (kdsl.runtime.fingerprint), or None
+        when the request cannot be keyed canonically (it is then lowered every time)."""
+        return fingerprint.request_key(
+            request, self.name, _version(), {"host": jit.host_id()}, source_dirs=(_HERE,))
+
+    def _load_early(self, store, early: str):
+        """``(LaunchInfo, LoadedCode, entry symbol)`` from the entries of an early key, or None (a miss, or
+        an entry that does not load: then it is rebuilt by the normal path)."""
+        head = store.get(early, lambda blob: _unpack_early(blob) is not None)
+        if head is None:
+            return None
+        entry, key, info = _unpack_early(head)
+        blob = store.get(key, lambda b: _loadable(b, entry))
+        if blob is None:
+            return None
+        try:
+            return info, jit.load_cached(blob, entry, _unpack), entry
+        except Exception as e:   # a bad entry must never stick: dropped, then rebuilt
+            store.discard(key, f"kernel {entry}", e)
+            return None
 
     def accepts(self, array) -> bool:
         return isinstance(array, np.ndarray)
@@ -146,6 +208,7 @@ class CPUBackend:
                 "scalars": [v.dtype.name for v in func.scalars]}
 
     def _generate(self, func):
+        from .codegen import generate
         return generate(func, jit.host()[0], jit.data_layout())
 
     def _thread_count(self, sched) -> int:
@@ -183,6 +246,30 @@ def _version() -> str:
 def _pack(obj: bytes, entry: str) -> bytes:
     head = json.dumps({"entry": entry}).encode()
     return _MAGIC + len(head).to_bytes(4, "little") + head + obj
+
+
+_EARLY_MAGIC = b"KDSLCPE1"
+
+
+def _pack_early(entry: str, key: str, info: LaunchInfo) -> bytes:
+    """An early-key entry: the entry symbol, the key of the object code's entry and the
+    launcher's interface (the object code itself is stored once, under its IR key)."""
+    return _EARLY_MAGIC + json.dumps({"entry": entry, "key": key,
+                                      "launch": info.to_json()}).encode()
+
+
+def _unpack_early(blob: bytes):
+    """``(entry, object key, LaunchInfo)`` of an early-key entry, or None when malformed."""
+    if not blob.startswith(_EARLY_MAGIC):
+        return None
+    try:
+        d = json.loads(blob[len(_EARLY_MAGIC):])
+        entry, key = d["entry"], d["key"]
+        if not (isinstance(entry, str) and isinstance(key, str) and len(key) == 64):
+            return None
+        return entry, key, LaunchInfo.from_json(d["launch"])
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
 
 
 def _loadable(blob: bytes, entry: str) -> bool:

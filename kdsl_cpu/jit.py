@@ -3,23 +3,40 @@
 ``compile_object`` parses, verifies and optimises (the O3 pipeline with loop
 and SLP vectorisation, for the host CPU's name and features) and returns the
 relocatable object bytes, which is what the disk cache stores.
-``load_object`` maps object bytes into memory with an MCJIT engine of its
-own and returns the entry address; symbols the code calls (libm, malloc) are
-resolved in the process.  LLVM's global state is not thread-safe, so every
-step that touches it holds ``LLVM_LOCK``.
+``load_object`` maps object bytes into memory -- with kdsl_cpu.elfload on x86-64
+Linux (no LLVM needed: a process that only loads cached kernels never imports
+``llvmlite.binding``), else with an MCJIT engine of its own -- and returns the
+entry address; symbols the code calls (libm, malloc) are resolved in the process.
+LLVM's global state is not thread-safe, so every step that touches it holds
+``LLVM_LOCK``.  ``host_id`` names the host and toolchain for cache keys without LLVM.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
+import platform
 import threading
 
 import llvmlite
-import llvmlite.binding as llvm
 
 from kdsl.errors import BackendCompileError
 
+from . import elfload
+
 LLVM_LOCK = threading.RLock()
 OPT_LEVEL = 3
+
+
+class _Binding:
+    """``llvmlite.binding``, imported on first use (~30-70 ms: a large shared library)."""
+
+    def __getattr__(self, name):
+        import llvmlite.binding as binding
+        globals()["llvm"] = binding
+        return getattr(binding, name)
+
+
+llvm = _Binding()
 
 
 @functools.lru_cache(maxsize=None)
@@ -86,6 +103,24 @@ def options() -> dict:
             "llvm": ".".join(map(str, llvm.llvm_version_info)), "llvmlite": llvmlite.__version__}
 
 
+@functools.lru_cache(maxsize=None)
+def host_id() -> str:
+    """What decides the object code of a given LLVM IR on this host, without importing LLVM:
+    the machine, the CPU's identity and feature flags (/proc/cpuinfo), llvmlite's version
+    (which pins LLVM's) and the optimisation level; ``options()`` where /proc is absent."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            block = f.read().split("\n\n", 1)[0]
+    except OSError:
+        return repr(sorted(options().items()))
+    keep = ("vendor_id", "cpu family", "model", "model name", "flags", "features",
+            "cpu implementer", "cpu architecture", "cpu variant", "cpu part", "isa")
+    lines = sorted(ln for ln in block.splitlines()
+                   if ln.split(":", 1)[0].strip().lower() in keep)
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    return f"{platform.machine()}|{digest}|llvmlite {llvmlite.__version__}|O{OPT_LEVEL}"
+
+
 def optimize(ir_text: str, passes: bool = True):
     """Parse, verify and optimise ``ir_text``; returns the llvmlite ModuleRef.
 
@@ -139,6 +174,8 @@ def object_problem(obj: bytes, entry: str) -> str | None:
 
     Checked before the JIT maps any object code: an unresolved call would jump to address 0."""
     from . import objcheck
+    if elfload.supported():     # the loader kernels use here resolves symbols the same way
+        return objcheck.problem(obj, entry, "x86_64", elfload.resolve)
     _init()
     return objcheck.problem(obj, entry, host()[0], llvm.address_of_symbol)
 
@@ -146,8 +183,8 @@ def object_problem(obj: bytes, entry: str) -> str | None:
 class LoadedCode:
     """Object code mapped into memory; keeps its engine alive as long as the code is used."""
 
-    def __init__(self, obj: bytes, entry: str):
-        why = object_problem(obj, entry)
+    def __init__(self, obj: bytes, entry: str, extra: dict | None = None):
+        why = objcheck_problem(obj, entry, extra) if extra else object_problem(obj, entry)
         if why is not None:
             raise BackendCompileError(f"object code for {entry!r} cannot be loaded: {why}")
         with LLVM_LOCK:
@@ -160,12 +197,37 @@ class LoadedCode:
             raise BackendCompileError(f"the object code does not define its entry {entry!r}")
 
 
-def load_object(obj: bytes, entry: str) -> LoadedCode:
-    """Map ``obj`` into memory and find ``entry``."""
-    return LoadedCode(obj, entry)
+def load_object(obj: bytes, entry: str, extra: dict | None = None):
+    """Map ``obj`` into memory and find ``entry`` (``.address``); ``extra``: name -> address of
+    symbols the code may call besides the process's (libgomp's).  kdsl_cpu.elfload where it
+    handles the object, else MCJIT."""
+    if elfload.supported():
+        why = objcheck_problem(obj, entry, extra)
+        if why is not None:
+            raise BackendCompileError(f"object code for {entry!r} cannot be loaded: {why}")
+        try:
+            return elfload.load(obj, entry, extra)
+        except elfload.Unsupported:
+            pass
+    if extra:
+        _init()
+        for name, addr in extra.items():
+            llvm.add_symbol(name, addr)
+    return LoadedCode(obj, entry, extra)
 
 
-def load_cached(blob: bytes, entry: str, unpack) -> LoadedCode:
+def objcheck_problem(obj: bytes, entry: str, extra: dict | None = None) -> str | None:
+    """``object_problem`` with ``extra`` symbols counted as defined."""
+    from . import objcheck
+    if elfload.supported():
+        return objcheck.problem(obj, entry, "x86_64",
+                                lambda s: (extra or {}).get(s) or elfload.resolve(s))
+    _init()
+    return objcheck.problem(obj, entry, host()[0],
+                            lambda s: (extra or {}).get(s) or llvm.address_of_symbol(s))
+
+
+def load_cached(blob: bytes, entry: str, unpack):
     """Load the object code in a disk-cache payload (``unpack(blob, entry)`` gives it); a
     payload that holds none raises, so that the cache discards the entry."""
     obj = unpack(blob, entry)
@@ -174,6 +236,6 @@ def load_cached(blob: bytes, entry: str, unpack) -> LoadedCode:
     return load_object(obj, entry)
 
 
-__all__ = ["LLVM_LOCK", "host", "object_problem", "target_machine", "options", "optimize", "compile_object",
+__all__ = ["LLVM_LOCK", "host", "host_id", "object_problem", "target_machine", "options", "optimize", "compile_object",
            "compile_glue", "glue_target_machine",
            "assembly", "load_object", "load_cached", "LoadedCode", "data_layout"]

@@ -38,8 +38,6 @@ import os
 import threading
 import weakref
 
-from llvmlite import ir
-
 from kdsl import threads
 
 from . import jit
@@ -129,6 +127,7 @@ def wait_policy() -> str | None:
 
 
 def _omp_module_ir() -> str:
+    from llvmlite import ir    # only when the launcher is compiled (a miss of its disk entry)
     i32, i64, ptr, void = ir.IntType(32), ir.IntType(64), ir.PointerType(), ir.VoidType()
     m = ir.Module("kdsl_cpu_omp")
     gomp = ir.Function(m, ir.FunctionType(void, [ptr, ptr, i32, i32]), "GOMP_parallel")
@@ -172,23 +171,31 @@ def omp_launcher() -> int | None:
         return None
     with _omp_lock:
         if _omp_code is None:
-            import llvmlite.binding as llvm
-            jit._init()
-            for sym in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads"):
-                llvm.add_symbol(sym, ctypes.cast(getattr(gomp, sym), ctypes.c_void_p).value)
-            _omp_code = _omp_object(lambda obj: jit.load_object(obj, "kdsl_omp_launch"))
+            syms = {sym: ctypes.cast(getattr(gomp, sym), ctypes.c_void_p).value
+                    for sym in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")}
+            _omp_code = _omp_object(lambda obj: jit.load_object(obj, "kdsl_omp_launch", syms))
         return _omp_code.address
+
+
+def omp_cache_key() -> str:
+    """The disk-cache key of the OpenMP launcher's object code: the host and toolchain
+    (``jit.host_id``) and this package's source (``_omp_module_ir`` lives here), so that a warm
+    process finds it without importing LLVM or building the module's IR."""
+    from kdsl.runtime import cache as disk
+    from kdsl.runtime.fingerprint import source_fingerprint
+    return disk.cache_key("kdsl_omp_launch", "cpu-omp-runtime",
+                          {"host": jit.host_id(), "glue": "O0",
+                           "source": source_fingerprint(os.path.dirname(__file__))})
 
 
 def _omp_object(load):
     """``load(object code)`` of the OpenMP launcher module, through the disk cache like kernels
     (an entry that fails to load is discarded and rebuilt: ``DiskCache.fetch``)."""
     from kdsl.runtime import cache as disk
-    text = _omp_module_ir()
     store = disk.DiskCache()
-    key = disk.cache_key(text, "cpu-omp-runtime", {**jit.options(), "glue": "O0"})
     # a few calls, no loops: optimising would only cost time
-    return store.fetch(key, lambda: jit.compile_glue(text), load, what="the OpenMP launcher")[0]
+    return store.fetch(omp_cache_key(), lambda: jit.compile_glue(_omp_module_ir()), load,
+                       what="the OpenMP launcher")[0]
 
 
 # ----------------------------------------------------------------- thread pool fallback

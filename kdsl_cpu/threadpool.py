@@ -47,6 +47,9 @@ def _register(tpc) -> None:
             return __version__
 
     tpc.register(KdslController)
+    # threadpoolctl lists a controller only while a library of its prefix is loaded: kdsl_cpu
+    # loads LLVM lazily (a warm process may never need it), so load it once threadpoolctl is here
+    import llvmlite.binding  # noqa: F401
 
 
 class _ImportHook:

@@ -4,20 +4,31 @@
 launches); ``source`` prints it as CUDA C++ (``kdsl_cuda.codegen``); ``build`` compiles that to
 a cubin with NVRTC (``kdsl_cuda.build``, no GPU needed; cubins are kept in kdsl's disk cache,
 keyed by the source, the architecture and the NVRTC version); ``compile`` loads it on the device
-and returns the launcher (``kdsl_cuda.runtime.launch.CudaCompiled``).  Arrays: device arrays of
+and returns the launcher (``kdsl_cuda.runtime.launch.CudaCompiled``).  ``compile`` first looks
+up the request's early key (kdsl.runtime.fingerprint; kdsl_cuda.runtime.early): a warm process
+gets the kernels' interface and cubin without lowering, code generation or NVRTC (the passes
+and the code generator are imported only when something is lowered).  Arrays: device arrays of
 any library in place, numpy arrays copied (``kdsl_cuda.runtime``).  Kernels without a cuda
 schedule get the defaults of ``kdsl_cuda.schedules``.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
-from kdsl.passes.pipeline import PIPELINE
 
 from . import build
-from .codegen import CudaModule, generate
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def generate(func):
+    """kdsl_cuda.codegen.generate (imported on first use: a warm process never needs it)."""
+    from .codegen import generate as gen
+    return gen(func)
 
 
 class CUDABackend:
@@ -29,6 +40,8 @@ class CUDABackend:
 
     def __init__(self, arch: str | None = None):
         self.arch = arch or build.DEFAULT_ARCH
+        #: lowered: requests lowered; early_hits: loaded by their early key (nothing lowered)
+        self.stats = {"lowered": 0, "early_hits": 0}
         _register_readers()
 
     # ------------------------------------------------------------- protocol
@@ -40,9 +53,10 @@ class CUDABackend:
 
     def lower(self, request: CompileRequest):
         """The GPU-form loop IR of ``request`` (the core GPU table)."""
+        from kdsl.passes.pipeline import PIPELINE
         return request.lower(pipeline=PIPELINE)
 
-    def generate(self, request: CompileRequest) -> CudaModule:
+    def generate(self, request: CompileRequest):
         return generate(self.lower(request))
 
     def source(self, request: CompileRequest) -> str:
@@ -54,27 +68,58 @@ class CUDABackend:
         mod = self.generate(request)
         return self.cubin(mod, arch or self.arch)
 
-    def cubin(self, mod: CudaModule, arch: str, fresh: bool = False) -> bytes:
+    def cubin(self, mod, arch: str, fresh: bool = False) -> bytes:
         """The cubin of a generated module for ``arch``: from the disk cache, or NVRTC
         (``fresh``: the cached one failed to load: rebuilt, its entry discarded)."""
         from .runtime.cubin_cache import cached_cubin
         return cached_cubin(mod.source, arch, _module_name(mod), fresh)
 
     def compile(self, request: CompileRequest):
-        """Lower, generate, build (or load from the disk cache) and load on the device."""
-        from .runtime import driver
+        """Load the early key's entry, else lower, generate, build (or load the cubin from the
+        disk cache) and record the entry; then load on the device."""
+        from kdsl.runtime import cache as disk
+
+        from .runtime import driver, early
         from .runtime.launch import CudaCompiled
         _register_readers()
         dev = driver.device(0)     # BackendUnavailable where there is no driver or device
-        func = self.lower(request)
-        mod = generate(func)
-        cubins = {dev.arch: self.cubin(mod, dev.arch)}
+        store = disk.DiskCache()
+        key = self.early_key(request, dev.arch) if store.enabled else None
+        hit = None
+        if key is not None:
+            blob = store.get(key, lambda b: early.unpack(b) is not None)
+            hit = early.unpack(blob) if blob is not None else None
+        if hit is not None:
+            func, mod, arch, cubin = hit
+            self.stats["early_hits"] += 1
+        else:
+            func = self.lower(request)
+            self.stats["lowered"] += 1
+            mod = generate(func)
+            arch, cubin = dev.arch, self.cubin(mod, dev.arch)
+            if key is not None:
+                store.put(key, early.pack(func, mod, arch, cubin))
+        cubins = {arch: cubin}
 
-        def cubin_for(arch, fresh=False):
-            if arch not in cubins or fresh:
-                cubins[arch] = self.cubin(mod, arch, fresh)
-            return cubins[arch]
+        def cubin_for(a, fresh=False):
+            if a not in cubins or fresh:
+                if fresh and key is not None:    # the entry's cubin failed to load: not again
+                    store.discard(key, f"cuda kernel {func.name} ({a})")
+                cubins[a] = self.cubin(mod, a, fresh)
+            return cubins[a]
         return CudaCompiled(func, mod, cubin_for, mod.source)
+
+    def early_key(self, request: CompileRequest, arch: str) -> str | None:
+        """The request's disk-cache key before lowering for a device of ``arch`` (None: the
+        request cannot be keyed canonically, kdsl.runtime.fingerprint)."""
+        from kdsl.runtime import fingerprint
+
+        from . import __version__
+        from .runtime.cubin_cache import nvrtc_version
+        return fingerprint.request_key(
+            request, self.name, __version__,
+            {"arch": arch, "nvrtc": nvrtc_version(), **build.options(arch, "k.cu")},
+            source_dirs=(_HERE,))
 
     def accepts(self, array) -> bool:
         """Device arrays of any library (and numpy arrays, which calls copy)."""
@@ -102,7 +147,7 @@ class CUDABackend:
         return f"CUDABackend(arch={self.arch!r})"
 
 
-def _module_name(mod: CudaModule) -> str:
+def _module_name(mod) -> str:
     return (mod.kernels[0].name if mod.kernels else "kdsl") + ".cu"
 
 

@@ -495,8 +495,9 @@ _COMPLEX_NOTE = "complex dtypes are not supported by kdsl"
 def _names_of_numpy():
     """Every ufunc numpy exposes: canonical name -> the public names bound to it."""
     out: dict = {}
-    for k in dir(np):
-        u = getattr(np, k, None)
+    # numpy's namespace dict, not getattr over dir(np): that would import the submodules numpy
+    # loads lazily (f2py, testing, ...: ~0.3 s of a first call); every ufunc is bound in it
+    for k, u in sorted(vars(np).items()):
         if isinstance(u, np.ufunc):
             out.setdefault(u.__name__, []).append(k)
     return out

@@ -232,50 +232,48 @@ class _Fail:
 
 
 def build_launcher(kernel_name, graph, backend, compiled, arg_names, param_pos, out_mode,
-                   like_kind=None):
-    """Generate the call path of one specialisation.
+                   like_kind=None, binds=None):
+    """Generate the call path of one specialisation: the reference emitter of its
+    ``callplan.Bindings`` (``binds``; derived here when not given).
 
     ``param_pos[i]``: the argument position of ``graph.params[i]``; ``out_mode``:
     None (allocate), "one" (out=array) or "tuple" (out=tuple of arrays).  ``like_kind``: the
     type of the first array argument; a backend's optional ``result_wrapper(like_kind)`` may
     give a function applied to each allocated result (the cuda backend: JAX arrays).
     """
+    from .callplan import bindings
+    b = binds if binds is not None else bindings(graph, param_pos)
     names, lines, ns = {}, [], {"_fdiv": _fdiv, "_fmod": _fmod, "_run": compiled,
                                 "_empty": backend.empty}
     fail = _Fail(kernel_name, graph, arg_names)
     ns.update(_dim_fail=fail.dim, _cfail=fail.constraint, _ofail=fail.out)
-    inputs, scalars, like = [], [], None
-    for p, pos in zip(graph.params, param_pos):
-        if isinstance(p, n.Var):
-            names[p] = f"s{pos}"
-            lines.append(f"s{pos} = args[{pos}]")
-            scalars.append(f"s{pos}")
-            if p.dtype.is_int:   # a Python int the scalar cannot hold: the same error everywhere
-                lo, hi = int(np.iinfo(p.dtype.np).min), int(np.iinfo(p.dtype.np).max)
-                lines.append(f"if not {lo} <= s{pos} <= {hi}: raise OverflowError(s{pos})")
-    for p, pos in zip(graph.params, param_pos):
-        if isinstance(p, n.Var):
-            continue
-        inputs.append(f"args[{pos}]")
-        like = like or f"args[{pos}]"
-        if not p.shape:
-            continue
-        lines.append(f"sh{pos} = args[{pos}].shape")
-        for d, e in enumerate(p.shape):
-            got = f"sh{pos}[{d}]"
-            if type(e) is n.Var and e not in names:
+    scalars = [f"s{pos}" for _, pos in b.scalars]
+    inputs = [f"args[{pos}]" for _, pos in b.arrays]
+    like = inputs[0] if inputs else None
+    for p, pos in b.scalars:
+        names[p] = f"s{pos}"
+        lines.append(f"s{pos} = args[{pos}]")
+        if p.dtype.is_int:   # a Python int the scalar cannot hold: the same error everywhere
+            lo, hi = int(np.iinfo(p.dtype.np).min), int(np.iinfo(p.dtype.np).max)
+            lines.append(f"if not {lo} <= s{pos} <= {hi}: raise OverflowError(s{pos})")
+    for p, pos in b.arrays:
+        if p.shape:
+            lines.append(f"sh{pos} = args[{pos}].shape")
+        for e, src in b.sources:
+            if src[0] == "shape" and src[1] == pos:
                 names[e] = f"v{len(names)}"
-                lines.append(f"{names[e]} = {got}")
-            elif type(e) is not n.Const:  # a repeated name or an expression: check it
-                want = py_expr(e, names)
+                lines.append(f"{names[e]} = sh{pos}[{src[2]}]")
+        for cpos, d, e in b.checks:
+            if cpos == pos:
+                got, want = f"sh{pos}[{d}]", py_expr(e, names)
                 what = repr(e.name) if type(e) is n.Var else "a size"
                 lines.append(f"if {got} != {want}: _dim_fail({pos}, {d}, {got}, {what!r}, {want})")
-    for j, c in enumerate(graph.constraints):
+    for j, c in enumerate(b.constraints):
         lhs, rhs = py_expr(c.lhs, names), py_expr(c.rhs, names)
         extra = "".join(f", {py_expr(e, names)}" for _, e in c.detail)  # only on failure
         lines.append(f"if {lhs} != {rhs}: _cfail({j}, {lhs}, {rhs}{extra})")
     outs = []
-    for j, t in enumerate(graph.outputs):
+    for j, t in enumerate(b.outputs):
         shape = "(" + "".join(py_expr(e, names) + ", " for e in t.shape) + ")"
         o = f"o{j}"
         outs.append(o)

@@ -24,8 +24,6 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..ir import nodes as n
-
 #: calls of one specialisation (through the normal path) before its fast launcher is built:
 #: building one costs a few ms (the cpu backend's), so kernels called once or twice skip it
 PROMOTE_AFTER = 3
@@ -73,46 +71,38 @@ class FastPlan(namedtuple("FastPlan", "nargs args inputs scalars sources checks 
     __slots__ = ()
 
 
-def make_plan(graph, sig, args, param_pos, nargs, out_mode=None, out=None, device=False):
+def make_plan(graph, sig, args, param_pos, nargs, out_mode=None, out=None, device=False,
+              binds=None):
     """The FastPlan of a specialisation, or None when its calls cannot be checked exactly.
 
     ``args``/``out`` are the arguments of the call that built the specialisation (their
-    dtype objects are what later calls must carry); mirrors ``dispatch.build_launcher``.
-    ``device``: arrays of other types than numpy's may be planned (the backend's launcher reads
-    them: ``Compiled.fast_device_arrays``).
+    dtype objects are what later calls must carry); the shape bindings and checks are
+    ``binds`` (kdsl.runtime.callplan.Bindings: the ones the Python launcher was written from;
+    derived here when not given).  ``device``: arrays of other types than numpy's may be
+    planned (the backend's launcher reads them: ``Compiled.fast_device_arrays``).
     """
     if graph.data_checks:
         return None      # checks that need the data run in the Python launcher's path
+    from .callplan import bindings
+    b = binds if binds is not None else bindings(graph, param_pos)
     classes = sig.size_classes or (None,) * len(args)
-    checked, inputs, scalars, sources, checks = [], [], [], [], []
-    bound = set()
-    for p, pos in zip(graph.params, param_pos):
-        if not isinstance(p, n.Var):
-            continue
+    checked = []
+    for _p, pos in b.scalars:
         t = type(args[pos])
         if t not in (int, float, bool):
             return None            # numpy scalars: the normal path converts them
         checked.append(ScalarArg(pos, t))
-        scalars.append(pos)
-        sources.append((p, ("scalar", pos)))
-        bound.add(p)
-    for p, pos in zip(graph.params, param_pos):
-        if isinstance(p, n.Var):
-            continue
+    for _p, pos in b.arrays:
         a, ps = args[pos], sig.params[pos]
         kind = getattr(ps, "kind", None)
         if type(a) is not kind or (kind is not np.ndarray and not device):
             return None
         checked.append(ArrayArg(pos, a.dtype, tuple(ps.shape), bool(ps.contiguous), kind,
                                 classes[pos]))
-        inputs.append(pos)
-        for d, e in enumerate(p.shape):
-            if type(e) is n.Var and e not in bound:
-                sources.append((e, ("shape", pos, d)))
-                bound.add(e)
-            elif type(e) is not n.Const:
-                checks.append((pos, d, e))
-    outputs = tuple((np.dtype(t.dtype.np), tuple(t.shape)) for t in graph.outputs)
+    inputs = [pos for _p, pos in b.arrays]
+    scalars = [pos for _p, pos in b.scalars]
+    sources, checks = b.sources, b.checks
+    outputs = tuple((np.dtype(t.dtype.np), tuple(t.shape)) for t in b.outputs)
     out_args = ()
     if out_mode is not None:
         outs = out if out_mode == "tuple" else (out,)
@@ -127,7 +117,7 @@ def make_plan(graph, sig, args, param_pos, nargs, out_mode=None, out=None, devic
         out_args = tuple(ArrayArg(-1, o.dtype, tuple(1 if s == 1 else None for s in info[1]),
                                   bool(info[2]), type(o)) for o, info in zip(outs, infos))
     return FastPlan(nargs, tuple(checked), tuple(inputs), tuple(scalars), tuple(sources),
-                    tuple(checks), tuple((c.lhs, c.rhs) for c in graph.constraints), outputs,
+                    tuple(checks), tuple((c.lhs, c.rhs) for c in b.constraints), outputs,
                     out_mode, out_args)
 
 
@@ -164,14 +154,14 @@ class FastSlot:
         return self.fn
 
 
-def slot_for(compiled, graph, sig, args, param_pos, nargs, out_mode=None, out=None):
+def slot_for(compiled, graph, sig, args, param_pos, nargs, out_mode=None, out=None, binds=None):
     """A FastSlot for this specialisation, or None when the compiled kernel has no fast
     launchers (the optional protocol method ``Compiled.fast_launcher``) or no plan fits."""
     make = getattr(compiled, "fast_launcher", None)
     if make is None:
         return None
     plan = make_plan(graph, sig, args, param_pos, nargs, out_mode, out,
-                     bool(getattr(compiled, "fast_device_arrays", False)))
+                     bool(getattr(compiled, "fast_device_arrays", False)), binds)
     if plan is None:
         return None
     return FastSlot(lambda: make(plan))

@@ -18,6 +18,7 @@ with kdsl dtypes), and the signature gives the trace specs.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -211,7 +212,8 @@ def signature_from_args(args, names, constants, specialize, out, loc=None,
                             "pass a Python or numpy scalar of a supported dtype", loc) from None
             params.append(ScalarSig(d, strong=type(a) not in _PY_SCALARS))
             continue
-        if isinstance(a, np.ma.MaskedArray):
+        # numpy.ma loads lazily (~50 ms): while it is not imported no masked array exists
+        if "numpy.ma" in sys.modules and isinstance(a, np.ma.MaskedArray):
             raise _fail(masked_message(f"argument {name!r}"), MASKED_HINT, loc)
         info = array_info(a)
         if info is None:

@@ -7,6 +7,7 @@ bits (``bf16_bits``); strides are checked to be whole elements (``element_stride
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from .. import dtypes as dt
 from ..errors import ArgumentError
@@ -38,3 +39,60 @@ def element_stride(nbytes: int, itemsize: int, name: str) -> int:
                             f"multiple of its item size {itemsize}",
                             hint="pass a copy (np.ascontiguousarray) of this view")
     return q
+
+
+class BufferInfo(NamedTuple):
+    """One array parameter of a lowered kernel: its name (for messages) and dtype."""
+
+    name: str
+    dtype: dt.DType
+
+
+class ScalarInfo(NamedTuple):
+    """One scalar slot of a lowered kernel: its name and dtype."""
+
+    name: str
+    dtype: dt.DType
+
+
+class LaunchInfo(NamedTuple):
+    """What a launcher needs of a ``LoweredFunc`` -- its name, array parameters (inputs then
+    outputs), scalar slots and their ``bindings`` -- and nothing else: small enough to store
+    next to the object code in the disk cache, so that a warm process builds the launcher
+    without lowering (``to_json``/``from_json``).  It reads like a LoweredFunc for launchers."""
+
+    name: str
+    inputs: tuple
+    outputs: tuple
+    scalars: tuple
+    bindings: tuple
+
+    @property
+    def buffers(self) -> tuple:
+        return self.inputs + self.outputs
+
+    @classmethod
+    def of(cls, func) -> "LaunchInfo":
+        """The LaunchInfo of a LoweredFunc."""
+        return cls(func.name, tuple(BufferInfo(b.name, b.dtype) for b in func.inputs),
+                   tuple(BufferInfo(b.name, b.dtype) for b in func.outputs),
+                   tuple(ScalarInfo(v.name, v.dtype) for v in func.scalars),
+                   tuple(func.bindings))
+
+    def to_json(self) -> dict:
+        return {"name": self.name,
+                "inputs": [[b.name, b.dtype.name] for b in self.inputs],
+                "outputs": [[b.name, b.dtype.name] for b in self.outputs],
+                "scalars": [[v.name, v.dtype.name] for v in self.scalars],
+                "bindings": [[b.kind.value, b.index, b.dim] for b in self.bindings]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "LaunchInfo":
+        """The inverse of ``to_json`` (KeyError/ValueError/TypeError on a malformed entry)."""
+        from ..ir import nodes as n
+        buf = [tuple(BufferInfo(str(a), dt.as_dtype(b)) for a, b in d[k])
+               for k in ("inputs", "outputs")]
+        return cls(str(d["name"]), buf[0], buf[1],
+                   tuple(ScalarInfo(str(a), dt.as_dtype(b)) for a, b in d["scalars"]),
+                   tuple(n.Binding(n.BindingKind(k), int(i), None if j is None else int(j))
+                         for k, i, j in d["bindings"]))

@@ -97,9 +97,9 @@ def _run(cache_dir, forbid=False):
 
 def test_disk_cache_across_processes_and_corrupt_entries(tmp_path):
     first = _run(tmp_path)
-    assert first == {"ok": True, "compiled": 1, "cache_hits": 0}
+    assert first == {"ok": True, "compiled": 1, "cache_hits": 0, "lowered": 1}
     second = _run(tmp_path, forbid=True)          # a new process: loads, never compiles
-    assert second == {"ok": True, "compiled": 0, "cache_hits": 1}
+    assert second == {"ok": True, "compiled": 0, "cache_hits": 1, "lowered": 0}
     entries = [p for p in glob.glob(os.path.join(str(tmp_path), "*", "*.bin"))
                if b"KDSLCPU1" in open(p, "rb").read()]     # the kernel (not the OpenMP runtime)
     assert len(entries) == 1
@@ -107,9 +107,9 @@ def test_disk_cache_across_processes_and_corrupt_entries(tmp_path):
     blob[len(blob) // 2] ^= 0xFF                  # flip a byte of the object code
     open(entries[0], "wb").write(bytes(blob))
     third = _run(tmp_path)                        # corrupt: dropped and rebuilt
-    assert third == {"ok": True, "compiled": 1, "cache_hits": 0}
+    assert third == {"ok": True, "compiled": 1, "cache_hits": 0, "lowered": 1}
     fourth = _run(tmp_path, forbid=True)
-    assert fourth == {"ok": True, "compiled": 0, "cache_hits": 1}
+    assert fourth == {"ok": True, "compiled": 0, "cache_hits": 1, "lowered": 0}
 
 
 def _object(entry: str, calls_missing: bool) -> bytes:
@@ -126,7 +126,7 @@ def test_cache_payload_validated_before_loading(tmp_path, case):
     code for this process is discarded and rebuilt -- never handed to the JIT (which would crash
     every later run until the cache directory is deleted by hand)."""
     from kdsl.runtime import cache as disk
-    assert _run(tmp_path) == {"ok": True, "compiled": 1, "cache_hits": 0}
+    assert _run(tmp_path) == {"ok": True, "compiled": 1, "cache_hits": 0, "lowered": 1}
     (path,) = [p for p in glob.glob(os.path.join(str(tmp_path), "*", "*.bin"))
                if b"KDSLCPU1" in open(p, "rb").read()]
     key = os.path.basename(path)[:-4]
@@ -142,8 +142,8 @@ def test_cache_payload_validated_before_loading(tmp_path, case):
            "truncated": lambda: obj[:200]}[case]()
     with open(path, "wb") as f:   # a consistent header and checksum around the bad payload
         f.write(disk._pack(key, head + obj))
-    assert _run(tmp_path) == {"ok": True, "compiled": 1, "cache_hits": 0}   # rebuilt, no crash
-    assert _run(tmp_path, forbid=True) == {"ok": True, "compiled": 0, "cache_hits": 1}
+    assert _run(tmp_path) == {"ok": True, "compiled": 1, "cache_hits": 0, "lowered": 1}   # rebuilt, no crash
+    assert _run(tmp_path, forbid=True) == {"ok": True, "compiled": 0, "cache_hits": 1, "lowered": 0}
 
 
 def test_unloadable_object_is_an_error_not_a_crash():

@@ -53,13 +53,12 @@ def _forged_omp_object() -> bytes:
 
 
 def test_forged_omp_launcher_entry_is_rebuilt(tmp_path, monkeypatch):
-    from kdsl_cpu import jit, parallel
+    from kdsl_cpu import parallel
     if parallel._libgomp() is None:
         pytest.skip("libgomp is not available here: the OpenMP launcher is not used")
     monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("KDSL_CACHE", "1")
-    text = parallel._omp_module_ir()
-    key = dc.cache_key(text, "cpu-omp-runtime", {**jit.options(), "glue": "O0"})
+    key = parallel.omp_cache_key()
     dc.DiskCache().put(key, _forged_omp_object())
     monkeypatch.setattr(parallel, "_omp_code", None)      # as in a new process
     with pytest.warns(dc.CacheWarning, match="OpenMP launcher"):

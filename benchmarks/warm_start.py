@@ -1,0 +1,227 @@
+"""Warm start: what a fresh process pays before its first kernel result (issue 26 item 4).
+
+    python benchmarks/warm_start.py [--runs N] [--backends cpu,cuda]
+
+Each case runs in N fresh processes (median reported): ``import kdsl`` (numpy's import is
+measured separately and included in kdsl's), then the first call of a softmax and of a matmul
+with an empty disk cache (cold) and with the cache the cold run filled (warm: the early key
+loads the object code or cubin without lowering; on cpu without LLVM).  On cuda the driver
+context is created before the timed call (``context`` column) so it is not counted in the call.
+Peers, skipped cleanly where absent: numba's ``@njit(cache=True)`` (cpu) and Triton's cache
+hit (cuda).  Prints a table and writes JSON under benchmarks/results/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_KDSL = textwrap.dedent("""
+    import json, sys, time
+    t0 = time.perf_counter()
+    import numpy as np
+    t1 = time.perf_counter()
+    import kdsl as kd
+    t2 = time.perf_counter()
+    backend = sys.argv[1]
+    ctx = 0.0
+    if backend == "cuda":
+        from kdsl_cuda.runtime import driver
+        c0 = time.perf_counter()
+        driver.device(0)
+        ctx = time.perf_counter() - c0
+
+    @kd.kernel
+    def softmax(X):
+        e = kd.exp(X - X.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    @kd.kernel
+    def matmul(A, B):
+        return A @ B
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 1000)).astype(np.float32)
+    a = rng.standard_normal((128, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 64)).astype(np.float32)
+    c0 = time.perf_counter()
+    softmax(x, backend=backend)
+    c1 = time.perf_counter()
+    matmul(a, b, backend=backend)
+    c2 = time.perf_counter()
+    print(json.dumps({"numpy": t1 - t0, "import": t2 - t0, "context": ctx,
+                      "softmax": c1 - c0, "matmul": c2 - c1,
+                      "llvm_loaded": "llvmlite.binding" in sys.modules,
+                      "passes_loaded": "kdsl.passes.pipeline" in sys.modules}))
+""")
+
+_NUMBA = textwrap.dedent("""
+    import json, time
+    t0 = time.perf_counter()
+    import numpy as np
+    import numba
+    t1 = time.perf_counter()
+
+    @numba.njit(cache=True)
+    def softmax(x):
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            m = x[i].max()
+            e = np.exp(x[i] - m)
+            out[i] = e / e.sum()
+        return out
+
+    @numba.njit(cache=True)
+    def matmul(a, b):
+        return a @ b
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 1000)).astype(np.float32)
+    a = rng.standard_normal((128, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 64)).astype(np.float32)
+    c0 = time.perf_counter()
+    softmax(x)
+    c1 = time.perf_counter()
+    matmul(a, b)
+    c2 = time.perf_counter()
+    print(json.dumps({"import": t1 - t0, "softmax": c1 - c0, "matmul": c2 - c1, "context": 0.0}))
+""")
+
+_TRITON = textwrap.dedent("""
+    import json, time
+    t0 = time.perf_counter()
+    import torch, triton, triton.language as tl
+    t1 = time.perf_counter()
+    c0 = time.perf_counter()
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    ctx = time.perf_counter() - c0
+
+    @triton.jit
+    def softmax_kernel(out, x, n, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        v = tl.load(x + row * n + cols, mask=cols < n, other=-float("inf"))
+        e = tl.exp(v - tl.max(v, 0))
+        tl.store(out + row * n + cols, e / tl.sum(e, 0), mask=cols < n)
+
+    x = torch.randn(256, 1000, device="cuda")
+    y = torch.empty_like(x)
+    c0 = time.perf_counter()
+    softmax_kernel[(256,)](y, x, 1000, BLOCK=1024)
+    torch.cuda.synchronize()
+    c1 = time.perf_counter()
+    print(json.dumps({"import": t1 - t0, "context": ctx, "softmax": c1 - c0, "matmul": None}))
+""")
+
+
+def _run(script: str, args, cache: str, env_extra: dict) -> dict | None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([_ROOT, env_extra.pop("PYTHONPATH", "")]),
+               **env_extra)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)       # a user's install has its .pyc files
+    env["KDSL_CACHE_DIR"] = env["NUMBA_CACHE_DIR"] = env["TRITON_CACHE_DIR"] = cache
+    env.pop("KDSL_CACHE", None)
+    p = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
+                       text=True, timeout=600)
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()
+        print(f"  (failed: {tail[-1] if tail else p.returncode})")
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _median(rows, key):
+    vals = [r[key] for r in rows if r and r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def measure(name, script, args, runs, env_extra=None) -> dict | None:
+    """Cold: one process per fresh cache directory; warm: fresh processes on a filled one."""
+    cold, warm = [], []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as cache:
+            r = _run(script, args, cache, dict(env_extra or {}))
+            if r is None:
+                return None
+            cold.append(r)
+            warm.append(_run(script, args, cache, dict(env_extra or {})))
+    out = {"case": name}
+    for k in ("numpy", "import", "context", "softmax", "matmul"):
+        out[f"cold_{k}"] = _median(cold, k)
+        out[f"warm_{k}"] = _median(warm, k)
+    for k in ("llvm_loaded", "passes_loaded"):
+        if warm and warm[0] and k in warm[0]:
+            out[f"warm_{k}"] = any(r[k] for r in warm if r)
+    return out
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{1e3 * v:.1f}"
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--backends", default="cpu,cuda")
+    opts = ap.parse_args(argv)
+    rows, ran = [], set()
+    for be in opts.backends.split(","):
+        if be == "cuda":
+            try:
+                sys.path.insert(0, _ROOT)
+                from kdsl_cuda.runtime import driver
+                driver.device(0)
+            except Exception as e:   # no driver or no device: the cuda rows are skipped
+                print(f"skipping cuda: {type(e).__name__}: {str(e).splitlines()[0]}")
+                continue
+        print(f"kdsl {be} ...")
+        r = measure(f"kdsl {be}", _KDSL, [be], opts.runs)
+        if r:
+            rows.append(r)
+            ran.add(be)
+    peers = [("numba cache=True (cpu)", _NUMBA, "numba", "cpu"),
+             ("triton cache hit (cuda)", _TRITON, "triton", "cuda")]
+    for name, script, mod, be in peers:
+        if be not in ran:
+            continue
+        try:
+            __import__(mod)
+        except Exception:
+            print(f"skipping {name}: {mod} is not installed")
+            continue
+        print(f"{name} ...")
+        r = measure(name, script, [], opts.runs)
+        if r:
+            rows.append(r)
+    print(f"\nfresh processes, median of {opts.runs}; ms ({platform.processor() or platform.machine()},"
+          f" {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")
+    head = (f"{'case':<26}{'numpy':>7}{'import':>8}{'context':>9}{'softmax':>9}{'matmul':>8}"
+            f"{'softmax':>9}{'matmul':>8}")
+    print(f"{'':<50}{'cold first call':>17}{'warm first call':>17}")
+    print(head)
+    for r in rows:
+        print(f"{r['case']:<26}{_ms(r['warm_numpy']):>7}{_ms(r['warm_import']):>8}"
+              f"{_ms(r['warm_context']):>9}{_ms(r['cold_softmax']):>9}{_ms(r['cold_matmul']):>8}"
+              f"{_ms(r['warm_softmax']):>9}{_ms(r['warm_matmul']):>8}")
+    result = {"machine": platform.machine(), "python": platform.python_version(),
+              "loadavg": os.getloadavg(), "runs": opts.runs, "rows": rows}
+    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"warm_start-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"wrote {path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""A structural fingerprint of a compile request: the disk-cache key computed before lowering.
+
+What decides a compiled kernel is the traced graph (its stages, their bodies, the
+constants and captured globals baked in), the finished schedule (every primitive's
+record: splits, fuses, leaf order, placements, annotations, scopes, backend hints,
+size hints), the signature (dtypes, ranks, size-1 dims, layouts, array classes), the
+output layouts, and the backend (name, version, options) with the source of the
+compiler itself.  ``request_key`` serialises all of it into one canonical token stream
+and hashes it, so a process with a warm cache finds the object code before lowering.
+
+Canonical: objects that compare by identity (``Var``, ``IterVar``, ``Tensor``, ``Stage``,
+stage schedules ...) are numbered in the order a walk from the roots first meets them,
+never by ``id()``; value objects (frozen dataclasses, tuples, enums) are written by
+content; dicts in insertion order (deterministic for a deterministic trace).  Source
+locations are left out (they only shape error messages, which are built from the live
+graph, never from the cache).  Anything the walk cannot write faithfully (a function, a
+set of objects, an unknown extension type) raises ``Unkeyable``: the caller then
+compiles without an early key (correct, only slower), never with a key that might
+collide.  Schedule functions are keyed by what they did -- the records they left in the
+schedule -- not by their source text.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import hashlib
+import os
+import struct
+import sys
+import types
+
+import numpy as np
+
+from ..errors import SourceLoc
+
+#: bump when the serialisation below changes (old entries then simply miss)
+FORMAT = "1"
+
+
+class Unkeyable(Exception):
+    """The request holds something the fingerprint cannot write canonically."""
+
+
+_SCALARS = (bool, int, float, str, bytes, type(None))
+_SKIP_ATTRS = frozenset({"_reads", "_reads_cache"})   # caches derived from other fields
+
+
+def _identity(obj) -> bool:
+    """Does ``obj`` compare by identity (so that two equal-looking ones are different things)?"""
+    return type(obj).__eq__ is object.__eq__
+
+
+class _Writer:
+    """The walk: ``token(obj)`` is a short string; identity objects get ``#k`` and a definition."""
+
+    def __init__(self):
+        self.ids: dict = {}          # id(obj) -> number (identity objects)
+        self.keep: list = []         # keeps walked objects alive (ids stay unique)
+        self.defs: list = []         # definitions, by number
+        self.todo: list = []         # identity objects numbered but not yet defined
+        self.values: dict = {}       # id(value object) -> token (memo; shared subtrees once)
+
+    def token(self, obj) -> str:
+        t = type(obj)
+        if t is float:        # the bits: -0.0 and NaN payloads are told apart
+            return "f" + struct.pack("<d", obj).hex()
+        if t in _SCALARS:
+            return f"{t.__name__[0]}{obj!r}"
+        if t is tuple or t is list:
+            return ("(" if t is tuple else "[") + ",".join(self.token(x) for x in obj) + ")"
+        if isinstance(obj, enum.Enum):
+            return f"E{t.__module__}.{t.__qualname__}.{obj.name}"
+        if isinstance(obj, SourceLoc):
+            return "L"
+        if isinstance(obj, type):
+            return f"T{obj.__module__}.{obj.__qualname__}"
+        if isinstance(obj, np.dtype):
+            return f"D{obj.str}"
+        if isinstance(obj, np.generic):
+            return f"N{obj.dtype.str}:{obj.item()!r}"
+        if t is dict:
+            return "{" + ",".join(f"{self.token(k)}:{self.token(v)}" for k, v in obj.items()) + "}"
+        if t in (set, frozenset):
+            toks = [self.token(x) for x in obj]
+            if any("#" in x for x in toks):   # objects: no canonical order
+                raise Unkeyable(f"a set of {type(next(iter(obj))).__name__} objects")
+            return "S(" + ",".join(sorted(toks)) + ")"
+        if isinstance(obj, (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
+                            types.ModuleType, functools.partial)):
+            raise Unkeyable(f"a {t.__name__} ({getattr(obj, '__qualname__', obj)!r})")
+        if _identity(obj):
+            k = self.ids.get(id(obj))
+            if k is None:
+                k = self.ids[id(obj)] = len(self.ids)
+                self.keep.append(obj)
+                self.defs.append(None)
+                self.todo.append(obj)
+            return f"#{k}"
+        memo = self.values.get(id(obj))
+        if memo is None:
+            body = self._fields(obj)
+            memo = f"V{t.__module__}.{t.__qualname__}{body}"
+            if len(memo) > 80:    # long subtrees: hashed, so a shared one costs its length once
+                memo = "H" + hashlib.sha1(memo.encode()).hexdigest()
+            self.values[id(obj)] = memo
+            self.keep.append(obj)
+        return memo
+
+    def _fields(self, obj) -> str:
+        items = []
+        if dataclasses.is_dataclass(obj):
+            names = [f.name for f in dataclasses.fields(obj)]
+            extra = [k for k in getattr(obj, "__dict__", {}) if k not in names]
+            names += extra
+        elif hasattr(obj, "__dict__"):
+            names = list(vars(obj))
+        elif isinstance(obj, tuple):          # a named tuple
+            return "(" + ",".join(self.token(x) for x in obj) + ")"
+        else:
+            slots = [s for c in type(obj).__mro__ for s in getattr(c, "__slots__", ())]
+            if not slots:
+                raise Unkeyable(f"a {type(obj).__name__} object")
+            names = slots
+        for name in names:
+            if name in _SKIP_ATTRS or name == "__weakref__":
+                continue
+            try:
+                v = getattr(obj, name)
+            except AttributeError:
+                continue
+            items.append(f"{name}={self.token(v)}")
+        return "<" + ";".join(items) + ">"
+
+    def drain(self) -> None:
+        """Define every numbered identity object (iteratively: chains of stages never recurse)."""
+        while self.todo:
+            obj = self.todo.pop(0)
+            t = type(obj)
+            self.defs[self.ids[id(obj)]] = f"{t.__module__}.{t.__qualname__}{self._fields(obj)}"
+
+
+def fingerprint(*roots) -> str:
+    """The hex sha256 of the canonical form of ``roots`` (raises ``Unkeyable``)."""
+    w = _Writer()
+    old = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(max(old, 20000))
+        head = "|".join(w.token(r) for r in roots)
+        w.drain()
+    except RecursionError:
+        raise Unkeyable("an expression too deep to write") from None
+    finally:
+        sys.setrecursionlimit(old)
+    h = hashlib.sha256(FORMAT.encode() + b"\0" + head.encode())
+    for d in w.defs:
+        h.update(b"\0" + d.encode())
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def source_fingerprint(*dirs: str) -> str:
+    """(path, size, mtime) of every ``.py`` file under ``dirs``: an edit to the compiler itself
+    (a pass, the code generator) invalidates early keys even without a version bump."""
+    h = hashlib.sha256()
+    for top in dirs:
+        for root, subdirs, files in os.walk(top):
+            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    p = os.path.join(root, f)
+                    try:
+                        st = os.stat(p)
+                    except OSError:
+                        continue
+                    h.update(f"{os.path.relpath(p, top)}:{st.st_size}:{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
+def request_key(request, backend_name: str, backend_version: str, options: dict,
+                source_dirs: tuple = ()) -> str | None:
+    """The early disk-cache key of a CompileRequest, or None when it cannot be written
+    canonically (``Unkeyable``: the caller compiles and keys by the generated code only)."""
+    from .. import __file__ as kdsl_init
+    dirs = (os.path.dirname(kdsl_init),) + tuple(source_dirs)
+    try:
+        body = fingerprint(request.schedule, request.signature, tuple(request.out_contiguous),
+                           request.options, options)
+    except Unkeyable:
+        return None
+    head = (f"early:{FORMAT}|{backend_name}|{backend_version}|{sys.version.split()[0]}|"
+            f"{np.__version__}|{source_fingerprint(*dirs)}|{body}")
+    return hashlib.sha256(head.encode()).hexdigest()
