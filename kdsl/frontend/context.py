@@ -49,6 +49,9 @@ class TraceContext:
         self.subst: dict = {}        # Var -> Expr: unified sizes
         self.dim_desc: dict = {}     # Var -> "A.shape[1]" for messages
         self.ivs: dict = {}          # Var -> IterVar of every axis made in this trace
+        #: Var -> IterVar: an axis's narrower range where the code being traced runs (a scan's
+        #: update runs from step init_steps on)
+        self.running: dict = {}
         self.read_locs: dict = {}    # id(TensorRead) -> (SourceLoc, the read): where it was written
         self._names: dict = {}
         self._next: dict = {}        # base -> next suffix to try

@@ -16,7 +16,7 @@ from ..errors import KernelError, KernelValueError, ShapeError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..graph import Constraint
-from . import context
+from . import context, reduce_empty
 from .array import Array, from_tensor, norm_axis
 from .ops import _truth, asarray, astype, cast_to, elementwise, _as_dtype
 from .stages import make_stage, new_axis
@@ -130,7 +130,11 @@ def _require_nonempty(ctx, kind, dims, loc):
     (at trace time for static sizes, else a call-time check)."""
     size = mk.as_expr(1)
     for d in dims:
-        size = mk.mul(size, d)
+        axes = reduce_empty.axes_of(ctx, [d])
+        if axes:    # a ragged range (its length uses other axes): a question about every point
+            reduce_empty.require_nonempty_ragged(ctx, kind, d, axes, loc)
+        else:
+            size = mk.mul(size, d)
     msg = (f"{kind} over an empty axis has no identity (numpy raises here too)")
     hint = "guard the call on the size, or use a reduction with an identity (sum, prod, kd.reducer)"
     if isinstance(size, n.Const):

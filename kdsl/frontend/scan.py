@@ -44,6 +44,7 @@ from .access_prove import Poly, Prover
 from .array import Array, from_tensor, index_expr
 from .scan_info import ScanInfo, StepOf
 from .compute import _arity, _axis_proxy, _require_nonneg_size
+from .reduce_empty import running_from
 from .ops import asarray
 from .stages import make_stage, new_axis
 
@@ -131,7 +132,8 @@ def scan(shape, init, update, axis: int = 0, init_steps: int = 1, dtype=None, na
     out_dtype = dt.as_dtype(dtype) if dtype is not None else init_body.dtype
     sname = ctx.unique(name or "scan")
     state = Tensor(sname, tuple(dims), out_dtype, None)
-    upd = _body(update, [from_tensor(state)] + proxies, loc, "update")
+    with running_from(ctx, axes[axis], init_steps):
+        upd = _body(update, [from_tensor(state)] + proxies, loc, "update")
     if isinstance(upd, list):
         raise KernelError("kd.scan's update returned a tuple but init returned one value", loc=loc,
                           hint="return a tuple from both init and update (a tuple state), or "
@@ -236,7 +238,8 @@ def _tuple_scan(ctx, loc, dims, axes, proxies, inits, update, axis, init_steps, 
     full = from_tensor(state)
     views = tuple(Array(tuple(dims), common, (lambda j: lambda idx: n.TensorRead(
         common, state, tuple(idx) + (n.const(j, dt.index),)))(j), op=sname) for j in range(k))
-    upds = _body(update, [_State(views)] + proxies, loc, "update", members=k)
+    with running_from(ctx, axes[axis], init_steps):
+        upds = _body(update, [_State(views)] + proxies, loc, "update", members=k)
     m = new_axis(ctx, "member", mk.as_expr(k))
     allx = tuple(axes) + (m,)
     t = axes[axis]

@@ -201,19 +201,26 @@ class Schedule:
         new_sp = [_new_iv(a.name, a.dom.extent, n.IterKind.SPATIAL) for a in st.axes]
         # reduction bounds over the spatial axes (a triangular sum) follow them into the new stage
         sp_map = {a.var: b.var for a, b in zip(st.axes, new_sp)}
-        if free_vars(ax.dom.extent) & set(sp_map):
+        if free_vars(ax.dom.extent) & (set(sp_map) | {r.var for r in st.reduce_axes}):
             raise ScheduleError(f"rfactor: the extent of {ax.name} depends on another axis of "
                                 f"{st.name} (a reduction with bounds over other axes); its partials "
                                 "cannot be a dimension of fixed size",
                                 hint=f"split {ax.name} by a constant factor and rfactor the inner part")
-        new_red = [_new_iv(a.name, substitute(a.dom.extent, sp_map), n.IterKind.REDUCE)
-                   for a in reduce_leaves if a is not ax]
+        others = [a for a in reduce_leaves if a is not ax]
+        new_vars = [n.var(a.name) for a in others]
         leaf_map = {ax.var: rf_iv.var}
-        leaf_map.update({a.var: b.var for a, b in zip([a for a in reduce_leaves if a is not ax], new_red)})
+        leaf_map.update({a.var: v for a, v in zip(others, new_vars)})
+        # the reduce roots over the new vars: a bound over another reduce axis (a triangular
+        # sum over two reduce axes) must follow that axis into the new stage
+        red_map = {r.var: substitute(value[r], {**leaf_map, **sp_map}) for r in st.reduce_axes}
+        for _ in st.reduce_axes:        # bounds form a DAG: one round per level resolves them
+            red_map = {v: substitute(e, red_map) for v, e in red_map.items()}
+        full_map = {**leaf_map, **sp_map, **red_map}
+        new_red = [n.IterVar(v, n.Range(mk.as_expr(0), substitute(a.dom.extent, full_map)),
+                             n.IterKind.REDUCE) for a, v in zip(others, new_vars)]
         root_map = {a.var: b.var for a, b in zip(st.axes, new_sp)}
-        for r in st.reduce_axes:
-            root_map[r.var] = substitute(value[r], {**leaf_map, **sp_map})
-        cond = mk.all_of([substitute(g, {**leaf_map, **sp_map}) for g in guards]
+        root_map.update(red_map)
+        cond = mk.all_of([substitute(g, full_map) for g in guards]
                          + ([substitute(red.condition, root_map)] if red.condition is not None else []))
         sp_axes = list(new_sp)
         sp_axes.insert(factor_axis, rf_iv)

@@ -257,6 +257,10 @@ def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
         if h.stage.axes:
             recipes.elementwise(sched, h, **rules.elementwise(sched, h, plan))
         return   # a 0-d stage has no loop to bind (the core says so)
+    if k == "nested":
+        t = rules.threads_hint(sched, h)
+        recipes.nested_reduce(sched, h, threads=t[0] * t[1] if t else rules.THREADS)
+        return
     if k == "matmul":
         if tensorcore.eligible(sched, h):
             if hopper.eligible(sched, h):       # sm_90: wgmma from shared memory

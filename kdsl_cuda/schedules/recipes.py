@@ -201,6 +201,16 @@ def row_reduce(sched, x, *, tx: int, ty: int, vec: int, parts: int | None, unrol
     return row
 
 
+def nested_reduce(sched, x, *, threads: int):
+    """A 0-d reduction whose reduce loops nest (a range over another reduce axis, so they
+    cannot be fused): ``threads`` threads of one block split the outermost reduce loop
+    (strided) and reduce cross-thread; the inner loops run serially in each thread."""
+    outer = next(a for a in x.leaf if a.kind is n.IterKind.REDUCE)
+    kq, kt = x.split(outer, factor=threads)
+    x.reorder(kt, kq)
+    x.bind(kt, "threadIdx.x")
+
+
 def combine(sched, x, parts: int):
     """The second pass of a split reduction: ``x`` reduces ``parts`` partials per output."""
     tx = min(32 if x.stage.axes else 256, 1 << max(0, math.ceil(math.log2(max(parts, 1)))))

@@ -47,10 +47,19 @@ def ragged_reduction(stage) -> bool:
     return any(depends(r, axes) for r in stage.reduce_axes)
 
 
+def nested_reduction(stage) -> bool:
+    """A reduce axis's range uses another reduce axis (a triangle over two reduce axes):
+    the reduce loops cannot be fused into the one loop the reduction recipes split."""
+    from kdsl.passes.ragged import depends
+    return any(depends(r, stage.reduce_axes) for r in stage.reduce_axes)
+
+
 def kind(stage) -> str:
     """The recipe family of a stage computed at the root (see __init__)."""
     if not stage.is_reduction:
         return "elementwise"
+    if nested_reduction(stage):     # loops kept nested: one output per thread (0-d: one block)
+        return "generic" if stage.axes else "nested"
     if is_matmul(stage):
         return "matmul"
     if A.is_small_reduction(stage) and stage.axes:
