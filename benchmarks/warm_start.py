@@ -130,7 +130,12 @@ def _run(script: str, args, cache: str, env_extra: dict) -> dict | None:
     env.pop("PYTHONDONTWRITEBYTECODE", None)       # a user's install has its .pyc files
     env["KDSL_CACHE_DIR"] = env["NUMBA_CACHE_DIR"] = env["TRITON_CACHE_DIR"] = cache
     env.pop("KDSL_CACHE", None)
-    p = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
+    # the script runs from a file in the cache directory: numba's cache and Triton's @jit
+    # need the source of a file (a user's module), not ``-c``
+    path = os.path.join(cache, "warm_start_case.py")
+    with open(path, "w") as f:
+        f.write(script)
+    p = subprocess.run([sys.executable, path, *args], env=env, capture_output=True,
                        text=True, timeout=600)
     if p.returncode != 0:
         tail = (p.stderr or p.stdout).strip().splitlines()
