@@ -70,7 +70,7 @@ def test_iteration():
 
 
 @pytest.mark.parametrize("call,name", [
-    (lambda A: np.median(A), "median"), (lambda A: np.gcd(A, A), "gcd"),
+    (lambda A: np.median(A), "median"), (lambda A: np.isnat(A), "isnat"),
     (lambda A: np.partition(A, 1), "partition"), (lambda A: np.add.accumulate(A), "accumulate")])
 def test_unknown_numpy_functions(call, name):
     with pytest.raises(KernelError) as e:
