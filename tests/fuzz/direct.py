@@ -54,6 +54,9 @@ def shim():
     for name in ("exp", "log", "sqrt", "sin", "cos", "tanh", "maximum", "minimum", "where", "clip",
                  "sum", "prod", "max", "min", "mean", "any", "all", "argmax", "argmin", "matmul"):
         setattr(kd, name, getattr(np, name))
+    for name, fn in vars(np).items():      # kd.<ufunc> is numpy's (kd.tan, kd.gcd...)
+        if isinstance(fn, np.ufunc) and not hasattr(kd, name):
+            setattr(kd, name, fn)
     kd.erf = _erf
     kd.sigmoid = lambda x: 1 / (1 + np.exp(-np.asarray(x)))
     kd.rsqrt = lambda x: 1 / np.sqrt(x)

@@ -14,6 +14,7 @@ import numpy as np
 from . import fdtypes as fd
 from . import oracle as o
 from . import oracle_red as red
+from . import oracle_ufunc as ou
 from .model import Idx, Node
 from .oracle import OracleRaise, OVal
 
@@ -96,6 +97,12 @@ class Evaluator:
     def ev_bin(self, node, env, level):
         a, b = self.sub(node.args[0], env, level), self.sub(node.args[1], env, level)
         return o.binary(node.attrs["op"], a, b, node.attrs.get("weak_result", True))
+
+    def ev_uf(self, node, env, level):
+        return ou.ufunc(node.attrs["name"], [self.sub(x, env, level) for x in node.args])
+
+    def ev_bitview(self, node, env, level):
+        return ou.bitview(self.sub(node.args[0], env, level), node.attrs["dtype"])
 
     def ev_where(self, node, env, level):
         c, a, b = (self.sub(x, env, level) for x in node.args)
