@@ -39,7 +39,7 @@ _LAZY = {
         "scan", "cumsum", "cumprod", "cummax", "cummin")},
     # numpy's ufuncs under numpy's names (kd.abs, kd.square, kd.left_shift...): every
     # kdsl.frontend.ufuncs.PUBLIC name the entries above do not already give
-    **{name: ("kdsl.frontend.ufuncs", name) for name in (
+    **{name: ("kdsl.frontend.ufunc_public", name) for name in (
         "abs", "absolute", "acos", "acosh", "add", "arccos", "arccosh", "arcsin", "arcsinh",
         "arctan", "arctan2", "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
         "bitwise_count", "bitwise_invert", "bitwise_left_shift", "bitwise_not", "bitwise_or",

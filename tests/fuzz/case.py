@@ -71,8 +71,8 @@ def generate(seed: int, index: int, cfg: Config | None = None) -> Case:
     outs = families.FAMILIES[family][0](b)
     consts = [p.name for p in b.params if p.kind == "scalar" and p.const]
     if consts:
-        deco = f"@kd.kernel(constants={tuple(consts)!r})"
-    elif rng.random() < 0.08:
+        deco = f"@kd.kernel(constants={tuple(consts)!r}" + (", specialize=True)" if b.specialize else ")")
+    elif b.specialize or rng.random() < 0.08:
         deco = "@kd.kernel(specialize=True)"
         b.features.add("specialize")
     else:

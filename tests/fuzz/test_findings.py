@@ -751,3 +751,19 @@ def test_f38_unspread_shared_copy_in_a_tensor_core_kernel():
     res = {}
     _execute(res, generate(26, 59))
     assert res["outcome"] in ("ok", "fair_refusal"), res.get("detail")
+
+
+# ------------------------------------------------------------------ F39 (issue 25 surface)
+def _f39(x):
+    return kd.float_power(kd.abs(x) + 0.5, 0.5), kd.heaviside(x, 0.5), kd.fmod(x, 2.0), kd.square(3) + x
+
+
+def test_f39_kd_ufunc_of_a_python_scalar():
+    """Surface fuzz case 5:118: kd.float_power(x, 0.5) raised AttributeError ('float' object
+    has no attribute 'weak'): kd.<name> resolved to ufuncs.py's helper of that name, which
+    takes traced arrays only, instead of the kd.<name> wrapper that converts its operands."""
+    x = np.array([-1.5, 0.0, 3.0])
+    p, h, m, s = kd.kernel(_f39)(x, backend="numpy")
+    np.testing.assert_allclose(p, np.float_power(np.abs(x) + 0.5, 0.5), rtol=1e-15)
+    assert h.tolist() == np.heaviside(x, 0.5).tolist() and m.tolist() == np.fmod(x, 2.0).tolist()
+    assert s.tolist() == (9 + x).tolist()
