@@ -231,8 +231,24 @@ class StageSchedule:
 
     def _mark(self, axis, kind: n.ForKind, what: str, thread=None):
         ax = self._leaf(axis, what)
+        if kind not in (n.ForKind.SERIAL, n.ForKind.UNROLLED):
+            self._require_not_scan_axis(ax, what)
         self.attrs[ax] = IterAttr(kind, thread)
         return ax
+
+    def _require_not_scan_axis(self, ax, what: str):
+        """A kd.scan's scan axis runs in order: refused at the primitive's call (the same rule
+        kdsl.passes.scan_check applies to the finished schedule)."""
+        info = getattr(self.stage, "scan", None)
+        if info is None or not hasattr(info, "init_steps"):
+            return
+        from ..passes.scan_check import _scan_leaf
+        t, _ = _scan_leaf(self, self.stage.axes[info.axis])
+        if ax is t:
+            raise ScheduleError(f"{what}: stage {self.name}: its scan axis {ax.name!r} must be a "
+                                "sequential loop (each step of the kd.scan reads the previous one)",
+                                hint=f"{what} the other axes of {self.name}; "
+                                f"{ax.name!r} runs in order inside each thread")
 
     @primitive()
     def parallel(self, axis):

@@ -767,3 +767,41 @@ def test_f39_kd_ufunc_of_a_python_scalar():
     np.testing.assert_allclose(p, np.float_power(np.abs(x) + 0.5, 0.5), rtol=1e-15)
     assert h.tolist() == np.heaviside(x, 0.5).tolist() and m.tolist() == np.fmod(x, 2.0).tolist()
     assert s.tolist() == (9 + x).tolist()
+
+
+# ------------------------------------------------------------------ F40, F41 (scans and schedules)
+def _cumprod_flat(a0):
+    return kd.cumprod(a0)
+
+
+def test_f40_parallel_scan_axis_refused_at_the_call():
+    """Surface fuzz case 5:61: ``parallel`` on a kd.scan's scan axis was accepted by the
+    primitive and refused only when the kernel was lowered (no schedule line in the error)."""
+    def sched(s):
+        st = s["cumprod"]
+        st.parallel(st.axis("i0"))
+    k = kern(_cumprod_flat, "interp", sched)
+    with pytest.raises(kd.ScheduleError, match="scan axis 'i0'") as e:
+        k(np.ones((2, 3)), backend="interp")
+    assert "st.parallel" in e.value.loc.code and e.value.hint
+
+
+def _cumsum_rows(x):
+    return kd.cumsum(x, axis=1)
+
+
+def _cumsum_1d(x):
+    return kd.cumsum(x)
+
+
+@pytest.mark.parametrize("fn,hints", [(_cumsum_1d, dict(parallel=True)), (_cumsum_1d, dict(vectorize=8)),
+                                      (_cumsum_1d, dict(unroll=4)), (_cumsum_rows, dict(unroll=4)),
+                                      (_cumsum_rows, dict(parallel=True, vectorize=4))])
+def test_f41_hints_leave_the_scan_axis_in_order(fn, hints, request):
+    """``parallel=True``/``vectorize=8``/``unroll=4`` chose a kd.scan's axis (the first spatial
+    axis, the contiguous one, the innermost one) and the call was refused; they now pick
+    another axis or none (the hints are requests), and the result is numpy's."""
+    request.getfixturevalue("cpu")
+    x = np.arange(24.0).reshape(4, 6) if fn is _cumsum_rows else np.arange(9.0)
+    got = kern(fn, "cpu", **hints)(x, backend="cpu")
+    np.testing.assert_array_equal(got, np.cumsum(x, axis=1 if fn is _cumsum_rows else 0))
