@@ -270,12 +270,22 @@ def validate_hint(sched, hint: Hint):
                        f"name one of {', '.join(have)}" if have else
                        f"drop {key}=, or give stage= naming a stage that has loops")
 
+    t_scan = _scan_axis_name(st)
+
+    def in_order(key, ax):          # a kd.scan's axis: one sequential loop
+        if ax == t_scan and key != "unroll":
+            raise _err(hint, f"schedule hint {key} names axis {ax!r}, the scan axis of stage "
+                       f"{st.name} (a kd.scan): each step reads the previous one, so it stays "
+                       "one sequential loop", f"name another axis of {st.name}, or drop {key}=")
+
     for ax in hv.get("tile", {}):
         check("tile", ax)
+        in_order("tile", ax)
     for key in ("parallel", "vectorize", "unroll"):
         v = hv.get(key)
         for ax in ([v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else []):
             check(key, ax)
+            in_order(key, ax)
     if "cache" in hv:
         reads = {t.name for t in st.reads()}
         for t in hv["cache"]:

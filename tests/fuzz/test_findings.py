@@ -805,3 +805,13 @@ def test_f41_hints_leave_the_scan_axis_in_order(fn, hints, request):
     x = np.arange(24.0).reshape(4, 6) if fn is _cumsum_rows else np.arange(9.0)
     got = kern(fn, "cpu", **hints)(x, backend="cpu")
     np.testing.assert_array_equal(got, np.cumsum(x, axis=1 if fn is _cumsum_rows else 0))
+
+
+def test_f41_hint_naming_the_scan_axis_is_a_fair_error():
+    """Surface fuzz case 5:198: parallel='i0' naming a cumsum's scan axis ended in an internal
+    error (realising the plan failed); it is a ScheduleError at the hint, saying why."""
+    def f(a0):
+        return np.cumsum(a0, axis=0, dtype=np.float64)
+    with pytest.raises(kd.ScheduleError, match="scan axis of stage cumsum") as e:
+        kern(f, "interp", parallel="i0", vectorize=16)(np.ones((3, 2)), backend="interp")
+    assert e.value.hint and "another axis" in e.value.hint
