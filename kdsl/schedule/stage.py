@@ -147,6 +147,9 @@ class StageSchedule:
         if isinstance(val, bool) or not isinstance(val, int) or val < 1:
             raise ScheduleError(f"split factor must be a positive int, got {val!r}",
                                 hint=f"s[{self.name!r}].split(axis, factor=16)")
+        if nparts != 1 and factor != 1:
+            self._require_not_scan_axis(ax, "split", "stay one loop (only a split into 1 part "
+                                        "keeps the order of its steps)")
         outer_ext, inner_ext = split_extents(ax.dom.extent, factor, nparts)
         outer = _new_iv(ax.name + ".outer", outer_ext, ax.kind)
         inner = _new_iv(ax.name + ".inner", inner_ext, ax.kind)
@@ -191,6 +194,8 @@ class StageSchedule:
         for a in ivs:
             self._check_unbound(a, "fuse")
             self._check_not_tensorized(a, "fuse")
+            self._require_not_scan_axis(a, "fuse", "stay one loop of its own (fused, its steps "
+                                        "would interleave with another axis)")
         loc = user_location()
         fused = ivs[0]
         for nxt in ivs[1:]:
@@ -236,7 +241,7 @@ class StageSchedule:
         self.attrs[ax] = IterAttr(kind, thread)
         return ax
 
-    def _require_not_scan_axis(self, ax, what: str):
+    def _require_not_scan_axis(self, ax, what: str, must: str = "be a sequential loop"):
         """A kd.scan's scan axis runs in order: refused at the primitive's call (the same rule
         kdsl.passes.scan_check applies to the finished schedule)."""
         info = getattr(self.stage, "scan", None)
@@ -245,8 +250,8 @@ class StageSchedule:
         from ..passes.scan_check import _scan_leaf
         t, _ = _scan_leaf(self, self.stage.axes[info.axis])
         if ax is t:
-            raise ScheduleError(f"{what}: stage {self.name}: its scan axis {ax.name!r} must be a "
-                                "sequential loop (each step of the kd.scan reads the previous one)",
+            raise ScheduleError(f"{what}: stage {self.name}: its scan axis {ax.name!r} must "
+                                f"{must} (each step of the kd.scan reads the previous one)",
                                 hint=f"{what} the other axes of {self.name}; "
                                 f"{ax.name!r} runs in order inside each thread")
 

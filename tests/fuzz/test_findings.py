@@ -815,3 +815,22 @@ def test_f41_hint_naming_the_scan_axis_is_a_fair_error():
     with pytest.raises(kd.ScheduleError, match="scan axis of stage cumsum") as e:
         kern(f, "interp", parallel="i0", vectorize=16)(np.ones((3, 2)), backend="interp")
     assert e.value.hint and "another axis" in e.value.hint
+
+
+@pytest.mark.parametrize("prim", ["split", "fuse"])
+def test_f40_split_or_fuse_of_the_scan_axis_refused_at_the_call(prim):
+    """Surface fuzz case 7:196: split/fuse of a scan axis were refused only at lowering."""
+    def sched(s):
+        st = s["cumsum"]
+        if prim == "split":
+            st.split(st.axis("i0"), factor=2)
+        else:
+            st.fuse(st.axis("i0"), st.axis("i1"))
+
+    def f(a0):
+        return kd.cumsum(a0, axis=0)
+    with pytest.raises(kd.ScheduleError, match=f"{prim}: stage cumsum: its scan axis 'i0'") as e:
+        kern(f, "interp", sched)(np.ones((3, 2)), backend="interp")
+    assert f"st.{prim}" in e.value.loc.code
+    ok = kern(f, "interp", lambda s: s["cumsum"].split(s["cumsum"].axis("i0"), nparts=1))
+    np.testing.assert_array_equal(ok(np.ones((3, 2)), backend="interp"), np.cumsum(np.ones((3, 2)), 0))
