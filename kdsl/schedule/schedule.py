@@ -303,8 +303,11 @@ class Schedule:
         return h
 
     def _readers_of(self, t, readers, what: str) -> list:
+        def own(name) -> bool:         # a kd.scan reads its own state: not a copyable read
+            return getattr(getattr(t, "op", None), "name", None) == name
+
         def every():
-            return [self._handles[s] for s in self.graph.stages if t in s.reads()]
+            return [self._handles[s] for s in self.graph.stages if t in s.reads() and not own(s.name)]
         if readers is None:
             if not every():
                 raise ScheduleError(f"{what}: no stage reads {t.name}",
@@ -322,6 +325,12 @@ class Schedule:
             raise ScheduleError(f"{what}: give at least one reader of {t.name}",
                                 hint=f"readers of {t.name}: " + ", ".join(h.name for h in every()))
         for r in rs:
+            if own(r.name):
+                raise ScheduleError(f"{what}: stage {r.name} is a kd.scan reading its own earlier "
+                                    f"steps of {t.name}: a copy made before it runs would not hold "
+                                    "them", hint=f"{what} the other tensors {r.name} reads"
+                                    + (f" (readers of {t.name}: " + ", ".join(h.name for h in every())
+                                       + ")" if every() else ""))
             if t not in r.stage.reads():
                 raise ScheduleError(f"{what}: stage {r.name} does not read {t.name}",
                                     hint=f"readers of {t.name}: "

@@ -834,3 +834,24 @@ def test_f40_split_or_fuse_of_the_scan_axis_refused_at_the_call(prim):
     assert f"st.{prim}" in e.value.loc.code
     ok = kern(f, "interp", lambda s: s["cumsum"].split(s["cumsum"].axis("i0"), nparts=1))
     np.testing.assert_array_equal(ok(np.ones((3, 2)), backend="interp"), np.cumsum(np.ones((3, 2)), 0))
+
+
+# ------------------------------------------------------------------ F42
+def test_f42_cache_read_of_a_scans_own_state_is_refused():
+    """CI-slice case 8:172 hung: ``s.cache_read('cummax', 'local', [s['cummax']])`` made the scan
+    read a copy of its own state (a cycle cummax -> cummax.local -> cummax) and the next
+    compute_at looped forever in the legality check.  Now a fair ScheduleError at the call."""
+    def f(a0):
+        return kd.cummax(a0, axis=-1)
+
+    def sched(s):
+        s.cache_read("cummax", "local", [s["cummax"]])
+
+    def sched_all(s):
+        s.cache_read("cummax", "local")
+    x = np.array([1.0, 3.0, 2.0])
+    with pytest.raises(kd.ScheduleError, match="reading its own earlier steps") as e:
+        kern(f, "numpy", sched)(x, backend="numpy")
+    assert "cache_read" in e.value.loc.code and e.value.hint
+    with pytest.raises(kd.ScheduleError, match="no stage reads cummax"):
+        kern(f, "numpy", sched_all)(x, backend="numpy")
