@@ -27,6 +27,7 @@ class Config:
     p_schedule: float = 0.6          # a schedule at all (hints or explicit)
     p_explicit: float = 0.55         # of those: explicit primitives rather than hints
     families: dict = field(default_factory=lambda: {k: w for k, (_, w) in families.FAMILIES.items()})
+    skip_families: tuple = ()        # generated as usual, then skipped (a slice's time budget)
 
 
 @dataclass
