@@ -12,6 +12,9 @@ from . import linalg, ops, reduce, ufuncs
 
 _UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
                  "logical_and": "all", "logical_or": "any"}
+#: ``np.<ufunc>.accumulate`` -> the scan that computes it (axis 0 by default, as numpy)
+_UFUNC_ACCUMULATE = {"add": "cumsum", "multiply": "cumprod", "maximum": "cummax",
+                     "minimum": "cummin"}
 
 
 def _unsupported(what: str):
@@ -40,6 +43,16 @@ def array_ufunc(self, ufunc, method, *inputs, **kwargs):
         if kwargs:
             _unsupported(f"np.{name}.reduce with {', '.join(kwargs)}")
         return reduce.reduce_np(_UFUNC_REDUCE[name], inputs[0], axis, keepdims, dtype)
+    if method == "accumulate" and name in _UFUNC_ACCUMULATE:     # scans (kd.cumsum...)
+        from . import scan
+        axis = kwargs.pop("axis", 0)
+        if kwargs or len(inputs) != 1:
+            _unsupported(f"np.{name}.accumulate with {', '.join(kwargs) or 'several inputs'}")
+        fn = getattr(scan, _UFUNC_ACCUMULATE[name])
+        if name in ("maximum", "minimum"):
+            x = inputs[0] if dtype is None else ops.astype(inputs[0], dtype)
+            return fn(x, axis=axis)
+        return fn(inputs[0], axis=axis, dtype=dtype)
     if method != "__call__":
         _unsupported(f"np.{name}.{method}")
     if kwargs:

@@ -183,3 +183,30 @@ def test_out_refusals():
     _refusal(bad_shape, x, ShapeError, "does not fit")
     _refusal(where_alone, x, KernelError, "uninitialised")
     _refusal(dtype_cast, x, DTypeError, "same_kind")
+
+
+# ------------------------------------------------------------------ np.<ufunc>.accumulate
+@kd.kernel
+def accumulates(x, b):
+    return (np.add.accumulate(x), np.multiply.accumulate(x, axis=1), np.maximum.accumulate(x, 1),
+            np.minimum.accumulate(x), np.add.accumulate(b), np.add.accumulate(x, dtype=np.float32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ufunc_accumulate_is_a_scan(backend, rng):
+    """``np.<ufunc>.accumulate`` of add/multiply/maximum/minimum: numpy's scans (axis 0 by
+    default, numpy's result dtypes: small integers widen, bools count), NaN propagating."""
+    x = rng.integers(-3, 4, (5, 4)).astype(np.int8)
+    b = rng.random((5, 4)) < 0.5
+    f = rng.uniform(-2, 2, (6, 3))
+    f[2, 1] = np.nan
+    for arr in (x, f[::2], x[:0]):
+        got = accumulates(arr, b[:arr.shape[0]] if arr.shape[0] else b[:0], backend=backend)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = (np.add.accumulate(arr), np.multiply.accumulate(arr, axis=1),
+                    np.maximum.accumulate(arr, 1), np.minimum.accumulate(arr),
+                    np.add.accumulate(b[:arr.shape[0]]), np.add.accumulate(arr, dtype=np.float32))
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=1e-6)

@@ -243,8 +243,8 @@ def test_refused_keywords_and_methods():
         return np.sqrt(x, where=x > 0)
 
     @kd.kernel
-    def accumulate(x):
-        return np.add.accumulate(x)
+    def outer(x):
+        return np.add.outer(x, x)
 
     @kd.kernel
     def float_bits(x):
@@ -253,8 +253,8 @@ def test_refused_keywords_and_methods():
     x = np.ones(4)
     with pytest.raises(KernelError, match="where="):
         with_where(x, backend="numpy")
-    with pytest.raises(KernelError, match="accumulate"):
-        accumulate(x, backend="numpy")
+    with pytest.raises(KernelError, match="outer"):
+        outer(x, backend="numpy")
     with pytest.raises(DTypeError):
         float_bits(x, backend="numpy")
 
