@@ -353,6 +353,11 @@ class Schedule:
         if h.relations or h.attach is not AttachKind.ROOT or h.attrs:
             raise ScheduleError(f"cache_write: call it on stage {st.name} before other primitives on it",
                                 hint="call s.cache_write(stage, scope) right after getting s, then split/attach the stages")
+        if hasattr(getattr(st, "scan", None), "init_steps"):
+            raise ScheduleError(f"cache_write: stage {st.name} is a kd.scan: its steps read its own "
+                                "earlier steps, which a copy written out after it would not hold",
+                                hint=f"leave {st.name} uncached (its loops can still be split, "
+                                "reordered, parallelised or bound along the other axes)")
         sc = as_scope(scope)
         _check_predicate_kept(h, "cache_write", n.IterKind.REDUCE)
         others = [v for v in st.values if v is not st.output]

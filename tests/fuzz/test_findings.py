@@ -885,3 +885,16 @@ def test_f43_sort_compiles_quickly_for_the_gpu():
     if r.returncode == 3:
         pytest.skip("interp-cuda: kdsl_cuda is not importable")
     assert r.returncode == 0, r.stderr.decode()[-2000:]
+
+
+def test_f42_cache_write_of_a_scan_is_refused():
+    """Campaign case 11:999 hung: cache_write of a kd.scan stage made its local copy read the
+    copy-out stage (a cycle); compute_at then looped in the legality check."""
+    def f(a0):
+        return np.cumprod(a0, axis=0, dtype=np.float64)
+
+    def sched(s):
+        s.cache_write(s["cumprod"], "local")
+    with pytest.raises(kd.ScheduleError, match="cache_write: stage cumprod is a kd.scan") as e:
+        kern(f, "numpy", sched)(np.ones((3, 2)), backend="numpy")
+    assert "cache_write" in e.value.loc.code
