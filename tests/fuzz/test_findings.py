@@ -898,3 +898,19 @@ def test_f42_cache_write_of_a_scan_is_refused():
     with pytest.raises(kd.ScheduleError, match="cache_write: stage cumprod is a kd.scan") as e:
         kern(f, "numpy", sched)(np.ones((3, 2)), backend="numpy")
     assert "cache_write" in e.value.loc.code
+
+
+# ------------------------------------------------------------------ F44 (known)
+def _f44(a0):
+    return np.pad(a0, 2)
+
+
+@xf("F44", "pad reads the source under a select, and the call-time access check wants that "
+    "read in range everywhere: an empty axis has no element")
+@pytest.mark.parametrize("backend", ["numpy", "interp"])
+def test_f44_pad_of_an_empty_axis(backend):
+    """Campaign cases 12:286 (cpu), 13:286: np.pad(x, 2) of a (3, 0) array is all padding in
+    numpy ((7, 4) zeros); kdsl raised KernelIndexError (a0.shape[1] is 0: no element to read)."""
+    x = np.zeros((3, 0), np.float32)
+    got = kd.kernel(_f44)(x, backend=backend)
+    np.testing.assert_array_equal(got, np.pad(x, 2))
