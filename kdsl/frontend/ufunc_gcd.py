@@ -18,7 +18,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import DTypeError, KernelError
 from ..ir import make as mk
 from ..ir import nodes as n
 from .array import Array  # noqa: I001  (array first: it completes ops' import cycle)
@@ -38,6 +38,15 @@ def steps(bits: int) -> int:
 
 def _operands(name: str, x, y):
     x, y = ops.asarray(x), ops.asarray(y)
+    from . import context
+    from .stages import free_axes
+    ctx = context.current()
+    for a in (x, y):
+        if a.ndim == 0 and free_axes(ctx, a.at(())):
+            raise KernelError(f"np.{name} of a value inside a kd.compute body is not supported: "
+                              "its Euclid loop is a scan stage of its own",
+                              hint=f"apply np.{name} to whole arrays outside kd.compute "
+                                   f"(g = np.{name}(A, B)) and read g[i] inside")
     d = ops.result_dtype(getattr(__import__("numpy"), name), [x, y], f"np.{name}")
     if not d.is_int or d.is_bool:      # (bfloat16 promotes without numpy's type check)
         kinds = ", ".join(a.dtype.name for a in (x, y))

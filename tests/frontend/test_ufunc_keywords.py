@@ -210,3 +210,19 @@ def test_ufunc_accumulate_is_a_scan(backend, rng):
         for g, w in zip(got, want):
             assert g.dtype == w.dtype
             np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_gcd_inside_a_compute_body_is_refused_with_the_whole_array_spelling():
+    @kd.kernel
+    def inside(a):
+        return kd.compute(a.shape, lambda i: np.gcd(a[i], 6))
+
+    @kd.kernel
+    def outside(a):
+        g = np.gcd(a, 6)
+        return kd.compute(a.shape, lambda i: g[i] * 2)
+    a = np.array([4, 9, 0, -12])
+    with pytest.raises(KernelError, match="inside a kd.compute body") as e:
+        inside(a, backend="numpy")
+    assert "outside kd.compute" in e.value.hint
+    assert outside(a, backend="numpy").tolist() == (np.gcd(a, 6) * 2).tolist()

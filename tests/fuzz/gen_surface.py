@@ -81,6 +81,8 @@ def binary(b: Builder, a: V, c: V) -> V | None:
     ints = not fd.is_float(a.dtype) and not fd.is_float(c.dtype) and "bool" not in (a.dtype, c.dtype)
     if ints and b.p(0.6):
         name = b.choice(_INT_BIN, _INT_BIN_W)
+        if name in ("gcd", "lcm") and b.in_body:
+            name = "right_shift"     # (gcd is a scan stage: refused inside kd.compute, documented)
         if name in ("left_shift", "right_shift") and c.py and b.p(0.7):
             c = b.lit(value=b.choice([0, 1, 3, 7, 8, 15, 31, 63, 64, -1, -9]))
             b.features.add("shift_out_of_range" if not 0 <= c.pyval < 8 else "shift")
