@@ -229,6 +229,10 @@ class StageSchedule:
     @primitive(check=True)
     def tile(self, x, y, x_factor: int, y_factor: int):
         """Split x and y and order them (x.outer, y.outer, x.inner, y.inner)."""
+        for a, f in ((x, x_factor), (y, y_factor)):    # checked before the first split changes
+            if f != 1:                                 # anything (a refused tile leaves no trace)
+                self._require_not_scan_axis(self._leaf(a, "tile"), "tile", "stay one loop (a "
+                                            "tile splits it)")
         xo, xi = self.split(x, factor=x_factor)
         yo, yi = self.split(y, factor=y_factor)
         self.reorder(xo, yo, xi, yi)

@@ -157,7 +157,11 @@ def _binary_float(name, R, a: OVal, b: OVal, mask):
         elif name == "hypot":
             err = ea + eb + _rounding(R, r, ulps)
         elif name in ("logaddexp", "logaddexp2"):
-            err = np.maximum(ea, eb) + _rounding(R, r, ulps)
+            # max(a, b) + log1p(exp(-|a - b|)) cancels when the result is near 0: its terms'
+            # rounding is relative to max(|a|, |b|), not to the result (numpy's formula too)
+            big = np.maximum(_abs(A), _abs(B))
+            err = np.maximum(ea, eb) + _rounding(R, r, ulps) + _rounding(R, np.where(
+                np.isfinite(big), big, 0.0), ulps)
         elif name == "arctan2":
             h = np.hypot(A, B)
             e = ea + eb

@@ -914,3 +914,20 @@ def test_f44_pad_of_an_empty_axis(backend):
     x = np.zeros((3, 0), np.float32)
     got = kd.kernel(_f44)(x, backend=backend)
     np.testing.assert_array_equal(got, np.pad(x, 2))
+
+
+def test_f40_a_refused_tile_leaves_no_split_behind():
+    """Campaign case 15:484: tile(i1, i0) of a cumsum along axis 0 split i1, then refused the
+    scan axis i0: the refused primitive left i1 split (later lines named i1.inner, and a replay
+    without the tile failed).  The scan check now runs before the first split."""
+    def f(a0):
+        return kd.cumsum(a0, axis=0)
+    from kdsl.runtime.signature import signature_from_args
+    from kdsl.schedule import Schedule
+    k = kd.kernel(f)
+    sig = signature_from_args([np.ones((4, 6))], k.arg_names, k.constants, k.specialize, None)
+    s = Schedule(k._graph(sig))
+    st = s["cumsum"]
+    with pytest.raises(kd.ScheduleError, match="scan axis 'i0'"):
+        st.tile(st.axis("i1"), st.axis("i0"), 3, 2)
+    assert [a.name for a in st.leaf] == ["i0", "i1"]
