@@ -219,9 +219,11 @@ class Evaluator:
                                                                   (1,) * (len(raxes) - j - 1))
             new_vars[name] = OVal("int64", g, None, None, "i", None)
         grid = tuple(env.shape) + tuple(exts)
-        if node.attrs["kind"] in ("max", "min", "argmax", "argmin") and 0 in exts:
+        if node.attrs["kind"] in ("max", "min", "argmax", "argmin") and 0 in exts and \
+                node.args[1] is None:
             # numpy's rule, which kdsl follows for index-style reductions too: no identity,
-            # an error even when there is no output element (np.max(np.zeros((0, 0)), axis=1))
+            # an error even when there is no output element (np.max(np.zeros((0, 0)), axis=1));
+            # with where= the identity (docs/kernels.md)
             raise OracleRaise("empty", f"{node.attrs['kind']} over an empty reduce axis")
         new_env = Env(new_vars, grid)
         body = self._eval(node.args[0], new_env, L2)

@@ -164,7 +164,7 @@ def _scan_fn(b: Builder):
     if fn in ("cummax", "cummin"):
         code = f"kd.{fn}({x.code}{axs})"
     else:
-        code = b.choice([f"np.{fn}({x.code}{axs}{dts})", f"{b.par(x)}.{fn}({axs[2:]}{dts})",
+        code = b.choice([f"np.{fn}({x.code}{axs}{dts})", f"{b.par(x)}.{fn}({(axs + dts)[2:]})",
                          f"kd.{fn}({x.code}{axs}{dts})"])
     import numpy as np
     if fn in ("cumsum", "cumprod"):

@@ -73,7 +73,10 @@ def ufunc(name: str, args: list) -> OVal:
     if name in BOOL_OF_FLOAT and fd.is_float(args[0].dtype):
         return _bool_of_float(name, args[0], mask)
     if not fd.is_float(R):
-        ops = [_operand(a) for a in args]
+        # a weak value with many elements (an axis inside kd.compute) meets the others in
+        # the result's type, as the Python int each element stands for would
+        ops = [(native(a, R if len(args) > 1 else a.dtype) if a.weak is not None and np.ndim(a.val)
+                else _operand(a)) for a in args]
         with np.errstate(all="ignore"):
             r = getattr(np, name)(*ops)
         r = np.asarray(r).astype(R)
