@@ -409,6 +409,10 @@ class StageSchedule:
         if self.stage.is_reduction:
             raise ScheduleError(f"compute_inline: {self.name} is a reduction and cannot be inlined",
                                 hint="compute_at it inside its consumer instead")
+        if hasattr(getattr(self.stage, "scan", None), "init_steps"):
+            raise ScheduleError(f"compute_inline: stage {self.name} is a kd.scan: it cannot be "
+                                "inlined (its steps read its own earlier steps)",
+                                hint=f"leave {self.name} at its own loops")
         if self.stage.output in self.sched.output_tensors():
             raise ScheduleError(f"compute_inline: {self.name} is a kernel output and cannot be inlined",
                                 hint="inline only intermediate stages (a kernel output must be "

@@ -931,3 +931,15 @@ def test_f40_a_refused_tile_leaves_no_split_behind():
     with pytest.raises(kd.ScheduleError, match="scan axis 'i0'"):
         st.tile(st.axis("i1"), st.axis("i0"), 3, 2)
     assert [a.name for a in st.leaf] == ["i0", "i1"]
+
+
+def test_f40_compute_inline_of_a_scan_refused_at_the_call():
+    """Campaign case 19:600: compute_inline of the scan behind np.gcd was refused at lowering."""
+    def f(a0):
+        return np.gcd(a0, 6) + 1
+
+    def sched(s):
+        s["gcd"].compute_inline()
+    with pytest.raises(kd.ScheduleError, match="compute_inline: stage gcd is a kd.scan") as e:
+        kern(f, "interp", sched)(np.arange(4), backend="interp")
+    assert "compute_inline" in e.value.loc.code
