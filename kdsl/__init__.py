@@ -40,15 +40,15 @@ _LAZY = {
     "fori_loop": ("kdsl.frontend.fori", "fori_loop"),   # a loop over a run-time count
     # numpy's ufuncs under numpy's names (kd.abs, kd.square, kd.left_shift...): every
     # kdsl.frontend.ufuncs.PUBLIC name the entries above do not already give
-    **{name: ("kdsl.frontend.ufuncs", name) for name in (
+    **{name: ("kdsl.frontend.ufunc_public", name) for name in (
         "abs", "absolute", "acos", "acosh", "add", "arccos", "arccosh", "arcsin", "arcsinh",
         "arctan", "arctan2", "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
         "bitwise_count", "bitwise_invert", "bitwise_left_shift", "bitwise_not", "bitwise_or",
         "bitwise_right_shift", "bitwise_xor", "cbrt", "ceil", "conj", "conjugate", "copysign",
         "cosh", "deg2rad", "degrees", "divide", "divmod", "equal", "exp2", "expm1", "fabs",
-        "float_power", "floor", "floor_divide", "fmax", "fmin", "fmod", "frexp", "greater",
+        "float_power", "floor", "floor_divide", "fmax", "fmin", "fmod", "frexp", "gcd", "greater",
         "greater_equal", "heaviside", "hypot", "invert", "isfinite", "isinf", "isnan",
-        "ldexp", "left_shift", "less", "less_equal", "log10", "log1p", "log2", "logaddexp",
+        "lcm", "ldexp", "left_shift", "less", "less_equal", "log10", "log1p", "log2", "logaddexp",
         "logaddexp2",
         "logical_and", "logical_not", "logical_or", "logical_xor", "matvec", "mod", "modf",
         "multiply", "negative", "nextafter", "not_equal", "positive", "pow", "power",

@@ -12,8 +12,7 @@ from . import linalg, ops, reduce, ufuncs
 
 _UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
                  "logical_and": "all", "logical_or": "any"}
-
-
+#: ``np.<ufunc>.accumulate`` -> the scan that computes it (axis 0 by default, as numpy)
 def _unsupported(what: str):
     raise KernelError(f"numpy {what} is not supported inside kdsl kernels",
                       hint="use the operations listed in kdsl's docs/kernels.md (kd.exp, kd.where, x.sum(axis=...), "
@@ -23,14 +22,13 @@ def _unsupported(what: str):
 def array_ufunc(self, ufunc, method, *inputs, **kwargs):
     """numpy ufunc dispatch for traced arrays (the ufuncs themselves: ``ufuncs.SUPPORTED``)."""
     name = ufunc.__name__
-    if kwargs.get("out") is not None:
-        raise KernelError(f"np.{name}(out=...) is not supported inside kernels",
-                          hint="return the result instead of writing into an array")
-    if kwargs.get("where", True) is not True:
-        raise KernelError(f"np.{name}(where=...) is not supported inside kernels (without out= "
-                          "numpy leaves the masked elements uninitialised)",
-                          hint=f"use kd.where(mask, np.{name}(...), other)")
+    if kwargs.get("out") is not None or kwargs.get("where", True) is not True:
+        from . import ufunc_keywords     # out= / where=: rebinds a fresh out array
+        return ufunc_keywords.call_with_out(array_ufunc, self, ufunc, method, inputs, kwargs)
     dtype = kwargs.pop("dtype", None)
+    if dtype is not None and method == "__call__":
+        from . import ufunc_keywords
+        ufunc_keywords.check_input_casts(name, inputs, dtype)
     for k, default in (("out", None), ("where", True), ("casting", "same_kind"), ("order", "K"),
                        ("subok", True)):
         if kwargs.get(k, default) == default:

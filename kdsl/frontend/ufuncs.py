@@ -432,6 +432,11 @@ def ldexp(x, i):
     return ops.elementwise("ldexp", [x, i], build, d)
 
 
+def _gcd_module():
+    from . import ufunc_gcd        # (imported late: it builds on kd.scan)
+    return ufunc_gcd
+
+
 def _existing_binary(name):
     return lambda x, y: ops.binary(name, x, y, strong=True)
 
@@ -481,12 +486,12 @@ SUPPORTED = {
         ("trunc", U.TRUNC))},
 }
 SUPPORTED["degrees"] = SUPPORTED["rad2deg"]
+SUPPORTED["gcd"] = lambda x, y: _gcd_module().gcd(x, y)
+SUPPORTED["lcm"] = lambda x, y: _gcd_module().lcm(x, y)
 SUPPORTED["radians"] = SUPPORTED["deg2rad"]
 
 #: numpy ufuncs kdsl refuses, and why (the message a user sees)
 REFUSED = {
-    "gcd": "needs a data-dependent loop (Euclid's algorithm); compute it outside the kernel",
-    "lcm": "needs a data-dependent loop (through gcd); compute it outside the kernel",
     "isnat": "datetime64/timedelta64 values are not supported by kdsl",
 }
 _COMPLEX_NOTE = "complex dtypes are not supported by kdsl"

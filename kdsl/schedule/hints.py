@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from ..errors import ScheduleError, SourceLoc, for_user, user_location
 from .patterns import cast_read
-from .plan import PARTIALS, StagePlan, axis_names, realize, reduce_names, spatial_names
+from .plan import PARTIALS, StagePlan, axis_names, realize, reduce_names, spatial_names, \
+    vector_axis_name
 
 GENERIC = ("tile", "parallel", "vectorize", "unroll", "rfactor")
 HARDWARE = ("threads", "cache", "stages", "tensor_cores")
@@ -269,12 +270,22 @@ def validate_hint(sched, hint: Hint):
                        f"name one of {', '.join(have)}" if have else
                        f"drop {key}=, or give stage= naming a stage that has loops")
 
+    t_scan = _scan_axis_name(st)
+
+    def in_order(key, ax):          # a kd.scan's axis: one sequential loop
+        if ax == t_scan and key != "unroll":
+            raise _err(hint, f"schedule hint {key} names axis {ax!r}, the scan axis of stage "
+                       f"{st.name} (a kd.scan): each step reads the previous one, so it stays "
+                       "one sequential loop", f"name another axis of {st.name}, or drop {key}=")
+
     for ax in hv.get("tile", {}):
         check("tile", ax)
+        in_order("tile", ax)
     for key in ("parallel", "vectorize", "unroll"):
         v = hv.get(key)
         for ax in ([v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else []):
             check(key, ax)
+            in_order(key, ax)
     if "cache" in hv:
         reads = {t.name for t in st.reads()}
         for t in hv["cache"]:
@@ -317,6 +328,7 @@ def merge_hints(sched, plans: dict, hints, parts: int = DEFAULT_PARTS) -> None:
         touched[h.name] = hint
     for name, hint in touched.items():
         _settle(sched[name].stage, plans[name], hint)
+        _spare_scan_axis(sched[name].stage, plans[name])
 
 
 def _merge_one(st, plan: StagePlan, hv: dict, parts: int) -> None:
@@ -337,10 +349,11 @@ def _merge_one(st, plan: StagePlan, hv: dict, parts: int) -> None:
             if "rfactor" not in ex:
                 plan.rfactor = None
         elif p is True:
+            free = [a for a in spatial if a != _scan_axis_name(st)]   # (a scan's axis: in order)
             if plan.rfactor:
                 plan.parallel = PARTIALS
-            elif plan.parallel is None and spatial:
-                plan.parallel = spatial[0]
+            elif plan.parallel is None and free:
+                plan.parallel = free[0]
             elif plan.parallel is None and st.reduce_axes and parts > 1:
                 plan.rfactor, plan.parallel = parts, PARTIALS
         elif p in spatial:
@@ -376,6 +389,25 @@ def _merge_one(st, plan: StagePlan, hv: dict, parts: int) -> None:
             plan.unroll_axes = tuple(dict.fromkeys(plan.unroll_axes + names))
     if plan.recipe is not None and not plan.recipe.accepts(plan, st):
         plan.recipe = None
+
+
+def _scan_axis_name(st) -> str | None:
+    """The name of a kd.scan stage's scan axis (None for other stages)."""
+    info = getattr(st, "scan", None)
+    if info is None or not hasattr(info, "init_steps"):
+        return None
+    return spatial_names(st)[info.axis]
+
+
+def _spare_scan_axis(st, plan: StagePlan) -> None:
+    """A kd.scan's axis runs in order: ``vectorize=8`` that would pick it (a 1-d ``cumsum``:
+    its only axis) is a request with no legal loop, dropped (an axis named explicitly is still
+    refused, with the reason)."""
+    t = _scan_axis_name(st)
+    if t is None:
+        return
+    if plan.vectorize and plan.vector_axis is None and vector_axis_name(st, plan) == t:
+        plan.vectorize = None       # (unroll: plan.py's marks() skips the scan axis itself)
 
 
 def _settle(st, plan: StagePlan, hint: Hint) -> None:

@@ -193,7 +193,7 @@ class Placement:
 
     def _ancestors(self, h) -> int:
         """Bit set (by stage index) of every stage ``h`` reads through (iterative: deep graphs)."""
-        todo = [h]
+        todo, waiting = [h], set()
         while todo:
             cur = todo[-1]
             if cur in self._anc:
@@ -201,8 +201,16 @@ class Placement:
                 continue
             missing = [p for p in self.reads[cur] if p not in self._anc]
             if missing:
+                # everything pushed while cur waits is an ancestor of cur: reaching a waiting
+                # stage again is a cycle (an internal error, never a hang)
+                if any(p in waiting for p in missing):
+                    from ..errors import InternalCompilerError
+                    raise InternalCompilerError(f"stage {cur.name} reads itself through a cycle "
+                                                "of stages (a schedule primitive made it)")
+                waiting.add(cur)
                 todo.extend(missing)
                 continue
+            waiting.discard(cur)
             bits = 0
             for p in self.reads[cur]:
                 bits |= self._anc[p] | (1 << self.index[p])

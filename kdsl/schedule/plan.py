@@ -288,7 +288,10 @@ class _Stage:
         unrolled = set()
         named = {id(a) for name in plan.unroll_axes for a in self.parts.get(name, ())}
         if plan.unroll and plan.unroll > 1:
-            cands = [a for a in x.leaf if a is not self.vec and id(a) not in named]
+            scan = getattr(x.stage, "scan", None)     # a kd.scan's axis runs in order: not split
+            t_scan = axis_names(x.stage)[x.stage.axes[scan.axis]] if hasattr(scan, "init_steps") else None
+            cands = [a for a in x.leaf if a is not self.vec and id(a) not in named
+                     and (t_scan is None or self._owner(a) != t_scan)]
             if cands:
                 t = cands[-1]
                 c = _const(t)

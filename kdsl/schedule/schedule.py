@@ -312,8 +312,11 @@ class Schedule:
         return h
 
     def _readers_of(self, t, readers, what: str) -> list:
+        def own(name) -> bool:         # a kd.scan reads its own state: not a copyable read
+            return getattr(getattr(t, "op", None), "name", None) == name
+
         def every():
-            return [self._handles[s] for s in self.graph.stages if t in s.reads()]
+            return [self._handles[s] for s in self.graph.stages if t in s.reads() and not own(s.name)]
         if readers is None:
             if not every():
                 raise ScheduleError(f"{what}: no stage reads {t.name}",
@@ -331,6 +334,12 @@ class Schedule:
             raise ScheduleError(f"{what}: give at least one reader of {t.name}",
                                 hint=f"readers of {t.name}: " + ", ".join(h.name for h in every()))
         for r in rs:
+            if own(r.name):
+                raise ScheduleError(f"{what}: stage {r.name} is a kd.scan reading its own earlier "
+                                    f"steps of {t.name}: a copy made before it runs would not hold "
+                                    "them", hint=f"{what} the other tensors {r.name} reads"
+                                    + (f" (readers of {t.name}: " + ", ".join(h.name for h in every())
+                                       + ")" if every() else ""))
             if t not in r.stage.reads():
                 raise ScheduleError(f"{what}: stage {r.name} does not read {t.name}",
                                     hint=f"readers of {t.name}: "
@@ -353,6 +362,11 @@ class Schedule:
         if h.relations or h.attach is not AttachKind.ROOT or h.attrs:
             raise ScheduleError(f"cache_write: call it on stage {st.name} before other primitives on it",
                                 hint="call s.cache_write(stage, scope) right after getting s, then split/attach the stages")
+        if hasattr(getattr(st, "scan", None), "init_steps"):
+            raise ScheduleError(f"cache_write: stage {st.name} is a kd.scan: its steps read its own "
+                                "earlier steps, which a copy written out after it would not hold",
+                                hint=f"leave {st.name} uncached (its loops can still be split, "
+                                "reordered, parallelised or bound along the other axes)")
         sc = as_scope(scope)
         _check_predicate_kept(h, "cache_write", n.IterKind.REDUCE)
         others = [v for v in st.values if v is not st.output]

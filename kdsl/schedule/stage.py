@@ -147,6 +147,9 @@ class StageSchedule:
         if isinstance(val, bool) or not isinstance(val, int) or val < 1:
             raise ScheduleError(f"split factor must be a positive int, got {val!r}",
                                 hint=f"s[{self.name!r}].split(axis, factor=16)")
+        if nparts != 1 and factor != 1:
+            self._require_not_scan_axis(ax, "split", "stay one loop (only a split into 1 part "
+                                        "keeps the order of its steps)")
         outer_ext, inner_ext = split_extents(ax.dom.extent, factor, nparts)
         outer = _new_iv(ax.name + ".outer", outer_ext, ax.kind)
         inner = _new_iv(ax.name + ".inner", inner_ext, ax.kind)
@@ -191,6 +194,8 @@ class StageSchedule:
         for a in ivs:
             self._check_unbound(a, "fuse")
             self._check_not_tensorized(a, "fuse")
+            self._require_not_scan_axis(a, "fuse", "stay one loop of its own (fused, its steps "
+                                        "would interleave with another axis)")
         loc = user_location()
         fused = ivs[0]
         for nxt in ivs[1:]:
@@ -224,6 +229,10 @@ class StageSchedule:
     @primitive(check=True)
     def tile(self, x, y, x_factor: int, y_factor: int):
         """Split x and y and order them (x.outer, y.outer, x.inner, y.inner)."""
+        for a, f in ((x, x_factor), (y, y_factor)):    # checked before the first split changes
+            if f != 1:                                 # anything (a refused tile leaves no trace)
+                self._require_not_scan_axis(self._leaf(a, "tile"), "tile", "stay one loop (a "
+                                            "tile splits it)")
         xo, xi = self.split(x, factor=x_factor)
         yo, yi = self.split(y, factor=y_factor)
         self.reorder(xo, yo, xi, yi)
@@ -231,8 +240,24 @@ class StageSchedule:
 
     def _mark(self, axis, kind: n.ForKind, what: str, thread=None):
         ax = self._leaf(axis, what)
+        if kind not in (n.ForKind.SERIAL, n.ForKind.UNROLLED):
+            self._require_not_scan_axis(ax, what)
         self.attrs[ax] = IterAttr(kind, thread)
         return ax
+
+    def _require_not_scan_axis(self, ax, what: str, must: str = "be a sequential loop"):
+        """A kd.scan's scan axis runs in order: refused at the primitive's call (the same rule
+        kdsl.passes.scan_check applies to the finished schedule)."""
+        info = getattr(self.stage, "scan", None)
+        if info is None or not hasattr(info, "init_steps"):
+            return
+        from ..passes.scan_check import _scan_leaf
+        t, _ = _scan_leaf(self, self.stage.axes[info.axis])
+        if ax is t:
+            raise ScheduleError(f"{what}: stage {self.name}: its scan axis {ax.name!r} must "
+                                f"{must} (each step of the kd.scan reads the previous one)",
+                                hint=f"{what} the other axes of {self.name}; "
+                                f"{ax.name!r} runs in order inside each thread")
 
     @primitive()
     def parallel(self, axis):
@@ -384,6 +409,10 @@ class StageSchedule:
         if self.stage.is_reduction:
             raise ScheduleError(f"compute_inline: {self.name} is a reduction and cannot be inlined",
                                 hint="compute_at it inside its consumer instead")
+        if hasattr(getattr(self.stage, "scan", None), "init_steps"):
+            raise ScheduleError(f"compute_inline: stage {self.name} is a kd.scan: it cannot be "
+                                "inlined (its steps read its own earlier steps)",
+                                hint=f"leave {self.name} at its own loops")
         if self.stage.output in self.sched.output_tensors():
             raise ScheduleError(f"compute_inline: {self.name} is a kernel output and cannot be inlined",
                                 hint="inline only intermediate stages (a kernel output must be "

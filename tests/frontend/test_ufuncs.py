@@ -228,14 +228,13 @@ def test_divmod_and_modf_give_two_arrays():
             _check(k(x, y, backend=b), want, ["div", "mod", "frac", "whole"], b, "float64")
 
 
-@pytest.mark.parametrize("name", ["gcd", "lcm"])
-def test_refused_ufuncs_say_why(name):
+def test_refused_ufuncs_say_why():
     @kd.kernel
     def k(x):
-        u = getattr(np, name)
-        return u(x) if u.nin == 1 else u(x, x)
-    with pytest.raises(KernelError, match=f"np.{name} is not supported"):
+        return np.isnat(x)
+    with pytest.raises(KernelError, match="np.isnat is not supported") as e:
         k(np.arange(4), backend="numpy")
+    assert "datetime64" in str(e.value)
 
 
 def test_refused_keywords_and_methods():
@@ -244,8 +243,8 @@ def test_refused_keywords_and_methods():
         return np.sqrt(x, where=x > 0)
 
     @kd.kernel
-    def accumulate(x):
-        return np.subtract.accumulate(x)   # add.accumulate is a scan (kd.cumsum)
+    def outer(x):
+        return np.add.outer(x, x)
 
     @kd.kernel
     def float_bits(x):
@@ -254,8 +253,8 @@ def test_refused_keywords_and_methods():
     x = np.ones(4)
     with pytest.raises(KernelError, match="where="):
         with_where(x, backend="numpy")
-    with pytest.raises(KernelError, match="accumulate"):
-        accumulate(x, backend="numpy")
+    with pytest.raises(KernelError, match="outer"):
+        outer(x, backend="numpy")
     with pytest.raises(DTypeError):
         float_bits(x, backend="numpy")
 

@@ -14,7 +14,12 @@ How it fits together (one module each, data flows top to bottom):
   promotion and Python scalars; numpy-style reductions (axis sets, keepdims, dtype=,
   argmax/argmin, any/all, mean, custom reducers); index-style computes (maps,
   reversals, strided gathers, shifted stencils, reductions with ``where=``, 0-d
-  results); 2-D stencils; matmul 1-D/2-D/batched; mixed pipelines.
+  results); 2-D stencils; matmul 1-D/2-D/batched; mixed pipelines; and numpy's
+  surface (issue 25): ``gen_surface`` puts the new ufuncs, shifts, gcd/lcm and
+  ``.view`` bitcasts into every expression, ``families_surface`` draws array
+  functions (shape functions, scans, einsum & co, var/std, sort/argsort, a
+  tuple-reducer argmax, kd.random); their oracles are ``oracle_ufunc`` and
+  ``oracle_surface``.
 - ``gen_input``: sizes (0 and 1 included), values (small ints, the whole range,
   dyadic floats that make ties exact, NaN/inf), layouts (C, F, strided with
   garbage in the gaps, negative strides, unaligned, stride-0 broadcast).

@@ -27,6 +27,7 @@ class Config:
     p_schedule: float = 0.6          # a schedule at all (hints or explicit)
     p_explicit: float = 0.55         # of those: explicit primitives rather than hints
     families: dict = field(default_factory=lambda: {k: w for k, (_, w) in families.FAMILIES.items()})
+    skip_families: tuple = ()        # generated as usual, then skipped (a slice's time budget)
 
 
 @dataclass
@@ -71,8 +72,8 @@ def generate(seed: int, index: int, cfg: Config | None = None) -> Case:
     outs = families.FAMILIES[family][0](b)
     consts = [p.name for p in b.params if p.kind == "scalar" and p.const]
     if consts:
-        deco = f"@kd.kernel(constants={tuple(consts)!r})"
-    elif rng.random() < 0.08:
+        deco = f"@kd.kernel(constants={tuple(consts)!r}" + (", specialize=True)" if b.specialize else ")")
+    elif b.specialize or rng.random() < 0.08:
         deco = "@kd.kernel(specialize=True)"
         b.features.add("specialize")
     else:

@@ -54,8 +54,20 @@ def shim():
     for name in ("exp", "log", "sqrt", "sin", "cos", "tanh", "maximum", "minimum", "where", "clip",
                  "sum", "prod", "max", "min", "mean", "any", "all", "argmax", "argmin", "matmul"):
         setattr(kd, name, getattr(np, name))
+    for name, fn in vars(np).items():      # kd.<ufunc> is numpy's (kd.tan, kd.gcd...)
+        if isinstance(fn, np.ufunc) and not hasattr(kd, name):
+            setattr(kd, name, fn)
+    kd.cummax = lambda x, axis=None: np.maximum.accumulate(x, axis=0 if axis is None else axis)
+    kd.cummin = lambda x, axis=None: np.minimum.accumulate(x, axis=0 if axis is None else axis)
+    for name in ("einsum", "tensordot", "var", "std", "cumsum", "cumprod", "concatenate", "stack",
+                 "take", "take_along_axis", "sort", "argsort"):
+        setattr(kd, name, getattr(np, name))
     kd.erf = _erf
-    kd.sigmoid = lambda x: 1 / (1 + np.exp(-np.asarray(x)))
+    def sigmoid(x):
+        x = np.asarray(x)
+        x = x.astype(np.exp(np.zeros(1, x.dtype)).dtype)     # (uint8: no wrapping negation)
+        return 1 / (1 + np.exp(-x))
+    kd.sigmoid = sigmoid
     kd.rsqrt = lambda x: 1 / np.sqrt(x)
     for d in fd.ARRAY_DTYPES:
         setattr(kd, d if d != "bool" else "bool_", np.dtype(d).type)
@@ -67,7 +79,8 @@ def applicable(case) -> bool:
     """numpy can run this kernel itself (numpy style only, no bfloat16)."""
     from .case import render
     src = render(case, None, "numpy")
-    if any(w in src for w in ("kd.compute", "kd.reducer", "reduce_axis", "bfloat16")):
+    if any(w in src for w in ("kd.compute", "kd.reducer", "reduce_axis", "bfloat16", "kd.random",
+                              "kd.arange")):
         return False
     if any(p.kind == "scalar" for p in case.builder.params):
         return False     # traced scalars are arrays to kdsl but Python values to plain numpy

@@ -14,6 +14,8 @@ import numpy as np
 from . import fdtypes as fd
 from . import oracle as o
 from . import oracle_red as red
+from . import oracle_surface as osf
+from . import oracle_ufunc as ou
 from .model import Idx, Node
 from .oracle import OracleRaise, OVal
 
@@ -96,6 +98,18 @@ class Evaluator:
     def ev_bin(self, node, env, level):
         a, b = self.sub(node.args[0], env, level), self.sub(node.args[1], env, level)
         return o.binary(node.attrs["op"], a, b, node.attrs.get("weak_result", True))
+
+    def ev_uf(self, node, env, level):
+        return ou.ufunc(node.attrs["name"], [self.sub(x, env, level) for x in node.args])
+
+    def ev_afn(self, node, env, level):
+        return osf.afn(node.attrs["fn"], [self.value(x) for x in node.args], node.attrs)
+
+    def ev_arange(self, node, env, level):
+        return OVal("int64", np.arange(node.attrs["dim"].eval(self.binding), dtype=np.int64))
+
+    def ev_bitview(self, node, env, level):
+        return ou.bitview(self.sub(node.args[0], env, level), node.attrs["dtype"])
 
     def ev_where(self, node, env, level):
         c, a, b = (self.sub(x, env, level) for x in node.args)
@@ -205,6 +219,12 @@ class Evaluator:
                                                                   (1,) * (len(raxes) - j - 1))
             new_vars[name] = OVal("int64", g, None, None, "i", None)
         grid = tuple(env.shape) + tuple(exts)
+        if node.attrs["kind"] in ("max", "min", "argmax", "argmin") and 0 in exts and \
+                node.args[1] is None:
+            # numpy's rule, which kdsl follows for index-style reductions too: no identity,
+            # an error even when there is no output element (np.max(np.zeros((0, 0)), axis=1));
+            # with where= the identity (docs/kernels.md)
+            raise OracleRaise("empty", f"{node.attrs['kind']} over an empty reduce axis")
         new_env = Env(new_vars, grid)
         body = self._eval(node.args[0], new_env, L2)
         kind, rid, dtype = node.attrs["kind"], node.attrs.get("reducer"), node.attrs.get("dtype")

@@ -7,6 +7,7 @@ kernel output (depends on an array, not bfloat16).
 from __future__ import annotations
 
 from . import fdtypes as fd
+from . import gen_surface
 from .fdtypes import PromotionError, resolve
 from .gen_kernel import V, Builder
 
@@ -85,7 +86,17 @@ def expr(b: Builder, pool: list, depth: int) -> V:
     """A random elementwise expression over ``pool`` (arrays, scalars, index reads)."""
     if depth <= 0 or b.p(0.2):
         return leaf(b, pool)
-    kind = b.choice(["bin", "un", "where", "cast", "clip", "view"], [10, 4, 1.2, 1.5, 0.6, 1.2])
+    kind = b.choice(["bin", "un", "where", "cast", "clip", "view", "uf", "bitview"],
+                    [10, 4, 1.2, 1.5, 0.6, 1.2, 4, 0.6])
+    if kind == "uf":          # the issue-25 ufuncs (gen_surface)
+        a = expr(b, pool, depth - 1)
+        if b.p(0.5):
+            return b.maybe_temp(gen_surface.unary(b, a))
+        c = expr(b, pool, depth - 1) if b.p(0.65) else b.lit("int" if b.p(0.5) else None)
+        if b.p(0.3):
+            a, c = c, a
+        v = gen_surface.binary(b, a, c)
+        return b.maybe_temp(v) if v is not None else a
     if kind == "bin":
         a = expr(b, pool, depth - 1)
         c = expr(b, pool, depth - 1) if b.p(0.65) else b.lit()
@@ -110,6 +121,9 @@ def expr(b: Builder, pool: list, depth: int) -> V:
     if kind == "clip":
         v = b.clip(x) if not x.weak else None
         return v if v is not None else x
+    if kind == "bitview":
+        v = gen_surface.bitview(b, x)
+        return b.maybe_temp(v) if v is not None else x
     v = b.view(x) if x.ndim and not x.weak else None
     return v if v is not None else x
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import fdtypes as fd
 from .exprs import body_expr, expr, finalize, has_array, inputs_over, scalars
+from .families_surface import fam_surface
 from .families_index import _AXES, _axis_val, _compute, _read, fam_index, fam_stencil
 from .fdtypes import PromotionError, resolve
 from .gen_kernel import V, Builder, broadcast
@@ -209,4 +210,4 @@ def fam_mixed(b: Builder):
 
 FAMILIES = {"elementwise": (fam_elementwise, 5), "reduction": (fam_reduction, 4),
             "index": (fam_index, 4), "stencil": (fam_stencil, 1.5), "matmul": (fam_matmul, 2.5),
-            "mixed": (fam_mixed, 2)}
+            "mixed": (fam_mixed, 2), "surface": (fam_surface, 3.5)}

@@ -112,6 +112,7 @@ class Builder:
         self.max_rank = max_rank
         self.expect_error = False                 # a deliberately invalid kernel
         self.in_body = False                      # inside a kd.compute lambda: no temps
+        self.specialize = False                   # needs static shapes (sort's axis)
 
     # ------------------------------------------------------------ randomness
     def p(self, prob: float) -> bool:
@@ -469,8 +470,8 @@ def _live_lines(lines: list, ret: str) -> list:
     need = set(re.findall(r"[A-Za-z_]\w*", ret))
     keep = []
     for ln in reversed(lines):
-        target = ln.split("=", 1)[0].strip()
-        if target in need:
+        targets = {t.strip() for t in ln.split("=", 1)[0].split(",")}    # (v, i = ...: a tuple)
+        if targets & need:
             keep.append(ln)
             need |= set(re.findall(r"[A-Za-z_]\w*", ln.split("=", 1)[1]))
     return list(reversed(keep))

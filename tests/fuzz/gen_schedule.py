@@ -475,6 +475,10 @@ def hints(sched, rng, p_invalid=0.06) -> SchedSpec:
     named = [hv[k] for k in ("parallel", "vectorize", "unroll") if isinstance(hv.get(k), str)]
     if len(named) != len(set(named)):    # one loop asked to be two things: a fair rejection
         meaningful = False
+    info = getattr(h.stage, "scan", None)
+    if hasattr(info, "init_steps") and sp[info.axis] in (
+            [hv.get("parallel"), hv.get("vectorize")] + list(hv.get("tile", {}))):
+        meaningful = False               # a kd.scan's axis named: it stays in order (refused)
     if not any(k in hv for k in ("parallel", "vectorize", "unroll", "tile", "rfactor")):
         hv["parallel"] = True
         meaningful &= bool(sp)

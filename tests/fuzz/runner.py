@@ -90,6 +90,9 @@ def _judge(res, seed, index, fb, cfg, keep_source):
         return
     case = generate(seed, index, cfg)
     res.update(family=case.family, features=sorted(case.features), sched=case.sched_kind)
+    if case.family in cfg.skip_families:
+        res.update(outcome="skip", kind=None, detail=f"family {case.family} skipped")
+        return
     if max_elems(case) > fb.max_elems:
         res.update(outcome="skip", kind=None, detail=f"{max_elems(case)} elements")
         return

@@ -21,7 +21,7 @@ CHUNKS = [("numpy", 0, 150), ("numpy", 150, 150), ("interp", 0, 150), ("interp",
 
 
 @pytest.mark.parametrize("backend,start,count", CHUNKS, ids=[f"{b}-{s}" for b, s, _ in CHUNKS])
-def test_fuzz_slice(backend, start, count):
+def test_fuzz_slice(backend, start, count, skip_families=()):
     reason = BACKENDS[backend].setup()
     if reason:
         pytest.fail(f"backend {backend}: {reason}")
@@ -29,7 +29,10 @@ def test_fuzz_slice(backend, start, count):
     new, known = [], {}
     try:
         for i in range(start, start + count):
-            r = sup.run({"seed": SEED, "index": i, "backend": backend})
+            task = {"seed": SEED, "index": i, "backend": backend}
+            if skip_families:
+                task["skip_families"] = list(skip_families)
+            r = sup.run(task)
             if r["outcome"] not in ("bug", "fuzzer_error"):
                 continue
             fid = match_known(r) if r["outcome"] == "bug" else None

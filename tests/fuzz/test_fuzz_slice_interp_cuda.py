@@ -19,4 +19,6 @@ def test_fuzz_slice_interp_cuda(start, count):
     reason = BACKENDS["interp-cuda"].setup()
     if reason:
         pytest.skip(f"interp-cuda: {reason}")
-    _run_chunk("interp-cuda", start, count)
+    # the issue-25 surface family is skipped here: its sorts, gathers and pads take 20-120 s
+    # each on the SIMT interpreter (F43); it runs on interp-cuda in campaigns
+    _run_chunk("interp-cuda", start, count, skip_families=("surface",))

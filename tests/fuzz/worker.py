@@ -38,8 +38,11 @@ def main():
             from .gpu_runner import run_gpu_task
             res = run_gpu_task(task["seed"], task["index"])
         else:
-            res = run_task(task["seed"], task["index"], task["backend"],
-                           Config(max_elems=task["max_elems"]) if task.get("max_elems") else cfg)
+            c = cfg
+            if task.get("max_elems") or task.get("skip_families"):
+                c = Config(max_elems=task.get("max_elems") or cfg.max_elems,
+                           skip_families=tuple(task.get("skip_families") or ()))
+            res = run_task(task["seed"], task["index"], task["backend"], c)
         sys.stdout.flush()
         sys.stderr.flush()
         cap.seek(0)
