@@ -16,20 +16,20 @@ import numpy as np
 
 from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
-from kdsl.passes.fuse_loops import fuse_loops
-from kdsl.passes.full_tiles import full_tiles
-from kdsl.passes.hoist_allocations import hoist_allocations
-from kdsl.passes.pipeline import SEQUENTIAL as CORE_PIPELINE
 from kdsl.errors import ScheduleError
+from kdsl.passes.pipeline import SEQUENTIAL as CORE_PIPELINE
 from kdsl.passes.pipeline import Pass
-from kdsl.passes.tighten_loops import tighten_loops
-from kdsl.passes.unclamp import unclamp
 from kdsl.runtime import cache as disk
 from kdsl.runtime import compile_log
 
 from . import __version__, jit, parallel
 from .codegen import generate
 from .launcher import build_launcher
+from .passes.full_tiles import full_tiles
+from .passes.fuse_loops import fuse_loops
+from .passes.hoist_allocations import hoist_allocations
+from .passes.tighten_loops import tighten_loops
+from .passes.unclamp import unclamp
 
 #: the core sequential table (BOUND loops run as loops) with the cpu backend's IR passes after it
 PIPELINE = CORE_PIPELINE.insert_after(

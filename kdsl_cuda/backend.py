@@ -1,6 +1,6 @@
 """The ``cuda`` Backend object (kdsl/backends/protocol.py): schedule, lower, source, compile.
 
-``lower`` runs the core GPU table (``kdsl.passes.pipeline.PIPELINE``: device kernels with
+``lower`` runs the GPU table (``kdsl.gpu.pipeline.PIPELINE``: device kernels with
 launches); ``source`` prints it as CUDA C++ (``kdsl_cuda.codegen``); ``build`` compiles that to
 a cubin with NVRTC (``kdsl_cuda.build``, no GPU needed; cubins are kept in kdsl's disk cache,
 keyed by the source, the architecture and the NVRTC version); ``compile`` loads it on the device
@@ -14,7 +14,7 @@ import numpy as np
 
 from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
-from kdsl.passes.pipeline import PIPELINE
+from kdsl.gpu.pipeline import PIPELINE
 
 from . import build
 from .codegen import CudaModule, generate

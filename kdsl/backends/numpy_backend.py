@@ -24,8 +24,8 @@ from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import collect
 from .numpy_ragged import box_ragged, eval_scan
-from .numpy_chunks import RANGES, blocks
-from .numpy_eval import ExprEval, fix, internal_np
+from ..numerics.numpy_chunks import RANGES, blocks
+from ..numerics.numpy_eval import ExprEval, fix, internal_np
 
 #: the largest temporary one block of a stage may create (sized for 8-byte elements)
 BUDGET_BYTES = 8 << 20

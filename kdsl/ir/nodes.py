@@ -350,7 +350,7 @@ class Buffer:
 
     ``strides`` are in elements, one expression per dimension (may be negative);
     ``None`` means compact row-major.  ``swizzle`` (bytes, 0 or 128) is a physical layout of
-    a compact SHARED buffer that only code generators see (``kdsl.passes.shared_layout``):
+    a compact SHARED buffer that only code generators see (``kdsl.gpu.shared_layout``):
     the last dimension is cut into 128-byte column blocks stored one after another (each
     block all rows x 128 bytes), and in each row the 16-byte chunks are permuted by XOR with
     the row index modulo 8 -- the layout Hopper's ``wgmma`` reads.  Indices stay logical:
@@ -590,7 +590,7 @@ class LoweredFunc:
     ``inputs``/``outputs`` are param buffers; ``scalars`` the scalar Vars a call
     must supply (shape sizes, strides, scalar arguments), in a fixed order, each
     filled as its ``bindings`` entry says.  ``tensorize`` lists the schedule's
-    tensorize requests.  After the GPU table (``kdsl.passes.pipeline.PIPELINE``) the body is a
+    tensorize requests.  After the GPU table (``kdsl.gpu.pipeline.PIPELINE``) the body is a
     host program: root ``Allocate``s (the ``workspaces``) around the ``kernels``, each a
     ``DeviceKernel`` with its ``Launch``; sequential tables leave the loops at the root (no
     kernels).  ``attrs`` is for diagnostics only (``pass_times``); nothing may depend on it

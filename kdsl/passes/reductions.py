@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..ir import nodes as n
 from ..ir.visitor import substitute
 from .guards import guard, seq
-from .tighten_loops import conjuncts
+from ..ir.conditions import conjuncts
 
 
 def combine_store(comb, lhs, rhs, store):

@@ -86,11 +86,11 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
 
 def lower_request(backend, req):
     """The LoweredFunc of a request (a backend may add its own passes through ``lower``; else
-    the core table of its target, ``pipeline.for_target``: GPU form for ``cuda``)."""
+    the table of its target, ``kdsl.gpu.pipeline.for_target``: GPU form for ``cuda``)."""
     fn = getattr(backend, "lower", None)
     if fn is not None:
         return fn(req)
-    from ..passes.pipeline import for_target
+    from ..gpu.pipeline import for_target
     return req.lower(pipeline=for_target(getattr(backend, "name", None)))
 
 

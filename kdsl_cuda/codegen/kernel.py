@@ -25,7 +25,7 @@ from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 from kdsl.ir.shared_memory import element_count, shared_layout
 from kdsl.ir.visitor import any_statement, collect
-from kdsl.passes.coalesced_fallbacks import is_copy_alternative
+from kdsl.gpu.coalesced_fallbacks import is_copy_alternative
 
 from .expr import ExprPrinter
 from .index32 import IndexWidths
@@ -443,7 +443,7 @@ class KernelPrinter:
         if any(_const_int(e) is None for e in b.shape):
             raise InternalCompilerError(f"cuda codegen: {b.scope.value} buffer {b.name} of "
                                         "non-constant shape")
-        size = element_count(b)         # padded rows included (kdsl.passes.shared_layout)
+        size = element_count(b)         # padded rows included (kdsl.gpu.shared_layout)
         name = self._buf(b)
         if b.scope is n.Scope.SHARED:
             if id(b) not in self._shared_seen:

@@ -111,6 +111,6 @@ def is_index(d) -> bool:
 def _bf16(x: float) -> float:
     """``x`` rounded to float32 then to the nearest bfloat16, ties to even (the interpreter's
     ``round_bf16``)."""
-    from kdsl.backends.numpy_eval import round_bf16
+    from kdsl.numerics.numpy_eval import round_bf16
     with np.errstate(over="ignore"):
         return float(round_bf16(np.float32(x)))

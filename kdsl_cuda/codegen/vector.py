@@ -21,7 +21,7 @@ from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.simplify import linear, simplify
 from kdsl.ir.visitor import collect, substitute, uses_var
-from kdsl.passes.tighten_loops import conjuncts, guard_limit
+from kdsl.ir.conditions import conjuncts, guard_limit
 
 from .types import ctype, is_half
 

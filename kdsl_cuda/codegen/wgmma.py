@@ -1,5 +1,5 @@
 """Hopper tensor-core code for ``WgmmaMma`` (``wgmma.mma_async``, sm_90a) and the 128-byte
-swizzled shared layout its operand tiles have (``Buffer.swizzle``, ``kdsl.passes.shared_layout``).
+swizzled shared layout its operand tiles have (``Buffer.swizzle``, ``kdsl.gpu.shared_layout``).
 
 **Swizzled addressing.**  A swizzled buffer ``[.., P, Q]`` of ``item``-byte elements keeps its
 last dimension in 128-byte column blocks (``L = 128 / item`` elements), each block ``P`` rows of

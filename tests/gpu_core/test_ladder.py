@@ -7,10 +7,11 @@ import pytest
 from schedules import (conv3x3_graph, conv_shared_tile, ladder_blocked, ladder_naive,
                        ladder_thread_tiling, matmul_graph, rand)
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower_sequential as lower
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.schedule import Schedule
 
 MM_SHAPES = [(64, 16, 64), (37, 13, 45), (1, 1, 1), (0, 3, 2), (5, 0, 3), (33, 9, 1)]
@@ -84,7 +85,7 @@ def test_conv3x3_shared_input_tile(hw, rng):
     assert "allocate I.shared: float32[10, 10] shared" in str(f)
     s = Schedule(conv3x3_graph())
     conv_shared_tile(s)
-    gpu = lower(s, target="cuda")              # the cuda form: one kernel of 8x8 threads
+    gpu = gpu_lower(s)              # the cuda form: one kernel of 8x8 threads
     (k,) = collect(gpu.body, lambda x: isinstance(x, n.DeviceKernel))
     assert k.launch.block == (8, 8, 1) and collect(gpu.body, lambda x: isinstance(x, n.Barrier))
     h, w = hw

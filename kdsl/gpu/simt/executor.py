@@ -36,8 +36,8 @@ from ...ir import nodes as n
 from ...ir.printer import StmtPrinter, named_objects
 from ...ir.shared_memory import LIMIT as SHARED_LIMIT, shared_layout, too_much_shared
 from ...ir.visitor import collect, free_vars
-from .. import pyexec_rt as rt
-from ..numpy_eval import ExprEval, internal_np
+from ...numerics import pyexec_rt as rt
+from ...numerics.numpy_eval import ExprEval, internal_np
 from . import wmma
 from .cross_thread import cross_thread_reduce
 from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds, UninitializedRead
