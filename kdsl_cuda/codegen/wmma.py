@@ -43,6 +43,7 @@ from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 from kdsl.ir.simplify import linear
 
+from .offsets import flat_offset
 from .types import stype
 
 _A, _B, _C = n.Scope.WMMA_MATRIX_A, n.Scope.WMMA_MATRIX_B, n.Scope.WMMA_ACCUMULATOR
@@ -201,7 +202,6 @@ def static_fast_path(s: n.WmmaLoad) -> str | None:
             return None
         ldm, last = int(strides[-2].value), int(strides[-1].value)
     per = 16 // item
-    from .kernel import flat_offset     # (kernel.py imports this module)
     if last == 1 and ldm % per == 0 and _multiple(flat_offset(src, s.origin), per):
         return "full" if full else "whole"
     return None

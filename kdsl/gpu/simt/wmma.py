@@ -19,7 +19,7 @@ from ...ir.visitor import collect
 from ...numerics import pyexec_rt as rt
 from .. import wmma_defs as wd
 from . import async_mma
-from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds
+from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds, _Mem
 
 WARP = 32
 
@@ -41,7 +41,6 @@ def kernel_dims(ex, kernel: n.Stmt, dims: list) -> list:
 
 def alloc_fragment(ex, b: n.Buffer, shape: tuple):
     """One ``shape`` array per warp of the block (zeroed)."""
-    from .executor import _Mem
     warps = max(ex.T // WARP, 1)
     return _Mem(rt.alloc((warps,) + shape, rt.storage_np(b.dtype), b.name))
 
