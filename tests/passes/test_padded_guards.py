@@ -29,7 +29,7 @@ def _graph(extra_one=False, b_rows="k"):
     if extra_one:
         term = n.Binary(dt.float32, n.BinOp.ADD, term, n.const(1.0, dt.float32))
     red = sum_(term, [r])
-    red = dataclasses.replace(red, combiner=dataclasses.replace(red.combiner, kind="sum"))
+    red = dataclasses.replace(red, combiner=dataclasses.replace(red.combiner, kind=n.CombinerKind.SUM))
     return b.graph(b.compute("C", [i, j], red, [r]))
 
 

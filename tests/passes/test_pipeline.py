@@ -155,7 +155,7 @@ def padded_matmul_graph():
     B = b.input("B", ("k", "m"), dt.float32)
     i, j, r = b.axis("i", b.dim("n")), b.axis("j", b.dim("m")), b.raxis("r", b.dim("k"))
     red = sum_(n.Binary(dt.float32, n.BinOp.MUL, read(A, i, r), read(B, r, j)), [r])
-    red = dataclasses.replace(red, combiner=dataclasses.replace(red.combiner, kind="sum"))
+    red = dataclasses.replace(red, combiner=dataclasses.replace(red.combiner, kind=n.CombinerKind.SUM))
     return b.graph(b.compute("C", [i, j], red, [r]))
 
 
