@@ -166,6 +166,11 @@ def test_no_edge_goes_up_a_layer(graph):
     assert not bad, "imports against docs/design.md's layers:\n" + "\n".join(sorted(bad))
 
 
+def test_passes_never_import_the_frontend(graph):
+    assert not [(a, b) for a, ts in graph.items() for b in ts
+                if a.startswith(("kdsl.passes", "kdsl.gpu")) and b.startswith("kdsl.frontend")]
+
+
 def test_backend_packages_never_import_each_other(graph):
     bad = [(a, b) for a, ts in graph.items() for b in ts
            if a.split(".")[0] != b.split(".")[0] and {a.split(".")[0], b.split(".")[0]} == {"kdsl_cpu", "kdsl_cuda"}]
