@@ -223,7 +223,7 @@ class _Verifier:
             # nested threadIdx/vthread loops of one tag are the same hardware index
             # (notes/GPU_PLAN.md, the execution model of BOUND loops): only block loops may not nest
             # (a block loop inside a thread loop is the user's schedule: device_kernels reports
-            # it in their words, and verify_gpu checks every kernel it makes)
+            # it in their words, and the GPU rules of kdsl.gpu.verify check every kernel it makes)
             if tag in self.threads and tag.is_block:
                 self.fail(f"loop bound to {tag.value} nested inside another {tag.value} loop")
             self.threads.append(tag)

@@ -1,4 +1,4 @@
-"""The interior_blocks pass (kdsl/passes/interior_blocks.py): a tiled kernel's blocks that lie
+"""The interior_blocks pass (kdsl/gpu/interior_blocks.py): a tiled kernel's blocks that lie
 inside the arrays run a copy of the main loop without the guards that hold there; edge
 blocks keep the guarded copy.  Checked on the SIMT executor (out-of-bounds accesses and races
 are errors there) against numpy in float64, with shapes that give interior and edge blocks,
