@@ -362,3 +362,17 @@ def test_converting_store_rounds_like_a_cast():
     wd.store(bf, (0, 0), False, tile, (16, 16), to_bf16=True)
     np.testing.assert_array_equal(bf, round_bf16(tile))
     assert not np.array_equal(bf, tile)
+
+
+def test_sequential_targets_run_a_tensorized_nest_as_loops(rng):
+    """The core's SEQUENTIAL table (interp, cpu) has no tensorize pass: the request stays in
+    ``func.tensorize`` and the nest runs as the scalar loops it is, with the same result."""
+    from kdsl.passes.pipeline import lower as core_lower
+    s = Schedule(mm16_graph())
+    wmma_four_warps(s)
+    f = core_lower(s)
+    assert f.tensorize and not collect(f.body, lambda x: type(x) in n.WMMA_STMTS)
+    A, B = fp16(rng, (40, 24)), fp16(rng, (24, 33))
+    out = np.full((40, 33), np.nan, np.float32)
+    run_lowered(f, [A, B], [out], [])
+    np.testing.assert_allclose(out, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-5)
