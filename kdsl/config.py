@@ -127,7 +127,7 @@ def _thread_var(name: str) -> int | None:
         n = 0
     if n >= 1:
         return n
-    from .threads import ThreadCountError
+    from .errors import ThreadCountError
     raise ThreadCountError(
         f"{name}={raw!r} is not a thread count",
         hint=f"set {name} to a positive integer such as {usable_cores()} (or unset it to use "

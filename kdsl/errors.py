@@ -146,6 +146,12 @@ class ScheduleError(KdslUserError, ValueError):
     """An illegal or impossible schedule primitive or hint."""
 
 
+class ThreadCountError(KdslUserError, ValueError):
+    """An invalid thread count: an argument of ``set_num_threads``/``num_threads`` or the
+    value of ``KDSL_NUM_THREADS`` / ``OMP_NUM_THREADS`` (raised by ``kdsl.config`` and
+    ``kdsl.threads``, exported as ``kd.ThreadCountError``)."""
+
+
 class ScheduleWarning(UserWarning):
     """A schedule request that kdsl honours only in part (e.g. an unroll capped to bound the
     code size); the message says what was done instead and why."""

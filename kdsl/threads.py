@@ -24,12 +24,7 @@ import contextlib
 import threading
 
 from . import config
-from .errors import KdslUserError
-
-
-class ThreadCountError(KdslUserError, ValueError):
-    """An invalid thread count: an argument of ``set_num_threads``/``num_threads`` or the
-    value of ``KDSL_NUM_THREADS`` / ``OMP_NUM_THREADS``."""
+from .errors import ThreadCountError
 
 
 _lock = threading.Lock()

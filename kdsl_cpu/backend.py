@@ -41,13 +41,14 @@ def pipeline():
     """The core sequential table (BOUND loops run as loops) with the cpu backend's IR passes
     after it (built on first use: a process that only loads cached kernels never imports the
     passes)."""
-    from kdsl.passes.fuse_loops import fuse_loops
-    from kdsl.passes.full_tiles import full_tiles
-    from kdsl.passes.hoist_allocations import hoist_allocations
     from kdsl.passes.pipeline import SEQUENTIAL as CORE_PIPELINE
     from kdsl.passes.pipeline import Pass
-    from kdsl.passes.tighten_loops import tighten_loops
-    from kdsl.passes.unclamp import unclamp
+
+    from .passes.full_tiles import full_tiles
+    from .passes.fuse_loops import fuse_loops
+    from .passes.hoist_allocations import hoist_allocations
+    from .passes.tighten_loops import tighten_loops
+    from .passes.unclamp import unclamp
     return CORE_PIPELINE.insert_after(
         "blocked_sums", Pass("fuse_loops", fuse_loops), Pass("full_tiles", full_tiles),
         Pass("tighten_loops", tighten_loops), Pass("unclamp", unclamp),

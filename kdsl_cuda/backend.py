@@ -1,6 +1,6 @@
 """The ``cuda`` Backend object (kdsl/backends/protocol.py): schedule, lower, source, compile.
 
-``lower`` runs the core GPU table (``kdsl.passes.pipeline.PIPELINE``: device kernels with
+``lower`` runs the GPU table (``kdsl.gpu.pipeline.PIPELINE``: device kernels with
 launches); ``source`` prints it as CUDA C++ (``kdsl_cuda.codegen``); ``build`` compiles that to
 a cubin with NVRTC (``kdsl_cuda.build``, no GPU needed; cubins are kept in kdsl's disk cache,
 keyed by the source, the architecture and the NVRTC version); ``compile`` loads it on the device
@@ -53,7 +53,7 @@ class CUDABackend:
 
     def lower(self, request: CompileRequest):
         """The GPU-form loop IR of ``request`` (the core GPU table)."""
-        from kdsl.passes.pipeline import PIPELINE
+        from kdsl.gpu.pipeline import PIPELINE
         return request.lower(pipeline=PIPELINE)
 
     def generate(self, request: CompileRequest):

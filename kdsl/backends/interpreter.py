@@ -33,10 +33,11 @@ import weakref
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, InternalCompilerError
+from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import collect
 from ..passes.pipeline import SEQUENTIAL
+from ..numerics.call_check import check_call
 from .protocol import CompileRequest
 from .pyexec import Program, generate
 
@@ -73,39 +74,6 @@ def program(func: n.LoweredFunc) -> tuple[Program, object]:
 def python_source(func: n.LoweredFunc) -> str:
     """The Python text the interpreter runs for ``func``."""
     return program(func)[0].source
-
-
-def _check_array(func, buf: n.Buffer, arr, what: str):
-    if not isinstance(arr, np.ndarray):
-        raise InternalCompilerError(f"kernel {func.name!r}: {what} {buf.name!r} must be a numpy "
-                                    f"array, got {type(arr).__name__}")
-    if arr.ndim != len(buf.shape):
-        raise InternalCompilerError(f"kernel {func.name!r}: {what} {buf.name!r} has {arr.ndim} "
-                                    f"dimensions, the IR expects {len(buf.shape)}")
-    want = buf.dtype.np
-    if arr.dtype != want and arr.dtype == want.newbyteorder():   # the cpu backend's error
-        raise ArgumentError(f"array {buf.name!r} has dtype {arr.dtype.str}, which is not in this "
-                            "machine's byte order (the interpreter reads arrays in place)",
-                            hint=f"convert it first: {buf.name}.astype({buf.name}.dtype."
-                                 "newbyteorder('='))")
-    if arr.dtype != want:
-        raise InternalCompilerError(f"kernel {func.name!r}: {what} {buf.name!r} has dtype "
-                                    f"{arr.dtype}, the IR expects {want}")
-
-
-def check_call(func: n.LoweredFunc, inputs: list, outputs: list) -> None:
-    """That ``inputs``/``outputs`` are numpy arrays of the counts, ranks and dtypes ``func``
-    expects, the outputs writeable (every executor of loop IR checks its call with this)."""
-    if len(inputs) != len(func.inputs) or len(outputs) != len(func.outputs):
-        raise InternalCompilerError(f"kernel {func.name!r} takes {len(func.inputs)} inputs and "
-                                    f"{len(func.outputs)} outputs, got {len(inputs)} and "
-                                    f"{len(outputs)}")
-    for b, a in zip(func.inputs, inputs):
-        _check_array(func, b, a, "input")
-    for b, a in zip(func.outputs, outputs):
-        _check_array(func, b, a, "output")
-        if not a.flags.writeable:
-            raise InternalCompilerError(f"kernel {func.name!r}: output {b.name!r} is read-only")
 
 
 def run_lowered(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list) -> None:
@@ -157,8 +125,8 @@ class InterpreterBackend:
 
     ``InterpreterBackend(target="cuda")`` (built in as ``"interp-cuda"``) runs a kernel as
     scheduled for ``cuda`` instead: the kernel's ``cuda`` schedules, the GPU table
-    (``pipeline.PIPELINE``: device kernels, launches, barriers) and the SIMT executor
-    (``kdsl.backends.simt``: every block's threads together, shared-memory races, divergent
+    (``kdsl.gpu.pipeline.PIPELINE``: device kernels, launches, barriers) and the SIMT executor
+    (``kdsl.gpu.simt``: every block's threads together, shared-memory races, divergent
     barriers and out-of-bounds accesses reported).  No CUDA install is needed.
     """
 
@@ -167,7 +135,7 @@ class InterpreterBackend:
     target = None          # the target whose schedules apply: None means the backend's name
 
     def __init__(self, target: str | None = None):
-        from ..passes.pipeline import GPU_TARGETS
+        from ..gpu.pipeline import GPU_TARGETS
         if target is not None:
             if target not in GPU_TARGETS:
                 raise ValueError(f"the interpreter runs its own schedules or those of a GPU target "
@@ -189,12 +157,14 @@ class InterpreterBackend:
 
     def lower(self, request: CompileRequest) -> n.LoweredFunc:
         """The loop IR it runs: the sequential table, or the GPU table for a GPU target."""
-        from ..passes.pipeline import for_target
-        return request.lower(pipeline=for_target(self.target) if self.target else SEQUENTIAL)
+        if self.target is None:
+            return request.lower(pipeline=SEQUENTIAL)
+        from ..gpu.pipeline import for_target
+        return request.lower(pipeline=for_target(self.target))
 
     def compile(self, request: CompileRequest) -> Compiled:
         if self.target is not None:
-            from .simt.compiled import SimtCompiled
+            from ..gpu.simt.compiled import SimtCompiled
             return SimtCompiled(self.lower(request))
         func = request.lower(pipeline=SEQUENTIAL)
         found = collect(func.body, lambda x: isinstance(x, n.Intrinsic))

@@ -24,8 +24,8 @@ from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import collect
 from .numpy_ragged import box_ragged, eval_scan
-from .numpy_chunks import RANGES, blocks
-from .numpy_eval import ExprEval, fix, internal_np
+from ..numerics.numpy_chunks import RANGES, blocks
+from ..numerics.numpy_eval import ExprEval, fix, internal_np
 
 #: the largest temporary one block of a stage may create (sized for 8-byte elements)
 BUDGET_BYTES = 8 << 20
@@ -34,9 +34,10 @@ _ELEM_BYTES = 8
 #: built-in reductions numpy reduces natively: ``Combiner.kind`` -> ufunc.  Only the kind
 #: that kdsl itself recorded counts: a user's ``kd.reducer(..., name="max")`` has kind None
 #: and is evaluated through its own combine function, whatever its name.
-_NATIVE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+_K = n.CombinerKind
+_NATIVE = {_K.SUM: np.add, _K.PROD: np.multiply, _K.MAX: np.maximum, _K.MIN: np.minimum}
 #: kinds whose ufunc is only right on bool values (logical_or of ints would give bools)
-_NATIVE_BOOL = {"any": np.logical_or, "all": np.logical_and}
+_NATIVE_BOOL = {_K.ANY: np.logical_or, _K.ALL: np.logical_and}
 
 
 # ----------------------------------------------------------------- reductions

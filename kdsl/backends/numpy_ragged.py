@@ -19,8 +19,8 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import Mutator, collect, free_vars
-from .numpy_chunks import RANGES
-from .numpy_eval import ExprEval
+from ..numerics.numpy_chunks import RANGES
+from ..numerics.numpy_eval import ExprEval
 
 
 def _reduce_axes(stage) -> list:

@@ -8,8 +8,8 @@ time with ``kdsl.register_backend``.  Dispatch calls, per (signature, schedule):
    function for this backend: apply the backend's default schedule and the
    user's hints (``kdsl.schedule.hints.apply_hints`` does the generic part).
 2. ``backend.compile(request)`` -> a ``Compiled``; ``request.lower(pipeline=...)``
-   runs the pass table (``kdsl.passes.pipeline.PIPELINE``, which a backend edits
-   by pass name) and returns the ``LoweredFunc``.
+   runs the pass table (``kdsl.passes.pipeline.SEQUENTIAL`` or the GPU layer's
+   ``kdsl.gpu.pipeline.PIPELINE``, which a backend edits by pass name) and returns the ``LoweredFunc``.
 3. ``compiled(inputs, outputs, scalars)`` per call: arrays in the backend's
    array kind, scalars in ``graph.scalars`` order.  Outputs are preallocated
    by dispatch (``backend.empty``) or given by the user with ``out=``.
@@ -51,7 +51,8 @@ class CompileRequest:
 
     def lower(self, extra_passes: Sequence = (), pipeline=None):
         """Run a lowering pipeline on the schedule: ``pipeline`` (a ``kdsl.passes.pipeline.Pipeline``,
-        usually ``PIPELINE`` edited by name; default ``PIPELINE``), then ``extra_passes`` appended."""
+        usually ``SEQUENTIAL`` or ``kdsl.gpu.pipeline.PIPELINE`` edited by name; default
+        ``SEQUENTIAL``), then ``extra_passes`` appended."""
         from ..passes.pipeline import lower
         from ..runtime.compile_log import stage
         with stage("lower"):   # timed for logging.getLogger("kdsl")

@@ -23,8 +23,8 @@ from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import allocate_chain
-from . import pyexec_rt as rt
-from .numpy_eval import NUMPY_MATH
+from ..numerics import pyexec_rt as rt
+from ..numerics.numpy_eval import NUMPY_MATH
 
 _MAX_LOOPS = 16        # nested for-blocks per function before outlining (Python allows 20)
 _MAX_INDENT = 60       # indentation levels per function (the tokenizer allows 100)
@@ -423,7 +423,7 @@ class _Gen:
         self.out.line(f"_intrinsic({s.name!r})")
 
     def _wmma(self, s):
-        from .wmma_defs import emit_python    # warp-level matrix statements, run by definition
+        from ..gpu.wmma_defs import emit_python    # warp-level matrix statements, run by definition
         emit_python(self, s)
 
     # ------------------------------------------------------------- function
@@ -491,8 +491,8 @@ __all__ = ["Program", "generate"]
 
 def async_copy_handlers(c) -> dict:
     """DeviceKernel, AsyncCopy / CommitGroup / WaitGroup for the interpreter: the copy completes at issue
-    (``kdsl.passes.sequential.lower_async_copies``), commits and waits do nothing."""
-    from ..passes.sequential import as_stores
+    (``kdsl.gpu.sequential.lower_async_copies``), commits and waits do nothing."""
+    from ..gpu.sequential import as_stores
     skip = lambda s: c.out.line(f"pass  # {type(s).__name__}: copies completed at issue")  # noqa: E731
     return {n.AsyncCopy: lambda s: c.stmt(as_stores(s)), n.CommitGroup: skip, n.WaitGroup: skip, n.WgmmaWait: skip, n.WgmmaCommit: skip,
             # a DeviceKernel of GPU-form IR runs its block and thread loops as loops

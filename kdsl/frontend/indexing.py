@@ -8,6 +8,8 @@ too), ``None``, ``...`` and 0-d traced integers (index-style axes:
 """
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
 from ..errors import KernelError, KernelIndexError, KernelValueError, ShapeError, user_location
@@ -19,6 +21,15 @@ from .array import Array, _prod, index_expr, norm_axis, shallow, static_value
 
 _ADV_HINT = ("kdsl supports basic indexing (ints, static slices, None, ...) and 0-d traced "
              "integers; gather with kd.compute(shape, lambda i: A[idx[i]])")
+
+
+class _Step(enum.Enum):
+    """What one output dimension of a basic index does to the source's indices: NEW adds a
+    dimension of 1 (``None``), SLICE maps it to ``lo + i * step``, FIX reads a fixed index."""
+
+    NEW = "new"
+    SLICE = "slice"
+    FIX = "fix"
 
 
 def _is_scalar_index(k) -> bool:
@@ -95,7 +106,7 @@ def getitem(self: Array, key):
     loc = user_location()
     for k in key:
         if k is None:
-            recipe.append(("new",))
+            recipe.append((_Step.NEW,))
             dims.append(mk.as_expr(1))
             continue
         if k is Ellipsis:
@@ -104,11 +115,11 @@ def getitem(self: Array, key):
         src_dim += 1
         if isinstance(k, slice):
             lo, step, length = _slice(d, k)
-            recipe.append(("slice", shallow(lo), step))
+            recipe.append((_Step.SLICE, shallow(lo), step))
             dims.append(shallow(length))
         elif _is_scalar_index(k):
             if isinstance(k, Array):
-                recipe.append(("fix", index_expr(k)))
+                recipe.append((_Step.FIX, index_expr(k)))
                 continue
             v, sd = int(k), static_value(d)
             if sd is not None and not -sd <= v < sd:
@@ -118,9 +129,9 @@ def getitem(self: Array, key):
             if sd is None:
                 _literal_check(self, src_dim - 1, d, v, loc)
             if v < 0:
-                recipe.append(("fix", mk.add(mk.as_expr(sd) if sd is not None else d, v)))
+                recipe.append((_Step.FIX, mk.add(mk.as_expr(sd) if sd is not None else d, v)))
             else:
-                recipe.append(("fix", mk.as_expr(v)))
+                recipe.append((_Step.FIX, mk.as_expr(v)))
         else:
             raise KernelError(f"{type(k).__name__} is not a valid index", hint=_ADV_HINT)
 
@@ -129,9 +140,9 @@ def getitem(self: Array, key):
     def fn(idx):
         src, j = [], 0
         for r in recipe:
-            if r[0] == "fix":
+            if r[0] is _Step.FIX:
                 src.append(r[1])
-            elif r[0] == "new":
+            elif r[0] is _Step.NEW:
                 j += 1
             else:
                 src.append(mk.add(r[1], mk.mul(idx[j], r[2])))

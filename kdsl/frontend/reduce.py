@@ -59,7 +59,7 @@ def _simple(kind, d):
     op, op_bool, ident = _SIMPLE[kind]
     x, y = n.var("x", d), n.var("y", d)
     return n.Combiner(kind, (x,), (y,), (mk.binary(op_bool if d.is_bool else op, x, y),), (ident(d),),
-                      kind)
+                      n.CombinerKind(kind))
 
 
 def _argcombiner(kind, d):
@@ -78,7 +78,7 @@ def _argcombiner(kind, d):
     else:
         take = mk.binary(B.OR, better, tie)
     return n.Combiner(kind, (li, lv), (ri, rv), (mk.select(take, ri, li), mk.select(take, rv, lv)),
-                      (n.const(_INT64_MAX, dt.index), _extreme(d, kind == "argmax")), kind)
+                      (n.const(_INT64_MAX, dt.index), _extreme(d, kind == "argmax")), n.CombinerKind(kind))
 
 
 # ------------------------------------------------------------------ dtypes

@@ -128,7 +128,7 @@ class _Check:
     """Evaluates a traced combine expression on numpy values of its dtype."""
 
     def __init__(self, result: n.Expr, x: n.Var, y: n.Var, d: dt.DType):
-        from ..backends.numpy_eval import ExprEval, fix
+        from ..numerics.numpy_eval import ExprEval, fix
         self.result, self.x, self.y, self.d = result, x, y, d
         self._eval, self._fix = ExprEval, fix
 

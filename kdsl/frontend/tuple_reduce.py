@@ -68,7 +68,7 @@ class _TupleCheck:
     """Evaluates a traced tuple combine on numpy values of its members' dtypes."""
 
     def __init__(self, comb: n.Combiner):
-        from ..backends.numpy_eval import ExprEval, fix
+        from ..numerics.numpy_eval import ExprEval, fix
         self.comb, self._eval, self._fix = comb, ExprEval, fix
 
     def usable(self) -> bool:

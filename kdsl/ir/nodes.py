@@ -308,6 +308,19 @@ for _name, _spec in AXIS_OPERATORS.items():
     setattr(IterVar, _name, _axis_operator(*_spec))
 
 
+class CombinerKind(enum.Enum):
+    """Which built-in reduction kdsl made a ``Combiner`` as."""
+
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    ANY = "any"
+    ALL = "all"
+    ARGMAX = "argmax"
+    ARGMIN = "argmin"
+
+
 @dataclass(frozen=True, eq=False)
 class Combiner:
     """A commutative, associative reduction: result_j(lhs, rhs) with identity per value.
@@ -315,8 +328,8 @@ class Combiner:
     ``lhs``/``rhs`` are Vars standing for the accumulator and the new value
     (one per reduced value: argmax reduces (index, value) pairs).
     ``identity`` holds one expression per value, already in the value's dtype.
-    ``kind`` says which built-in reduction kdsl made it as ("sum", "prod", "max", "min",
-    "any", "all", "argmax", "argmin"); None for a user's ``kd.reducer``.  Semantics come from
+    ``kind`` says which built-in reduction kdsl made it as (a ``CombinerKind``: SUM, PROD,
+    MAX, MIN, ANY, ALL, ARGMAX, ARGMIN); None for a user's ``kd.reducer``.  Semantics come from
     ``kind`` (or from ``result`` itself), never from ``name``, which only labels output.
     """
 
@@ -325,7 +338,12 @@ class Combiner:
     rhs: tuple
     result: tuple
     identity: tuple
-    kind: str | None = None
+    kind: CombinerKind | None = None
+
+    def __post_init__(self):
+        if self.kind is not None and type(self.kind) is not CombinerKind:
+            from ..errors import InternalCompilerError
+            raise InternalCompilerError(f"Combiner {self.name!r}: kind {self.kind!r} is not a CombinerKind")
 
 
 @dataclass(frozen=True)
@@ -350,7 +368,7 @@ class Buffer:
 
     ``strides`` are in elements, one expression per dimension (may be negative);
     ``None`` means compact row-major.  ``swizzle`` (bytes, 0 or 128) is a physical layout of
-    a compact SHARED buffer that only code generators see (``kdsl.passes.shared_layout``):
+    a compact SHARED buffer that only code generators see (``kdsl.gpu.shared_layout``):
     the last dimension is cut into 128-byte column blocks stored one after another (each
     block all rows x 128 bytes), and in each row the 16-byte chunks are permuted by XOR with
     the row index modulo 8 -- the layout Hopper's ``wgmma`` reads.  Indices stay logical:
@@ -590,7 +608,7 @@ class LoweredFunc:
     ``inputs``/``outputs`` are param buffers; ``scalars`` the scalar Vars a call
     must supply (shape sizes, strides, scalar arguments), in a fixed order, each
     filled as its ``bindings`` entry says.  ``tensorize`` lists the schedule's
-    tensorize requests.  After the GPU table (``kdsl.passes.pipeline.PIPELINE``) the body is a
+    tensorize requests.  After the GPU table (``kdsl.gpu.pipeline.PIPELINE``) the body is a
     host program: root ``Allocate``s (the ``workspaces``) around the ``kernels``, each a
     ``DeviceKernel`` with its ``Launch``; sequential tables leave the loops at the root (no
     kernels).  ``attrs`` is for diagnostics only (``pass_times``); nothing may depend on it

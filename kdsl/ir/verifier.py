@@ -5,17 +5,19 @@ printing the offending node: a pass produced IR that no backend may trust.
 Rules: Vars used only inside the scope that defines them (For, LetStmt, or
 ``func.scalars``); Load/Store index counts match the buffer; operand dtypes
 agree; no stage-graph nodes (TensorRead, Reduce) remain; no Store to an input;
-temporaries used only inside their Allocate; BOUND loops nest sensibly; inside each
-DeviceKernel, the GPU rules of ``verify_gpu`` (constant thread extents, one per tag, no
-barrier under divergence, shared allocations at block level, locals inside their threads).
+temporaries used only inside their Allocate; BOUND loops nest sensibly.  A DeviceKernel's
+body is checked as loop IR; the rules of GPU form (constant thread extents, no barrier under
+divergence, ...) are the GPU layer's, passed in as ``KernelRules`` (``kdsl.gpu.verify``, which
+the GPU table's runner uses).
 """
 from __future__ import annotations
+
+from typing import Callable, NamedTuple
 
 from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from . import nodes as n
 from .printer import Namer, format_expr, format_stmt
-from .verify_gpu import check_host, check_kernel
 from .visitor import free_vars
 
 _MAX_LINES = 12
@@ -129,11 +131,20 @@ def verify_expr(e: n.Expr, scope=None, *, graph: bool = False) -> None:
     _ExprChecker(fail, None if scope is None else set(scope), graph=graph)(e)
 
 
+class KernelRules(NamedTuple):
+    """A target's rules for GPU-form IR: ``check_kernel(kernel, func, fail)`` on each
+    DeviceKernel after its body, ``check_host(func, fail)`` on the root; ``fail(msg)`` raises."""
+
+    check_kernel: Callable
+    check_host: Callable
+
+
 class _Verifier:
     """Walks a LoweredFunc's body with the scopes (vars, allocations, thread loops) in force."""
 
-    def __init__(self, func: n.LoweredFunc):
+    def __init__(self, func: n.LoweredFunc, rules: KernelRules | None = None):
         self.func = func
+        self.rules = rules
         self.namer = Namer()
         for b in func.buffers:
             self.namer(b)
@@ -179,7 +190,8 @@ class _Verifier:
                         self.fail(f"shape or stride of {b.name!r} uses {v.name!r}, "
                                   f"which is not among the function's scalars", x)
         self.visit(self.func.body)
-        check_host(self.func, self.fail)
+        if self.rules is not None:
+            self.rules.check_host(self.func, self.fail)
 
     def visit(self, s):
         fn = self.table.get(type(s))
@@ -211,7 +223,7 @@ class _Verifier:
             # nested threadIdx/vthread loops of one tag are the same hardware index
             # (notes/GPU_PLAN.md, the execution model of BOUND loops): only block loops may not nest
             # (a block loop inside a thread loop is the user's schedule: device_kernels reports
-            # it in their words, and verify_gpu checks every kernel it makes)
+            # it in their words, and the GPU rules of kdsl.gpu.verify check every kernel it makes)
             if tag in self.threads and tag.is_block:
                 self.fail(f"loop bound to {tag.value} nested inside another {tag.value} loop")
             self.threads.append(tag)
@@ -274,9 +286,10 @@ class _Verifier:
             self.visit(x)
 
     def _kernel(self, s):
-        """A GPU kernel: the loop-IR rules on its body, then the GPU rules (``verify_gpu``)."""
+        """A GPU kernel: the loop-IR rules on its body, then the target's kernel rules if given."""
         self.visit(s.body)
-        check_kernel(s, self.func, self.fail)
+        if self.rules is not None:
+            self.rules.check_kernel(s, self.func, self.fail)
 
     def _intrinsic(self, s):
         def walk(a):
@@ -369,9 +382,10 @@ class _Verifier:
                           f"(combiner value of {r.dtype})", v)
 
 
-def verify(func: n.LoweredFunc) -> None:
-    """Raise InternalCompilerError if ``func`` breaks a loop-IR invariant (see module doc)."""
-    _Verifier(func).run()
+def verify(func: n.LoweredFunc, rules: KernelRules | None = None) -> None:
+    """Raise InternalCompilerError if ``func`` breaks a loop-IR invariant (see module doc);
+    ``rules``: the GPU-form rules to apply to DeviceKernels and the root (``kdsl.gpu.verify``)."""
+    _Verifier(func, rules).run()
 
 
 def async_copy_rules(v) -> dict:

@@ -24,8 +24,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import free_vars
 from ..schedule.records import where
-from .guards import guard_all, seq
-from .reductions import combine_store
+from .guards import combine_store, guard_all, seq
 
 
 def _check_shape(nb, h, p, bound_red):

@@ -1,4 +1,5 @@
-"""Guard placement helpers of the ``loop_nests`` pass (not a pass).
+"""Guard placement helpers of the ``loop_nests`` pass (not a pass), and ``combine_store``: the
+store of a combiner's result (reduction nests, cross-thread reductions and their lowering).
 
 A guard goes right inside the innermost loop whose variable it uses
 (``guards_by_depth``); conditions that load memory are nested inside the pure
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import collect
+from ..ir.visitor import collect, substitute
 
 
 def seq(stmts) -> n.Stmt:
@@ -47,3 +48,18 @@ def guards_by_depth(leaves, guards) -> dict:
         used = [pos[v] + 1 for v in collect(g, lambda x: isinstance(x, n.Var)) if v in pos]
         at.setdefault(max(used, default=0), []).append(g)
     return at
+
+
+def combine_store(comb, lhs, rhs, store):
+    """The statement storing ``comb(lhs, rhs)``: ``store(j, value)`` per result (tuple
+    combiners bind every result to a fresh Var first, so that no store sees another's)."""
+    mapping = {v: e for v, e in zip(comb.lhs, lhs)}
+    mapping.update({v: e for v, e in zip(comb.rhs, rhs)})
+    results = [substitute(r, mapping) for r in comb.result]
+    if len(results) == 1:
+        return store(0, results[0])
+    temps = [n.var(f"{comb.name}_{j}", r.dtype) for j, r in enumerate(results)]
+    stmt = seq([store(j, t) for j, t in enumerate(temps)])
+    for t, r in reversed(list(zip(temps, results))):
+        stmt = n.LetStmt(t, r, stmt)
+    return stmt

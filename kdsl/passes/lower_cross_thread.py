@@ -26,8 +26,7 @@ from ..errors import InternalCompilerError
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import Mutator, any_statement, collect, free_vars
-from .guards import seq
-from .reductions import combine_store
+from .guards import combine_store, seq
 
 _ORDER = (n.ThreadTag.THREAD_Z, n.ThreadTag.THREAD_Y, n.ThreadTag.THREAD_X)   # fold: x fastest
 

@@ -126,7 +126,7 @@ class _Padded:
         """A sum over one axis of reads of zero-padded tensors: its domain bounds go, and its
         reduction's split guards where every factor is zero beyond the reduction's end."""
         red = h.stage.body
-        if (not h.stage.is_reduction or red.combiner.kind != "sum" or red.condition is not None
+        if (not h.stage.is_reduction or red.combiner.kind is not n.CombinerKind.SUM or red.condition is not None
                 or len(red.sources) != 1 or len(h.stage.reduce_axes) != 1 or len(h.stage.values) != 1
                 or not all(type(i) is n.Const and i.value == 0 for i in red.combiner.identity)):
             return None

@@ -1,15 +1,12 @@
-"""The lowering pipeline: one ordered table of passes and the runner around it.
+"""The core lowering pipeline: the target-neutral passes, their table and the runner around it.
 
-``PIPELINE`` lists every pass from a Schedule to GPU-form loop IR.  Each is
-one pure function in its own module, whose docstring says what it *Assumes*
-and *Guarantees*:
+``CORE`` lists the passes every target runs, from a Schedule to loop IR.  Each is one pure
+function in its own module, whose docstring says what it *Assumes* and *Guarantees*:
 
 - ``scan_legality`` (schedule, ``scan_check.check_scans``): a ``kd.scan``'s scan axis is one
   sequential loop, never bound to GPU indices; non-pointwise scans run it outermost; its
   per-step reductions are attached at its scan loop
 - ``placement`` (schedule, ``placement.place_stages``): root order, attachments
-- ``pipeline_legality`` (schedule, ``software_pipeline.check_pipelines``): pipelined stages
-  still qualify (a primitive after ``double_buffer`` may have broken it)
 - ``inline`` (schedule, ``inline.inline``): compute_inline stages substituted
 - ``bound_inference`` (schedule, ``bound.infer_bounds``): regions, loop extents, guards
 - ``padded_compute`` (schedule, ``padded_compute.padded_compute``): register tiles fed by
@@ -17,56 +14,29 @@ and *Guarantees*:
 - ``storage`` (schedule, ``storage.plan_storage``): buffers, scopes, bindings, allocation sites
 - ``loop_nests`` (schedule, ``loop_nests.build_loop_nests``): the LoweredFunc (loops,
   guards, reduction init nests, cross-thread reductions, tensorize requests)
-- ``tensorize`` (IR, ``tensorize.tensorize``): tensorized nests -> warp-level WMMA statements
 - ``simplify`` (IR, ``simplify.simplify_pass``)
-- ``software_pipeline`` (IR, ``software_pipeline.software_pipeline``): pipelined copies
-  become rings of shared buffers filled by asynchronous copies
-- ``vthread`` (IR, ``vthread.inject_vthreads``): virtual-thread loops unrolled, interleaved
-- ``sync`` (IR, ``sync.sync``): barriers for shared memory in GPU kernels, guards predicated
-  where a barrier would be under divergence
-- ``interior_blocks`` (IR, ``interior_blocks.interior_blocks``): a block's tiled main loop
-  versioned: a copy without the guards that hold for every thread of the blocks inside the arrays
-- ``full_thread_tiles`` (IR, ``thread_tiles.full_thread_tiles``): the work of a thread with many
-  tile guards (a register tile) versioned: a guard-free copy for threads whose tile is inside
-- ``async_copies`` (IR, ``async_copies.async_copies``): a block's one-shot copies of global
-  memory into shared memory (row caches, stencil tiles) become asynchronous copies
-- ``coalesced_fallbacks`` (IR, ``coalesced_fallbacks.coalesced_fallbacks``): cooperative vector
-  copies get an element-by-element alternative whose warps copy whole rows (unaligned arrays)
-- ``shared_layout`` (IR, ``shared_layout.shared_layout``): shared tiles get padded rows
-  (strides) so that column and fragment accesses spread over the banks
-- ``device_kernels`` (IR, ``device_kernels.device_kernels``): the host program of GPU
-  kernels with their launches and workspaces (GPU form)
 
-That table, ``PIPELINE``, is target-neutral and ends with GPU-form IR (DeviceKernels, barriers,
-CrossThreadReduce, AsyncCopy, WMMA statements); GPU targets run it as is.  Sequential executors (the
-interpreter, the cpu backend) run ``SEQUENTIAL``: ``PIPELINE`` without ``device_kernels``
-(its GPU checks do not apply to loops that run one iteration after another),
-``async_copies`` (copies complete at issue there) and ``shared_layout`` (addresses are a GPU
-matter), followed by
-``SEQUENTIAL_TAIL``:
+Sequential executors (``interp``, ``cpu``: BOUND loops run as loops, one iteration after
+another) run ``SEQUENTIAL`` = ``CORE`` followed by:
 
-- ``sequential_kernels`` (IR, ``sequential.sequential_kernels``): DeviceKernels -> their loops
 - ``lower_cross_thread`` (IR, ``lower_cross_thread.lower_cross_thread``): CrossThreadReduce as
   publish / barrier / fold phases over a block-level shared buffer
-- ``lower_async_copies`` (IR, ``sequential.lower_async_copies``): AsyncCopy -> Store
 - ``blocked_sums`` (IR, ``blocked_sums.blocked_sums``): compensated long float sums (CPU
   numerics; GPU reductions accumulate like cuBLAS, so the GPU table leaves it out)
 
 The whole lists, in order (``names()``)::
 
-    PIPELINE:   scan_legality, placement, pipeline_legality, inline, bound_inference, padded_compute, storage,
-                loop_nests,
-                tensorize, simplify, software_pipeline, vthread, sync, interior_blocks,
-                full_thread_tiles, async_copies, coalesced_fallbacks,
-                shared_layout, device_kernels
-    SEQUENTIAL: PIPELINE without device_kernels, async_copies and shared_layout, then
-                sequential_kernels, lower_cross_thread, lower_async_copies, blocked_sums
-    (cpu: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp, hoist_allocations)
+    CORE:       scan_legality, placement, inline, bound_inference, padded_compute, storage,
+                loop_nests, simplify
+    SEQUENTIAL: CORE, lower_cross_thread, blocked_sums
+    (cpu, kdsl_cpu.backend: SEQUENTIAL + fuse_loops, full_tiles, tighten_loops, unclamp,
+     hoist_allocations, passes of kdsl_cpu.passes)
 
-``for_target(name)`` gives the table of a target.  On functions without BOUND loops
-``SEQUENTIAL`` gives the IR the single table gave before the GPU passes (the tail's new passes
-return the function as is, after a walk over statements only).  GPU passes that sequential
-executors must also see go before ``device_kernels``.
+Targets that bind threads (``cuda``, ``interp-cuda``) run the GPU table of the GPU layer
+(``kdsl.gpu.pipeline.PIPELINE``: ``CORE`` with the GPU passes inserted, ending with GPU-form
+IR); no pass of ``kdsl.gpu`` runs for a sequential target.  A sequential target runs a
+schedule's GPU requests (thread bindings, virtual threads, tensorize, double buffers) as the
+plain loops they are.
 
 Schedule-level passes map ``LowerState -> LowerState`` (``kdsl.passes.state``:
 each fills in one analysis); IR-level passes map ``LoweredFunc -> LoweredFunc``
@@ -77,9 +47,11 @@ unknown or duplicate name raises ``PipelineError``) and hand the result to
 ``CompileRequest.lower(pipeline=...)``.
 
 The runner verifies the IR after every pass from ``loop_nests`` on when
-``config.verify()`` (``KDSL_VERIFY``; on under pytest), prints the state after
-every pass with ``KDSL_DUMP=passes`` (``config.dump_passes()``), and records
-pass timings in ``func.attrs["pass_times"]`` (diagnostic only).
+``config.verify()`` (``KDSL_VERIFY``; on under pytest) with the table's ``verifier``
+(``kdsl.ir.verifier.verify`` unless the table names another: the GPU table adds the GPU
+rules), prints the state after every pass with ``KDSL_DUMP=passes``
+(``config.dump_passes()``), and records pass timings in ``func.attrs["pass_times"]``
+(diagnostic only).
 """
 from __future__ import annotations
 
@@ -93,28 +65,16 @@ from typing import Callable
 from .. import config
 from ..ir import nodes as n
 from .blocked_sums import blocked_sums
-from .coalesced_fallbacks import coalesced_fallbacks
 from .bound import infer_bounds
-from .device_kernels import device_kernels
 from .inline import inline
 from .loop_nests import build_loop_nests
-from .padded_compute import padded_compute
 from .lower_cross_thread import lower_cross_thread
+from .padded_compute import padded_compute
 from .placement import place_stages
 from .scan_check import check_scans
-from .sequential import lower_async_copies, sequential_kernels
-from .shared_layout import shared_layout
-from .async_copies import async_copies
 from .simplify import simplify_pass
-from .software_pipeline import check_pipelines, software_pipeline
 from .state import LowerState
 from .storage import plan_storage
-from .sync import sync
-from .tensorize import tensorize
-from .interior_blocks import interior_blocks
-from .thread_tiles import full_thread_tiles
-from .vthread import inject_vthreads
-
 
 class PipelineError(ValueError):
     """A pipeline edit names no pass of the table, repeats a name or orders levels wrongly."""
@@ -148,9 +108,13 @@ def _as_pass(p) -> Pass:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """An ordered table of passes; edits return a new Pipeline."""
+    """An ordered table of passes; edits return a new Pipeline (with the same ``verifier``).
+
+    ``verifier``: what checks the IR after each pass when ``config.verify()`` (a function of a
+    LoweredFunc; None: ``kdsl.ir.verifier.verify``, the loop-IR rules)."""
 
     passes: tuple
+    verifier: Callable | None = None
 
     def __post_init__(self):
         seen, ir_from = set(), None
@@ -175,7 +139,7 @@ class Pipeline:
 
     def _with(self, k: int, drop: int, new) -> Pipeline:
         new = tuple(_as_pass(p) for p in new)
-        return Pipeline(self.passes[:k] + new + self.passes[k + drop:])
+        return dataclasses.replace(self, passes=self.passes[:k] + new + self.passes[k + drop:])
 
     def insert_before(self, name: str, *new) -> Pipeline:
         return self._with(self.index(name), 0, new)
@@ -197,49 +161,23 @@ class Pipeline:
 
 
 S = Level.SCHEDULE
-#: every pass from a Schedule to GPU-form loop IR, in order (the table of GPU targets)
-PIPELINE = Pipeline((
+#: the target-neutral passes, from a Schedule to loop IR, in order (every target runs them)
+CORE = Pipeline((
     Pass("scan_legality", check_scans, S),
     Pass("placement", place_stages, S),
-    Pass("pipeline_legality", check_pipelines, S),
     Pass("inline", inline, S),
     Pass("bound_inference", infer_bounds, S),
     Pass("padded_compute", padded_compute, S),
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
-    Pass("tensorize", tensorize),
     Pass("simplify", simplify_pass),
-    Pass("software_pipeline", software_pipeline),
-    Pass("vthread", inject_vthreads),
-    Pass("sync", sync),
-    Pass("interior_blocks", interior_blocks),
-    Pass("full_thread_tiles", full_thread_tiles),
-    Pass("async_copies", async_copies),
-    Pass("coalesced_fallbacks", coalesced_fallbacks),
-    Pass("shared_layout", shared_layout),
-    Pass("device_kernels", device_kernels),
 ))
 
-#: what sequential executors run after the target-neutral passes (module docstring)
-SEQUENTIAL_TAIL = (
-    Pass("sequential_kernels", sequential_kernels),
+#: the table of sequential executors (interp, cpu): CORE, then what makes its IR sequential
+SEQUENTIAL = CORE.append(
     Pass("lower_cross_thread", lower_cross_thread),
-    Pass("lower_async_copies", lower_async_copies),
     Pass("blocked_sums", blocked_sums),
 )
-
-#: the table of sequential executors (interp, cpu): PIPELINE without its GPU-only passes, then the tail
-SEQUENTIAL = (PIPELINE.remove("device_kernels").remove("async_copies").remove("shared_layout")
-              .append(*SEQUENTIAL_TAIL))
-
-#: targets whose code runs as GPU kernels: they get ``PIPELINE`` (GPU form)
-GPU_TARGETS = frozenset({"cuda"})
-
-
-def for_target(name) -> Pipeline:
-    """The table a target runs: ``PIPELINE`` for GPU targets (``GPU_TARGETS``), ``SEQUENTIAL``
-    for every other one (and for None)."""
-    return PIPELINE if name in GPU_TARGETS else SEQUENTIAL
 
 
 def _run_one(p: Pass, state: LowerState) -> LowerState:
@@ -258,7 +196,8 @@ def run_pipeline(state: LowerState, pipeline: Pipeline = SEQUENTIAL, stop_after:
     if stop_after is not None:
         passes = passes[:pipeline.index(stop_after) + 1]
     verify_on, dump = config.verify(), config.dump_passes()
-    if verify_on:
+    verify = pipeline.verifier
+    if verify_on and verify is None:
         from ..ir.verifier import verify
     times = {}
     for p in passes:
@@ -279,15 +218,15 @@ def run_pipeline(state: LowerState, pipeline: Pipeline = SEQUENTIAL, stop_after:
 def run_passes(func: n.LoweredFunc, passes) -> n.LoweredFunc:
     """Run IR passes (``Pass``es or (name, fn) pairs) over ``func`` alone, as the pipeline would."""
     state = LowerState(None, func=func)
-    return run_pipeline(state, Pipeline(tuple(_as_pass(p) for p in passes))).func
+    table = passes if isinstance(passes, Pipeline) else Pipeline(tuple(_as_pass(p) for p in passes))
+    return run_pipeline(state, table).func
 
 
-def lower(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline | None = None,
-          target: str | None = None) -> n.LoweredFunc:
-    """Lower a ``Schedule`` to loop IR through ``pipeline`` (default: ``for_target(target)``,
-    ``SEQUENTIAL`` without a target), then the IR passes ``extra_passes`` appended
-    (``Pass``es, (name, fn) pairs or functions)."""
-    pipe = pipeline if pipeline is not None else for_target(target)
+def lower(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline | None = None) -> n.LoweredFunc:
+    """Lower a ``Schedule`` to loop IR through ``pipeline`` (default ``SEQUENTIAL``; GPU form:
+    ``kdsl.gpu.pipeline.lower``), then the IR passes ``extra_passes`` appended (``Pass``es,
+    (name, fn) pairs or functions)."""
+    pipe = pipeline if pipeline is not None else SEQUENTIAL
     if extra_passes:
         pipe = pipe.append(*extra_passes)
     state = run_pipeline(LowerState(sched, tuple(out_contiguous)), pipe)

@@ -10,24 +10,9 @@ threadIdx goes to ``cross_thread.emit_cross_thread`` instead.
 from __future__ import annotations
 
 from ..ir import nodes as n
-from ..ir.visitor import substitute
-from .guards import guard, seq
-from .tighten_loops import conjuncts
-
-
-def combine_store(comb, lhs, rhs, store):
-    """The statement storing ``comb(lhs, rhs)``: ``store(j, value)`` per result (tuple
-    combiners bind every result to a fresh Var first, so that no store sees another's)."""
-    mapping = {v: e for v, e in zip(comb.lhs, lhs)}
-    mapping.update({v: e for v, e in zip(comb.rhs, rhs)})
-    results = [substitute(r, mapping) for r in comb.result]
-    if len(results) == 1:
-        return store(0, results[0])
-    temps = [n.var(f"{comb.name}_{j}", r.dtype) for j, r in enumerate(results)]
-    stmt = seq([store(j, t) for j, t in enumerate(temps)])
-    for t, r in reversed(list(zip(temps, results))):
-        stmt = n.LetStmt(t, r, stmt)
-    return stmt
+from ..ir.conditions import conjuncts
+from .cross_thread import emit_cross_thread
+from .guards import combine_store, guard, seq
 
 
 def emit_reduction(nb, h, pred) -> n.Stmt:
@@ -50,7 +35,6 @@ def emit_reduction(nb, h, pred) -> n.Stmt:
     # inside the reduction loops (a column sum's threads) stays an ordinary bound loop
     bound_red = [iv for iv in leaves[p:] if iv.kind is n.IterKind.REDUCE and nb.attr(h, iv).thread is not None]
     if bound_red:
-        from .cross_thread import emit_cross_thread
         kinded = [(g, n.IterKind.SPATIAL) for g in sp_guards] + [(g, n.IterKind.REDUCE) for g in rd_guards]
         return emit_cross_thread(nb, h, p, bound_red, bufs, idx, sources, kinded, pred)
     init = seq([n.Store(b, idx, ident) for b, ident in zip(bufs, comb.identity)])

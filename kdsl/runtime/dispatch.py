@@ -103,13 +103,13 @@ class ProgramRequest:
 
 def lower_request(backend, req):
     """The LoweredFunc of a request (a backend may add its own passes through ``lower``; else
-    the core table of its target, ``pipeline.for_target``: GPU form for ``cuda``)."""
+    the core table of its target, ``kdsl.gpu.pipeline.for_target``: GPU form for ``cuda``)."""
     if isinstance(req, ProgramRequest):
         return req.show()
     fn = getattr(backend, "lower", None)
     if fn is not None:
         return fn(req)
-    from ..passes.pipeline import for_target
+    from ..gpu.pipeline import for_target
     return req.lower(pipeline=for_target(getattr(backend, "name", None)))
 
 

@@ -5,7 +5,7 @@ nvcuda::wmma): ``D = A @ B + C`` on an m x k tile of A, a k x n tile of B and m 
 of C and D.  One intrinsic object serves the four stages of a WMMA schedule: the loads of
 A and B into ``wmma.matrix_a``/``wmma.matrix_b`` fragments, the accumulation into a
 ``wmma.accumulator`` (its zero init becomes a fill) and the store out of it; the
-``tensorize`` pass (``kdsl.passes.tensorize``) checks each nest against what it declares.
+``tensorize`` pass (``kdsl.gpu.tensorize``) checks each nest against what it declares.
 
 ``kd.intrin.wgmma(n)`` is the Hopper form (sm_90): the operands of the multiply-accumulate
 are tiles of *shared* buffers, read by the tensor cores directly (no fragment loads), and

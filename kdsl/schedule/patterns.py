@@ -71,7 +71,7 @@ def is_matmul(stage, distinct: bool = False) -> bool:
     body = stage.body
     if not isinstance(body, n.Reduce) or len(stage.reduce_axes) != 1 or len(stage.axes) < 2:
         return False
-    if body.combiner.kind != "sum" or body.condition is not None:
+    if body.combiner.kind is not n.CombinerKind.SUM or body.condition is not None:
         return False
     ab = matmul_factors(stage)
     if ab is None:

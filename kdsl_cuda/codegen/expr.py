@@ -38,18 +38,18 @@ _MATH = {n.UnOp.EXP: "exp", n.UnOp.LOG: "log", n.UnOp.SQRT: "sqrt",
          n.UnOp.FLOOR: "floor", n.UnOp.CEIL: "ceil", n.UnOp.ABS: "fabs",
          **{op: op.value for op in n.LIBM_UNOPS}}     # tan, asinh, log1p, cbrt, rint...
 #: bit reinterpretations: (source C type family, target) -> CUDA intrinsic
-_AS_BITS = {"float32": "__float_as_uint", "float64": "__double_as_longlong", "float16": "kd_f2h"}
-_FROM_BITS = {"float32": ("__uint_as_float", "unsigned"),
-              "float64": ("__longlong_as_double", "long long"),
-              "float16": ("kd_h2f", "uint16_t")}
+_AS_BITS = {dt.float32: "__float_as_uint", dt.float64: "__double_as_longlong", dt.float16: "kd_f2h"}
+_FROM_BITS = {dt.float32: ("__uint_as_float", "unsigned"),
+              dt.float64: ("__longlong_as_double", "long long"),
+              dt.float16: ("kd_h2f", "uint16_t")}
 
 
 #: signed types whose negation is done in their unsigned type (wraps like numpy, no C overflow)
-_WRAP_NEG = {"int32": "unsigned", "int64": "unsigned long long"}
+_WRAP_NEG = {dt.int32: "unsigned", dt.int64: "unsigned long long"}
 
 
 def _math(name: str, d) -> str:
-    return name if d.name == "float64" else name + "f"
+    return name if d is dt.float64 else name + "f"
 
 
 class ExprPrinter:
@@ -153,7 +153,7 @@ class ExprPrinter:
                 return f"kd_fmod<{t}>({a}, {b})"
             if op is n.BinOp.POW:
                 return f"{_math('pow', d)}({a}, {b})"
-            if op is n.BinOp.HYPOT and d.name == "float64":
+            if op is n.BinOp.HYPOT and d is dt.float64:
                 return f"kd_hypot<double>({a}, {b})"
             if op in n.MATH_BINOPS:     # atan2, hypot, fmod, copysign
                 return f"{_math(op.value, d)}({a}, {b})"
@@ -187,7 +187,7 @@ class ExprPrinter:
         if op is n.BinOp.DIV:     # true division with an int result: in double, then truncate
             return f"(({t})(long long)((double)({a}) / (double)({b})))"
         sym = _SYM[op]
-        if d.name in SMALL_INTS:
+        if d in SMALL_INTS:
             return f"(({t})({a} {sym} {b}))"
         return f"({a} {sym} {b})"
 
@@ -207,9 +207,9 @@ class ExprPrinter:
             return f"({a} != {a})" if src.is_float else "false"
         if op is n.UnOp.BITCAST:
             if src.is_float:
-                return f"(({ctype(d)}){_AS_BITS[src.name]}({a}))"
+                return f"(({ctype(d)}){_AS_BITS[src]}({a}))"
             if d.is_float:
-                fn, t = _FROM_BITS[d.name]
+                fn, t = _FROM_BITS[d]
                 return f"{fn}(({t})({a}))"
             return f"(({ctype(d)})({a}))"
         if op is n.UnOp.NOT:
@@ -217,27 +217,27 @@ class ExprPrinter:
         if op is n.UnOp.NEG:
             if d.is_bool:
                 return a
-            if d.name in SMALL_INTS:
+            if d in SMALL_INTS:
                 return f"(({ctype(d)})(-{a}))"
             if d == dt.index and not self._n32(e) and self.is32(e.a):
                 return f"(-(int64_t){a})"
-            if d.name in _WRAP_NEG and not self._n32(e):   # numpy wraps -INT_MIN (C overflows)
-                return f"(({ctype(d)})(0 - ({_WRAP_NEG[d.name]})({a})))"
+            if d in _WRAP_NEG and not self._n32(e):   # numpy wraps -INT_MIN (C overflows)
+                return f"(({ctype(d)})(0 - ({_WRAP_NEG[d]})({a})))"
             return f"(-{a})"
         if not d.is_float:
             if op is n.UnOp.ABS:
                 if d.is_bool or not d.is_signed:
                     return a
-                neg = f"(0 - ({_WRAP_NEG[d.name]})({a}))" if d.name in _WRAP_NEG else f"-{a}"
+                neg = f"(0 - ({_WRAP_NEG[d]})({a}))" if d in _WRAP_NEG else f"-{a}"
                 return f"(({ctype(d)})({a} < 0 ? {neg} : {a}))"
             if op in (n.UnOp.FLOOR, n.UnOp.CEIL):
                 return a
             raise BackendCompileError(f"cuda codegen: {op.value} of {d.name} values")
         if op is n.UnOp.SIGMOID:
-            one = "1.0" if d.name == "float64" else "1.0f"
+            one = "1.0" if d is dt.float64 else "1.0f"
             return f"({one} / ({one} + {_math('exp', d)}(-{a})))"
         if op is n.UnOp.RSQRT:      # numpy: 1 / sqrt, both correctly rounded (CUDA's rsqrt is not)
-            one = "1.0" if d.name == "float64" else "1.0f"
+            one = "1.0" if d is dt.float64 else "1.0f"
             return f"({one} / {_math('sqrt', d)}({a}))"
         name = _MATH.get(op)
         if name is None:
@@ -255,7 +255,7 @@ class ExprPrinter:
         if d.is_bool:
             return f"({a} != 0)"
         t = ctype(d)
-        if d.name == "float16" and src.name == "float64":     # numpy rounds once, from double
+        if d is dt.float16 and src is dt.float64:     # numpy rounds once, from double
             return f"kd_h2f(kd_d2h({a}))"
         if d.is_float and d.bits == 16:     # bfloat16: via float32, like the interpreter
             return rounded(d, f"((float)({a}))")
@@ -263,10 +263,10 @@ class ExprPrinter:
             return f"((int)({a}))"
         if src.is_float and d.is_int:
             # numpy's x86 results (numpy_eval.float_to_int; prelude kd_cvt*)
-            if d.name == "uint64":
+            if d is dt.uint64:
                 return f"kd_cvtu64((double)({a}))"
-            if d.name == "uint32":
-                fn = "kd_cvt64" if src.name == "float16" else "kd_cvtu32"
+            if d is dt.uint32:
+                fn = "kd_cvt64" if src is dt.float16 else "kd_cvtu32"
                 return f"(({t}){fn}((double)({a})))"
             fn = "kd_cvt64" if d.bits == 64 else "kd_cvt32"
             return f"(({t}){fn}((double)({a})))"

@@ -292,7 +292,7 @@ class IndexWidths:
             src = e.a.dtype
             if src.is_bool:
                 return 0, 1
-            if src.is_int and src.name != "uint64":
+            if src.is_int and src is not dt.uint64:
                 return self.interval(e.a)
             return None
         return None                 # loads of int64 data, anything else: unbounded

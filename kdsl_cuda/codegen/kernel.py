@@ -25,12 +25,13 @@ from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 from kdsl.ir.shared_memory import element_count, shared_layout
 from kdsl.ir.visitor import any_statement, collect
-from kdsl.passes.coalesced_fallbacks import is_copy_alternative
+from kdsl.gpu.coalesced_fallbacks import is_copy_alternative
 
 from .expr import ExprPrinter
 from .index32 import IndexWidths
 from .vector import try_vectorize
 from .names import Namer
+from .offsets import const_int, flat_offset
 from .cross_thread import CrossThreadEmitter
 from . import wgmma, wmma
 from .types import ctype, literal, load, store, stype
@@ -66,10 +67,6 @@ class KernelSource:
 def _tag_axis(tag: n.ThreadTag) -> tuple[str, int]:
     reg, ax = tag.value.split(".")
     return reg, _AXIS[ax]
-
-
-def _const_int(e) -> int | None:
-    return e.value if type(e) is n.Const and e.dtype.is_int else None
 
 
 class KernelPrinter:
@@ -244,11 +241,11 @@ class KernelPrinter:
             hw = f"{reg}.{'xyz'[axis]}"
             name = self.names(s.var, s.var.name)
             self._bound.add(id(s.var))
-            offset = "" if _const_int(s.min) == 0 else f" + {self.expr.index(s.min)}"
+            offset = "" if const_int(s.min) == 0 else f" + {self.expr.index(s.min)}"
             decl = f"const {t} {name} = ({t}){hw}{offset};"
             guard = None
             if s.thread.is_thread:
-                ext = _const_int(s.extent)
+                ext = const_int(s.extent)
                 if ext is None:
                     raise InternalCompilerError(f"cuda codegen: thread loop {s.var.name} of "
                                                 "non-constant extent")
@@ -275,7 +272,7 @@ class KernelPrinter:
         name = self.names(s.var, s.var.name)
         end = self.names.fresh(name + "_end")
         lo = self.expr.index(s.min)
-        hi = self.expr.index(s.extent if _const_int(s.min) == 0
+        hi = self.expr.index(s.extent if const_int(s.min) == 0
                              else n.Binary(s.min.dtype, n.BinOp.ADD, s.min, s.extent))
         self._bound.add(id(s.var))
         if s.kind is n.ForKind.UNROLLED and not _divides_by_runtime_values(
@@ -431,7 +428,7 @@ class KernelPrinter:
         for b, off in layout.dynamic:
             self._shared_seen.add(id(b))
             t = stype(b.dtype)
-            at = "" if _const_int(off) == 0 else f" + {self.expr(off)}"
+            at = "" if const_int(off) == 0 else f" + {self.expr(off)}"
             self.shared_decls.append(f"{t}* const {self._buf(b)} = reinterpret_cast<{t}*>(kd_dyn_smem{at});")
 
     def _Allocate(self, s, d):
@@ -440,10 +437,10 @@ class KernelPrinter:
         if id(b) in self._shared_seen and b.scope is n.Scope.SHARED:
             self.stmt(s.body, d)       # declared at the top of the kernel
             return
-        if any(_const_int(e) is None for e in b.shape):
+        if any(const_int(e) is None for e in b.shape):
             raise InternalCompilerError(f"cuda codegen: {b.scope.value} buffer {b.name} of "
                                         "non-constant shape")
-        size = element_count(b)         # padded rows included (kdsl.passes.shared_layout)
+        size = element_count(b)         # padded rows included (kdsl.gpu.shared_layout)
         name = self._buf(b)
         if b.scope is n.Scope.SHARED:
             if id(b) not in self._shared_seen:
@@ -523,24 +520,6 @@ def _thread_invariant_divisions(body, scalars: dict) -> list:
             seen.add(key)
             out.append((e, vars_))
     out.sort(key=lambda ev: _depth(ev[0]))
-    return out
-
-
-def flat_offset(b: n.Buffer, indices):
-    """The element offset of ``b[indices]`` as an int64 expression (explicit strides, else
-    row-major in Horner form; zero terms dropped), or None for offset 0."""
-    out = None
-    if b.strides is not None:
-        for i, s in zip(indices, b.strides):
-            if _const_int(i) != 0:
-                term = n.Binary(i.dtype, n.BinOp.MUL, i, s)
-                out = term if out is None else n.Binary(i.dtype, n.BinOp.ADD, out, term)
-        return out
-    for i, ext in zip(indices, b.shape):
-        if out is not None:
-            out = n.Binary(out.dtype, n.BinOp.MUL, out, ext)
-        if _const_int(i) != 0:
-            out = i if out is None else n.Binary(i.dtype, n.BinOp.ADD, out, i)
     return out
 
 

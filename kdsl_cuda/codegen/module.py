@@ -39,7 +39,7 @@ def host_kernels(func: n.LoweredFunc) -> tuple:
 
 
 def generate(func: n.LoweredFunc) -> CudaModule:
-    """CUDA C++ for ``func`` (the output of ``kdsl.passes.pipeline.PIPELINE``); pure."""
+    """CUDA C++ for ``func`` (the output of ``kdsl.gpu.pipeline.PIPELINE``); pure."""
     kernels = []
     for k in host_kernels(func):
         kp = KernelPrinter(func, k)

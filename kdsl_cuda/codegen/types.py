@@ -17,24 +17,24 @@ from kdsl.errors import BackendCompileError
 
 #: C type of each supported dtype (the prelude typedefs the fixed-width names)
 _CTYPES = {
-    "float32": "float", "float64": "double", "bool": "bool",
-    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
-    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    dt.float32: "float", dt.float64: "double", dt.bool_: "bool",
+    dt.int8: "int8_t", dt.int16: "int16_t", dt.int32: "int32_t", dt.int64: "int64_t",
+    dt.uint8: "uint8_t", dt.uint16: "uint16_t", dt.uint32: "uint32_t", dt.uint64: "uint64_t",
 }
 
 #: dtypes whose arithmetic C++ promotes to int: results are cast back to wrap like numpy
-SMALL_INTS = frozenset({"int8", "int16", "uint8", "uint16"})
+SMALL_INTS = frozenset({dt.int8, dt.int16, dt.uint8, dt.uint16})
 
 
 #: 16-bit floats: (to memory, from memory, round a float to the type) prelude helpers
-_HALF = {"float16": ("kd_f2h", "kd_h2f", "kd_rh"), "bfloat16": ("kd_f2bf", "kd_bf2f", "kd_rbf")}
+_HALF = {dt.float16: ("kd_f2h", "kd_h2f", "kd_rh"), dt.bfloat16: ("kd_f2bf", "kd_bf2f", "kd_rbf")}
 
 
 def ctype(d) -> str:
     """The C type of dtype ``d``'s values in registers (16-bit floats: ``float``)."""
-    if d.name in _HALF:
+    if d in _HALF:
         return "float"
-    t = _CTYPES.get(d.name)
+    t = _CTYPES.get(d)
     if t is None:
         raise BackendCompileError(f"the cuda backend does not generate {d.name} code (use a "
                                   "float, integer or bool dtype)")
@@ -43,26 +43,26 @@ def ctype(d) -> str:
 
 def stype(d) -> str:
     """The C type of dtype ``d``'s elements in memory (16-bit floats: their raw bits)."""
-    return "uint16_t" if d.name in _HALF else ctype(d)
+    return "uint16_t" if d in _HALF else ctype(d)
 
 
 def is_half(d) -> bool:
-    return d.name in _HALF
+    return d in _HALF
 
 
 def load(d, text: str) -> str:
     """A memory element ``text`` of dtype ``d`` as a register value."""
-    return f"{_HALF[d.name][1]}({text})" if d.name in _HALF else text
+    return f"{_HALF[d][1]}({text})" if d in _HALF else text
 
 
 def store(d, text: str) -> str:
     """A register value ``text`` of dtype ``d`` in its memory form."""
-    return f"{_HALF[d.name][0]}({text})" if d.name in _HALF else text
+    return f"{_HALF[d][0]}({text})" if d in _HALF else text
 
 
 def rounded(d, text: str) -> str:
     """A float result ``text`` of an operation of dtype ``d`` (rounded when ``d`` is 16-bit)."""
-    return f"{_HALF[d.name][2]}({text})" if d.name in _HALF else text
+    return f"{_HALF[d][2]}({text})" if d in _HALF else text
 
 
 def literal(value, d) -> str:
@@ -71,11 +71,11 @@ def literal(value, d) -> str:
         return "true" if value else "false"
     if d.is_float:
         v = float(value)
-        single = d.name != "float64"
-        if d.name == "float16":
+        single = d is not dt.float64
+        if d is dt.float16:
             with np.errstate(over="ignore"):
                 v = float(np.float16(v))
-        elif d.name == "bfloat16":
+        elif d is dt.bfloat16:
             v = _bf16(v)
         if math.isnan(v):
             return "__int_as_float(0x7fc00000)" if single else "__longlong_as_double(0x7ff8000000000000LL)"
@@ -89,17 +89,17 @@ def literal(value, d) -> str:
             text += ".0"
         return f"{text}f" if single else text
     v = int(value)
-    if d.name == "int64":
+    if d is dt.int64:
         if v == -(1 << 63):
             return "(-9223372036854775807LL - 1)"
         return f"{v}LL" if v >= 0 else f"({v}LL)"
-    if d.name == "uint64":
+    if d is dt.uint64:
         return f"{v}ULL"
-    if d.name == "int32":
+    if d is dt.int32:
         if v == -(1 << 31):
             return "(-2147483647 - 1)"
         return str(v) if v >= 0 else f"({v})"
-    if d.name == "uint32":
+    if d is dt.uint32:
         return f"{v}U"
     return f"(({ctype(d)}){v})"
 
@@ -111,6 +111,6 @@ def is_index(d) -> bool:
 def _bf16(x: float) -> float:
     """``x`` rounded to float32 then to the nearest bfloat16, ties to even (the interpreter's
     ``round_bf16``)."""
-    from kdsl.backends.numpy_eval import round_bf16
+    from kdsl.numerics.numpy_eval import round_bf16
     with np.errstate(over="ignore"):
         return float(round_bf16(np.float32(x)))

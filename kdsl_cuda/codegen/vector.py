@@ -21,8 +21,9 @@ from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.simplify import linear, simplify
 from kdsl.ir.visitor import collect, substitute, uses_var
-from kdsl.passes.tighten_loops import conjuncts, guard_limit
+from kdsl.ir.conditions import conjuncts, guard_limit
 
+from .offsets import flat_offset
 from .types import ctype, is_half
 
 #: (C element type, lanes) -> CUDA's built-in vector type
@@ -125,7 +126,6 @@ def _alignment(p, buf, indices, v, lo, nbytes: int, address: str) -> str:
     Where a term is neither a constant multiple nor a parameter's, the address itself.  In
     the fast copy of an ``alternatives`` if (``p.assumed`` a list) a uniform condition joins
     that if's condition instead, and the access is printed as aligned."""
-    from .kernel import flat_offset      # (kernel.py imports this module)
     per, item = nbytes // buf.dtype.itemsize, buf.dtype.itemsize
     off = flat_offset(buf, tuple(substitute(i, {v: lo}) for i in indices))
     parts = [] if buf.scope is n.Scope.SHARED else [f"reinterpret_cast<unsigned long long>({p.buf(buf)})"]

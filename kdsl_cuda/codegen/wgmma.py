@@ -1,5 +1,5 @@
 """Hopper tensor-core code for ``WgmmaMma`` (``wgmma.mma_async``, sm_90a) and the 128-byte
-swizzled shared layout its operand tiles have (``Buffer.swizzle``, ``kdsl.passes.shared_layout``).
+swizzled shared layout its operand tiles have (``Buffer.swizzle``, ``kdsl.gpu.shared_layout``).
 
 **Swizzled addressing.**  A swizzled buffer ``[.., P, Q]`` of ``item``-byte elements keeps its
 last dimension in 128-byte column blocks (``L = 128 / item`` elements), each block ``P`` rows of
@@ -42,6 +42,7 @@ every barrier is preceded by ``fence.proxy.async.shared::cta``.
 """
 from __future__ import annotations
 
+from kdsl import dtypes as dt
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import any_statement
@@ -108,13 +109,13 @@ def offset_text(b: n.Buffer, texts) -> str:
     return " + ".join(lead + [text]) if lead else text
 
 
-def _function(p, shape, dtype: str, trans_b: int, pitch: int) -> str:
+def _function(p, shape, dtype, trans_b: int, pitch: int) -> str:
     """The name of the ``kd_wgmma_*`` function of one shape (its text added to the module)."""
     _, nn, _ = shape
-    name = f"kd_wgmma_m64n{nn}k16_{dtype}_t{trans_b}_p{pitch}"
+    name = f"kd_wgmma_m64n{nn}k16_{dtype.name}_t{trans_b}_p{pitch}"
     if name in p.helpers:
         return name
-    ptx = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    ptx = {dt.float16: "f16", dt.bfloat16: "bf16"}[dtype]
     regs = []               # register 4j + 2h + e -> fragment offset h * pitch + 2j + e
     for j in range(nn // 8):
         for h in range(2):
@@ -183,7 +184,7 @@ def mma(p, s: n.WgmmaMma, d: int) -> None:
         trans_b, lbo = 0, 16
     b = [p.expr.index(e) for e in s.b_origin]
     p.emit(d + 1, f"const unsigned long long kd_db = kd_wg_desc({_address(p, s.b, b)}, {lbo}u, {ATOM_BYTES}u);")
-    fn = _function(p, s.shape, s.a.dtype.name, trans_b, pitch)
+    fn = _function(p, s.shape, s.a.dtype, trans_b, pitch)
     p.emit(d + 1, f"{fn}({base}, kd_da, kd_db);")
     if alone:
         _fenced_end(p, [s.d], d + 1)

@@ -39,10 +39,12 @@ both sm_80+ (the prelude's ``kd_ldsm*``/``kd_mma*``).
 """
 from __future__ import annotations
 
+from kdsl import dtypes as dt
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 from kdsl.ir.simplify import linear
 
+from .offsets import flat_offset
 from .types import stype
 
 _A, _B, _C = n.Scope.WMMA_MATRIX_A, n.Scope.WMMA_MATRIX_B, n.Scope.WMMA_ACCUMULATOR
@@ -63,7 +65,7 @@ def _tile_dims(scope, shape) -> tuple:
 
 
 def _is_f16_acc(frag: n.Buffer) -> bool:
-    return frag.scope is _C and frag.dtype.name == "float16"
+    return frag.scope is _C and frag.dtype is dt.float16
 
 
 def allocate(p, s: n.Allocate, d: int) -> None:
@@ -75,14 +77,14 @@ def allocate(p, s: n.Allocate, d: int) -> None:
     if rows % ar or cols % ac:
         raise InternalCompilerError(f"cuda codegen: fragment {b.name} of shape {rows}x{cols} is "
                                     f"not made of {ar}x{ac} {b.scope.value} atoms")
-    if b.scope is _C and b.dtype.name == "float32":
+    if b.scope is _C and b.dtype is dt.float32:
         decl = f"float {p.buf(b)}[{rows // ar}][{cols // ac}][2] = {{}};"
     elif b.scope is _C:
-        if b.dtype.name != "float16":
+        if b.dtype is not dt.float16:
             raise InternalCompilerError(f"cuda codegen: {b.dtype.name} accumulator {b.name}")
         decl = f"uint32_t {p.buf(b)}[{rows // ar}][{cols // ac}][1] = {{}};"
     else:
-        if b.dtype.name not in ("float16", "bfloat16"):
+        if b.dtype not in (dt.float16, dt.bfloat16):
             raise InternalCompilerError(f"cuda codegen: {b.dtype.name} fragment {b.name}")
         decl = f"uint32_t {p.buf(b)}[{rows // ar}][{cols // ac}][2] = {{}};"
     p.emit(d, "{")
@@ -201,7 +203,6 @@ def static_fast_path(s: n.WmmaLoad) -> str | None:
             return None
         ldm, last = int(strides[-2].value), int(strides[-1].value)
     per = 16 // item
-    from .kernel import flat_offset     # (kernel.py imports this module)
     if last == 1 and ldm % per == 0 and _multiple(flat_offset(src, s.origin), per):
         return "full" if full else "whole"
     return None
@@ -319,7 +320,7 @@ def store(p, s: n.WmmaStore, d: int) -> None:
     p.emit(d, "{")
     tile = _Tile(p, s, s.dst, d + 1)
     f16 = _is_f16_acc(s.frag)
-    to16 = {"float16": "kd_f2h", "bfloat16": "kd_f2bf"}.get(s.dst.dtype.name) if s.is_converting else None
+    to16 = {dt.float16: "kd_f2h", dt.bfloat16: "kd_f2bf"}.get(s.dst.dtype) if s.is_converting else None
     elems = lane_elements(_C, tile.rows, tile.cols)
     item = s.dst.dtype.itemsize
 
@@ -397,17 +398,17 @@ def mma(p, s: n.WmmaMma, d: int) -> None:
     m, nn, k = s.shape
     if k != 16 or m % 8 or nn % 8:
         raise InternalCompilerError(f"cuda codegen: wmma shape {s.shape}")
-    a_in = s.a.dtype.name
+    a_in = s.a.dtype
     f16 = _is_f16_acc(s.d)
-    if _is_f16_acc(s.c) != f16 or a_in != s.b.dtype.name or (f16 and a_in != "float16"):
-        raise InternalCompilerError(f"cuda codegen: wmma mma of {a_in} x {s.b.dtype.name} + "
+    if _is_f16_acc(s.c) != f16 or a_in is not s.b.dtype or (f16 and a_in is not dt.float16):
+        raise InternalCompilerError(f"cuda codegen: wmma mma of {a_in.name} x {s.b.dtype.name} + "
                                     f"{s.c.dtype.name} -> {s.d.dtype.name}")
     ar, ak = _atom(p, s.a_tile[0], 8), _atom(p, s.a_tile[1], 16)
     bk, bn = _atom(p, s.b_tile[0], 16), _atom(p, s.b_tile[1], 8)
     cr, cc = _atom(p, s.c_tile[0], 8), _atom(p, s.c_tile[1], 8)
     dr, dc = _atom(p, s.d_tile[0], 8), _atom(p, s.d_tile[1], 8)
     A, B, C, D = (p.buf(x) for x in (s.a, s.b, s.c, s.d))
-    fn = "kd_mma_f16acc" if f16 else ("kd_mma_bf16" if a_in == "bfloat16" else "kd_mma_f16")
+    fn = "kd_mma_f16acc" if f16 else ("kd_mma_bf16" if a_in is dt.bfloat16 else "kd_mma_f16")
     t, zero = ("uint32_t", "0u") if f16 else ("float", "0.0f")
     p.emit(d, "{")
     for a, b, c in mma_plan(m, nn, f16):

@@ -160,7 +160,7 @@ def cache_rows(sched, plans, attach) -> dict:
     """Root name -> the shared caches (``cache_read`` stages) of the kernel inputs that two or
     more stages of its row-wise chain read row by row (softmax's max, sum and output passes
     read X three times): the first pass copies the row from global memory once, 16 bytes per
-    access (cp.async, every copy in flight before one wait: kdsl/passes/async_copies.py), and
+    access (cp.async, every copy in flight before one wait: kdsl/gpu/async_copies.py), and
     every pass reads it on chip.  Only where the row fits: its length's upper end
     in this size class (``sched.size_hints``) times the item size within ROW_CACHE_BYTES; the
     buffer is dynamic shared memory (its size is known at launch).  A ``tile`` hint on a

@@ -15,7 +15,7 @@ stored with k along its last dimension) on an sm_90 GPU is tensorized with
   products (4 by default: each tile's products stay in flight while the copies of the tile
   two ahead are issued, ``software_pipeline``); the tiles are padded caches (zeros beyond the
   matrices), laid out with the 128-byte swizzle the tensor cores read
-  (``kdsl.passes.shared_layout``);
+  (``kdsl.gpu.shared_layout``);
 * smaller products get smaller blocks (64 rows: one warpgroup; 128 or 64 columns).
 
 Chosen (``eligible``) where the tensor-core recipe is, the device (or, without one, the

@@ -5,7 +5,7 @@ import pytest
 from kdsl import dtypes as dt
 from kdsl.backends import numpy_backend as nb
 from kdsl.backends.numpy_backend import NumpyBackend, run_graph
-from kdsl.backends.numpy_eval import round_bf16
+from kdsl.numerics.numpy_eval import round_bf16
 from kdsl.backends.protocol import CompileRequest
 from kdsl.ir import nodes as n
 

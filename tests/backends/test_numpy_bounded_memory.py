@@ -197,7 +197,7 @@ def test_custom_reducer_conditioned_and_nested_reductions(tiny_budget, rng):
 
 
 def test_blocks_cover_the_grid_in_order():
-    from kdsl.backends.numpy_chunks import blocks
+    from kdsl.numerics.numpy_chunks import blocks
     for ext, budget in (([5, 7, 3], 10), ([4], 3), ([2, 3], 100), ([3, 0, 2], 1), ([], 5),
                         ([1, 1, 9], 2), ([6, 5], 0), ([2, 3, 4], 5)):
         flat = []

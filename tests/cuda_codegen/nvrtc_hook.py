@@ -1,5 +1,5 @@
 """Every GPU-form kernel the suite runs on the SIMT executor is also compiled by NVRTC (issue 10
-item 6): ``install()`` (called by tests/conftest.py) wraps ``kdsl.backends.simt.run_simt`` so
+item 6): ``install()`` (called by tests/conftest.py) wraps ``kdsl.gpu.simt.run_simt`` so
 that after a successful SIMT run of a function with device kernels (``backend="interp-cuda"``
 calls and direct ``run_simt`` calls alike), ``kdsl_cuda.codegen.generate`` prints it and
 ``kdsl_cuda.build.compile_cubin`` compiles it for sm_90.  A failure is raised from the
@@ -70,8 +70,8 @@ def install() -> bool:
     """Wrap ``run_simt`` where the suite reaches it; False when the hook is off."""
     if not available():
         return False
-    import kdsl.backends.simt as simt
-    import kdsl.backends.simt.compiled as compiled
+    import kdsl.gpu.simt as simt
+    import kdsl.gpu.simt.compiled as compiled
     original = simt.run_simt
     if getattr(original, "_nvrtc_hook", False):
         return True

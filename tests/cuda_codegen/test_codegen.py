@@ -19,6 +19,7 @@ from kdsl.frontend.trace import trace
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
 from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.schedule import Schedule
 from kdsl_cuda.build import compile_cubin
 from kdsl_cuda.codegen import generate
@@ -70,7 +71,7 @@ for step in LADDER:
 def lowered(graph_fn, sched_fn):
     s = Schedule(graph_fn())
     sched_fn(s)
-    return lower(s, target="cuda")
+    return gpu_lower(s)
 
 
 def kernel_text(source: str, name: str) -> str:

@@ -10,12 +10,13 @@ import pytest
 
 import nvrtc_hook
 from ctr_cases import REDUCTIONS, SCHEDULES, data, reduction_fn
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.frontend.spec import TensorSpec
 from kdsl.frontend.trace import trace
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
 from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.schedule import Schedule
 from kdsl_cuda.build import compile_ptx
 from kdsl_cuda.codegen import generate
@@ -25,7 +26,7 @@ def lowered(kind, dtype, sched, axis):
     g = trace(reduction_fn(kind, axis), [TensorSpec(("n", "m"), dtype)])
     s = Schedule(g)
     sched(s)
-    return lower(s, target="cuda")
+    return gpu_lower(s)
 
 
 def simt_check(func, kind, axis, dtype, rng, shape):

@@ -9,6 +9,7 @@ from kdsl.errors import BackendCompileError, BackendUnavailable
 from kdsl.frontend.spec import TensorSpec
 from kdsl.frontend.trace import trace
 from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.schedule import Schedule
 from kdsl_cuda import backend
 from kdsl_cuda.build import compile_cubin
@@ -42,7 +43,7 @@ def source_of(fn, dtype):
     g = trace(fn, [TensorSpec(("n", "m"), dtype)] * 2)
     s = Schedule(g)
     tile(s)
-    return generate(lower(s, target="cuda")).source
+    return generate(gpu_lower(s)).source
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

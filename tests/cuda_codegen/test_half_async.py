@@ -12,13 +12,14 @@ import schedules as S
 from ctr_cases import rows_x
 from test_seed002_ladder import LADDER
 from kdsl import dtypes as dt
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.frontend.spec import TensorSpec
 from kdsl.frontend.trace import trace
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.interior_blocks import edge_copy
+from kdsl.gpu.interior_blocks import edge_copy
 from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.schedule import Schedule
 from kdsl_cuda.build import compile_cubin, compile_ptx
 from kdsl_cuda.codegen import generate
@@ -39,7 +40,7 @@ def chain(X, Y):
 def lowered(fn, specs, sched):
     s = Schedule(trace(fn, specs))
     sched(s)
-    return lower(s, target="cuda")
+    return gpu_lower(s)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -105,14 +106,14 @@ PIPELINED += [("ladder_stages3", S.ladder_thread_tiling(vthreads=2, vec=4, stage
 def test_pipelined_copies_are_cp_async(name, sched, stages, dtype, rng):
     s = Schedule(S.matmul_graph(dtype))
     sched(s)
-    func = lower(s, target="cuda")
+    func = gpu_lower(s)
     copies = collect(func.body, lambda x: type(x) is n.AsyncCopy)
     waits = collect(func.body, lambda x: type(x) is n.WaitGroup)
     commits = collect(func.body, lambda x: type(x) is n.CommitGroup)
     assert copies and waits and commits
     src = generate(func).source
     size = dtype.itemsize
-    # every copy of the general code (the edge blocks': kdsl.passes.interior_blocks) prints one
+    # every copy of the general code (the edge blocks': kdsl.gpu.interior_blocks) prints one
     # element-sized cp.async (vector copies: as the fallback of the 16-byte one)
     general = collect(edge_copy(func.body), lambda x: type(x) is n.AsyncCopy)
     assert src.count(f"kd_cp_async<{size}>(") >= len(general)
@@ -134,7 +135,7 @@ def test_copy_of_16_bit_elements_is_synchronous():
     """cp.async moves 4, 8 or 16 bytes: a float16 element is copied by a plain store."""
     s = Schedule(S.matmul_graph(dt.float16))
     S.mm_double_buffer(s)
-    func = lower(s, target="cuda")
+    func = gpu_lower(s)
     src = generate(func).source
     assert "kd_cp_async<" not in src.split("// cp.async of N")[1].split("\n}\n", 1)[1]
     assert compile_cubin(src)[:4] == b"\x7fELF"

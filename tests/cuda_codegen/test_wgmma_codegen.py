@@ -19,6 +19,7 @@ import kdsl as kd
 from kdsl.errors import BackendCompileError
 from kdsl.ir import nodes as n
 from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.schedule import Schedule
 from kdsl_cuda.build import compile_cubin, compile_ptx, target_arch
 from kdsl_cuda.codegen import generate
@@ -38,7 +39,7 @@ def _module(dtype=dt.float16, trans_b=False, **cfg):
                              layout_b="col_major" if trans_b else "row_major")
     s = Schedule(mm16_graph(dtype=dtype, trans_b=trans_b))
     wgmma_schedule(intrin=intrin, **cfg)(s)
-    return generate(lower(s, target="cuda"))
+    return generate(gpu_lower(s))
 
 
 @pytest.mark.parametrize("nn,cols", [(64, 64), (128, 256), (256, 256)])

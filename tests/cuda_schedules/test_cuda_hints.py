@@ -70,7 +70,7 @@ def test_tile(A, rng):
     m = hinted(W.matmul, tile={"i0": 16, "i1": 32, "r0": 4})
     t = text(m, specs)
     # (the default double-buffers them: a ring of 2 tiles)
-    # (B's rows of 128 bytes padded by 16: kdsl.passes.shared_layout)
+    # (B's rows of 128 bytes padded by 16: kdsl.gpu.shared_layout)
     assert "A.shared: float32[2, 16, 4] shared" in t
     assert "B.shared: float32[2, 4, 32] strides (144, 36, 1) shared" in t
     a, b = rng.standard_normal((19, 10)).astype(np.float32), rng.standard_normal((10, 37)).astype(np.float32)

@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 
 import cuda_workloads as W
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.frontend.spec import TensorSpec
 from kdsl.frontend.trace import trace
 from kdsl.ir import nodes as n
 from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.runtime.dispatch import make_schedule
 from kdsl_cuda.schedules import schedule
 
@@ -30,7 +31,7 @@ def lowered(fn, specs, sizes, hints=()):
                 dims[d.name] = d
     s.size_hints = {dims[k]: v for k, v in sizes.items() if k in dims}
     schedule(s, list(hints))
-    return lower(s, target="cuda")
+    return gpu_lower(s)
 
 
 def one(x):

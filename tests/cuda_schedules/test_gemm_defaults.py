@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.frontend.spec import TensorSpec
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
@@ -68,7 +68,7 @@ def test_size_class_structure(cls):
     assert bool(rings) == (cls in ("large", "medium")), cls
     if cls == "large":     # the seed's tiles: 128x8 / 8x128 shared, 2x2 vthreads of 4x4
         text = str(f)
-        # (rows padded by 16 bytes: kdsl.passes.shared_layout)
+        # (rows padded by 16 bytes: kdsl.gpu.shared_layout)
         assert "A.shared: float32[2, 128, 8] strides (1536, 12, 1) shared" in text, text
         assert "C.local" not in text and "local: float32[2, 2, 4, 4] local" in text
         assert any(x.kind is n.ForKind.VECTORIZED for x in kinds(f, n.For))

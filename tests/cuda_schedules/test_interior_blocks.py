@@ -1,4 +1,4 @@
-"""The interior_blocks pass (kdsl/passes/interior_blocks.py): a tiled kernel's blocks that lie
+"""The interior_blocks pass (kdsl/gpu/interior_blocks.py): a tiled kernel's blocks that lie
 inside the arrays run a copy of the main loop without the guards that hold there; edge
 blocks keep the guarded copy.  Checked on the SIMT executor (out-of-bounds accesses and races
 are errors there) against numpy in float64, with shapes that give interior and edge blocks,
@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.frontend.spec import TensorSpec
 from kdsl.ir import nodes as n
 from kdsl.ir.printer import format_expr
 from kdsl.ir.visitor import collect, free_vars
-from kdsl.passes.coalesced_fallbacks import is_copy_alternative
-from kdsl.passes.tighten_loops import conjuncts
+from kdsl.gpu.coalesced_fallbacks import is_copy_alternative
+from kdsl_cpu.passes.tighten_loops import conjuncts
 from test_cuda_size_classes import lowered
 
 LARGE = dict(n=(4096, 4096), k=(4096, 4096), m=(4096, 4096))

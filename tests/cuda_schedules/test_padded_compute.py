@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.frontend.spec import TensorSpec
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.coalesced_fallbacks import is_copy_alternative, scalar_copies
-from kdsl.passes.interior_blocks import edge_copy
+from kdsl.gpu.coalesced_fallbacks import is_copy_alternative, scalar_copies
+from kdsl.gpu.interior_blocks import edge_copy
 from test_cuda_size_classes import lowered
 
 LARGE = dict(n=(4096, 4096), k=(4096, 4096), m=(4096, 4096))

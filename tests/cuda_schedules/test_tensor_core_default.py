@@ -236,7 +236,7 @@ def test_16_bit_result_is_converted_by_the_fragment_stores(dtype, rng):
     src = mm_default.source(spec, kd.TensorSpec((200, 70), dtype), backend="cuda")
     assert src.count("__global__") == 1
     assert f"kd_pack2({'kd_f2h' if dtype == 'float16' else 'kd_f2bf'}(" in src
-    from kdsl.backends.numpy_eval import round_bf16
+    from kdsl.numerics.numpy_eval import round_bf16
     npd = np.float16 if dtype == "float16" else kd.bfloat16.np      # bfloat16: ml_dtypes
     for m, k, nn in ((64, 64, 32), (37, 45, 50), (130, 260, 100), (0, 16, 16)):
         A = rng.standard_normal((m, k)).astype(npd)

@@ -65,7 +65,7 @@ def test_float32_product_matches_numpy(shape, rng):
 def test_16_bit_result_is_the_cast_of_the_product(dtype, rng):
     """``A @ B`` of 16-bit matrices: the accumulator's stores round to the 16-bit type, the
     very bits of the cast of the float32 product."""
-    from kdsl.backends.numpy_eval import round_bf16
+    from kdsl.numerics.numpy_eval import round_bf16
     npd = np.float16 if dtype == "float16" else kd.bfloat16.np
     assert f"{dtype}(matmul.wmma.accumulator[" in _text(mm, (300, 200), (200, 70), dtype)
     for m, k, nn in ((64, 128, 64), (77, 130, 150)):
@@ -125,7 +125,7 @@ def test_constant_extents_below_a_warpgroup_use_mma_sync(rng):
     recipe, whose 16-wide fragments fit it.  Regressions of that recipe: M = 48 under 64-row
     blocks gave 3 warps against the copies' 4; K = 32, one k step, pipelined a loop that was
     not there; K = 64 in the wgmma recipe likewise."""
-    from kdsl.backends.simt import run_simt
+    from kdsl.gpu.simt import run_simt
     for a, b, kind in (((48, 128), (128, 96), "wmma.mma("), ((96, 32), (32, 80), "wmma.mma("),
                        ((64, 64), (64, 40), "wmma.mma("), ((64, 64), (64, 64), "wgmma.mma(")):
         f = mm32.lower(kd.TensorSpec(a, "float16"), kd.TensorSpec(b, "float16"), backend="cuda")

@@ -173,7 +173,7 @@ def _from_hook(e) -> bool:
 
 
 def _error(res, case, e):
-    from kdsl.backends.simt.races import SimtError
+    from kdsl.gpu.simt.races import SimtError
     from kdsl.errors import InternalCompilerError, KdslUserError
     from .check import fairness
     msg = str(e).splitlines()[0] if str(e) else ""

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import RaceError, run_simt
+from kdsl.gpu.simt import RaceError, run_simt
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.async_copies import async_copies
+from kdsl.gpu.async_copies import async_copies
 from hand_kernels import A, F32, NB, NT, O, S, barrier, c, fill, kernel, load, reverse, tloop
 
 

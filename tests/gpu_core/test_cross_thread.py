@@ -17,7 +17,7 @@ from schedules import rand, row_per_block, rowsum_graph
 from seed_schedules import SEED_SCHEDULES, cross_thread
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import CrossThreadDivergence, SimtError, run_simt
+from kdsl.gpu.simt import CrossThreadDivergence, SimtError, run_simt
 from kdsl.errors import InternalCompilerError, ScheduleError
 from kdsl.frontend.spec import TensorSpec
 from kdsl.frontend.trace import trace
@@ -25,12 +25,13 @@ from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
 from kdsl.passes.lower_cross_thread import lower_cross_thread
-from kdsl.passes.pipeline import SEQUENTIAL, lower
+from kdsl.gpu.pipeline import GPU_SEQUENTIAL, lower_sequential as lower
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.schedule import Schedule
 
 #: the sequential table with the statement kept (the SIMT executor runs it natively; the GPU
 #: table ``PIPELINE`` keeps it too, but also refuses the seed's unbound schedules)
-NATIVE = SEQUENTIAL.remove("lower_cross_thread")
+NATIVE = GPU_SEQUENTIAL.remove("lower_cross_thread")
 
 
 def ctrs(f):
@@ -215,7 +216,7 @@ def _argmax(X):
 def test_argmax_rows_traced(shape, rng):
     g = trace(_argmax, [TensorSpec(("n", "m"), "float64")])
     pair = lowered_pair(g, row_threads(32))
-    assert ctrs(pair[0])[0].combiner.kind == "argmax"
+    assert ctrs(pair[0])[0].combiner.kind is n.CombinerKind.ARGMAX
     A = rng.standard_normal(shape)
     check(pair, [A], [(shape[:1], np.int64)], [A.argmax(1)], exact=True)
 
@@ -297,7 +298,7 @@ def test_local_row_statistics_across_thread_loops_are_refused_for_cuda():
     s = Schedule(g)
     row_per_block_fused(32)(s)
     with pytest.raises(ScheduleError, match="is in local memory .one copy per thread.") as ei:
-        lower(s, target="cuda")
+        gpu_lower(s)
     assert "shared memory" in ei.value.hint
 
 

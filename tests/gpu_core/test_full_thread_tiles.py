@@ -1,4 +1,4 @@
-"""The full_thread_tiles pass (kdsl.passes.thread_tiles): a thread's register tile gets a
+"""The full_thread_tiles pass (kdsl.gpu.thread_tiles): a thread's register tile gets a
 guard-free copy for interior threads; edge threads keep every guard; bodies with barriers or
 few guards are left alone.  Results checked on the race-checking SIMT executor and the
 sequential interpreter against numpy in float64."""
@@ -7,13 +7,14 @@ import pytest
 
 from schedules import conv3x3_graph, ladder_thread_tiling, matmul_graph, rand
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.ir import make as mk
 from kdsl.ir.evaluate import eval_expr
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.pipeline import PIPELINE, SEQUENTIAL, lower
-from kdsl.passes.thread_tiles import _extreme, full_thread_tiles
+from kdsl.gpu.pipeline import PIPELINE
+from kdsl.gpu.pipeline import GPU_SEQUENTIAL, lower_sequential as lower
+from kdsl.gpu.thread_tiles import _extreme, full_thread_tiles
 from kdsl.schedule import Schedule
 
 
@@ -89,7 +90,7 @@ def test_versioned_tile_is_correct(shape, rng):
     run_simt(f, [i, w], [out], [], block_order=rng)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
     seq = np.full(want.shape, -7, np.float32)
-    run_lowered(lowered(conv3x3_graph(), register_tile, SEQUENTIAL), [i, w], [seq], [])
+    run_lowered(lowered(conv3x3_graph(), register_tile, GPU_SEQUENTIAL), [i, w], [seq], [])
     np.testing.assert_allclose(seq, want, rtol=1e-5, atol=1e-5)
 
 
@@ -135,5 +136,5 @@ def test_extreme_point_of_a_guard():
 
 
 def test_no_thread_loops_no_change():
-    f = lowered(conv3x3_graph(), lambda s: None, SEQUENTIAL)
+    f = lowered(conv3x3_graph(), lambda s: None, GPU_SEQUENTIAL)
     assert full_thread_tiles(f) is f

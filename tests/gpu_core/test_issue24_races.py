@@ -104,8 +104,8 @@ def test_unbound_stage_attached_in_a_block_runs_once(n, k, m, rng):
 def test_unbound_stage_race_is_reported_without_the_fix(rng, monkeypatch):
     """The race checker is the oracle: with ``pin_unspread`` off, the SIMT run reports the
     read-modify-write race the issue describes (it is not hidden by equal values)."""
-    from kdsl.backends.simt import RaceError
-    from kdsl.passes import sync
+    from kdsl.gpu.simt import RaceError
+    from kdsl.gpu import sync
     monkeypatch.setattr(sync, "pin_unspread", lambda k: k)
     kern = kd.kernel(_g)
     kern.schedule("cuda")(_g_sched)
@@ -253,8 +253,8 @@ def test_rfactor_of_a_bound_reduction_axis_is_refused(rng):
 
 
 def test_rfactor_epilogue_race_is_reported_without_the_fix(rng, monkeypatch):
-    from kdsl.backends.simt import RaceError
-    from kdsl.passes import sync
+    from kdsl.gpu.simt import RaceError
+    from kdsl.gpu import sync
     monkeypatch.setattr(sync, "pin_unspread", lambda k: k)
     kern = kd.kernel(_ew)
     kern.schedule("cuda")(_ew_sched)

@@ -1,17 +1,18 @@
-"""The verifier's GPU rules (kdsl.ir.verify_gpu) on hand-built DeviceKernels: one good kernel,
+"""The verifier's GPU rules (kdsl.gpu.verify) on hand-built DeviceKernels: one good kernel,
 then one broken kernel per rule; and the sequential tail's async-copy lowering on hand IR."""
 import numpy as np
 import pytest
 
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
-from kdsl.ir.verifier import verify
-from kdsl.passes.pipeline import SEQUENTIAL_TAIL, run_passes
-from kdsl.passes.sequential import lower_async_copies
+from kdsl.gpu.verify import verify
+from kdsl.gpu.pipeline import GPU_SEQUENTIAL
+from kdsl.passes.pipeline import run_passes
+from kdsl.gpu.sequential import lower_async_copies
 
 F32 = dt.float32
 NB, NT = 3, 8
@@ -176,7 +177,8 @@ def test_async_copies_become_stores_at_issue(monkeypatch):
     text = str(g)
     assert "async_copy" not in text and "commit_group" not in text and "wait_group" not in text
     assert "if t < 5:" in text and "S[t] = 0.0f" in text
-    seq = run_passes(f, SEQUENTIAL_TAIL)          # kernels unwrapped, copies lowered
+    undo = GPU_SEQUENTIAL.passes[GPU_SEQUENTIAL.index("sequential_kernels"):]
+    seq = run_passes(f, undo)                     # kernels unwrapped, copies lowered
     assert seq.kernels == () and "kernel " not in str(seq)
     a = np.arange(1, NB * NT + 1, dtype=np.float32)
     out = np.full_like(a, np.nan)

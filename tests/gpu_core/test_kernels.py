@@ -8,12 +8,14 @@ import kdsl as kd
 from schedules import elementwise_2d, matmul_graph, mm_shared_no_sync, mm_threads, rand, scale_graph
 from kdsl.backends import registry
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.numpy_eval import ExprEval
-from kdsl.backends.simt import RaceError, run_simt
+from kdsl.numerics.numpy_eval import ExprEval
+from kdsl.gpu.simt import RaceError, run_simt
 from kdsl.errors import ScheduleError, ShapeError
 from kdsl.ir import nodes as n
+from kdsl.gpu import pipeline as G
 from kdsl.passes import pipeline as P
-from kdsl.passes.sequential import sequential_kernels
+from kdsl.gpu.pipeline import lower as gpu_lower
+from kdsl.gpu.sequential import sequential_kernels
 from kdsl.schedule import Schedule
 
 
@@ -134,7 +136,7 @@ def test_unwrapping_the_kernels_gives_the_sequential_loops():
     s1, s2 = (Schedule(matmul_graph()) for _ in range(2))
     mm_threads(s1)
     mm_threads(s2)
-    gpu = P.lower(s1, target="cuda")
+    gpu = gpu_lower(s1)
     seq = P.lower(s2, pipeline=P.SEQUENTIAL.remove("blocked_sums"))
     assert len(gpu.kernels) == 1 and "kernel " not in str(seq)
     assert str(sequential_kernels(gpu)) == str(seq)
@@ -142,7 +144,7 @@ def test_unwrapping_the_kernels_gives_the_sequential_loops():
 
 @pytest.mark.parametrize("shape", [(8, 16), (9, 13), (1, 1), (0, 3)])
 def test_gpu_form_runs_under_simt_in_any_block_order(shape, rng):
-    f = P.lower(_sched(elementwise_2d), target="cuda")
+    f = gpu_lower(_sched(elementwise_2d))
     (k,) = f.kernels
     assert k.launch.block == (8, 4, 1)
     A = rand(rng, shape, np.float64)
@@ -163,7 +165,7 @@ def _sched(fn):
 def test_races_are_still_found_inside_device_kernels(rng):
     s = Schedule(matmul_graph())
     mm_shared_no_sync(s)       # shared tiles, and a GPU table without the sync pass: no barrier
-    f = P.lower(s, pipeline=P.PIPELINE.remove("sync"))
+    f = P.lower(s, pipeline=G.PIPELINE.remove("sync"))
     A, B = rand(rng, (16, 8), np.float32), rand(rng, (8, 16), np.float32)
     with pytest.raises(RaceError, match="kernel 'mm_kernel0'"):
         run_simt(f, [A, B], [np.zeros((16, 16), np.float32)], [])
@@ -223,7 +225,7 @@ def test_two_extents_for_one_thread_index():
     AA.bind(AA.axes[0], "threadIdx.y")
     AA.bind(a1, "threadIdx.x")                    # 4 threads where C has 8
     # issue 24: the block is as wide as the longest loop; the copy's loop of 4 is masked
-    f = P.lower(s, target="cuda")
+    f = gpu_lower(s)
     assert [k.launch.block for k in f.kernels] == [(8, 8, 1)]
     rng = np.random.default_rng(5)
     A, B = rand(rng, (13, 6), np.float32), rand(rng, (6, 11), np.float32)
@@ -241,7 +243,7 @@ def test_sequential_targets_keep_running_what_a_gpu_cannot():
     run_lowered(f, [A], [out], [])
     np.testing.assert_array_equal(out, A * 2 + 1)
     with pytest.raises(ScheduleError, match="not a constant"):
-        P.lower(_sched(lambda s: s["O"].bind(s["O"].axes[0], "threadIdx.x")), target="cuda")
+        gpu_lower(_sched(lambda s: s["O"].bind(s["O"].axes[0], "threadIdx.x")))
 
 
 # ----------------------------------------------------------------- the backend and its registry
@@ -275,7 +277,7 @@ def test_copy_over_fewer_thread_rows_than_its_consumer_is_masked():
     ko, ki = C.split(C.reduce_axes[0], factor=8)
     AA.compute_at(C, ko)
     _coop_copy(AA, 4, 8)
-    f = P.lower(s, target="cuda")
+    f = gpu_lower(s)
     assert [k.launch.block for k in f.kernels] == [(8, 8, 1)]
     rng = np.random.default_rng(6)
     A, B = rand(rng, (17, 19), np.float32), rand(rng, (19, 9), np.float32)

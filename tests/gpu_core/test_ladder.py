@@ -7,10 +7,11 @@ import pytest
 from schedules import (conv3x3_graph, conv_shared_tile, ladder_blocked, ladder_naive,
                        ladder_thread_tiling, matmul_graph, rand)
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower_sequential as lower
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.schedule import Schedule
 
 MM_SHAPES = [(64, 16, 64), (37, 13, 45), (1, 1, 1), (0, 3, 2), (5, 0, 3), (33, 9, 1)]
@@ -84,7 +85,7 @@ def test_conv3x3_shared_input_tile(hw, rng):
     assert "allocate I.shared: float32[10, 10] shared" in str(f)
     s = Schedule(conv3x3_graph())
     conv_shared_tile(s)
-    gpu = lower(s, target="cuda")              # the cuda form: one kernel of 8x8 threads
+    gpu = gpu_lower(s)              # the cuda form: one kernel of 8x8 threads
     (k,) = collect(gpu.body, lambda x: isinstance(x, n.DeviceKernel))
     assert k.launch.block == (8, 8, 1) and collect(gpu.body, lambda x: isinstance(x, n.Barrier))
     h, w = hw
@@ -97,3 +98,22 @@ def test_conv3x3_shared_input_tile(hw, rng):
     want = sum(I64[di:di + h - 2, dj:dj + w - 2] * W64[di, dj] for di in range(3) for dj in range(3))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got, seq)
+
+
+@pytest.mark.parametrize("nkm", [(5, 3, 7), (0, 3, 2)])
+def test_sequential_targets_run_the_gpu_ladder_as_plain_loops(nkm, rng):
+    """interp/cpu run the core's SEQUENTIAL table: thread bindings, virtual threads, vector
+    copies and a double buffer lower to plain loops (no GPU pass, no barrier, no async copy)."""
+    from kdsl.passes.pipeline import lower as core_lower
+    from kdsl.schedule import Schedule
+    s = Schedule(matmul_graph())
+    ladder_thread_tiling(vthreads=2, vec=4, stages=2)(s)
+    f = core_lower(s)
+    assert set(f.attrs["pass_times"]) == {"scan_legality", "placement", "inline", "bound_inference", "padded_compute",
+                                          "storage", "loop_nests", "simplify", "lower_cross_thread", "blocked_sums"}
+    assert not collect(f.body, lambda x: isinstance(x, (n.Barrier, n.AsyncCopy, n.DeviceKernel)))
+    nn, kk, mm = nkm
+    A, B = rand(rng, (nn, kk), np.float32), rand(rng, (kk, mm), np.float32)
+    out = np.full((nn, mm), np.nan, np.float32)
+    run_lowered(f, [A, B], [out], [])
+    np.testing.assert_allclose(out, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-5)

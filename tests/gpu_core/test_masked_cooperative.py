@@ -1,4 +1,4 @@
-"""Predication of a padded thread loop (kdsl.passes.predicate) around a cooperative stage: a
+"""Predication of a padded thread loop (kdsl.gpu.predicate) around a cooperative stage: a
 thread loop shorter than the block (C's 7 columns over threadIdx.x, the block 8 wide for its
 shared-tile copies) that holds a barrier runs to the block's extent with its body masked, but
 the mask must not turn off threads inside the copy that binds threadIdx.x again (found by the

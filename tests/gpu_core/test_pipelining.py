@@ -8,20 +8,21 @@ import pytest
 
 from schedules import matmul_graph, mm_double_buffer, mm_shared_no_sync, rand, scale_graph
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import AsyncCopyRace, RaceError, run_simt
+from kdsl.gpu.simt import AsyncCopyRace, RaceError, run_simt
 from kdsl.errors import ScheduleError
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import Mutator, collect
-from kdsl.passes.interior_blocks import edge_copy
-from kdsl.passes.pipeline import lower
-from kdsl.passes.sequential import lower_async_copies as sequential_async
+from kdsl.gpu.interior_blocks import edge_copy
+from kdsl.gpu.pipeline import lower_sequential as lower
+from kdsl.gpu.pipeline import lower as gpu_lower
+from kdsl.gpu.sequential import lower_async_copies as sequential_async
 from kdsl.schedule import Schedule
 
 
 def lowered(sched, graph=None, **kw):
     s = Schedule(graph or matmul_graph())
     sched(s, **kw)
-    return lower(s, target="cuda")
+    return gpu_lower(s)
 
 
 SHAPES = [(16, 16, 16), (9, 13, 7), (1, 1, 1), (0, 3, 2), (3, 0, 2), (20, 30, 17), (8, 8, 8), (5, 1, 3)]
@@ -67,7 +68,7 @@ def test_printed_ring_prologue_and_epilogue():
 
 def test_three_stages_waits_for_all_but_two():
     f = lowered(mm_double_buffer, stages=3)
-    body = edge_copy(f.body)     # one copy of the block's work (kdsl.passes.interior_blocks)
+    body = edge_copy(f.body)     # one copy of the block's work (kdsl.gpu.interior_blocks)
     waits = [w.pending for w in collect(body, lambda x: isinstance(x, n.WaitGroup))]
     assert waits == [2, 0]
     assert len(collect(body, lambda x: isinstance(x, n.CommitGroup))) == 3   # 2 prologue + loop
@@ -166,7 +167,7 @@ def test_block_ending_with_copies_in_flight_is_reported(rng):
 
 
 def test_no_pipelined_stage_no_change():
-    from kdsl.passes.software_pipeline import software_pipeline
+    from kdsl.gpu.software_pipeline import software_pipeline
     s = Schedule(matmul_graph())
     mm_shared_no_sync(s)
     f = lower(s)

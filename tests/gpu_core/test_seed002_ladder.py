@@ -15,11 +15,12 @@ import pytest
 from schedules import (ladder_blocked, ladder_naive, ladder_thread_tiling, matmul_graph,
                        rand)
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.interior_blocks import edge_copy
-from kdsl.passes.pipeline import lower
+from kdsl.gpu.interior_blocks import edge_copy
+from kdsl.gpu.pipeline import lower_sequential as lower
+from kdsl.gpu.pipeline import GPU_SEQUENTIAL, PIPELINE
 from kdsl.schedule import Schedule
 
 BLOCK, BK, THREADS, VEC = 32, 8, 8, 4
@@ -35,7 +36,7 @@ MM_SHAPES = [(64, 16, 64), (37, 13, 45), (1, 1, 1), (0, 3, 2), (5, 0, 3), (33, 9
 def _lower(sched, target):
     s = Schedule(matmul_graph())
     sched(s)
-    return lower(s, target=target)
+    return lower(s, pipeline=PIPELINE if target == "cuda" else GPU_SEQUENTIAL)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +87,7 @@ def test_printed_steps_read_like_the_seed_cuda(ladder):
         else:
             assert tile_a == [BLOCK, BK], name
             # RAW after the copy, WAR before the next (in each copy of the block's work:
-            # kdsl.passes.interior_blocks)
+            # kdsl.gpu.interior_blocks)
             assert len(collect(edge_copy(gpu.body), lambda x: isinstance(x, n.Barrier))) == 2, name
         local = {a.buffer.name: [int(e.value) for e in a.buffer.shape]
                  for a in _kinds(gpu, n.Allocate) if a.buffer.scope is n.Scope.LOCAL}

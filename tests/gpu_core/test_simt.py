@@ -1,4 +1,4 @@
-"""The SIMT executor (kdsl.backends.simt): GPU schedules run as a GPU would, against numpy
+"""The SIMT executor (kdsl.gpu.simt): GPU schedules run as a GPU would, against numpy
 and the sequential interpreter, and the race checker's reports (on races the lowering once
 had, and on IR with a barrier removed)."""
 import numpy as np
@@ -8,10 +8,10 @@ from schedules import (elementwise_2d, matmul_graph, mm_shared_no_sync, mm_threa
                        row_per_block, rowsum_graph, scale_graph)
 from seed_schedules import bind_rows, cross_thread
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import RaceError, run_simt
+from kdsl.gpu.simt import RaceError, run_simt
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower_sequential as lower
 from kdsl.schedule import Schedule
 
 

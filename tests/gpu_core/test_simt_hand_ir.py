@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import BarrierDivergence, RaceError, SimtOutOfBounds, run_simt
+from kdsl.gpu.simt import BarrierDivergence, RaceError, SimtOutOfBounds, run_simt
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from hand_kernels import A, F32, NB, NT, O, S, barrier, c, fill, kernel, load, reverse, tloop
@@ -174,7 +174,7 @@ def test_every_thread_zeroing_the_tile_then_accumulating_is_a_race(rng):
 def test_read_of_never_written_shared_memory_is_reported(rng):
     """Issue 24: a masked cooperative copy left part of a shared tile unwritten and the kernel
     read it (NaN on the SIMT executor, garbage on a GPU); the executor now says so."""
-    from kdsl.backends.simt import UninitializedRead
+    from kdsl.gpu.simt import UninitializedRead
     half = lambda b: tloop(lambda t: n.Store(S, (t,), load(A, mk.add(mk.mul(b, NT), t))), extent=NT // 2)
     with pytest.raises(UninitializedRead) as ei:
         run(kernel(half, barrier, reverse), rng.standard_normal(NB * NT).astype(np.float32))

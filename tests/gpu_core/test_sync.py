@@ -1,4 +1,4 @@
-"""The sync pass (kdsl.passes.sync) and predication (kdsl.passes.predicate): barriers exactly
+"""The sync pass (kdsl.gpu.sync) and predication (kdsl.gpu.predicate): barriers exactly
 where threads of a block exchange shared memory, none under divergent control flow; every
 result checked by the race-checking SIMT executor and the sequential interpreter."""
 import dataclasses
@@ -9,13 +9,13 @@ import pytest
 from schedules import (elementwise_2d, ladder_blocked, ladder_thread_tiling, matmul_graph,
                        mm_shared_no_sync, mm_threads, rand, scale_graph)
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import BarrierDivergence, RaceError, run_simt
+from kdsl.gpu.simt import BarrierDivergence, RaceError, run_simt
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import Mutator, collect
-from kdsl.passes.pipeline import SEQUENTIAL, lower
-from kdsl.passes.predicate import predicate_kernel
-from kdsl.passes.sync import sync
+from kdsl.gpu.pipeline import GPU_SEQUENTIAL, lower_sequential as lower
+from kdsl.gpu.predicate import predicate_kernel
+from kdsl.gpu.sync import sync
 from kdsl.schedule import Schedule
 from hand_kernels import A, F32, NB, NT, O, S, c, fill, kernel, load, reverse, tloop
 
@@ -68,7 +68,7 @@ def test_cpu_lowering_is_untouched():
     C = s["C"]
     io, jo, ii, ji = C.tile(C.axes[0], C.axes[1], 8, 8)
     s.cache_read("A", "local", [C]).compute_at(C, jo)
-    f = lower(s, pipeline=SEQUENTIAL.replace("sync", ("nosync", lambda f: f)))
+    f = lower(s, pipeline=GPU_SEQUENTIAL.replace("sync", ("nosync", lambda f: f)))
     assert sync(f) is f
 
 

@@ -12,13 +12,14 @@ from wmma_schedules import mm16_graph, wmma_64, wmma_four_warps, wmma_one_warp, 
 from handgraph import matmul_graph, rowsum_graph
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import BarrierDivergence, SimtError, SimtOutOfBounds, run_simt
+from kdsl.gpu.simt import BarrierDivergence, SimtError, SimtOutOfBounds, run_simt
 from kdsl.errors import ScheduleError
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.interior_blocks import edge_copy
-from kdsl.passes.pipeline import lower
+from kdsl.gpu.interior_blocks import edge_copy
+from kdsl.gpu.pipeline import lower_sequential as lower
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.schedule import Schedule
 
 SHAPES = [(64, 48, 64), (40, 20, 24), (40, 24, 20), (1, 1, 1), (17, 1, 3), (0, 5, 3), (5, 0, 4), (3, 7, 0)]
@@ -64,14 +65,14 @@ def test_wmma_from_shared_tiles(nkm, rng):
     nn, kk, mm = nkm
     s = Schedule(mm16_graph())
     wmma_shared()(s)
-    f = lower(s, target="cuda")
+    f = gpu_lower(s)
     shared = [a.buffer for a in collect(f.body, lambda x: isinstance(x, n.Allocate))
               if a.buffer.scope is n.Scope.SHARED]
     assert sorted(b.name for b in shared) == ["A.shared", "B.shared"]
     assert [int(e.value) for e in shared[0].shape] in ([32, 16], [16, 32])
     # per K step: before the copies (the last step's loads still read), after A's copy (before
     # load_a), after B's copy (before load_b): the copies and loads interleave in attach order
-    # (in each copy of the block's work: kdsl.passes.interior_blocks)
+    # (in each copy of the block's work: kdsl.gpu.interior_blocks)
     assert len(collect(edge_copy(f.body), lambda x: isinstance(x, n.Barrier))) == 3
     A, B = fp16(rng, (nn, kk)), fp16(rng, (kk, mm))
     check(f, A, B, A.astype(np.float64) @ B.astype(np.float64))
@@ -350,8 +351,8 @@ def test_converting_store_rounds_like_a_cast():
     """A float32 accumulator stored into a 16-bit buffer rounds to nearest even: float16 by
     numpy's cast, bfloat16 (float32 storage in the executors) by ``round_bf16``; the valid
     extents still bound what is written."""
-    from kdsl.backends import wmma_defs as wd
-    from kdsl.backends.numpy_eval import round_bf16
+    from kdsl.gpu import wmma_defs as wd
+    from kdsl.numerics.numpy_eval import round_bf16
     tile = (np.arange(256, dtype=np.float32).reshape(16, 16) * 1.00390625 + 1 / 3).astype(np.float32)
     half = np.zeros((20, 20), np.float16)
     wd.store(half, (2, 3), False, tile, (16, 5))
@@ -361,3 +362,17 @@ def test_converting_store_rounds_like_a_cast():
     wd.store(bf, (0, 0), False, tile, (16, 16), to_bf16=True)
     np.testing.assert_array_equal(bf, round_bf16(tile))
     assert not np.array_equal(bf, tile)
+
+
+def test_sequential_targets_run_a_tensorized_nest_as_loops(rng):
+    """The core's SEQUENTIAL table (interp, cpu) has no tensorize pass: the request stays in
+    ``func.tensorize`` and the nest runs as the scalar loops it is, with the same result."""
+    from kdsl.passes.pipeline import lower as core_lower
+    s = Schedule(mm16_graph())
+    wmma_four_warps(s)
+    f = core_lower(s)
+    assert f.tensorize and not collect(f.body, lambda x: type(x) in n.WMMA_STMTS)
+    A, B = fp16(rng, (40, 24)), fp16(rng, (24, 33))
+    out = np.full((40, 33), np.nan, np.float32)
+    run_lowered(f, [A, B], [out], [])
+    np.testing.assert_allclose(out, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-5)

@@ -5,10 +5,10 @@ import pytest
 
 from schedules import matmul_graph, mm_vthread, rand
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower_sequential as lower
 from kdsl.schedule import Schedule
 
 
@@ -41,7 +41,7 @@ def test_no_vthread_loop_remains_and_local_is_replicated():
 
 
 def test_vthread_pass_is_a_no_op_without_vthreads():
-    from kdsl.passes.vthread import inject_vthreads
+    from kdsl.gpu.vthread import inject_vthreads
     from schedules import mm_threads
     s = Schedule(matmul_graph())
     mm_threads(s)

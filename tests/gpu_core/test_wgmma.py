@@ -11,11 +11,13 @@ import pytest
 import kdsl as kd
 from wmma_schedules import mm16_graph, wgmma_schedule
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.simt import SimtError, run_simt
+from kdsl.gpu.simt import SimtError, run_simt
 from kdsl.errors import ScheduleError
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import Mutator, collect
-from kdsl.passes.pipeline import lower
+from kdsl.gpu.pipeline import lower_sequential as lower
+from kdsl.gpu.pipeline import GPU_SEQUENTIAL, PIPELINE
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.schedule import Schedule
 
 SHAPES = [(128, 64, 128), (130, 100, 70), (64, 200, 300), (17, 3, 5), (0, 5, 3), (5, 0, 4)]
@@ -24,7 +26,7 @@ SHAPES = [(128, 64, 128), (130, 100, 70), (64, 200, 300), (17, 3, 5), (0, 5, 3),
 def lowered(sched, target=None, **graph):
     s = Schedule(mm16_graph(**graph))
     sched(s)
-    return lower(s, target=target)
+    return lower(s, pipeline=PIPELINE if target == "cuda" else GPU_SEQUENTIAL)
 
 
 def run_both(f, A, B, shape=None):
@@ -79,7 +81,7 @@ def test_taller_b_copy_is_clipped_at_the_reduction(rng):
     prod = n.Binary(dt.float32, n.BinOp.MUL, n.Cast(dt.float32, read(A_, i, r)), n.Cast(dt.float32, read(B_, r, j)))
     s = Schedule(b.graph(b.compute("C", [i, j], sum_(prod, [r], dt.float32), [r])))
     wgmma_schedule(bm=64, bn=64)(s)
-    f = lower(s, target="cuda")
+    f = gpu_lower(s)
     A, B = fp16(rng, (70, 40)), fp16(rng, (52, 90))
     B[40:] = np.inf
     got, seq = run_both(f, A, B)
@@ -187,7 +189,7 @@ class _NoWait(Mutator):
 
 
 def test_simt_reports_a_tile_overwritten_under_a_product(rng):
-    from kdsl.backends.simt.async_mma import AsyncMmaRace
+    from kdsl.gpu.simt.async_mma import AsyncMmaRace
     f = lowered(wgmma_schedule(bm=64, bn=64, stages=3), target="cuda")
     bad = dataclasses.replace(f, body=_NoWait().visit(f.body))
     A, B = fp16(rng, (64, 320)), fp16(rng, (320, 64))

@@ -4,7 +4,7 @@ import pytest
 
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import program, python_source, run_lowered
-from kdsl.backends.pyexec_rt import OutOfBounds
+from kdsl.numerics.pyexec_rt import OutOfBounds
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n

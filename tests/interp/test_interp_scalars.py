@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from kdsl import dtypes as dt
-from kdsl.backends import numpy_eval
+from kdsl.numerics import numpy_eval
 from kdsl.backends.interpreter import run_lowered
-from kdsl.backends.pyexec_rt import round_bf16
+from kdsl.numerics.pyexec_rt import round_bf16
 from kdsl.ir import nodes as n
 
 from interp_build import binop, c, elementwise, kernel, load, loop, store

@@ -101,7 +101,7 @@ def test_thread_nesting():
     blk = lambda body: loop(j, body, 4, n.ForKind.BOUND, n.ThreadTag.BLOCK_X)  # noqa: E731
     thr = lambda v, body: loop(v, body, 4, n.ForKind.BOUND, n.ThreadTag.THREAD_X)  # noqa: E731
     # a block loop inside a thread loop is a user's schedule until device_kernels reports it
-    # (ScheduleError); inside a DeviceKernel verify_gpu rejects it (tests/gpu_core)
+    # (ScheduleError); inside a DeviceKernel the GPU rules (kdsl.gpu.verify) reject it (tests/gpu_core)
     verify(func(thr(i, blk(copy()))))
     fails(loop(i, blk(copy()), 4, n.ForKind.BOUND, n.ThreadTag.BLOCK_X), "blockIdx.x nested inside another")
     verify(func(blk(thr(i, copy()))))

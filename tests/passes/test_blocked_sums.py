@@ -14,7 +14,8 @@ from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.verifier import verify
 from kdsl.passes import blocked_sums as bs
-from kdsl.passes.pipeline import PIPELINE, SEQUENTIAL, lower
+from kdsl.gpu.pipeline import PIPELINE
+from kdsl.passes.pipeline import SEQUENTIAL, lower
 from kdsl.schedule import Schedule
 
 F32, F64 = dt.float32, dt.float64

@@ -9,7 +9,7 @@ from kdsl.backends.interpreter import run_lowered
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.verifier import verify
-from kdsl.passes.hoist_allocations import hoist_allocations
+from kdsl_cpu.passes.hoist_allocations import hoist_allocations
 from kdsl.passes.pipeline import lower
 from kdsl.schedule import Schedule
 

@@ -8,6 +8,7 @@ from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
 from kdsl.errors import ScheduleError
 from kdsl.ir import nodes as n
+from kdsl.gpu.pipeline import GPU_SEQUENTIAL
 from kdsl.passes.pipeline import lower
 from kdsl.schedule import Schedule
 
@@ -26,10 +27,10 @@ def conv_graph():
     return b.graph(b.compute("O", [i, j], sum_(prod, [di, dj]), [di, dj]))
 
 
-def run(g, sched_fn, args, out_shapes, out_dtypes=None):
+def run(g, sched_fn, args, out_shapes, out_dtypes=None, pipeline=None):
     s = Schedule(g)
     sched_fn(s)
-    f = lower(s)
+    f = lower(s, pipeline=pipeline)
     outs = [np.zeros(sh, (out_dtypes or [np.float32] * len(out_shapes))[k]) for k, sh in enumerate(out_shapes)]
     run_lowered(f, list(args), outs, [])
     return outs, f
@@ -174,9 +175,9 @@ def test_matmul_schedules(sched, nkm):
 
 
 def test_shared_cache_is_allocated_inside_block_loops():
-    (_,), f = run(matmul_graph(), _mm_shared, [np.ones((8, 8), np.float32)] * 2, [(8, 8)])
+    (_,), f = run(matmul_graph(), _mm_shared, [np.ones((8, 8), np.float32)] * 2, [(8, 8)], pipeline=GPU_SEQUENTIAL)
     text = str(f)
-    # A.shared is double-buffered: a ring of two [8, 4] tiles (the software_pipeline pass)
+    # A.shared is double-buffered: a ring of two [8, 4] tiles (the GPU layer's software_pipeline pass)
     assert "allocate A.shared: float32[2, 8, 4] shared, stages=2" in text
     assert "allocate B.shared: float32[4, 8] shared" in text
     assert "bound blockIdx.y" in text

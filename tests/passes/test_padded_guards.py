@@ -10,9 +10,11 @@ import pytest
 from handgraph import Builder, matmul_graph, read, sum_
 from test_pipeline import mm_padded_tiles, padded_matmul_graph
 from kdsl import dtypes as dt
-from kdsl.backends.simt import run_simt
+from kdsl.gpu.simt import run_simt
 from kdsl.ir import nodes as n
+from kdsl.gpu import pipeline as G
 from kdsl.passes import pipeline as P
+from kdsl.gpu.pipeline import lower as gpu_lower
 from kdsl.passes.state import LowerState
 from kdsl.schedule import Schedule
 
@@ -27,14 +29,14 @@ def _graph(extra_one=False, b_rows="k"):
     if extra_one:
         term = n.Binary(dt.float32, n.BinOp.ADD, term, n.const(1.0, dt.float32))
     red = sum_(term, [r])
-    red = dataclasses.replace(red, combiner=dataclasses.replace(red.combiner, kind="sum"))
+    red = dataclasses.replace(red, combiner=dataclasses.replace(red.combiner, kind=n.CombinerKind.SUM))
     return b.graph(b.compute("C", [i, j], red, [r]))
 
 
 def _domains(graph, stop="padded_compute"):
     s = Schedule(graph)
     mm_padded_tiles(s)
-    st = P.run_pipeline(LowerState(s), P.PIPELINE, stop_after=stop)
+    st = P.run_pipeline(LowerState(s), G.PIPELINE, stop_after=stop)
     return {h.name: d for h, d in st.domains.items()}
 
 
@@ -75,7 +77,7 @@ def test_results(graph, extra, nkm, rng):
     nn, kk, mm = nkm
     s = Schedule(graph())
     mm_padded_tiles(s)
-    f = P.lower(s, target="cuda")
+    f = gpu_lower(s)
     a = rng.standard_normal((nn, kk)).astype(np.float32)
     b = rng.standard_normal((kk, mm)).astype(np.float32)
     out = np.full((nn, mm), np.nan, np.float32)

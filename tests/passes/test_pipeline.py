@@ -12,8 +12,10 @@ from wmma_schedules import mm16_graph, wmma_one_warp
 from kdsl import dtypes as dt
 from kdsl.backends.interpreter import run_lowered
 from kdsl.errors import InternalCompilerError
+from kdsl.gpu.verify import verify as verify_gpu_form
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
+from kdsl.gpu import pipeline as G
 from kdsl.passes import pipeline as P
 from kdsl.passes.state import LowerState
 from kdsl.schedule import Schedule
@@ -153,7 +155,7 @@ def padded_matmul_graph():
     B = b.input("B", ("k", "m"), dt.float32)
     i, j, r = b.axis("i", b.dim("n")), b.axis("j", b.dim("m")), b.raxis("r", b.dim("k"))
     red = sum_(n.Binary(dt.float32, n.BinOp.MUL, read(A, i, r), read(B, r, j)), [r])
-    red = dataclasses.replace(red, combiner=dataclasses.replace(red.combiner, kind="sum"))
+    red = dataclasses.replace(red, combiner=dataclasses.replace(red.combiner, kind=n.CombinerKind.SUM))
     return b.graph(b.compute("C", [i, j], red, [r]))
 
 
@@ -212,22 +214,33 @@ GOLDEN_CASES = {
     "software_pipeline": (matmul_graph, mm_pipelined, "software_pipeline"),
     "vthread": (chain_graph, chain_vthread, "vthread"),
 }
-#: the table each golden case runs: GPU form, the GPU table plus the sequential tail, else SEQUENTIAL
-GOLDEN_TABLE = {"device_kernels": P.PIPELINE, "shared_layout": P.PIPELINE, "async_copies": P.PIPELINE,
-                "sequential_kernels": P.PIPELINE.append(*P.SEQUENTIAL_TAIL)}
+#: the table each golden case runs: GPU form; the GPU table plus the passes that undo GPU form; the
+#: GPU passes as the sequential interpreter checks them (GPU_SEQUENTIAL); else the core's SEQUENTIAL
+_UNDO = G.GPU_SEQUENTIAL.passes[G.GPU_SEQUENTIAL.index("sequential_kernels"):]
+GOLDEN_TABLE = {"device_kernels": G.PIPELINE, "shared_layout": G.PIPELINE, "async_copies": G.PIPELINE,
+                "sequential_kernels": G.PIPELINE.append(*_UNDO),
+                **{case: G.GPU_SEQUENTIAL for case in ("tensorize", "software_pipeline", "vthread", "sync",
+                                                       "interior_blocks", "full_thread_tiles", "coalesced_fallbacks",
+                                                       "pipeline_legality", "lower_async_copies", "storage_gpu")}}
 
 
 
 def test_the_table_lists_every_pass_in_order():
-    core = ("scan_legality", "placement", "pipeline_legality", "inline", "bound_inference", "padded_compute", "storage",
-            "loop_nests", "tensorize", "simplify", "software_pipeline", "vthread", "sync", "interior_blocks",
-            "full_thread_tiles")
-    assert P.PIPELINE.names() == core + ("async_copies", "coalesced_fallbacks", "shared_layout", "device_kernels")
-    assert P.SEQUENTIAL.names() == core + ("coalesced_fallbacks", "sequential_kernels", "lower_cross_thread", "lower_async_copies",
-                                          "blocked_sums")
-    assert P.for_target("cuda") is P.PIPELINE
-    assert P.for_target("cpu") is P.for_target("interp") is P.for_target(None) is P.SEQUENTIAL
-    for p in P.PIPELINE.passes + P.SEQUENTIAL.passes:
+    core = ("scan_legality", "placement", "inline", "bound_inference", "padded_compute", "storage", "loop_nests",
+            "simplify")
+    assert P.CORE.names() == core
+    assert P.SEQUENTIAL.names() == core + ("lower_cross_thread", "blocked_sums")
+    assert G.PIPELINE.names() == (
+        "scan_legality", "placement", "pipeline_legality", "inline", "bound_inference", "padded_compute", "storage",
+        "loop_nests", "tensorize", "simplify", "software_pipeline", "vthread", "sync", "interior_blocks",
+        "full_thread_tiles", "async_copies", "coalesced_fallbacks", "shared_layout", "device_kernels")
+    assert G.for_target("cuda") is G.PIPELINE
+    assert G.for_target("cpu") is G.for_target("interp") is G.for_target(None) is P.SEQUENTIAL
+    # the sequential table runs no pass of the GPU layer; the GPU table verifies with the GPU rules
+    assert all(p.fn.__module__.startswith("kdsl.passes.") for p in P.SEQUENTIAL)
+    assert P.SEQUENTIAL.verifier is None and G.PIPELINE.verifier is verify_gpu_form
+    assert G.PIPELINE.remove("sync").verifier is verify_gpu_form         # edits keep the verifier
+    for p in G.PIPELINE.passes + G.GPU_SEQUENTIAL.passes:
         doc = __import__(p.fn.__module__, fromlist=["_"]).__doc__
         assert "Assumes" in doc and "Guarantees" in doc, p.name
 
@@ -240,7 +253,7 @@ def test_golden_after_each_pass(case):
 
 
 def test_every_pass_has_a_golden():
-    assert {stop for _, _, stop in GOLDEN_CASES.values()} == set(P.PIPELINE.names()) | set(P.SEQUENTIAL.names())
+    assert {stop for _, _, stop in GOLDEN_CASES.values()} == set(G.PIPELINE.names()) | set(G.GPU_SEQUENTIAL.names())
 
 
 @pytest.mark.parametrize("size", [0, 1, 7, 8, 13])
@@ -259,8 +272,9 @@ def test_lowered_func_has_typed_bindings_and_tensorize_requests():
     ko, ki = B.split(B.reduce_axes[0], factor=16)
     mma = kd.intrin.wmma(16, 16, 16)
     B.tensorize(ki, mma)
-    # the request as loop_nests records it (the tensorize pass itself would refuse a row sum)
-    f = P.lower(s, pipeline=P.SEQUENTIAL.replace("tensorize", P.Pass("tensorize", lambda f: f)))
+    # the request as loop_nests records it (the GPU table's tensorize pass would refuse a row sum;
+    # a sequential target runs the tensorized nest as the loops it is)
+    f = P.lower(s)
     assert f.bindings == (n.Binding(n.BindingKind.SHAPE, 0, 0), n.Binding(n.BindingKind.SHAPE, 0, 1))
     (req,) = f.tensorize
     assert req.stage is B.stage and req.axis is ki and req.intrin is mma
@@ -285,11 +299,7 @@ def test_insert_replace_append_by_name():
     pipe = (base.insert_before("simplify", ("m1", _mark(1)))
                 .insert_after("blocked_sums", P.Pass("m2", _mark(2)))
                 .append(P.Pass("m3", _mark(3))))
-    assert pipe.names()[7:] == ("loop_nests", "tensorize", "m1", "simplify", "software_pipeline", "vthread",
-                                "sync", "interior_blocks", "full_thread_tiles", "coalesced_fallbacks",
-                                "sequential_kernels",
-                                "lower_cross_thread",
-                                "lower_async_copies", "blocked_sums", "m2", "m3")
+    assert pipe.names()[6:] == ("loop_nests", "m1", "simplify", "lower_cross_thread", "blocked_sums", "m2", "m3")
     assert base.names() == P.SEQUENTIAL.names()            # edits never change the original
     assert base.remove("blocked_sums").names() == base.names()[:-1]
     RAN.clear()
@@ -311,19 +321,19 @@ def test_insert_replace_append_by_name():
 
 def test_pipeline_errors_are_clear():
     with pytest.raises(P.PipelineError, match=r"no lowering pass named 'simplfy'; the pipeline has: scan_legality, placement"):
-        P.PIPELINE.insert_after("simplfy", ("x", _mark(0)))
+        G.PIPELINE.insert_after("simplfy", ("x", _mark(0)))
     with pytest.raises(P.PipelineError, match="no lowering pass named 'nope'"):
-        P.PIPELINE.replace("nope", ("x", _mark(0)))
+        G.PIPELINE.replace("nope", ("x", _mark(0)))
     with pytest.raises(P.PipelineError, match="two passes are named 'simplify'"):
-        P.PIPELINE.append(("simplify", _mark(0)))
+        G.PIPELINE.append(("simplify", _mark(0)))
     with pytest.raises(P.PipelineError, match="schedule-level pass 'late' comes after IR pass 'tensorize'"):
-        P.PIPELINE.append(P.Pass("late", lambda s: s, P.Level.SCHEDULE))
+        G.PIPELINE.append(P.Pass("late", lambda s: s, P.Level.SCHEDULE))
     with pytest.raises(P.PipelineError, match="schedule-level pass 'loop_nests' comes after IR pass 'early'"):
-        P.PIPELINE.insert_before("loop_nests", ("early", _mark(0)))
-    no_ir = P.PIPELINE.replace("loop_nests", P.Pass("loop_nests", lambda s: s, P.Level.SCHEDULE))
+        G.PIPELINE.insert_before("loop_nests", ("early", _mark(0)))
+    no_ir = G.PIPELINE.replace("loop_nests", P.Pass("loop_nests", lambda s: s, P.Level.SCHEDULE))
     with pytest.raises(P.PipelineError, match="IR pass 'tensorize' runs before any pass made the loop IR"):
         state_after(chain_graph, chain_schedule, None, no_ir)
-    pipe = P.PIPELINE.replace("bound_inference", P.Pass("bound_inference", lambda s: s, P.Level.SCHEDULE))
+    pipe = G.PIPELINE.replace("bound_inference", P.Pass("bound_inference", lambda s: s, P.Level.SCHEDULE))
     with pytest.raises(InternalCompilerError, match="'padded_compute' needs the state's 'domains'"):
         state_after(chain_graph, chain_schedule, None, pipe)
 

@@ -9,8 +9,9 @@ from kdsl import dtypes as dt
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
-from kdsl.passes.pipeline import PIPELINE, SEQUENTIAL
-from kdsl.passes.shared_layout import padded_strides
+from kdsl.gpu.pipeline import PIPELINE
+from kdsl.passes.pipeline import SEQUENTIAL
+from kdsl.gpu.shared_layout import padded_strides
 
 
 def _buf(shape, dtype=dt.float32, scope=n.Scope.SHARED, strides=None):

@@ -14,9 +14,9 @@ from kdsl.backends.interpreter import run_lowered
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.verifier import verify
-from kdsl.passes.full_tiles import MAX_GUARDS, full_tiles
+from kdsl_cpu.passes.full_tiles import MAX_GUARDS, full_tiles
 from kdsl.passes.pipeline import lower
-from kdsl.passes.tighten_loops import tighten_loops
+from kdsl_cpu.passes.tighten_loops import tighten_loops
 from kdsl.schedule import Schedule
 
 RNG = np.random.default_rng(7)

@@ -14,8 +14,8 @@ from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect
 from kdsl.ir.verifier import verify
 from kdsl.passes.pipeline import lower
-from kdsl.passes.tighten_loops import tighten_loops
-from kdsl.passes.unclamp import unclamp
+from kdsl_cpu.passes.tighten_loops import tighten_loops
+from kdsl_cpu.passes.unclamp import unclamp
 from kdsl.schedule import Schedule
 
 RNG = np.random.default_rng(11)

@@ -6,7 +6,7 @@ another extent that is not a multiple of 32 is an error).  A fragment buffer is 
 warp, ``(warps,) + shape``, reachable only through the wmma statements.  A wmma statement is
 executed by whole warps: every thread of a warp that reaches it must be active, and its
 operands (tiles, origins, extents) must be the same on every thread of the warp; each active
-warp then does what ``kdsl.backends.wmma_defs`` defines.  Shared-memory tiles it reads or
+warp then does what ``kdsl.gpu.wmma_defs`` defines.  Shared-memory tiles it reads or
 writes go through the race checker, attributed to the warp (an element last touched by a
 thread of the same warp does not conflict: the ``_sync`` operations wait for every lane).
 """
@@ -16,10 +16,10 @@ import numpy as np
 
 from ...ir import nodes as n
 from ...ir.visitor import collect
-from .. import pyexec_rt as rt
+from ...numerics import pyexec_rt as rt
 from .. import wmma_defs as wd
 from . import async_mma
-from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds
+from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds, _Mem
 
 WARP = 32
 
@@ -41,7 +41,6 @@ def kernel_dims(ex, kernel: n.Stmt, dims: list) -> list:
 
 def alloc_fragment(ex, b: n.Buffer, shape: tuple):
     """One ``shape`` array per warp of the block (zeroed)."""
-    from .executor import _Mem
     warps = max(ex.T // WARP, 1)
     return _Mem(rt.alloc((warps,) + shape, rt.storage_np(b.dtype), b.name))
 

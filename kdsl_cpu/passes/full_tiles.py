@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..ir import make as mk
-from ..ir import nodes as n
-from ..ir.simplify import simplify
-from ..ir.visitor import Mutator, free_vars
-from .tighten_loops import conjuncts, guard_limit
+from kdsl.ir import make as mk
+from kdsl.ir import nodes as n
+from kdsl.ir.simplify import simplify
+from kdsl.ir.visitor import Mutator, free_vars
+from kdsl.ir.conditions import conjuncts, guard_limit
 
 #: copies are only made for nests with at most this many tile guards
 MAX_GUARDS = 4

@@ -14,7 +14,7 @@ at its first or last value, by the sign of its coefficient); the pass rewrites t
     else:                                             body as it was
 
 so interior threads run straight-line code and only edge threads pay for guards.  It is
-``kdsl.passes.full_tiles`` for the thread level (that CPU pass does not look into thread
+``kdsl_cpu.passes.full_tiles`` for the thread level (that CPU pass does not look into thread
 loops, whose extents are launch sizes).
 
 Only bodies worth it are versioned: at least ``MIN_GUARD_EVALS`` guard evaluations per
@@ -35,7 +35,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import linear, simplify
 from ..ir.visitor import Mutator, any_statement, collect, substitute
-from .tighten_loops import conjuncts
+from ..ir.conditions import conjuncts
 
 #: a thread body is versioned when its guards are evaluated at least this often per thread
 MIN_GUARD_EVALS = 32

@@ -41,7 +41,7 @@ Guarantees: the same program (sequential executors ignore barriers) in which no 
 of a block touch one element of a shared buffer, one of them writing, without a barrier
 between them, as far as the rule above can tell; barriers sit at block level or inside
 thread loops, never under a condition that depends on a thread index nor in a thread loop
-shorter than the block (``kdsl.passes.predicate`` sinks such conditions onto the statements
+shorter than the block (``kdsl.gpu.predicate`` sinks such conditions onto the statements
 around the barrier).  A no-op on functions without loops bound to blockIdx/threadIdx.
 """
 from __future__ import annotations

@@ -44,7 +44,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import simplify
 from ..ir.visitor import Mutator, any_statement, collect, free_vars, substitute
-from .tighten_loops import conjuncts, guard_limit
+from ..ir.conditions import conjuncts, guard_limit
 
 #: a block body is versioned when at least this many guard conjuncts (places in the code) go
 MIN_SITES = 4

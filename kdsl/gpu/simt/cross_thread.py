@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import InternalCompilerError
 from ...ir import nodes as n
-from ..numpy_eval import fix
+from ...numerics.numpy_eval import fix
 from .races import SimtError
 
 _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2}

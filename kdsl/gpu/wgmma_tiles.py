@@ -33,7 +33,7 @@ from ..ir.simplify import linear, prove, simplify
 from ..ir.visitor import collect, free_vars
 from .tensor_nests import (LAYOUT, S, Fail, check_multiple, const_extent, limits, mem_index, show,
                            tile_index, tile_loops)
-from .tighten_loops import conjuncts
+from ..ir.conditions import conjuncts
 from .wmma_padding import covers, terms
 
 #: elements of a 128-byte swizzle line, and of one of its 16-byte chunks, for 16-bit operands

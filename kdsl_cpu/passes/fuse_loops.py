@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..ir import nodes as n
-from ..ir.visitor import Mutator, Visitor, allocate_chain, collect, substitute
+from kdsl.ir import nodes as n
+from kdsl.ir.visitor import Mutator, Visitor, allocate_chain, collect, substitute
 
 #: loop kinds this pass merges
 _KINDS = (n.ForKind.SERIAL, n.ForKind.PARALLEL)

@@ -11,11 +11,11 @@ import numpy as np
 from ...errors import InternalCompilerError
 from ...ir import nodes as n
 from ...ir.visitor import free_vars
-from .. import pyexec_rt as rt
-from ..interpreter import check_call
-from .executor import Executor, _Mem, global_mem
+from ...numerics import pyexec_rt as rt
+from ...numerics.call_check import check_call
+from .executor import Executor, global_mem
 from .cross_thread import CrossThreadDivergence
-from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds, UninitializedRead
+from .races import BarrierDivergence, RaceError, SimtError, SimtOutOfBounds, UninitializedRead, _Mem
 from .async_copy import AsyncCopyRace
 
 

@@ -133,3 +133,14 @@ class Shadow:
 
 __all__ = ["SimtError", "RaceError", "BarrierDivergence", "SimtOutOfBounds", "UninitializedRead", "Shadow",
            "RAW", "WAR", "WAW"]
+
+
+class _Mem:
+    """A live buffer: its data, whether it has one copy per thread, its race shadow or None,
+    and for global memory the shadow over blocks (``blocks``: accesses by block id, kept for
+    the whole kernel: blocks never synchronise with one another)."""
+
+    __slots__ = ("data", "per_thread", "shadow", "blocks")
+
+    def __init__(self, data, per_thread=False, shadow=None, blocks=None):
+        self.data, self.per_thread, self.shadow, self.blocks = data, per_thread, shadow, blocks

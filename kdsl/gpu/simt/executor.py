@@ -36,26 +36,15 @@ from ...ir import nodes as n
 from ...ir.printer import StmtPrinter, named_objects
 from ...ir.shared_memory import LIMIT as SHARED_LIMIT, shared_layout, too_much_shared
 from ...ir.visitor import collect, free_vars
-from .. import pyexec_rt as rt
-from ..numpy_eval import ExprEval, internal_np
+from ...numerics import pyexec_rt as rt
+from ...numerics.numpy_eval import ExprEval, internal_np
 from . import wmma
 from .cross_thread import cross_thread_reduce
-from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds, UninitializedRead
+from .races import BarrierDivergence, RaceError, Shadow, SimtOutOfBounds, UninitializedRead, _Mem
 from . import async_copy, async_mma
 
 _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2,
          n.ThreadTag.BLOCK_X: 0, n.ThreadTag.BLOCK_Y: 1, n.ThreadTag.BLOCK_Z: 2}
-
-
-class _Mem:
-    """A live buffer: its data, whether it has one copy per thread, its race shadow or None,
-    and for global memory the shadow over blocks (``blocks``: accesses by block id, kept for
-    the whole kernel: blocks never synchronise with one another)."""
-
-    __slots__ = ("data", "per_thread", "shadow", "blocks")
-
-    def __init__(self, data, per_thread=False, shadow=None, blocks=None):
-        self.data, self.per_thread, self.shadow, self.blocks = data, per_thread, shadow, blocks
 
 
 class _Eval(ExprEval):

@@ -1,6 +1,7 @@
 """The verifier's GPU rules: what must hold inside every ``DeviceKernel`` (GPU_PLAN, "The
-execution model of BOUND loops").  ``verifier.verify`` calls ``check_kernel`` on each kernel
-and ``check_host`` on the root; a failure is an InternalCompilerError (``device_kernels``
+execution model of BOUND loops").  ``verify(func)`` runs ``kdsl.ir.verifier.verify`` with
+``RULES``: ``check_kernel`` on each kernel and ``check_host`` on the root (the GPU table's
+verifier, ``kdsl.gpu.pipeline``); a failure is an InternalCompilerError (``device_kernels``
 turns the user's mistakes into ScheduleErrors first).
 
 Rules, inside a kernel:
@@ -24,9 +25,11 @@ has kernels, no BOUND block/thread loop outside them.
 """
 from __future__ import annotations
 
-from . import nodes as n
-from .shared_memory import shared_layout
-from .visitor import collect, free_vars
+from ..ir import nodes as n
+from ..ir.shared_memory import shared_layout
+from ..ir.verifier import KernelRules
+from ..ir.verifier import verify as verify_loop_ir
+from ..ir.visitor import collect, free_vars
 
 _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2}
 _SYNC = (n.Barrier, n.CrossThreadReduce)
@@ -242,4 +245,15 @@ def check_host(func: n.LoweredFunc, fail) -> None:
             fail("a loop bound to a GPU block or thread outside every DeviceKernel")
 
 
-__all__ = ["check_kernel", "check_host"]
+
+
+#: the GPU rules as the loop-IR verifier takes them
+RULES = KernelRules(check_kernel, check_host)
+
+
+def verify(func: n.LoweredFunc) -> None:
+    """The loop-IR rules and, on DeviceKernels and the root, the GPU rules of this module."""
+    verify_loop_ir(func, RULES)
+
+
+__all__ = ["check_kernel", "check_host", "RULES", "verify"]

@@ -1,11 +1,11 @@
-"""The sequential tail: GPU-form loop IR made runnable by sequential executors (interp, cpu).
-
-``pipeline.SEQUENTIAL`` runs these after the target-neutral passes (GPU_PLAN, "The execution
-model of BOUND loops": sequential executors run BOUND loops as loops):
+"""GPU-form loop IR made runnable by sequential executors again (GPU_PLAN, "The execution model
+of BOUND loops": sequential executors run BOUND loops as loops).  The sequential table
+(``kdsl.passes.pipeline.SEQUENTIAL``) never makes GPU form, so neither pass is in a target's
+table: they serve a table built as the GPU table plus these, hand-built GPU-form IR, and the
+interpreter's handlers of GPU-form statements (``as_stores``).
 
 - ``sequential_kernels``: every ``DeviceKernel`` is replaced by its body (its block and thread
-  loops are BOUND loops, which run as loops).  The sequential table does not run
-  ``device_kernels``, so this matters only for a table built as the GPU table plus the tail.
+  loops are BOUND loops, which run as loops).
 - ``lower_async_copies``: ``AsyncCopy`` becomes a ``Store`` at issue (a ``predicate`` false
   stores zero, cp.async's zero fill), ``CommitGroup``/``WaitGroup`` disappear (and the
   ``WgmmaCommit``/``WgmmaWait`` of asynchronous tensor-core products, which run at issue).  Exact: nothing

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import InternalCompilerError
 from ...ir import nodes as n
-from ..numpy_eval import internal_np
+from ...numerics.numpy_eval import internal_np
 from .races import WAR, WAW, RaceError, SimtError
 
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..ir import make as mk
-from ..ir import nodes as n
-from ..ir.simplify import Linear, linear, simplify
-from ..ir.visitor import Mutator, collect, substitute, uses_var
+from kdsl.ir import make as mk
+from kdsl.ir import nodes as n
+from kdsl.ir.simplify import Linear, linear, simplify
+from kdsl.ir.visitor import Mutator, collect, substitute, uses_var
 
 _KINDS = (n.ForKind.SERIAL, n.ForKind.VECTORIZED)
 #: clamps one loop is split on, at most (each adds a boundary)

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..ir import nodes as n
-from ..ir.visitor import allocate_chain, free_vars
+from kdsl.ir import nodes as n
+from kdsl.ir.visitor import allocate_chain, free_vars
 
 
 def _wrap(allocs, body):

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ir import nodes as n
-from .numpy_eval import round_bf16
+from ..numerics.numpy_eval import round_bf16
 
 
 class TileOutOfBounds(Exception):
@@ -101,12 +101,12 @@ def _frag(F, tile, rows, cols, kernel, name, what):
     try:
         return frag_tile(F, tile, rows, cols)
     except TileOutOfBounds as e:
-        from . import pyexec_rt as rt
+        from ..numerics import pyexec_rt as rt
         rt.oob(kernel, what + " (tile)", name, e.index, F.shape)
 
 
 def _mem_oob(kernel, what, name, e, arr):
-    from . import pyexec_rt as rt
+    from ..numerics import pyexec_rt as rt
     rt.oob(kernel, what, name, e.index, arr.shape)
 
 

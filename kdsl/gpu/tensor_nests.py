@@ -15,7 +15,7 @@ from ..ir.simplify import linear, simplify
 from ..ir.visitor import collect, free_vars
 from ..ir import make as mk
 from ..schedule.records import where
-from .tighten_loops import conjuncts
+from ..ir.conditions import conjuncts
 
 S = n.Scope
 FRAG_ROLE = {S.WMMA_MATRIX_A: "matrix_a", S.WMMA_MATRIX_B: "matrix_b", S.WMMA_ACCUMULATOR: "accumulator"}

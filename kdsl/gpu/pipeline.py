@@ -1,0 +1,99 @@
+"""The GPU table: the core passes with the GPU passes inserted, ending with GPU-form loop IR.
+
+``PIPELINE`` = ``kdsl.passes.pipeline.CORE`` with, in order:
+
+- ``pipeline_legality`` (schedule, after ``placement``; ``software_pipeline.check_pipelines``):
+  pipelined stages still qualify (a primitive after ``double_buffer`` may have broken it)
+- ``tensorize`` (IR, before ``simplify``; ``tensorize.tensorize``): tensorized nests ->
+  warp-level WMMA statements
+- after ``simplify``:
+  ``software_pipeline`` (pipelined copies become rings of shared buffers filled by
+  asynchronous copies), ``vthread`` (virtual-thread loops unrolled, interleaved), ``sync``
+  (barriers for shared memory, guards predicated where a barrier would be under divergence),
+  ``interior_blocks`` (a block's tiled main loop versioned: a guard-free copy for the blocks
+  inside the arrays), ``full_thread_tiles`` (``thread_tiles``: the same for a thread's
+  register tile), ``async_copies`` (a block's one-shot copies global -> shared become
+  asynchronous copies), ``coalesced_fallbacks`` (cooperative vector copies get an
+  element-by-element alternative whose warps copy whole rows), ``shared_layout`` (padded
+  shared rows against bank conflicts) and ``device_kernels`` (the host program of GPU kernels
+  with their launches and workspaces)
+
+The table's verifier adds the GPU rules (``kdsl.gpu.verify``).  ``GPU_TARGETS`` are the
+targets whose code runs as GPU kernels; ``for_target(name)`` gives a target's table: this
+one for them, ``kdsl.passes.pipeline.SEQUENTIAL`` for every other target (and None).
+``sequential.py`` holds the two passes that make GPU-form IR sequential again
+(``sequential_kernels``, ``lower_async_copies``) for executors that meet it;
+``GPU_SEQUENTIAL`` is the table with which the tests run the GPU passes' output on the
+sequential interpreter (no target runs it).
+
+Assumes: what ``kdsl.passes.pipeline`` says of its passes.
+Guarantees: GPU-form IR (DeviceKernels at the root, barriers, CrossThreadReduce, AsyncCopy,
+WMMA statements), verified with the GPU rules under ``config.verify()``.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as n
+from ..passes.pipeline import CORE, SEQUENTIAL, Level, Pass, Pipeline
+from ..passes.pipeline import lower as lower_with
+from .async_copies import async_copies
+from .coalesced_fallbacks import coalesced_fallbacks
+from .device_kernels import device_kernels
+from .interior_blocks import interior_blocks
+from .sequential import lower_async_copies, sequential_kernels
+from .shared_layout import shared_layout
+from .software_pipeline import check_pipelines, software_pipeline
+from .sync import sync
+from .tensorize import tensorize
+from .thread_tiles import full_thread_tiles
+from .verify import verify
+from .vthread import inject_vthreads
+
+#: every pass from a Schedule to GPU-form loop IR, in order (the table of GPU targets)
+PIPELINE = dataclasses.replace(
+    CORE.insert_after("placement", Pass("pipeline_legality", check_pipelines, Level.SCHEDULE))
+        .insert_before("simplify", Pass("tensorize", tensorize))
+        .append(Pass("software_pipeline", software_pipeline),
+                Pass("vthread", inject_vthreads),
+                Pass("sync", sync),
+                Pass("interior_blocks", interior_blocks),
+                Pass("full_thread_tiles", full_thread_tiles),
+                Pass("async_copies", async_copies),
+                Pass("coalesced_fallbacks", coalesced_fallbacks),
+                Pass("shared_layout", shared_layout),
+                Pass("device_kernels", device_kernels)),
+    verifier=verify)
+
+#: the GPU passes checked by a sequential executor (the GPU-form interpreter of the tests): the
+#: GPU table without the passes only a GPU can run (``async_copies``, ``shared_layout``,
+#: ``device_kernels``), then the core's sequential passes with the GPU form undone around them
+GPU_SEQUENTIAL = dataclasses.replace(
+    PIPELINE.remove("device_kernels").remove("async_copies").remove("shared_layout")
+            .append(Pass("sequential_kernels", sequential_kernels),
+                    *SEQUENTIAL.passes[SEQUENTIAL.index("simplify") + 1:SEQUENTIAL.index("blocked_sums")],
+                    Pass("lower_async_copies", lower_async_copies),
+                    *SEQUENTIAL.passes[SEQUENTIAL.index("blocked_sums"):]),
+    verifier=None)
+
+#: targets whose code runs as GPU kernels: they get ``PIPELINE`` (GPU form)
+GPU_TARGETS = frozenset({"cuda"})
+
+
+def for_target(name) -> Pipeline:
+    """The table a target runs: ``PIPELINE`` for GPU targets (``GPU_TARGETS``), the core's
+    ``SEQUENTIAL`` for every other one (and for None)."""
+    return PIPELINE if name in GPU_TARGETS else SEQUENTIAL
+
+
+def lower(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline = PIPELINE) -> n.LoweredFunc:
+    """``sched`` lowered to GPU-form loop IR through ``pipeline`` (then ``extra_passes``)."""
+    return lower_with(sched, extra_passes, out_contiguous, pipeline=pipeline)
+
+
+def lower_sequential(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline = GPU_SEQUENTIAL) -> n.LoweredFunc:
+    """``sched`` lowered through ``GPU_SEQUENTIAL``: the GPU passes' IR, made sequential."""
+    return lower_with(sched, extra_passes, out_contiguous, pipeline=pipeline)
+
+
+__all__ = ["PIPELINE", "GPU_SEQUENTIAL", "GPU_TARGETS", "for_target", "lower", "lower_sequential"]
