@@ -33,7 +33,7 @@ from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserEr
                      ScheduleError, StaleGlobalWarning, for_user,
                      user_location, warn_user)
 from .frontend import context as _ctx
-from .runtime import callplan, compile_log, dispatch, fastpath, foreign, globals_watch
+from .runtime import callplan, compile_log, dispatch, fastpath, foreign, fori_program, globals_watch
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.trace_guard import trace_failure, tracing_kernel
@@ -586,3 +586,6 @@ def kernel(fn=None, *, specialize=False, constants=()):
     if fn is None:
         return lambda f: Kernel(f, specialize=specialize, constants=constants)
     return Kernel(fn, specialize=specialize, constants=constants)
+
+
+fori_program.make_kernel = kernel     # kd.fori_loop's copies (the runtime cannot import this module)

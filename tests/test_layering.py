@@ -27,9 +27,12 @@ ALLOWED_CYCLES = {
      "kdsl.frontend.by_value", "kdsl.frontend.compute", "kdsl.frontend.einsum", "kdsl.frontend.indexing",
      "kdsl.frontend.linalg", "kdsl.frontend.numpy_api", "kdsl.frontend.ops", "kdsl.frontend.reduce",
      "kdsl.frontend.reducer", "kdsl.frontend.scan", "kdsl.frontend.sorting", "kdsl.frontend.tuple_reduce",
-     "kdsl.frontend.ufuncs"),
+     "kdsl.frontend.ufunc_gcd", "kdsl.frontend.ufunc_keywords", "kdsl.frontend.ufuncs"),
     # a stage's primitives check limits and legality, which read the schedule back
     ("kdsl.schedule.checking", "kdsl.schedule.limits", "kdsl.schedule.schedule", "kdsl.schedule.stage"),
+    # a kernel with kd.fori_loop: dispatch hands it to the loop program, which compiles its
+    # parts and loop bodies through dispatch again
+    ("kdsl.runtime.dispatch", "kdsl.runtime.fori_program"),
     # the generated cuda launcher and the launch it falls back to (the call-plan rework owns them)
     ("kdsl_cuda.runtime.fastlaunch", "kdsl_cuda.runtime.launch"),
 }

@@ -181,8 +181,8 @@ def request_key(request, backend_name: str, backend_version: str, options: dict,
                 source_dirs: tuple = ()) -> str | None:
     """The early disk-cache key of a CompileRequest, or None when it cannot be written
     canonically (``Unkeyable``: the caller compiles and keys by the generated code only)."""
-    from .. import __file__ as kdsl_init
-    dirs = (os.path.dirname(kdsl_init),) + tuple(source_dirs)
+    kdsl_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the kdsl package
+    dirs = (kdsl_dir,) + tuple(source_dirs)
     try:
         body = fingerprint(request.schedule, request.signature, tuple(request.out_contiguous),
                            request.options, options)

@@ -203,8 +203,7 @@ class Program:
     def __init__(self, graph, backend, steps, out_contiguous):
         global _COPY
         if _COPY is None:
-            from ..kernel import kernel
-            _COPY = kernel(_copy_fn)
+            _COPY = make_kernel(_copy_fn)
         self.graph, self.backend, self.steps = graph, backend, steps
         self.backend_name = getattr(backend, "name", None)
         self.out_index = {t: j for j, t in enumerate(graph.outputs)}
@@ -276,6 +275,9 @@ def _copy_fn(x):
 
 
 _COPY = None
+#: ``kdsl.kernel.kernel``, set by kdsl.kernel when it is imported (the runtime sits below the
+#: kernel object in the layers: docs/design.md); a Program copies a carry with a kdsl kernel
+make_kernel = None
 
 
 def _plan(kernel, graph, outc) -> tuple:

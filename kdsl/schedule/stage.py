@@ -247,12 +247,12 @@ class StageSchedule:
 
     def _require_not_scan_axis(self, ax, what: str, must: str = "be a sequential loop"):
         """A kd.scan's scan axis runs in order: refused at the primitive's call (the same rule
-        kdsl.passes.scan_check applies to the finished schedule)."""
+        kdsl.passes.scan_check applies to the finished schedule; ``scan_axis.scan_leaf``)."""
         info = getattr(self.stage, "scan", None)
         if info is None or not hasattr(info, "init_steps"):
             return
-        from ..passes.scan_check import _scan_leaf
-        t, _ = _scan_leaf(self, self.stage.axes[info.axis])
+        from .scan_axis import scan_leaf
+        t, _ = scan_leaf(self, self.stage.axes[info.axis])
         if ax is t:
             raise ScheduleError(f"{what}: stage {self.name}: its scan axis {ax.name!r} must "
                                 f"{must} (each step of the kd.scan reads the previous one)",
