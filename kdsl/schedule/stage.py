@@ -147,7 +147,9 @@ class StageSchedule:
         if isinstance(val, bool) or not isinstance(val, int) or val < 1:
             raise ScheduleError(f"split factor must be a positive int, got {val!r}",
                                 hint=f"s[{self.name!r}].split(axis, factor=16)")
-        if nparts != 1 and factor != 1:
+        segment = getattr(getattr(self.stage, "scan", None), "segment", 0)
+        if nparts != 1 and factor != 1 and not (segment and factor == segment):
+            # (a segmented scan, ``blocked_scan``'s, restarts at each segment: split by it)
             self._require_not_scan_axis(ax, "split", "stay one loop (only a split into 1 part "
                                         "keeps the order of its steps)")
         outer_ext, inner_ext = split_extents(ax.dom.extent, factor, nparts)
