@@ -52,6 +52,9 @@ def _modules() -> dict:
     out = {}
     for pkg in PACKAGES:
         for path in (ROOT / pkg).rglob("*.py"):
+            if any(not (d / "__init__.py").exists() for d in path.parents
+                   if d != ROOT and ROOT in d.parents):
+                continue        # not a module of the package (build/ of a pip install, ...)
             parts = path.relative_to(ROOT).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]
