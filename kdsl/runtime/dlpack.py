@@ -15,17 +15,20 @@ import numpy as np
 from .. import dtypes as dt
 
 
-class _DLDevice(ctypes.Structure):
+class DLDevice(ctypes.Structure):
+    """dlpack.h's DLDevice."""
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
 
-class _DLDataType(ctypes.Structure):
+class DLDataType(ctypes.Structure):
+    """dlpack.h's DLDataType."""
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+class DLTensor(ctypes.Structure):
+    """dlpack.h's DLTensor (the structs are shared with kdsl_cuda's DLPack export)."""
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
@@ -82,7 +85,7 @@ def from_dlpack(a) -> np.ndarray:
     cap = a.__dlpack__()        # no max_version: a legacy "dltensor" capsule (the spec's rule)
     if not _IsValid(cap, b"dltensor"):
         raise TypeError(f"{type(a).__name__}.__dlpack__() did not return a DLPack capsule")
-    t = _DLTensor.from_address(_GetPointer(cap, b"dltensor"))
+    t = DLTensor.from_address(_GetPointer(cap, b"dltensor"))
     dev, code, bits, lanes = t.device.device_type, t.dtype.code, t.dtype.bits, t.dtype.lanes
     if dev not in HOST_DEVICES:
         del cap     # the producer frees it now, not while the exception is being raised

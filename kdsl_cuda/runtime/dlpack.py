@@ -8,20 +8,7 @@ import ctypes
 import numpy as np
 
 from kdsl import dtypes as dt
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+from kdsl.runtime.dlpack import DLDataType, DLDevice, DLTensor   # dlpack.h's structs
 
 
 class DLManagedTensor(ctypes.Structure):

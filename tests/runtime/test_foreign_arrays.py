@@ -36,7 +36,7 @@ class _Managed(ctypes.Structure):
 
 
 _DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_Managed))
-_Managed._fields_ = [("dl_tensor", dlpack._DLTensor), ("manager_ctx", ctypes.c_void_p),
+_Managed._fields_ = [("dl_tensor", dlpack.DLTensor), ("manager_ctx", ctypes.c_void_p),
                      ("deleter", _DELETER)]
 #: address of an exported DLManagedTensor -> what it keeps alive (struct, shape, array)
 _live: dict = {}
@@ -72,8 +72,8 @@ class Exported:
         shape = (ctypes.c_int64 * max(nd, 1))(*a.shape)
         strides = (ctypes.c_int64 * max(nd, 1))(*[s // a.itemsize for s in a.strides])
         m = _Managed()
-        m.dl_tensor = dlpack._DLTensor(a.ctypes.data, dlpack._DLDevice(self.device_type, 0), nd,
-                                       dlpack._DLDataType(code, a.itemsize * 8, 1),
+        m.dl_tensor = dlpack.DLTensor(a.ctypes.data, dlpack.DLDevice(self.device_type, 0), nd,
+                                       dlpack.DLDataType(code, a.itemsize * 8, 1),
                                        ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)),
                                        ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64)), 0)
         m.deleter = _deleter
