@@ -876,7 +876,7 @@ assert np.array_equal(k(x, backend="interp-cuda"), np.sort(x, -1))
     "decomposition simplifies the sorting network's selects again and again)")
 def test_f43_sort_compiles_quickly_for_the_gpu():
     """CI-slice interp-cuda case 8:40 (np.sort of a (24, 5) array: 96 s), sorts of 3 elements
-    in 47 s: kdsl/passes/sync.py's _decompose -> simplify dominates the lowering."""
+    in 47 s: kdsl/gpu/sync.py's _decompose -> simplify dominates the lowering."""
     try:
         r = subprocess.run([sys.executable, "-c", _F43.format(root=ROOT)], cwd=ROOT, timeout=5,
                            capture_output=True)
