@@ -244,11 +244,16 @@ def test_reference_counts_are_stable():
         loop(k, args, kw, 5)
         loop(k, args, kw)
         gc.collect()
-        before = [sys.getrefcount(x) for x in (a, b, o, p, q, t, f32, NotImplemented, *args)]
+        owned = (a, b, o, p, q, t, *args)            # only this test refers to these
+        shared = (f32, NotImplemented)                # other code holds (and drops) these too
+        before = [sys.getrefcount(x) for x in owned + shared]
         loop(k, args, kw)
         gc.collect()
-        after = [sys.getrefcount(x) for x in (a, b, o, p, q, t, f32, NotImplemented, *args)]
-        assert before == after, k.__name__
+        after = [sys.getrefcount(x) for x in owned + shared]
+        n = len(owned)
+        assert before[:n] == after[:n], k.__name__
+        # a reference leaked per call would add ~1000; caches elsewhere may release a few
+        assert all(y - x < 50 for x, y in zip(before[n:], after[n:])), (k.__name__, before, after)
     r = add(a, b)
     assert sys.getrefcount(r) == 2            # only `r` and getrefcount's argument
     r2 = two(a)
