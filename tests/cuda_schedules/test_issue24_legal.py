@@ -8,6 +8,7 @@ import pytest
 
 import kdsl as kd
 from kdsl.errors import ScheduleError
+from tensor_core_gemms import wgmma64_padded_gemm
 
 
 def matmul(A, B):
@@ -436,30 +437,7 @@ def test_threads_hint_over_the_block_limit(threads):
 def padded_wgmma(s):
     """A wgmma(64) GEMM whose operands are padded shared caches fetched by a 4x32 block (the
     GPU-schedule fuzzer's case 24:27): with n < 64 the shared A keeps the tile's 64 rows."""
-    w = kd.intrin.wgmma(64)
-    C = s["C"]
-    CF = s.cache_write(C, "wmma.accumulator")
-    bi, bj, ii, jj = C.tile(C.axes[0], C.axes[1], 64, 64)
-    wi, ti = C.split(ii, factor=16)
-    C.reorder(bi, bj, wi, ti, jj)
-    C.bind(bi, "blockIdx.y")
-    C.bind(bj, "blockIdx.x")
-    C.bind(wi, "threadIdx.y")
-    CF.compute_at(C, wi)
-    ci, cj = CF.axes
-    ko, kr = CF.split(CF.reduce_axes[0], factor=64)
-    kio, ki = CF.split(kr, factor=16)
-    CF.reorder(ko, kio, ci, cj, ki)
-    CF.unroll(kio)
-    CF.tensorize(ci, w)
-    C.tensorize(ti, w)
-    for name in ("A", "B"):
-        X = s.cache_read(name, "shared", [CF], pad=True)
-        X.compute_at(CF, ko)
-        _, t = X.split(X.fuse(*X.axes), factor=128)
-        y, x = X.split(t, factor=32)
-        X.bind(y, "threadIdx.y")
-        X.bind(x, "threadIdx.x")
+    wgmma64_padded_gemm(s)
 
 
 def padded_wmma(s):

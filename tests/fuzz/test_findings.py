@@ -16,6 +16,8 @@ import pytest
 
 import kdsl as kd
 
+from tensor_core_gemms import wgmma64_padded_gemm
+
 from .backends import ROOT
 
 
@@ -700,34 +702,7 @@ def _mm16(A, B):
 
 
 def _wgmma_one_operand_pipelined(stages_b):
-    def sched(s):
-        w = kd.intrin.wgmma(64)
-        C = s["C"]
-        CF = s.cache_write(C, "wmma.accumulator")
-        bi, bj, ii, jj = C.tile(C.axes[0], C.axes[1], 64, 64)
-        wi, ti = C.split(ii, factor=16)
-        C.reorder(bi, bj, wi, ti, jj)
-        C.bind(bi, "blockIdx.y")
-        C.bind(bj, "blockIdx.x")
-        C.bind(wi, "threadIdx.y")
-        CF.compute_at(C, wi)
-        ci, cj = CF.axes
-        ko, kr = CF.split(CF.reduce_axes[0], factor=64)
-        kio, ki = CF.split(kr, factor=16)
-        CF.reorder(ko, kio, ci, cj, ki)
-        CF.unroll(kio)
-        CF.tensorize(ci, w)
-        C.tensorize(ti, w)
-        for X, stages in (("A", 3), ("B", stages_b)):
-            S = s.cache_read(X, "shared", [CF], pad=True)
-            S.compute_at(CF, ko)
-            _, t = S.split(S.fuse(*S.axes), factor=128)
-            y, x = S.split(t, factor=32)
-            S.bind(y, "threadIdx.y")
-            S.bind(x, "threadIdx.x")
-            if stages > 1:
-                S.pipeline(stages)
-    return sched
+    return lambda s: wgmma64_padded_gemm(s, {"A": 3, "B": stages_b})
 
 
 # F37 fixed: with B single-buffered the next K tile's copy overwrote B.shared while the previous
