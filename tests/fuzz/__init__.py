@@ -4,7 +4,7 @@
 random kernels (with inputs and schedules), runs each on every backend and compares
 with numpy in float64; ``--show I`` prints one case.  CI runs a fixed-seed slice
 (``test_fuzz_slice.py``); findings are in ``FINDINGS.md`` with regression tests in
-``test_findings.py`` and matchers in ``known.py``.
+``test_findings*.py`` and matchers in ``known.py``.
 
 How it fits together (one module each, data flows top to bottom):
 

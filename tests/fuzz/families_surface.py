@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from . import fdtypes as fd
 from .exprs import expr, scalars
-from .gen_kernel import V, Builder, broadcast
+from .gen_kernel import V, Builder
 from .model import ONE, Dim, Node, const
 
 _LETTERS = "abcdefg"

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .case import rng_for
 from .gpu_plan import Plan
 
 F32_EPS = 2.0 ** -23

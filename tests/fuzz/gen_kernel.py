@@ -10,14 +10,14 @@ exactly what runs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import fdtypes as fd
 from .fdtypes import PromotionError, resolve
 from .oracle import COMPARE, PY_INT_BIN, PY_INT_UN
-from .model import ONE, Dim, Node, ReducerSpec, const, sym
+from .model import ONE, Dim, Node, ReducerSpec, sym
 
 
 def _py_int_spec(spec):

@@ -3,7 +3,7 @@
 A bug that matches one of these is reported by its finding id instead of as
 NEW; the CI slice marks its chunk xfail for known findings and fails on NEW
 ones.  When a fix merges, delete its entry here (and flip its test in
-test_findings.py): the slice then fails if the bug comes back.
+test_findings*.py): the slice then fails if the bug comes back.
 """
 from __future__ import annotations
 

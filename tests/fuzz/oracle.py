@@ -21,7 +21,6 @@ import numpy as np
 
 from . import fdtypes as fd
 from .fdtypes import PromotionError, resolve
-from .model import Node
 
 #: ulps a vector math library may be off on exp/log/sin/cos/tanh/erf/sigmoid/rsqrt/pow
 TRANS_ULPS = 4
