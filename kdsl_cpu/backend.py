@@ -100,6 +100,8 @@ class CPUBackend:
 
     name = "cpu"
     device = "host"
+    #: kd.fori_loop runs inside one kernel (kdsl.runtime.fori_program, kdsl.passes.fori_loop)
+    fori_loops = True
 
     def __init__(self, threading: str = "auto", num_threads: int | None = None):
         if threading not in ("auto", "omp", "pool"):
@@ -123,6 +125,9 @@ class CPUBackend:
     def lower(self, request: CompileRequest):
         """The loop IR this backend compiles for ``request`` (through ``PIPELINE``)."""
         func = request.lower(pipeline=pipeline())
+        # a kd.fori_loop's body compiled as the whole loop (kdsl.passes.fori_loop)
+        from kdsl.passes.fori_loop import wrap_loop
+        func = wrap_loop(request, func)
         if func.tensorize:
             t = func.tensorize[0]
             raise ScheduleError(

@@ -36,6 +36,7 @@ from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import collect
+from ..passes.fori_loop import wrap_loop
 from ..passes.pipeline import SEQUENTIAL
 from ..numerics.call_check import check_call
 from .protocol import CompileRequest
@@ -155,10 +156,16 @@ class InterpreterBackend:
         from ..schedule.hints import apply_hints
         apply_hints(sched, hints)
 
+    @property
+    def fori_loops(self) -> bool:
+        """Whether a kd.fori_loop runs inside one kernel (kdsl.passes.fori_loop): on the host
+        target; a GPU target keeps the host loop (one launch of the body per step)."""
+        return self.target is None
+
     def lower(self, request: CompileRequest) -> n.LoweredFunc:
         """The loop IR it runs: the sequential table, or the GPU table for a GPU target."""
         if self.target is None:
-            return request.lower(pipeline=SEQUENTIAL)
+            return wrap_loop(request, request.lower(pipeline=SEQUENTIAL))
         from ..gpu.pipeline import for_target
         return request.lower(pipeline=for_target(self.target))
 
@@ -166,7 +173,7 @@ class InterpreterBackend:
         if self.target is not None:
             from ..gpu.simt.compiled import SimtCompiled
             return SimtCompiled(self.lower(request))
-        func = request.lower(pipeline=SEQUENTIAL)
+        func = self.lower(request)
         found = collect(func.body, lambda x: isinstance(x, n.Intrinsic))
         if found:
             raise NotImplementedError(f"the IR interpreter cannot execute the intrinsic "
@@ -178,7 +185,7 @@ class InterpreterBackend:
         """The Python it runs (for a GPU target: the host program of kernels it executes)."""
         if self.target is not None:
             return str(self.lower(request))
-        return python_source(request.lower(pipeline=SEQUENTIAL))
+        return python_source(self.lower(request))
 
     def accepts(self, array) -> bool:
         return isinstance(array, np.ndarray)

@@ -24,10 +24,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 
+from .. import config
+from .. import dtypes as dt
 from ..graph import Graph, Input, Tensor
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
-from ..ir.visitor import Mutator
+from ..ir.visitor import Mutator, free_vars
+from . import compile_log
 from .signature import ArraySig, ScalarSig, Signature
 
 
@@ -143,6 +146,84 @@ def body_graph(info, enclosing):
     return graph, sources
 
 
+#: run loops inside one kernel where the backend can (``Backend.fori_loops``); False: the
+#: host loop everywhere (benchmarks compare the two)
+in_kernel = True
+
+
+def in_kernel_loop(backend, body) -> bool:
+    """Whether loop ``body`` (its closed body graph) runs as one kernel on ``backend``: the
+    backend runs ``CarryLoop``s, and the body has no loop of its own (a nested loop runs
+    inside the body's kernel... of the host loop: the outer body is a program) and no checks
+    on the carries' data (``graph.data_checks`` run before each step)."""
+    from ..frontend.fori import has_loops
+    return (in_kernel and bool(getattr(backend, "fori_loops", False)) and not has_loops(body)
+            and not body.data_checks)
+
+
+def _uses_index(c, index) -> bool:
+    exprs = [c.lhs, c.rhs] + [e for _, e in c.detail]
+    return any(index in free_vars(e) for e in exprs)
+
+
+def loop_graph(info, body):
+    """``(graph, spec, step_checks)``: the body graph ``body`` of loop ``info`` with the loop's
+    bounds as two more scalars (last), compiled as the whole loop (kdsl.passes.fori_loop);
+    call-time checks that use ``i`` are left out of it: ``step_checks`` (checked on the host
+    for every step before the kernel runs)."""
+    from ..passes.fori_loop import LoopSpec
+    got = info.cache.get(("loop", id(body)))
+    if got is not None and got[0] is body:
+        return got[1:]
+    lo, hi = n.Var(dt.int64, f"{info.index.name}_lo"), n.Var(dt.int64, f"{info.index.name}_hi")
+    scal = body.scalars
+    spec = LoopSpec(len(info.placeholders), scal.index(info.index), len(scal), len(scal) + 1)
+    checks = [c for c in body.constraints if _uses_index(c, info.index)]
+    graph = Graph(body.name, tuple(body.params) + (lo, hi), body.stages, body.outputs,
+                  [c for c in body.constraints if all(c is not d for d in checks)], loc=body.loc,
+                  data_checks=list(body.data_checks))
+    info.cache[("loop", id(body))] = (body, graph, spec, checks)
+    return graph, spec, checks
+
+
+class _StepChecks:
+    """The checks of a loop body that use ``i``, for every step of ``[lo, hi)`` at once
+    (generated Python: a few tenths of a microsecond per check and step)."""
+
+    def __init__(self, name, checks, index):
+        from . import dispatch
+        self.checks, self.index = checks, index
+        vars_ = []
+        for c in checks:
+            for e in [c.lhs, c.rhs]:
+                vars_ += [v for v in free_vars(e) if v is not index and v not in vars_]
+        names = {v: f"v{k}" for k, v in enumerate(vars_)}
+        names[index] = "i"
+        self.vars = vars_
+        body = "".join(f"        if {dispatch.py_expr(c.lhs, names)} != "
+                       f"{dispatch.py_expr(c.rhs, names)}: return i, {j}\n"
+                       for j, c in enumerate(checks))
+        src = (f"def check(lo, hi, {''.join(names[v] + ', ' for v in vars_)}):\n"
+               f"    for i in range(lo, hi):\n{body}    return None\n")
+        ns = {"_fdiv": dispatch._fdiv, "_fmod": dispatch._fmod}
+        exec(compile(src, f"<kd.fori_loop step checks {name}>", "exec"), ns)
+        self.fn = ns["check"]
+        self.fail = dispatch._Fail(name, self, ())
+
+    @property
+    def constraints(self):       # dispatch._Fail reads the failing check from here
+        return self.checks
+
+    def __call__(self, lo, hi, vals):
+        bad = self.fn(lo, hi, *[vals[v] for v in self.vars])
+        if bad is not None:
+            i, j = bad
+            env = {**vals, self.index: i}
+            c = self.checks[j]
+            self.fail.constraint(j, eval_expr(c.lhs, env), eval_expr(c.rhs, env),
+                                 *[eval_expr(e, env) for _, e in c.detail])
+
+
 # ----------------------------------------------------------------- compiling
 class _Part:
     """A kernel-like object for ``dispatch.compile_for``: the user's hints for one part."""
@@ -183,6 +264,31 @@ def _compile(kernel, backend, graph, name, default, out_contiguous):
                                    tuple(range(len(graph.params))), "tuple")
 
 
+def _compile_loop(kernel, backend, graph, spec, default):
+    """The launcher of loop graph ``graph`` compiled as the whole loop (``spec``)."""
+    from . import dispatch
+    part = _Part(kernel, graph.name, _hints_for(kernel, graph, default))
+    part._names = _all_names(kernel)
+    req = _loop_request(part, backend, graph, spec)
+    with compile_log.stage("backend compile"):
+        compiled = backend.compile(req)
+    if config.dump():
+        dispatch.dump(graph.name, backend, req.signature, req)
+    names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
+    return dispatch.build_launcher(graph.name, graph, backend, compiled, names,
+                                   tuple(range(len(graph.params))), "tuple")
+
+
+def _loop_request(part, backend, graph, spec):
+    """The CompileRequest of a loop graph: scheduled like any graph, asking for the loop."""
+    from . import dispatch
+    from ..passes.fori_loop import OPTION
+    with compile_log.stage("schedule"):
+        req = dispatch.prepare(part, backend, _sig_of(graph, ()), graph)
+    req.options[OPTION] = spec
+    return req
+
+
 @dataclasses.dataclass
 class _Seg:
     launch: object
@@ -195,6 +301,16 @@ class _Loop:
     info: object
     launch: object
     sources: list
+
+
+@dataclasses.dataclass
+class _KernelLoop:
+    """A loop run by one launch of its loop kernel (every step inside it)."""
+
+    info: object
+    launch: object
+    sources: list
+    checks: object       # _StepChecks or None
 
 
 class Program:
@@ -226,6 +342,8 @@ class Program:
                 out = tuple(env[t] if t in env else self._empty(t, vals, like) for t in step.outs)
                 step.launch(args, out, stream)
                 env.update(zip(step.outs, out))
+            elif isinstance(step, _KernelLoop):
+                self._kernel_loop(step, env, vals, like, stream)
             else:
                 self._loop(step, env, vals, like, stream)
 
@@ -256,6 +374,30 @@ class Program:
                 step.launch(args, tuple(nxt), stream)
                 cur = nxt
         for t, a in zip(info.results, cur):
+            if t is None:
+                continue
+            if t in self.out_index and env[t] is not a:
+                self._copy(a, env[t], stream)
+            else:
+                env[t] = a
+
+    def _kernel_loop(self, step, env, vals, like, stream):
+        """One launch runs every step (the kernel ping-pongs the carries and writes the last
+        ones into the results: into the kernel's outputs when they have its layout)."""
+        info = step.info
+        lo, hi = int(eval_expr(info.lower, vals)), int(eval_expr(info.upper, vals))
+        if step.checks is not None and hi > lo:
+            step.checks(lo, hi, vals)
+        outs = tuple(env[t] if t is not None and self.direct.get(t) and t in env
+                     else self._empty(c, vals, like)
+                     for t, c in zip(info.results, info.inits))
+        args = [None if s is None or s is info.index else env[s] if isinstance(s, Tensor)
+                else vals[s] for s in step.sources]
+        k = len(info.inits)
+        args[:k] = [env[t] for t in info.inits]
+        args[-1] = 0        # i: the loop's variable inside the kernel
+        step.launch(args + [lo, hi], outs, stream)
+        for t, a in zip(info.results, outs):
             if t is None:
                 continue
             if t in self.out_index and env[t] is not a:
@@ -335,6 +477,12 @@ def compile_program(kernel, backend, sig, graph) -> Program:
                               sources, outs))
         else:
             _, info, body, sources, default = st
+            if in_kernel_loop(backend, body):
+                lg, spec, checks = loop_graph(info, body)
+                steps.append(_KernelLoop(
+                    info, _compile_loop(kernel, backend, lg, spec, default), sources,
+                    _StepChecks(lg.name, checks, info.index) if checks else None))
+                continue
             steps.append(_Loop(info, _compile(kernel, backend, body, body.name, default, ()),
                                sources))
     return Program(graph, backend, steps, outc)
@@ -380,6 +528,15 @@ def describe(kernel, backend, sig, graph, source: bool = False, indent: str = ""
         else:
             _, info, body, _src, default = st
             at = f" (kd.fori_loop at {info.loc.short})" if info.loc is not None else ""
+            if in_kernel_loop(backend, body):
+                lg, spec, _checks = loop_graph(info, body)
+                lines.append(f"{indent}# kd.fori_loop{at}: one kernel runs every step")
+                part = _Part(kernel, lg.name, _hints_for(kernel, lg, default))
+                part._names = _all_names(kernel)
+                req = _loop_request(part, backend, lg, spec)
+                text = backend.source(req) if source else dispatch.lower_request(backend, req)
+                lines.extend(indent + ln for ln in str(text).splitlines())
+                continue
             lines.append(f"{indent}for {info.index.name} in range({format_expr(info.lower)}, "
                          f"{format_expr(info.upper)}):  # host loop{at}: one launch per step, "
                          "carries in two buffers each")
