@@ -46,9 +46,6 @@ class AliasScopes:
         for s in collect(func.body, lambda s: isinstance(s, n.Allocate)):
             if s.buffer not in bufs:
                 bufs.append(s.buffer)
-        for s in collect(func.body, lambda s: isinstance(s, n.CarryLoop)):
-            # a kd.fori_loop's carries: a step reads cur and writes nxt, never the same memory
-            bufs += [x for x in s.cur + s.nxt if x not in bufs]
         self._tags: dict = {}
         if len(bufs) < 2:
             return

@@ -9,6 +9,10 @@ step writes the result: step ``s`` of ``E`` writes the result when ``E - 1 - s``
 else the temporary, and reads what step ``s - 1`` wrote (the initial carry at ``s = 0``).
 No carry is copied between steps; one temporary per carry is malloc'ed per call (when
 two or more steps run).  ``E <= 0`` copies the initial carries into the results.
+
+The carry buffers get no alias scopes (kdsl_cpu/codegen/alias.py): scopes hold for the
+whole function, and one step's ``nxt`` is the next step's ``cur``, so "cur and nxt never
+alias" would let LLVM move a step's loads above the previous step's stores.
 """
 from __future__ import annotations
 
