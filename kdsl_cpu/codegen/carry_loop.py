@@ -10,9 +10,12 @@ else the temporary, and reads what step ``s - 1`` wrote (the initial carry at ``
 No carry is copied between steps; one temporary per carry is malloc'ed per call (when
 two or more steps run).  ``E <= 0`` copies the initial carries into the results.
 
-The carry buffers get no alias scopes (kdsl_cpu/codegen/alias.py): scopes hold for the
-whole function, and one step's ``nxt`` is the next step's ``cur``, so "cur and nxt never
-alias" would let LLVM move a step's loads above the previous step's stores.
+Each step is one call of an outlined ``noinline`` step function (its body: the step's
+stages), which is what lets the carry buffers have alias scopes
+(kdsl_cpu/codegen/alias.py): scopes hold for a whole function, and one step's ``nxt`` is
+the next step's ``cur``; inside one step they never overlap, and no step function holds
+two steps (inlined into the step loop, LLVM could move a step's loads above the previous
+step's stores).  The loop-invariant values the body uses are packed once per call.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 
 from . import types as T
+from .function import FnCtx
 
 
 def _bytes(gen, buf: n.Buffer):
@@ -47,8 +51,72 @@ def _copy_nest(s: n.CarryLoop) -> n.Stmt:
     return n.Seq(tuple(stmts))
 
 
-def emit(gen, s: n.CarryLoop) -> None:
-    """Generate ``s`` into ``gen``'s current function (kdsl_cpu.codegen.stmt.StmtGen)."""
+_STEP_TYPE = ir.FunctionType(T.VOID, [T.PTR])
+
+
+def _step_function(gen, s: n.CarryLoop, uses):
+    """``(data, step function, store_step)``: the body outlined into ``void step(ptr data)``;
+    the invariant slots of ``data`` are filled here, ``store_step(i, curs, nxts)`` fills the
+    per-step ones (the index and the carry pointers)."""
+    outer = gen.fn
+    b = outer.b
+    used_vars, used_bufs = uses(s.body)
+    live_vars = [(v, x) for v, x in outer.env.items() if v in used_vars]
+    live_bufs = [(bf, p) for bf, p in outer.bufs.items() if bf in used_bufs]
+    k = len(s.cur)
+    base = 3 + 2 * k         # 0 status, 1 runtime table, 2 i, then cur and nxt pointers
+    data = outer.entry_alloca(T.I64, base + len(live_vars) + len(live_bufs), align=16,
+                              name="fori.data")
+
+    def slot(builder, j):
+        return builder.gep(data_ptr, [ir.Constant(T.I64, j)], source_etype=T.I64)
+
+    data_ptr = data
+    b.store(outer.status, slot(b, 0))
+    b.store(outer.rt if outer.rt is not None else ir.Constant(T.PTR, None), slot(b, 1))
+    for j, (_, v) in enumerate(live_vars):
+        b.store(v, slot(b, base + j))
+    for j, (_, p) in enumerate(live_bufs):
+        b.store(p, slot(b, base + len(live_vars) + j))
+
+    gen._chunks += 1
+    fn = ir.Function(gen.module, _STEP_TYPE, f"{gen.kernel_name}.step{gen._chunks}")
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")       # one step per function: see the module docstring
+    inner = FnCtx(fn, par_depth=outer.par_depth)
+    inner.param_bufs = outer.param_bufs
+    inner.alias = outer.alias
+    gen.bind(inner)
+    ib = inner.b
+    data_ptr = fn.args[0]
+    inner.status = ib.load(slot(ib, 0), typ=T.PTR)
+    inner.rt = ib.load(slot(ib, 1), typ=T.PTR) if outer.rt is not None else None
+    inner.env[s.var] = ib.load(slot(ib, 2), typ=T.I64)
+    for j, (c, x) in enumerate(zip(s.cur, s.nxt)):
+        inner.bufs[c] = ib.load(slot(ib, 3 + j), typ=T.PTR)
+        inner.bufs[x] = ib.load(slot(ib, 3 + k + j), typ=T.PTR)
+    for j, (var, v) in enumerate(live_vars):
+        inner.env[var] = ib.load(slot(ib, base + j), typ=v.type)
+    for j, (buf, _) in enumerate(live_bufs):
+        inner.bufs[buf] = ib.load(slot(ib, base + len(live_vars) + j), typ=T.PTR)
+    gen.stmt(s.body)
+    ib.ret_void()
+    inner.finish()
+    gen.bind(outer)
+    data_ptr = data
+
+    def store_step(i, curs, nxts):
+        b.store(i, slot(b, 2))
+        for j, (c, x) in enumerate(zip(curs, nxts)):
+            b.store(c, slot(b, 3 + j))
+            b.store(x, slot(b, 3 + k + j))
+    return data, fn, store_step
+
+
+def emit(gen, s: n.CarryLoop, uses) -> None:
+    """Generate ``s`` into ``gen``'s current function (kdsl_cpu.codegen.stmt.StmtGen;
+    ``uses(stmt)``: the Vars and Buffers a statement uses)."""
     ctx = gen.fn
     b = ctx.b
     one, zero = ir.Constant(T.I64, 1), ir.Constant(T.I64, 0)
@@ -79,19 +147,18 @@ def emit(gen, s: n.CarryLoop) -> None:
         even = b.icmp_signed("==", b.and_(b.sub(b.sub(ext, one), k), one), zero)
         prev_even = b.icmp_signed("==", b.and_(b.sub(ext, k), one), zero)
         first = b.icmp_signed("==", k, zero)
-        for c, x, r, t, init in zip(s.cur, s.nxt, results, temps, inits):
-            ctx.bufs[x] = b.select(even, r, t)
-            ctx.bufs[c] = b.select(first, init, b.select(prev_even, r, t))
-        ctx.env[s.var] = b.add(lo, k)
-        gen.stmt(s.body)
-        del ctx.env[s.var]
-        for c, x in zip(s.cur, s.nxt):
-            del ctx.bufs[c], ctx.bufs[x]
+        nxts = [b.select(even, r, t) for r, t in zip(results, temps)]
+        curs = [b.select(first, init, b.select(prev_even, r, t))
+                for r, t, init in zip(results, temps, inits)]
+        store_step(b.add(lo, k), curs, nxts)
+        b.call(fn, [data])
 
     ok = b.not_(failed) if failed is not None else ir.Constant(ir.IntType(1), 1)
     with b.if_else(ok) as (good, bad):
         with good:
-            gen.loop_values(zero, ext, step, name=s.var.name)
+            with b.if_then(b.icmp_signed(">", ext, zero)):
+                data, fn, store_step = _step_function(gen, s, uses)
+                gen.loop_values(zero, ext, step, name=s.var.name)
             with b.if_then(b.icmp_signed("<", ext, one)):
                 gen.stmt(_copy_nest(s))
         with bad:

@@ -153,7 +153,7 @@ class StmtGen:
                        n.Barrier: self._barrier, n.Evaluate: self._evaluate,
                        n.Intrinsic: self._intrinsic,
                        # kd.fori_loop inside the kernel (kdsl_cpu/codegen/carry_loop.py)
-                       n.CarryLoop: lambda s: carry_loop.emit(self, s)}
+                       n.CarryLoop: lambda s: carry_loop.emit(self, s, _uses)}
         self._malloc = self._free = None
         self._unroll = U.UnrollPlanner()
         self._warned: set = set()
