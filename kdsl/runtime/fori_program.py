@@ -151,14 +151,32 @@ def body_graph(info, enclosing):
 in_kernel = True
 
 
-def in_kernel_loop(backend, body) -> bool:
+def in_kernel_loop(backend, info, body) -> bool:
     """Whether loop ``body`` (its closed body graph) runs as one kernel on ``backend``: the
     backend runs ``CarryLoop``s, and the body has no loop of its own (a nested loop runs
-    inside the body's kernel... of the host loop: the outer body is a program) and no checks
-    on the carries' data (``graph.data_checks`` run before each step)."""
+    inside the body's program, one launch per outer step) and no check on the data that
+    may change from step to step (``graph.data_checks`` reading a carry, a value computed in
+    the body, or using ``i``: they would run before each step)."""
     from ..frontend.fori import has_loops
     return (in_kernel and bool(getattr(backend, "fori_loops", False)) and not has_loops(body)
-            and not body.data_checks)
+            and all(_invariant_check(c, body, len(info.placeholders), info.index)
+                    for c in body.data_checks))
+
+
+def _invariant_check(c, body, carries: int, index) -> bool:
+    """Whether data check ``c`` of loop body ``body`` reads only arrays from outside the loop
+    and does not use ``i``: the same at every step, so checked once before the loop kernel."""
+    from ..ir.visitor import collect
+    exprs = [c.value] + [e for e in (c.lo, c.hi, c.where) if e is not None] + \
+        [e for a in c.axes for e in (a.dom.min, a.dom.extent)] + [e for _, e in c.detail]
+    carry = {id(t) for t in body.params[:carries]}
+    for e in exprs:
+        if index in free_vars(e):
+            return False
+        for r in collect(e, lambda x: isinstance(x, n.TensorRead)):
+            if id(r.tensor) in carry or not isinstance(r.tensor.op, Input):
+                return False
+    return True
 
 
 def _uses_index(c, index) -> bool:
@@ -272,6 +290,11 @@ def _compile_loop(kernel, backend, graph, spec, default):
     req = _loop_request(part, backend, graph, spec)
     with compile_log.stage("backend compile"):
         compiled = backend.compile(req)
+    if graph.data_checks:    # invariant ones only (in_kernel_loop): once, before the loop
+        from ..passes.fori_loop import OPTION
+        from .checks import with_checks
+        compiled = with_checks(backend, req.signature, graph, compiled,
+                               {k: v for k, v in req.options.items() if k != OPTION})
     if config.dump():
         dispatch.dump(graph.name, backend, req.signature, req)
     names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
@@ -477,7 +500,7 @@ def compile_program(kernel, backend, sig, graph) -> Program:
                               sources, outs))
         else:
             _, info, body, sources, default = st
-            if in_kernel_loop(backend, body):
+            if in_kernel_loop(backend, info, body):
                 lg, spec, checks = loop_graph(info, body)
                 steps.append(_KernelLoop(
                     info, _compile_loop(kernel, backend, lg, spec, default), sources,
@@ -528,9 +551,11 @@ def describe(kernel, backend, sig, graph, source: bool = False, indent: str = ""
         else:
             _, info, body, _src, default = st
             at = f" (kd.fori_loop at {info.loc.short})" if info.loc is not None else ""
-            if in_kernel_loop(backend, body):
+            if in_kernel_loop(backend, info, body):
                 lg, spec, _checks = loop_graph(info, body)
-                lines.append(f"{indent}# kd.fori_loop{at}: one kernel runs every step")
+                lines.append(f"{indent}# for {info.index.name} in range({format_expr(info.lower)}, "
+                             f"{format_expr(info.upper)}): inside one kernel{at}, every step "
+                             "in the kernel below")
                 part = _Part(kernel, lg.name, _hints_for(kernel, lg, default))
                 part._names = _all_names(kernel)
                 req = _loop_request(part, backend, lg, spec)
