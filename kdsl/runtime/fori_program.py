@@ -16,8 +16,14 @@ index checks run per launch).  The returned ``Program`` is the Compiled of ``gra
   a result the kernel returns into its output (when that has the body's layout; else it
   is copied there, as is ``init`` itself for zero or negative counts, by a copy kernel).
 
-On every backend the loop is a host loop around one launch of the body per step (on GPUs:
-one launch of each of the body's kernels per step, the portable grid-wide barrier).
+A backend with ``fori_loops`` true (cpu, interp) runs a loop as one launch of its *loop
+graph* (``loop_graph``: the body graph with the bounds as two more scalars, lowered and then
+wrapped by kdsl.passes.fori_loop into a ``CarryLoop`` over every step: ``_KernelLoop``); the
+body's checks that use ``i`` run on the host for every step first (``_StepChecks``), its
+data checks once.  The host loop (``_Loop``) remains for other backends (on GPUs: one launch
+of each of the body's kernels per step, the portable grid-wide barrier), for a body holding
+a loop of its own, and for a body whose data checks change from step to step
+(``in_kernel_loop``).
 """
 from __future__ import annotations
 
