@@ -82,5 +82,32 @@ def main(argv=None) -> None:
                   f"{h[0] / o[0]:10.1f}x")
 
 
+#: whole PolyBench kernels (examples/polybench.py) at one size: (name, n, steps)
+POLYBENCH = [("cholesky", 64, 0), ("floyd-warshall", 64, 0), ("durbin", 256, 0),
+             ("jacobi-2d", 32, 100), ("fdtd-2d", 32, 100)]
+
+
+def polybench(repeat: int) -> None:
+    """Median time of whole PolyBench kernels, host loop against one kernel."""
+    from tests.polybench import reference as ref
+    print(f"\n{'polybench':15} {'n':>4} {'steps':>5} | {'host loop us':>12} | "
+          f"{'one kernel us':>13} | speedup")
+    rng = np.random.default_rng(1)
+    for name, size, steps in POLYBENCH:
+        args = ref.inputs(name, size, rng, steps or 3)
+        t = {}
+        for mode in (False, True):
+            fori_program.in_kernel = mode
+            k = kd.kernel(pb.KERNELS[name].fn)
+            got = k(*args, backend="cpu")
+            t[mode] = (_median(lambda: k(*args, backend="cpu"), repeat) * 1e6, got)
+        fori_program.in_kernel = True
+        for x, y in zip(*(v[1] if isinstance(v[1], tuple) else (v[1],) for v in t.values())):
+            np.testing.assert_allclose(x, y, rtol=1e-10)
+        print(f"{name:15} {size:>4} {steps or '':>5} | {t[False][0]:12.1f} | {t[True][0]:13.1f} | "
+              f"{t[False][0] / t[True][0]:6.2f}x")
+
+
 if __name__ == "__main__":
     main()
+    polybench(15)

@@ -161,28 +161,46 @@ def in_kernel_loop(backend, info, body) -> bool:
     """Whether loop ``body`` (its closed body graph) runs as one kernel on ``backend``: the
     backend runs ``CarryLoop``s, and the body has no loop of its own (a nested loop runs
     inside the body's program, one launch per outer step) and no check on the data that
-    may change from step to step (``graph.data_checks`` reading a carry, a value computed in
-    the body, or using ``i``: they would run before each step)."""
+    may change from step to step (``graph.data_checks`` reading a carry or a value computed
+    in the body: they would run before each step; ``_check_form``)."""
     from ..frontend.fori import has_loops
     return (in_kernel and bool(getattr(backend, "fori_loops", False)) and not has_loops(body)
-            and all(_invariant_check(c, body, len(info.placeholders), info.index)
+            and all(_check_form(c, body, len(info.placeholders), info.index) is not None
                     for c in body.data_checks))
 
 
-def _invariant_check(c, body, carries: int, index) -> bool:
-    """Whether data check ``c`` of loop body ``body`` reads only arrays from outside the loop
-    and does not use ``i``: the same at every step, so checked once before the loop kernel."""
+def _check_form(c, body, carries: int, index):
+    """How data check ``c`` of loop body ``body`` runs with the loop kernel, once before it:
+    "once" (it reads only arrays from outside the loop and does not use ``i``), "steps" (it
+    also uses ``i``, but not in its bounds or message: one check over every step's domain,
+    ``_over_steps``), or None (it reads a carry or a value computed in the body: the host
+    loop checks it before each step)."""
     from ..ir.visitor import collect
-    exprs = [c.value] + [e for e in (c.lo, c.hi, c.where) if e is not None] + \
-        [e for a in c.axes for e in (a.dom.min, a.dom.extent)] + [e for _, e in c.detail]
+    exprs = [c.value] + [e for e in (c.where,) if e is not None] + \
+        [e for a in c.axes for e in (a.dom.min, a.dom.extent)]
+    fixed = [e for e in (c.lo, c.hi) if e is not None] + [e for _, e in c.detail]
     carry = {id(t) for t in body.params[:carries]}
-    for e in exprs:
-        if index in free_vars(e):
-            return False
+    for e in exprs + fixed:
         for r in collect(e, lambda x: isinstance(x, n.TensorRead)):
             if id(r.tensor) in carry or not isinstance(r.tensor.op, Input):
-                return False
-    return True
+                return None
+    if any(index in free_vars(e) for e in fixed):
+        return None
+    return "steps" if any(index in free_vars(e) for e in exprs) else "once"
+
+
+def _over_steps(c, index, lo, hi):
+    """Data check ``c`` (which uses ``i``) over every step at once: ``i`` an axis over
+    ``[lo, hi)`` in front of its own (its min and max then cover all the steps)."""
+    from ..ir import make as mk
+    from ..ir.visitor import substitute
+    step = n.IterVar(n.Var(dt.int64, index.name), n.Range(lo, mk.max_(mk.sub(hi, lo), 0)),
+                     n.IterKind.REDUCE)
+    m = {index: step.var}
+    axes = (step,) + tuple(dataclasses.replace(a, var=a.var, dom=n.Range(
+        substitute(a.dom.min, m), substitute(a.dom.extent, m))) for a in c.axes)
+    return dataclasses.replace(c, axes=axes, value=substitute(c.value, m),
+                               where=None if c.where is None else substitute(c.where, m))
 
 
 def _uses_index(c, index) -> bool:
@@ -203,9 +221,12 @@ def loop_graph(info, body):
     scal = body.scalars
     spec = LoopSpec(len(info.placeholders), scal.index(info.index), len(scal), len(scal) + 1)
     checks = [c for c in body.constraints if _uses_index(c, info.index)]
+    k = len(info.placeholders)
+    data = [c if _check_form(c, body, k, info.index) == "once" else
+            _over_steps(c, info.index, lo, hi) for c in body.data_checks]
     graph = Graph(body.name, tuple(body.params) + (lo, hi), body.stages, body.outputs,
                   [c for c in body.constraints if all(c is not d for d in checks)], loc=body.loc,
-                  data_checks=list(body.data_checks))
+                  data_checks=data)
     info.cache[("loop", id(body))] = (body, graph, spec, checks)
     return graph, spec, checks
 
@@ -296,7 +317,7 @@ def _compile_loop(kernel, backend, graph, spec, default):
     req = _loop_request(part, backend, graph, spec)
     with compile_log.stage("backend compile"):
         compiled = backend.compile(req)
-    if graph.data_checks:    # invariant ones only (in_kernel_loop): once, before the loop
+    if graph.data_checks:    # once, before the loop (loop_graph: over every step's domain)
         from ..passes.fori_loop import OPTION
         from .checks import with_checks
         compiled = with_checks(backend, req.signature, graph, compiled,

@@ -133,6 +133,20 @@ def test_data_checks_once_before_the_loop_or_the_host_loop(rng):
                                rtol=1e-13)
 
 
+def test_domain_checks_that_use_i_cover_every_step_at_once(rng):
+    # durbin's pattern: an index under kd.where checked on the domain; with i in it, the loop
+    # kernel checks the indices of every step at once, before the first (numpy: step by step)
+    @kd.kernel
+    def k(x, n_):
+        return kd.fori_loop(0, n_, lambda i, c: kd.compute(c.shape, lambda j: kd.where(
+            j < i, c[j] + x[kd.maximum(i - j + 1, 0)], c[j])), x)
+    x = rng.random(4)
+    assert "inside one kernel" in str(k.lower(x, 3, backend="cpu"))
+    np.testing.assert_allclose(k(x, 3, backend="cpu"), k(x, 3, backend="numpy"), rtol=1e-13)
+    with pytest.raises(kd.KernelIndexError, match=r"indices 2\.\.6 along axis 0"):
+        k(x, 6, backend="cpu")          # steps 3..5 read past the end: all of them reported
+
+
 def test_the_pass_on_a_hand_made_body(rng):
     # carries become loop-bound buffers, i the loop's variable; the interpreter runs it
     from kdsl import dtypes as dt
