@@ -4,7 +4,8 @@ The generated Python runs the steps in order; the carries ping-pong between the 
 array and one temporary per carry exactly as the cpu code does
 (kdsl_cpu/codegen/carry_loop.py): step ``s`` of ``E`` writes the result when ``E - 1 - s``
 is even, else the temporary, and reads what the step before wrote (the initial carry
-first).  Zero or negative counts copy the initial carries into the results.
+first).  Zero or negative counts copy the initial carries into the results.  A carry
+updated in place (``nxt is cur``) lives in its result, a copy of its init.
 """
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ def carry_loop_handler(c) -> dict:
         inits = [c.bufs[b][0] for b in s.inits]
         results = [c.bufs[b][0] for b in s.results]
         temps = []
-        for b, res in zip(s.cur, results):
+        for b, x, res, init in zip(s.cur, s.nxt, results, inits):
+            if b is x:        # updated in place: the result, from a copy of the init
+                temps.append(None)
+                c.out.line(f"{res}[...] = {init}  # {b.name}: updated in place")
+                continue
             t = c.tmp("carry")
             temps.append(t)
             c.out.line(f"{t} = _alloc({res}.shape, {res}.dtype, {b.name!r}) if {ext} > 1 "
@@ -34,6 +39,11 @@ def carry_loop_handler(c) -> dict:
         v = c.bind(s.var)
         c.out.line(f"{v} = np.int64({lo} + {step})")
         for cur, nxt, init, res, t in zip(s.cur, s.nxt, inits, results, temps):
+            if t is None:
+                cn = c.name(cur, cur.name)
+                c.out.line(f"{cn} = {res}")
+                c.bufs[cur] = (cn, c._shape_names(cn, len(cur.shape)))
+                continue
             cn, xn = c.name(cur, cur.name), c.name(nxt, nxt.name)
             c.out.line(f"{xn} = {res} if ({ext} - 1 - {step}) % 2 == 0 else {t}")
             c.out.line(f"{cn} = {init} if {step} == 0 else ({res} if ({ext} - {step}) % 2 == 0 "
@@ -44,12 +54,12 @@ def carry_loop_handler(c) -> dict:
         c.block(s.body)
         c.out.loops -= 1
         del c.scope[s.var]
-        for b in s.cur + s.nxt:
+        for b in set(s.cur + s.nxt):
             del c.bufs[b]
         c.out.line(f"if {ext} <= 0:")
-        for init, res in zip(inits, results):
-            c.out.line(f"    {res}[...] = {init}")
-        if not inits:
-            c.out.line("    pass")
+        for init, res, t in zip(inits, results, temps):
+            if t is not None:
+                c.out.line(f"    {res}[...] = {init}")
+        c.out.line("    pass")
 
     return {n.CarryLoop: emit}

@@ -533,7 +533,9 @@ class CarryLoop(Stmt):
     ``results[k]`` holds the last carries (``inits[k]``'s contents for ``extent <= 0``).
     ``inits``/``results`` are buffers in scope (the function's parameters), compact, of
     ``cur[k]``'s shape and dtype.  Executors ping-pong: a step's ``nxt`` becomes the next
-    step's ``cur`` (kdsl.passes.fori_loop builds it; docs/kernels.md, kd.fori_loop).
+    step's ``cur`` (kdsl.passes.fori_loop builds it; docs/kernels.md, kd.fori_loop).  A carry
+    with ``nxt[k] is cur[k]`` is updated in place: ``results[k]`` gets a copy of
+    ``inits[k]`` before the first step and every step reads and writes it there.
     """
 
     var: Var

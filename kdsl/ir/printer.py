@@ -291,8 +291,10 @@ class StmtPrinter:
         rng = f"range({e(s.min)}, {e.end(s.min, s.extent)})"
         out.append(INDENT * depth + f"for {nm(s.var)} in {rng}:  # kd.fori_loop steps, in order")
         for b, c, x, r in zip(s.inits, s.cur, s.nxt, s.results):
-            out.append(INDENT * (depth + 1) + f"# carry {nm(c)} (first {nm(b)}) -> {nm(x)}: "
-                       f"{self.buffer_type(c)}, ping-pong; last into {nm(r)}")
+            how = f"-> {nm(x)}: {self.buffer_type(c)}, ping-pong" if x is not c else \
+                f"{self.buffer_type(c)}, in place"
+            out.append(INDENT * (depth + 1) + f"# carry {nm(c)} (first {nm(b)}) {how}; "
+                       f"last into {nm(r)}")
         self.block(s.body, depth + 1, out)
 
     def _if(self, s, depth, out, word="if"):

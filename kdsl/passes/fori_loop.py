@@ -15,7 +15,9 @@ Guarantees: the same parameters (inputs ``k < carries`` now hold the initial car
 outputs ``k < carries`` receive the last ones); the body is the step's root allocations
 whose sizes do not use ``i`` (allocated once, not per step) around one ``CarryLoop`` over
 ``[lower, upper)`` whose ``cur``/``nxt`` buffers are the step's old parameter buffers made
-loop-bound; ``i`` is the loop's variable, no longer a scalar of the function.
+loop-bound, one buffer (``nxt[k] is cur[k]``: updated in place) where ``_in_place`` proves
+the step reads each element of the carry only before overwriting it; ``i`` is the loop's
+variable, no longer a scalar of the function.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from .. import config
 from ..errors import InternalCompilerError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, allocate_chain, free_vars, rewrap
+from ..ir.visitor import Mutator, allocate_chain, collect, free_vars, rewrap
 
 #: the key of ``CompileRequest.options`` that asks for the loop form
 OPTION = "fori_loop"
@@ -69,6 +71,48 @@ def _scalar(func, position: int):
     return None
 
 
+def _roots(s) -> tuple:
+    """The statements a step runs one after the other (its root Seq, inside allocations)."""
+    while type(s) in (n.Allocate, n.LetStmt):
+        s = s.body
+    return s.stmts if type(s) is n.Seq else (s,)
+
+
+def _loads(node, buf) -> list:
+    return collect(node, lambda x: type(x) is n.Load and x.buffer is buf)
+
+
+def _in_place(inner, cur: n.Buffer, nxt: n.Buffer) -> bool:
+    """Whether the step ``inner`` may write carry ``nxt`` over ``cur`` (provably the same
+    values): the stores to ``nxt`` all sit in one root statement, read ``cur`` only at the
+    very element they write (in their value, at their own indices), never ``nxt``; that
+    statement reads ``cur`` nowhere else, and no later one reads it at all.  Each element is
+    then read, then overwritten, by one store (a root stage writes each element of its
+    output once: its reductions, the only repeated stores, read their accumulator, which
+    is ``nxt``, and are refused); earlier statements read the old values, later ones the
+    new ones, as with two buffers."""
+    roots = _roots(inner)
+    where = [j for j, r in enumerate(roots)
+             if collect(r, lambda x: type(x) is n.Store and x.buffer is nxt)]
+    if len(where) != 1:
+        return False
+    k = where[0]
+    stores = collect(roots[k], lambda x: type(x) is n.Store and x.buffer is nxt)
+    inside = 0
+    for w in stores:
+        if _loads(w.value, nxt) or any(_loads(i, cur) or _loads(i, nxt) for i in w.indices):
+            return False
+        mine = _loads(w.value, cur)
+        if any(ld.indices != w.indices for ld in mine):
+            return False
+        inside += len(mine)
+    if len(_loads(roots[k], cur)) != inside:
+        return False
+    if any(_loads(r, nxt) for r in roots[:k]):
+        return False
+    return not any(_loads(r, cur) for r in roots[k + 1:])
+
+
 def wrap_loop(request, func: n.LoweredFunc) -> n.LoweredFunc:
     """``func`` made the whole loop when ``request.options`` asks for it (else ``func``)."""
     spec = getattr(request, "options", {}).get(OPTION)
@@ -99,6 +143,11 @@ def fori_loop(func: n.LoweredFunc, spec: LoopSpec) -> n.LoweredFunc:
         index in free_vars(x) for x in a.buffer.shape)]
     ids = {id(a) for a in keep}
     inner = rewrap([a for a in chain if id(a) not in ids], inner)
+    # carries whose step reads them only where it is about to overwrite them: in place
+    same = {x: c for c, x in zip(cur, nxt) if _in_place(inner, c, x)}
+    if same:
+        inner = _Rebind(same).visit(inner)
+        nxt = [same.get(x, x) for x in nxt]
     loop = n.CarryLoop(step, lo, mk.sub(hi, lo), func.inputs[:k], tuple(cur), tuple(nxt),
                        func.outputs[:k], inner)
     body = rewrap(keep, loop)

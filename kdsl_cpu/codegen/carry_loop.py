@@ -8,7 +8,9 @@ per carry, the result parameter and one temporary, chosen by parity so that the 
 step writes the result: step ``s`` of ``E`` writes the result when ``E - 1 - s`` is even,
 else the temporary, and reads what step ``s - 1`` wrote (the initial carry at ``s = 0``).
 No carry is copied between steps; one temporary per carry is malloc'ed per call (when
-two or more steps run).  ``E <= 0`` copies the initial carries into the results.
+two or more steps run).  ``E <= 0`` copies the initial carries into the results.  A carry
+updated in place (``nxt is cur``: kdsl.passes.fori_loop proved it) has no temporary: its
+result starts as a copy of its init and every step reads and writes it there.
 
 Each step is one call of an outlined ``noinline`` step function (its body: the step's
 stages), which is what lets the carry buffers have alias scopes
@@ -39,10 +41,10 @@ def _bytes(gen, buf: n.Buffer):
     return b.select(b.icmp_signed(">", size, zero), size, ir.Constant(T.I64, 1))
 
 
-def _copy_nest(s: n.CarryLoop) -> n.Stmt:
-    """``results[k][...] = inits[k][...]`` for every carry (zero steps)."""
+def _copy_nest(pairs) -> n.Stmt:
+    """``dst[...] = src[...]`` for every ``(src, dst)`` of ``pairs`` (compact buffers)."""
     stmts = []
-    for src, dst in zip(s.inits, s.results):
+    for src, dst in pairs:
         idx = [n.Var(mk.as_expr(0).dtype, f"c{d}") for d in range(len(src.shape))]
         body = n.Store(dst, tuple(idx), n.Load(src.dtype, src, tuple(idx)))
         for v, e in reversed(list(zip(idx, src.shape))):
@@ -122,8 +124,13 @@ def emit(gen, s: n.CarryLoop, uses) -> None:
     one, zero = ir.Constant(T.I64, 1), ir.Constant(T.I64, 0)
     null = ir.Constant(T.PTR, None)
     lo, ext = gen.expr(s.min), gen.expr(s.extent)
-    # one temporary per carry, when two or more steps run
-    sizes = [_bytes(gen, c) for c in s.cur]
+    # one temporary per carry updated by ping-pong, when two or more steps run; a carry
+    # updated in place (nxt is cur) starts as a copy of its init in its result
+    pp = [k for k, (c, x) in enumerate(zip(s.cur, s.nxt)) if c is not x]
+    inplace = [k for k in range(len(s.cur)) if k not in pp]
+    if inplace:
+        gen.stmt(_copy_nest([(s.inits[k], s.results[k]) for k in inplace]))
+    sizes = [_bytes(gen, s.cur[k]) for k in pp]
     pre = b.block
     temps = []
     many = b.icmp_signed(">", ext, one)
@@ -135,8 +142,10 @@ def emit(gen, s: n.CarryLoop, uses) -> None:
         phi.add_incoming(p, filled)
         phi.add_incoming(null, pre)
         temps.append(phi)
+    failed_temps = list(temps)
+    temps = [temps[pp.index(k)] if k in pp else None for k in range(len(s.cur))]
     failed = None
-    for p in temps:
+    for p in failed_temps:
         bad = b.and_(many, b.icmp_unsigned("==", p, null))
         failed = bad if failed is None else b.or_(failed, bad)
     inits = [ctx.bufs[x] for x in s.inits]
@@ -147,8 +156,8 @@ def emit(gen, s: n.CarryLoop, uses) -> None:
         even = b.icmp_signed("==", b.and_(b.sub(b.sub(ext, one), k), one), zero)
         prev_even = b.icmp_signed("==", b.and_(b.sub(ext, k), one), zero)
         first = b.icmp_signed("==", k, zero)
-        nxts = [b.select(even, r, t) for r, t in zip(results, temps)]
-        curs = [b.select(first, init, b.select(prev_even, r, t))
+        nxts = [r if t is None else b.select(even, r, t) for r, t in zip(results, temps)]
+        curs = [r if t is None else b.select(first, init, b.select(prev_even, r, t))
                 for r, t, init in zip(results, temps, inits)]
         store_step(b.add(lo, k), curs, nxts)
         b.call(fn, [data])
@@ -159,9 +168,10 @@ def emit(gen, s: n.CarryLoop, uses) -> None:
             with b.if_then(b.icmp_signed(">", ext, zero)):
                 data, fn, store_step = _step_function(gen, s, uses)
                 gen.loop_values(zero, ext, step, name=s.var.name)
-            with b.if_then(b.icmp_signed("<", ext, one)):
-                gen.stmt(_copy_nest(s))
+            if pp:
+                with b.if_then(b.icmp_signed("<", ext, one)):
+                    gen.stmt(_copy_nest([(s.inits[k], s.results[k]) for k in pp]))
         with bad:
             b.atomic_rmw("or", ctx.status, ir.Constant(T.I32, 1), "monotonic")
-    for t in temps:       # free(NULL) does nothing
+    for t in failed_temps:       # free(NULL) does nothing
         b.call(gen._libc_free(), [t])

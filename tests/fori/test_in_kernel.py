@@ -147,6 +147,36 @@ def test_domain_checks_that_use_i_cover_every_step_at_once(rng):
         k(x, 6, backend="cpu")          # steps 3..5 read past the end: all of them reported
 
 
+@kd.kernel
+def three(x, y, z, n_):
+    # y's update reads x's old value after x's own update: x keeps two buffers; y reads
+    # itself only where it writes: in place; z's update reads its neighbours: two buffers
+    def body(i, c):
+        a, b, d = c
+        a2 = a * 0.5 + 1.0
+        b2 = b * 0.25 + a
+        d2 = kd.compute(d.shape, lambda j: d[(j + 1) % d.shape[0]] + d[j] * 0.5)
+        return a2, b2, d2
+    return kd.fori_loop(0, n_, body, (x, y, z))
+
+
+def three_ref(x, y, z, n_):
+    a, b, d = x.copy(), y.copy(), z.copy()
+    for _ in range(n_):
+        a, b, d = a * 0.5 + 1.0, b * 0.25 + a, np.roll(d, -1) + d * 0.5
+    return a, b, d
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_carries_updated_in_place_only_where_provably_safe(backend, rng):
+    x, y, z = rng.random(37), rng.random(37), rng.random(5)
+    text = str(three.lower(x, y, z, 2, backend=backend))
+    assert text.count(", in place;") == 1 and text.count(", ping-pong;") == 2
+    for steps in (0, 1, 4, 5):
+        for g, w in zip(three(x, y, z, steps, backend=backend), three_ref(x, y, z, steps)):
+            np.testing.assert_allclose(g, w, rtol=1e-13)
+
+
 def test_the_pass_on_a_hand_made_body(rng):
     # carries become loop-bound buffers, i the loop's variable; the interpreter runs it
     from kdsl import dtypes as dt
