@@ -3,7 +3,7 @@ inside one kernel (kdsl.passes.fori_loop), in one run.
 
     python benchmarks/fori_loop.py [--steps N] [--repeat R]
 
-For each kernel and size, both forms are compiled (``fori_program.in_kernel`` off / on,
+For each kernel and size, both forms are compiled (``fori_kernel.in_kernel`` off / on,
 fresh kernel objects) and checked equal; then the median time of a call with 0 and with
 N steps gives the per-step cost ``(t(N) - t(0)) / N`` and the fixed cost ``t(0)``.  The
 stencils are PolyBench's (examples/polybench.py: jacobi-1d, heat-3d); ``damp`` is one
@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import kdsl as kd                                   # noqa: E402
 from examples import polybench as pb                # noqa: E402
-from kdsl.runtime import fori_program               # noqa: E402
+from kdsl.runtime import fori_kernel                # noqa: E402
 
 
 def damp(x, n):
@@ -65,7 +65,7 @@ def main(argv=None) -> None:
                 return k(*args, backend="cpu")
             res = {}
             for mode in (False, True):
-                fori_program.in_kernel = mode
+                fori_kernel.in_kernel = mode
                 k = kd.kernel(fn)
                 call(k, 3)            # compile now, with this mode
                 # a long run only for small sizes (the big ones cost milliseconds a step)
@@ -73,7 +73,7 @@ def main(argv=None) -> None:
                 t0 = _median(lambda: call(k, 0), a.repeat)
                 tn = _median(lambda: call(k, steps), max(3, a.repeat // 3))
                 res[mode] = ((tn - t0) / steps * 1e6, t0 * 1e6, call(k, 5))
-            fori_program.in_kernel = True
+            fori_kernel.in_kernel = True
             for x, y in zip(*(np.atleast_1d(res[m][2]) if not isinstance(res[m][2], tuple)
                               else res[m][2] for m in (False, True))):
                 np.testing.assert_allclose(x, y, rtol=1e-12)
@@ -97,11 +97,11 @@ def polybench(repeat: int) -> None:
         args = ref.inputs(name, size, rng, steps or 3)
         t = {}
         for mode in (False, True):
-            fori_program.in_kernel = mode
+            fori_kernel.in_kernel = mode
             k = kd.kernel(pb.KERNELS[name].fn)
             got = k(*args, backend="cpu")
             t[mode] = (_median(lambda: k(*args, backend="cpu"), repeat) * 1e6, got)
-        fori_program.in_kernel = True
+        fori_kernel.in_kernel = True
         for x, y in zip(*(v[1] if isinstance(v[1], tuple) else (v[1],) for v in t.values())):
             np.testing.assert_allclose(x, y, rtol=1e-10)
         print(f"{name:15} {size:>4} {steps or '':>5} | {t[False][0]:12.1f} | {t[True][0]:13.1f} | "
