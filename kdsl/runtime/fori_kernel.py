@@ -38,22 +38,27 @@ def in_kernel_loop(backend, info, body) -> bool:
 
 def _check_form(c, body, carries: int, index):
     """How data check ``c`` of loop body ``body`` runs with the loop kernel, once before it:
-    "once" (it reads only arrays from outside the loop and does not use ``i``), "steps" (it
-    also uses ``i``, but not in its bounds or message: one check over every step's domain,
-    ``_over_steps``), or None (it reads a carry or a value computed in the body: the host
-    loop checks it before each step)."""
+    ``(form, relaxed)`` or None.  ``form`` "once": it reads only arrays from outside the
+    loop and does not use ``i``; "steps": it also uses ``i``, but not in its bounds or
+    message (one check over every step's domain, ``_over_steps``).  ``relaxed``: its
+    ``kd.where`` condition reads a carry or a value computed in the body (floyd-warshall's
+    ``P[i, k]`` under ``P[i, j] < P[i, k] + P[k, j]``): checked without that condition, on
+    a larger domain -- where it passes, the exact check passes whatever the data; where it
+    fails, the call takes the host loop, which checks each step.  None: its index itself
+    reads such values (``x[c[j]]``): only the host loop can check it."""
     from ..ir.visitor import collect
-    exprs = [c.value] + [e for e in (c.where,) if e is not None] + \
-        [e for a in c.axes for e in (a.dom.min, a.dom.extent)]
-    fixed = [e for e in (c.lo, c.hi) if e is not None] + [e for _, e in c.detail]
     carry = {id(t) for t in body.params[:carries]}
-    for e in exprs + fixed:
-        for r in collect(e, lambda x: isinstance(x, n.TensorRead)):
-            if id(r.tensor) in carry or not isinstance(r.tensor.op, Input):
-                return None
-    if any(index in free_vars(e) for e in fixed):
+
+    def data(e) -> bool:
+        return any(id(r.tensor) in carry or not isinstance(r.tensor.op, Input)
+                   for r in collect(e, lambda x: isinstance(x, n.TensorRead)))
+    main = [c.value] + [e for a in c.axes for e in (a.dom.min, a.dom.extent)]
+    fixed = [e for e in (c.lo, c.hi) if e is not None] + [e for _, e in c.detail]
+    if any(data(e) for e in main + fixed) or any(index in free_vars(e) for e in fixed):
         return None
-    return "steps" if any(index in free_vars(e) for e in exprs) else "once"
+    relaxed = c.where is not None and data(c.where)
+    used = main + ([c.where] if c.where is not None and not relaxed else [])
+    return ("steps" if any(index in free_vars(e) for e in used) else "once"), relaxed
 
 
 def _over_steps(c, index, lo, hi):
@@ -76,10 +81,12 @@ def _uses_index(c, index) -> bool:
 
 
 def loop_graph(info, body):
-    """``(graph, spec, step_checks)``: the body graph ``body`` of loop ``info`` with the loop's
-    bounds as two more scalars (last), compiled as the whole loop (kdsl.passes.fori_loop);
-    call-time checks that use ``i`` are left out of it: ``step_checks`` (checked on the host
-    for every step before the kernel runs)."""
+    """``(graph, spec, step_checks, relaxed)``: the body graph ``body`` of loop ``info`` with
+    the loop's bounds as two more scalars (last), compiled as the whole loop
+    (kdsl.passes.fori_loop), its data checks over every step (``_check_form``); call-time
+    checks that use ``i`` are left out of it: ``step_checks`` (checked on the host for every
+    step before the kernel runs), and so are the relaxed data checks: ``relaxed`` (run before
+    the kernel; where one fails, the call takes the host loop)."""
     from ..passes.fori_loop import LoopSpec
     got = info.cache.get(("loop", id(body)))
     if got is not None and got[0] is body:
@@ -89,10 +96,16 @@ def loop_graph(info, body):
     spec = LoopSpec(len(info.placeholders), scal.index(info.index), len(scal), len(scal) + 1)
     checks = [c for c in body.constraints if _uses_index(c, info.index)]
     k = len(info.placeholders)
-    data = [c if _check_form(c, body, k, info.index) == "once" else
-            _over_steps(c, info.index, lo, hi) for c in body.data_checks]
+    exact, relaxed = [], []
+    for c in body.data_checks:
+        form, loose = _check_form(c, body, k, info.index)
+        if loose:
+            c = dataclasses.replace(c, where=None)
+        if form == "steps":
+            c = _over_steps(c, info.index, lo, hi)
+        (relaxed if loose else exact).append(c)
     graph = Graph(body.name, tuple(body.params) + (lo, hi), body.stages, body.outputs,
                   [c for c in body.constraints if all(c is not d for d in checks)], loc=body.loc,
-                  data_checks=data)
-    info.cache[("loop", id(body))] = (body, graph, spec, checks)
-    return graph, spec, checks
+                  data_checks=exact)
+    info.cache[("loop", id(body))] = (body, graph, spec, checks, relaxed)
+    return graph, spec, checks, relaxed

@@ -230,8 +230,33 @@ def _compile(kernel, backend, graph, name, default, out_contiguous):
                                    tuple(range(len(graph.params))), "tuple")
 
 
-def _compile_loop(kernel, backend, graph, spec, default):
-    """The launcher of loop graph ``graph`` compiled as the whole loop (``spec``)."""
+class _Fallback(Exception):
+    """A relaxed data check of a loop kernel failed: this call takes the host loop."""
+
+
+def _nothing(inputs, outputs, scalars, stream=None):
+    return None
+
+
+class _Relaxed:
+    """A loop kernel behind data checks relaxed to a larger domain (fori_kernel._check_form):
+    where one fails, the call raises ``_Fallback`` (the host loop then checks each step)."""
+
+    def __init__(self, main, loose, errors):
+        self.main, self.loose, self.errors = main, loose, errors
+
+    def __call__(self, inputs, outputs, scalars, stream=None):
+        extra = {} if stream is None else {"stream": stream}
+        try:
+            self.loose(inputs, outputs, scalars, **extra)
+        except self.errors:
+            raise _Fallback() from None
+        return self.main(inputs, outputs, scalars, **extra)
+
+
+def _compile_loop(kernel, backend, graph, spec, default, relaxed=()):
+    """The launcher of loop graph ``graph`` compiled as the whole loop (``spec``), behind the
+    ``relaxed`` data checks (fori_kernel.loop_graph) when there are some."""
     from . import dispatch
     part = _Part(kernel, graph.name, _hints_for(kernel, graph, default))
     part._names = _all_names(kernel)
@@ -243,6 +268,15 @@ def _compile_loop(kernel, backend, graph, spec, default):
         from .checks import with_checks
         compiled = with_checks(backend, req.signature, graph, compiled,
                                {k: v for k, v in req.options.items() if k != OPTION})
+    if relaxed:
+        from ..passes.fori_loop import OPTION
+        from .checks import with_checks
+        loose = Graph(f"{graph.name}_relaxed", graph.params, graph.stages, graph.outputs, [],
+                      loc=graph.loc, data_checks=list(relaxed))
+        compiled = _Relaxed(compiled, with_checks(
+            backend, req.signature, loose, _nothing,
+            {k: v for k, v in req.options.items() if k != OPTION}),
+            tuple({c.error for c in relaxed}))
     if config.dump():
         dispatch.dump(graph.name, backend, req.signature, req)
     names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
@@ -281,7 +315,8 @@ class _KernelLoop:
     info: object
     launch: object
     sources: list
-    checks: object       # fori_kernel.StepChecks or None
+    checks: object       # StepChecks or None
+    fallback: object = None   # () -> the host loop's _Loop (relaxed data checks), built once
 
 
 class Program:
@@ -367,7 +402,11 @@ class Program:
         k = len(info.inits)
         args[:k] = [env[t] for t in info.inits]
         args[-1] = 0        # i: the loop's variable inside the kernel
-        step.launch(args + [lo, hi], outs, stream)
+        try:
+            step.launch(args + [lo, hi], outs, stream)
+        except _Fallback:   # a relaxed check failed: the host loop checks step by step
+            self._loop(step.fallback(), env, vals, like, stream)
+            return
         for t, a in zip(info.results, outs):
             if t is None:
                 continue
@@ -436,6 +475,18 @@ def _plan(kernel, graph, outc) -> tuple:
     return kernel, steps
 
 
+def _host_loop(kernel, backend, info, body, sources, default):
+    """A function compiling the host loop of a loop (once, when first called)."""
+    got = []
+
+    def make():
+        if not got:
+            got.append(_Loop(info, _compile(kernel, backend, body, body.name, default, ()),
+                             sources))
+        return got[0]
+    return make
+
+
 def compile_program(kernel, backend, sig, graph) -> Program:
     """Compile the parts and loop bodies of ``graph`` for ``backend`` (module docstring)."""
     outc = sig.out_contiguous or (True,) * len(graph.outputs)
@@ -449,10 +500,11 @@ def compile_program(kernel, backend, sig, graph) -> Program:
         else:
             _, info, body, sources, default = st
             if in_kernel_loop(backend, info, body):
-                lg, spec, checks = loop_graph(info, body)
+                lg, spec, checks, relaxed = loop_graph(info, body)
                 steps.append(_KernelLoop(
-                    info, _compile_loop(kernel, backend, lg, spec, default), sources,
-                    StepChecks(lg.name, checks, info.index) if checks else None))
+                    info, _compile_loop(kernel, backend, lg, spec, default, relaxed), sources,
+                    StepChecks(lg.name, checks, info.index) if checks else None,
+                    _host_loop(kernel, backend, info, body, sources, default)))
                 continue
             steps.append(_Loop(info, _compile(kernel, backend, body, body.name, default, ()),
                                sources))
@@ -500,10 +552,14 @@ def describe(kernel, backend, sig, graph, source: bool = False, indent: str = ""
             _, info, body, _src, default = st
             at = f" (kd.fori_loop at {info.loc.short})" if info.loc is not None else ""
             if in_kernel_loop(backend, info, body):
-                lg, spec, _checks = loop_graph(info, body)
+                lg, spec, _checks, relaxed = loop_graph(info, body)
                 lines.append(f"{indent}# for {info.index.name} in range({format_expr(info.lower)}, "
                              f"{format_expr(info.upper)}): inside one kernel{at}, every step "
                              "in the kernel below")
+                if relaxed:
+                    lines.append(f"{indent}# (indices under a kd.where reading the carries: "
+                                 "checked on the whole domain first; where that fails, the "
+                                 "call runs a host loop, one launch per step)")
                 part = _Part(kernel, lg.name, _hints_for(kernel, lg, default))
                 part._names = _all_names(kernel)
                 req = _loop_request(part, backend, lg, spec)

@@ -177,6 +177,27 @@ def test_carries_updated_in_place_only_where_provably_safe(backend, rng):
             np.testing.assert_allclose(g, w, rtol=1e-13)
 
 
+def test_checks_under_a_condition_on_the_carry_fall_back_per_call(monkeypatch):
+    # floyd-warshall's pattern: an index under a kd.where reading the carry is checked on the
+    # whole domain first; where that fails, this call runs the host loop (exact, per step)
+    @kd.kernel
+    def guarded(x, n_):
+        return kd.fori_loop(0, n_, lambda i, c: kd.compute(c.shape, lambda j: kd.where(
+            c[j] > 0.5, c[j] * 0.5 + x[j + i], c[j])), x)
+    host = []
+    real = fp.Program._loop
+    monkeypatch.setattr(fp.Program, "_loop", lambda self, *a: host.append(1) or real(self, *a))
+    x = np.array([0.9, 0.8, 0.1, 0.1])
+    assert "inside one kernel" in str(guarded.lower(x, 2, backend="cpu"))
+    for steps, fallback in ((1, 0), (2, 1)):      # j + i reaches 4 only at step 1
+        want = guarded(x, steps, backend="numpy")  # (numpy: always the host loop)
+        host.clear()
+        np.testing.assert_allclose(guarded(x, steps, backend="cpu"), want, rtol=1e-13)
+        assert len(host) == fallback
+    with pytest.raises(kd.KernelIndexError, match=r"indices 1\.\.4"):
+        guarded(np.array([0.9, 0.8, 0.1, 0.9]), 2, backend="cpu")   # x[4] read: the exact error
+
+
 def test_the_pass_on_a_hand_made_body(rng):
     # carries become loop-bound buffers, i the loop's variable; the interpreter runs it
     from kdsl import dtypes as dt
