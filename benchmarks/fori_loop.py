@@ -49,7 +49,7 @@ CASES = [
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=15)
     a = ap.parse_args(argv)
     rng = np.random.default_rng(0)
@@ -69,7 +69,7 @@ def main(argv=None) -> None:
                 k = kd.kernel(fn)
                 call(k, 3)            # compile now, with this mode
                 # a long run only for small sizes (the big ones cost milliseconds a step)
-                steps = a.steps if size <= 64 else max(4, a.steps // 20)
+                steps = a.steps if size <= 64 else max(4, a.steps // 40)
                 t0 = _median(lambda: call(k, 0), a.repeat)
                 tn = _median(lambda: call(k, steps), max(3, a.repeat // 3))
                 res[mode] = ((tn - t0) / steps * 1e6, t0 * 1e6, call(k, 5))

@@ -33,7 +33,7 @@ def carry_loop_handler(c) -> dict:
             c.out.line(f"{t} = _alloc({res}.shape, {res}.dtype, {b.name!r}) if {ext} > 1 "
                        f"else None")
         step = c.tmp("step")
-        c.out.line(f"for {step} in range({ext}):  # kd.fori_loop's steps (carries ping-pong)")
+        c.out.line(f"for {step} in range({ext}):  # kd.fori_loop's steps, in order")
         c.out.indent += 1
         c.out.loops += 1
         v = c.bind(s.var)
