@@ -37,13 +37,11 @@ from .runtime import callplan, compile_log, dispatch, fastpath, foreign, fori_pr
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.trace_guard import trace_failure, tracing_kernel
-from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args, size_classes,
-                                signature_from_specs)
+from .runtime.callplan import FOREIGN, call_key
+from .runtime.signature import ConstSig, signature_from_args, size_classes, signature_from_specs
 
 _RESERVED = ("backend", "out", "stream")
 _TRACING = _ctx.TRACING     # [number of traces in progress]: read on every call
-#: argument types that are never converted with np.asarray (arrays, scalars, None)
-_PLAIN = frozenset((np.ndarray, int, float, bool, type(None)))
 # bound once: the fast path of __call__ reads the default-backend state without calls into Python
 _cur_backend = _reg.current_backend_var().get
 _env_get, _ENV_KEY = _reg.env_backend_reader()
@@ -125,7 +123,7 @@ class Kernel(functools.partial):
         # positional calls with every argument skip binding; keyword-only parameters always bind
         self._nfast = self._nargs if self._npos == self._nargs else -1
         self._const = tuple(a in constants for a in self.arg_names)
-        self._any_const = any(self._const)
+        self._consts = self._const if any(self._const) else None     # call_key's form
         # graph.params are the non-constant arguments, in call order
         self._param_pos = tuple(i for i, c in enumerate(self._const) if not c)
         self._hints = list(getattr(fn, "__kdsl_schedules__", ()))
@@ -235,28 +233,14 @@ class Kernel(functools.partial):
         if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
                 and self._host_backend(backend):      # out= a torch tensor: written in place
             return foreign.host_call(self, args, backend, out, stream)
+        # 3. the launcher of this call's key (callplan.call_key; None: the miss path says why)
         launch = None
-        if len(args) == self._nargs and not self._any_const:
-            spec = self.specialize
-            key = [backend, _reg._generation]
-            for a in args:
-                if type(a) is np.ndarray:
-                    sh = a.shape
-                    key.append((a.dtype, sh if spec else tuple([s == 1 for s in sh]) if 1 in sh
-                                else len(sh), a.flags.c_contiguous))
-                elif type(a) not in _PLAIN and self._host_array(a, backend):
-                    # read as numpy once per call, then again (results: the caller's library)
-                    return foreign.host_call(self, args, backend, out, stream)
-                else:
-                    key.append(arg_key(a, spec, False))
-            if out is not None:
-                key.append(out_key(out))
-            if backend in _reg._size_classed:
-                key.append(size_classes(args))
-            launch = self._cache.get(tuple(key))
-        elif any(type(a) not in _PLAIN and not c and self._host_array(a, backend)
-                 for a, c in zip(args, self._const)):
-            return foreign.host_call(self, args, backend, out, stream)
+        if len(args) == self._nargs:
+            key = call_key(args, backend, gen, self.specialize, self._consts, out,
+                           backend in _reg._size_classed, Kernel._host_array)
+            if key is FOREIGN:   # read as numpy once per call (results: the caller's library)
+                return foreign.host_call(self, args, backend, out, stream)
+            launch = self._cache.get(key)
         try:
             if launch is None:
                 launch = self._miss(args, backend, out)
@@ -375,34 +359,31 @@ class Kernel(functools.partial):
         return launch
 
     def _key(self, args, backend, out):
+        """The key of a call (``callplan.call_key``), or the ArgumentError saying why it has none."""
         if len(args) != self._nargs:
             raise ArgumentError(
                 f"{self.__name__}() takes {self._nargs} argument(s) "
                 f"({', '.join(self.arg_names)}) but {len(args)} were given",
                 hint="pass one array or scalar per parameter, positionally")
         be = _reg.get_backend(backend)   # loaded first: it may register array readers
-        key = [backend, _reg._generation]
+        classed = bool(getattr(be, "size_classes", False))
+        if classed:
+            _reg._size_classed.add(backend)    # later keys are built with sizes (_call_bound)
+        key = call_key(args, backend, _reg._generation, self.specialize, self._consts, out,
+                       classed, None)
+        if key is not None:
+            return key
         for a, name, const in zip(args, self.arg_names, self._const):
-            k = arg_key(a, self.specialize, const)
-            if k is None and const:
+            if call_key((a,), None, 0, False, (const,), None, False, None) is not None:
+                continue
+            if const:
                 raise ArgumentError(f"{self.__name__}: constant argument {name!r} must be "
                                     f"hashable, got {type(a).__name__}",
                                     hint="pass a tuple instead of a list")
-            if k is None:
-                raise ArgumentError(f"{self.__name__}: argument {name!r} must be an array or a "
-                                    f"Python scalar, got {type(a).__name__}",
-                                    hint="pass a numpy array (np.asarray(x)) or a device array")
-            if type(a) is np.ndarray:  # the same form as the fast path builds
-                sh = a.shape
-                k = (a.dtype, sh if self.specialize else tuple([s == 1 for s in sh]) if 1 in sh
-                     else len(sh), a.flags.c_contiguous)
-            key.append(k)
-        if out is not None:
-            key.append(out_key(out))
-        if getattr(be, "size_classes", False):
-            _reg._size_classed.add(backend)    # later keys are built with sizes (_call_bound)
-            key.append(size_classes(args))
-        return tuple(key)
+            raise ArgumentError(f"{self.__name__}: argument {name!r} must be an array or a "
+                                f"Python scalar, got {type(a).__name__}",
+                                hint="pass a numpy array (np.asarray(x)) or a device array")
+        raise InternalCompilerError(f"{self.__name__}: no key for this call's arguments")
 
     def _lock_for(self, key):
         with self._lock:
@@ -458,12 +439,10 @@ class Kernel(functools.partial):
             # and None values), in call order
             param_pos = tuple(i for i, p in enumerate(sig.params) if not isinstance(p, ConstSig))
             like = next((p.kind for p in sig.params if hasattr(p, "kind")), None)
-            binds = callplan.bindings(graph, param_pos)    # both launchers are written from it
-            launch = dispatch.build_launcher(self.__name__, graph, be, compiled, self.arg_names,
-                                             param_pos, mode, like, binds)
-            if len(param_pos) == self._nargs:
-                launch.__kdsl_fast__ = fastpath.slot_for(compiled, graph, sig, args,
-                                                         param_pos, self._nargs, mode, out, binds)
+            plan = callplan.make(self.__name__, graph, sig, param_pos, self._nargs, mode, args,
+                                 out, compiled, key)
+            launch = dispatch.build_launcher(plan, be, compiled, self.arg_names, like)
+            launch.__kdsl_fast__ = fastpath.slot_for(compiled, plan)
             if version == self._version:
                 self._cache[key] = launch
             return launch

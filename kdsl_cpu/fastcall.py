@@ -1,6 +1,6 @@
 """Native fast launchers: one machine-code function per specialisation, called as a builtin.
 
-``build(compiled, plan)`` turns a ``kdsl.runtime.fastpath.FastPlan`` into an
+``build(compiled, plan)`` turns a ``kdsl.runtime.callplan.CallPlan`` into an
 LLVM function ``PyObject *f(PyObject *self, PyObject *const *args, Py_ssize_t n)``
 (METH_FASTCALL) and wraps it with ``PyCFunction_NewEx``, so that calling it
 costs what calling any builtin costs.  It reads arrays through the CPython and
@@ -33,6 +33,7 @@ from llvmlite import ir
 
 from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
+from kdsl.runtime.callplan import SCALAR, SHAPE, ScalarArg
 
 from . import jit
 
@@ -335,9 +336,9 @@ class _Gen:
                 self.values[var] = self.item(dims[src[1]], src[2], I64)
         for pos, d, e in plan.checks:
             self.guard(b.icmp_signed("==", self.item(dims[pos], d, I64), self.expr(e)))
-        for lhs, rhs in plan.constraints:
-            self.guard(b.icmp_signed("==", self.expr(lhs), self.expr(rhs)))
-        shapes = [[self.expr(e) for e in shape] for _, shape in plan.outputs]
+        for con in plan.constraints:
+            self.guard(b.icmp_signed("==", self.expr(con.lhs), self.expr(con.rhs)))
+        shapes = [[self.expr(e) for e in o.shape] for o in plan.outputs]
         out_objs = self.outputs(objs, outs, shapes)
         bufs = [objs[p] for p in plan.inputs] + out_objs
         slots = self.slots(bufs, scalars)
@@ -378,10 +379,10 @@ class _Gen:
         ndmax = max([len(s) for s in shapes] + [1])
         sizes = b.alloca(I64, size=_c64(ndmax))
         made = []
-        for j, ((dtype, _), shape) in enumerate(zip(plan.outputs, shapes)):
+        for j, (res, shape) in enumerate(zip(plan.outputs, shapes)):
             for d, v in enumerate(shape):
                 b.store(v, b.gep(sizes, [_c64(d)], source_etype=I64))
-            descr = self.ptr(id(dtype))
+            descr = self.ptr(id(res.np))
             b.call(self.c["incref"], [descr])          # PyArray_NewFromDescr steals it
             null = ir.Constant(PTR, None)
             o = b.call(self.c["new_array"], [self.ptr(self.obj["ndarray"]), descr,
@@ -399,38 +400,33 @@ class _Gen:
         return made
 
     def slots(self, bufs, scalars):
-        """The kernel's 8-byte scalar slots from ``func.bindings``."""
-        b, func = self.b, self.compiled.func
-        binds = tuple(func.bindings)
-        if (len(binds) != len(func.scalars) or len(func.buffers) != len(bufs)
-                or len(func.inputs) != len(self.plan.inputs)):
+        """The kernel's 8-byte scalar slots (the plan's ``slots``)."""
+        b, func, plan = self.b, self.compiled.func, self.plan
+        if plan.slots is None or len(func.buffers) != len(bufs) \
+                or len(func.inputs) != len(plan.inputs):
             raise Unsupported("the kernel's buffers or scalars do not match the plan")
-        slots = b.alloca(I64, size=_c64(max(1, len(binds))))
-        for j, (v, bnd) in enumerate(zip(func.scalars, binds)):
-            kind, i, d = bnd.kind.value, bnd.index, bnd.dim
+        pytypes = {a.pos: a.pytype for a in plan.args if type(a) is ScalarArg}
+        slots = b.alloca(I64, size=_c64(max(1, len(plan.slots))))
+        for j, sl in enumerate(plan.slots):
             at = b.gep(slots, [_c64(j)], source_etype=I64)
-            if kind in ("shape", "stride"):
-                if v.dtype is not dt.int64:
-                    raise Unsupported(f"{kind} slot of dtype {v.dtype}")
-                if kind == "shape":
-                    b.store(self.item(self.field(bufs[i], OFF_DIMS, PTR), d, I64), at)
-                    continue
-                isz = _c64(func.buffers[i].dtype.itemsize)
-                s = self.item(self.field(bufs[i], OFF_STRIDES, PTR), d, I64)
-                self.guard(b.icmp_signed("==", b.srem(s, isz), _c64(0)))  # else: the error path
-                b.store(b.sdiv(s, isz), at)
-            elif kind == "scalar":
-                pos = self.plan.scalars[i]
+            if sl.kind == SCALAR:
+                pos = plan.scalars[sl.index]
                 val = scalars[pos]
-                want = {int: dt.int64, float: dt.float64, bool: dt.bool_}[
-                    next(a.pytype for a in self.plan.args if a.pos == pos)]
-                if v.dtype is not want:
-                    raise Unsupported(f"scalar slot of dtype {v.dtype}")
+                if sl.dtype is not {int: dt.int64, float: dt.float64, bool: dt.bool_}[pytypes[pos]]:
+                    raise Unsupported(f"scalar slot of dtype {sl.dtype}")
                 # the bytes struct.pack("<q" / "<d" / "<?7x") gives (little-endian hosts only,
                 # like the Python launcher's formats): bools are 0/1 in the low byte
                 b.store(b.bitcast(val, I64) if val.type == F64 else val, at)
-            else:
-                raise Unsupported(f"binding kind {kind!r}")
+                continue
+            if sl.dtype is not dt.int64:
+                raise Unsupported(f"{sl.kind} slot of dtype {sl.dtype}")
+            if sl.kind == SHAPE:
+                b.store(self.item(self.field(bufs[sl.index], OFF_DIMS, PTR), sl.dim, I64), at)
+                continue
+            isz = _c64(sl.itemsize)
+            s = self.item(self.field(bufs[sl.index], OFF_STRIDES, PTR), sl.dim, I64)
+            self.guard(b.icmp_signed("==", b.srem(s, isz), _c64(0)))  # else: the error path
+            b.store(b.sdiv(s, isz), at)
         return slots
 
     def ret(self, objs, out_objs):

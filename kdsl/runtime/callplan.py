@@ -1,41 +1,204 @@
-"""How one specialisation's call binds its shape variables: derived once, read by every launcher.
+"""One specialisation's call contract, derived once: the ``CallPlan``.
 
 A call of a compiled kernel binds each symbolic size of the graph's parameters from the first
 argument dim (or scalar argument) that carries it, checks every other dim against what it
-must be, checks the graph's constraints and computes the outputs' shapes.  ``bindings(graph,
-param_pos)`` derives that once per specialisation as data; the generated Python launcher
-(``dispatch.build_launcher``, the reference emitter) and the native fast launchers' plan
-(``fastpath.make_plan``) are both written from it, so that they cannot disagree.
+must be, checks the graph's constraints, computes (or checks ``out=``) the outputs' shapes
+and fills the compiled function's scalar slots (shapes, strides in elements, scalar
+arguments).  ``make`` derives all of it once per signature from the signature, the graph and
+the compiled function; every launcher is an emitter of the plan and derives nothing again:
+
+- ``dispatch.build_launcher``: the reference emitter (generated Python, every backend);
+- ``kdsl_cpu.launcher`` (the ``slots``: struct formats) and ``kdsl_cpu.fastcall`` (native code);
+- ``kdsl_cuda.runtime.launch`` (``geometry``) and ``fastlaunch`` (generated Python + the C helper).
+
+The key a call is cached under is ``call_key`` (one builder for the hot path and the miss).
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import NamedTuple
 
+import numpy as np
+
+from ..errors import InternalCompilerError
 from ..ir import nodes as n
+from .arrays import array_info
+from .signature import size_classes
+from .slots import SLOT
+
+#: the kinds of ``Slot`` (the values of ``ir.nodes.BindingKind``)
+SHAPE, STRIDE, SCALAR = "shape", "stride", "scalar"
+_PY_SCALARS = (int, float, bool)
 
 
-class Bindings(NamedTuple):
-    """The shape contract of one specialisation (argument positions are the call's).
+# ----------------------------------------------------------------- the key (hot path)
+def call_key(args, backend, gen, specialize: bool, consts, out, classed: bool, host_array):
+    """The cache key of a call: the backend, the registry generation, one part per argument
+    (an array: dtype, size-1 flags -- or rank, or the whole shape with ``specialize`` --
+    and C-contiguity; a scalar: its type; a constant (``consts[i]``; None: no constants): its
+    value), ``out_key(out)`` where out= is given and the size classes of the arguments where
+    the backend is ``classed``.  None when an argument has no key (``Kernel._key`` says why);
+    ``FOREIGN`` when ``host_array(a, backend)`` says an argument is to be read as numpy
+    first (kdsl.runtime.foreign)."""
+    key = [backend, gen]
+    for i, a in enumerate(args):
+        t = type(a)
+        if t is np.ndarray and (consts is None or not consts[i]):
+            sh = a.shape
+            key.append((a.dtype, sh if specialize else tuple([s == 1 for s in sh]) if 1 in sh
+                        else len(sh), a.flags.c_contiguous))
+        elif consts is not None and consts[i] or a is None:   # a compile-time constant
+            try:
+                hash(a)
+            except TypeError:
+                return None
+            key.append(("const", t, a))
+        elif t in _PY_SCALARS or isinstance(a, np.generic):
+            key.append((t,))
+        elif host_array is not None and host_array(a, backend):
+            return FOREIGN
+        else:
+            info = array_info(a)
+            if info is None:
+                return None
+            dtype, shape, contiguous = info
+            key.append((t, dtype, shape if specialize else tuple([s == 1 for s in shape]),
+                        contiguous))
+    if out is not None:
+        key.append(out_key(out))
+    if classed:
+        key.append(size_classes(args))
+    return tuple(key)
 
-    - ``scalars``: ``(Var, pos)`` per scalar parameter, in the kernel's order;
-    - ``arrays``: ``(Tensor, pos)`` per array parameter, in the kernel's order;
-    - ``sources``: ``(Var, ("scalar", pos) | ("shape", pos, dim))``: where each variable is
-      bound, in binding order (scalars first, then array dims in order);
-    - ``checks``: ``(pos, dim, Expr)``: dim ``dim`` of argument ``pos`` must equal the
-      expression (a repeated name or a computed size), each after the sources it uses;
-    - ``constraints``: the graph's Constraint records; ``outputs``: its output tensors.
+
+#: ``call_key``'s answer for a call whose arrays are read as numpy first
+FOREIGN = object()
+
+
+def out_key(out):
+    """The ``out=`` part of the key (None when no out= was given): per array its key part and
+    writeability (a read-only out= array misses the cache, and the miss path reports it)."""
+    if out is None:
+        return None
+    outs = out if isinstance(out, tuple) else (out,)
+    parts = call_key(outs, None, None, False, None, None, False, None)
+    parts = (None,) * len(outs) if parts is None else parts[2:]
+    return tuple([(k, _writeable(o)) for k, o in zip(parts, outs)]) + (isinstance(out, tuple),)
+
+
+def _writeable(o) -> bool:
+    flags = getattr(o, "flags", None)
+    return bool(getattr(flags, "writeable", True)) if flags is not None else True
+
+
+# ----------------------------------------------------------------- argument checks
+# named tuples, not dataclasses: `import kdsl` should not pay ~0.4 ms per class
+class ArrayArg(namedtuple("ArrayArg", "pos dtype dims contiguous kind classes",
+                          defaults=(np.ndarray, None))):
+    """An array argument a fast launcher accepts: exactly ``kind`` (``numpy.ndarray`` unless
+    the compiled kernel takes device arrays: ``Compiled.fast_device_arrays``) with this dtype
+    object (identity), rank, C-contiguity flag and per-dim sizes (``None``: any size but 1;
+    an int: exactly that size); ``classes``: per dim the size's bit length, for size-classed
+    backends (``Signature.size_classes``), else None."""
+
+    __slots__ = ()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.dims)
+
+
+class ScalarArg(namedtuple("ScalarArg", "pos pytype")):
+    """A scalar argument: exactly ``pytype`` (``int``, ``float`` or ``bool``, never a subclass)."""
+
+    __slots__ = ()
+
+
+class Output(NamedTuple):
+    """One result: its kdsl dtype, the numpy dtype object allocated, its shape expressions."""
+
+    dtype: object
+    np: object
+    shape: tuple
+
+
+class Slot(NamedTuple):
+    """One 8-byte scalar slot of the compiled function, resolved from ``func.bindings``:
+    ``kind`` SHAPE/STRIDE (``index`` into ``func.buffers``, dim ``dim``; ``itemsize`` of
+    that buffer: strides travel in elements) or SCALAR (``index``: the graph's scalar
+    parameter number); ``dtype`` and ``code`` (its ``slots.SLOT`` struct format); ``buffer``:
+    the buffer's name, for messages."""
+
+    kind: str
+    index: int
+    dim: object
+    dtype: object
+    code: str
+    itemsize: int
+    buffer: str
+
+
+def scalar_slots(func) -> tuple:
+    """The ``Slot``s of a LoweredFunc (or ``slots.LaunchInfo``), in ``func.scalars`` order."""
+    binds = tuple(func.bindings)
+    if len(binds) != len(func.scalars):
+        raise InternalCompilerError(f"kernel {func.name!r}: {len(func.scalars)} scalars but "
+                                    f"{len(binds)} bindings")
+    bufs, out = tuple(func.buffers), []
+    for v, b in zip(func.scalars, binds):
+        code = SLOT.get(v.dtype)
+        if code is None:
+            raise InternalCompilerError(f"scalar {v.name!r} has unsupported dtype {v.dtype}")
+        kind = b.kind.value
+        if kind == SCALAR:
+            out.append(Slot(SCALAR, b.index, None, v.dtype, code, 0, ""))
+        elif kind in (SHAPE, STRIDE):
+            buf = bufs[b.index]
+            out.append(Slot(kind, b.index, b.dim, v.dtype, code, buf.dtype.itemsize, buf.name))
+        else:
+            raise InternalCompilerError(f"unknown binding kind {b.kind!r}")
+    return tuple(out)
+
+
+# ----------------------------------------------------------------- the plan
+class CallPlan(NamedTuple):
+    """The call contract of one specialisation (argument positions are the call's).
+
+    - ``name``: the kernel's; ``key``: the cache key it serves; ``nargs``: the call's arguments.
+    - ``inputs``: positions of the array parameters, in the compiled kernel's order;
+      ``scalars``: positions of the scalar parameters; ``scalar_dtypes``: their dtypes.
+    - ``sources``: ``(Var, ("scalar", pos) | ("shape", pos, dim))``: where each shape variable
+      is bound, in binding order (scalars first, then array dims in order).
+    - ``checks``: ``(pos, dim, Expr)``: dim ``dim`` of argument ``pos`` must equal it (a
+      repeated name or a computed size), each after the sources it uses.
+    - ``constraints``: the graph's Constraint records (index checks are ``(cond, True)``).
+    - ``outputs``: ``Output`` per result; ``out_mode``: None (allocated), "one" or "tuple".
+    - ``args``: ``ArrayArg``/``ScalarArg`` per non-constant argument -- what a fast launcher
+      checks exactly (dtype objects of the call that built the plan) -- or None where the
+      calls cannot be checked exactly (no fast launcher); ``out_args``: the same per out= array.
+    - ``slots``: the compiled function's ``Slot``s (None: it offers no ``func``).
     """
 
+    name: str
+    key: object
+    nargs: int
+    inputs: tuple
     scalars: tuple
-    arrays: tuple
+    scalar_dtypes: tuple
     sources: tuple
     checks: tuple
     constraints: tuple
     outputs: tuple
+    out_mode: object
+    args: object
+    out_args: tuple
+    slots: object
 
 
-def bindings(graph, param_pos) -> Bindings:
-    """The Bindings of ``graph`` whose ``graph.params[i]`` is argument ``param_pos[i]``."""
+def make(name, graph, sig, param_pos, nargs, out_mode=None, args=None, out=None,
+         compiled=None, key=None) -> CallPlan:
+    """The CallPlan of ``graph`` (``graph.params[i]`` is argument ``param_pos[i]``) compiled
+    as ``compiled`` for ``sig``; ``args``/``out``: the call that built it (None: no ``args``)."""
     scalars, arrays, sources, checks, bound = [], [], [], [], set()
     for p, pos in zip(graph.params, param_pos):
         if isinstance(p, n.Var):
@@ -51,5 +214,51 @@ def bindings(graph, param_pos) -> Bindings:
                 bound.add(e)
             elif type(e) is not n.Const:
                 checks.append((pos, d, e))
-    return Bindings(tuple(scalars), tuple(arrays), tuple(sources), tuple(checks),
-                    tuple(graph.constraints), tuple(graph.outputs))
+    outputs = tuple(Output(t.dtype, np.dtype(t.dtype.np), tuple(t.shape)) for t in graph.outputs)
+    func = getattr(compiled, "func", None)
+    checked = None
+    if args is not None and len(param_pos) == nargs and not graph.data_checks:
+        checked = _arg_checks(sig, args, scalars, arrays, outputs, out_mode, out,
+                              bool(getattr(compiled, "fast_device_arrays", False)))
+    return CallPlan(name, key, nargs, tuple(pos for _, pos in arrays),
+                    tuple(pos for _, pos in scalars), tuple(p.dtype for p, _ in scalars),
+                    tuple(sources), tuple(checks), tuple(graph.constraints), outputs, out_mode,
+                    None if checked is None else checked[0],
+                    () if checked is None else checked[1],
+                    None if func is None else scalar_slots(func))
+
+
+def _arg_checks(sig, args, scalars, arrays, outputs, out_mode, out, device):
+    """``(args, out_args)`` checks of a plan, or None when its calls cannot be checked exactly
+    (numpy scalars, which the normal path converts; arrays of a kind the backend's fast
+    launcher does not read; out= of another count)."""
+    classes = sig.size_classes or (None,) * len(args)
+    checked = []
+    for _p, pos in scalars:
+        t = type(args[pos])
+        if t not in _PY_SCALARS:
+            return None
+        checked.append(ScalarArg(pos, t))
+    for _p, pos in arrays:
+        a, ps = args[pos], sig.params[pos]
+        kind = getattr(ps, "kind", None)
+        if type(a) is not kind or (kind is not np.ndarray and not device):
+            return None
+        checked.append(ArrayArg(pos, a.dtype, tuple(ps.shape), bool(ps.contiguous), kind,
+                                classes[pos]))
+    out_args = ()
+    if out_mode is not None:
+        outs = out if out_mode == "tuple" else (out,)
+        if len(outs) != len(outputs) or any(type(o) is not np.ndarray and not device
+                                            for o in outs):
+            return None
+        infos = [array_info(o) for o in outs]     # out= keys carry each dim's size-1 flag
+        if any(i is None for i in infos):
+            return None
+        out_args = tuple(ArrayArg(-1, o.dtype, tuple(1 if s == 1 else None for s in info[1]),
+                                  bool(info[2]), type(o)) for o, info in zip(outs, infos))
+    return tuple(checked), out_args
+
+
+__all__ = ["CallPlan", "make", "call_key", "out_key", "FOREIGN", "scalar_slots", "Slot", "Output",
+           "ArrayArg", "ScalarArg", "SHAPE", "STRIDE", "SCALAR"]

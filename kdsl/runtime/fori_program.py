@@ -173,14 +173,15 @@ def _all_names(kernel) -> set:
 
 
 def _compile(kernel, backend, graph, name, default, out_contiguous):
-    from . import dispatch
+    from . import callplan, dispatch
     part = _Part(kernel, name, _hints_for(kernel, graph, default))
     part._names = _all_names(kernel)
     sig = _sig_of(graph, out_contiguous)
     _req, compiled = dispatch.compile_for(part, backend, sig, graph)
     names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
-    return dispatch.build_launcher(name, graph, backend, compiled, names,
-                                   tuple(range(len(graph.params))), "tuple")
+    pos = tuple(range(len(graph.params)))
+    plan = callplan.make(name, graph, sig, pos, len(pos), "tuple", compiled=compiled)
+    return dispatch.build_launcher(plan, backend, compiled, names)
 
 
 @dataclasses.dataclass
