@@ -123,7 +123,8 @@ class Kernel(functools.partial):
         # positional calls with every argument skip binding; keyword-only parameters always bind
         self._nfast = self._nargs if self._npos == self._nargs else -1
         self._const = tuple(a in constants for a in self.arg_names)
-        self._consts = self._const if any(self._const) else None     # call_key's form
+        # the cache key of a call of every argument (callplan.key_function)
+        self._keyfn = callplan.key_function(self._nargs, self._const, self.specialize)
         # graph.params are the non-constant arguments, in call order
         self._param_pos = tuple(i for i, c in enumerate(self._const) if not c)
         self._hints = list(getattr(fn, "__kdsl_schedules__", ()))
@@ -236,8 +237,8 @@ class Kernel(functools.partial):
         # 3. the launcher of this call's key (callplan.call_key; None: the miss path says why)
         launch = None
         if len(args) == self._nargs:
-            key = call_key(args, backend, gen, self.specialize, self._consts, out,
-                           backend in _reg._size_classed, Kernel._host_array)
+            key = self._keyfn(args, backend, gen, out, backend in _reg._size_classed,
+                              _host_array)
             if key is FOREIGN:   # read as numpy once per call (results: the caller's library)
                 return foreign.host_call(self, args, backend, out, stream)
             launch = self._cache.get(key)
@@ -369,8 +370,7 @@ class Kernel(functools.partial):
         classed = bool(getattr(be, "size_classes", False))
         if classed:
             _reg._size_classed.add(backend)    # later keys are built with sizes (_call_bound)
-        key = call_key(args, backend, _reg._generation, self.specialize, self._consts, out,
-                       classed, None)
+        key = self._keyfn(args, backend, _reg._generation, out, classed, None)
         if key is not None:
             return key
         for a, name, const in zip(args, self.arg_names, self._const):
@@ -567,4 +567,5 @@ def kernel(fn=None, *, specialize=False, constants=()):
     return Kernel(fn, specialize=specialize, constants=constants)
 
 
+_host_array = Kernel._host_array     # call_key's probe, bound once
 fori_program.make_kernel = kernel     # kd.fori_loop's copies (the runtime cannot import this module)

@@ -15,6 +15,7 @@ The key a call is cached under is ``call_key`` (one builder for the hot path and
 """
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 from typing import NamedTuple
 
@@ -32,63 +33,105 @@ _PY_SCALARS = (int, float, bool)
 
 
 # ----------------------------------------------------------------- the key (hot path)
+#: the key part of a numpy array ``{x}`` (one form, generated into every key function below):
+#: its dtype object, which dims have size 1 (its rank when none has) -- the whole shape with
+#: ``specialize`` -- and its C-contiguity
+_ND = ("({x}.dtype, tuple([s == 1 for s in {sh}]) if 1 in {sh} else len({sh}), "
+       "{x}.flags.c_contiguous)")
+_ND_SPECIALIZED = "({x}.dtype, {sh}, {x}.flags.c_contiguous)"
+
+
+@functools.lru_cache(maxsize=None)
+def key_function(nargs: int, consts: tuple, specialize: bool):
+    """The cache-key builder of a kernel: ``key(args, backend, gen, out, classed, host_array)``
+    for a call of exactly ``nargs`` arguments (``consts[i]``: argument ``i`` is a compile-time
+    constant) -- the backend, the registry generation, one part per argument (an array: the
+    ``_ND`` form; a scalar: its type; a constant or None: its value), ``out_key(out)`` where
+    out= is given, the size classes of the arguments where the backend is ``classed``.  None
+    when an argument has no key (``Kernel._key`` says why); ``FOREIGN`` when
+    ``host_array(a, backend)`` says an argument is to be read as numpy first
+    (kdsl.runtime.foreign).  Generated once per form: unrolled, no loop, no call for arrays."""
+    nd = _ND_SPECIALIZED if specialize else _ND
+    lines = [f"{', '.join(f'a{i}' for i in range(nargs))}{',' if nargs else ''} = args"
+             if nargs else "pass"]
+    for i in range(nargs):
+        if consts[i]:
+            lines += [f"k{i} = _part(a{i}, True, {specialize}, None, backend)",
+                      f"if k{i} is None: return None"]
+            continue
+        lines += [f"if type(a{i}) is _ndarray:", f"    sh = a{i}.shape",
+                  f"    k{i} = " + nd.format(x=f"a{i}", sh="sh"), "else:",
+                  f"    k{i} = _part(a{i}, False, {specialize}, host_array, backend)",
+                  f"    if k{i} is None or k{i} is _FOREIGN: return k{i}"]
+    parts = "".join(f", k{i}" for i in range(nargs))
+    lines += [f"if out is None and not classed: return (backend, gen{parts})",
+              f"return (backend, gen{parts}) + ((_out_key(out),) if out is not None else ()) "
+              "+ ((_size_classes(args),) if classed else ())"]
+    src = ("def key(args, backend, gen, out, classed, host_array):\n"
+           + "".join(f"    {ln}\n" for ln in lines))
+    ns = {"_ndarray": np.ndarray, "_part": _part, "_FOREIGN": FOREIGN, "_out_key": out_key,
+          "_size_classes": size_classes}
+    exec(compile(src, f"<kdsl key of {nargs} arguments>", "exec"), ns)
+    return ns["key"]
+
+
 def call_key(args, backend, gen, specialize: bool, consts, out, classed: bool, host_array):
-    """The cache key of a call: the backend, the registry generation, one part per argument
-    (an array: dtype, size-1 flags -- or rank, or the whole shape with ``specialize`` --
-    and C-contiguity; a scalar: its type; a constant (``consts[i]``; None: no constants): its
-    value), ``out_key(out)`` where out= is given and the size classes of the arguments where
-    the backend is ``classed``.  None when an argument has no key (``Kernel._key`` says why);
-    ``FOREIGN`` when ``host_array(a, backend)`` says an argument is to be read as numpy
-    first (kdsl.runtime.foreign)."""
-    key = [backend, gen]
-    for i, a in enumerate(args):
-        t = type(a)
-        if t is np.ndarray and (consts is None or not consts[i]):
-            sh = a.shape
-            key.append((a.dtype, sh if specialize else tuple([s == 1 for s in sh]) if 1 in sh
-                        else len(sh), a.flags.c_contiguous))
-        elif consts is not None and consts[i] or a is None:   # a compile-time constant
-            try:
-                hash(a)
-            except TypeError:
-                return None
-            key.append(("const", t, a))
-        elif t in _PY_SCALARS or isinstance(a, np.generic):
-            key.append((t,))
-        elif host_array is not None and host_array(a, backend):
-            return FOREIGN
-        else:
-            info = array_info(a)
-            if info is None:
-                return None
-            dtype, shape, contiguous = info
-            key.append((t, dtype, shape if specialize else tuple([s == 1 for s in shape]),
-                        contiguous))
-    if out is not None:
-        key.append(out_key(out))
-    if classed:
-        key.append(size_classes(args))
-    return tuple(key)
+    """``key_function``'s key of one call (``consts``: None or a flag per argument)."""
+    fn = key_function(len(args), tuple(consts or (False,) * len(args)), bool(specialize))
+    return fn(args, backend, gen, out, classed, host_array)
+
+
+def _part(a, const, specialize, host_array, backend):
+    """The key part of an argument that is not a numpy array (None: it has none; FOREIGN:
+    read it as numpy)."""
+    t = type(a)
+    if const or a is None:      # a compile-time constant: any hashable value
+        try:
+            hash(a)
+        except TypeError:
+            return None
+        return ("const", t, a)
+    if t is np.ndarray:         # a numpy array among constants-free helpers (out_key)
+        return _nd_part(a)
+    if t in _PY_SCALARS or isinstance(a, np.generic):
+        return (t,)
+    if host_array is not None and host_array(a, backend):
+        return FOREIGN
+    info = array_info(a)
+    if info is None:
+        return None
+    dtype, shape, contiguous = info
+    return (t, dtype, shape if specialize else tuple([s == 1 for s in shape]), contiguous)
 
 
 #: ``call_key``'s answer for a call whose arrays are read as numpy first
 FOREIGN = object()
 
 
-def out_key(out):
-    """The ``out=`` part of the key (None when no out= was given): per array its key part and
-    writeability (a read-only out= array misses the cache, and the miss path reports it)."""
-    if out is None:
-        return None
-    outs = out if isinstance(out, tuple) else (out,)
-    parts = call_key(outs, None, None, False, None, None, False, None)
-    parts = (None,) * len(outs) if parts is None else parts[2:]
-    return tuple([(k, _writeable(o)) for k, o in zip(parts, outs)]) + (isinstance(out, tuple),)
-
-
 def _writeable(o) -> bool:
     flags = getattr(o, "flags", None)
     return bool(getattr(flags, "writeable", True)) if flags is not None else True
+
+
+_ns = {"np": np, "_part": _part, "_writeable": _writeable}
+exec(compile(f"""def _nd_part(a):
+    sh = a.shape
+    return {_ND.format(x="a", sh="sh")}
+
+
+def out_key(out):
+    \"\"\"The ``out=`` part of the key (None when no out= was given): per array its key part and
+    writeability (a read-only out= array misses the cache, and the miss path reports it).\"\"\"
+    if type(out) is np.ndarray:
+        sh = out.shape
+        return ({_ND.format(x="out", sh="sh")}, out.flags.writeable, False)
+    if out is None:
+        return None
+    outs = out if isinstance(out, tuple) else (out,)
+    return tuple([(_part(o, False, False, None, None), _writeable(o)) for o in outs]) + \\
+        (isinstance(out, tuple),)
+""", "<kdsl out_key>", "exec"), _ns)
+_nd_part, out_key = _ns["_nd_part"], _ns["out_key"]
 
 
 # ----------------------------------------------------------------- argument checks
