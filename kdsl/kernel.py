@@ -37,8 +37,8 @@ from .runtime import callplan, compile_log, dispatch, fastpath, foreign, fori_pr
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.trace_guard import trace_failure, tracing_kernel
-from .runtime.callplan import FOREIGN, call_key
-from .runtime.signature import ConstSig, signature_from_args, size_classes, signature_from_specs
+from .runtime.callplan import FOREIGN
+from .runtime.signature import signature_from_args, size_classes, signature_from_specs
 
 _RESERVED = ("backend", "out", "stream")
 _TRACING = _ctx.TRACING     # [number of traces in progress]: read on every call
@@ -182,14 +182,7 @@ class Kernel(functools.partial):
                         if r is not NotImplemented:
                             return r
         if out is not None and _overlaps(out, args):
-            # numpy's rule: the result is as if the inputs were read before out is written.
-            # Backends may assume outputs and inputs never share memory (the cpu backend
-            # gives LLVM that promise), so compute into fresh arrays and copy.
-            fresh = self._recall(args, backend, None, stream)
-            for o, r in zip(out if isinstance(out, tuple) else (out,),
-                            fresh if isinstance(out, tuple) else (fresh,)):
-                np.copyto(o, r)
-            return out
+            return self._into(args, backend, out, stream)
         try:
             if _TRACING[0]:     # a trace in progress (somewhere): maybe a nested call
                 return self._general(args, kw, backend, out, stream)
@@ -216,11 +209,7 @@ class Kernel(functools.partial):
         if self._frozen:
             self._check_globals()
         if bound and out is not None and _overlaps(out, args):
-            fresh = self._recall(args, backend, None, stream)
-            for o, r in zip(out if isinstance(out, tuple) else (out,),
-                            fresh if isinstance(out, tuple) else (fresh,)):
-                np.copyto(o, r)
-            return out
+            return self._into(args, backend, out, stream)
         # 2. the launcher of this call's key (omitted defaults: the fast launcher declined)
         if not bound and len(args) != self._nfast:
             try:
@@ -234,7 +223,7 @@ class Kernel(functools.partial):
         if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
                 and self._host_backend(backend):      # out= a torch tensor: written in place
             return foreign.host_call(self, args, backend, out, stream)
-        # 3. the launcher of this call's key (callplan.call_key; None: the miss path says why)
+        # 3. the launcher of this call's key (callplan.key_function; None: the miss says why)
         launch = None
         if len(args) == self._nargs:
             key = self._keyfn(args, backend, gen, out, backend in _reg._size_classed,
@@ -281,6 +270,16 @@ class Kernel(functools.partial):
         npos = self._npos
         kw = dict(zip(self.arg_names[npos:], args[npos:]))
         return self(*args[:npos], backend=backend, out=out, stream=stream, **kw)
+
+    def _into(self, args, backend, out, stream):
+        """An ``out=`` that shares memory with the arguments: numpy's rule is that the inputs
+        are read before out is written, and backends may assume outputs and inputs never
+        overlap (the cpu backend gives LLVM that promise): computed into fresh arrays, copied."""
+        fresh = self._recall(args, backend, None, stream)
+        for o, r in zip(out if isinstance(out, tuple) else (out,),
+                        fresh if isinstance(out, tuple) else (fresh,)):
+            np.copyto(o, r)
+        return out
 
     def _call_hint(self) -> str:
         return (f"call it as {self.__name__}{self._signature}; {', '.join(_RESERVED[:-1])} and "
@@ -360,7 +359,8 @@ class Kernel(functools.partial):
         return launch
 
     def _key(self, args, backend, out):
-        """The key of a call (``callplan.call_key``), or the ArgumentError saying why it has none."""
+        """The key of a call (``callplan.key_function``), or the ArgumentError saying why it
+        has none."""
         if len(args) != self._nargs:
             raise ArgumentError(
                 f"{self.__name__}() takes {self._nargs} argument(s) "
@@ -371,19 +371,11 @@ class Kernel(functools.partial):
         if classed:
             _reg._size_classed.add(backend)    # later keys are built with sizes (_call_bound)
         key = self._keyfn(args, backend, _reg._generation, out, classed, None)
-        if key is not None:
-            return key
-        for a, name, const in zip(args, self.arg_names, self._const):
-            if call_key((a,), None, 0, False, (const,), None, False, None) is not None:
-                continue
-            if const:
-                raise ArgumentError(f"{self.__name__}: constant argument {name!r} must be "
-                                    f"hashable, got {type(a).__name__}",
-                                    hint="pass a tuple instead of a list")
-            raise ArgumentError(f"{self.__name__}: argument {name!r} must be an array or a "
-                                f"Python scalar, got {type(a).__name__}",
-                                hint="pass a numpy array (np.asarray(x)) or a device array")
-        raise InternalCompilerError(f"{self.__name__}: no key for this call's arguments")
+        if key is None:     # an argument with no key: the signature says which, and why
+            signature_from_args(args, self.arg_names, self.constants, self.specialize, out,
+                                user_location())
+            raise InternalCompilerError(f"{self.__name__}: no key for these arguments")
+        return key
 
     def _lock_for(self, key):
         with self._lock:
@@ -435,12 +427,8 @@ class Kernel(functools.partial):
                 return launch
             _req, compiled = dispatch.compile_for(self, be, sig, graph)
             mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
-            # graph.params: the arguments that are not compile-time constants (constants=,
-            # and None values), in call order
-            param_pos = tuple(i for i, p in enumerate(sig.params) if not isinstance(p, ConstSig))
             like = next((p.kind for p in sig.params if hasattr(p, "kind")), None)
-            plan = callplan.make(self.__name__, graph, sig, param_pos, self._nargs, mode, args,
-                                 out, compiled, key)
+            plan = callplan.make(self.__name__, graph, sig, mode, args, out, compiled, key)
             launch = dispatch.build_launcher(plan, be, compiled, self.arg_names, like)
             launch.__kdsl_fast__ = fastpath.slot_for(compiled, plan)
             if version == self._version:
@@ -567,5 +555,5 @@ def kernel(fn=None, *, specialize=False, constants=()):
     return Kernel(fn, specialize=specialize, constants=constants)
 
 
-_host_array = Kernel._host_array     # call_key's probe, bound once
+_host_array = Kernel._host_array     # the key's probe of foreign arrays, bound once
 fori_program.make_kernel = kernel     # kd.fori_loop's copies (the runtime cannot import this module)

@@ -19,8 +19,8 @@ time with ``kdsl.register_backend``.  Dispatch calls, per (signature, schedule):
 device.
 
 Optional: ``compiled.fast_launcher(plan)`` -> a callable or None.  ``plan`` is
-a ``kdsl.runtime.fastpath.FastPlan`` (argument checks, shape bindings,
-constraints and outputs of one specialisation, as data).  The callable takes the
+the specialisation's ``kdsl.runtime.callplan.CallPlan`` (argument checks, shape bindings,
+constraints, outputs and scalar slots of one specialisation, as data).  The callable takes the
 call's positional arguments (plus ``out`` when ``plan.out_mode`` is set) and
 returns the result, or ``NotImplemented`` for anything that does not match the
 plan exactly or would raise: the kernel then takes its normal path, which keeps

@@ -11,7 +11,7 @@ the compiled function; every launcher is an emitter of the plan and derives noth
 - ``kdsl_cpu.launcher`` (the ``slots``: struct formats) and ``kdsl_cpu.fastcall`` (native code);
 - ``kdsl_cuda.runtime.launch`` (``geometry``) and ``fastlaunch`` (generated Python + the C helper).
 
-The key a call is cached under is ``call_key`` (one builder for the hot path and the miss).
+The key a call is cached under is built by ``key_function`` (one builder, hot path and miss).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from .arrays import array_info
-from .signature import size_classes
+from .signature import ConstSig, size_classes
 from .slots import SLOT
 
 #: the kinds of ``Slot`` (the values of ``ir.nodes.BindingKind``)
@@ -33,52 +33,41 @@ _PY_SCALARS = (int, float, bool)
 
 
 # ----------------------------------------------------------------- the key (hot path)
-#: the key part of a numpy array ``{x}`` (one form, generated into every key function below):
-#: its dtype object, which dims have size 1 (its rank when none has) -- the whole shape with
-#: ``specialize`` -- and its C-contiguity
-_ND = ("({x}.dtype, tuple([s == 1 for s in {sh}]) if 1 in {sh} else len({sh}), "
-       "{x}.flags.c_contiguous)")
-_ND_SPECIALIZED = "({x}.dtype, {sh}, {x}.flags.c_contiguous)"
+#: the key part of a numpy array ``a{i}`` (its shape read into ``sh``): its dtype object, which
+#: dims have size 1 (its rank when none has) -- the whole shape with ``specialize`` -- and
+#: its C-contiguity
+_ND = "(a{i}.dtype, tuple([s == 1 for s in sh]) if 1 in sh else len(sh), a{i}.flags.c_contiguous)"
+_ND_SPECIALIZED = "(a{i}.dtype, sh, a{i}.flags.c_contiguous)"
 
 
 @functools.lru_cache(maxsize=None)
 def key_function(nargs: int, consts: tuple, specialize: bool):
     """The cache-key builder of a kernel: ``key(args, backend, gen, out, classed, host_array)``
     for a call of exactly ``nargs`` arguments (``consts[i]``: argument ``i`` is a compile-time
-    constant) -- the backend, the registry generation, one part per argument (an array: the
+    constant): the backend, the registry generation, one part per argument (an array: the
     ``_ND`` form; a scalar: its type; a constant or None: its value), ``out_key(out)`` where
     out= is given, the size classes of the arguments where the backend is ``classed``.  None
-    when an argument has no key (``Kernel._key`` says why); ``FOREIGN`` when
-    ``host_array(a, backend)`` says an argument is to be read as numpy first
-    (kdsl.runtime.foreign).  Generated once per form: unrolled, no loop, no call for arrays."""
+    when an argument has no key; ``FOREIGN`` when ``host_array(a, backend)`` says an argument
+    is read as numpy first (kdsl.runtime.foreign).  Generated: unrolled, no call for arrays."""
     nd = _ND_SPECIALIZED if specialize else _ND
-    lines = [f"{', '.join(f'a{i}' for i in range(nargs))}{',' if nargs else ''} = args"
-             if nargs else "pass"]
+    lines = [f"{''.join(f'a{i}, ' for i in range(nargs))}= args" if nargs else "pass"]
     for i in range(nargs):
         if consts[i]:
-            lines += [f"k{i} = _part(a{i}, True, {specialize}, None, backend)",
-                      f"if k{i} is None: return None"]
-            continue
-        lines += [f"if type(a{i}) is _ndarray:", f"    sh = a{i}.shape",
-                  f"    k{i} = " + nd.format(x=f"a{i}", sh="sh"), "else:",
-                  f"    k{i} = _part(a{i}, False, {specialize}, host_array, backend)",
-                  f"    if k{i} is None or k{i} is _FOREIGN: return k{i}"]
-    parts = "".join(f", k{i}" for i in range(nargs))
-    lines += [f"if out is None and not classed: return (backend, gen{parts})",
-              f"return (backend, gen{parts}) + ((_out_key(out),) if out is not None else ()) "
-              "+ ((_size_classes(args),) if classed else ())"]
-    src = ("def key(args, backend, gen, out, classed, host_array):\n"
-           + "".join(f"    {ln}\n" for ln in lines))
+            lines += [f"k{i} = _part(a{i}, True, False, None, None)", f"if k{i} is None: return"]
+        else:
+            lines += [f"if type(a{i}) is _ndarray: sh = a{i}.shape; k{i} = {nd.format(i=i)}",
+                      f"else: k{i} = _part(a{i}, False, {specialize}, host_array, backend)",
+                      f"if k{i} is None or k{i} is _FOREIGN: return k{i}"]
+    key = f"(backend, gen{''.join(f', k{i}' for i in range(nargs))})"
+    lines += [f"if out is None and not classed: return {key}",
+              f"return {key} + ((_out_key(out),) if out is not None else ()) + "
+              "((_size_classes(args),) if classed else ())"]
+    src = "def key(args, backend, gen, out, classed, host_array):\n" + "".join(
+        f"    {ln}\n" for ln in lines)
     ns = {"_ndarray": np.ndarray, "_part": _part, "_FOREIGN": FOREIGN, "_out_key": out_key,
           "_size_classes": size_classes}
     exec(compile(src, f"<kdsl key of {nargs} arguments>", "exec"), ns)
     return ns["key"]
-
-
-def call_key(args, backend, gen, specialize: bool, consts, out, classed: bool, host_array):
-    """``key_function``'s key of one call (``consts``: None or a flag per argument)."""
-    fn = key_function(len(args), tuple(consts or (False,) * len(args)), bool(specialize))
-    return fn(args, backend, gen, out, classed, host_array)
 
 
 def _part(a, const, specialize, host_array, backend):
@@ -91,8 +80,6 @@ def _part(a, const, specialize, host_array, backend):
         except TypeError:
             return None
         return ("const", t, a)
-    if t is np.ndarray:         # a numpy array among constants-free helpers (out_key)
-        return _nd_part(a)
     if t in _PY_SCALARS or isinstance(a, np.generic):
         return (t,)
     if host_array is not None and host_array(a, backend):
@@ -104,8 +91,21 @@ def _part(a, const, specialize, host_array, backend):
     return (t, dtype, shape if specialize else tuple([s == 1 for s in shape]), contiguous)
 
 
-#: ``call_key``'s answer for a call whose arrays are read as numpy first
+#: the key's answer for a call whose arrays are read as numpy first
 FOREIGN = object()
+
+
+def out_key(out):
+    """The ``out=`` part of the key (None when no out= was given): per array its key part and
+    writeability (a read-only out= array misses the cache, and the miss path reports it)."""
+    if out is None:
+        return None
+    outs = out if isinstance(out, tuple) else (out,)
+    parts = (_key1 if len(outs) == 1 else key_function(len(outs), (False,) * len(outs), False))(
+        outs, None, None, None, False, None)
+    return tuple([(k, _writeable(o)) for k, o in zip(parts[2:] if type(parts) is tuple
+                                                     else (None,) * len(outs), outs)]) \
+        + (isinstance(out, tuple),)
 
 
 def _writeable(o) -> bool:
@@ -113,25 +113,7 @@ def _writeable(o) -> bool:
     return bool(getattr(flags, "writeable", True)) if flags is not None else True
 
 
-_ns = {"np": np, "_part": _part, "_writeable": _writeable}
-exec(compile(f"""def _nd_part(a):
-    sh = a.shape
-    return {_ND.format(x="a", sh="sh")}
-
-
-def out_key(out):
-    \"\"\"The ``out=`` part of the key (None when no out= was given): per array its key part and
-    writeability (a read-only out= array misses the cache, and the miss path reports it).\"\"\"
-    if type(out) is np.ndarray:
-        sh = out.shape
-        return ({_ND.format(x="out", sh="sh")}, out.flags.writeable, False)
-    if out is None:
-        return None
-    outs = out if isinstance(out, tuple) else (out,)
-    return tuple([(_part(o, False, False, None, None), _writeable(o)) for o in outs]) + \\
-        (isinstance(out, tuple),)
-""", "<kdsl out_key>", "exec"), _ns)
-_nd_part, out_key = _ns["_nd_part"], _ns["out_key"]
+_key1 = key_function(1, (False,), False)
 
 
 # ----------------------------------------------------------------- argument checks
@@ -238,10 +220,13 @@ class CallPlan(NamedTuple):
     slots: object
 
 
-def make(name, graph, sig, param_pos, nargs, out_mode=None, args=None, out=None,
-         compiled=None, key=None) -> CallPlan:
-    """The CallPlan of ``graph`` (``graph.params[i]`` is argument ``param_pos[i]``) compiled
-    as ``compiled`` for ``sig``; ``args``/``out``: the call that built it (None: no ``args``)."""
+def make(name, graph, sig, out_mode=None, args=None, out=None, compiled=None,
+         key=None) -> CallPlan:
+    """The CallPlan of ``graph`` compiled as ``compiled`` for ``sig`` (whose non-constant
+    parameters are ``graph.params``, in order); ``args``/``out``: the call that built it (None:
+    no ``args`` checks, no fast launcher)."""
+    param_pos = [i for i, p in enumerate(sig.params) if not isinstance(p, ConstSig)]
+    nargs = len(sig.params)
     scalars, arrays, sources, checks, bound = [], [], [], [], set()
     for p, pos in zip(graph.params, param_pos):
         if isinstance(p, n.Var):
@@ -303,5 +288,5 @@ def _arg_checks(sig, args, scalars, arrays, outputs, out_mode, out, device):
     return tuple(checked), out_args
 
 
-__all__ = ["CallPlan", "make", "call_key", "out_key", "FOREIGN", "scalar_slots", "Slot", "Output",
-           "ArrayArg", "ScalarArg", "SHAPE", "STRIDE", "SCALAR"]
+__all__ = ["CallPlan", "make", "key_function", "out_key", "FOREIGN", "scalar_slots", "Slot",
+           "Output", "ArrayArg", "ScalarArg", "SHAPE", "STRIDE", "SCALAR"]

@@ -179,8 +179,7 @@ def _compile(kernel, backend, graph, name, default, out_contiguous):
     sig = _sig_of(graph, out_contiguous)
     _req, compiled = dispatch.compile_for(part, backend, sig, graph)
     names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
-    pos = tuple(range(len(graph.params)))
-    plan = callplan.make(name, graph, sig, pos, len(pos), "tuple", compiled=compiled)
+    plan = callplan.make(name, graph, sig, "tuple", compiled=compiled)
     return dispatch.build_launcher(plan, backend, compiled, names)
 
 

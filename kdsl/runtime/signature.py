@@ -1,7 +1,7 @@
 """Call signatures: what a compiled specialisation of a kernel depends on.
 
 Per call, the kernel builds a cheap hashable *key* from the arguments
-(``callplan.call_key``); on a cache miss the arguments give a ``Signature`` (validated,
+(``callplan.key_function``); on a cache miss the arguments give a ``Signature`` (validated,
 with kdsl dtypes), and the signature gives the trace specs.
 
 - array: dtype, rank, which dims have size 1 (static 1 in the trace; others

@@ -81,8 +81,8 @@ def test_one_key_for_the_hot_path_and_the_miss(rng):
         f(a, [2], backend="numpy")
     with pytest.raises(ArgumentError, match="must be an array or a Python scalar"):
         f(object(), 2, backend="numpy")
-    key = callplan.call_key((a, 2, None), "numpy", 0, True, (False, True, False), None, False,
-                            None)
+    key = callplan.key_function(3, (False, True, False), True)((a, 2, None), "numpy", 0, None,
+                                                               False, None)
     assert key[2] == (a.dtype, (4, 1), True) and key[3] == ("const", int, 2)
 
 
