@@ -153,10 +153,9 @@ class Kernel(functools.partial):
         # checks the arguments against that specialisation itself and answers NotImplemented
         # when they do not match, so only the backend choice is checked here.  The default
         # rule is inlined: use_backend's, else (KDSL_BACKEND set: the normal path decides)
-        # the arguments' device: a launcher made for device arrays serves those calls (it
-        # declines host arrays, so the host overlap rule below never concerns it: it checks
-        # its device arrays' overlaps itself), a host launcher takes plain numpy arguments:
-        # the automatic default's
+        # the arguments' device: a launcher made for device arrays serves those calls, a host
+        # launcher takes plain numpy arguments: the automatic default's.  A launcher's
+        # packed form (args, out) checks out= overlaps itself; otherwise the host rule below
         fast = self._fast if out is None else self._fast_out
         if fast is not None and stream is None:
             name, gen, fn, dev, packed = fast
@@ -250,9 +249,8 @@ class Kernel(functools.partial):
             fn = slot.get()
             if fn is not None:
                 dev = bool(getattr(fn, "__kdsl_device__", False))
-                # __kdsl_packed__: the same launcher taking (args, out), for device launchers
-                # only (they check overlaps themselves)
-                packed = getattr(fn, "__kdsl_packed__", None) if dev else None
+                # __kdsl_packed__: the same launcher taking (args, out); it checks out= overlaps
+                packed = getattr(fn, "__kdsl_packed__", None)
                 self._promote(out is None, (backend, gen, fn, dev, packed), version)
         return result
 

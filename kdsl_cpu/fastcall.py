@@ -33,7 +33,7 @@ from llvmlite import ir
 
 from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
-from kdsl.runtime.callplan import SCALAR, SHAPE, ScalarArg
+from kdsl.runtime.callplan import SCALAR, SHAPE, ArrayArg, ScalarArg
 
 from . import jit
 
@@ -319,9 +319,14 @@ class _Gen:
         outs = b.alloca(PTR, size=_c64(nout))   # allocated outputs: released on decline
         for j in range(nout):
             b.store(ir.Constant(PTR, None), b.gep(outs, [_c64(j)], source_etype=PTR))
-        nargs = plan.nargs + (1 if plan.out_mode else 0)
-        self.guard(b.icmp_signed("==", self.fn.args[2], _c64(nargs)))
-        objs = [self.item(args, i, PTR) for i in range(nargs)]
+        # f(args, out): the kernel's argument tuple as it came (of any length) and out=
+        self.guard(b.icmp_signed("==", self.fn.args[2], _c64(2)))
+        tup = self.item(args, 0, PTR)
+        self.guard(b.icmp_unsigned("==", self.field(tup, OFF_TYPE, PTR), self.ptr(self.obj["tuple"])))
+        self.guard(b.icmp_signed("==", self.field(tup, OFF_TUPLE_SIZE, I64), _c64(plan.nargs)))
+        objs = [self.field(tup, OFF_TUPLE_ITEMS + 8 * i, PTR) for i in range(plan.nargs)]
+        if plan.out_mode:
+            objs.append(self.item(args, 1, PTR))
         dims, scalars = {}, {}
         for spec in plan.args:
             if hasattr(spec, "pytype"):
@@ -340,6 +345,8 @@ class _Gen:
             self.guard(b.icmp_signed("==", self.expr(con.lhs), self.expr(con.rhs)))
         shapes = [[self.expr(e) for e in o.shape] for o in plan.outputs]
         out_objs = self.outputs(objs, outs, shapes)
+        if plan.out_mode is not None:
+            self.disjoint([objs[p] for p in plan.inputs], out_objs)
         bufs = [objs[p] for p in plan.inputs] + out_objs
         slots = self.slots(bufs, scalars)
         data = b.alloca(PTR, size=_c64(max(1, len(bufs))))
@@ -398,6 +405,38 @@ class _Gen:
             b.store(o, b.gep(outs, [_c64(j)], source_etype=PTR))
             made.append(o)
         return made
+
+    def extent(self, o, spec):
+        """(lo, hi, empty): the bytes array ``o`` spans, as ``numpy.may_share_memory`` bounds
+        them (strides of either sign; contiguous: its size times its item size)."""
+        b = self.b
+        lo = b.ptrtoint(self.field(o, OFF_DATA, PTR), I64)
+        dims, isz = self.field(o, OFF_DIMS, PTR), spec.dtype.itemsize
+        strides = None if spec.contiguous else self.field(o, OFF_STRIDES, PTR)
+        hi, count, empty = b.add(lo, _c64(isz)), _c64(isz), ir.Constant(I1, 0)
+        for d in range(spec.ndim):
+            size = self.item(dims, d, I64)
+            empty = b.or_(empty, b.icmp_signed("==", size, _c64(0)))
+            if strides is None:
+                count = b.mul(count, size)
+                continue
+            step = b.mul(b.sub(size, _c64(1)), self.item(strides, d, I64))
+            neg = b.icmp_signed("<", step, _c64(0))
+            lo = b.add(lo, b.select(neg, step, _c64(0)))
+            hi = b.add(hi, b.select(neg, _c64(0), step))
+        return lo, (b.add(lo, count) if strides is None else hi), empty
+
+    def disjoint(self, ins, outs) -> None:
+        """Decline where an out= array's bytes meet an input's or another out= array's (numpy's
+        rule then computes into fresh arrays and copies: the normal path)."""
+        b, plan = self.b, self.plan
+        specs = {a.pos: a for a in plan.args if type(a) is ArrayArg}
+        spans = [self.extent(o, specs[p]) for o, p in zip(ins, plan.inputs)]
+        mine = [self.extent(o, spec) for o, spec in zip(outs, plan.out_args)]
+        for k, (lo, hi, empty) in enumerate(mine):
+            for lo2, hi2, empty2 in spans + mine[k + 1:]:
+                meet = b.and_(b.icmp_unsigned("<", lo2, hi), b.icmp_unsigned("<", lo, hi2))
+                self.guard(b.not_(b.and_(meet, b.not_(b.or_(empty, empty2)))))
 
     def slots(self, bufs, scalars):
         """The kernel's 8-byte scalar slots (the plan's ``slots``)."""
@@ -464,8 +503,12 @@ class _Holder:
 
 
 def build(compiled, plan):
-    """A builtin ``f(*args[, out])`` for ``plan`` (see the module docstring), or None when
-    this interpreter's layouts are not the ones verified or the plan needs what it lacks."""
+    """The fast launcher ``f(*args[, out])`` of ``plan`` (see the module docstring), or None
+    when this interpreter's layouts are not the ones verified or the plan needs what it lacks.
+    The machine code is the builtin ``f.__kdsl_packed__(args, out)`` (the argument tuple as
+    the kernel got it), which also declines an out= that meets an input; it is offered to the
+    kernel where that is the whole overlap rule (every out= array C-contiguous: none can
+    overlap itself), else the kernel checks overlaps first and calls ``f``."""
     a = abi()
     if not isinstance(a, dict):
         return None
@@ -481,7 +524,16 @@ def build(compiled, plan):
     new = _api_fn("PyCFunction_NewEx", ctypes.py_object, ctypes.c_void_p, ctypes.py_object,
                   ctypes.c_void_p)
     # m_self = h: the builtin keeps its method table, code and kernel alive
-    return new(ctypes.addressof(h.method), h, None)
+    packed = new(ctypes.addressof(h.method), h, None)
+    n, with_out = plan.nargs, plan.out_mode is not None
+
+    def fast(*args):
+        if len(args) != n + with_out:
+            return NotImplemented
+        return packed(args[:n], args[n] if with_out else None)
+    if all(a.contiguous for a in plan.out_args):
+        fast.__kdsl_packed__ = packed
+    return fast
 
 
 __all__ = ["abi", "build", "Unsupported"]

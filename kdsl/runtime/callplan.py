@@ -64,8 +64,8 @@ def key_function(nargs: int, consts: tuple, specialize: bool):
               "((_size_classes(args),) if classed else ())"]
     src = "def key(args, backend, gen, out, classed, host_array):\n" + "".join(
         f"    {ln}\n" for ln in lines)
-    ns = {"_ndarray": np.ndarray, "_part": _part, "_FOREIGN": FOREIGN, "_out_key": out_key,
-          "_size_classes": size_classes}
+    ns = {"_ndarray": np.ndarray, "_part": _part, "_FOREIGN": FOREIGN,
+          "_out_key": out_key, "_size_classes": size_classes}
     exec(compile(src, f"<kdsl key of {nargs} arguments>", "exec"), ns)
     return ns["key"]
 
@@ -95,9 +95,8 @@ def _part(a, const, specialize, host_array, backend):
 FOREIGN = object()
 
 
-def out_key(out):
-    """The ``out=`` part of the key (None when no out= was given): per array its key part and
-    writeability (a read-only out= array misses the cache, and the miss path reports it)."""
+def _out_key(out):
+    """``out_key`` past its one-numpy-array case."""
     if out is None:
         return None
     outs = out if isinstance(out, tuple) else (out,)
@@ -113,6 +112,16 @@ def _writeable(o) -> bool:
     return bool(getattr(flags, "writeable", True)) if flags is not None else True
 
 
+_ns = {"_ndarray": np.ndarray, "_out_key": _out_key}
+exec(compile(f"""def out_key(a):
+    if type(a) is _ndarray:
+        sh = a.shape
+        return ({_ND.format(i='')}, a.flags.writeable, False)
+    return _out_key(a)
+""", "<kdsl out_key>", "exec"), _ns)
+out_key = _ns["out_key"]
+out_key.__doc__ = """The ``out=`` part of the key (None when no out= was given): per array its key
+part (``_ND``) and writeability (a read-only out= array misses the cache: the miss reports it)."""
 _key1 = key_function(1, (False,), False)
 
 

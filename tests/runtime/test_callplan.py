@@ -109,3 +109,26 @@ def test_the_launchers_emitted_from_one_plan_agree(backend, rng):
     del e       # its traceback holds the frames (and arrays) of the failed call
     with pytest.raises(ArgumentError, match="out= array 0 has shape"):
         k(a, 2.0, b, out=np.empty((3, 4)), backend=backend)
+
+
+def test_cpu_packed_launcher_declines_out_that_shares_memory(rng):
+    """The cpu fast launcher takes (args, out) and checks out= overlaps natively; an out= that
+    meets an input (wholly, partly, through a reversed view) is computed as numpy would."""
+    pytest.importorskip("kdsl_cpu")
+
+    @kd.kernel
+    def rev_add(a, b):
+        return a + b[::-1]
+    n = 9
+    a, b, out = (rng.standard_normal(n) for _ in range(3))
+    for _ in range(fastpath.PROMOTE_AFTER + 1):
+        assert rev_add(a, b, out=out, backend="cpu") is out
+    assert rev_add._fast_out is not None and rev_add._fast_out[4] is not None   # packed
+    np.testing.assert_allclose(out, a + b[::-1])
+    buf = rng.standard_normal(2 * n)
+    for o, x, y in [(b, a, b), (buf[3:3 + n], buf[:n], a), (buf[n - 1:2 * n - 1], a, buf[:n])]:
+        want = x + y[::-1]
+        assert rev_add(x, y, out=o, backend="cpu") is o
+        np.testing.assert_allclose(o, want)
+    empty = np.empty(0)
+    np.testing.assert_allclose(rev_add(empty, empty, out=empty, backend="cpu"), empty)
