@@ -138,6 +138,7 @@ class Kernel(functools.partial):
         #                       launcher taking (args, out) or None) or None
         self._fast_out = None  # the same for calls with out=
         self._frozen = ()      # the globals the traced code read (kdsl.runtime.globals_watch)
+        self._native = None    # the bound _call a native entry replaced as the partial's function
 
     # ------------------------------------------------------------- calling
     def _call(self, *args, backend=None, out=None, stream=None, **kw):
@@ -329,13 +330,22 @@ class Kernel(functools.partial):
                       "new one)", StaleGlobalWarning)
 
     def _promote(self, plain, entry, version):
-        """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first."""
+        """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first.
+        A packed launcher may bring a native call entry (``__kdsl_entry__(kernel)``, the cuda
+        backend's C helper): it does this step of ``_call`` in C and calls ``_call`` otherwise,
+        and becomes the partial's function (the C entry of every later call)."""
         with self._lock:
             if version == self._version:  # no schedule was added since its launcher was looked up
                 if plain:
                     self._fast = entry
                 else:
                     self._fast_out = entry
+                make = getattr(entry[2], "__kdsl_entry__", None)
+                if make is not None and entry[4] is not None and not self._native:
+                    native = make(self)
+                    if native is not None:
+                        self._native = self.func        # (the bound _call, kept alive)
+                        functools.partial.__setstate__(self, (native, (), None, self.__dict__))
 
     def _scalar_out_of_range(self, args):
         """An ArgumentError for the first Python int that no 64-bit integer holds, else None."""

@@ -586,5 +586,7 @@ def build(compiled, plan):
     fn.__kdsl_source__ = src
     fn.__kdsl_device__ = True
     fn.__kdsl_packed__ = g.ns["packed"]    # the same launcher taking (args, out): Kernel._call
+    if "_nl" in g.ns:      # the compiled helper is there: its C entry serves the kernel's calls
+        fn.__kdsl_entry__ = native.entry
     return fn
 
