@@ -257,9 +257,14 @@ def test_the_c_call_entry_serves_promoted_calls_and_defers_the_rest(fake_driver,
     nslow, before = len(fake_driver.launches), count()
     assert axpy(2.5, x, y, out=z) is z and axpy(0.5, x, y, out=z, backend="cuda") is z
     assert count() == before + 2 and len(fake_driver.launches) == nslow
+    import sys
+    refs = [sys.getrefcount(o) for o in (x, y, z, 2.5)]
+    for _ in range(200):
+        axpy(2.5, x, y, out=z)
+    assert [sys.getrefcount(o) for o in (x, y, z, 2.5)] == refs     # no reference leaked
     assert axpy(2.5, x=x, y=y, out=z) is z       # keywords: bound by Kernel._call (normal path)
     axpy(2.5, x, y, out=z, stream=0)             # stream=: the normal path
-    assert len(fake_driver.launches) == nslow + 2 and count() == before + 2
+    assert len(fake_driver.launches) == nslow + 2 and count() == before + 202
     with pytest.raises(kd.errors.ArgumentError):            # errors still come from Python
         axpy(2.5, x, y, z, out=z)
     from kdsl.kernel import _hint
