@@ -82,7 +82,7 @@ class CPUCompiled:
         self._run(inputs, outputs, scalars)
 
     def fast_launcher(self, plan):
-        """A native launcher for ``plan`` (a kdsl.runtime.fastpath.FastPlan), or None where
+        """A native launcher for ``plan`` (a kdsl.runtime.callplan.CallPlan), or None where
         this interpreter's layouts do not allow one (kdsl_cpu.fastcall)."""
         from . import fastcall
         return fastcall.build(self, plan)

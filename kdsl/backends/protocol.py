@@ -19,8 +19,8 @@ time with ``kdsl.register_backend``.  Dispatch calls, per (signature, schedule):
 device.
 
 Optional: ``compiled.fast_launcher(plan)`` -> a callable or None.  ``plan`` is
-a ``kdsl.runtime.fastpath.FastPlan`` (argument checks, shape bindings,
-constraints and outputs of one specialisation, as data).  The callable takes the
+the specialisation's ``kdsl.runtime.callplan.CallPlan`` (argument checks, shape bindings,
+constraints, outputs and scalar slots of one specialisation, as data).  The callable takes the
 call's positional arguments (plus ``out`` when ``plan.out_mode`` is set) and
 returns the result, or ``NotImplemented`` for anything that does not match the
 plan exactly or would raise: the kernel then takes its normal path, which keeps
@@ -28,10 +28,11 @@ every error message.  It must never raise.  Kernels call it after a
 specialisation has run a few times (``fastpath.PROMOTE_AFTER``); a backend
 without it keeps the generated Python launcher.  Optional attributes of the
 callable: ``__kdsl_device__`` (True: it takes device arrays, and checks that
-``out=`` does not overlap its inputs itself) and, on such a launcher,
-``__kdsl_packed__``: the same launcher taking ``(args, out)`` -- the argument
-tuple as the kernel received it, whatever its length -- which the kernel then
-calls instead (no re-packing of the tuple; the cuda backend's).
+``out=`` does not overlap its inputs itself) and ``__kdsl_packed__``: the same launcher
+taking ``(args, out)`` -- the argument tuple as the kernel received it, whatever its
+length -- which the kernel then calls instead (no re-packing of the tuple); it declines
+an ``out=`` that shares memory with an argument or another output (the cuda and cpu
+backends').
 """
 from __future__ import annotations
 

@@ -220,14 +220,14 @@ def _all_names(kernel) -> set:
 
 
 def _compile(kernel, backend, graph, name, default, out_contiguous):
-    from . import dispatch
+    from . import callplan, dispatch
     part = _Part(kernel, name, _hints_for(kernel, graph, default))
     part._names = _all_names(kernel)
     sig = _sig_of(graph, out_contiguous)
     _req, compiled = dispatch.compile_for(part, backend, sig, graph)
     names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
-    return dispatch.build_launcher(name, graph, backend, compiled, names,
-                                   tuple(range(len(graph.params))), "tuple")
+    plan = callplan.make(name, graph, sig, "tuple", compiled=compiled)
+    return dispatch.build_launcher(plan, backend, compiled, names)
 
 
 class _Fallback(Exception):
