@@ -174,10 +174,11 @@ class StepChecks:
         ns = {"_fdiv": dispatch._fdiv, "_fmod": dispatch._fmod}
         exec(compile(src, f"<kd.fori_loop step checks {name}>", "exec"), ns)
         self.fn = ns["check"]
-        self.fail = dispatch._Fail(name, self, ())
+        self.name = name             # dispatch._Fail reads name and constraints (a plan's)
+        self.fail = dispatch._Fail(self, ())
 
     @property
-    def constraints(self):       # dispatch._Fail reads the failing check from here
+    def constraints(self):       # the failing check, as a CallPlan's constraints
         return self.checks
 
     def __call__(self, lo, hi, vals):
@@ -279,9 +280,10 @@ def _compile_loop(kernel, backend, graph, spec, default, relaxed=()):
             tuple({c.error for c in relaxed}))
     if config.dump():
         dispatch.dump(graph.name, backend, req.signature, req)
+    from . import callplan
     names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
-    return dispatch.build_launcher(graph.name, graph, backend, compiled, names,
-                                   tuple(range(len(graph.params))), "tuple")
+    plan = callplan.make(graph.name, graph, req.signature, "tuple", compiled=compiled)
+    return dispatch.build_launcher(plan, backend, compiled, names)
 
 
 def _loop_request(part, backend, graph, spec):
