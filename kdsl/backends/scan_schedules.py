@@ -26,17 +26,22 @@ stages and ``gpu_scan``/``cpu_scan`` after realising the rest.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ..gpu.scan_tiles import TileScan
 from ..ir import make as mk
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import free_vars
 from ..schedule.records import AttachKind
-from .scan_blocked import blocked_scan, can_block
+from .scan_blocked import blocked_scan, blocked_scan_parts, can_block
 
 GPU_BLOCK_MIN = 256      # steps: a longer associative scan is blocked on the GPU
 GPU_OTHERS_MAX = 8192    # positions of the other axes: more fill the GPU with serial scans
 GPU_CHUNK = 32           # steps per block (one thread each)
 GPU_LEVELS = 4           # at most this many levels of blocks (sizes unknown: 32**4 shorter)
 CPU_CHUNK = 1024         # steps per block on the cpu
+GPU_TILE_THREADS = 256   # threads of a block scanning one tile together (a multiple of 32)
+GPU_TILE_ROWS = 16       # rows of GPU_TILE_THREADS elements per tile
 
 
 def take_scans(sched, plans: dict) -> list:
@@ -140,6 +145,57 @@ def gpu_blocked(sched, h, threads: int = 256, chunk: int | None = None, level: i
         gpu_scan(sched, hc, threads, block=False)
 
 
+def _tileable(h) -> bool:
+    """Whether the tile scan suits ``h``: its scan axis is the last one, so a row of a tile
+    is contiguous in memory (a column scan keeps ``gpu_blocked``, whose neighbouring threads
+    read neighbouring columns)."""
+    st = h.stage
+    return st.scan.axis == len(st.axes) - 1
+
+
+def _one_block_per(h, outer, inner) -> None:
+    """The other axes and ``outer`` fused, bound to blockIdx.x; ``inner`` (a tile) innermost."""
+    others = [a for a in h.stage.axes if a is not h.stage.axes[h.stage.scan.axis]]
+    order = others + [outer, inner]
+    if list(h.leaf) != order:
+        h.reorder(*order)
+    f = h.fuse(*others, outer) if others else outer
+    h.bind(f, "blockIdx.x")
+
+
+def gpu_tiled(sched, h, level: int = 1) -> None:
+    """The GPU tile scan of the associative scan ``h`` (kdsl.gpu.scan_tiles): tiles of
+    ``GPU_TILE_THREADS * GPU_TILE_ROWS`` steps, one block each, scanned row by row by the
+    block's threads.  A scan longer than one tile is blocked (kdsl.backends.scan_blocked):
+    its block totals a cross-thread reduction per tile (coalesced rows), their scan tiled
+    again, the segmented scan tiled with the carries; a scan of at most one tile (or past
+    ``GPU_LEVELS``) is one tile per position of the other axes."""
+    T = GPU_TILE_THREADS
+    chunk = T * GPU_TILE_ROWS
+    st = h.stage
+    t = st.axes[st.scan.axis]
+    steps = _upper(sched, t.dom.extent)
+    if level < GPU_LEVELS and (steps is None or steps > chunk):
+        hp, hc, hs, (comb, g, first, carry) = blocked_scan_parts(sched, h, chunk)
+        # block totals: a block per tile, its threads along each row, the rows serial
+        p = hs.stage.scan.axis
+        j, k = hp.stage.axes[p], hp.stage.reduce_axes[0]
+        others = [a for a in hp.stage.axes if a is not j]
+        ko, kt = hp.split(k, factor=T)
+        hp.reorder(*others, j, kt, ko)
+        f = hp.fuse(*others, j) if others else j
+        hp.bind(f, "blockIdx.x")
+        hp.bind(kt, "threadIdx.x")
+        jo, ki = hs.split(hs.stage.axes[p], factor=chunk)
+        _one_block_per(hs, jo, ki)
+        hs.stage.scan = replace(hs.stage.scan, tile=TileScan(comb, T, g, first, carry))
+        gpu_tiled(sched, hc, level + 1)
+        return
+    one, ki = h.split(t, nparts=1)
+    _one_block_per(h, one, ki)
+    st.scan = replace(st.scan, tile=TileScan(st.scan.assoc, T, st.body.t))
+
+
 def cpu_blocked(sched, h, chunk: int | None = None) -> None:
     """The blocked cpu form of the associative scan ``h`` with no other axis: block totals
     and the segmented scan parallel over blocks, the totals' scan serial."""
@@ -164,7 +220,10 @@ def gpu_scan(sched, h, threads: int = 256, block: bool = True) -> None:
     if t is None:
         return
     if block and _gpu_blocks(sched, h):
-        gpu_blocked(sched, h, threads)
+        if _tileable(h):
+            gpu_tiled(sched, h)
+        else:
+            gpu_blocked(sched, h, threads)
         return
     if not others or not h.stage.scan.pointwise:
         # one thread runs the whole nest: a kernel of one block (its scan loop split in 1 part)
