@@ -53,6 +53,10 @@ class TileScan:
     carry: n.Expr | None = None
 
 
+#: the largest tile (elements) staged in shared memory before its scan
+STAGE_MAX = 8192
+
+
 def _combine(comb: n.Combiner, a: n.Expr, b: n.Expr) -> n.Expr:
     return substitute(comb.result[0], {comb.lhs[0]: a, comb.rhs[0]: b})
 
@@ -86,7 +90,17 @@ def _tile(nb: NestBuilder, h, tile: TileScan) -> tuple:
     res = n.Buffer(f"{st.name}.scan", buf.dtype, (mk.as_expr(1),), None, n.Scope.LOCAL)
     zero = (mk.as_expr(0),)
     y = n.Load(buf.dtype, res, zero)
+    ext = nb.domains[h].leaf_extent[k]
     x = at(tile.g, mk.min_(here, mk.sub(m, 1)))
+    staged = isinstance(ext, n.Const) and ext.value % T == 0 and ext.value <= STAGE_MAX
+    if staged:      # the tile first, into shared memory: every row's load in flight at once
+        sh = n.Buffer(f"{st.name}.tile", x.dtype, (ext,), None, n.Scope.SHARED)
+        r = n.var(f"{t.name}.ld")
+        pos = mk.add(mk.mul(r, T), lane)
+        fill = n.For(r, mk.as_expr(0), mk.as_expr(ext.value // T), n.ForKind.UNROLLED,
+                     n.IfThenElse(mk.lt(pos, m), n.Store(sh, (pos,), at(tile.g, pos))))
+        load = n.For(lane, mk.as_expr(0), mk.as_expr(T), n.ForKind.BOUND, fill, n.ThreadTag.THREAD_X)
+        x = n.Load(x.dtype, sh, (mk.min_(here, mk.sub(m, 1)),))
     ctr = n.CrossThreadReduce(tile.combiner, (x,), (n.ThreadTag.THREAD_X,), (res,), scan=True)
     first = y
     if tile.carry is not None:
@@ -98,12 +112,15 @@ def _tile(nb: NestBuilder, h, tile: TileScan) -> tuple:
     out = n.IfThenElse(mk.eq(row, 0), n.Store(buf, dst, first),
                        n.Store(buf, dst, _combine(tile.combiner, n.Load(buf.dtype, buf, before), y)))
     store = n.IfThenElse(mk.lt(here, m), out)
-    # a row's scan ends in a barrier only across warps: a block of one warp needs its own
-    # before the next row reads the element its last lane stored
-    body = [ctr, store] + ([n.Barrier()] if T <= 32 else [])
+    # the next row reads the element this row's last lane stored (a cross-thread scan
+    # orders no memory by itself)
+    body = [ctr, store, n.Barrier()]
     body = n.Allocate(res, n.Seq(tuple(body)))
     rows = n.For(row, mk.as_expr(0), mk.ceildiv(m, T), n.ForKind.SERIAL, body)
-    return k.var, n.For(lane, mk.as_expr(0), mk.as_expr(T), n.ForKind.BOUND, rows, n.ThreadTag.THREAD_X)
+    scan = n.For(lane, mk.as_expr(0), mk.as_expr(T), n.ForKind.BOUND, rows, n.ThreadTag.THREAD_X)
+    if staged:
+        return k.var, n.Allocate(sh, n.Seq((load, scan)))     # the sync pass puts the barrier
+    return k.var, scan
 
 
 class _Replace(Mutator):
