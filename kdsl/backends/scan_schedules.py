@@ -175,7 +175,7 @@ def gpu_tiled(sched, h, level: int = 1) -> None:
     st = h.stage
     t = st.axes[st.scan.axis]
     steps = _upper(sched, t.dom.extent)
-    if level < GPU_LEVELS and (steps is None or steps > chunk):
+    if level <= GPU_LEVELS and (steps is None or steps > chunk):
         hp, hc, hs, (comb, g, first, carry) = blocked_scan_parts(sched, h, chunk)
         # block totals: a block per tile, its threads along each row, the rows serial
         p = hs.stage.scan.axis
@@ -186,14 +186,16 @@ def gpu_tiled(sched, h, level: int = 1) -> None:
         f = hp.fuse(*others, j) if others else j
         hp.bind(f, "blockIdx.x")
         hp.bind(kt, "threadIdx.x")
+        hp.unroll(ko)           # a thread's loads of the tile's rows all in flight
         jo, ki = hs.split(hs.stage.axes[p], factor=chunk)
         _one_block_per(hs, jo, ki)
-        hs.stage.scan = replace(hs.stage.scan, tile=TileScan(comb, T, g, first, carry))
+        hs.stage.scan = replace(hs.stage.scan, tile=TileScan(comb, T, g, first, carry, chunk))
         gpu_tiled(sched, hc, level + 1)
         return
     one, ki = h.split(t, nparts=1)
     _one_block_per(h, one, ki)
-    st.scan = replace(st.scan, tile=TileScan(st.scan.assoc, T, st.body.t))
+    most = steps if steps is not None and steps <= chunk else 0
+    st.scan = replace(st.scan, tile=TileScan(st.scan.assoc, T, st.body.t, most=most))
 
 
 def cpu_blocked(sched, h, chunk: int | None = None) -> None:

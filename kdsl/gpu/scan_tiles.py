@@ -44,13 +44,17 @@ class TileScan:
     stage's axis variables): ``combiner`` (the scan's ``(+)``), ``threads`` per block (a
     multiple of 32), ``g`` the element at the stage's own position, and for a segmented scan
     ``first`` (true on the first tile) and ``carry`` (the combine of every tile before it,
-    read only where ``first`` is false); both None for a scan of one tile."""
+    read only where ``first`` is false); both None for a scan of one tile.  ``most``: see
+    the field."""
 
     combiner: n.Combiner
     threads: int
     g: n.Expr
     first: n.Expr | None = None
     carry: n.Expr | None = None
+    #: an upper bound of a tile's length (0: unknown): a tile that short is staged in
+    #: shared memory first
+    most: int = 0
 
 
 #: the largest tile (elements) staged in shared memory before its scan
@@ -90,14 +94,14 @@ def _tile(nb: NestBuilder, h, tile: TileScan) -> tuple:
     res = n.Buffer(f"{st.name}.scan", buf.dtype, (mk.as_expr(1),), None, n.Scope.LOCAL)
     zero = (mk.as_expr(0),)
     y = n.Load(buf.dtype, res, zero)
-    ext = nb.domains[h].leaf_extent[k]
     x = at(tile.g, mk.min_(here, mk.sub(m, 1)))
-    staged = isinstance(ext, n.Const) and ext.value % T == 0 and ext.value <= STAGE_MAX
+    rows_most = -(-tile.most // T)
+    staged = 0 < rows_most * T <= STAGE_MAX
     if staged:      # the tile first, into shared memory: every row's load in flight at once
-        sh = n.Buffer(f"{st.name}.tile", x.dtype, (ext,), None, n.Scope.SHARED)
+        sh = n.Buffer(f"{st.name}.tile", x.dtype, (mk.as_expr(rows_most * T),), None, n.Scope.SHARED)
         r = n.var(f"{t.name}.ld")
         pos = mk.add(mk.mul(r, T), lane)
-        fill = n.For(r, mk.as_expr(0), mk.as_expr(ext.value // T), n.ForKind.UNROLLED,
+        fill = n.For(r, mk.as_expr(0), mk.as_expr(rows_most), n.ForKind.UNROLLED,
                      n.IfThenElse(mk.lt(pos, m), n.Store(sh, (pos,), at(tile.g, pos))))
         load = n.For(lane, mk.as_expr(0), mk.as_expr(T), n.ForKind.BOUND, fill, n.ThreadTag.THREAD_X)
         x = n.Load(x.dtype, sh, (mk.min_(here, mk.sub(m, 1)),))
