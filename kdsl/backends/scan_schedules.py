@@ -42,6 +42,7 @@ GPU_LEVELS = 4           # at most this many levels of blocks (sizes unknown: 32
 CPU_CHUNK = 1024         # steps per block on the cpu
 GPU_TILE_THREADS = 256   # threads of a block scanning one tile together (a multiple of 32)
 GPU_TILE_ROWS = 16       # rows of GPU_TILE_THREADS elements per tile
+GPU_TILE_LEVELS = 2      # levels of tiles blocked (sizes unknown: 4096**3 steps in 2)
 
 
 def take_scans(sched, plans: dict) -> list:
@@ -169,13 +170,13 @@ def gpu_tiled(sched, h, level: int = 1) -> None:
     block's threads.  A scan longer than one tile is blocked (kdsl.backends.scan_blocked):
     its block totals a cross-thread reduction per tile (coalesced rows), their scan tiled
     again, the segmented scan tiled with the carries; a scan of at most one tile (or past
-    ``GPU_LEVELS``) is one tile per position of the other axes."""
+    ``GPU_TILE_LEVELS`` levels) is one tile per position of the other axes."""
     T = GPU_TILE_THREADS
     chunk = T * GPU_TILE_ROWS
     st = h.stage
     t = st.axes[st.scan.axis]
     steps = _upper(sched, t.dom.extent)
-    if level <= GPU_LEVELS and (steps is None or steps > chunk):
+    if level <= min(GPU_LEVELS, GPU_TILE_LEVELS) and (steps is None or steps > chunk):
         hp, hc, hs, (comb, g, first, carry) = blocked_scan_parts(sched, h, chunk)
         # block totals: a block per tile, its threads along each row, the rows serial
         p = hs.stage.scan.axis
