@@ -110,12 +110,20 @@ def _tile(nb: NestBuilder, h, tile: TileScan) -> tuple:
     if tile.carry is not None:
         first = mk.select(at(tile.first, mk.as_expr(0)),
                           y, _combine(tile.combiner, at(tile.carry, mk.as_expr(0)), y))
-    before = tuple(substitute(i, {k.var: mk.max_(mk.sub(mk.mul(row, T), 1), 0)}) for i in idx)
     dst = tuple(substitute(i, {k.var: here}) for i in idx)
+    last = mk.max_(mk.sub(mk.mul(row, T), 1), 0)
+    # the element before the row, as the row's last lane stored it: in the shared tile
+    # (the results replace the elements there) or else in the output
+    inplace = staged and sh.dtype is buf.dtype
+    if inplace:
+        prev = n.Load(buf.dtype, sh, (last,))
+    else:
+        prev = n.Load(buf.dtype, buf, tuple(substitute(i, {k.var: last}) for i in idx))
     # an if, not a select: row 0 must not load (another lane of the row writes it)
-    out = n.IfThenElse(mk.eq(row, 0), n.Store(buf, dst, first),
-                       n.Store(buf, dst, _combine(tile.combiner, n.Load(buf.dtype, buf, before), y)))
-    store = n.IfThenElse(mk.lt(here, m), out)
+    out = n.IfThenElse(mk.eq(row, 0), n.Store(res, zero, first),
+                       n.Store(res, zero, _combine(tile.combiner, prev, y)))
+    put = [n.Store(buf, dst, y)] + ([n.Store(sh, (here,), y)] if inplace else [])
+    store = n.Seq((out, n.IfThenElse(mk.lt(here, m), n.Seq(tuple(put)))))
     # the next row reads the element this row's last lane stored (a cross-thread scan
     # orders no memory by itself)
     body = [ctr, store, n.Barrier()]

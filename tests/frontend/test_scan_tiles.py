@@ -45,13 +45,11 @@ def test_tile_scans_match_numpy(threads, rows, monkeypatch, rng):
     (warp totals in shared memory); (12, 2): a group that neither divides nor fills warps."""
     _tiles(monkeypatch, threads, rows)
     csum, ops, rws = _kernels()
-    for n in (0, 1, threads * rows + 1, 100):
-        x = rng.standard_normal(n)
-        np.testing.assert_allclose(csum(x, backend="interp-cuda"), np.cumsum(x), rtol=1e-10, atol=1e-12)
-    if threads != 4:
+    if threads != 4:            # (4, 2): lengths 0, 1, ragged in test_scan_parallel's tiny blocks
+        for n in (1, threads * rows + 1, 100):
+            x = rng.standard_normal(n)
+            np.testing.assert_allclose(csum(x, backend="interp-cuda"), np.cumsum(x), rtol=1e-10, atol=1e-12)
         return                  # the other combiners and layouts: once
-    v = rng.standard_normal(300)[::-3]            # a strided view
-    np.testing.assert_allclose(csum(v, backend="interp-cuda"), np.cumsum(v), rtol=1e-10, atol=1e-12)
     xi = rng.integers(-2, 3, 61).astype(np.int32)
     b = rng.integers(0, 1 << 12, 61).astype(np.int16)
     got = ops(xi, b, backend="interp-cuda")
