@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..gpu.scan_tiles import TileScan
+from ..gpu.scan_tiles import STAGE_BYTES, TileScan, itemsize
 from ..ir import make as mk
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import free_vars
@@ -41,8 +41,9 @@ GPU_CHUNK = 32           # steps per block (one thread each)
 GPU_LEVELS = 4           # at most this many levels of blocks (sizes unknown: 32**4 shorter)
 CPU_CHUNK = 1024         # steps per block on the cpu
 GPU_TILE_THREADS = 256   # threads of a block scanning one tile together (a multiple of 32)
-GPU_TILE_ROWS = 16       # rows of GPU_TILE_THREADS elements per tile
-GPU_TILE_LEVELS = 2      # levels of tiles blocked (sizes unknown: 4096**3 steps in 2)
+GPU_TILE_ROWS = 17       # rows of GPU_TILE_THREADS elements per tile (odd: no bank conflicts)
+GPU_TILE_LEVELS = 2      # levels of tiles blocked (sizes unknown: 4352**3 steps in 2)
+GPU_ONE_TILE_BYTES = 40 * 1024   # a scan this short (and at most a tile long) is one tile
 
 
 def take_scans(sched, plans: dict) -> list:
@@ -176,7 +177,9 @@ def gpu_tiled(sched, h, level: int = 1) -> None:
     st = h.stage
     t = st.axes[st.scan.axis]
     steps = _upper(sched, t.dom.extent)
-    if level <= min(GPU_LEVELS, GPU_TILE_LEVELS) and (steps is None or steps > chunk):
+    # one tile where it fits in shared memory (a longer tile would be scanned row by row)
+    fits = max(chunk, min(GPU_ONE_TILE_BYTES, STAGE_BYTES) // itemsize(st.output.dtype))
+    if level <= min(GPU_LEVELS, GPU_TILE_LEVELS) and (steps is None or steps > fits):
         hp, hc, hs, (comb, g, first, carry) = blocked_scan_parts(sched, h, chunk)
         # block totals: a block per tile, its threads along each row, the rows serial
         p = hs.stage.scan.axis
@@ -195,7 +198,7 @@ def gpu_tiled(sched, h, level: int = 1) -> None:
         return
     one, ki = h.split(t, nparts=1)
     _one_block_per(h, one, ki)
-    most = steps if steps is not None and steps <= chunk else 0
+    most = steps if steps is not None and steps <= fits else 0
     st.scan = replace(st.scan, tile=TileScan(st.scan.assoc, T, st.body.t, most=most))
 
 

@@ -35,6 +35,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import simplify as simplify_expr
 from ..ir.visitor import Mutator, substitute
+from ..passes.guards import seq
 from ..passes.loop_nests import NestBuilder
 
 
@@ -57,8 +58,14 @@ class TileScan:
     most: int = 0
 
 
-#: the largest tile (elements) staged in shared memory before its scan
-STAGE_MAX = 8192
+#: the largest tile (bytes) staged in shared memory before its scan (a kernel's static
+#: shared memory is at most 48 KiB)
+STAGE_BYTES = 40 * 1024
+
+
+def itemsize(dtype) -> int:
+    """Bytes of one element of ``dtype`` in memory."""
+    return max(dtype.bits, 8) // 8
 
 
 def _combine(comb: n.Combiner, a: n.Expr, b: n.Expr) -> n.Expr:
@@ -72,67 +79,128 @@ def _tile(nb: NestBuilder, h, tile: TileScan) -> tuple:
         raise InternalCompilerError(f"scan_tiles: stage {st.name}'s tile loop has stages attached")
     k = h.leaf[-1]
     t = st.axes[st.scan.axis]
-    at0 = dict(dom.root_value)
-    root_t = at0[t]
+    root_t = dom.root_value[t]
     step = simplify_expr(mk.sub(substitute(root_t, {k.var: mk.as_expr(1)}),
                                 substitute(root_t, {k.var: mk.as_expr(0)})))
-    if not mk.is_const(step, 1) or any(a.thread is not None for a in h.attrs.values()
-                                       if a.thread is not None and a.thread.is_thread):
+    if not mk.is_const(step, 1) or any(a.thread is not None and a.thread.is_thread for a in h.attrs.values()):
         raise InternalCompilerError(f"scan_tiles: stage {st.name} is not scheduled as tiles of its "
                                     "scan axis (the innermost loop over a tile, block loops outside)")
     T = tile.threads
     t0 = substitute(root_t, {k.var: mk.as_expr(0)})
-    m = mk.min_(nb.domains[h].leaf_extent[k], mk.sub(mk.add(t.dom.min, t.dom.extent), t0))
+    m = mk.min_(dom.leaf_extent[k], mk.sub(mk.add(t.dom.min, t.dom.extent), t0))
     lane = n.var(f"{t.name}.lane")
-    row = n.var(f"{t.name}.row")
-    here = mk.add(mk.mul(row, T), lane)
-
-    def at(e, kk):
-        return substitute(nb.expr(h, e), {k.var: kk})
     buf, _ = nb.buffer_of(st.output)
     idx = nb.index(h, st.output)
-    res = n.Buffer(f"{st.name}.scan", buf.dtype, (mk.as_expr(1),), None, n.Scope.LOCAL)
+    c = _Ctx(nb, h, tile, k, t, T, m, lane, buf, idx)
+    per = -(-tile.most // T)            # a staged tile's elements per thread
+    if 0 < per * T * itemsize(buf.dtype) <= STAGE_BYTES:
+        return k.var, _staged(c, per)
+    return k.var, _rows(c)
+
+
+@dataclass
+class _Ctx:
+    """What both forms of a tile read (``_tile``)."""
+    nb: NestBuilder
+    h: object
+    tile: TileScan
+    k: object               # the tile loop's IterVar
+    t: object               # the scan axis
+    T: int                  # threads
+    m: n.Expr               # the tile's length
+    lane: n.Var
+    buf: n.Buffer           # the scan's output
+    idx: tuple              # its indices, in the tile loop's variable
+
+    def at(self, e, kk):
+        """The stage-level expression ``e`` at step ``kk`` of the tile."""
+        return substitute(self.nb.expr(self.h, e), {self.k.var: kk})
+
+    def dst(self, kk):
+        return tuple(substitute(i, {self.k.var: kk}) for i in self.idx)
+
+    def carried(self, v):
+        """``v`` (a combine inside the tile) with the tiles before it (a segmented scan)."""
+        tile = self.tile
+        if tile.carry is None:
+            return v
+        zero = mk.as_expr(0)
+        return mk.select(self.at(tile.first, zero), v,
+                         _combine(tile.combiner, self.at(tile.carry, zero), v))
+
+    def threads(self, body):
+        return n.For(self.lane, mk.as_expr(0), mk.as_expr(self.T), n.ForKind.BOUND, body,
+                     n.ThreadTag.THREAD_X)
+
+
+def _local(name, dtype):
+    return n.Buffer(name, dtype, (mk.as_expr(1),), None, n.Scope.LOCAL)
+
+
+def _staged(c: _Ctx, per: int) -> n.Stmt:
+    """A tile of at most ``per * T`` elements through shared memory (module docstring)."""
+    T, m, comb, name, dt = c.T, c.m, c.tile.combiner, c.h.stage.name, c.buf.dtype
     zero = (mk.as_expr(0),)
-    y = n.Load(buf.dtype, res, zero)
-    x = at(tile.g, mk.min_(here, mk.sub(m, 1)))
-    rows_most = -(-tile.most // T)
-    staged = 0 < rows_most * T <= STAGE_MAX
-    if staged:      # the tile first, into shared memory: every row's load in flight at once
-        sh = n.Buffer(f"{st.name}.tile", x.dtype, (mk.as_expr(rows_most * T),), None, n.Scope.SHARED)
-        r = n.var(f"{t.name}.ld")
-        pos = mk.add(mk.mul(r, T), lane)
-        fill = n.For(r, mk.as_expr(0), mk.as_expr(rows_most), n.ForKind.UNROLLED,
-                     n.IfThenElse(mk.lt(pos, m), n.Store(sh, (pos,), at(tile.g, pos))))
-        load = n.For(lane, mk.as_expr(0), mk.as_expr(T), n.ForKind.BOUND, fill, n.ThreadTag.THREAD_X)
-        x = n.Load(x.dtype, sh, (mk.min_(here, mk.sub(m, 1)),))
-    ctr = n.CrossThreadReduce(tile.combiner, (x,), (n.ThreadTag.THREAD_X,), (res,), scan=True)
-    first = y
-    if tile.carry is not None:
-        first = mk.select(at(tile.first, mk.as_expr(0)),
-                          y, _combine(tile.combiner, at(tile.carry, mk.as_expr(0)), y))
-    dst = tuple(substitute(i, {k.var: here}) for i in idx)
-    last = mk.max_(mk.sub(mk.mul(row, T), 1), 0)
-    # the element before the row, as the row's last lane stored it: in the shared tile
-    # (the results replace the elements there) or else in the output
-    inplace = staged and sh.dtype is buf.dtype
-    if inplace:
-        prev = n.Load(buf.dtype, sh, (last,))
-    else:
-        prev = n.Load(buf.dtype, buf, tuple(substitute(i, {k.var: last}) for i in idx))
+    sh = n.Buffer(f"{name}.tile", dt, (mk.as_expr(per * T),), None, n.Scope.SHARED)
+    tot = n.Buffer(f"{name}.totals", dt, (mk.as_expr(T),), None, n.Scope.SHARED)
+    # 1. the tile, row by row (coalesced), into shared memory
+    r = n.var(f"{c.t.name}.row")
+    pos = mk.add(mk.mul(r, T), c.lane)
+    g = c.at(c.tile.g, pos)
+    if g.dtype is not dt:
+        g = mk.cast(g, dt)
+    fill = c.threads(n.For(r, mk.as_expr(0), mk.as_expr(per), n.ForKind.UNROLLED,
+                           n.IfThenElse(mk.lt(pos, m), n.Store(sh, (pos,), g))))
+    # 2. each thread combines its run of ``per`` elements; a scan of the runs' totals
+    base = mk.mul(c.lane, per)
+    e = n.var(f"{c.t.name}.elem")
+    at_e = mk.add(base, e)
+    acc, res = _local(f"{name}.run", dt), _local(f"{name}.scan", dt)
+    cur = n.Load(dt, acc, zero)
+    own = seq([n.Store(acc, zero, n.Load(dt, sh, (mk.min_(base, mk.sub(m, 1)),))),
+               n.For(e, mk.as_expr(1), mk.as_expr(per - 1), n.ForKind.UNROLLED,
+                     n.IfThenElse(mk.lt(at_e, m), n.Store(acc, zero, _combine(comb, cur, n.Load(dt, sh, (at_e,))))))])
+    ctr = n.CrossThreadReduce(comb, (cur,), (n.ThreadTag.THREAD_X,), (res,), scan=True)
+    publish = n.Store(tot, (c.lane,), n.Load(dt, res, zero))
+    runs = c.threads(n.Allocate(acc, seq([own, n.Allocate(res, seq([ctr, publish]))])))
+    # 3. each run again, from the runs before it (and the tiles before), results in place
+    run = _local(f"{name}.carry", dt)
+    rv = n.Load(dt, run, zero)
+    x0 = n.Load(dt, sh, (base,))
+    before = n.Load(dt, tot, (mk.max_(mk.sub(c.lane, 1), 0),))
+    start = n.IfThenElse(mk.eq(c.lane, 0), n.Store(run, zero, c.carried(x0)),
+                         n.Store(run, zero, _combine(comb, c.carried(before), x0)))
+    step = n.IfThenElse(mk.lt(at_e, m), seq([
+        n.Store(run, zero, _combine(comb, rv, n.Load(dt, sh, (at_e,)))), n.Store(sh, (at_e,), rv)]))
+    rescan = c.threads(n.IfThenElse(mk.lt(base, m), n.Allocate(run, seq([
+        start, n.Store(sh, (base,), rv),
+        n.For(e, mk.as_expr(1), mk.as_expr(per - 1), n.ForKind.UNROLLED, step)]))))
+    # 4. the results out, row by row (coalesced); the sync pass puts the barriers between
+    out = c.threads(n.For(r, mk.as_expr(0), mk.as_expr(per), n.ForKind.UNROLLED,
+                          n.IfThenElse(mk.lt(pos, m), n.Store(c.buf, c.dst(pos), n.Load(dt, sh, (pos,))))))
+    return n.Allocate(sh, n.Allocate(tot, seq([fill, runs, rescan, out])))
+
+
+def _rows(c: _Ctx) -> n.Stmt:
+    """A tile of any length, row by row: each row of ``T`` elements scanned across the
+    block, offset by the element before it (module docstring)."""
+    T, m, comb, dt = c.T, c.m, c.tile.combiner, c.buf.dtype
+    row = n.var(f"{c.t.name}.row")
+    here = mk.add(mk.mul(row, T), c.lane)
+    res = _local(f"{c.h.stage.name}.scan", dt)
+    zero = (mk.as_expr(0),)
+    y = n.Load(dt, res, zero)
+    ctr = n.CrossThreadReduce(comb, (c.at(c.tile.g, mk.min_(here, mk.sub(m, 1))),),
+                              (n.ThreadTag.THREAD_X,), (res,), scan=True)
+    prev = n.Load(dt, c.buf, c.dst(mk.max_(mk.sub(mk.mul(row, T), 1), 0)))
     # an if, not a select: row 0 must not load (another lane of the row writes it)
-    out = n.IfThenElse(mk.eq(row, 0), n.Store(res, zero, first),
-                       n.Store(res, zero, _combine(tile.combiner, prev, y)))
-    put = [n.Store(buf, dst, y)] + ([n.Store(sh, (here,), y)] if inplace else [])
-    store = n.Seq((out, n.IfThenElse(mk.lt(here, m), n.Seq(tuple(put)))))
+    out = n.IfThenElse(mk.eq(row, 0), n.Store(res, zero, c.carried(y)),
+                       n.Store(res, zero, _combine(comb, prev, y)))
+    store = seq([out, n.IfThenElse(mk.lt(here, m), n.Store(c.buf, c.dst(here), y))])
     # the next row reads the element this row's last lane stored (a cross-thread scan
     # orders no memory by itself)
-    body = [ctr, store, n.Barrier()]
-    body = n.Allocate(res, n.Seq(tuple(body)))
-    rows = n.For(row, mk.as_expr(0), mk.ceildiv(m, T), n.ForKind.SERIAL, body)
-    scan = n.For(lane, mk.as_expr(0), mk.as_expr(T), n.ForKind.BOUND, rows, n.ThreadTag.THREAD_X)
-    if staged:
-        return k.var, n.Allocate(sh, n.Seq((load, scan)))     # the sync pass puts the barrier
-    return k.var, scan
+    body = n.Allocate(res, seq([ctr, store, n.Barrier()]))
+    return c.threads(n.For(row, mk.as_expr(0), mk.ceildiv(m, T), n.ForKind.SERIAL, body))
 
 
 class _Replace(Mutator):

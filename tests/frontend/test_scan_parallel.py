@@ -23,6 +23,7 @@ def tiny_blocks(monkeypatch):
     monkeypatch.setattr(ss, "CPU_CHUNK", 4)
     monkeypatch.setattr(ss, "GPU_TILE_THREADS", 4)
     monkeypatch.setattr(ss, "GPU_TILE_ROWS", 2)
+    monkeypatch.setattr(ss, "GPU_ONE_TILE_BYTES", 0)
 
 
 def _kernels():

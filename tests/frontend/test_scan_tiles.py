@@ -21,6 +21,7 @@ def _tiles(monkeypatch, threads, rows):
     monkeypatch.setattr(ss, "GPU_BLOCK_MIN", 4)
     monkeypatch.setattr(ss, "GPU_TILE_THREADS", threads)
     monkeypatch.setattr(ss, "GPU_TILE_ROWS", rows)
+    monkeypatch.setattr(ss, "GPU_ONE_TILE_BYTES", 0)
 
 
 def _kernels():
@@ -50,6 +51,12 @@ def test_tile_scans_match_numpy(threads, rows, monkeypatch, rng):
             x = rng.standard_normal(n)
             np.testing.assert_allclose(csum(x, backend="interp-cuda"), np.cumsum(x), rtol=1e-10, atol=1e-12)
         return                  # the other combiners and layouts: once
+    x = rng.standard_normal(100)                  # 13 tiles, their scan too long for one
+    monkeypatch.setattr(ss, "GPU_TILE_LEVELS", 1)     # staged tile: scanned row by row
+    low = str(csum.lower(x, backend="interp-cuda"))
+    assert low.count(".scan[0] = cross_thread_scan_") == 2 and low.count(".tile: ") == 1
+    np.testing.assert_allclose(csum(x, backend="interp-cuda"), np.cumsum(x), rtol=1e-10, atol=1e-12)
+    monkeypatch.setattr(ss, "GPU_TILE_LEVELS", 2)
     xi = rng.integers(-2, 3, 61).astype(np.int32)
     b = rng.integers(0, 1 << 12, 61).astype(np.int16)
     got = ops(xi, b, backend="interp-cuda")
