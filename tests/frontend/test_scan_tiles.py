@@ -30,9 +30,8 @@ def _kernels():
         return np.cumsum(x)
 
     @kd.kernel
-    def ops(x, b):
-        return (np.cumprod(x), np.maximum.accumulate(x * 1.5), np.minimum.accumulate(x),
-                np.bitwise_xor.accumulate(b), np.cumsum(b))
+    def ops(x, b):      # cumprod, maximum and xor: test_scan_parallel's tiny blocks
+        return np.minimum.accumulate(x), np.cumsum(b)
 
     @kd.kernel
     def rows(X):
@@ -60,8 +59,7 @@ def test_tile_scans_match_numpy(threads, rows, monkeypatch, rng):
     xi = rng.integers(-2, 3, 61).astype(np.int32)
     b = rng.integers(0, 1 << 12, 61).astype(np.int16)
     got = ops(xi, b, backend="interp-cuda")
-    want = (np.cumprod(xi), np.maximum.accumulate(xi * 1.5), np.minimum.accumulate(xi),
-            np.bitwise_xor.accumulate(b), np.cumsum(b))
+    want = (np.minimum.accumulate(xi), np.cumsum(b))
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
