@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..gpu.scan_tiles import STAGE_BYTES, TileScan, itemsize
 from ..ir import make as mk
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import free_vars
 from ..schedule.records import AttachKind
+from ..schedule.scan_tile import STAGE_BYTES, TileScan, itemsize
 from .scan_blocked import blocked_scan, blocked_scan_parts, can_block
 
 GPU_BLOCK_MIN = 256      # steps: a longer associative scan is blocked on the GPU

@@ -2,24 +2,24 @@
 schedule-level pass of the GPU table, right after ``loop_nests``; issue 25).
 
 The GPU default schedule (kdsl.backends.scan_schedules) marks a scan stage with a
-``TileScan`` (``ScanInfo.tile``): its scan axis is split into a block loop and an inner
-loop ``k`` over one *tile* (a segment of the blocked scan, or the whole axis), the block
-loops bound to blockIdx, ``k`` serial.  This pass replaces the loop over ``k`` by
+``TileScan`` (``ScanInfo.tile``, kdsl.schedule.scan_tile): its scan axis is split into block
+loops and an inner loop ``k`` over one *tile* (a segment of the blocked scan, or the whole
+axis), the block loops bound to blockIdx, ``k`` serial.  This pass replaces the loop over
+``k``.  A tile of at most ``per * T`` elements (``TileScan.most``; ``T`` threads) that fits
+in ``STAGE_BYTES`` goes through shared memory (CUB's block scan with transposed loads):
 
-    for lane in range(threads):              # bound threadIdx.x
-      for row in range(ceildiv(m, threads)):  # m: the tile's elements (a partial last tile)
-        allocate S.scan: T[1] local
-          S.scan[0] = cross_thread_scan(g(row * threads + lane clamped into the tile))
-          if row * threads + lane < m:
-            if row == 0: S[t] = first tile ? S.scan[0] : carry (+) S.scan[0]
-            else:        S[t] = S[t0 + row * threads - 1] (+) S.scan[0]
+    for lane: for r in range(per): if r*T + lane < m: tile[r*T + lane] = g(r*T + lane)   # coalesced
+    for lane: run = tile[lane*per] (+) ... (+) tile[lane*per + per - 1]         # a thread's run
+              totals[lane] = cross_thread_scan(run)                               # shuffles
+    for lane: c = (tiles before) (+) totals[lane - 1]; tile[lane*per + e] = c (+)= tile[..]
+    for lane: for r in range(per): out[r*T + lane] = tile[r*T + lane]                  # coalesced
 
-Each row of ``threads`` consecutive elements is loaded coalesced, scanned across the block
-(``CrossThreadReduce(scan=True)``: warp shuffles, warp totals through shared memory) and
-offset by the element before the row, which the row's last thread stored before the scan's
-barrier.  Rows past the tile's end run no iteration; lanes past it load a clamped element
-and store nothing (an inclusive scan's later lanes never change earlier ones).  Sequential
-executors get the scan's phases from ``lower_cross_thread`` like any cross-thread reduction.
+(``m``: the tile's length, a partial last tile guarded; ``per`` odd: a run's elements fall
+in distinct banks).  Other tiles (length unknown, or too long) are scanned row by row: each
+row of ``T`` elements loaded, scanned across the block (``CrossThreadReduce(scan=True)``)
+and offset by the element before the row, which the row's last thread stored before a
+barrier.  The ``sync`` pass puts the barriers between the phases; sequential executors get
+the cross-thread scan's phases from ``lower_cross_thread``.
 
 Assumes: ``loop_nests`` ran; a marked stage's innermost leaf is the loop over its tile,
 serial, without stages attached, and no loop of the stage is bound to a threadIdx tag.
@@ -37,35 +37,7 @@ from ..ir.simplify import simplify as simplify_expr
 from ..ir.visitor import Mutator, substitute
 from ..passes.guards import seq
 from ..passes.loop_nests import NestBuilder
-
-
-@dataclass(frozen=True)
-class TileScan:
-    """How ``scan_tiles`` runs one scan stage's tiles (stage-level expressions, in the
-    stage's axis variables): ``combiner`` (the scan's ``(+)``), ``threads`` per block (a
-    multiple of 32), ``g`` the element at the stage's own position, and for a segmented scan
-    ``first`` (true on the first tile) and ``carry`` (the combine of every tile before it,
-    read only where ``first`` is false); both None for a scan of one tile.  ``most``: see
-    the field."""
-
-    combiner: n.Combiner
-    threads: int
-    g: n.Expr
-    first: n.Expr | None = None
-    carry: n.Expr | None = None
-    #: an upper bound of a tile's length (0: unknown): a tile that short is staged in
-    #: shared memory first
-    most: int = 0
-
-
-#: the largest tile (bytes) staged in shared memory before its scan (a kernel's static
-#: shared memory is at most 48 KiB)
-STAGE_BYTES = 40 * 1024
-
-
-def itemsize(dtype) -> int:
-    """Bytes of one element of ``dtype`` in memory."""
-    return max(dtype.bits, 8) // 8
+from ..schedule.scan_tile import STAGE_BYTES, TileScan, itemsize
 
 
 def _combine(comb: n.Combiner, a: n.Expr, b: n.Expr) -> n.Expr:
