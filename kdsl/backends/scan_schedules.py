@@ -13,8 +13,13 @@ axis is long while its other axes are few is rewritten into a parallel blocked s
 (kdsl.backends.scan_blocked: block totals, a scan of the totals, a segmented scan):
 
 - GPU: when the scan axis may reach ``GPU_BLOCK_MIN`` steps and the other axes hold at most
-  ``GPU_OTHERS_MAX`` positions (``sched.size_hints``); blocks of ``GPU_CHUNK`` steps, one
-  per thread; the totals' scan is blocked again until it is at most ``GPU_BLOCK_MIN`` long;
+  ``GPU_OTHERS_MAX`` positions (``sched.size_hints``).  Along the last axis, the tile scan
+  (``gpu_tiled``, kdsl.gpu.scan_tiles): tiles of ``GPU_TILE_THREADS * GPU_TILE_ROWS``
+  steps, a block each, the block totals a cross-thread reduction, the totals' scan tiled
+  again unless one tile (at most ``GPU_ONE_TILE_BYTES``) holds it.  Along another axis,
+  blocks of ``GPU_CHUNK`` steps, one per thread (neighbouring threads read neighbouring
+  positions of the other axes); the totals' scan is blocked again until it is at most
+  ``GPU_BLOCK_MIN`` long;
 - cpu: a scan with no other axis, or only axes of size 1 (the pointwise default is parallel
   otherwise); blocks of
   ``CPU_CHUNK`` steps shared among the threads, the totals' scan serial.
@@ -167,8 +172,8 @@ def _one_block_per(h, outer, inner) -> None:
 
 def gpu_tiled(sched, h, level: int = 1) -> None:
     """The GPU tile scan of the associative scan ``h`` (kdsl.gpu.scan_tiles): tiles of
-    ``GPU_TILE_THREADS * GPU_TILE_ROWS`` steps, one block each, scanned row by row by the
-    block's threads.  A scan longer than one tile is blocked (kdsl.backends.scan_blocked):
+    ``GPU_TILE_THREADS * GPU_TILE_ROWS`` steps, one block each, scanned by the block's
+    threads together through shared memory.  A scan longer than one tile is blocked (kdsl.backends.scan_blocked):
     its block totals a cross-thread reduction per tile (coalesced rows), their scan tiled
     again, the segmented scan tiled with the carries; a scan of at most one tile (or past
     ``GPU_TILE_LEVELS`` levels) is one tile per position of the other axes."""

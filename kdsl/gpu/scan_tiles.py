@@ -65,7 +65,10 @@ def _tile(nb: NestBuilder, h, tile: TileScan) -> tuple:
     idx = nb.index(h, st.output)
     c = _Ctx(nb, h, tile, k, t, T, m, lane, buf, idx)
     per = -(-tile.most // T)            # a staged tile's elements per thread
-    if 0 < per * T * itemsize(buf.dtype) <= STAGE_BYTES:
+    size = itemsize(buf.dtype)
+    if per and per % 2 == 0 and (per + 1) * T * size <= STAGE_BYTES:
+        per += 1                        # odd: a thread's run in distinct banks
+    if 0 < per * T * size <= STAGE_BYTES:
         return k.var, _staged(c, per)
     return k.var, _rows(c)
 
