@@ -7,10 +7,12 @@ numpy.cumsum (cpu), in one process.
 Each row: median milliseconds of one call (GPU: CUDA events around batches of calls; cpu:
 wall clock, into a preallocated ``out=``), GB/s counting one read and one write of the
 array, and the largest error against a float64 cumsum relative to the largest |result| (kdsl and torch/CuPy both reassociate
-float32 sums).  ``cuda``: float32 1-D (the blocked scan: block totals, a scan of the totals,
-a segmented scan; several levels), int32 (exact), a (64, n/64) row-wise cumsum (blocked,
-the rows' blocks together) and an (n/256, 256) one (one thread per row, serial: too many rows
-to block).  ``cpu``: kdsl with the blocked form (every core), the same kernel forced
+float32 sums), and for kdsl the kernels one call launches.  ``cuda``: float32 1-D (the tile
+scan, kdsl.gpu.scan_tiles: block totals of 4352-step tiles, their scan in one tile, the
+tiles scanned by 256 threads each through shared memory), int32 (exact, int64 results), a
+(64, n/64) row-wise cumsum (the rows' tiles together) and an (n/256, 256) one (one thread
+per row, serial: too many rows to block).  "kdsl blocked (before)" is the same kernel in the
+form the GPU default had before the tile scan (blocks of 32 steps, one thread each).  ``cpu``: kdsl with the blocked form (every core), the same kernel forced
 serial (one thread: the scan stays one loop), numpy.
 """
 from __future__ import annotations
@@ -41,6 +43,40 @@ def cumsum(x):
 @kd.kernel
 def cumsum_rows(x):
     return np.cumsum(x, axis=1)
+
+
+@kd.kernel
+def cumsum_blocked(x):      # the same kernel compiled with the pre-tile-scan GPU form
+    return np.cumsum(x)
+
+
+@kd.kernel
+def cumsum_rows_blocked(x):
+    return np.cumsum(x, axis=1)
+
+
+def _blocked_form(fn):
+    """``fn`` run with the GPU's tile scan turned off (kdsl.backends.scan_schedules: the
+    blocked scan one thread per block of 32 steps, as before issue 25's tile scan), so that
+    the kernels it compiles keep that form: the before/after in one run."""
+    import kdsl.backends.scan_schedules as ss
+
+    def run():
+        old = ss._tileable
+        ss._tileable = lambda h: False
+        try:
+            return fn()
+        finally:
+            ss._tileable = old
+    return run
+
+
+def _launches(kern, x) -> int:
+    """Kernels one call of ``kern`` launches on ``x`` (its lowered host program)."""
+    try:
+        return len(kern.lower(x, backend="cuda").kernels)
+    except Exception:   # noqa: BLE001  (a lowering that needs the blocked form's patch)
+        return -1
 
 
 def _err(got, x64, axis=None) -> float:
@@ -76,14 +112,14 @@ def gpu_rows(n: int) -> list:
             out.append(s.elapsed_time(e) / inner)
         return statistics.median(out)
 
-    def add(case, name, fn, nbytes, x64, axis=None):
+    def add(case, name, fn, nbytes, x64, axis=None, launches=None, warm=None):
         try:
-            got = fn()
+            got = (warm or fn)()        # the first call compiles (``warm``: in another form)
             torch.cuda.synchronize()
             t = ms(fn)
             host = got.get() if hasattr(got, "get") else got.cpu().numpy() if hasattr(got, "cpu") else got
             rows.append(dict(case=case, impl=name, ms=t, gbps=2 * nbytes / t / 1e6,
-                             rel_err=_err(host, x64, axis)))
+                             rel_err=_err(host, x64, axis), launches=launches))
         except Exception as e:   # noqa: BLE001  (a failing row is reported, the rest run)
             rows.append(dict(case=case, impl=name, ms=None, gbps=None, rel_err=None,
                              error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"))
@@ -92,7 +128,9 @@ def gpu_rows(n: int) -> list:
     x = torch.rand(n, device="cuda", generator=g, dtype=torch.float32)
     x64 = x.double().cpu().numpy()
     case = f"float32[{n}]"
-    add(case, "kdsl", lambda: cumsum(x, backend="cuda"), 4 * n, x64)
+    add(case, "kdsl", lambda: cumsum(x, backend="cuda"), 4 * n, x64, launches=_launches(cumsum, x))
+    add(case, "kdsl blocked (before)", lambda: cumsum_blocked(x, backend="cuda"), 4 * n, x64,
+        warm=_blocked_form(lambda: cumsum_blocked(x, backend="cuda")))
     add(case, "torch.cumsum", lambda: torch.cumsum(x, 0), 4 * n, x64)
     if cp is not None:
         xc = cp.asarray(x)
@@ -100,13 +138,22 @@ def gpu_rows(n: int) -> list:
     xi = torch.randint(-100, 100, (n,), device="cuda", generator=g, dtype=torch.int32)
     case = f"int32[{n}] -> int64"
     xi64 = xi.double().cpu().numpy()
-    add(case, "kdsl", lambda: cumsum(xi, backend="cuda"), 4 * n, xi64)
+    add(case, "kdsl", lambda: cumsum(xi, backend="cuda"), 4 * n, xi64, launches=_launches(cumsum, xi))
     add(case, "torch.cumsum", lambda: torch.cumsum(xi, 0), 4 * n, xi64)
+    if cp is not None:
+        xic = cp.asarray(xi)
+        add(case, "cupy.cumsum", lambda: cp.cumsum(xic, dtype=cp.int64), 4 * n, xi64)
     m = n // 64
     r, r64 = x[:64 * m].reshape(64, m), x64[:64 * m].reshape(64, m)
     case = f"float32[64, {m}] axis=1"
-    add(case, "kdsl", lambda: cumsum_rows(r, backend="cuda"), 4 * 64 * m, r64, 1)
+    add(case, "kdsl", lambda: cumsum_rows(r, backend="cuda"), 4 * 64 * m, r64, 1,
+        launches=_launches(cumsum_rows, r))
+    add(case, "kdsl blocked (before)", lambda: cumsum_rows_blocked(r, backend="cuda"), 4 * 64 * m, r64, 1,
+        warm=_blocked_form(lambda: cumsum_rows_blocked(r, backend="cuda")))
     add(case, "torch.cumsum", lambda: torch.cumsum(r, 1), 4 * 64 * m, r64, 1)
+    if cp is not None:
+        rc = cp.asarray(r)
+        add(case, "cupy.cumsum", lambda: cp.cumsum(rc, axis=1), 4 * 64 * m, r64, 1)
     # many short rows: more rows than GPU_OTHERS_MAX, one thread per row (not blocked)
     m = n // 256
     r, r64 = x[:256 * m].reshape(m, 256), x64[:256 * m].reshape(m, 256)
@@ -155,12 +202,13 @@ def main() -> None:
         rows = gpu_rows(a.n or 2 ** 24)
     else:
         rows = cpu_rows(a.n or 2 ** 22)
-    print(f"{'case':34} {'impl':28} {'ms':>9} {'GB/s':>8} {'rel err':>9}")
+    print(f"{'case':34} {'impl':28} {'ms':>9} {'GB/s':>8} {'rel err':>9} {'launches':>8}")
     for r in rows:
         if r.get("ms") is None:
             print(f"{r['case']:34} {r['impl']:28} FAIL {r['error']}")
         else:
-            print(f"{r['case']:34} {r['impl']:28} {r['ms']:9.3f} {r['gbps']:8.1f} {r['rel_err']:9.2e}")
+            ln = "" if r.get("launches") is None else r["launches"]
+            print(f"{r['case']:34} {r['impl']:28} {r['ms']:9.3f} {r['gbps']:8.1f} {r['rel_err']:9.2e} {ln:>8}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(dict(target=a.target, rows=rows), f, indent=1)

@@ -57,6 +57,13 @@ def blocked_scan(sched, stage, chunk: int):
     ``chunk`` steps; returns the handles ``(part, carry, stage)``: ``part`` a reduction over
     its last axis, ``carry`` an associative scan of the block totals (block it again for a
     long scan), ``stage`` the segmented scan (split its scan axis by ``chunk``)."""
+    return blocked_scan_parts(sched, stage, chunk)[:3]
+
+
+def blocked_scan_parts(sched, stage, chunk: int):
+    """``blocked_scan``, plus what the segmented scan's tiles read: ``(combiner, g, first,
+    carry)`` (stage-level expressions in its axes: ``g`` its element, ``first`` true in the
+    first block, ``carry`` the combine of the blocks before, read where ``first`` is false)."""
     h = sched[stage]
     if not can_block(h):
         raise ScheduleError(f"blocked_scan: stage {h.name} is not an associative scan left "
@@ -117,4 +124,5 @@ def blocked_scan(sched, stage, chunk: int):
     update = _combine(comb, n.TensorRead(g.dtype, st.output, tuple(last)), g)
     st.body = mk.select(mk.eq(mk.mod(off, chunk), 0), start, update)
     st.scan = replace(info, assoc=None, segment=chunk)
-    return hp, hc, h
+    # what a GPU tile scan of the segments reads (kdsl.gpu.scan_tiles.TileScan)
+    return hp, hc, h, (comb, g, mk.lt(blk, 1), n.TensorRead(g.dtype, carry.output, tuple(before)))

@@ -13,8 +13,13 @@ axis is long while its other axes are few is rewritten into a parallel blocked s
 (kdsl.backends.scan_blocked: block totals, a scan of the totals, a segmented scan):
 
 - GPU: when the scan axis may reach ``GPU_BLOCK_MIN`` steps and the other axes hold at most
-  ``GPU_OTHERS_MAX`` positions (``sched.size_hints``); blocks of ``GPU_CHUNK`` steps, one
-  per thread; the totals' scan is blocked again until it is at most ``GPU_BLOCK_MIN`` long;
+  ``GPU_OTHERS_MAX`` positions (``sched.size_hints``).  Along the last axis, the tile scan
+  (``gpu_tiled``, kdsl.gpu.scan_tiles): tiles of ``GPU_TILE_THREADS * GPU_TILE_ROWS``
+  steps, a block each, the block totals a cross-thread reduction, the totals' scan tiled
+  again unless one tile (at most ``GPU_ONE_TILE_BYTES``) holds it.  Along another axis,
+  blocks of ``GPU_CHUNK`` steps, one per thread (neighbouring threads read neighbouring
+  positions of the other axes); the totals' scan is blocked again until it is at most
+  ``GPU_BLOCK_MIN`` long;
 - cpu: a scan with no other axis, or only axes of size 1 (the pointwise default is parallel
   otherwise); blocks of
   ``CPU_CHUNK`` steps shared among the threads, the totals' scan serial.
@@ -26,17 +31,24 @@ stages and ``gpu_scan``/``cpu_scan`` after realising the rest.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..ir import make as mk
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import free_vars
 from ..schedule.records import AttachKind
-from .scan_blocked import blocked_scan, can_block
+from ..schedule.scan_tile import STAGE_BYTES, TileScan, itemsize
+from .scan_blocked import blocked_scan, blocked_scan_parts, can_block
 
 GPU_BLOCK_MIN = 256      # steps: a longer associative scan is blocked on the GPU
 GPU_OTHERS_MAX = 8192    # positions of the other axes: more fill the GPU with serial scans
 GPU_CHUNK = 32           # steps per block (one thread each)
 GPU_LEVELS = 4           # at most this many levels of blocks (sizes unknown: 32**4 shorter)
 CPU_CHUNK = 1024         # steps per block on the cpu
+GPU_TILE_THREADS = 256   # threads of a block scanning one tile together (a multiple of 32)
+GPU_TILE_ROWS = 17       # rows of GPU_TILE_THREADS elements per tile (odd: no bank conflicts)
+GPU_TILE_LEVELS = 2      # levels of tiles blocked (sizes unknown: 4352**3 steps in 2)
+GPU_ONE_TILE_BYTES = 40 * 1024   # a scan this short (and at most a tile long) is one tile
 
 
 def take_scans(sched, plans: dict) -> list:
@@ -140,6 +152,61 @@ def gpu_blocked(sched, h, threads: int = 256, chunk: int | None = None, level: i
         gpu_scan(sched, hc, threads, block=False)
 
 
+def _tileable(h) -> bool:
+    """Whether the tile scan suits ``h``: its scan axis is the last one, so a row of a tile
+    is contiguous in memory (a column scan keeps ``gpu_blocked``, whose neighbouring threads
+    read neighbouring columns)."""
+    st = h.stage
+    return st.scan.axis == len(st.axes) - 1
+
+
+def _one_block_per(h, outer, inner) -> None:
+    """The other axes and ``outer`` fused, bound to blockIdx.x; ``inner`` (a tile) innermost."""
+    others = [a for a in h.stage.axes if a is not h.stage.axes[h.stage.scan.axis]]
+    order = others + [outer, inner]
+    if list(h.leaf) != order:
+        h.reorder(*order)
+    f = h.fuse(*others, outer) if others else outer
+    h.bind(f, "blockIdx.x")
+
+
+def gpu_tiled(sched, h, level: int = 1) -> None:
+    """The GPU tile scan of the associative scan ``h`` (kdsl.gpu.scan_tiles): tiles of
+    ``GPU_TILE_THREADS * GPU_TILE_ROWS`` steps, one block each, scanned by the block's
+    threads together through shared memory.  A scan longer than one tile is blocked (kdsl.backends.scan_blocked):
+    its block totals a cross-thread reduction per tile (coalesced rows), their scan tiled
+    again, the segmented scan tiled with the carries; a scan of at most one tile (or past
+    ``GPU_TILE_LEVELS`` levels) is one tile per position of the other axes."""
+    T = GPU_TILE_THREADS
+    chunk = T * GPU_TILE_ROWS
+    st = h.stage
+    t = st.axes[st.scan.axis]
+    steps = _upper(sched, t.dom.extent)
+    # one tile where it fits in shared memory (a longer tile would be scanned row by row)
+    fits = max(chunk, min(GPU_ONE_TILE_BYTES, STAGE_BYTES) // itemsize(st.output.dtype))
+    if level <= min(GPU_LEVELS, GPU_TILE_LEVELS) and (steps is None or steps > fits):
+        hp, hc, hs, (comb, g, first, carry) = blocked_scan_parts(sched, h, chunk)
+        # block totals: a block per tile, its threads along each row, the rows serial
+        p = hs.stage.scan.axis
+        j, k = hp.stage.axes[p], hp.stage.reduce_axes[0]
+        others = [a for a in hp.stage.axes if a is not j]
+        ko, kt = hp.split(k, factor=T)
+        hp.reorder(*others, j, kt, ko)
+        f = hp.fuse(*others, j) if others else j
+        hp.bind(f, "blockIdx.x")
+        hp.bind(kt, "threadIdx.x")
+        hp.unroll(ko)           # a thread's loads of the tile's rows all in flight
+        jo, ki = hs.split(hs.stage.axes[p], factor=chunk)
+        _one_block_per(hs, jo, ki)
+        hs.stage.scan = replace(hs.stage.scan, tile=TileScan(comb, T, g, first, carry, chunk))
+        gpu_tiled(sched, hc, level + 1)
+        return
+    one, ki = h.split(t, nparts=1)
+    _one_block_per(h, one, ki)
+    most = steps if steps is not None and steps <= fits else 0
+    st.scan = replace(st.scan, tile=TileScan(st.scan.assoc, T, st.body.t, most=most))
+
+
 def cpu_blocked(sched, h, chunk: int | None = None) -> None:
     """The blocked cpu form of the associative scan ``h`` with no other axis: block totals
     and the segmented scan parallel over blocks, the totals' scan serial."""
@@ -164,7 +231,10 @@ def gpu_scan(sched, h, threads: int = 256, block: bool = True) -> None:
     if t is None:
         return
     if block and _gpu_blocks(sched, h):
-        gpu_blocked(sched, h, threads)
+        if _tileable(h):
+            gpu_tiled(sched, h)
+        else:
+            gpu_blocked(sched, h, threads)
         return
     if not others or not h.stage.scan.pointwise:
         # one thread runs the whole nest: a kernel of one block (its scan loop split in 1 part)

@@ -34,6 +34,9 @@ class ScanInfo:
     #: trailing *member* axis (one element per member) or None; its loop stays inside the scan
     #: loop, in one thread, and the update may read any member of earlier steps
     members: int | None = None
+    #: run by the GPU's tile scan (issue 25): a ``kdsl.gpu.scan_tiles.TileScan`` saying how,
+    #: set by the GPU default schedule (kdsl.backends.scan_schedules); None otherwise
+    tile: object = None
 
 
 @dataclass(frozen=True)

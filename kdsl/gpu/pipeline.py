@@ -4,6 +4,8 @@
 
 - ``pipeline_legality`` (schedule, after ``placement``; ``software_pipeline.check_pipelines``):
   pipelined stages still qualify (a primitive after ``double_buffer`` may have broken it)
+- ``scan_tiles`` (schedule, after ``loop_nests``; ``scan_tiles.scan_tiles``): the tiles of a
+  scan marked by the GPU default schedule scanned by a block's threads together (issue 25)
 - ``tensorize`` (IR, before ``simplify``; ``tensorize.tensorize``): tensorized nests ->
   warp-level WMMA statements
 - after ``simplify``:
@@ -38,6 +40,7 @@ from ..ir import nodes as n
 from ..passes.pipeline import CORE, SEQUENTIAL, Level, Pass, Pipeline
 from ..passes.pipeline import lower as lower_with
 from .async_copies import async_copies
+from .scan_tiles import scan_tiles
 from .coalesced_fallbacks import coalesced_fallbacks
 from .device_kernels import device_kernels
 from .interior_blocks import interior_blocks
@@ -53,6 +56,7 @@ from .vthread import inject_vthreads
 #: every pass from a Schedule to GPU-form loop IR, in order (the table of GPU targets)
 PIPELINE = dataclasses.replace(
     CORE.insert_after("placement", Pass("pipeline_legality", check_pipelines, Level.SCHEDULE))
+        .insert_after("loop_nests", Pass("scan_tiles", scan_tiles, Level.SCHEDULE))
         .insert_before("simplify", Pass("tensorize", tensorize))
         .append(Pass("software_pipeline", software_pipeline),
                 Pass("vthread", inject_vthreads),

@@ -490,6 +490,10 @@ class CrossThreadReduce(Stmt):
     values: tuple          # Expr per combiner value
     threads: tuple         # tuple[ThreadTag, ...] reduced over
     results: tuple         # tuple[Buffer, ...] LOCAL, shape (1,)
+    #: an inclusive *scan* instead (issue 25): each thread's ``results`` get ``combiner``
+    #: over the members of its group up to and including itself, in increasing thread order
+    #: (x fastest), earlier values on the left (kdsl.gpu.scan_tiles makes them)
+    scan: bool = False
 
 
 @dataclass(frozen=True)

@@ -351,7 +351,8 @@ class StmtPrinter:
         res = ", ".join(f"{self.namer(b)}[0]" for b in s.results)
         vals = ", ".join(self.expr(v) for v in s.values)
         tags = ", ".join(t.value for t in s.threads)
-        out.append(INDENT * depth + f"{res} = cross_thread_{s.combiner.name}({vals}; over {tags})")
+        op = "cross_thread_scan" if s.scan else "cross_thread"
+        out.append(INDENT * depth + f"{res} = {op}_{s.combiner.name}({vals}; over {tags})")
 
     def _async_copy(self, s, depth, out):
         e = self.expr

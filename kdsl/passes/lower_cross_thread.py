@@ -157,6 +157,13 @@ class _Fission:
         cur = [n.Load(r.dtype, r, zero) for r in s.results]
         parts = [n.Load(b.dtype, b, at) for b in reds]
         fold = combine_store(s.combiner, cur, parts, lambda j, v: n.Store(s.results[j], zero, v))
+        if s.scan:      # an inclusive scan: fold the members up to this thread (x fastest)
+            lin_at, lin_own = mk.as_expr(0), mk.as_expr(0)
+            for t in folded:
+                f = by_tag[t]
+                lin_at = mk.add(mk.mul(lin_at, f.extent), fvars[t])
+                lin_own = mk.add(mk.mul(lin_own, f.extent), mk.sub(f.var, f.min))
+            fold = n.IfThenElse(mk.lt(lin_at, mk.add(lin_own, 1)), fold)
         for t in reversed(folded):
             fold = n.For(fvars[t], mk.as_expr(0), by_tag[t].extent, n.ForKind.SERIAL, fold)
         init = seq([n.Store(r, zero, i) for r, i in zip(s.results, s.combiner.identity)])

@@ -25,6 +25,14 @@ With ``G`` the product of the block's extents along the reduced tags (a group's 
   every thread publishes its value and, after a barrier, folds its group's values from shared
   memory in thread order (x fastest); a second barrier frees the scratch.
 
+A *scan* (``CrossThreadReduce.scan``, issue 25) gives each thread the combine of its group's
+members up to itself (``scan``): groups of contiguous thread ids whose size ``G`` divides 32
+or is a multiple of it scan each warp's piece by a shuffle-up ladder (log2 steps, earlier
+values on the left), then (``G > 32``) the warps' last lanes publish their totals in shared
+memory and, after a barrier, each thread folds the totals of the warps before its own in its
+group; a second barrier frees the scratch.  Other groups publish every value and fold the
+members up to themselves from shared memory.
+
 Multi-value combiners (argmax: index and value) shuffle every value and apply the combiner's
 ``result`` expressions to them together.
 """
@@ -114,7 +122,9 @@ class CrossThreadEmitter:
         vals = [self.fresh("kd_v") for _ in self.types]
         for v, t, e in zip(vals, self.types, s.values):
             p.emit(d1, f"{t} {v} = {p.expr(e)};")
-        if self.G > 1:
+        if self.G > 1 and s.scan:
+            self.scan(d1, vals)
+        elif self.G > 1:
             if not contiguous(self.axes, p.block):
                 self.strided(d1, vals)
             elif _pow2(self.G) and self.G <= WARP:
@@ -222,6 +232,90 @@ class CrossThreadEmitter:
                 coords.append(f"(int)threadIdx.{'xyz'[axis]}")
         z, y, x = coords
         self.combine(depth, accs, [f"{sc}[{x} + {block[0]} * ({y} + {block[1]} * {z})]" for sc in scr])
+        while depth > d:
+            depth -= 1
+            p.emit(depth, "}")
+        for v, a in zip(vals, accs):
+            p.emit(d, f"{v} = {a};")
+        p.emit(d, "__syncthreads();   // the scratch may be reused")
+
+    # ------------------------------------------------------------- scans (issue 25)
+    def prepend(self, d: int, earlier: list, vals: list) -> None:
+        """``vals = combiner(earlier, vals)``: the earlier values on the left."""
+        tmp = [self.fresh("kd_pre") for _ in vals]
+        for t, e, ty in zip(tmp, earlier, self.types):
+            self.p.emit(d, f"{ty} {t} = {e};")
+        self.combine(d, tmp, vals)
+        for v, t in zip(vals, tmp):
+            self.p.emit(d, f"{v} = {t};")
+
+    def scan(self, d: int, vals: list) -> None:
+        """An inclusive scan over each group (module docstring)."""
+        p, G, N = self.p, self.G, self.N
+        if not contiguous(self.axes, p.block) or not (G % WARP == 0 or WARP % G == 0):
+            self.scan_shared(d, vals)
+            return
+        span = min(G, WARP)
+        lane, mask = self.fresh("kd_lane"), self.fresh("kd_mask")
+        p.emit(d, f"const int {lane} = kd_tid & {WARP - 1};")
+        if N % WARP == 0:
+            p.emit(d, f"const unsigned {mask} = 0xffffffffu;")
+        else:                   # the block's last warp is partial: its present lanes only
+            p.emit(d, f"const unsigned {mask} = ({N} - (kd_tid & ~{WARP - 1}) >= {WARP}) ? 0xffffffffu : "
+                      f"((1u << ({N} - (kd_tid & ~{WARP - 1}))) - 1u);")
+        off = 1
+        while off < span:
+            outs = self.shuffle(d, "up", mask, vals, off)
+            p.emit(d, f"if (({lane} & {span - 1}) >= {off}) {{")
+            self.prepend(d + 1, outs, vals)
+            p.emit(d, "}")
+            off *= 2
+        if G <= WARP:
+            return
+        scr = self.scratch(N // WARP)
+        p.emit(d, f"if ({lane} == {WARP - 1}) {{")
+        for sc, v in zip(scr, vals):
+            p.emit(d + 1, f"{sc}[kd_tid >> 5] = {v};")
+        p.emit(d, "}")
+        p.emit(d, "__syncthreads();")
+        w, w0, q = self.fresh("kd_w"), self.fresh("kd_w0"), self.fresh("kd_q")
+        p.emit(d, f"const int {w} = kd_tid >> 5;")
+        p.emit(d, f"const int {w0} = (kd_tid / {G}) * {G // WARP};")
+        p.emit(d, f"if ({w} > {w0}) {{")
+        pre = [self.fresh("kd_pre") for _ in vals]
+        for t, sc, ty in zip(pre, scr, self.types):
+            p.emit(d + 1, f"{ty} {t} = {sc}[{w0}];")
+        p.emit(d + 1, f"for (int {q} = {w0} + 1; {q} < {w}; ++{q}) {{")
+        self.combine(d + 2, pre, [f"{sc}[{q}]" for sc in scr])
+        p.emit(d + 1, "}")
+        self.prepend(d + 1, pre, vals)
+        p.emit(d, "}")
+        p.emit(d, "__syncthreads();   // the scratch may be reused")
+
+    def scan_shared(self, d: int, vals: list) -> None:
+        """Any groups: publish, barrier, every thread folds its group's members up to itself
+        (x fastest), then a barrier frees the scratch."""
+        p, block = self.p, self.p.block
+        scr = self.scratch(self.N)
+        for sc, v in zip(scr, vals):
+            p.emit(d, f"{sc}[kd_tid] = {v};")
+        p.emit(d, "__syncthreads();")
+        accs = self.identities(d)
+        coords, depth, lin, own = [], d, "0", "0"
+        for axis in (2, 1, 0):
+            if axis in self.axes:
+                r = self.fresh(f"kd_r{'xyz'[axis]}")
+                p.emit(depth, f"for (int {r} = 0; {r} < {block[axis]}; ++{r}) {{")
+                depth += 1
+                coords.append(r)
+                lin = f"({lin} * {block[axis]} + {r})"
+                own = f"({own} * {block[axis]} + (int)threadIdx.{'xyz'[axis]})"
+            else:
+                coords.append(f"(int)threadIdx.{'xyz'[axis]}")
+        z, y, x = coords
+        p.emit(depth, f"if ({lin} <= {own}) {{")
+        self.combine(depth + 1, accs, [f"{sc}[{x} + {block[0]} * ({y} + {block[1]} * {z})]" for sc in scr])
+        p.emit(depth, "}")
         while depth > d:
             depth -= 1
             p.emit(depth, "}")

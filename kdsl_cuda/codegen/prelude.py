@@ -122,6 +122,10 @@ template <typename T> __device__ __forceinline__ T kd_shfl_down(unsigned m, T v,
   if constexpr (sizeof(T) < 4) return (T)__shfl_down_sync(m, (int)v, o);
   else return __shfl_down_sync(m, v, o);
 }
+template <typename T> __device__ __forceinline__ T kd_shfl_up(unsigned m, T v, int o) {
+  if constexpr (sizeof(T) < 4) return (T)__shfl_up_sync(m, (int)v, o);
+  else return __shfl_up_sync(m, v, o);
+}
 // cp.async of N (4, 8 or 16) bytes global -> shared that reads the first `bytes` (0..N) and
 // zero-fills the rest (src-size)
 template <int N> __device__ __forceinline__ void kd_cp_async_n(void* dst, const void* src, int bytes) {

@@ -47,3 +47,26 @@ def test_blocked_columns(rng):
 
 def test_tuple_state_scans(rng):
     P.test_tuple_state_scans("cuda", rng)
+
+
+@pytest.mark.parametrize("n", [4351, 4352, 4353, 4352 * 4352 + 5])
+def test_tile_scan_boundaries(n, rng):
+    """The tile scan (kdsl.gpu.scan_tiles) at its tile's edges (4352 = 256 threads * 17) and
+    past one tile of tiles (two levels): exact for integers, cummin/cummax with NaN."""
+    xi = rng.integers(-1000, 1000, n).astype(np.int64)
+    np.testing.assert_array_equal(csum(xi, backend="cuda"), np.cumsum(xi))
+    x = rng.standard_normal(n)
+    x[n // 3] = np.nan
+    f = kd.kernel(lambda x: (np.minimum.accumulate(x), np.maximum.accumulate(x)))
+    lo, hi = f(x, backend="cuda")
+    np.testing.assert_array_equal(lo, np.minimum.accumulate(x))
+    np.testing.assert_array_equal(hi, np.maximum.accumulate(x))
+
+
+def test_tile_scan_rows(rng):
+    """Rows along the last axis, each row's tiles in their own blocks; a strided view."""
+    X = rng.standard_normal((7, 20001))[:, ::-2]
+    f = kd.kernel(lambda X: (np.cumsum(X, axis=1), np.cumprod(1 + 1e-4 * X, axis=1)))
+    s, p = f(X, backend="cuda")
+    np.testing.assert_allclose(s, np.cumsum(X, 1), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(p, np.cumprod(1 + 1e-4 * X, 1), rtol=1e-9)

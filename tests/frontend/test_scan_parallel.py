@@ -16,10 +16,14 @@ HOST = ["numpy", "interp", "cpu", "interp-cuda"]
 
 @pytest.fixture
 def tiny_blocks(monkeypatch):
-    """Blocks of 4 steps (cpu and GPU), GPU scans longer than 8 steps blocked (twice for 40)."""
+    """Blocks of 4 steps (cpu and GPU), GPU scans longer than 8 steps blocked (twice for 40);
+    the GPU's tile scans: tiles of 2 rows of 4 threads (8 steps: twice blocked for 40)."""
     monkeypatch.setattr(ss, "GPU_BLOCK_MIN", 8)
     monkeypatch.setattr(ss, "GPU_CHUNK", 4)
     monkeypatch.setattr(ss, "CPU_CHUNK", 4)
+    monkeypatch.setattr(ss, "GPU_TILE_THREADS", 4)
+    monkeypatch.setattr(ss, "GPU_TILE_ROWS", 2)
+    monkeypatch.setattr(ss, "GPU_ONE_TILE_BYTES", 0)
 
 
 def _kernels():

@@ -4,7 +4,8 @@ The active threads form reduction groups: threads with the same indices along th
 not reduced over, and every index below the enclosing loop's extent along the reduced
 tags.  Each group combines its threads' values in increasing thread order (x fastest, the
 order ``lower_cross_thread``'s fold uses, so both agree bit for bit) and every member gets
-the result in its ``results`` buffers.  A group only some of whose threads reach the
+the result in its ``results`` buffers (a scan: member ``c`` gets the combine of members
+``0..c``).  A group only some of whose threads reach the
 statement is a ``CrossThreadDivergence``.
 """
 from __future__ import annotations
@@ -65,6 +66,7 @@ def cross_thread_reduce(ex, s: n.CrossThreadReduce) -> None:
     g = members.shape[0]
     acc = [np.broadcast_to(fix(ex.ev(i), r.dtype), (g,)) for i, r in zip(comb.identity, comb.result)]
     env = ex.env
+    prefix = []                 # a scan: every member's inclusive value, member by member
     try:
         for k in range(members.shape[1]):
             for v, a in zip(comb.lhs, acc):
@@ -72,14 +74,19 @@ def cross_thread_reduce(ex, s: n.CrossThreadReduce) -> None:
             for v, x in zip(comb.rhs, vals):
                 env[v] = x[members[:, k]]
             acc = [np.broadcast_to(fix(ex.ev(r), r.dtype), (g,)) for r in comb.result]
+            if s.scan:
+                prefix.append(acc)
     finally:
         for v in comb.lhs + comb.rhs:
             env.pop(v, None)
     flat = members.ravel()
     k = members.shape[1]
-    for b, a in zip(s.results, acc):
+    for j, (b, a) in enumerate(zip(s.results, acc)):
         m = ex.mem.get(b)
         if m is None or not m.per_thread:
             raise InternalCompilerError(f"cross-thread reduction result {b.name!r} is not a live "
                                         f"local buffer (kernel {ex.kernel!r})")
-        m.data[flat, 0] = np.repeat(a, k)
+        if s.scan:      # members[:, c] gets the combine of members[:, :c + 1]
+            m.data[flat, 0] = np.stack([p[j] for p in prefix], axis=1).ravel()
+        else:
+            m.data[flat, 0] = np.repeat(a, k)
