@@ -278,7 +278,10 @@ class _StageReads:
             if not hi_ok:
                 x = mk.min_(x, mk.sub(ext, 1))
             out[d] = x
-            self._empty_guard(orig, d, ext, bool(path))
+            if path:        # checked where taken (below): an empty array is never read
+                self._empty_read(orig.tensor, ext)
+            else:
+                self._empty_guard(orig, d, ext, False)
             if path and not data:
                 sub = self._narrow(path)
                 if sub is None:
@@ -396,6 +399,14 @@ class _StageReads:
         self.added.append(Constraint(lhs, _TRUE, msg, self._loc(orig), KernelIndexError,
                                      (("lo", lo), ("hi", hi), ("size", ext)), _HINT))
         return True
+
+    def _empty_read(self, tensor, ext) -> None:
+        """A read in a kd.where branch whose index is checked in range wherever the branch is
+        taken: where ``ext`` is 0 the branch is never taken, but backends evaluate both
+        branches, so ``tensor`` is marked (``Tensor.empty_reads``): its loads must not touch
+        memory while it is empty (numpy's lazy ``np.pad``/``concatenate`` of an empty part)."""
+        if not tensor.empty_reads and not Prover(self.ranges).nonneg(mk.sub(ext, 1)):
+            tensor.empty_reads = True
 
     def _empty_guard(self, orig, d, ext, guarded: bool) -> None:
         """A clamped read needs one element to read: check ``ext >= 1`` unless proven."""

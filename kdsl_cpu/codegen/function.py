@@ -15,6 +15,8 @@ from kdsl.ir import nodes as n
 
 from . import types as T
 
+_EMPTY_READ = "kd_empty_read"
+
 
 class FnCtx:
     """One LLVM function under construction.
@@ -83,7 +85,29 @@ class FnCtx:
             else:
                 term = b.mul(i, s)
             off = term if off is None else b.add(off, term)
-        return b.gep(base, [off], source_etype=T.storage_type(buf.dtype))
+        p = b.gep(base, [off], source_etype=T.storage_type(buf.dtype))
+        return self._empty_safe(buf, p) if buf.empty_reads else p
+
+    def _empty_safe(self, buf: n.Buffer, p):
+        """``p``, or a zeroed dummy while ``buf`` is empty (``Buffer.empty_reads``: a load in a
+        select's untaken branch may address an empty array, which may have no storage; the
+        select is branch-free, so vectorized loops stay vectorized)."""
+        b, ok = self.b, None
+        for s in buf.shape:
+            if type(s) is n.Const and s.value > 0:
+                continue
+            c = b.icmp_signed(">", self.expr(s), ir.Constant(T.I64, 0))
+            ok = c if ok is None else b.and_(ok, c)
+        if ok is None:
+            return p
+        module = self.fn.module
+        g = module.globals.get(_EMPTY_READ)
+        if g is None:       # larger than any vector load (the whole address is replaced)
+            ty = ir.ArrayType(T.I8, 1024)
+            g = ir.GlobalVariable(module, ty, _EMPTY_READ)
+            g.linkage, g.global_constant, g.align = "internal", True, 64
+            g.initializer = ir.Constant(ty, None)
+        return b.select(ok, p, g)
 
     def _align(self, buf: n.Buffer) -> int:
         # arguments may be unaligned numpy views: promise nothing (free on x86);
