@@ -13,9 +13,8 @@ from llvmlite import ir
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 
+from . import empty_reads
 from . import types as T
-
-_EMPTY_READ = "kd_empty_read"
 
 
 class FnCtx:
@@ -43,6 +42,11 @@ class FnCtx:
         self.par_depth = par_depth
         self.alias = None     # the module's AliasScopes (shared by the entry and its chunks)
         self.expr = None      # the ExprGen bound to this context (set by the statement generator)
+        #: Buffer.empty_reads buffers known non-empty here, and those an enclosing innermost
+        #: loop was already versioned on (kdsl_cpu.codegen.empty_reads)
+        self.known_nonempty: set = set()
+        self.versioned: set = set()
+        self.cold = 0         # > 0 in the copy for empty arrays: loops get no unrolling etc.
 
     def entry_alloca(self, t: ir.Type, count: int = 1, align: int = 16, name: str = ""):
         """An alloca in the entry block: one stack slot per call, whatever loop we are in."""
@@ -78,36 +82,17 @@ class FnCtx:
         if not idx:
             return base
         b = self.b
+        strides = self._strides(buf)
+        if buf.empty_reads and buf not in self.known_nonempty:
+            base, strides = empty_reads.safe_address(self, buf, base, strides)
         off = None
-        for i, s in zip(idx, self._strides(buf)):
+        for i, s in zip(idx, strides):
             if isinstance(s, ir.Constant) and s.constant == 1:
                 term = i
             else:
                 term = b.mul(i, s)
             off = term if off is None else b.add(off, term)
-        p = b.gep(base, [off], source_etype=T.storage_type(buf.dtype))
-        return self._empty_safe(buf, p) if buf.empty_reads else p
-
-    def _empty_safe(self, buf: n.Buffer, p):
-        """``p``, or a zeroed dummy while ``buf`` is empty (``Buffer.empty_reads``: a load in a
-        select's untaken branch may address an empty array, which may have no storage; the
-        select is branch-free, so vectorized loops stay vectorized)."""
-        b, ok = self.b, None
-        for s in buf.shape:
-            if type(s) is n.Const and s.value > 0:
-                continue
-            c = b.icmp_signed(">", self.expr(s), ir.Constant(T.I64, 0))
-            ok = c if ok is None else b.and_(ok, c)
-        if ok is None:
-            return p
-        module = self.fn.module
-        g = module.globals.get(_EMPTY_READ)
-        if g is None:       # larger than any vector load (the whole address is replaced)
-            ty = ir.ArrayType(T.I8, 1024)
-            g = ir.GlobalVariable(module, ty, _EMPTY_READ)
-            g.linkage, g.global_constant, g.align = "internal", True, 64
-            g.initializer = ir.Constant(ty, None)
-        return b.select(ok, p, g)
+        return b.gep(base, [off], source_etype=T.storage_type(buf.dtype))
 
     def _align(self, buf: n.Buffer) -> int:
         # arguments may be unaligned numpy views: promise nothing (free on x86);
