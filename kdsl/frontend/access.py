@@ -23,8 +23,10 @@ stencil.  Conditions comparing one axis with a shape expression (``i > 0``,
 other conditions (on data, or on two axes) leave the check to the data (3, restricted to
 where the branch is taken).  Backends evaluate both branches, so the index of such a read
 is clamped into the array (the value read there is discarded).  An array that is empty
-along that axis has nothing to read at all: that case is a call-time ``KernelIndexError``
-(numpy's ``np.where``, which evaluates both branches too, raises there as well).
+along that axis has nothing to read, but then the branch is never taken (the checks above
+say so): the array is marked (``Tensor.empty_reads``, F44) and backends load nothing from
+a marked buffer while it is empty (np.pad of an empty axis, an empty part of a
+concatenate).  An *unguarded* read of an empty array is a call-time ``KernelIndexError``.
 """
 from __future__ import annotations
 
