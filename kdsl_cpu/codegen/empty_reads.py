@@ -54,6 +54,8 @@ def version_loop(gen, s: n.For, emit) -> bool:
     """Emit loop ``s`` (``emit(s)``) twice when it loads ``empty_reads`` buffers not known
     non-empty: ``if nonempty: plain loop else: guarded loop``.  False if not needed."""
     fn = gen.fn
+    if not gen.empty_reads:
+        return False
     bufs = []
     for ld in collect(s.body, lambda x: type(x) is n.Load):
         b = ld.buffer

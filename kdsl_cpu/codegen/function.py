@@ -42,8 +42,8 @@ class FnCtx:
         self.par_depth = par_depth
         self.alias = None     # the module's AliasScopes (shared by the entry and its chunks)
         self.expr = None      # the ExprGen bound to this context (set by the statement generator)
-        #: Buffer.empty_reads buffers known non-empty here, and those an enclosing innermost
-        #: loop was already versioned on (kdsl_cpu.codegen.empty_reads)
+        #: Buffer.empty_reads buffers known non-empty here, and those an enclosing loop was
+        #: already versioned on (kdsl_cpu.codegen.empty_reads)
         self.known_nonempty: set = set()
         self.versioned: set = set()
         self.cold = 0         # > 0 in the copy for empty arrays: loops get no unrolling etc.

@@ -155,6 +155,9 @@ class StmtGen:
         self._malloc = self._free = None
         self._unroll = U.UnrollPlanner()
         self._warned: set = set()
+        #: the kernel loads a Buffer.empty_reads buffer somewhere (set by module.generate):
+        #: only then are loops looked at for versioning (codegen/empty_reads.py)
+        self.empty_reads = False
 
     def bind(self, ctx: FnCtx):
         """Make ``ctx`` the function being generated."""
