@@ -37,6 +37,9 @@ class Tensor:
     shape: tuple
     dtype: DType
     op: object  # Input | Stage
+    #: a read in a kd.where branch may address it where it is empty (never taken there, but
+    #: evaluated: kdsl.frontend.access): its loads then give a dummy value, touching no memory
+    empty_reads: bool = False
 
     @property
     def ndim(self) -> int:

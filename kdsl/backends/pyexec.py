@@ -283,8 +283,10 @@ class _Gen:
             checks = " and ".join(f"0 <= {t} < {sh}" for t, sh in zip(temps, shape))
             tup = ", ".join(temps)
             cond = f"({assign}) and {checks}" if assign else checks
-            code = (f"({name}[{tup}] if {cond} else "
-                    f"_oob(_kname, 'load', {b.name!r}, ({tup},), {name}.shape))")
+            oob = f"_oob(_kname, 'load', {b.name!r}, ({tup},), {name}.shape)"
+            if b.empty_reads:   # a dead read of an empty array (Buffer.empty_reads): any value
+                oob = f"({name}.dtype.type(0) if {name}.size == 0 else {oob})"
+            code = f"({name}[{tup}] if {cond} else {oob})"
             depth = max(dd for _, dd in idx) + 2
         if b.dtype is dt.bfloat16:
             code = f"np.float32({code})"

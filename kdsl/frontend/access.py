@@ -23,8 +23,10 @@ stencil.  Conditions comparing one axis with a shape expression (``i > 0``,
 other conditions (on data, or on two axes) leave the check to the data (3, restricted to
 where the branch is taken).  Backends evaluate both branches, so the index of such a read
 is clamped into the array (the value read there is discarded).  An array that is empty
-along that axis has nothing to read at all: that case is a call-time ``KernelIndexError``
-(numpy's ``np.where``, which evaluates both branches too, raises there as well).
+along that axis has nothing to read, but then the branch is never taken (the checks above
+say so): the array is marked (``Tensor.empty_reads``, F44) and backends load nothing from
+a marked buffer while it is empty (np.pad of an empty axis, an empty part of a
+concatenate).  An *unguarded* read of an empty array is a call-time ``KernelIndexError``.
 """
 from __future__ import annotations
 
@@ -278,7 +280,10 @@ class _StageReads:
             if not hi_ok:
                 x = mk.min_(x, mk.sub(ext, 1))
             out[d] = x
-            self._empty_guard(orig, d, ext, bool(path))
+            if path:        # checked where taken (below): an empty array is never read
+                self._empty_read(orig.tensor, ext)
+            else:
+                self._empty_guard(orig, d, ext, False)
             if path and not data:
                 sub = self._narrow(path)
                 if sub is None:
@@ -396,6 +401,14 @@ class _StageReads:
         self.added.append(Constraint(lhs, _TRUE, msg, self._loc(orig), KernelIndexError,
                                      (("lo", lo), ("hi", hi), ("size", ext)), _HINT))
         return True
+
+    def _empty_read(self, tensor, ext) -> None:
+        """A read in a kd.where branch whose index is checked in range wherever the branch is
+        taken: where ``ext`` is 0 the branch is never taken, but backends evaluate both
+        branches, so ``tensor`` is marked (``Tensor.empty_reads``): its loads must not touch
+        memory while it is empty (numpy's lazy ``np.pad``/``concatenate`` of an empty part)."""
+        if not tensor.empty_reads and not Prover(self.ranges).nonneg(mk.sub(ext, 1)):
+            tensor.empty_reads = True
 
     def _empty_guard(self, orig, d, ext, guarded: bool) -> None:
         """A clamped read needs one element to read: check ``ext >= 1`` unless proven."""

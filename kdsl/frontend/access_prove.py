@@ -336,12 +336,33 @@ class Prover:
         if _degree(p, k) > 1:
             return False
         for branch, positive in ((a.t, True), (a.f, False)):
-            sub, _uniform, _rest = refine(ranges, a.cond, positive, self.axes)
+            sub, uniform, rest = refine(ranges, a.cond, positive, self.axes)
             if sub is None:
                 continue        # that branch is never taken
-            if not self._nonneg(_subst(p, k, self.poly.of(branch)), sub):
+            q = _subst(p, k, self.poly.of(branch))
+            if self._nonneg(q, sub):
+                continue
+            # a condition that is no range of an axis (``x % m < d``) is a fact ``h >= 0`` of
+            # the branch: ``q - h >= 0`` shows ``q >= 0`` there (np.pad's reflect/symmetric
+            # index ``select(p < d, p, 2*d - 1 - p)`` is in range(d) on both sides)
+            for x, y, c in _facts(uniform + rest):          # h = x - y - c
+                h = _padd(_padd(self.poly.of(x), self.poly.of(y), -1), _const(-c))
+                if self._nonneg(_padd(q, h, -1), sub):
+                    break
+            else:
                 return False
         return True
+
+
+def _facts(conds) -> list:
+    """``(x, y, c)`` with ``x - y - c >= 0`` for the integer comparisons among ``conds``."""
+    out = []
+    for c in conds:
+        if type(c) is not n.Compare or not (_is_index(c.a) and _is_index(c.b)):
+            continue
+        out += {C.GE: [(c.a, c.b, 0)], C.GT: [(c.a, c.b, 1)], C.LE: [(c.b, c.a, 0)],
+                C.LT: [(c.b, c.a, 1)], C.EQ: [(c.a, c.b, 0), (c.b, c.a, 0)]}.get(c.op, [])
+    return out
 
 
 def _bounded_both(r) -> bool:

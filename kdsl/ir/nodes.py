@@ -373,6 +373,9 @@ class Buffer:
     block all rows x 128 bytes), and in each row the 16-byte chunks are permuted by XOR with
     the row index modulo 8 -- the layout Hopper's ``wgmma`` reads.  Indices stay logical:
     executors that index logically ignore it.
+    ``empty_reads``: a load in the untaken branch of a select may address it while it is
+    empty (kdsl.frontend.access: such a load is dead there); backends then give any value
+    without touching memory (an empty array may have no storage at all).
     """
 
     name: str
@@ -382,6 +385,7 @@ class Buffer:
     scope: Scope = Scope.GLOBAL
     param: bool = False
     swizzle: int = 0
+    empty_reads: bool = False
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}, {self.dtype.name}, {self.scope.value})"

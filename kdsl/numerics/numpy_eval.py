@@ -287,6 +287,10 @@ class ExprEval:
         idx = tuple(self(i) for i in e.indices)
         if not idx:
             return np.asarray(arr[()])
+        if arr.size == 0 and e.tensor.empty_reads:
+            # a read in a select's untaken branch (kdsl.frontend.access checked it is never
+            # taken where the array is empty): any value, nothing to index
+            return np.zeros(np.broadcast_shapes(*(np.shape(i) for i in idx)), arr.dtype)
         # kdsl.frontend.access proved, checked or clamped every index: one out of range here
         # is a kdsl bug (and numpy would wrap a negative one silently)
         for i in idx:

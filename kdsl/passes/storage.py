@@ -38,7 +38,8 @@ def _param_buffers(graph, out_contiguous, buffers):
         st = None
         if not t.op.contiguous:
             st = tuple(n.var(f"{t.name}_s{d}") for d in range(t.ndim))
-        b = n.Buffer(t.name, t.dtype, tuple(t.shape), st, n.Scope.GLOBAL, param=True)
+        b = n.Buffer(t.name, t.dtype, tuple(t.shape), st, n.Scope.GLOBAL, param=True,
+                     empty_reads=t.empty_reads)
         buffers[t] = (b, (mk.as_expr(0),) * t.ndim)
         inputs.append(b)
     for k, t in enumerate(graph.outputs):
@@ -78,7 +79,7 @@ def _temp_buffers(h, dom, scope, whole, buffers):
     for t in h.stage.values:
         if t in buffers:       # an output value: a param buffer
             continue
-        b = n.Buffer(t.name, t.dtype, shape, None, scope)
+        b = n.Buffer(t.name, t.dtype, shape, None, scope, empty_reads=t.empty_reads)
         buffers[t] = (b, offs)
         bufs.append(b)
     return bufs

@@ -60,7 +60,7 @@ def _rebuild(stages: list, tmap: dict) -> list:
     out, infos = [], {}
     for st in stages:
         new = copy.copy(st)
-        vals = tuple(Tensor(t.name, t.shape, t.dtype, new) for t in st.values)
+        vals = tuple(Tensor(t.name, t.shape, t.dtype, new, t.empty_reads) for t in st.values)
         new.values = vals
         new.output = vals[next(j for j, t in enumerate(st.values) if t is st.output)]
         for a, b in zip(st.values, vals):
@@ -105,7 +105,7 @@ def closed_graph(name, stages, outputs, enclosing, lead=(), extra_scalars=(), lo
         if t in tmap:
             return
         c = t.op.contiguous if isinstance(t.op, Input) else True
-        tmap[t] = Tensor(t.name, t.shape, t.dtype, Input(len(params), c))
+        tmap[t] = Tensor(t.name, t.shape, t.dtype, Input(len(params), c), t.empty_reads)
         params.append(tmap[t])
         sources.append(t)
 

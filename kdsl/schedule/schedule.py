@@ -51,6 +51,7 @@ class Schedule:
             new = _copy_stage(st)
             for old_t, new_t in zip(st.values, new.values):
                 mapping[old_t] = new_t
+                new_t.empty_reads = old_t.empty_reads     # (kdsl.frontend.access's mark)
             stages.append(new)
         for st in stages:
             st.body = retarget(st.body, mapping)

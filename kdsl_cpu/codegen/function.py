@@ -13,6 +13,7 @@ from llvmlite import ir
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
 
+from . import empty_reads
 from . import types as T
 
 
@@ -41,6 +42,11 @@ class FnCtx:
         self.par_depth = par_depth
         self.alias = None     # the module's AliasScopes (shared by the entry and its chunks)
         self.expr = None      # the ExprGen bound to this context (set by the statement generator)
+        #: Buffer.empty_reads buffers known non-empty here, and those an enclosing loop was
+        #: already versioned on (kdsl_cpu.codegen.empty_reads)
+        self.known_nonempty: set = set()
+        self.versioned: set = set()
+        self.cold = 0         # > 0 in the copy for empty arrays: loops get no unrolling etc.
 
     def entry_alloca(self, t: ir.Type, count: int = 1, align: int = 16, name: str = ""):
         """An alloca in the entry block: one stack slot per call, whatever loop we are in."""
@@ -76,8 +82,11 @@ class FnCtx:
         if not idx:
             return base
         b = self.b
+        strides = self._strides(buf)
+        if buf.empty_reads and buf not in self.known_nonempty:
+            base, strides = empty_reads.safe_address(self, buf, base, strides)
         off = None
-        for i, s in zip(idx, self._strides(buf)):
+        for i, s in zip(idx, strides):
             if isinstance(s, ir.Constant) and s.constant == 1:
                 term = i
             else:

@@ -20,6 +20,7 @@ from llvmlite import ir
 
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
+from kdsl.ir.visitor import collect
 
 from . import types as T
 from .alias import AliasScopes
@@ -63,6 +64,8 @@ def generate(func: n.LoweredFunc, triple: str = "", data_layout: str = "") -> Ge
     bufs_arg, scalars_arg, rt_arg = entry.args
     bufs_arg.name, scalars_arg.name, rt_arg.name = "buffers", "scalars", "runtime"
     gen = StmtGen(module, Intrinsics(module), name)
+    gen.empty_reads = any(b.empty_reads for b in func.buffers) or bool(
+        collect(func.body, lambda x: type(x) is n.Allocate and x.buffer.empty_reads))
     ctx = FnCtx(entry)
     ctx.alias = AliasScopes(module, func)
     gen.bind(ctx)

@@ -30,6 +30,7 @@ from kdsl.errors import warn_user
 from . import types as T
 from . import unroll as U
 from . import carry_loop
+from .empty_reads import version_loop
 from .expr import ExprGen
 from .function import FnCtx
 from .vector import VectorEmitter, same_element
@@ -157,6 +158,9 @@ class StmtGen:
         self._malloc = self._free = None
         self._unroll = U.UnrollPlanner()
         self._warned: set = set()
+        #: the kernel loads a Buffer.empty_reads buffer somewhere (set by module.generate):
+        #: only then are loops looked at for versioning (codegen/empty_reads.py)
+        self.empty_reads = False
 
     def bind(self, ctx: FnCtx):
         """Make ``ctx`` the function being generated."""
@@ -267,6 +271,8 @@ class StmtGen:
         return md
 
     def _for(self, s: n.For):
+        if version_loop(self, s, self._for):    # loads of arrays that may be empty
+            return
         if s.kind is n.ForKind.PARALLEL and self.fn.par_depth == 0:
             return self._parallel(s)
         if s.kind is n.ForKind.UNROLLED:
@@ -362,6 +368,10 @@ class StmtGen:
         but for the last step) calling ``emit(i)`` for the body."""
         ctx = self.fn
         b = ctx.b
+        if ctx.cold and md is None:     # code for empty arrays (codegen/empty_reads.py)
+            md = self.loop_md([("llvm.loop.unroll.disable", None),
+                               ("llvm.loop.vectorize.enable", ir.Constant(ir.IntType(1), 0)),
+                               ("llvm.loop.unswitch.partial.disable", None)])
         pre = b.block
         body_bb = ctx.fn.append_basic_block(f"for.{name}")
         exit_bb = ctx.fn.append_basic_block(f"end.{name}")
@@ -411,6 +421,11 @@ class StmtGen:
         chunk.attributes.add("noinline")
         inner = FnCtx(chunk, par_depth=outer.par_depth + 1)
         inner.param_bufs = outer.param_bufs
+        inner.cold = outer.cold
+        if outer.cold:      # the copy for empty arrays: LLVM keeps it small
+            for a in ("cold", "minsize", "optsize"):
+                chunk.attributes.add(a)
+        inner.known_nonempty, inner.versioned = set(outer.known_nonempty), set(outer.versioned)
         inner.alias = outer.alias
         self.bind(inner)
         ib = inner.b

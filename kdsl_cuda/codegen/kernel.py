@@ -149,7 +149,19 @@ class KernelPrinter:
         return "0" if e is None else self.expr.index(e)
 
     def _load(self, e: n.Load) -> str:
-        return load(e.buffer.dtype, f"{self._buf(e.buffer)}[{self.flat_index(e.buffer, e.indices)}]")
+        b = e.buffer
+        text = f"{self._buf(b)}[{self.flat_index(b, e.indices)}]"
+        ne = self.nonempty(b) if b.empty_reads else None
+        if ne:      # a dead read of an empty array (Buffer.empty_reads) touches no memory
+            text = f"({ne} ? {text} : ({stype(b.dtype)})0)"
+        return load(b.dtype, text)
+
+    def nonempty(self, b: n.Buffer) -> str | None:
+        """C text of ``b`` having elements (its symbolic dims > 0), or None if it always has."""
+        dims = [s for s in b.shape if not (type(s) is n.Const and s.value > 0)]
+        if not dims:
+            return None
+        return "(" + " && ".join(f"({self.expr(s)} > 0)" for s in dims) + ")"
 
     # ------------------------------------------------------------- output
     def emit(self, depth: int, text: str) -> None:

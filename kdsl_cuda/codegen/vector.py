@@ -264,6 +264,9 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
                           f"&{p.buf(buf)}[{base}]")
         if cond:
             p.emit(d + 1, f"{ok} = {ok} && {cond};")
+        ne = p.nonempty(buf) if buf.empty_reads else None
+        if ne:      # vector loads are eager: an empty array (Buffer.empty_reads) goes lane by lane
+            p.emit(d + 1, f"{ok} = {ok} && {ne};")
     p.emit(d + 1, f"if ({ok}) {{")
     names = {}
     for key, (ld, vt) in loads.items():

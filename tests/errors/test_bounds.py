@@ -168,9 +168,38 @@ def concat(a, b):
 def case_concat_and_empty_branch(backend, rng=np.random.default_rng(3)):
     a, b = rng.random(4, dtype=F32), rng.random(3, dtype=F32)
     np.testing.assert_array_equal(concat(a, b, backend=backend), np.concatenate([a, b]))
-    # kd.where evaluates both branches: an array with nothing to read is an error
-    _raises(concat, a, np.ones(0, F32), backend=backend, match=("b[i - na]", "is 0"))
-    assert concat(np.ones(0, F32), np.ones(0, F32), backend=backend).shape == (0,)
+    # F44: b[i - na] is checked where its branch is taken, which is nowhere when b is empty
+    # (and a[i] nowhere when a is): the read is dead, the empty array is never touched
+    e = np.ones(0, F32)
+    np.testing.assert_array_equal(concat(a, e, backend=backend), a)
+    np.testing.assert_array_equal(concat(e, b, backend=backend), b)
+    assert concat(e, e, backend=backend).shape == (0,)
+
+
+@kd.kernel
+def live_reads(x, y, c):
+    ny, = y.shape
+    return kd.compute((ny,), lambda i: kd.where(y[i] > 0, x[i], -1.0)
+                      + kd.where(i >= c, x[i - c], 0.0))
+
+
+@kd.kernel
+def unguarded_clamp(x):
+    nx, = x.shape
+    return kd.compute((nx + 2,), lambda i: x[kd.minimum(i, nx - 1)])
+
+
+def case_empty_arrays_read_where_taken(backend):
+    # a guarded read of an empty array is refused where its branch is taken somewhere
+    e, y, neg = np.ones(0, F32), np.array([-1, 2, -3], F32), np.full(3, -1, F32)
+    _raises(live_reads, e, neg, 0, backend=backend, match=("x[i - c]", "is 0"))
+    _raises(live_reads, e, y, 5, backend=backend, match=("x[i]", "is 0"))
+    np.testing.assert_array_equal(live_reads(e, neg, 5, backend=backend), [-1, -1, -1])
+    x = np.arange(4, dtype=F32)
+    np.testing.assert_array_equal(live_reads(x, y, 1, backend=backend), [-1, 1 + 0, -1 + 1])
+    # an unguarded read of an empty array is still refused (clamped, but nothing to read)
+    _raises(unguarded_clamp, e, backend=backend, match=("x[", "x.shape[0] is 0"))
+    np.testing.assert_array_equal(unguarded_clamp(x[:1], backend=backend), [0, 0, 0])
 
 
 @kd.kernel
@@ -201,9 +230,9 @@ def case_reduce_where(backend, rng=np.random.default_rng(4)):
         x = rng.random(size, dtype=F32)
         np.testing.assert_allclose(masked_sum(x, backend=backend), [x.astype(np.float64).sum()],
                                    rtol=1e-6)
-    # elements outside where= are evaluated too (numpy's where= does the same): x[k - 1] at
-    # k = 0 needs an element of x to read
-    _raises(masked_sum, np.ones(0, F32), backend=backend, match=("x[k - 1]", "is 0"))
+    # x[k - 1] is checked where where= holds (k >= 1): nowhere when x is empty, so the read
+    # is dead there and the empty array is never touched (F44): a sum of nothing
+    np.testing.assert_array_equal(masked_sum(np.ones(0, F32), backend=backend), [0.0])
 
 
 # ----------------------------------------------------------------- gathers
@@ -476,8 +505,10 @@ def test_what_gets_checked():
     g = _graph(offset.fn, _vec(), ScalarSpec(kd.int64))
     assert len(_index_checks(g)) == 1
     g = _graph(concat.fn, _vec(), _vec())
-    assert len(_index_checks(g)) == 2 and _clamps(g) == 2   # a and b could be empty
-    assert not g.data_checks
+    # a and b could be empty: no check (each read is dead where its array is empty, F44),
+    # the clamps keep the untaken reads in range, the marks keep empty arrays untouched
+    assert not _index_checks(g) and _clamps(g) == 2 and not g.data_checks
+    assert all(t.empty_reads for t in g.inputs)
 
 
 def test_access_analysis_is_fast_on_long_chains():

@@ -378,6 +378,8 @@ class Executor:
         out = np.zeros(self.T, internal_np(b.dtype))
         if self.lanes.size == 0:
             return out
+        if b.empty_reads and b in self.mem and self.mem[b].data.size == 0:
+            return out      # a dead read of an empty array (Buffer.empty_reads): any value
         m, idx = self._access(b, e.indices, "load")
         lanes = self.lanes
         vals = m.data[(lanes,) + idx] if m.per_thread else m.data[idx] if idx else m.data[()]
