@@ -29,6 +29,7 @@ import threading
 import numpy as np
 
 from .backends import registry as _reg
+from .backends.spec import check_compiled
 from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
                      ScheduleError, StaleGlobalWarning, for_user,
                      user_location, warn_user)
@@ -47,6 +48,7 @@ _PLAIN = frozenset((np.ndarray, int, float, bool, type(None)))
 # bound once: the fast path of __call__ reads the default-backend state without calls into Python
 _cur_backend = _reg.current_backend_var().get
 _env_get, _ENV_KEY = _reg.env_backend_reader()
+_REG = _reg.STATE           # the registry's public state: generation, auto_default, size_classed
 
 
 def _hint(target, fn, loc):
@@ -130,6 +132,7 @@ class Kernel(functools.partial):
         self._param_pos = tuple(i for i, c in enumerate(self._const) if not c)
         self._hints = list(getattr(fn, "__kdsl_schedules__", ()))
         self._cache = {}       # (backend, gen, arg keys..., out key) -> launcher
+        self._slots = {}       # launcher -> its fastpath.FastSlot (specialisations that have one)
         self._graphs = {}      # (signature params, specialize) -> Graph
         self._locks = {}
         self._lock = threading.Lock()
@@ -161,12 +164,12 @@ class Kernel(functools.partial):
         fast = self._fast if out is None else self._fast_out
         if fast is not None and stream is None:
             name, gen, fn, dev, packed = fast
-            if gen == _reg._generation:
+            if gen == _REG.generation:
                 b = backend
                 if b is None:
                     b = _cur_backend()
                     if b is None and _env_get(_ENV_KEY) is None:
-                        b = name if dev else _reg._auto_default
+                        b = name if dev else _REG.auto_default
                 if b is name or (type(b) is str and b == name):
                     # a fast launcher takes only numpy arrays and Python scalars, never the
                     # traced values of a kernel calling this one (those go to _general, below)
@@ -229,7 +232,7 @@ class Kernel(functools.partial):
             except KdslUserError as e:
                 __tracebackhide__ = True  # noqa: F841
                 raise for_user(e) from None
-        version, gen = self._version, _reg._generation
+        version, gen = self._version, _REG.generation
         if backend is None:
             backend = _reg.default_backend_name(args)
         if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
@@ -238,7 +241,7 @@ class Kernel(functools.partial):
         launch = None
         if len(args) == self._nargs and not self._any_const:
             spec = self.specialize
-            key = [backend, _reg._generation]
+            key = [backend, _REG.generation]
             for a in args:
                 if type(a) is np.ndarray:
                     sh = a.shape
@@ -251,7 +254,7 @@ class Kernel(functools.partial):
                     key.append(arg_key(a, spec, False))
             if out is not None:
                 key.append(out_key(out))
-            if backend in _reg._size_classed:
+            if backend in _REG.size_classed:
                 key.append(size_classes(args))
             launch = self._cache.get(tuple(key))
         elif any(type(a) not in _PLAIN and not c and self._host_array(a, backend)
@@ -271,15 +274,15 @@ class Kernel(functools.partial):
                 raise
             __tracebackhide__ = True  # noqa: F841
             raise for_user(err) from None
-        slot = getattr(launch, "__kdsl_fast__", None)
+        slot = self._slots.get(launch)
         if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
-            fn = slot.get()
-            if fn is not None:
-                dev = bool(getattr(fn, "__kdsl_device__", False))
-                # __kdsl_packed__: the same launcher taking (args, out), for device launchers
-                # only (they check overlaps themselves)
-                packed = getattr(fn, "__kdsl_packed__", None) if dev else None
-                self._promote(out is None, (backend, gen, fn, dev, packed), version)
+            fast = slot.get()       # a kdsl.backends.spec.FastLauncher
+            if fast is not None:
+                dev = fast.device_arrays
+                # packed: the same launcher taking (args, out), for device launchers only
+                # (they check overlaps themselves)
+                packed = fast.packed if dev else None
+                self._promote(out is None, (backend, gen, fast.call, dev, packed), version)
         return result
 
     def _bind(self, args, kw) -> tuple:
@@ -326,10 +329,7 @@ class Kernel(functools.partial):
     def _host_backend(backend) -> bool:
         """Does ``backend`` run on host (numpy) arrays?  (Not installed: assumed so, and the
         normal path reports it.)"""
-        try:
-            return getattr(_reg.get_backend(backend), "device", "host") == "host"
-        except KdslError:
-            return True
+        return _reg.runs_on_host(backend)
 
     def _as_ndarrays(self, args, backend) -> tuple:
         """``args`` with host array-likes and foreign arrays read as numpy (runtime.foreign)."""
@@ -381,7 +381,7 @@ class Kernel(functools.partial):
                 f"({', '.join(self.arg_names)}) but {len(args)} were given",
                 hint="pass one array or scalar per parameter, positionally")
         be = _reg.get_backend(backend)   # loaded first: it may register array readers
-        key = [backend, _reg._generation]
+        key = [backend, _REG.generation]
         for a, name, const in zip(args, self.arg_names, self._const):
             k = arg_key(a, self.specialize, const)
             if k is None and const:
@@ -399,8 +399,7 @@ class Kernel(functools.partial):
             key.append(k)
         if out is not None:
             key.append(out_key(out))
-        if getattr(be, "size_classes", False):
-            _reg._size_classed.add(backend)    # later keys are built with sizes (_call_bound)
+        if be.spec.size_classes:    # (the registry lists the name: _call_bound's keys agree)
             key.append(size_classes(args))
         return tuple(key)
 
@@ -443,7 +442,7 @@ class Kernel(functools.partial):
                 return launch
             loc = user_location()
             sig = signature_from_args(args, self.arg_names, self.constants, self.specialize,
-                                      out, loc, getattr(be, "size_classes", False))
+                                      out, loc, be.spec.size_classes)
             graph = self._graph(sig)
             if out is not None and any(check_out(self.__name__, graph, out)):
                 # numpy's same_kind cast into an out= of another dtype: computed, then copied
@@ -453,6 +452,7 @@ class Kernel(functools.partial):
                     self._cache[key] = launch
                 return launch
             _req, compiled = dispatch.compile_for(self, be, sig, graph)
+            compiled = check_compiled(be, compiled)     # callable, with its `fast` capability
             mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
             # graph.params: the arguments that are not compile-time constants (constants=,
             # and None values), in call order
@@ -462,8 +462,10 @@ class Kernel(functools.partial):
             launch = dispatch.build_launcher(self.__name__, graph, be, compiled, self.arg_names,
                                              param_pos, mode, like, binds)
             if len(param_pos) == self._nargs:
-                launch.__kdsl_fast__ = fastpath.slot_for(compiled, graph, sig, args,
-                                                         param_pos, self._nargs, mode, out, binds)
+                slot = fastpath.slot_for(compiled, graph, sig, args, param_pos, self._nargs,
+                                         mode, out, binds)
+                if slot is not None and version == self._version:
+                    self._slots[launch] = slot
             if version == self._version:
                 self._cache[key] = launch
             return launch
@@ -481,7 +483,7 @@ class Kernel(functools.partial):
             if not (lowering_only and isinstance(backend, str)):
                 raise
             be = _reg.TargetOnly(backend)  # lower() needs only the target's schedules
-        if getattr(be, "device", "host") == "host":    # torch/JAX/DLPack arrays: read as numpy
+        if be.spec.device == "host":    # torch/JAX/DLPack arrays: read as numpy
             args = foreign.host_arrays(self, args, array_likes=False)[0]
         if len(args) != self._nargs:
             self._key(args, backend, None)  # raises the count error
@@ -493,7 +495,7 @@ class Kernel(functools.partial):
                 one = signature_from_args((a,), (name,), self.constants, self.specialize, None)
                 specs.extend(one.specs())
         sig = signature_from_specs(specs)
-        if getattr(be, "size_classes", False):   # concrete arrays: the sizes a call would see
+        if be.spec.size_classes:   # concrete arrays: the sizes a call would see
             sig = dataclasses.replace(sig, size_classes=size_classes(args))
         graph = self._graph(sig)
         return be, dispatch.prepare(self, be, sig, graph)
@@ -554,6 +556,7 @@ class Kernel(functools.partial):
             self._hints.append(hint)
             self._version += 1
             self._cache = {}
+            self._slots = {}
             self._fast = self._fast_out = None
 
     # ------------------------------------------------------------- misc

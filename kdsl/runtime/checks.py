@@ -89,6 +89,8 @@ def _host_int(x) -> int:
 class Checked:
     """A compiled kernel that runs its graph's data checks first (same calling convention)."""
 
+    fast = None     # the checks run first: no fast launcher skips them
+
     def __init__(self, main, checker, graph, slots, backend):
         self.main, self.checker, self.graph, self.slots = main, checker, graph, slots
         self.empty = backend.empty

@@ -3,8 +3,9 @@
 A cached call normally builds a key from its arguments, looks the launcher
 up and runs the generated Python launcher.  A backend may do better: given a
 ``FastPlan`` -- everything that launcher checks and computes, as data -- its
-compiled kernel's optional ``fast_launcher(plan)`` returns a callable ``fn(*args)``
-(``fn(*args, out)`` when ``plan.out_mode`` is set) that checks the
+compiled kernel's optional fast-launch capability (``compiled.fast.build(plan)``,
+kdsl.backends.spec.FastLaunch) returns a ``FastLauncher`` whose ``call(*args)``
+(``call(*args, out)`` when ``plan.out_mode`` is set) checks the
 arguments *exactly* against the specialisation the plan was made for and
 either returns the call's result or ``NotImplemented``.  ``NotImplemented``
 means "not mine": the kernel then takes the normal path, which keeps every
@@ -33,7 +34,7 @@ PROMOTE_AFTER = 3
 class ArrayArg(namedtuple("ArrayArg", "pos dtype dims contiguous kind classes",
                           defaults=(np.ndarray, None))):
     """An array argument the fast launcher accepts: exactly ``kind`` (``numpy.ndarray`` unless
-    the compiled kernel takes device arrays: ``Compiled.fast_device_arrays``) with this dtype
+    the compiled kernel takes device arrays: ``compiled.fast.device_arrays``) with this dtype
     object (identity), rank, C-contiguity flag and per-dim sizes (``None``: any size but 1;
     an int: exactly that size); ``classes``: per dim the size's bit length, for size-classed
     backends (``Signature.size_classes``), else None."""
@@ -79,7 +80,7 @@ def make_plan(graph, sig, args, param_pos, nargs, out_mode=None, out=None, devic
     dtype objects are what later calls must carry); the shape bindings and checks are
     ``binds`` (kdsl.runtime.callplan.Bindings: the ones the Python launcher was written from;
     derived here when not given).  ``device``: arrays of other types than numpy's may be
-    planned (the backend's launcher reads them: ``Compiled.fast_device_arrays``).
+    planned (the backend's launcher reads them: ``compiled.fast.device_arrays``).
     """
     if graph.data_checks:
         return None      # checks that need the data run in the Python launcher's path
@@ -124,7 +125,8 @@ def make_plan(graph, sig, args, param_pos, nargs, out_mode=None, out=None, devic
 class FastSlot:
     """The fast launcher of one specialisation, built on its ``PROMOTE_AFTER``-th call.
 
-    ``get()`` counts a call and returns the fast launcher or None.  Building is tried once;
+    ``get()`` counts a call and returns the fast launcher (what ``build`` returned: a
+    kdsl.backends.spec.FastLauncher) or None.  Building is tried once;
     a backend that cannot (or fails to) build one leaves ``fn`` None and ``error`` set.
     """
 
@@ -156,12 +158,13 @@ class FastSlot:
 
 def slot_for(compiled, graph, sig, args, param_pos, nargs, out_mode=None, out=None, binds=None):
     """A FastSlot for this specialisation, or None when the compiled kernel has no fast
-    launchers (the optional protocol method ``Compiled.fast_launcher``) or no plan fits."""
-    make = getattr(compiled, "fast_launcher", None)
-    if make is None:
+    launchers (its ``fast`` capability, a kdsl.backends.spec.FastLaunch, is None) or no plan
+    fits.  The slot's launcher is a ``FastLauncher``."""
+    fast = compiled.fast
+    if fast is None:
         return None
-    plan = make_plan(graph, sig, args, param_pos, nargs, out_mode, out,
-                     bool(getattr(compiled, "fast_device_arrays", False)), binds)
+    plan = make_plan(graph, sig, args, param_pos, nargs, out_mode, out, fast.device_arrays, binds)
     if plan is None:
         return None
+    make = fast.build
     return FastSlot(lambda: make(plan))
