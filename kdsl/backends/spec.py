@@ -33,6 +33,7 @@ DEVICES = frozenset({"host", "cuda"})
 METHODS = ("schedule", "lower", "compile", "source", "accepts", "empty")
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,19 @@ def backend_problems(obj) -> list:
     missing = [m for m in METHODS if not callable(getattr(obj, m, None))]
     if missing:
         out.append(f"missing method{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    if isinstance(spec, BackendSpec):
+        # members of the old implicit contract, never read now: one that disagrees with the
+        # spec means the backend (or its subclass) still says it the old way
+        for member in _LEGACY:
+            got = getattr(obj, member, _MISSING)
+            if got is not _MISSING and got != getattr(spec, member):
+                out.append(f"its `{member}` ({got!r}) is not its spec's ({getattr(spec, member)!r}); "
+                           f"kdsl reads only `spec`: set spec = BackendSpec({member}=...)")
     return out
+
+
+#: attributes the contract read before BackendSpec (kdsl <= 0.1), checked against the spec
+_LEGACY = ("name", "device", "target", "size_classes")
 
 
 def check_backend(name: str, obj, origin: str):
@@ -176,9 +189,6 @@ def check_compiled(backend, obj):
     raise BackendUnavailable(
         f"backend {backend.spec.name!r}: compile() returned a {type(obj).__name__}, which is "
         f"not a compiled kernel: {what} (see docs/backends.md, 'The compiled object')")
-
-
-_MISSING = object()
 
 
 # ----------------------------------------------------------------- defaults
