@@ -29,7 +29,6 @@ import threading
 import numpy as np
 
 from .backends import registry as _reg
-from .backends.spec import check_compiled
 from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
                      ScheduleError, StaleGlobalWarning, for_user,
                      user_location, warn_user)
@@ -452,6 +451,7 @@ class Kernel(functools.partial):
                     self._cache[key] = launch
                 return launch
             _req, compiled = dispatch.compile_for(self, be, sig, graph)
+            from .backends.spec import check_compiled   # (loaded with the backend)
             compiled = check_compiled(be, compiled)     # callable, with its `fast` capability
             mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
             # graph.params: the arguments that are not compile-time constants (constants=,
@@ -482,7 +482,8 @@ class Kernel(functools.partial):
         except BackendNotInstalled:
             if not (lowering_only and isinstance(backend, str)):
                 raise
-            be = _reg.TargetOnly(backend)  # lower() needs only the target's schedules
+            from .backends.base import TargetOnly
+            be = TargetOnly(backend)  # lower() needs only the target's schedules
         if be.spec.device == "host":    # torch/JAX/DLPack arrays: read as numpy
             args = foreign.host_arrays(self, args, array_likes=False)[0]
         if len(args) != self._nargs:

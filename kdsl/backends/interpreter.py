@@ -39,7 +39,8 @@ from ..passes.pipeline import SEQUENTIAL
 from ..numerics.call_check import check_call
 from .protocol import CompileRequest
 from .pyexec import Program, generate
-from .spec import BackendBase, BackendSpec
+from .base import BackendBase
+from .spec import BackendSpec
 
 _lock = threading.Lock()
 _cache: "weakref.WeakKeyDictionary[n.LoweredFunc, tuple]" = weakref.WeakKeyDictionary()

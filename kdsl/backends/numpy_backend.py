@@ -24,7 +24,8 @@ from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import collect
 from .numpy_ragged import box_ragged, eval_scan
-from .spec import BackendBase, BackendSpec
+from .base import BackendBase
+from .spec import BackendSpec
 from ..numerics.numpy_chunks import RANGES, blocks
 from ..numerics.numpy_eval import ExprEval, fix, internal_np
 

@@ -25,14 +25,15 @@ Codegen must be pure; only ``compile`` may need tools or a device.
 The compiled object's ``fast`` is its optional fast-launch capability: None, or a
 ``spec.FastLaunch`` whose ``build(plan)`` gives a ``spec.FastLauncher`` (or None) for one
 specialisation's ``kdsl.runtime.fastpath.FastPlan``; see their docstrings and
-docs/backends.md.  ``spec.BackendBase`` has the usual defaults of the methods.
+docs/backends.md.  ``kdsl.backends.base.BackendBase`` has the usual defaults of the methods.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
-from .spec import BackendSpec, FastLaunch
+if TYPE_CHECKING:   # kdsl.backends.spec is imported when a backend loads, not by `import kdsl`
+    from .spec import BackendSpec, FastLaunch
 
 
 @dataclass

@@ -31,7 +31,6 @@ import numpy as np
 
 from .. import config
 from ..errors import BackendNotInstalled, BackendUnavailable, user_location
-from .spec import BackendBase, BackendSpec, check_backend
 
 GROUP = "kdsl.backends"
 
@@ -268,6 +267,7 @@ def unregister_backend(name: str) -> None:
 # ----------------------------------------------------------------- loading
 def _instantiate(name: str, obj, origin: str):
     """A Backend from an object, class or factory, checked against the contract."""
+    from .spec import BackendSpec, check_backend
     if isinstance(obj, type) or (not isinstance(getattr(obj, "spec", None), BackendSpec)
                                  and callable(obj)):
         obj = obj()     # a class or a factory (a backend object has its spec)
@@ -340,6 +340,7 @@ def get_backend(name):
     if b is not None:
         return b
     if not isinstance(name, str):
+        from .spec import BackendSpec, check_backend
         if isinstance(getattr(name, "spec", None), BackendSpec):   # a backend object: checked
             check_backend(name.spec.name, name, "passed as an object")
             if name.spec.size_classes:
@@ -496,15 +497,3 @@ def default_backend_name(arrays=()) -> str:
 
 #: argument types that are never CUDA arrays (a set lookup instead of a module-name test)
 _HOST_TYPES = frozenset((int, float, bool, complex, np.ndarray))
-
-
-class TargetOnly(BackendBase):
-    """Stands for a backend that is not installed, so ``kernel.lower`` can still show
-    the loop nest its schedules give (generic hints applied, the target's core passes only;
-    it compiles nothing)."""
-
-    def __init__(self, name: str):
-        self.spec = BackendSpec(name=name, device="host")
-
-    def compile(self, request):
-        raise _not_installed(self.spec.name)
