@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import as_dtype
 from .spec import BackendSpec
 
 
@@ -40,8 +41,7 @@ class BackendBase:
         return isinstance(array, np.ndarray)
 
     def empty(self, shape: tuple, dtype, like=None):
-        from ..dtypes import as_dtype
-        return np.empty(tuple(shape), as_dtype(dtype).np)
+        return np.empty(shape, as_dtype(dtype).np)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} backend {self.spec.name!r}>"
