@@ -167,4 +167,12 @@ def slot_for(compiled, graph, sig, args, param_pos, nargs, out_mode=None, out=No
     if plan is None:
         return None
     make = fast.build
-    return FastSlot(lambda: make(plan))
+
+    def build():
+        from ..backends.spec import FastLauncher
+        got = make(plan)
+        if got is not None and not isinstance(got, FastLauncher):   # kept as the slot's error
+            raise TypeError(f"FastLaunch.build returned a {type(got).__name__}, not a "
+                            "kdsl.backends.spec.FastLauncher or None")
+        return got
+    return FastSlot(build)

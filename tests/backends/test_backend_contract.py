@@ -184,3 +184,23 @@ def test_builtin_backends_keep_the_contract():
     from kdsl.passes.pipeline import SEQUENTIAL
     assert kd.get_backend("interp-cuda").spec.pipeline() is PIPELINE
     assert kd.get_backend("interp").spec.pipeline() is SEQUENTIAL
+
+
+def test_a_fast_launch_build_that_breaks_the_contract_keeps_the_normal_path(toy):
+    from toy_backend import ToyCompiled
+    from kdsl.backends.spec import FastLaunch
+
+    class Sloppy(ToyCompiled):
+        def __init__(self, func, backend):
+            super().__init__(func, backend)
+            self.fast = FastLaunch(lambda plan: (lambda *args: NotImplemented))  # no FastLauncher
+    toy.compile = lambda request: Sloppy(toy.lower(request), toy)
+    x = rng.standard_normal(3)
+    for _ in range(PROMOTE_AFTER + 2):
+        np.testing.assert_allclose(axpy(1.5, x, x, backend="toy"), 2.5 * x)
+    # no fast launcher of this generation was promoted, none served a call
+    assert axpy._fast is None or axpy._fast[1] != registry.STATE.generation
+    assert toy.fast_calls == 0
+    gen = registry.STATE.generation
+    (slot,) = [axpy._slots[f] for k, f in axpy._cache.items() if k[:2] == ("toy", gen)]
+    assert isinstance(slot.error, TypeError) and "not a kdsl.backends.spec.FastLauncher" in str(slot.error)
