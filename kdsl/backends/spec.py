@@ -35,9 +35,9 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _MISSING = object()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)     # compared and hashed by identity (options is a mapping)
 class BackendSpec:
-    """What the core knows about a backend, as data (``backend.spec``).
+    """What the core knows about a backend, as data (``backend.spec``; read-only).
 
     - ``name``: the backend's own name (compile logs, dumps, the pass table of ``lower``);
       the registry name a user calls it by may differ (``register_backend("cpu1", ...)``).

@@ -173,6 +173,7 @@ def test_spec_is_frozen_and_options_read_only():
     with pytest.raises(TypeError):
         s.options["a"] = 2
     assert s.schedule_target == "x" and BackendSpec("y", target="cuda").schedule_target == "cuda"
+    assert {s: 1}[s] == 1                  # hashable (by identity) though options is a mapping
     assert check_backend("toy", ToyBackend(), "test") is not None
 
 
