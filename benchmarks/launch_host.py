@@ -120,7 +120,7 @@ def install_fake_driver():
         import cuda.core  # noqa: F401  (NVRTC, through cuda-core)
     except ImportError:   # no NVRTC for this Python: the cubin is never loaded, any ELF will
         from kdsl_cuda.runtime import cubin_cache    # do (and none goes to the disk cache)
-        cubin_cache.cached_cubin = lambda source, arch, name: b"\x7fELF" + bytes(60)
+        cubin_cache.cached_cubin = lambda source, arch, name, fresh=False: b"\x7fELF" + bytes(60)
     driver.lib = lambda: lib
     driver.device = lambda o=0: FakeDevice()
     driver.device_count = lambda: 1

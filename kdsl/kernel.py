@@ -37,17 +37,14 @@ from .runtime import callplan, compile_log, dispatch, fastpath, foreign, fori_pr
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.trace_guard import trace_failure, tracing_kernel
-from .runtime.signature import (ConstSig, arg_key, out_key, signature_from_args, size_classes,
-                                signature_from_specs)
+from .runtime.callplan import FOREIGN
+from .runtime.signature import signature_from_args, size_classes, signature_from_specs
 
 _RESERVED = ("backend", "out", "stream")
 _TRACING = _ctx.TRACING     # [number of traces in progress]: read on every call
-#: argument types that are never converted with np.asarray (arrays, scalars, None)
-_PLAIN = frozenset((np.ndarray, int, float, bool, type(None)))
 # bound once: the fast path of __call__ reads the default-backend state without calls into Python
 _cur_backend = _reg.current_backend_var().get
 _env_get, _ENV_KEY = _reg.env_backend_reader()
-_REG = _reg.STATE           # the registry's public state: generation, auto_default, size_classed
 
 
 def _hint(target, fn, loc):
@@ -126,7 +123,8 @@ class Kernel(functools.partial):
         # positional calls with every argument skip binding; keyword-only parameters always bind
         self._nfast = self._nargs if self._npos == self._nargs else -1
         self._const = tuple(a in constants for a in self.arg_names)
-        self._any_const = any(self._const)
+        # the cache key of a call of every argument (callplan.key_function)
+        self._keyfn = callplan.key_function(self._nargs, self._const, self.specialize)
         # graph.params are the non-constant arguments, in call order
         self._param_pos = tuple(i for i, c in enumerate(self._const) if not c)
         self._hints = list(getattr(fn, "__kdsl_schedules__", ()))
@@ -141,6 +139,7 @@ class Kernel(functools.partial):
         #                       launcher taking (args, out) or None) or None
         self._fast_out = None  # the same for calls with out=
         self._frozen = ()      # the globals the traced code read (kdsl.runtime.globals_watch)
+        self._native = None    # the bound _call a native entry replaced as the partial's function
 
     # ------------------------------------------------------------- calling
     def _call(self, *args, backend=None, out=None, stream=None, **kw):
@@ -156,19 +155,18 @@ class Kernel(functools.partial):
         # checks the arguments against that specialisation itself and answers NotImplemented
         # when they do not match, so only the backend choice is checked here.  The default
         # rule is inlined: use_backend's, else (KDSL_BACKEND set: the normal path decides)
-        # the arguments' device: a launcher made for device arrays serves those calls (it
-        # declines host arrays, so the host overlap rule below never concerns it: it checks
-        # its device arrays' overlaps itself), a host launcher takes plain numpy arguments:
-        # the automatic default's
+        # the arguments' device: a launcher made for device arrays serves those calls, a host
+        # launcher takes plain numpy arguments: the automatic default's.  A launcher's
+        # packed form (args, out) checks out= overlaps itself; otherwise the host rule below
         fast = self._fast if out is None else self._fast_out
         if fast is not None and stream is None:
             name, gen, fn, dev, packed = fast
-            if gen == _REG.generation:
+            if gen == _reg.generation:
                 b = backend
                 if b is None:
                     b = _cur_backend()
                     if b is None and _env_get(_ENV_KEY) is None:
-                        b = name if dev else _REG.auto_default
+                        b = name if dev else _reg.auto_default
                 if b is name or (type(b) is str and b == name):
                     # a fast launcher takes only numpy arrays and Python scalars, never the
                     # traced values of a kernel calling this one (those go to _general, below)
@@ -185,14 +183,7 @@ class Kernel(functools.partial):
                         if r is not NotImplemented:
                             return r
         if out is not None and _overlaps(out, args):
-            # numpy's rule: the result is as if the inputs were read before out is written.
-            # Backends may assume outputs and inputs never share memory (the cpu backend
-            # gives LLVM that promise), so compute into fresh arrays and copy.
-            fresh = self._recall(args, backend, None, stream)
-            for o, r in zip(out if isinstance(out, tuple) else (out,),
-                            fresh if isinstance(out, tuple) else (fresh,)):
-                np.copyto(o, r)
-            return out
+            return self._into(args, backend, out, stream)
         try:
             if _TRACING[0]:     # a trace in progress (somewhere): maybe a nested call
                 return self._general(args, kw, backend, out, stream)
@@ -219,11 +210,7 @@ class Kernel(functools.partial):
         if self._frozen:
             self._check_globals()
         if bound and out is not None and _overlaps(out, args):
-            fresh = self._recall(args, backend, None, stream)
-            for o, r in zip(out if isinstance(out, tuple) else (out,),
-                            fresh if isinstance(out, tuple) else (fresh,)):
-                np.copyto(o, r)
-            return out
+            return self._into(args, backend, out, stream)
         # 2. the launcher of this call's key (omitted defaults: the fast launcher declined)
         if not bound and len(args) != self._nfast:
             try:
@@ -231,34 +218,20 @@ class Kernel(functools.partial):
             except KdslUserError as e:
                 __tracebackhide__ = True  # noqa: F841
                 raise for_user(e) from None
-        version, gen = self._version, _REG.generation
+        version, gen = self._version, _reg.generation
         if backend is None:
             backend = _reg.default_backend_name(args)
         if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
                 and self._host_backend(backend):      # out= a torch tensor: written in place
             return foreign.host_call(self, args, backend, out, stream)
+        # 3. the launcher of this call's key (callplan.key_function; None: the miss says why)
         launch = None
-        if len(args) == self._nargs and not self._any_const:
-            spec = self.specialize
-            key = [backend, _REG.generation]
-            for a in args:
-                if type(a) is np.ndarray:
-                    sh = a.shape
-                    key.append((a.dtype, sh if spec else tuple([s == 1 for s in sh]) if 1 in sh
-                                else len(sh), a.flags.c_contiguous))
-                elif type(a) not in _PLAIN and self._host_array(a, backend):
-                    # read as numpy once per call, then again (results: the caller's library)
-                    return foreign.host_call(self, args, backend, out, stream)
-                else:
-                    key.append(arg_key(a, spec, False))
-            if out is not None:
-                key.append(out_key(out))
-            if backend in _REG.size_classed:
-                key.append(size_classes(args))
-            launch = self._cache.get(tuple(key))
-        elif any(type(a) not in _PLAIN and not c and self._host_array(a, backend)
-                 for a, c in zip(args, self._const)):
-            return foreign.host_call(self, args, backend, out, stream)
+        if len(args) == self._nargs:
+            key = self._keyfn(args, backend, gen, out, backend in _reg.size_classed,
+                              _host_array)
+            if key is FOREIGN:   # read as numpy once per call (results: the caller's library)
+                return foreign.host_call(self, args, backend, out, stream)
+            launch = self._cache.get(key)
         try:
             if launch is None:
                 launch = self._miss(args, backend, out)
@@ -277,11 +250,9 @@ class Kernel(functools.partial):
         if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
             fast = slot.get()       # a kdsl.backends.spec.FastLauncher
             if fast is not None:
-                dev = fast.device_arrays
-                # packed: the same launcher taking (args, out), for device launchers only
-                # (they check overlaps themselves)
-                packed = fast.packed if dev else None
-                self._promote(out is None, (backend, gen, fast.call, dev, packed), version)
+                # packed: the same launcher taking (args, out); it checks out= overlaps
+                self._promote(out is None, (backend, gen, fast.call, fast.device_arrays,
+                                            fast.packed), version, fast.entry)
         return result
 
     def _bind(self, args, kw) -> tuple:
@@ -298,6 +269,16 @@ class Kernel(functools.partial):
         npos = self._npos
         kw = dict(zip(self.arg_names[npos:], args[npos:]))
         return self(*args[:npos], backend=backend, out=out, stream=stream, **kw)
+
+    def _into(self, args, backend, out, stream):
+        """An ``out=`` that shares memory with the arguments: numpy's rule is that the inputs
+        are read before out is written, and backends may assume outputs and inputs never
+        overlap (the cpu backend gives LLVM that promise): computed into fresh arrays, copied."""
+        fresh = self._recall(args, backend, None, stream)
+        for o, r in zip(out if isinstance(out, tuple) else (out,),
+                        fresh if isinstance(out, tuple) else (fresh,)):
+            np.copyto(o, r)
+        return out
 
     def _call_hint(self) -> str:
         return (f"call it as {self.__name__}{self._signature}; {', '.join(_RESERVED[:-1])} and "
@@ -345,14 +326,23 @@ class Kernel(functools.partial):
                       "the compiled code keeps the old value (a new specialisation may see the "
                       "new one)", StaleGlobalWarning)
 
-    def _promote(self, plain, entry, version):
-        """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first."""
+    def _promote(self, plain, entry, version, make=None):
+        """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first.
+        A packed launcher may bring a native call entry (``make(kernel)``: its
+        ``FastLauncher.entry``, the cuda backend's C helper): it does this step of ``_call`` in
+        C and calls ``_call`` otherwise, and becomes the partial's function (the C entry of
+        every later call)."""
         with self._lock:
             if version == self._version:  # no schedule was added since its launcher was looked up
                 if plain:
                     self._fast = entry
                 else:
                     self._fast_out = entry
+                if make is not None and entry[4] is not None and not self._native:
+                    native = make(self)
+                    if native is not None:
+                        self._native = self.func        # (the bound _call, kept alive)
+                        functools.partial.__setstate__(self, (native, (), None, self.__dict__))
 
     def _scalar_out_of_range(self, args):
         """An ArgumentError for the first Python int that no 64-bit integer holds, else None."""
@@ -374,33 +364,21 @@ class Kernel(functools.partial):
         return launch
 
     def _key(self, args, backend, out):
+        """The key of a call (``callplan.key_function``), or the ArgumentError saying why it
+        has none."""
         if len(args) != self._nargs:
             raise ArgumentError(
                 f"{self.__name__}() takes {self._nargs} argument(s) "
                 f"({', '.join(self.arg_names)}) but {len(args)} were given",
                 hint="pass one array or scalar per parameter, positionally")
         be = _reg.get_backend(backend)   # loaded first: it may register array readers
-        key = [backend, _REG.generation]
-        for a, name, const in zip(args, self.arg_names, self._const):
-            k = arg_key(a, self.specialize, const)
-            if k is None and const:
-                raise ArgumentError(f"{self.__name__}: constant argument {name!r} must be "
-                                    f"hashable, got {type(a).__name__}",
-                                    hint="pass a tuple instead of a list")
-            if k is None:
-                raise ArgumentError(f"{self.__name__}: argument {name!r} must be an array or a "
-                                    f"Python scalar, got {type(a).__name__}",
-                                    hint="pass a numpy array (np.asarray(x)) or a device array")
-            if type(a) is np.ndarray:  # the same form as the fast path builds
-                sh = a.shape
-                k = (a.dtype, sh if self.specialize else tuple([s == 1 for s in sh]) if 1 in sh
-                     else len(sh), a.flags.c_contiguous)
-            key.append(k)
-        if out is not None:
-            key.append(out_key(out))
-        if be.spec.size_classes:    # (the registry lists the name: _call_bound's keys agree)
-            key.append(size_classes(args))
-        return tuple(key)
+        classed = be.spec.size_classes    # (the registry lists the name: _call_bound agrees)
+        key = self._keyfn(args, backend, _reg.generation, out, classed, None)
+        if key is None:     # an argument with no key: the signature says which, and why
+            signature_from_args(args, self.arg_names, self.constants, self.specialize, out,
+                                user_location())
+            raise InternalCompilerError(f"{self.__name__}: no key for these arguments")
+        return key
 
     def _lock_for(self, key):
         with self._lock:
@@ -454,18 +432,12 @@ class Kernel(functools.partial):
             from .backends.spec import check_compiled   # (loaded with the backend)
             compiled = check_compiled(be, compiled)     # callable, with its `fast` capability
             mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
-            # graph.params: the arguments that are not compile-time constants (constants=,
-            # and None values), in call order
-            param_pos = tuple(i for i, p in enumerate(sig.params) if not isinstance(p, ConstSig))
             like = next((p.kind for p in sig.params if hasattr(p, "kind")), None)
-            binds = callplan.bindings(graph, param_pos)    # both launchers are written from it
-            launch = dispatch.build_launcher(self.__name__, graph, be, compiled, self.arg_names,
-                                             param_pos, mode, like, binds)
-            if len(param_pos) == self._nargs:
-                slot = fastpath.slot_for(compiled, graph, sig, args, param_pos, self._nargs,
-                                         mode, out, binds)
-                if slot is not None and version == self._version:
-                    self._slots[launch] = slot
+            plan = callplan.make(self.__name__, graph, sig, mode, args, out, compiled, key)
+            launch = dispatch.build_launcher(plan, be, compiled, self.arg_names, like)
+            slot = fastpath.slot_for(compiled, plan)
+            if slot is not None and version == self._version:
+                self._slots[launch] = slot
             if version == self._version:
                 self._cache[key] = launch
             return launch
@@ -592,4 +564,5 @@ def kernel(fn=None, *, specialize=False, constants=()):
     return Kernel(fn, specialize=specialize, constants=constants)
 
 
+_host_array = Kernel._host_array     # the key's probe of foreign arrays, bound once
 fori_program.make_kernel = kernel     # kd.fori_loop's copies (the runtime cannot import this module)

@@ -25,7 +25,7 @@ import os
 
 from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
-from kdsl.backends.spec import BackendSpec, FastLaunch, FastLauncher
+from kdsl.backends.spec import BackendSpec, FastLaunch
 from kdsl.errors import ScheduleError
 from kdsl.runtime import cache as disk
 from kdsl.runtime import compile_log, fingerprint
@@ -85,11 +85,10 @@ class CPUCompiled:
         self._run(inputs, outputs, scalars)
 
     def fast_launcher(self, plan):
-        """A native launcher for ``plan`` (a kdsl.runtime.fastpath.FastPlan), or None where
-        this interpreter's layouts do not allow one (kdsl_cpu.fastcall)."""
+        """A native launcher for ``plan`` (a kdsl.runtime.callplan.CallPlan; a FastLauncher),
+        or None where this interpreter's layouts do not allow one (kdsl_cpu.fastcall)."""
         from . import fastcall
-        fn = fastcall.build(self, plan)
-        return None if fn is None else FastLauncher(fn)
+        return fastcall.build(self, plan)
 
 
 class CPUBackend:
@@ -107,8 +106,10 @@ class CPUBackend:
             raise ValueError(f"threading must be 'auto', 'omp' or 'pool', got {threading!r}")
         self.threading = threading
         self.num_threads = num_threads
-        #: host arrays; lowered through ``pipeline()`` (the core table and the cpu passes)
-        self.spec = BackendSpec(name="cpu", device="host", pipeline=pipeline, version=_version())
+        #: host arrays; lowered through ``pipeline()`` (the core table and the cpu passes);
+        #: kd.fori_loop runs inside one kernel (kdsl.runtime.fori_program, kdsl.passes.fori_loop)
+        self.spec = BackendSpec(name="cpu", device="host", pipeline=pipeline, fori_loops=True,
+                                version=_version())
         #: compiled: object code built by LLVM; cache_hits: loaded from the disk cache;
         #: lowered: requests lowered (an early-key hit lowers nothing)
         self.stats = {"compiled": 0, "cache_hits": 0, "lowered": 0}
@@ -126,6 +127,9 @@ class CPUBackend:
     def lower(self, request: CompileRequest):
         """The loop IR this backend compiles for ``request`` (through ``spec.pipeline()``)."""
         func = request.lower(pipeline=self.spec.pipeline())
+        # a kd.fori_loop's body compiled as the whole loop (kdsl.passes.fori_loop)
+        from kdsl.passes.fori_loop import wrap_loop
+        func = wrap_loop(request, func)
         if func.tensorize:
             t = func.tensorize[0]
             raise ScheduleError(

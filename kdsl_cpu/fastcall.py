@@ -1,6 +1,6 @@
 """Native fast launchers: one machine-code function per specialisation, called as a builtin.
 
-``build(compiled, plan)`` turns a ``kdsl.runtime.fastpath.FastPlan`` into an
+``build(compiled, plan)`` turns a ``kdsl.runtime.callplan.CallPlan`` into an
 LLVM function ``PyObject *f(PyObject *self, PyObject *const *args, Py_ssize_t n)``
 (METH_FASTCALL) and wraps it with ``PyCFunction_NewEx``, so that calling it
 costs what calling any builtin costs.  It reads arrays through the CPython and
@@ -33,6 +33,7 @@ from llvmlite import ir
 
 from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
+from kdsl.runtime.callplan import SCALAR, SHAPE, ArrayArg, ScalarArg
 
 from . import jit
 
@@ -318,9 +319,14 @@ class _Gen:
         outs = b.alloca(PTR, size=_c64(nout))   # allocated outputs: released on decline
         for j in range(nout):
             b.store(ir.Constant(PTR, None), b.gep(outs, [_c64(j)], source_etype=PTR))
-        nargs = plan.nargs + (1 if plan.out_mode else 0)
-        self.guard(b.icmp_signed("==", self.fn.args[2], _c64(nargs)))
-        objs = [self.item(args, i, PTR) for i in range(nargs)]
+        # f(args, out): the kernel's argument tuple as it came (of any length) and out=
+        self.guard(b.icmp_signed("==", self.fn.args[2], _c64(2)))
+        tup = self.item(args, 0, PTR)
+        self.guard(b.icmp_unsigned("==", self.field(tup, OFF_TYPE, PTR), self.ptr(self.obj["tuple"])))
+        self.guard(b.icmp_signed("==", self.field(tup, OFF_TUPLE_SIZE, I64), _c64(plan.nargs)))
+        objs = [self.field(tup, OFF_TUPLE_ITEMS + 8 * i, PTR) for i in range(plan.nargs)]
+        if plan.out_mode:
+            objs.append(self.item(args, 1, PTR))
         dims, scalars = {}, {}
         for spec in plan.args:
             if hasattr(spec, "pytype"):
@@ -335,10 +341,12 @@ class _Gen:
                 self.values[var] = self.item(dims[src[1]], src[2], I64)
         for pos, d, e in plan.checks:
             self.guard(b.icmp_signed("==", self.item(dims[pos], d, I64), self.expr(e)))
-        for lhs, rhs in plan.constraints:
-            self.guard(b.icmp_signed("==", self.expr(lhs), self.expr(rhs)))
-        shapes = [[self.expr(e) for e in shape] for _, shape in plan.outputs]
+        for con in plan.constraints:
+            self.guard(b.icmp_signed("==", self.expr(con.lhs), self.expr(con.rhs)))
+        shapes = [[self.expr(e) for e in o.shape] for o in plan.outputs]
         out_objs = self.outputs(objs, outs, shapes)
+        if plan.out_mode is not None:
+            self.disjoint([objs[p] for p in plan.inputs], out_objs)
         bufs = [objs[p] for p in plan.inputs] + out_objs
         slots = self.slots(bufs, scalars)
         data = b.alloca(PTR, size=_c64(max(1, len(bufs))))
@@ -378,10 +386,10 @@ class _Gen:
         ndmax = max([len(s) for s in shapes] + [1])
         sizes = b.alloca(I64, size=_c64(ndmax))
         made = []
-        for j, ((dtype, _), shape) in enumerate(zip(plan.outputs, shapes)):
+        for j, (res, shape) in enumerate(zip(plan.outputs, shapes)):
             for d, v in enumerate(shape):
                 b.store(v, b.gep(sizes, [_c64(d)], source_etype=I64))
-            descr = self.ptr(id(dtype))
+            descr = self.ptr(id(res.np))
             b.call(self.c["incref"], [descr])          # PyArray_NewFromDescr steals it
             null = ir.Constant(PTR, None)
             o = b.call(self.c["new_array"], [self.ptr(self.obj["ndarray"]), descr,
@@ -398,39 +406,66 @@ class _Gen:
             made.append(o)
         return made
 
+    def extent(self, o, spec):
+        """(lo, hi, empty): the bytes array ``o`` spans, as ``numpy.may_share_memory`` bounds
+        them (strides of either sign; contiguous: its size times its item size)."""
+        b = self.b
+        lo = b.ptrtoint(self.field(o, OFF_DATA, PTR), I64)
+        dims, isz = self.field(o, OFF_DIMS, PTR), spec.dtype.itemsize
+        strides = None if spec.contiguous else self.field(o, OFF_STRIDES, PTR)
+        hi, count, empty = b.add(lo, _c64(isz)), _c64(isz), ir.Constant(I1, 0)
+        for d in range(spec.ndim):
+            size = self.item(dims, d, I64)
+            empty = b.or_(empty, b.icmp_signed("==", size, _c64(0)))
+            if strides is None:
+                count = b.mul(count, size)
+                continue
+            step = b.mul(b.sub(size, _c64(1)), self.item(strides, d, I64))
+            neg = b.icmp_signed("<", step, _c64(0))
+            lo = b.add(lo, b.select(neg, step, _c64(0)))
+            hi = b.add(hi, b.select(neg, _c64(0), step))
+        return lo, (b.add(lo, count) if strides is None else hi), empty
+
+    def disjoint(self, ins, outs) -> None:
+        """Decline where an out= array's bytes meet an input's or another out= array's (numpy's
+        rule then computes into fresh arrays and copies: the normal path)."""
+        b, plan = self.b, self.plan
+        specs = {a.pos: a for a in plan.args if type(a) is ArrayArg}
+        spans = [self.extent(o, specs[p]) for o, p in zip(ins, plan.inputs)]
+        mine = [self.extent(o, spec) for o, spec in zip(outs, plan.out_args)]
+        for k, (lo, hi, empty) in enumerate(mine):
+            for lo2, hi2, empty2 in spans + mine[k + 1:]:
+                meet = b.and_(b.icmp_unsigned("<", lo2, hi), b.icmp_unsigned("<", lo, hi2))
+                self.guard(b.not_(b.and_(meet, b.not_(b.or_(empty, empty2)))))
+
     def slots(self, bufs, scalars):
-        """The kernel's 8-byte scalar slots from ``func.bindings``."""
-        b, func = self.b, self.compiled.func
-        binds = tuple(func.bindings)
-        if (len(binds) != len(func.scalars) or len(func.buffers) != len(bufs)
-                or len(func.inputs) != len(self.plan.inputs)):
+        """The kernel's 8-byte scalar slots (the plan's ``slots``)."""
+        b, func, plan = self.b, self.compiled.func, self.plan
+        if plan.slots is None or len(func.buffers) != len(bufs) \
+                or len(func.inputs) != len(plan.inputs):
             raise Unsupported("the kernel's buffers or scalars do not match the plan")
-        slots = b.alloca(I64, size=_c64(max(1, len(binds))))
-        for j, (v, bnd) in enumerate(zip(func.scalars, binds)):
-            kind, i, d = bnd.kind.value, bnd.index, bnd.dim
+        pytypes = {a.pos: a.pytype for a in plan.args if type(a) is ScalarArg}
+        slots = b.alloca(I64, size=_c64(max(1, len(plan.slots))))
+        for j, sl in enumerate(plan.slots):
             at = b.gep(slots, [_c64(j)], source_etype=I64)
-            if kind in ("shape", "stride"):
-                if v.dtype is not dt.int64:
-                    raise Unsupported(f"{kind} slot of dtype {v.dtype}")
-                if kind == "shape":
-                    b.store(self.item(self.field(bufs[i], OFF_DIMS, PTR), d, I64), at)
-                    continue
-                isz = _c64(func.buffers[i].dtype.itemsize)
-                s = self.item(self.field(bufs[i], OFF_STRIDES, PTR), d, I64)
-                self.guard(b.icmp_signed("==", b.srem(s, isz), _c64(0)))  # else: the error path
-                b.store(b.sdiv(s, isz), at)
-            elif kind == "scalar":
-                pos = self.plan.scalars[i]
+            if sl.kind == SCALAR:
+                pos = plan.scalars[sl.index]
                 val = scalars[pos]
-                want = {int: dt.int64, float: dt.float64, bool: dt.bool_}[
-                    next(a.pytype for a in self.plan.args if a.pos == pos)]
-                if v.dtype is not want:
-                    raise Unsupported(f"scalar slot of dtype {v.dtype}")
+                if sl.dtype is not {int: dt.int64, float: dt.float64, bool: dt.bool_}[pytypes[pos]]:
+                    raise Unsupported(f"scalar slot of dtype {sl.dtype}")
                 # the bytes struct.pack("<q" / "<d" / "<?7x") gives (little-endian hosts only,
                 # like the Python launcher's formats): bools are 0/1 in the low byte
                 b.store(b.bitcast(val, I64) if val.type == F64 else val, at)
-            else:
-                raise Unsupported(f"binding kind {kind!r}")
+                continue
+            if sl.dtype is not dt.int64:
+                raise Unsupported(f"{sl.kind} slot of dtype {sl.dtype}")
+            if sl.kind == SHAPE:
+                b.store(self.item(self.field(bufs[sl.index], OFF_DIMS, PTR), sl.dim, I64), at)
+                continue
+            isz = _c64(sl.itemsize)
+            s = self.item(self.field(bufs[sl.index], OFF_STRIDES, PTR), sl.dim, I64)
+            self.guard(b.icmp_signed("==", b.srem(s, isz), _c64(0)))  # else: the error path
+            b.store(b.sdiv(s, isz), at)
         return slots
 
     def ret(self, objs, out_objs):
@@ -468,8 +503,13 @@ class _Holder:
 
 
 def build(compiled, plan):
-    """A builtin ``f(*args[, out])`` for ``plan`` (see the module docstring), or None when
-    this interpreter's layouts are not the ones verified or the plan needs what it lacks."""
+    """The fast launcher ``f(*args[, out])`` of ``plan`` (see the module docstring), or None
+    when this interpreter's layouts are not the ones verified or the plan needs what it lacks.
+    Returns a kdsl.backends.spec.FastLauncher: its ``call`` is ``f``; the machine code is the
+    builtin ``packed(args, out)`` (the argument tuple as
+    the kernel got it), which also declines an out= that meets an input; it is offered to the
+    kernel where that is the whole overlap rule (every out= array C-contiguous: none can
+    overlap itself), else the kernel checks overlaps first and calls ``f``."""
     a = abi()
     if not isinstance(a, dict):
         return None
@@ -485,7 +525,15 @@ def build(compiled, plan):
     new = _api_fn("PyCFunction_NewEx", ctypes.py_object, ctypes.c_void_p, ctypes.py_object,
                   ctypes.c_void_p)
     # m_self = h: the builtin keeps its method table, code and kernel alive
-    return new(ctypes.addressof(h.method), h, None)
+    packed = new(ctypes.addressof(h.method), h, None)
+    n, with_out = plan.nargs, plan.out_mode is not None
+
+    def fast(*args):
+        if len(args) != n + with_out:
+            return NotImplemented
+        return packed(args[:n], args[n] if with_out else None)
+    from kdsl.backends.spec import FastLauncher
+    return FastLauncher(fast, packed=packed if all(a.contiguous for a in plan.out_args) else None)
 
 
 __all__ = ["abi", "build", "Unsupported"]

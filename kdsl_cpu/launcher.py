@@ -2,8 +2,8 @@
 
 ``build_launcher`` generates (once per compiled kernel) a small Python
 function that reads each array's data pointer, computes the scalar slots
-from ``func.bindings`` (shapes, strides in elements = byte strides //
-itemsize, the graph's scalar arguments), packs them with precompiled
+from the function's slots (``kdsl.runtime.callplan.scalar_slots``: shapes, strides in
+elements = byte strides // itemsize, the graph's scalar arguments), packs them with precompiled
 ``struct`` formats and calls the entry through a ctypes ``CFUNCTYPE`` --
 which releases the GIL for the whole kernel.  Dispatch has already checked
 dtypes, ranks and shapes; the launcher checks only what it alone knows
@@ -23,8 +23,8 @@ import struct
 
 from kdsl import dtypes as dt
 from kdsl.errors import ArgumentError, InternalCompilerError
-from kdsl.ir import nodes as n
-from kdsl.runtime.slots import SLOT, bf16_bits, element_stride
+from kdsl.runtime.callplan import SHAPE, STRIDE, scalar_slots
+from kdsl.runtime.slots import bf16_bits, element_stride
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -91,21 +91,15 @@ def build_launcher(func, address: int, runtime, keepalive=()):
             lines.append(f"if not b{k}.flags.writeable: _readonly({buf.name!r})")
     ns["_pack_b"] = struct.Struct("@" + "P" * len(names)).pack
     fmt, vals = "<", []
-    for v, bnd in zip(func.scalars, func.bindings):
-        kind, i, d = bnd.kind, bnd.index, bnd.dim
-        try:
-            fmt += SLOT[v.dtype]
-        except KeyError:
-            raise InternalCompilerError(f"scalar {v.name!r} has unsupported dtype {v.dtype}") from None
-        if kind is n.BindingKind.SHAPE:
-            vals.append(f"b{i}.shape[{d}]")
-        elif kind is n.BindingKind.STRIDE:
-            isz = func.buffers[i].dtype.itemsize
-            vals.append(f"_stride(b{i}.strides[{d}], {isz}, {func.buffers[i].name!r})")
-        elif kind is n.BindingKind.SCALAR:
-            vals.append(f"_bf16(scalars[{i}])" if v.dtype is dt.bfloat16 else f"scalars[{i}]")
+    for sl in scalar_slots(func):        # resolved once (kdsl.runtime.callplan)
+        fmt += sl.code
+        if sl.kind == SHAPE:
+            vals.append(f"b{sl.index}.shape[{sl.dim}]")
+        elif sl.kind == STRIDE:
+            vals.append(f"_stride(b{sl.index}.strides[{sl.dim}], {sl.itemsize}, {sl.buffer!r})")
         else:
-            raise InternalCompilerError(f"unknown binding kind {kind!r}")
+            vals.append(f"_bf16(scalars[{sl.index}])" if sl.dtype is dt.bfloat16
+                        else f"scalars[{sl.index}]")
     ns["_pack_s"] = struct.Struct(fmt).pack
     lines.append(f"st = _call(_pack_b({', '.join(names)}), _pack_s({', '.join(vals)}), _rt)")
     lines.append("if st: _status(st, _kname)")

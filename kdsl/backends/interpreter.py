@@ -35,6 +35,7 @@ import numpy as np
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import collect
+from ..passes.fori_loop import wrap_loop
 from ..passes.pipeline import SEQUENTIAL
 from ..numerics.call_check import check_call
 from .protocol import CompileRequest
@@ -133,7 +134,8 @@ class InterpreterBackend(BackendBase):
     barriers and out-of-bounds accesses reported).  No CUDA install is needed.
     """
 
-    spec = BackendSpec(name="interp", device="host", pipeline=lambda: SEQUENTIAL)
+    #: a kd.fori_loop runs inside one kernel on the host target (kdsl.passes.fori_loop)
+    spec = BackendSpec(name="interp", device="host", pipeline=lambda: SEQUENTIAL, fori_loops=True)
 
     def __init__(self, target: str | None = None):
         from ..gpu.pipeline import GPU_TARGETS, for_target
@@ -161,6 +163,12 @@ class InterpreterBackend(BackendBase):
                 return
         from ..schedule.hints import apply_hints
         apply_hints(sched, hints)
+
+    def lower(self, request: CompileRequest) -> n.LoweredFunc:
+        """The loop IR it runs: ``spec.pipeline()`` (the sequential table, or the GPU table for
+        a GPU target, which keeps a kd.fori_loop as a host loop of launches)."""
+        func = super().lower(request)       # spec.pipeline(), else the target's core table
+        return func if self.target is not None else wrap_loop(request, func)
 
     def compile(self, request: CompileRequest) -> Compiled:
         if self.target is not None:

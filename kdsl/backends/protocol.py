@@ -24,7 +24,7 @@ Codegen must be pure; only ``compile`` may need tools or a device.
 
 The compiled object's ``fast`` is its optional fast-launch capability: None, or a
 ``spec.FastLaunch`` whose ``build(plan)`` gives a ``spec.FastLauncher`` (or None) for one
-specialisation's ``kdsl.runtime.fastpath.FastPlan``; see their docstrings and
+specialisation's ``kdsl.runtime.callplan.CallPlan``; see their docstrings and
 docs/backends.md.  ``kdsl.backends.base.BackendBase`` has the usual defaults of the methods.
 """
 from __future__ import annotations

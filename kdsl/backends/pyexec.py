@@ -42,6 +42,9 @@ _NP_MATH = {n.UnOp.EXP: "np.exp", n.UnOp.LOG: "np.log", n.UnOp.SQRT: "np.sqrt",
             n.UnOp.FLOOR: "np.floor", n.UnOp.CEIL: "np.ceil"}
 
 
+from .pyexec_loops import carry_loop_handler  # noqa: E402
+
+
 @dataclass(frozen=True)
 class Program:
     """Generated Python for one LoweredFunc: ``source`` text, ``globals`` it links to, entry name."""
@@ -91,6 +94,7 @@ class _Gen:
             n.Barrier: self._barrier, n.Evaluate: self._evaluate, n.Intrinsic: self._intrinsic,
             **async_copy_handlers(self),
             **{t: self._wmma for t in n.WMMA_STMTS},
+            **carry_loop_handler(self),       # kd.fori_loop inside the kernel
         }
 
     # ------------------------------------------------------------- naming

@@ -15,8 +15,8 @@ or a zero-argument factory.  A backend whose import fails, or that does not keep
 backend contract (kdsl/backends/spec.py: a ``BackendSpec`` and the protocol's methods),
 raises ``BackendUnavailable`` (cause chained) for that name only.
 
-What kernels read on every call is public: ``STATE`` (the registry generation, the cached
-automatic default, the size-classed names), ``backend_spec(name)`` and ``runs_on_host``.
+What kernels read on every call is public: the module globals ``generation``,
+``auto_default`` and ``size_classed``, and ``backend_spec(name)``, ``runs_on_host(name)``.
 """
 from __future__ import annotations
 
@@ -53,25 +53,17 @@ _entry_points = None       # name -> EntryPoint (read lazily from metadata)
 _warned_numpy = False
 
 
-class RegistryState:
-    """What a kernel call reads from the registry, as plain attributes (read, never written,
-    outside this module; one attribute load each on the call path).
-
-    - ``generation``: bumped whenever a name may start meaning another backend (kernels key
-      their caches and fast launchers on it);
-    - ``auto_default``: "cpu" or "numpy" once the last step of the default rule was decided
-      (``default_backend_name``), else None;
-    - ``size_classed``: names of loaded backends whose ``spec.size_classes`` is set (their
-      specialisation keys include the call's size classes)."""
-
-    __slots__ = ("generation", "auto_default", "size_classed")
-
-    def __init__(self):
-        self.generation, self.auto_default, self.size_classed = 0, None, set()
-
-
-#: the registry's public state (RegistryState)
-STATE = RegistryState()
+# What a kernel call reads from the registry, as public module globals (one attribute load
+# each on the call path; the cuda backend's C call entry reads them from this module's dict).
+# Written only here.
+#: bumped whenever a name may start meaning another backend (kernels key their caches and
+#: fast launchers on it)
+generation = 0
+#: "cpu" or "numpy" once the last step of the default rule was decided, else None
+auto_default = None
+#: names (and backend objects) of loaded backends whose ``spec.size_classes`` is set: their
+#: specialisation keys include the call's size classes
+size_classed: set = set()
 
 _current = contextvars.ContextVar("kdsl_backend", default=None)
 
@@ -211,12 +203,13 @@ def _parse_group(text: str, dist: _Dist) -> list:
 
 def _forget(name=None) -> None:
     """Bump the generation and forget the cached default (and ``name``'s loaded backend)."""
-    STATE.generation += 1
-    STATE.auto_default = None
+    global generation, auto_default
+    generation += 1
+    auto_default = None
     if name is not None:
         _loaded.pop(name, None)
         _failed.pop(name, None)
-        STATE.size_classed.discard(name)
+        size_classed.discard(name)
 
 
 def refresh() -> None:
@@ -227,7 +220,7 @@ def refresh() -> None:
         _entry_points = None
         _loaded.clear()
         _failed.clear()
-        STATE.size_classed.clear()
+        size_classed.clear()
 
 
 def backends() -> list:
@@ -344,7 +337,7 @@ def get_backend(name):
         if isinstance(getattr(name, "spec", None), BackendSpec):   # a backend object: checked
             check_backend(name.spec.name, name, "passed as an object")
             if name.spec.size_classes:
-                STATE.size_classed.add(name)    # kernels key it by object
+                size_classed.add(name)    # kernels key it by object
             return name
         raise TypeError(f"backend must be a name (one of {backends()}) or a Backend object "
                         f"(with a kdsl.backends.spec.BackendSpec as its spec), "
@@ -361,7 +354,7 @@ def get_backend(name):
             _failed[name] = e
             raise
         if b.spec.size_classes:
-            STATE.size_classed.add(name)    # later keys are built with sizes (Kernel)
+            size_classed.add(name)    # later keys are built with sizes (Kernel)
         _loaded[name] = b
         return b
 
@@ -379,12 +372,6 @@ def runs_on_host(name) -> bool:
         return get_backend(name).spec.device == "host"
     except KdslError:
         return True
-
-
-def generation() -> int:
-    """The registry generation (``STATE.generation``): it changes whenever a name may start
-    meaning another backend."""
-    return STATE.generation
 
 
 # ----------------------------------------------------------------- default rule
@@ -452,8 +439,8 @@ def _is_cuda_array(a) -> bool:
 
 def _automatic() -> str:
     """'cpu' if installed and loadable, else 'numpy' (with a one-time warning saying why)."""
-    global _warned_numpy
-    name = STATE.auto_default
+    global _warned_numpy, auto_default
+    name = auto_default
     if name is None:
         reason = "the 'cpu' backend is not installed"
         name = "numpy"
@@ -463,7 +450,7 @@ def _automatic() -> str:
                 name = "cpu"
             except BackendUnavailable as e:  # broken cpu backend: say why, keep working
                 reason = f"the 'cpu' backend is installed but unusable ({e})"
-        STATE.auto_default = name
+        auto_default = name
         if name == "numpy" and not _warned_numpy:
             _warned_numpy = True
             loc = user_location()  # point the warning at the user's call, not at kdsl
@@ -492,7 +479,7 @@ def default_backend_name(arrays=()) -> str:
         t = type(a)
         if t not in _HOST_TYPES and t.__module__ != "numpy" and _is_cuda_array(a):
             return "cuda"
-    return STATE.auto_default or _automatic()
+    return auto_default or _automatic()
 
 
 #: argument types that are never CUDA arrays (a set lookup instead of a module-name test)

@@ -50,6 +50,8 @@ class BackendSpec:
     - ``pipeline``: a zero-argument function returning the pass table ``lower`` runs
       (a ``kdsl.passes.pipeline.Pipeline``); None: the core table of the target
       (``kdsl.gpu.pipeline.for_target``).  Used by ``kdsl.backends.base.BackendBase.lower``.
+    - ``fori_loops``: ``kd.fori_loop`` runs inside one kernel of the backend (its ``lower``
+      applies kdsl.passes.fori_loop: cpu, interp); False: a host loop of launches.
     - ``options``: passed to ``compile`` in every ``CompileRequest.options`` (read-only).
     - ``result_wrapper``: ``f(type of the first array argument)`` -> a function applied to
       each allocated result, or None (the cuda backend: JAX arrays); None: results as allocated.
@@ -63,6 +65,7 @@ class BackendSpec:
     target: str | None = None
     size_classes: bool = False
     pipeline: Callable[[], Any] | None = None
+    fori_loops: bool = False
     options: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     result_wrapper: Callable[[type], Callable | None] | None = None
     version: str = "0"
@@ -91,8 +94,9 @@ def spec_problems(spec) -> list:
         out.append(f"device must be one of {', '.join(sorted(DEVICES))}, got {spec.device!r}")
     if spec.target is not None and (not isinstance(spec.target, str) or not spec.target):
         out.append(f"target must be None or a non-empty string, got {spec.target!r}")
-    if type(spec.size_classes) is not bool:
-        out.append(f"size_classes must be a bool, got {spec.size_classes!r}")
+    for f in ("size_classes", "fori_loops"):
+        if type(getattr(spec, f)) is not bool:
+            out.append(f"{f} must be a bool, got {getattr(spec, f)!r}")
     for f in ("pipeline", "result_wrapper"):
         v = getattr(spec, f)
         if v is not None and not callable(v):
@@ -117,20 +121,24 @@ class FastLauncher(NamedTuple):
     raise (the kernel then takes its normal path, which keeps every error message); it never
     raises.  ``device_arrays``: it takes device arrays (and checks that ``out=`` does not
     overlap its inputs itself; it is also tried when the device rule picks the backend).
-    ``packed``: for a device launcher, the same launcher taking ``(args, out)`` -- the
-    argument tuple as the kernel received it, whatever its length -- called instead of
-    ``call`` (no re-packing of the tuple); None: ``call`` is used."""
+    ``packed``: the same launcher taking ``(args, out)`` -- the argument tuple as the kernel
+    received it, whatever its length -- called instead of ``call`` (no re-packing of the
+    tuple); it also declines an ``out=`` that shares memory with an argument or another
+    output; None: ``call`` is used (after the kernel's own overlap check, for host arrays).
+    ``entry``: with ``packed``, ``entry(kernel)`` may give a native call entry doing the
+    kernel's fast-launcher step in C (the cuda backend's helper), or None; None: no entry."""
 
     call: Callable[..., Any]
     device_arrays: bool = False
     packed: Callable[[tuple, Any], Any] | None = None
+    entry: Callable[[Any], Any] | None = None
 
 
 class FastLaunch(NamedTuple):
     """A compiled kernel's fast-launch capability (``compiled.fast``; None: it has none).
 
     ``build(plan)`` -> a ``FastLauncher`` or None, where ``plan`` is a
-    ``kdsl.runtime.fastpath.FastPlan`` (the argument checks, shape bindings, constraints and
+    ``kdsl.runtime.callplan.CallPlan`` (the argument checks, shape bindings, constraints and
     outputs of one specialisation, as data).  It is called once, after the specialisation
     ran ``kdsl.runtime.fastpath.PROMOTE_AFTER`` times; an exception keeps the normal path.
     ``device_arrays``: plans are made for device arrays (their array kinds are recorded)."""
@@ -162,7 +170,7 @@ def backend_problems(obj) -> list:
 
 
 #: attributes the contract read before BackendSpec (kdsl <= 0.1), checked against the spec
-_LEGACY = ("name", "device", "target", "size_classes")
+_LEGACY = ("name", "device", "target", "size_classes", "fori_loops")
 
 
 def check_backend(name: str, obj, origin: str):

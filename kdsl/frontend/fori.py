@@ -14,8 +14,9 @@ neither are loop-invariant: they stay in the enclosing graph and run once.  The 
 results are ``LoopStage``s of the enclosing graph (one per carry, all sharing one
 ``LoopInfo``).  kdsl.runtime.fori_program cuts a graph with loops into parts at its
 loops and runs them: each part and each body is compiled by the backend like any
-kernel (schedules and hints apply to their stages), and the loop runs on the host,
-ping-ponging two buffers per carry.
+kernel (schedules and hints apply to their stages); on backends that run loops inside a
+kernel (cpu, interp) the body is compiled as the whole loop (kdsl.passes.fori_loop),
+elsewhere the loop runs on the host; both ping-pong two buffers per carry.
 """
 from __future__ import annotations
 

@@ -523,6 +523,32 @@ class WaitGroup(Stmt):
 
 
 @dataclass(frozen=True)
+class CarryLoop(Stmt):
+    """A sequential loop carrying whole arrays (``kd.fori_loop`` run inside one kernel).
+
+    ``for var in [min, min+extent)``: each step runs ``body``, which reads the carries of
+    the step from ``cur[k]`` and writes every element of the next ones into ``nxt[k]``
+    (``cur``/``nxt``: compact GLOBAL buffers bound by this loop, never parameters).  Before
+    the first step the carries are the contents of ``inits[k]`` (read only); afterwards
+    ``results[k]`` holds the last carries (``inits[k]``'s contents for ``extent <= 0``).
+    ``inits``/``results`` are buffers in scope (the function's parameters), compact, of
+    ``cur[k]``'s shape and dtype.  Executors ping-pong: a step's ``nxt`` becomes the next
+    step's ``cur`` (kdsl.passes.fori_loop builds it; docs/kernels.md, kd.fori_loop).  A carry
+    with ``nxt[k] is cur[k]`` is updated in place: ``results[k]`` gets a copy of
+    ``inits[k]`` before the first step and every step reads and writes it there.
+    """
+
+    var: Var
+    min: Expr
+    extent: Expr
+    inits: tuple
+    cur: tuple
+    nxt: tuple
+    results: tuple
+    body: Stmt
+
+
+@dataclass(frozen=True)
 class Launch:
     """Launch dimensions of a device kernel: ``grid`` (x, y, z) blocks as Exprs of the shapes and
     scalars; ``block`` (x, y, z) threads as ints (thread extents are constant per kernel);
@@ -672,4 +698,4 @@ class LoweredFunc:
 
 EXPR_TYPES = (Var, Const, Binary, Compare, Unary, Select, Cast, Load, TensorRead, Reduce)
 STMT_TYPES = (For, IfThenElse, Store, Allocate, LetStmt, Seq, Barrier, Evaluate, Intrinsic,
-              CrossThreadReduce, AsyncCopy, CommitGroup, WaitGroup, DeviceKernel, WgmmaCommit, WgmmaWait) + WMMA_STMTS
+              CrossThreadReduce, CarryLoop, AsyncCopy, CommitGroup, WaitGroup, DeviceKernel, WgmmaCommit, WgmmaWait) + WMMA_STMTS

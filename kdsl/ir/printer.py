@@ -254,6 +254,7 @@ class StmtPrinter:
             n.CommitGroup: self._commit, n.WaitGroup: self._wait, n.WgmmaWait: self._wgmma_wait, n.WgmmaCommit: self._wgmma_commit, n.DeviceKernel: self._kernel,
             n.WmmaFill: self._wmma_fill, n.WmmaLoad: self._wmma_load, n.WmmaMma: self._wmma_mma,
             n.WmmaStore: self._wmma_store, n.WgmmaMma: self._wgmma_mma,
+            n.CarryLoop: self._carry_loop,
         }
 
     def lines(self, s, depth: int, out: list):
@@ -282,6 +283,18 @@ class StmtPrinter:
         elif s.kind is not n.ForKind.SERIAL:
             head += f"  # {s.kind.value}"
         out.append(INDENT * depth + head)
+        self.block(s.body, depth + 1, out)
+
+    def _carry_loop(self, s, depth, out):
+        """``for i in range(..):  # kd.fori_loop`` with the carries it ping-pongs."""
+        e, nm = self.expr, self.namer
+        rng = f"range({e(s.min)}, {e.end(s.min, s.extent)})"
+        out.append(INDENT * depth + f"for {nm(s.var)} in {rng}:  # kd.fori_loop steps, in order")
+        for b, c, x, r in zip(s.inits, s.cur, s.nxt, s.results):
+            how = f"-> {nm(x)}: {self.buffer_type(c)}, ping-pong" if x is not c else \
+                f"{self.buffer_type(c)}, in place"
+            out.append(INDENT * (depth + 1) + f"# carry {nm(c)} (first {nm(b)}) {how}; "
+                       f"last into {nm(r)}")
         self.block(s.body, depth + 1, out)
 
     def _if(self, s, depth, out, word="if"):

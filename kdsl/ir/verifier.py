@@ -157,7 +157,7 @@ class _Verifier:
             n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
             n.Barrier: lambda s: None, n.Evaluate: lambda s: self.expr(s.value),
             n.Intrinsic: self._intrinsic, n.DeviceKernel: self._kernel,
-            n.CrossThreadReduce: self._cross_thread,
+            n.CrossThreadReduce: self._cross_thread, n.CarryLoop: self._carry_loop,
             **async_copy_rules(self),
             **{t: self._wmma for t in n.WMMA_STMTS},
         }
@@ -232,6 +232,28 @@ class _Verifier:
         finally:
             if s.kind is n.ForKind.BOUND:
                 self.threads.pop()
+
+    def _carry_loop(self, s):
+        """kd.fori_loop's steps: parameter-like inits/results in scope, loop-bound compact
+        carries of their shapes and dtypes, read (cur) and written (nxt) by the body."""
+        self.expr(s.min)
+        self.expr(s.extent)
+        if not (len(s.inits) == len(s.cur) == len(s.nxt) == len(s.results)):
+            self.fail("carry loop with differing numbers of inits, carries and results")
+        for b, c, x, r in zip(s.inits, s.cur, s.nxt, s.results):
+            self.buffer_ok(b)
+            self.buffer_ok(r)
+            for y in (c, x):
+                if y.param or y.strides is not None or y in self.allocated:
+                    self.fail(f"carry buffer {y.name!r} must be compact, loop-bound, fresh")
+                if y.dtype is not b.dtype or len(y.shape) != len(b.shape):
+                    self.fail(f"carry buffer {y.name!r} differs from {b.name!r}")
+        bound = set(s.cur) | set(s.nxt)
+        self.allocated |= bound
+        try:
+            self._bind(s.var, s.body)
+        finally:
+            self.allocated -= bound
 
     def _if(self, s):
         self.expr(s.cond)

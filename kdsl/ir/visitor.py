@@ -196,7 +196,7 @@ def any_statement(s, pred) -> bool:
             stack.append(x.then)
             if x.otherwise is not None:
                 stack.append(x.otherwise)
-        elif t in (n.For, n.Allocate, n.LetStmt, n.DeviceKernel):
+        elif t in (n.For, n.Allocate, n.LetStmt, n.DeviceKernel, n.CarryLoop):
             stack.append(x.body)
     return False
 

@@ -134,7 +134,7 @@ def _distance(k1, k2) -> int:
 
 
 def _describe_change(a, b) -> str:
-    """What differs between two argument keys (see Kernel._key / signature.arg_key)."""
+    """What differs between two argument keys (see callplan.key_function)."""
     if _is_nd(a) and _is_nd(b):
         parts = []
         if a[0] != b[0]:

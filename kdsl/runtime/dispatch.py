@@ -3,9 +3,10 @@
 ``compile_for`` runs trace -> Schedule -> (explicit schedule functions or
 ``backend.schedule``) -> ``backend.compile`` once per (backend, signature).
 ``build_launcher`` then generates, with ``exec``, one small Python function per
-specialisation that binds shape variables from the argument shapes, checks the
-graph's constraints, allocates (or checks ``out=``) outputs and calls the
-compiled kernel: no tree walking, no dict building on the call path.
+specialisation from its ``callplan.CallPlan`` (the reference emitter): it binds shape
+variables from the argument shapes, checks the graph's constraints, allocates (or checks
+``out=``) outputs and calls the compiled kernel: no tree walking, no dict building on the
+call path.
 """
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ def make_schedule(graph):
 
 
 def _targets(hint_target, backend) -> bool:
-    """Whether a schedule for ``hint_target`` applies on ``backend`` (its ``spec.target`` when it
-    runs another target's schedules, e.g. ``interp-cuda``: cuda's; else its name)."""
+    """Whether a schedule for ``hint_target`` applies on ``backend`` (its ``target`` when it runs
+    another target's schedules, e.g. ``interp-cuda``: cuda's; else its name)."""
     return hint_target is None or hint_target == backend.spec.schedule_target
 
 
@@ -101,11 +102,11 @@ class ProgramRequest:
 
 
 def lower_request(backend, req):
-    """The LoweredFunc of a request: ``backend.lower`` (its pass table; ``BackendBase.lower``
-    runs ``spec.pipeline()`` or the core table of its target)."""
+    """The LoweredFunc of a request (a backend may add its own passes through ``lower``; else
+    the core table of its target, ``kdsl.gpu.pipeline.for_target``: GPU form for ``cuda``)."""
     if isinstance(req, ProgramRequest):
         return req.show()
-    return backend.lower(req)
+    return backend.lower(req)     # (BackendBase.lower: spec.pipeline(), else the target's table)
 
 
 def dump(kernel_name, backend, sig, req) -> None:
@@ -199,17 +200,17 @@ def py_expr(e, names: dict) -> str:
 class _Fail:
     """Call-time error builders (kept out of the generated code, which only calls them)."""
 
-    def __init__(self, kernel_name, graph, names):
-        self.kernel_name, self.graph, self.names = kernel_name, graph, names
+    def __init__(self, plan, names):
+        self.plan, self.names = plan, names
 
     def dim(self, pos, d, got, what, want):
         raise ShapeError(
-            f"{self.kernel_name}: argument {self.names[pos]!r} has size {got} in dim {d}, but "
+            f"{self.plan.name}: argument {self.names[pos]!r} has size {got} in dim {d}, but "
             f"the kernel needs {what} = {want} there (from the other arguments' shapes)",
             hint="pass arrays whose shapes agree", loc=user_location())
 
     def constraint(self, j, lhs, rhs, *values):
-        c = self.graph.constraints[j]
+        c = self.plan.constraints[j]
         call = user_location()
         at = f" (called at {call.short})" if call is not None else ""
         if c.detail:   # a template filled with this call's values (index checks)
@@ -221,64 +222,67 @@ class _Fail:
                                       loc=c.loc if c.loc is not None else call, hint=c.hint)
 
     def out(self, j, got, want):
-        raise ArgumentError(f"{self.kernel_name}: out= array {j} has shape {tuple(got)}, "
+        raise ArgumentError(f"{self.plan.name}: out= array {j} has shape {tuple(got)}, "
                             f"but the result has shape {tuple(want)}",
                             hint="allocate out with the result's shape", loc=user_location())
 
 
-def build_launcher(kernel_name, graph, backend, compiled, arg_names, param_pos, out_mode,
-                   like_kind=None, binds=None):
-    """Generate the call path of one specialisation: the reference emitter of its
-    ``callplan.Bindings`` (``binds``; derived here when not given).
+def build_launcher(plan, backend, compiled, arg_names, like_kind=None):
+    """The reference emitter of a ``callplan.CallPlan``: one generated Python function
+    ``launch(args, out, stream)`` binding, checking, allocating (or checking ``out=``) and
+    calling ``compiled(inputs, outputs, scalars[, stream=])``.
 
-    ``param_pos[i]``: the argument position of ``graph.params[i]``; ``out_mode``:
-    None (allocate), "one" (out=array) or "tuple" (out=tuple of arrays).  ``like_kind``: the
-    type of the first array argument; the backend's ``spec.result_wrapper(like_kind)`` (when set)
-    may give a function applied to each allocated result (the cuda backend: JAX arrays).
+    ``arg_names``: the call's parameter names (messages).  ``like_kind``: the type of the
+    first array argument; a backend's optional ``result_wrapper(like_kind)`` may give a
+    function applied to each allocated result (the cuda backend: JAX arrays).
     """
-    from .callplan import bindings
-    b = binds if binds is not None else bindings(graph, param_pos)
     names, lines, ns = {}, [], {"_fdiv": _fdiv, "_fmod": _fmod, "_run": compiled,
                                 "_empty": backend.empty}
-    fail = _Fail(kernel_name, graph, arg_names)
+    fail = _Fail(plan, arg_names)
     ns.update(_dim_fail=fail.dim, _cfail=fail.constraint, _ofail=fail.out)
-    scalars = [f"s{pos}" for _, pos in b.scalars]
-    inputs = [f"args[{pos}]" for _, pos in b.arrays]
+    scalars = [f"s{pos}" for pos in plan.scalars]
+    inputs = [f"args[{pos}]" for pos in plan.inputs]
     like = inputs[0] if inputs else None
-    for p, pos in b.scalars:
-        names[p] = f"s{pos}"
+    for pos, d in zip(plan.scalars, plan.scalar_dtypes):
         lines.append(f"s{pos} = args[{pos}]")
-        if p.dtype.is_int:   # a Python int the scalar cannot hold: the same error everywhere
-            lo, hi = int(np.iinfo(p.dtype.np).min), int(np.iinfo(p.dtype.np).max)
+        if d.is_int:   # a Python int the scalar cannot hold: the same error everywhere
+            lo, hi = int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)
             lines.append(f"if not {lo} <= s{pos} <= {hi}: raise OverflowError(s{pos})")
-    for p, pos in b.arrays:
-        if p.shape:
+    for e, src in plan.sources:
+        if src[0] == "scalar":
+            names[e] = f"s{src[1]}"
+    read = set()
+
+    def shape_of(pos):     # each argument's shape read once, where first used
+        if pos not in read:
+            read.add(pos)
             lines.append(f"sh{pos} = args[{pos}].shape")
-        for e, src in b.sources:
+        return f"sh{pos}"
+    for pos in plan.inputs:
+        for e, src in plan.sources:
             if src[0] == "shape" and src[1] == pos:
                 names[e] = f"v{len(names)}"
-                lines.append(f"{names[e]} = sh{pos}[{src[2]}]")
-        for cpos, d, e in b.checks:
+                lines.append(f"{names[e]} = {shape_of(pos)}[{src[2]}]")
+        for cpos, d, e in plan.checks:
             if cpos == pos:
-                got, want = f"sh{pos}[{d}]", py_expr(e, names)
+                got, want = f"{shape_of(pos)}[{d}]", py_expr(e, names)
                 what = repr(e.name) if type(e) is n.Var else "a size"
                 lines.append(f"if {got} != {want}: _dim_fail({pos}, {d}, {got}, {what!r}, {want})")
-    for j, c in enumerate(b.constraints):
+    for j, c in enumerate(plan.constraints):
         lhs, rhs = py_expr(c.lhs, names), py_expr(c.rhs, names)
         extra = "".join(f", {py_expr(e, names)}" for _, e in c.detail)  # only on failure
         lines.append(f"if {lhs} != {rhs}: _cfail({j}, {lhs}, {rhs}{extra})")
     outs = []
-    for j, t in enumerate(b.outputs):
-        shape = "(" + "".join(py_expr(e, names) + ", " for e in t.shape) + ")"
-        o = f"o{j}"
-        outs.append(o)
-        if out_mode is None:
-            ns[f"_dt{j}"] = t.dtype
-            lines.append(f"{o} = _empty({shape}, _dt{j}, {like or 'None'})")
+    for j, o in enumerate(plan.outputs):
+        shape = "(" + "".join(py_expr(e, names) + ", " for e in o.shape) + ")"
+        outs.append(f"o{j}")
+        if plan.out_mode is None:
+            ns[f"_dt{j}"] = o.dtype
+            lines.append(f"o{j} = _empty({shape}, _dt{j}, {like or 'None'})")
         else:
-            src = "out" if out_mode == "one" else f"out[{j}]"
-            lines.append(f"{o} = {src}")
-            lines.append(f"if tuple({o}.shape) != {shape}: _ofail({j}, {o}.shape, {shape})")
+            src = "out" if plan.out_mode == "one" else f"out[{j}]"
+            lines.append(f"o{j} = {src}")
+            lines.append(f"if tuple(o{j}.shape) != {shape}: _ofail({j}, o{j}.shape, {shape})")
     call = f"[{', '.join(inputs)}], [{', '.join(outs)}], [{', '.join(scalars)}]"
     lines.append(f"if stream is None: _run({call})")
     lines.append(f"else: _run({call}, stream=stream)")
@@ -287,13 +291,14 @@ def build_launcher(kernel_name, graph, backend, compiled, arg_names, param_pos, 
     if wrap is not None:
         ns["_wrap"] = wrap
         outs = [f"_wrap({o})" for o in outs]
-    if out_mode is not None:
+    if plan.out_mode is not None:
         lines.append("return out")
     else:
         lines.append(f"return {outs[0]}" if len(outs) == 1 else f"return ({', '.join(outs)},)")
     src = "def launch(args, out, stream):\n" + "".join(f"    {ln}\n" for ln in lines)
     # a file name inside kdsl, so that user_location() skips the launcher's frame
-    exec(compile(src, os.path.join(_HERE, f"<launcher {kernel_name}>"), "exec"), ns)
+    exec(compile(src, os.path.join(_HERE, f"<launcher {plan.name}>"), "exec"), ns)
     launch = ns["launch"]
     launch.__kdsl_source__ = src
+    launch.__kdsl_plan__ = plan
     return launch

@@ -16,18 +16,26 @@ index checks run per launch).  The returned ``Program`` is the Compiled of ``gra
   a result the kernel returns into its output (when that has the body's layout; else it
   is copied there, as is ``init`` itself for zero or negative counts, by a copy kernel).
 
-On every backend the loop is a host loop around one launch of the body per step (on GPUs:
-one launch of each of the body's kernels per step, the portable grid-wide barrier).
+A backend with ``fori_loops`` true (cpu, interp) runs a loop as one launch of its *loop
+graph* (``loop_graph``: the body graph with the bounds as two more scalars, lowered and then
+wrapped by kdsl.passes.fori_loop into a ``CarryLoop`` over every step: ``_KernelLoop``); the
+body's checks that use ``i`` are done for every step first (kdsl.runtime.fori_kernel).  The host loop (``_Loop``) remains for other backends (on GPUs: one launch
+of each of the body's kernels per step, the portable grid-wide barrier), for a body holding
+a loop of its own, and for a body whose data checks change from step to step
+(``fori_kernel.in_kernel_loop``).
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
 
+from .. import config
 from ..graph import Graph, Input, Tensor
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import Mutator
+from . import compile_log
+from .fori_kernel import in_kernel_loop, loop_graph
 from .signature import ArraySig, ScalarSig, Signature
 
 
@@ -143,6 +151,46 @@ def body_graph(info, enclosing):
     return graph, sources
 
 
+class StepChecks:
+    """The checks of a loop body that use ``i``, for every step of ``[lo, hi)`` at once
+    (generated Python: a few tenths of a microsecond per check and step)."""
+
+    def __init__(self, name, checks, index):
+        from . import dispatch
+        from ..ir.visitor import free_vars
+        self.checks, self.index = checks, index
+        vars_ = []
+        for c in checks:
+            for e in [c.lhs, c.rhs]:
+                vars_ += [v for v in free_vars(e) if v is not index and v not in vars_]
+        names = {v: f"v{k}" for k, v in enumerate(vars_)}
+        names[index] = "i"
+        self.vars = vars_
+        body = "".join(f"        if {dispatch.py_expr(c.lhs, names)} != "
+                       f"{dispatch.py_expr(c.rhs, names)}: return i, {j}\n"
+                       for j, c in enumerate(checks))
+        src = (f"def check(lo, hi, {''.join(names[v] + ', ' for v in vars_)}):\n"
+               f"    for i in range(lo, hi):\n{body}    return None\n")
+        ns = {"_fdiv": dispatch._fdiv, "_fmod": dispatch._fmod}
+        exec(compile(src, f"<kd.fori_loop step checks {name}>", "exec"), ns)
+        self.fn = ns["check"]
+        self.name = name             # dispatch._Fail reads name and constraints (a plan's)
+        self.fail = dispatch._Fail(self, ())
+
+    @property
+    def constraints(self):       # the failing check, as a CallPlan's constraints
+        return self.checks
+
+    def __call__(self, lo, hi, vals):
+        bad = self.fn(lo, hi, *[vals[v] for v in self.vars])
+        if bad is not None:
+            i, j = bad
+            env = {**vals, self.index: i}
+            c = self.checks[j]
+            self.fail.constraint(j, eval_expr(c.lhs, env), eval_expr(c.rhs, env),
+                                 *[eval_expr(e, env) for _, e in c.detail])
+
+
 # ----------------------------------------------------------------- compiling
 class _Part:
     """A kernel-like object for ``dispatch.compile_for``: the user's hints for one part."""
@@ -173,14 +221,79 @@ def _all_names(kernel) -> set:
 
 
 def _compile(kernel, backend, graph, name, default, out_contiguous):
-    from . import dispatch
+    from . import callplan, dispatch
     part = _Part(kernel, name, _hints_for(kernel, graph, default))
     part._names = _all_names(kernel)
     sig = _sig_of(graph, out_contiguous)
     _req, compiled = dispatch.compile_for(part, backend, sig, graph)
     names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
-    return dispatch.build_launcher(name, graph, backend, compiled, names,
-                                   tuple(range(len(graph.params))), "tuple")
+    plan = callplan.make(name, graph, sig, "tuple", compiled=compiled)
+    return dispatch.build_launcher(plan, backend, compiled, names)
+
+
+class _Fallback(Exception):
+    """A relaxed data check of a loop kernel failed: this call takes the host loop."""
+
+
+def _nothing(inputs, outputs, scalars, stream=None):
+    return None
+
+
+class _Relaxed:
+    """A loop kernel behind data checks relaxed to a larger domain (fori_kernel._check_form):
+    where one fails, the call raises ``_Fallback`` (the host loop then checks each step)."""
+
+    def __init__(self, main, loose, errors):
+        self.main, self.loose, self.errors = main, loose, errors
+
+    def __call__(self, inputs, outputs, scalars, stream=None):
+        extra = {} if stream is None else {"stream": stream}
+        try:
+            self.loose(inputs, outputs, scalars, **extra)
+        except self.errors:
+            raise _Fallback() from None
+        return self.main(inputs, outputs, scalars, **extra)
+
+
+def _compile_loop(kernel, backend, graph, spec, default, relaxed=()):
+    """The launcher of loop graph ``graph`` compiled as the whole loop (``spec``), behind the
+    ``relaxed`` data checks (fori_kernel.loop_graph) when there are some."""
+    from . import dispatch
+    part = _Part(kernel, graph.name, _hints_for(kernel, graph, default))
+    part._names = _all_names(kernel)
+    req = _loop_request(part, backend, graph, spec)
+    with compile_log.stage("backend compile"):
+        compiled = backend.compile(req)
+    if graph.data_checks:    # once, before the loop (loop_graph: over every step's domain)
+        from ..passes.fori_loop import OPTION
+        from .checks import with_checks
+        compiled = with_checks(backend, req.signature, graph, compiled,
+                               {k: v for k, v in req.options.items() if k != OPTION})
+    if relaxed:
+        from ..passes.fori_loop import OPTION
+        from .checks import with_checks
+        loose = Graph(f"{graph.name}_relaxed", graph.params, graph.stages, graph.outputs, [],
+                      loc=graph.loc, data_checks=list(relaxed))
+        compiled = _Relaxed(compiled, with_checks(
+            backend, req.signature, loose, _nothing,
+            {k: v for k, v in req.options.items() if k != OPTION}),
+            tuple({c.error for c in relaxed}))
+    if config.dump():
+        dispatch.dump(graph.name, backend, req.signature, req)
+    from . import callplan
+    names = [getattr(p, "name", f"a{k}") for k, p in enumerate(graph.params)]
+    plan = callplan.make(graph.name, graph, req.signature, "tuple", compiled=compiled)
+    return dispatch.build_launcher(plan, backend, compiled, names)
+
+
+def _loop_request(part, backend, graph, spec):
+    """The CompileRequest of a loop graph: scheduled like any graph, asking for the loop."""
+    from . import dispatch
+    from ..passes.fori_loop import OPTION
+    with compile_log.stage("schedule"):
+        req = dispatch.prepare(part, backend, _sig_of(graph, ()), graph)
+    req.options[OPTION] = spec
+    return req
 
 
 @dataclasses.dataclass
@@ -195,6 +308,17 @@ class _Loop:
     info: object
     launch: object
     sources: list
+
+
+@dataclasses.dataclass
+class _KernelLoop:
+    """A loop run by one launch of its loop kernel (every step inside it)."""
+
+    info: object
+    launch: object
+    sources: list
+    checks: object       # StepChecks or None
+    fallback: object = None   # () -> the host loop's _Loop (relaxed data checks), built once
 
 
 class Program:
@@ -228,6 +352,8 @@ class Program:
                 out = tuple(env[t] if t in env else self._empty(t, vals, like) for t in step.outs)
                 step.launch(args, out, stream)
                 env.update(zip(step.outs, out))
+            elif isinstance(step, _KernelLoop):
+                self._kernel_loop(step, env, vals, like, stream)
             else:
                 self._loop(step, env, vals, like, stream)
 
@@ -258,6 +384,34 @@ class Program:
                 step.launch(args, tuple(nxt), stream)
                 cur = nxt
         for t, a in zip(info.results, cur):
+            if t is None:
+                continue
+            if t in self.out_index and env[t] is not a:
+                self._copy(a, env[t], stream)
+            else:
+                env[t] = a
+
+    def _kernel_loop(self, step, env, vals, like, stream):
+        """One launch runs every step (the kernel ping-pongs the carries and writes the last
+        ones into the results: into the kernel's outputs when they have its layout)."""
+        info = step.info
+        lo, hi = int(eval_expr(info.lower, vals)), int(eval_expr(info.upper, vals))
+        if step.checks is not None and hi > lo:
+            step.checks(lo, hi, vals)
+        outs = tuple(env[t] if t is not None and self.direct.get(t) and t in env
+                     else self._empty(c, vals, like)
+                     for t, c in zip(info.results, info.inits))
+        args = [None if s is None or s is info.index else env[s] if isinstance(s, Tensor)
+                else vals[s] for s in step.sources]
+        k = len(info.inits)
+        args[:k] = [env[t] for t in info.inits]
+        args[-1] = 0        # i: the loop's variable inside the kernel
+        try:
+            step.launch(args + [lo, hi], outs, stream)
+        except _Fallback:   # a relaxed check failed: the host loop checks step by step
+            self._loop(step.fallback(), env, vals, like, stream)
+            return
+        for t, a in zip(info.results, outs):
             if t is None:
                 continue
             if t in self.out_index and env[t] is not a:
@@ -325,6 +479,18 @@ def _plan(kernel, graph, outc) -> tuple:
     return kernel, steps
 
 
+def _host_loop(kernel, backend, info, body, sources, default):
+    """A function compiling the host loop of a loop (once, when first called)."""
+    got = []
+
+    def make():
+        if not got:
+            got.append(_Loop(info, _compile(kernel, backend, body, body.name, default, ()),
+                             sources))
+        return got[0]
+    return make
+
+
 def compile_program(kernel, backend, sig, graph) -> Program:
     """Compile the parts and loop bodies of ``graph`` for ``backend`` (module docstring)."""
     outc = sig.out_contiguous or (True,) * len(graph.outputs)
@@ -337,6 +503,13 @@ def compile_program(kernel, backend, sig, graph) -> Program:
                               sources, outs))
         else:
             _, info, body, sources, default = st
+            if in_kernel_loop(backend, info, body):
+                lg, spec, checks, relaxed = loop_graph(info, body)
+                steps.append(_KernelLoop(
+                    info, _compile_loop(kernel, backend, lg, spec, default, relaxed), sources,
+                    StepChecks(lg.name, checks, info.index) if checks else None,
+                    _host_loop(kernel, backend, info, body, sources, default)))
+                continue
             steps.append(_Loop(info, _compile(kernel, backend, body, body.name, default, ()),
                                sources))
     return Program(graph, backend, steps, outc)
@@ -382,6 +555,21 @@ def describe(kernel, backend, sig, graph, source: bool = False, indent: str = ""
         else:
             _, info, body, _src, default = st
             at = f" (kd.fori_loop at {info.loc.short})" if info.loc is not None else ""
+            if in_kernel_loop(backend, info, body):
+                lg, spec, _checks, relaxed = loop_graph(info, body)
+                lines.append(f"{indent}# for {info.index.name} in range({format_expr(info.lower)}, "
+                             f"{format_expr(info.upper)}): inside one kernel{at}, every step "
+                             "in the kernel below")
+                if relaxed:
+                    lines.append(f"{indent}# (indices under a kd.where reading the carries: "
+                                 "checked on the whole domain first; where that fails, the "
+                                 "call runs a host loop, one launch per step)")
+                part = _Part(kernel, lg.name, _hints_for(kernel, lg, default))
+                part._names = _all_names(kernel)
+                req = _loop_request(part, backend, lg, spec)
+                text = backend.source(req) if source else dispatch.lower_request(backend, req)
+                lines.extend(indent + ln for ln in str(text).splitlines())
+                continue
             lines.append(f"{indent}for {info.index.name} in range({format_expr(info.lower)}, "
                          f"{format_expr(info.upper)}):  # host loop{at}: one launch per step, "
                          "carries in two buffers each")

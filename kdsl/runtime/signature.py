@@ -1,7 +1,7 @@
 """Call signatures: what a compiled specialisation of a kernel depends on.
 
-Per call, dispatch builds a cheap hashable *key* from the arguments
-(``arg_key``); on a cache miss the key becomes a ``Signature`` (validated,
+Per call, the kernel builds a cheap hashable *key* from the arguments
+(``callplan.key_function``); on a cache miss the arguments give a ``Signature`` (validated,
 with kdsl dtypes), and the signature gives the trace specs.
 
 - array: dtype, rank, which dims have size 1 (static 1 in the trace; others
@@ -30,39 +30,7 @@ from .arrays import array_info
 _PY_SCALARS = {bool: dt.bool_, int: dt.int64, float: dt.float64}
 
 
-# ----------------------------------------------------------------- keys (hot path)
-def _nd_key(a, specialize):
-    shape = a.shape
-    return (np.ndarray, a.dtype, shape if specialize else tuple([s == 1 for s in shape]),
-            a.flags.c_contiguous)
-
-
-def _generic_key(a, specialize):
-    info = array_info(a)
-    if info is None:
-        return None
-    dtype, shape, contiguous = info
-    return (type(a), dtype, shape if specialize else tuple([s == 1 for s in shape]), contiguous)
-
-
-def arg_key(a, specialize: bool, constant: bool):
-    """A hashable description of one argument, or None if it is not an array or scalar."""
-    t = type(a)
-    if constant:  # any hashable Python value: int, float, str, tuple, None ...
-        try:
-            hash(a)
-        except TypeError:
-            return None
-        return ("const", t, a)
-    if t is np.ndarray:
-        return _nd_key(a, specialize)
-    if t in _PY_SCALARS or isinstance(a, np.generic):
-        return (t,)
-    if a is None:   # nothing to pass at run time: a compile-time constant
-        return ("const", t, None)
-    return _generic_key(a, specialize)
-
-
+# ----------------------------------------------------------------- size classes (hot path)
 def size_classes(args) -> tuple:
     """Per argument, the bit lengths of an array's dims (``()`` for scalars and constants):
     the size part of the key for backends with ``size_classes = True``."""
@@ -82,22 +50,6 @@ def size_classes(args) -> tuple:
 def size_range(cls: int) -> tuple:
     """The sizes a dim of bit length ``cls`` can have: ``(lo, hi)``."""
     return (0, 0) if cls == 0 else (1 << (cls - 1), (1 << cls) - 1)
-
-
-def _writeable(o) -> bool:
-    flags = getattr(o, "flags", None)
-    return bool(getattr(flags, "writeable", True)) if flags is not None else True
-
-
-def out_key(out):
-    """The layout part of the key for ``out=`` (None when no out= was given)."""
-    if out is None:
-        return None
-    # writeability is part of the key: a read-only out= array misses the cache, and the
-    # miss path (Kernel._check_out) reports it
-    if isinstance(out, tuple):
-        return tuple([(arg_key(o, False, False), _writeable(o)) for o in out]) + (True,)
-    return (arg_key(out, False, False), _writeable(out), False)
 
 
 # ----------------------------------------------------------------- signatures

@@ -46,6 +46,10 @@ class AliasScopes:
         for s in collect(func.body, lambda s: isinstance(s, n.Allocate)):
             if s.buffer not in bufs:
                 bufs.append(s.buffer)
+        for s in collect(func.body, lambda s: isinstance(s, n.CarryLoop)):
+            # kd.fori_loop's carries: accessed only inside a step's own function, where a
+            # step's cur and nxt never overlap (kdsl_cpu/codegen/carry_loop.py)
+            bufs += [x for x in s.cur + s.nxt if x not in bufs]
         self._tags: dict = {}
         if len(bufs) < 2:
             return

@@ -29,6 +29,7 @@ from kdsl.errors import warn_user
 
 from . import types as T
 from . import unroll as U
+from . import carry_loop
 from .expr import ExprGen
 from .function import FnCtx
 from .vector import VectorEmitter, same_element
@@ -150,7 +151,9 @@ class StmtGen:
         self._table = {n.For: self._for, n.IfThenElse: self._if, n.Store: self._store,
                        n.Allocate: self._allocate, n.LetStmt: self._let, n.Seq: self._seq,
                        n.Barrier: self._barrier, n.Evaluate: self._evaluate,
-                       n.Intrinsic: self._intrinsic}
+                       n.Intrinsic: self._intrinsic,
+                       # kd.fori_loop inside the kernel (kdsl_cpu/codegen/carry_loop.py)
+                       n.CarryLoop: lambda s: carry_loop.emit(self, s, _uses)}
         self._malloc = self._free = None
         self._unroll = U.UnrollPlanner()
         self._warned: set = set()

@@ -1,6 +1,6 @@
 """The cuda backend's fast launcher: one generated Python function per specialisation.
 
-``build(compiled, plan)`` turns a ``kdsl.runtime.fastpath.FastPlan`` (the argument checks of one
+``build(compiled, plan)`` turns a ``kdsl.runtime.callplan.CallPlan`` (the call contract of one
 specialisation, as data) into ``fast(*args[, out])``: it reads each device array through its
 library's cheapest attributes (torch: ``data_ptr()``, ``shape``, ``stride()``; CuPy: the
 Cython fields ``_c_contiguous`` and ``data.ptr``; ``DeviceArray``: fields), checks exactly
@@ -18,7 +18,7 @@ answers ``NotImplemented``, and the call takes the normal path, which keeps ever
 message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
 
 Each launcher is generated twice over one body: ``fast(a0, .., [out])`` (the protocol's) and
-``packed(args, out)`` (``FastLauncher.packed``), which ``Kernel._call`` calls with its
+``packed(args, out)`` (``fast.__kdsl_packed__``), which ``Kernel._call`` calls with its
 argument tuple as it is.  The benchmark of this path without a GPU: benchmarks/launch_host.py.
 """
 from __future__ import annotations
@@ -32,6 +32,7 @@ import types
 from kdsl import dtypes as dt
 from kdsl.backends.spec import FastLauncher
 from kdsl.ir import nodes as n
+from kdsl.runtime.callplan import SHAPE, STRIDE
 from kdsl.runtime.dispatch import py_expr
 from kdsl.runtime.signature import size_range
 from kdsl.runtime.slots import bf16_bits
@@ -187,7 +188,7 @@ class _Gen:
         # out='s sizes.  A size checked equal to a size of the same class needs no class check
         same = {}       # size name -> the size names it is checked equal to
         pairs = [(dims[pos][d], ex) for pos, d, ex in plan.checks]
-        pairs += [(names.get(lhs), rhs) for lhs, rhs in plan.constraints if type(lhs) is n.Var]
+        pairs += [(names.get(c.lhs), c.rhs) for c in plan.constraints if type(c.lhs) is n.Var]
         for x, ex in pairs:
             y = names.get(ex) if type(ex) is n.Var else None
             if x is not None and y is not None:
@@ -199,8 +200,8 @@ class _Gen:
                 known = [y for y in same.get(dn, ()) if y in self.ranges]
                 cond.append(self.size_check(dn, want, cls, known[0] if known else None))
         cond += [f"{dims[pos][d]} != {py_expr(ex, names)}" for pos, d, ex in plan.checks]
-        cond += [f"{py_expr(lhs, names)} != {py_expr(rhs, names)}" for lhs, rhs in plan.constraints]
-        for j, (_, shape) in enumerate(plan.outputs[:len(ovars)]):
+        cond += [f"{py_expr(c.lhs, names)} != {py_expr(c.rhs, names)}" for c in plan.constraints]
+        for j, (_, _, shape) in enumerate(plan.outputs[:len(ovars)]):
             for dn, (want, cls), ex in zip(dims[f"o{j}"], infos[f"o{j}"], shape):
                 x = py_expr(ex, names)   # its size: the result's; never 1 when that one is not
                 lo = self.ranges.get(x, (0,))[0]
@@ -246,7 +247,7 @@ class _Gen:
             self.overlap_checks(plan, kinds, bufs)
         else:
             like = f"a{first}"
-            for j, (npdt, shape) in enumerate(plan.outputs):
+            for j, (_, _, shape) in enumerate(plan.outputs):
                 od = []
                 for d, ex in enumerate(shape):
                     x = py_expr(ex, names)
@@ -351,29 +352,28 @@ class _Gen:
     def scalars_and_launch(self, bufs) -> None:
         c, e, func = self.c, self.emit, self.c.func
         snames = {}
-        for j, (v, b) in enumerate(zip(func.scalars, func.bindings)):
-            if b.kind is n.BindingKind.SHAPE:
-                snames[v] = bufs[b.index][1][b.dim]
-            elif b.kind is n.BindingKind.STRIDE:
-                p, _dims, st, kind = bufs[b.index]
+        if self.plan.slots is None:
+            raise Unsupported("no scalar slots")
+        for j, (v, sl) in enumerate(zip(func.scalars, self.plan.slots)):
+            if sl.kind == SHAPE:
+                snames[v] = bufs[sl.index][1][sl.dim]
+            elif sl.kind == STRIDE:
+                p, _dims, st, kind = bufs[sl.index]
                 st = self.strides(st)
                 snames[v] = nm = f"s{j}"
                 if kind == "torch":
-                    e(f"{nm} = {st}[{b.dim}]")
+                    e(f"{nm} = {st}[{sl.dim}]")
                 else:
-                    isz = func.buffers[b.index].dtype.itemsize
-                    e(f"{nm}, r_ = divmod({st}[{b.dim}], {isz})")
+                    e(f"{nm}, r_ = divmod({st}[{sl.dim}], {sl.itemsize})")
                     e("if r_: return NotImplemented")
-            elif b.kind is n.BindingKind.SCALAR:
-                src = f"a{self.plan.scalars[b.index]}"
-                if v.dtype is dt.bfloat16:       # its 16 bits (launch._scalar)
+            else:
+                src = f"a{self.plan.scalars[sl.index]}"
+                if sl.dtype is dt.bfloat16:       # its 16 bits (launch._scalar)
                     snames[v] = f"s{j}"
                     e(f"s{j} = _bf16({src})")
                     self.ns["_bf16"] = bf16_bits
                 else:
                     snames[v] = src
-            else:
-                raise Unsupported(f"binding {b.kind}")
         ptrs = [b[0] for b in bufs]
         for w, wbuf in enumerate(func.workspaces):
             count = " * ".join(f"max(int({py_expr(x, snames)}), 0)" for x in wbuf.shape) or "1"
@@ -572,8 +572,7 @@ def _span(p: int, shape, strides, itemsize: int, elements: bool) -> tuple:
 
 
 def build(compiled, plan):
-    """The fast launcher of ``plan`` for ``compiled`` (a CudaCompiled): a FastLauncher taking
-    device arrays, or None."""
+    """The fast launcher of ``plan`` for ``compiled`` (a CudaCompiled), or None."""
     first = next((a for a in plan.args if not hasattr(a, "pytype")), None)
     if first is None or compiled._last_device is None:
         return None
@@ -586,6 +585,8 @@ def build(compiled, plan):
     exec(code, g.ns)
     fn = g.ns["fast"]
     fn.__kdsl_source__ = src       # for tests and benchmarks/launch_host.py
-    # packed: the same launcher taking (args, out), which Kernel._call calls
-    return FastLauncher(fn, device_arrays=True, packed=g.ns["packed"])
+    # packed: the same launcher taking (args, out), which Kernel._call calls; where the compiled
+    # helper is there, its C entry serves the kernel's calls
+    return FastLauncher(fn, device_arrays=True, packed=g.ns["packed"],
+                        entry=native.entry if "_nl" in g.ns else None)
 

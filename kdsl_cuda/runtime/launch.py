@@ -3,7 +3,7 @@
 ``CudaCompiled(func, module, cubins)`` is the protocol's ``Compiled``: ``(inputs, outputs,
 scalars, stream=None)`` runs the host program of ``func`` (its workspaces and device kernels,
 in order, on one stream).  What a call computes from its arguments -- the scalar parameters
-(shapes, strides in elements, the kernel's scalar arguments, as ``func.bindings`` says), each
+(shapes, strides in elements, the kernel's scalar arguments: its ``callplan.scalar_slots``), each
 kernel's grid and the workspace sizes -- is one generated Python function (``geometry``), made
 once from the IR's expressions with the same printer the dispatch launcher uses.  Each kernel's
 parameters are packed into one prebuilt ctypes buffer (8-byte slots) whose slot addresses are
@@ -31,6 +31,7 @@ from kdsl import dtypes as dt
 from kdsl.backends.spec import FastLaunch
 from kdsl.errors import ArgumentError, InternalCompilerError
 from kdsl.ir import nodes as n
+from kdsl.runtime.callplan import SHAPE, STRIDE, scalar_slots
 from kdsl.runtime.dispatch import _fdiv, _fmod, py_expr
 from kdsl.runtime.slots import SLOT, bf16_bits, element_stride
 
@@ -105,19 +106,15 @@ def geometry_function(func, plans):
     dynamic shared bytes per kernel)``,
     generated from the IR (see the module docstring)."""
     names, lines = {}, []
-    for j, (v, b) in enumerate(zip(func.scalars, func.bindings)):
-        nm = f"s{j}"
-        names[v] = nm
-        if b.kind is n.BindingKind.SHAPE:
-            lines.append(f"{nm} = shapes[{b.index}][{b.dim}]")
-        elif b.kind is n.BindingKind.STRIDE:
-            isz = func.buffers[b.index].dtype.itemsize
-            lines.append(f"{nm} = _stride(strides[{b.index}][{b.dim}], {isz}, "
-                         f"{func.buffers[b.index].name!r})")
-        elif b.kind is n.BindingKind.SCALAR:
-            lines.append(f"{nm} = scalars[{b.index}]")
+    for j, (v, sl) in enumerate(zip(func.scalars, scalar_slots(func))):
+        names[v] = f"s{j}"
+        if sl.kind == SHAPE:
+            lines.append(f"s{j} = shapes[{sl.index}][{sl.dim}]")
+        elif sl.kind == STRIDE:
+            lines.append(f"s{j} = _stride(strides[{sl.index}][{sl.dim}], {sl.itemsize}, "
+                         f"{sl.buffer!r})")
         else:
-            raise InternalCompilerError(f"cuda launch: binding {b.kind}")
+            lines.append(f"s{j} = scalars[{sl.index}]")
     grids, smem = [], []
     for p in plans:
         g = [py_expr(e, names) for e in p.grid] + ["1"] * (3 - len(p.grid))

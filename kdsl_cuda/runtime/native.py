@@ -253,6 +253,131 @@ static PyTypeObject LauncherType = {
     .tp_new = launcher_new,
 };
 
+/* Entry(call, kdict, regdict, current, env, envkey): a kernel's call entry (its functools.partial
+   function) doing in C what Kernel._call does first: find the fast launcher of the specialisation
+   run last (kdict["_fast"] / ["_fast_out"]: (backend, generation, fn, device, packed)), check the
+   registry generation and the backend choice (backend=, use_backend's context variable, else
+   KDSL_BACKEND unset: the launcher's backend for device launchers, the automatic default for host
+   ones) and call packed(args, out).  Anything else -- other keywords, stream=, no packed
+   launcher, NotImplemented -- is the same call of `call` (Kernel._call). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *call, *kdict, *regdict, *current, *env, *envkey;
+} Entry;
+
+static PyObject *s_out, *s_backend, *s_fast, *s_fast_out, *s_gen, *s_auto;
+
+static PyObject *entry_slow(Entry *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return PyObject_Vectorcall(self->call, args, nargsf, kwnames);
+}
+
+static PyObject *entry_call(Entry *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject *out = Py_None, *backend = Py_None;
+    if (kwnames != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
+            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+            if (k == s_out || PyUnicode_Compare(k, s_out) == 0) out = args[n + i];
+            else if (k == s_backend || PyUnicode_Compare(k, s_backend) == 0) backend = args[n + i];
+            else return entry_slow(self, args, nargsf, kwnames);
+        }
+    }
+    PyObject *fast = PyDict_GetItemWithError(self->kdict, out == Py_None ? s_fast : s_fast_out);
+    if (fast == NULL || !PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 5 ||
+            PyTuple_GET_ITEM(fast, 4) == Py_None)
+        goto slow;
+    PyObject *name = PyTuple_GET_ITEM(fast, 0), *packed = PyTuple_GET_ITEM(fast, 4);
+    PyObject *gen = PyDict_GetItemWithError(self->regdict, s_gen);
+    if (gen == NULL || PyObject_RichCompareBool(gen, PyTuple_GET_ITEM(fast, 1), Py_EQ) != 1)
+        goto slow;
+    PyObject *b = backend, *cur = NULL;
+    if (b == Py_None) {
+        if (PyContextVar_Get(self->current, NULL, &cur) < 0) goto slow;
+        b = cur;
+        if (b == NULL || b == Py_None) {
+            int set = PyDict_Contains(self->env, self->envkey);
+            if (set != 0) { Py_XDECREF(cur); goto slow; }
+            b = PyObject_IsTrue(PyTuple_GET_ITEM(fast, 3)) == 1 ? name
+                : PyDict_GetItemWithError(self->regdict, s_auto);
+        }
+    }
+    int same = b != NULL && (b == name || (PyUnicode_CheckExact(b) && PyUnicode_Check(name) &&
+                                           PyUnicode_Compare(b, name) == 0));
+    Py_XDECREF(cur);
+    if (!same) goto slow;
+    PyObject *tup = PyTuple_New(n);
+    if (tup == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(tup, i, Py_NewRef(args[i]));
+    PyObject *pa[2] = {tup, out};
+    Py_INCREF(packed);
+    PyObject *r = PyObject_Vectorcall(packed, pa, 2, NULL);
+    Py_DECREF(packed);
+    Py_DECREF(tup);
+    if (r != Py_NotImplemented) return r;
+    Py_DECREF(r);
+slow:
+    if (PyErr_Occurred()) PyErr_Clear();
+    return entry_slow(self, args, nargsf, kwnames);
+}
+
+static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *call, *kdict, *regdict, *current, *env, *envkey;
+    if (kw != NULL && PyDict_GET_SIZE(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Entry() takes no keywords"); return NULL; }
+    if (!PyArg_UnpackTuple(args, "Entry", 6, 6, &call, &kdict, &regdict, &current, &env, &envkey))
+        return NULL;
+    if (!PyDict_Check(kdict) || !PyDict_Check(regdict) || !PyDict_Check(env) ||
+            !PyContextVar_CheckExact(current)) {
+        PyErr_SetString(PyExc_TypeError, "Entry(): dicts and a context variable"); return NULL; }
+    Entry *self = PyObject_GC_New(Entry, type);
+    if (self == NULL) return NULL;
+    self->vectorcall = (vectorcallfunc)entry_call;
+    self->call = Py_NewRef(call); self->kdict = Py_NewRef(kdict);
+    self->regdict = Py_NewRef(regdict); self->current = Py_NewRef(current);
+    self->env = Py_NewRef(env); self->envkey = Py_NewRef(envkey);
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static int entry_traverse(Entry *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->call); Py_VISIT(self->kdict); Py_VISIT(self->regdict);
+    Py_VISIT(self->current); Py_VISIT(self->env); Py_VISIT(self->envkey);
+    return 0;
+}
+
+static int entry_clear(Entry *self)
+{
+    Py_CLEAR(self->call); Py_CLEAR(self->kdict); Py_CLEAR(self->regdict);
+    Py_CLEAR(self->current); Py_CLEAR(self->env); Py_CLEAR(self->envkey);
+    return 0;
+}
+
+static void entry_dealloc(Entry *self)
+{
+    PyObject_GC_UnTrack(self);
+    entry_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyTypeObject EntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_kdsl_launch.Entry",
+    .tp_basicsize = sizeof(Entry),
+    .tp_dealloc = (destructor)entry_dealloc,
+    .tp_vectorcall_offset = offsetof(Entry, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)entry_traverse,
+    .tp_clear = (inquiry)entry_clear,
+    .tp_doc = "Entry(call, kdict, regdict, current, env, envkey): a kernel's call entry",
+    .tp_new = entry_new,
+};
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(cu, codes, fn, gx, gy, gz, bx, by, bz, shared, stream, *slots) -> CUresult"},
@@ -262,12 +387,22 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_kdsl_launch", NULL,
 
 PyMODINIT_FUNC PyInit__kdsl_launch(void)
 {
-    if (PyType_Ready(&LauncherType) < 0) return NULL;
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EntryType) < 0) return NULL;
+    s_out = PyUnicode_InternFromString("out");
+    s_backend = PyUnicode_InternFromString("backend");
+    s_fast = PyUnicode_InternFromString("_fast");
+    s_fast_out = PyUnicode_InternFromString("_fast_out");
+    s_gen = PyUnicode_InternFromString("generation");
+    s_auto = PyUnicode_InternFromString("auto_default");
+    if (!s_out || !s_backend || !s_fast || !s_fast_out || !s_gen || !s_auto) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (m == NULL) return NULL;
     Py_INCREF(&LauncherType);
     if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(&LauncherType); Py_DECREF(m); return NULL; }
+    Py_INCREF(&EntryType);
+    if (PyModule_AddObject(m, "Entry", (PyObject *)&EntryType) < 0) {
+        Py_DECREF(&EntryType); Py_DECREF(m); return NULL; }
     return m;
 }
 """
@@ -361,6 +496,20 @@ def _compiler() -> str:
         if path:
             return path
     raise FileNotFoundError("no C compiler (cc, gcc) on PATH")
+
+
+def entry(kernel):
+    """A C call entry for ``kernel`` (``Entry`` in SOURCE: Kernel._call's fast-launcher step in
+    C, for packed launchers), or None (no helper, or an environment it cannot read directly)."""
+    mod = module()
+    if mod is None:
+        return None
+    from kdsl.backends import registry as reg
+    get, key = reg.env_backend_reader()
+    env = getattr(get, "__self__", None)
+    if type(env) is not dict:       # os.environ's storage is not a dict here: Python decides
+        return None
+    return mod.Entry(kernel._call, kernel.__dict__, vars(reg), reg.current_backend_var(), env, key)
 
 
 def codes(fmt: str) -> bytes:

@@ -86,13 +86,13 @@ def test_spec_fields_options_result_wrapper_size_classes_target():
         assert type(r) is Tagged and seen == [np.ndarray]
         np.testing.assert_allclose(np.asarray(r), 4 * x)
         assert b.requests[-1].options == {"unroll": 4}
-        assert "toy2" in registry.STATE.size_classed
+        assert "toy2" in registry.size_classed
         axpy(3.0, np.ones(100), np.ones(100), backend="toy2")    # another size class
         assert b.compiles == 2 and b.requests[-1].signature.size_classes
         assert registry.backend_spec("toy2") is b.spec and registry.runs_on_host("toy2")
     finally:
         registry.unregister_backend("toy2")
-    assert "toy2" not in registry.STATE.size_classed
+    assert "toy2" not in registry.size_classed
 
 
 def test_a_backend_running_another_targets_schedules(toy):
@@ -200,8 +200,8 @@ def test_a_fast_launch_build_that_breaks_the_contract_keeps_the_normal_path(toy)
     for _ in range(PROMOTE_AFTER + 2):
         np.testing.assert_allclose(axpy(1.5, x, x, backend="toy"), 2.5 * x)
     # no fast launcher of this generation was promoted, none served a call
-    assert axpy._fast is None or axpy._fast[1] != registry.STATE.generation
+    assert axpy._fast is None or axpy._fast[1] != registry.generation
     assert toy.fast_calls == 0
-    gen = registry.STATE.generation
+    gen = registry.generation
     (slot,) = [axpy._slots[f] for k, f in axpy._cache.items() if k[:2] == ("toy", gen)]
     assert isinstance(slot.error, TypeError) and "not a kdsl.backends.spec.FastLauncher" in str(slot.error)

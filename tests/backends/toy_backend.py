@@ -3,7 +3,7 @@
 ``ToyBackend`` keeps the contract without the ``BackendBase`` defaults: a ``BackendSpec`` and
 the six methods.  It lowers through the core's sequential pass table and runs the loop IR
 with the interpreter's public ``run_lowered``; its compiled kernels have the optional
-fast-launch capability, a launcher in plain Python that follows its ``FastPlan`` literally
+fast-launch capability, a launcher in plain Python that follows its ``CallPlan`` literally
 (checks every argument against the plan, declines anything else with ``NotImplemented``).
 Counters say which path ran.
 """
@@ -15,7 +15,7 @@ from kdsl.backends.interpreter import run_lowered
 from kdsl.backends.spec import BackendSpec, FastLaunch, FastLauncher
 from kdsl.dtypes import as_dtype
 from kdsl.ir.evaluate import eval_expr
-from kdsl.runtime.fastpath import ScalarArg
+from kdsl.runtime.callplan import ScalarArg
 from kdsl.schedule.hints import apply_hints
 
 
@@ -77,13 +77,13 @@ class ToyCompiled:
             env[var] = args[src[1]] if src[0] == "scalar" else args[src[1]].shape[src[2]]
         if any(args[p].shape[d] != eval_expr(e, env) for p, d, e in plan.checks):
             return NotImplemented
-        if any(eval_expr(lhs, env) != eval_expr(rhs, env) for lhs, rhs in plan.constraints):
+        if any(eval_expr(c.lhs, env) != eval_expr(c.rhs, env) for c in plan.constraints):
             return NotImplemented
-        shapes = [tuple(int(eval_expr(e, env)) for e in shape) for _, shape in plan.outputs]
+        shapes = [tuple(int(eval_expr(e, env)) for e in o.shape) for o in plan.outputs]
         if plan.out_mode is None:
             if any(s < 0 for shape in shapes for s in shape):
                 return NotImplemented
-            outs = [np.empty(s, dtype) for (dtype, _), s in zip(plan.outputs, shapes)]
+            outs = [np.empty(s, o.np) for o, s in zip(plan.outputs, shapes)]
         else:
             given = args[plan.nargs]
             outs = list(given) if plan.out_mode == "tuple" else [given]

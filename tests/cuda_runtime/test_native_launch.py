@@ -229,3 +229,49 @@ def test_fast_launcher_with_a_grid_per_call(fake_driver, monkeypatch, helper, re
         got = struct.unpack(f"<{len(slow['params'])}q", _vals(recorder, len(slow["params"])))
         assert list(got) == slow["params"]
         add._fast_out = fast
+
+
+def test_the_c_call_entry_serves_promoted_calls_and_defers_the_rest(fake_driver, monkeypatch,
+                                                                     helper, recorder):
+    """Once a packed launcher of the helper is promoted, the kernel's partial function is the
+    helper's ``Entry`` (Kernel._call's first step in C): out= calls launch through it; keywords,
+    stream=, another backend and a cleared fast launcher go to Kernel._call, and the kernel
+    is still freed by the cycle collector."""
+    import gc
+    import weakref
+    if recorder is None:
+        return
+    torch = fake_torch.install(monkeypatch)
+
+    @kd.kernel
+    def axpy(a, x, y):
+        return a * x + y
+    x, y, z = (torch.Tensor((300,), torch.float32) for _ in range(3))
+    axpy(2.5, x, y, out=z)
+    fake_driver.raw_launch = recorder.rec
+    ctypes.c_int.in_dll(recorder, "rec_n").value = len(fake_driver.launches[-1]["params"])
+    for _ in range(4):
+        axpy(2.5, x, y, out=z)
+    assert type(axpy.func).__name__ == "Entry"
+    count = lambda: ctypes.c_int.in_dll(recorder, "rec_count").value   # noqa: E731
+    nslow, before = len(fake_driver.launches), count()
+    assert axpy(2.5, x, y, out=z) is z and axpy(0.5, x, y, out=z, backend="cuda") is z
+    assert count() == before + 2 and len(fake_driver.launches) == nslow
+    import sys
+    refs = [sys.getrefcount(o) for o in (x, y, z, 2.5)]
+    for _ in range(200):
+        axpy(2.5, x, y, out=z)
+    assert [sys.getrefcount(o) for o in (x, y, z, 2.5)] == refs     # no reference leaked
+    assert axpy(2.5, x=x, y=y, out=z) is z       # keywords: bound by Kernel._call (normal path)
+    axpy(2.5, x, y, out=z, stream=0)             # stream=: the normal path
+    assert len(fake_driver.launches) == nslow + 2 and count() == before + 202
+    with pytest.raises(kd.errors.ArgumentError):            # errors still come from Python
+        axpy(2.5, x, y, z, out=z)
+    from kdsl.kernel import _hint
+    axpy._add_schedule(_hint("cpu", lambda s: None, None))      # compiled ones dropped
+    n = len(fake_driver.launches)
+    assert axpy(2.5, x, y, out=z) is z and len(fake_driver.launches) == n + 1   # recompiled
+    ref = weakref.ref(axpy)
+    del axpy
+    gc.collect()
+    assert ref() is None

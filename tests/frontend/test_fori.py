@@ -204,12 +204,17 @@ def test_index_out_of_range_in_the_body_is_a_call_time_error():
         k(np.ones(3), 4, backend="numpy")
 
 
-def test_lower_and_source_show_the_host_loop_and_the_body(rng):
+def test_lower_and_source_show_the_loop_and_the_body(rng):
+    # cpu: one kernel runs every step (kdsl.passes.fori_loop); numpy: a host loop
     text = str(damp.lower(rng.random(4), 3, backend="cpu"))
-    assert "for i in range(0, n):  # host loop" in text and "damp_body" in text
-    assert "carry[" in text and "* 0.5" in text.replace("*0.5", "* 0.5")
+    assert "# for i in range(0, n): inside one kernel" in text and "damp_body" in text
+    assert "for i in range(i_lo, i_hi):  # kd.fori_loop steps" in text
+    assert "carry_1[" in text and "* 0.5" in text.replace("*0.5", "* 0.5")
+    assert "host loop" not in text
+    src = damp.source(rng.random(4), 3, backend="cpu")
+    assert "damp_body.step" in src          # the LLVM IR of the outlined step function
     src = damp.source(rng.random(4), 3, backend="numpy")
-    assert "host loop" in src and "damp_body" in src
+    assert "for i in range(0, n):  # host loop" in src and "damp_body" in src
 
 
 @kd.kernel

@@ -2,7 +2,7 @@
 promotion, declines falling back to the normal path with its errors, the backend choice.
 
 ``PlanBackend`` gives its compiled kernels a fast launcher (``fast``) written in Python that follows
-the FastPlan literally; it is the executable statement of what a plan means."""
+the CallPlan literally; it is the executable statement of what a plan means."""
 import threading
 
 import numpy as np
@@ -13,7 +13,7 @@ from kdsl.backends import registry
 from kdsl.backends.numpy_backend import NumpyBackend
 from kdsl.backends.spec import BackendSpec, FastLaunch, FastLauncher
 from kdsl.errors import ShapeError
-from kdsl.runtime import dispatch, fastpath
+from kdsl.runtime import callplan, dispatch, fastpath
 
 from fakes import g_add, g_matvec, g_scale, g_two
 from test_dispatch import make
@@ -51,7 +51,7 @@ class PlanBackend(NumpyBackend):
         env = {}
         for spec in plan.args:
             a = args[spec.pos]
-            if isinstance(spec, fastpath.ScalarArg):
+            if isinstance(spec, callplan.ScalarArg):
                 if type(a) is not spec.pytype:
                     return NotImplemented
                 continue
@@ -65,13 +65,13 @@ class PlanBackend(NumpyBackend):
                                                                    _fmod=dispatch._fmod))
         if any(args[p].shape[d] != value(e) for p, d, e in plan.checks):
             return NotImplemented
-        if any(value(lhs) != value(rhs) for lhs, rhs in plan.constraints):
+        if any(value(c.lhs) != value(c.rhs) for c in plan.constraints):
             return NotImplemented
-        shapes = [tuple(value(e) for e in shape) for _, shape in plan.outputs]
+        shapes = [tuple(value(e) for e in o.shape) for o in plan.outputs]
         if plan.out_mode is None:
             if any(s < 0 for shape in shapes for s in shape):
                 return NotImplemented
-            outs = [np.empty(s, dtype) for (dtype, _), s in zip(plan.outputs, shapes)]
+            outs = [np.empty(s, o.np) for o, s in zip(plan.outputs, shapes)]
         else:
             given = args[plan.nargs]
             outs = list(given) if plan.out_mode == "tuple" else [given]
