@@ -18,7 +18,7 @@ answers ``NotImplemented``, and the call takes the normal path, which keeps ever
 message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
 
 Each launcher is generated twice over one body: ``fast(a0, .., [out])`` (the protocol's) and
-``packed(args, out)`` (``fast.__kdsl_packed__``), which ``Kernel._call`` calls with its
+``packed(args, out)`` (``FastLauncher.packed``), which ``Kernel._call`` calls with its
 argument tuple as it is.  The benchmark of this path without a GPU: benchmarks/launch_host.py.
 """
 from __future__ import annotations
