@@ -26,6 +26,7 @@ sys.path[:0] = [_ROOT, os.path.join(_ROOT, "kdsl_cpu")]   # this checkout, not i
 
 import kdsl as kd  # noqa: E402
 from kdsl.backends.numpy_backend import NumpyBackend  # noqa: E402
+from kdsl.backends.spec import BackendSpec  # noqa: E402
 
 N_ELEMS, BATCH, BATCHES = 8, 200, 60
 
@@ -33,11 +34,12 @@ N_ELEMS, BATCH, BATCHES = 8, 200, 60
 class NullBackend(NumpyBackend):
     """Compiles to a no-op, so a call measures only kdsl's dispatch path."""
 
-    name = "null"
+    spec = BackendSpec(name="null")
 
     def compile(self, request):
         def run(inputs, outputs, scalars, stream=None):
             pass
+        run.fast = None        # a compiled object: callable, no fast launcher
         return run
 
 

@@ -129,6 +129,7 @@ class Kernel(functools.partial):
         self._param_pos = tuple(i for i, c in enumerate(self._const) if not c)
         self._hints = list(getattr(fn, "__kdsl_schedules__", ()))
         self._cache = {}       # (backend, gen, arg keys..., out key) -> launcher
+        self._slots = {}       # launcher -> its fastpath.FastSlot (specialisations that have one)
         self._graphs = {}      # (signature params, specialize) -> Graph
         self._locks = {}
         self._lock = threading.Lock()
@@ -160,12 +161,12 @@ class Kernel(functools.partial):
         fast = self._fast if out is None else self._fast_out
         if fast is not None and stream is None:
             name, gen, fn, dev, packed = fast
-            if gen == _reg._generation:
+            if gen == _reg.generation:
                 b = backend
                 if b is None:
                     b = _cur_backend()
                     if b is None and _env_get(_ENV_KEY) is None:
-                        b = name if dev else _reg._auto_default
+                        b = name if dev else _reg.auto_default
                 if b is name or (type(b) is str and b == name):
                     # a fast launcher takes only numpy arrays and Python scalars, never the
                     # traced values of a kernel calling this one (those go to _general, below)
@@ -217,7 +218,7 @@ class Kernel(functools.partial):
             except KdslUserError as e:
                 __tracebackhide__ = True  # noqa: F841
                 raise for_user(e) from None
-        version, gen = self._version, _reg._generation
+        version, gen = self._version, _reg.generation
         if backend is None:
             backend = _reg.default_backend_name(args)
         if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
@@ -226,7 +227,7 @@ class Kernel(functools.partial):
         # 3. the launcher of this call's key (callplan.key_function; None: the miss says why)
         launch = None
         if len(args) == self._nargs:
-            key = self._keyfn(args, backend, gen, out, backend in _reg._size_classed,
+            key = self._keyfn(args, backend, gen, out, backend in _reg.size_classed,
                               _host_array)
             if key is FOREIGN:   # read as numpy once per call (results: the caller's library)
                 return foreign.host_call(self, args, backend, out, stream)
@@ -245,14 +246,13 @@ class Kernel(functools.partial):
                 raise
             __tracebackhide__ = True  # noqa: F841
             raise for_user(err) from None
-        slot = getattr(launch, "__kdsl_fast__", None)
+        slot = self._slots.get(launch)
         if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
-            fn = slot.get()
-            if fn is not None:
-                dev = bool(getattr(fn, "__kdsl_device__", False))
-                # __kdsl_packed__: the same launcher taking (args, out); it checks out= overlaps
-                packed = getattr(fn, "__kdsl_packed__", None)
-                self._promote(out is None, (backend, gen, fn, dev, packed), version)
+            fast = slot.get()       # a kdsl.backends.spec.FastLauncher
+            if fast is not None:
+                # packed: the same launcher taking (args, out); it checks out= overlaps
+                self._promote(out is None, (backend, gen, fast.call, fast.device_arrays,
+                                            fast.packed), version, fast.entry)
         return result
 
     def _bind(self, args, kw) -> tuple:
@@ -309,10 +309,7 @@ class Kernel(functools.partial):
     def _host_backend(backend) -> bool:
         """Does ``backend`` run on host (numpy) arrays?  (Not installed: assumed so, and the
         normal path reports it.)"""
-        try:
-            return getattr(_reg.get_backend(backend), "device", "host") == "host"
-        except KdslError:
-            return True
+        return _reg.runs_on_host(backend)
 
     def _as_ndarrays(self, args, backend) -> tuple:
         """``args`` with host array-likes and foreign arrays read as numpy (runtime.foreign)."""
@@ -329,18 +326,18 @@ class Kernel(functools.partial):
                       "the compiled code keeps the old value (a new specialisation may see the "
                       "new one)", StaleGlobalWarning)
 
-    def _promote(self, plain, entry, version):
+    def _promote(self, plain, entry, version, make=None):
         """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first.
-        A packed launcher may bring a native call entry (``__kdsl_entry__(kernel)``, the cuda
-        backend's C helper): it does this step of ``_call`` in C and calls ``_call`` otherwise,
-        and becomes the partial's function (the C entry of every later call)."""
+        A packed launcher may bring a native call entry (``make(kernel)``: its
+        ``FastLauncher.entry``, the cuda backend's C helper): it does this step of ``_call`` in
+        C and calls ``_call`` otherwise, and becomes the partial's function (the C entry of
+        every later call)."""
         with self._lock:
             if version == self._version:  # no schedule was added since its launcher was looked up
                 if plain:
                     self._fast = entry
                 else:
                     self._fast_out = entry
-                make = getattr(entry[2], "__kdsl_entry__", None)
                 if make is not None and entry[4] is not None and not self._native:
                     native = make(self)
                     if native is not None:
@@ -375,10 +372,8 @@ class Kernel(functools.partial):
                 f"({', '.join(self.arg_names)}) but {len(args)} were given",
                 hint="pass one array or scalar per parameter, positionally")
         be = _reg.get_backend(backend)   # loaded first: it may register array readers
-        classed = bool(getattr(be, "size_classes", False))
-        if classed:
-            _reg._size_classed.add(backend)    # later keys are built with sizes (_call_bound)
-        key = self._keyfn(args, backend, _reg._generation, out, classed, None)
+        classed = be.spec.size_classes    # (the registry lists the name: _call_bound agrees)
+        key = self._keyfn(args, backend, _reg.generation, out, classed, None)
         if key is None:     # an argument with no key: the signature says which, and why
             signature_from_args(args, self.arg_names, self.constants, self.specialize, out,
                                 user_location())
@@ -424,7 +419,7 @@ class Kernel(functools.partial):
                 return launch
             loc = user_location()
             sig = signature_from_args(args, self.arg_names, self.constants, self.specialize,
-                                      out, loc, getattr(be, "size_classes", False))
+                                      out, loc, be.spec.size_classes)
             graph = self._graph(sig)
             if out is not None and any(check_out(self.__name__, graph, out)):
                 # numpy's same_kind cast into an out= of another dtype: computed, then copied
@@ -434,11 +429,15 @@ class Kernel(functools.partial):
                     self._cache[key] = launch
                 return launch
             _req, compiled = dispatch.compile_for(self, be, sig, graph)
+            from .backends.spec import check_compiled   # (loaded with the backend)
+            compiled = check_compiled(be, compiled)     # callable, with its `fast` capability
             mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
             like = next((p.kind for p in sig.params if hasattr(p, "kind")), None)
             plan = callplan.make(self.__name__, graph, sig, mode, args, out, compiled, key)
             launch = dispatch.build_launcher(plan, be, compiled, self.arg_names, like)
-            launch.__kdsl_fast__ = fastpath.slot_for(compiled, plan)
+            slot = fastpath.slot_for(compiled, plan)
+            if slot is not None and version == self._version:
+                self._slots[launch] = slot
             if version == self._version:
                 self._cache[key] = launch
             return launch
@@ -455,8 +454,9 @@ class Kernel(functools.partial):
         except BackendNotInstalled:
             if not (lowering_only and isinstance(backend, str)):
                 raise
-            be = _reg.TargetOnly(backend)  # lower() needs only the target's schedules
-        if getattr(be, "device", "host") == "host":    # torch/JAX/DLPack arrays: read as numpy
+            from .backends.base import TargetOnly
+            be = TargetOnly(backend)  # lower() needs only the target's schedules
+        if be.spec.device == "host":    # torch/JAX/DLPack arrays: read as numpy
             args = foreign.host_arrays(self, args, array_likes=False)[0]
         if len(args) != self._nargs:
             self._key(args, backend, None)  # raises the count error
@@ -468,7 +468,7 @@ class Kernel(functools.partial):
                 one = signature_from_args((a,), (name,), self.constants, self.specialize, None)
                 specs.extend(one.specs())
         sig = signature_from_specs(specs)
-        if getattr(be, "size_classes", False):   # concrete arrays: the sizes a call would see
+        if be.spec.size_classes:   # concrete arrays: the sizes a call would see
             sig = dataclasses.replace(sig, size_classes=size_classes(args))
         graph = self._graph(sig)
         return be, dispatch.prepare(self, be, sig, graph)
@@ -529,6 +529,7 @@ class Kernel(functools.partial):
             self._hints.append(hint)
             self._version += 1
             self._cache = {}
+            self._slots = {}
             self._fast = self._fast_out = None
 
     # ------------------------------------------------------------- misc

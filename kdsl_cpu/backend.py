@@ -1,4 +1,4 @@
-"""The ``cpu`` Backend object (kdsl/backends/protocol.py): schedule, compile, source.
+"""The ``cpu`` Backend object (kdsl/backends/protocol.py): spec, schedule, compile, source.
 
 ``compile`` first computes the request's early key (kdsl.runtime.fingerprint: the
 traced graph, the finished schedule, the signature, this backend's version and
@@ -25,6 +25,7 @@ import os
 
 from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
+from kdsl.backends.spec import BackendSpec, FastLaunch
 from kdsl.errors import ScheduleError
 from kdsl.runtime import cache as disk
 from kdsl.runtime import compile_log, fingerprint
@@ -77,13 +78,15 @@ class CPUCompiled:
         self._code = code
         self._runtime = runtime
         self._run = build_launcher(func, code.address, runtime, keepalive=(code,))
+        #: native fast launchers of its plans (kdsl.backends.spec.FastLaunch)
+        self.fast = FastLaunch(self.fast_launcher)
 
     def __call__(self, inputs, outputs, scalars, stream=None) -> None:
         self._run(inputs, outputs, scalars)
 
     def fast_launcher(self, plan):
-        """A native launcher for ``plan`` (a kdsl.runtime.callplan.CallPlan), or None where
-        this interpreter's layouts do not allow one (kdsl_cpu.fastcall)."""
+        """A native launcher for ``plan`` (a kdsl.runtime.callplan.CallPlan; a FastLauncher),
+        or None where this interpreter's layouts do not allow one (kdsl_cpu.fastcall)."""
         from . import fastcall
         return fastcall.build(self, plan)
 
@@ -98,16 +101,15 @@ class CPUBackend:
     process may run on, kdsl.threads; loops with little work use fewer, kdsl_cpu.parallel).
     """
 
-    name = "cpu"
-    device = "host"
-    #: kd.fori_loop runs inside one kernel (kdsl.runtime.fori_program, kdsl.passes.fori_loop)
-    fori_loops = True
-
     def __init__(self, threading: str = "auto", num_threads: int | None = None):
         if threading not in ("auto", "omp", "pool"):
             raise ValueError(f"threading must be 'auto', 'omp' or 'pool', got {threading!r}")
         self.threading = threading
         self.num_threads = num_threads
+        #: host arrays; lowered through ``pipeline()`` (the core table and the cpu passes);
+        #: kd.fori_loop runs inside one kernel (kdsl.runtime.fori_program, kdsl.passes.fori_loop)
+        self.spec = BackendSpec(name="cpu", device="host", pipeline=pipeline, fori_loops=True,
+                                version=_version())
         #: compiled: object code built by LLVM; cache_hits: loaded from the disk cache;
         #: lowered: requests lowered (an early-key hit lowers nothing)
         self.stats = {"compiled": 0, "cache_hits": 0, "lowered": 0}
@@ -123,8 +125,8 @@ class CPUBackend:
         schedule(sched, hints, self._thread_count(sched))
 
     def lower(self, request: CompileRequest):
-        """The loop IR this backend compiles for ``request`` (through ``PIPELINE``)."""
-        func = request.lower(pipeline=pipeline())
+        """The loop IR this backend compiles for ``request`` (through ``spec.pipeline()``)."""
+        func = request.lower(pipeline=self.spec.pipeline())
         # a kd.fori_loop's body compiled as the whole loop (kdsl.passes.fori_loop)
         from kdsl.passes.fori_loop import wrap_loop
         func = wrap_loop(request, func)
@@ -159,7 +161,7 @@ class CPUBackend:
         with compile_log.stage("codegen"):
             gen = self._generate(func)
         # keyed on the generated LLVM IR itself: any codegen change is a new entry
-        key = disk.cache_key(gen.ir, self.name, self.cache_options(func), _version())
+        key = disk.cache_key(gen.ir, self.spec.name, self.cache_options(func), self.spec.version)
         # an entry that fails to load is discarded and rebuilt (DiskCache.fetch)
         code, from_cache = store.fetch(
             key, lambda: self._build_object(gen),
@@ -178,7 +180,8 @@ class CPUBackend:
         """The request's disk-cache key before lowering (kdsl.runtime.fingerprint), or None
         when the request cannot be keyed canonically (it is then lowered every time)."""
         return fingerprint.request_key(
-            request, self.name, _version(), {"host": jit.host_id()}, source_dirs=(_HERE,))
+            request, self.spec.name, self.spec.version, {"host": jit.host_id()},
+            source_dirs=(_HERE,))
 
     def _load_early(self, store, early: str):
         """``(LaunchInfo, LoadedCode, entry symbol)`` from the entries of an early key, or None (a miss, or

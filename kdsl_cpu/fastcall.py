@@ -505,7 +505,8 @@ class _Holder:
 def build(compiled, plan):
     """The fast launcher ``f(*args[, out])`` of ``plan`` (see the module docstring), or None
     when this interpreter's layouts are not the ones verified or the plan needs what it lacks.
-    The machine code is the builtin ``f.__kdsl_packed__(args, out)`` (the argument tuple as
+    Returns a kdsl.backends.spec.FastLauncher: its ``call`` is ``f``; the machine code is the
+    builtin ``packed(args, out)`` (the argument tuple as
     the kernel got it), which also declines an out= that meets an input; it is offered to the
     kernel where that is the whole overlap rule (every out= array C-contiguous: none can
     overlap itself), else the kernel checks overlaps first and calls ``f``."""
@@ -531,9 +532,8 @@ def build(compiled, plan):
         if len(args) != n + with_out:
             return NotImplemented
         return packed(args[:n], args[n] if with_out else None)
-    if all(a.contiguous for a in plan.out_args):
-        fast.__kdsl_packed__ = packed
-    return fast
+    from kdsl.backends.spec import FastLauncher
+    return FastLauncher(fast, packed=packed if all(a.contiguous for a in plan.out_args) else None)
 
 
 __all__ = ["abi", "build", "Unsupported"]

@@ -1,4 +1,4 @@
-"""The ``cuda`` Backend object (kdsl/backends/protocol.py): schedule, lower, source, compile.
+"""The ``cuda`` Backend object (kdsl/backends/protocol.py): spec, schedule, lower, source, compile.
 
 ``lower`` runs the GPU table (``kdsl.gpu.pipeline.PIPELINE``: device kernels with
 launches); ``source`` prints it as CUDA C++ (``kdsl_cuda.codegen``); ``build`` compiles that to
@@ -19,6 +19,7 @@ import numpy as np
 
 from kdsl import dtypes as dt
 from kdsl.backends.protocol import CompileRequest
+from kdsl.backends.spec import BackendSpec
 
 from . import build
 
@@ -34,12 +35,14 @@ def generate(func):
 class CUDABackend:
     """Generates CUDA C++ from the GPU loop IR and compiles it to cubins with NVRTC."""
 
-    name = "cuda"
-    device = "cuda"
-    size_classes = True     # default schedules choose by size (kdsl.runtime.signature)
-
     def __init__(self, arch: str | None = None):
+        from . import __version__
         self.arch = arch or build.DEFAULT_ARCH
+        # device arrays; default schedules choose by size (kdsl.runtime.signature); the GPU
+        # table; JAX results wrapped back into JAX arrays
+        self.spec = BackendSpec(name="cuda", device="cuda", size_classes=True,
+                                pipeline=_gpu_pipeline, result_wrapper=self.result_wrapper,
+                                version=__version__)
         #: lowered: requests lowered; early_hits: loaded by their early key (nothing lowered)
         self.stats = {"lowered": 0, "early_hits": 0}
         _register_readers()
@@ -52,9 +55,8 @@ class CUDABackend:
         schedule(sched, hints)
 
     def lower(self, request: CompileRequest):
-        """The GPU-form loop IR of ``request`` (the core GPU table)."""
-        from kdsl.gpu.pipeline import PIPELINE
-        return request.lower(pipeline=PIPELINE)
+        """The GPU-form loop IR of ``request`` (the core GPU table, ``spec.pipeline()``)."""
+        return request.lower(pipeline=self.spec.pipeline())
 
     def generate(self, request: CompileRequest):
         return generate(self.lower(request))
@@ -114,10 +116,9 @@ class CUDABackend:
         request cannot be keyed canonically, kdsl.runtime.fingerprint)."""
         from kdsl.runtime import fingerprint
 
-        from . import __version__
         from .runtime.cubin_cache import nvrtc_version
         return fingerprint.request_key(
-            request, self.name, __version__,
+            request, self.spec.name, self.spec.version,
             {"arch": arch, "nvrtc": nvrtc_version(), **build.options(arch, "k.cu")},
             source_dirs=(_HERE,))
 
@@ -145,6 +146,12 @@ class CUDABackend:
 
     def __repr__(self) -> str:
         return f"CUDABackend(arch={self.arch!r})"
+
+
+def _gpu_pipeline():
+    """The core GPU table (``kdsl.gpu.pipeline.PIPELINE``, imported on first use)."""
+    from kdsl.gpu.pipeline import PIPELINE
+    return PIPELINE
 
 
 def _module_name(mod) -> str:

@@ -1,4 +1,5 @@
-"""Backends: the protocol, the registry, the numpy reference backend, the loop-IR interpreter.
+"""Backends: the contract (``spec``, ``protocol``, ``base``), the registry, the numpy reference
+backend, the loop-IR interpreter.
 
 This package is also the public ``kd.backends``: calling it (``kd.backends()``) lists the
 installed backends (``registry.backends``).  One object serves both, so that neither shadows

@@ -32,7 +32,6 @@ import weakref
 
 import numpy as np
 
-from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
 from ..ir.visitor import collect
@@ -41,6 +40,8 @@ from ..passes.pipeline import SEQUENTIAL
 from ..numerics.call_check import check_call
 from .protocol import CompileRequest
 from .pyexec import Program, generate
+from .base import BackendBase
+from .spec import BackendSpec
 
 _lock = threading.Lock()
 _cache: "weakref.WeakKeyDictionary[n.LoweredFunc, tuple]" = weakref.WeakKeyDictionary()
@@ -109,11 +110,13 @@ def step(kernel, *args, **kwargs):
 class Compiled:
     """A lowered kernel ready to run in the interpreter (the Backend protocol's ``Compiled``)."""
 
+    fast = None     # no fast launcher: the generated Python one calls it
+
     def __init__(self, func: n.LoweredFunc):
         self.func = func
         program(func)   # generate and compile now: codegen errors surface at compile time
 
-    def __call__(self, inputs: list, outputs: list, scalars: list) -> None:
+    def __call__(self, inputs: list, outputs: list, scalars: list, stream=None) -> None:
         run_lowered(self.func, inputs, outputs, scalars)
 
     @property
@@ -121,7 +124,7 @@ class Compiled:
         return python_source(self.func)
 
 
-class InterpreterBackend:
+class InterpreterBackend(BackendBase):
     """The loop-IR interpreter as a backend: "interp" on the host, numpy arrays.
 
     ``InterpreterBackend(target="cuda")`` (built in as ``"interp-cuda"``) runs a kernel as
@@ -131,18 +134,23 @@ class InterpreterBackend:
     barriers and out-of-bounds accesses reported).  No CUDA install is needed.
     """
 
-    name = "interp"
-    device = "host"
-    target = None          # the target whose schedules apply: None means the backend's name
+    #: a kd.fori_loop runs inside one kernel on the host target (kdsl.passes.fori_loop)
+    spec = BackendSpec(name="interp", device="host", pipeline=lambda: SEQUENTIAL, fori_loops=True)
 
     def __init__(self, target: str | None = None):
-        from ..gpu.pipeline import GPU_TARGETS
+        from ..gpu.pipeline import GPU_TARGETS, for_target
         if target is not None:
             if target not in GPU_TARGETS:
                 raise ValueError(f"the interpreter runs its own schedules or those of a GPU target "
                                  f"({', '.join(sorted(GPU_TARGETS))}), not {target!r}")
-            self.name, self.target = f"interp-{target}", target
-            self.size_classes = True   # the target's default schedules choose by size
+            # the target's schedules, its table; its default schedules choose by size
+            self.spec = BackendSpec(name=f"interp-{target}", device="host", target=target,
+                                    size_classes=True, pipeline=lambda: for_target(target))
+
+    @property
+    def target(self) -> str | None:
+        """The GPU target whose schedules it runs (``spec.target``), or None."""
+        return self.spec.target
 
     def schedule(self, sched, hints) -> None:
         """For a GPU target, that target's default schedules when its backend is installed
@@ -156,18 +164,11 @@ class InterpreterBackend:
         from ..schedule.hints import apply_hints
         apply_hints(sched, hints)
 
-    @property
-    def fori_loops(self) -> bool:
-        """Whether a kd.fori_loop runs inside one kernel (kdsl.passes.fori_loop): on the host
-        target; a GPU target keeps the host loop (one launch of the body per step)."""
-        return self.target is None
-
     def lower(self, request: CompileRequest) -> n.LoweredFunc:
-        """The loop IR it runs: the sequential table, or the GPU table for a GPU target."""
-        if self.target is None:
-            return wrap_loop(request, request.lower(pipeline=SEQUENTIAL))
-        from ..gpu.pipeline import for_target
-        return request.lower(pipeline=for_target(self.target))
+        """The loop IR it runs: ``spec.pipeline()`` (the sequential table, or the GPU table for
+        a GPU target, which keeps a kd.fori_loop as a host loop of launches)."""
+        func = super().lower(request)       # spec.pipeline(), else the target's core table
+        return func if self.target is not None else wrap_loop(request, func)
 
     def compile(self, request: CompileRequest) -> Compiled:
         if self.target is not None:
@@ -186,12 +187,6 @@ class InterpreterBackend:
         if self.target is not None:
             return str(self.lower(request))
         return python_source(self.lower(request))
-
-    def accepts(self, array) -> bool:
-        return isinstance(array, np.ndarray)
-
-    def empty(self, shape: tuple, dtype, like=None):
-        return np.empty(tuple(shape), dtype=dt.as_dtype(dtype).np)
 
     def __repr__(self) -> str:
         return f"InterpreterBackend(target={self.target!r})" if self.target else "InterpreterBackend()"

@@ -24,6 +24,8 @@ from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import collect
 from .numpy_ragged import box_ragged, eval_scan
+from .base import BackendBase
+from .spec import BackendSpec
 from ..numerics.numpy_chunks import RANGES, blocks
 from ..numerics.numpy_eval import ExprEval, fix, internal_np
 
@@ -280,6 +282,8 @@ def run_graph(graph, inputs: list, outputs: list, scalars: list) -> None:
 class _Compiled:
     """The callable ``compile`` returns: evaluates the graph on each call."""
 
+    fast = None     # no fast launcher: the generated Python one calls it
+
     def __init__(self, graph):
         self.graph = graph
 
@@ -287,12 +291,10 @@ class _Compiled:
         run_graph(self.graph, inputs, outputs, scalars)
 
 
-class NumpyBackend:
+class NumpyBackend(BackendBase):
     """The ``numpy`` reference backend (device "host"): schedules are ignored."""
 
-    name = "numpy"
-    device = "host"
-    version = "1"
+    spec = BackendSpec(name="numpy", device="host", version="1")
 
     def schedule(self, sched, hints) -> None:
         """Nothing to do: the numpy backend evaluates the unscheduled stage graph."""
@@ -304,12 +306,6 @@ class NumpyBackend:
         """The stage graph as text (what this backend evaluates)."""
         from ..ir.printer import format_graph
         return format_graph(request.graph)
-
-    def accepts(self, array) -> bool:
-        return isinstance(array, np.ndarray)
-
-    def empty(self, shape, dtype, like=None):
-        return np.empty(shape, dt.as_dtype(dtype).np)
 
     def __repr__(self) -> str:
         return "NumpyBackend()"

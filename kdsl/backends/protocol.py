@@ -1,43 +1,39 @@
 """The Backend protocol: what a backend package implements (DESIGN principle 7).
 
-A backend is any object with these members, registered in the entry-point
-group ``kdsl.backends`` (name -> object or zero-argument factory) or at run
-time with ``kdsl.register_backend``.  Dispatch calls, per (signature, schedule):
+A backend is an object with a ``spec`` (a ``kdsl.backends.spec.BackendSpec``: name, device
+kind, target, size classes, pass table, options, result wrapper, version -- typed data) and
+the methods of ``Backend`` below, registered in the entry-point group ``kdsl.backends``
+(name -> object, class or zero-argument factory) or at run time with
+``kdsl.register_backend``; the registry checks it (``spec.check_backend``) when it loads it.
+Dispatch calls, per (signature, schedule):
 
 1. ``backend.schedule(sched, hints)`` unless the user gave an explicit schedule
-   function for this backend: apply the backend's default schedule and the
+   function for ``spec.schedule_target``: apply the backend's default schedule and the
    user's hints (``kdsl.schedule.hints.apply_hints`` does the generic part).
-2. ``backend.compile(request)`` -> a ``Compiled``; ``request.lower(pipeline=...)``
-   runs the pass table (``kdsl.passes.pipeline.SEQUENTIAL`` or the GPU layer's
-   ``kdsl.gpu.pipeline.PIPELINE``, which a backend edits by pass name) and returns the ``LoweredFunc``.
-3. ``compiled(inputs, outputs, scalars)`` per call: arrays in the backend's
-   array kind, scalars in ``graph.scalars`` order.  Outputs are preallocated
-   by dispatch (``backend.empty``) or given by the user with ``out=``.
+2. ``backend.compile(request)`` -> a ``Compiled``; ``backend.lower(request)`` gives the
+   ``LoweredFunc`` (``request.lower(pipeline=...)`` runs a pass table:
+   ``kdsl.passes.pipeline.SEQUENTIAL`` or the GPU layer's ``kdsl.gpu.pipeline.PIPELINE``,
+   which a backend edits by pass name; ``kernel.lower`` shows it).
+3. ``compiled(inputs, outputs, scalars)`` per call (``stream=`` added when the user passed
+   one): arrays in the backend's array kind, scalars in ``graph.scalars`` order.  Outputs
+   are preallocated by dispatch (``backend.empty``, then ``spec.result_wrapper``) or given
+   by the user with ``out=``.
 
-``source(request)`` returns what the backend compiles (text), for
-``kernel.source``.  Codegen must be pure; only ``compile`` may need tools or a
-device.
+``source(request)`` returns what the backend compiles (text), for ``kernel.source``.
+Codegen must be pure; only ``compile`` may need tools or a device.
 
-Optional: ``compiled.fast_launcher(plan)`` -> a callable or None.  ``plan`` is
-the specialisation's ``kdsl.runtime.callplan.CallPlan`` (argument checks, shape bindings,
-constraints, outputs and scalar slots of one specialisation, as data).  The callable takes the
-call's positional arguments (plus ``out`` when ``plan.out_mode`` is set) and
-returns the result, or ``NotImplemented`` for anything that does not match the
-plan exactly or would raise: the kernel then takes its normal path, which keeps
-every error message.  It must never raise.  Kernels call it after a
-specialisation has run a few times (``fastpath.PROMOTE_AFTER``); a backend
-without it keeps the generated Python launcher.  Optional attributes of the
-callable: ``__kdsl_device__`` (True: it takes device arrays, and checks that
-``out=`` does not overlap its inputs itself) and ``__kdsl_packed__``: the same launcher
-taking ``(args, out)`` -- the argument tuple as the kernel received it, whatever its
-length -- which the kernel then calls instead (no re-packing of the tuple); it declines
-an ``out=`` that shares memory with an argument or another output (the cuda and cpu
-backends').
+The compiled object's ``fast`` is its optional fast-launch capability: None, or a
+``spec.FastLaunch`` whose ``build(plan)`` gives a ``spec.FastLauncher`` (or None) for one
+specialisation's ``kdsl.runtime.callplan.CallPlan``; see their docstrings and
+docs/backends.md.  ``kdsl.backends.base.BackendBase`` has the usual defaults of the methods.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
+
+if TYPE_CHECKING:   # kdsl.backends.spec is imported when a backend loads, not by `import kdsl`
+    from .spec import BackendSpec, FastLaunch
 
 
 @dataclass
@@ -63,19 +59,23 @@ class CompileRequest:
 
 @runtime_checkable
 class Compiled(Protocol):
-    """A loaded specialisation (``fast_launcher(plan)`` is optional: see the docstring above)."""
+    """A loaded specialisation: ``(inputs, outputs, scalars, stream=None)`` runs it; ``fast``
+    is its fast-launch capability (a ``spec.FastLaunch``) or None."""
 
-    def __call__(self, inputs: list, outputs: list, scalars: list) -> None: ...
+    fast: FastLaunch | None
+
+    def __call__(self, inputs: list, outputs: list, scalars: list, stream=None) -> None: ...
 
 
 @runtime_checkable
 class Backend(Protocol):
-    """See the module docstring.  ``device`` is "host" (numpy arrays) or "cuda"."""
+    """See the module docstring; ``spec`` says what the backend is, as data."""
 
-    name: str
-    device: str
+    spec: BackendSpec
 
     def schedule(self, sched, hints: Sequence) -> None: ...
+
+    def lower(self, request: CompileRequest) -> Any: ...
 
     def compile(self, request: CompileRequest) -> Compiled: ...
 

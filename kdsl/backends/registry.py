@@ -11,8 +11,12 @@ Backends come from three places, later ones shadowing earlier ones by name:
 
 Only metadata is read until a backend is asked for: ``backends()`` never
 imports a backend module.  An entry point may name a Backend object, a class
-or a zero-argument factory.  A backend whose import fails raises
-``BackendUnavailable`` (cause chained) for that name only.
+or a zero-argument factory.  A backend whose import fails, or that does not keep the
+backend contract (kdsl/backends/spec.py: a ``BackendSpec`` and the protocol's methods),
+raises ``BackendUnavailable`` (cause chained) for that name only.
+
+What kernels read on every call is public: the module globals ``generation``,
+``auto_default`` and ``size_classed``, and ``backend_spec(name)``, ``runs_on_host(name)``.
 """
 from __future__ import annotations
 
@@ -46,12 +50,20 @@ _registered: dict = {}     # name -> object given to register_backend (not yet i
 _loaded: dict = {}         # name -> Backend instance (the fast path of get_backend)
 _failed: dict = {}         # name -> BackendUnavailable (so a broken backend is imported once)
 _entry_points = None       # name -> EntryPoint (read lazily from metadata)
-_auto_default = None       # cached "cpu" or "numpy" (the last step of the default rule)
 _warned_numpy = False
-#: bumped whenever a name may start meaning another backend (kernels key their caches on it)
-_generation = 0
-#: names of loaded backends whose keys include size classes (``backend.size_classes``)
-_size_classed: set = set()
+
+
+# What a kernel call reads from the registry, as public module globals (one attribute load
+# each on the call path; the cuda backend's C call entry reads them from this module's dict).
+# Written only here.
+#: bumped whenever a name may start meaning another backend (kernels key their caches and
+#: fast launchers on it)
+generation = 0
+#: "cpu" or "numpy" once the last step of the default rule was decided, else None
+auto_default = None
+#: names (and backend objects) of loaded backends whose ``spec.size_classes`` is set: their
+#: specialisation keys include the call's size classes
+size_classed: set = set()
 
 _current = contextvars.ContextVar("kdsl_backend", default=None)
 
@@ -189,15 +201,26 @@ def _parse_group(text: str, dist: _Dist) -> list:
     return out
 
 
+def _forget(name=None) -> None:
+    """Bump the generation and forget the cached default (and ``name``'s loaded backend)."""
+    global generation, auto_default
+    generation += 1
+    auto_default = None
+    if name is not None:
+        _loaded.pop(name, None)
+        _failed.pop(name, None)
+        size_classed.discard(name)
+
+
 def refresh() -> None:
     """Forget discovered entry points, loaded backends and failures (after installing one)."""
-    global _entry_points, _auto_default, _generation
+    global _entry_points
     with _lock:
-        _generation += 1
+        _forget()
         _entry_points = None
-        _auto_default = None
         _loaded.clear()
         _failed.clear()
+        size_classed.clear()
 
 
 def backends() -> list:
@@ -218,42 +241,30 @@ def is_installed(name: str) -> bool:
 
 
 def register_backend(name: str, obj) -> None:
-    """Register a backend at run time (a Backend object, class or factory); shadows ``name``."""
-    global _auto_default, _generation
+    """Register a backend at run time (a Backend object, class or factory); shadows ``name``.
+    It is checked against the contract when first used (``get_backend``)."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"backend name must be a non-empty string, got {name!r}")
     with _lock:
-        _generation += 1
         _registered[name] = obj
-        _loaded.pop(name, None)
-        _failed.pop(name, None)
-        _auto_default = None
+        _forget(name)
 
 
 def unregister_backend(name: str) -> None:
     """Undo ``register_backend`` (installed backends of that name become visible again)."""
-    global _auto_default, _generation
     with _lock:
-        _generation += 1
         _registered.pop(name, None)
-        _loaded.pop(name, None)
-        _failed.pop(name, None)
-        _auto_default = None
+        _forget(name)
 
 
 # ----------------------------------------------------------------- loading
 def _instantiate(name: str, obj, origin: str):
-    """A Backend from an object, class or factory."""
-    if isinstance(obj, type):
-        obj = obj()
-    elif not (hasattr(obj, "compile") and hasattr(obj, "schedule")) and callable(obj):
-        obj = obj()
-    missing = [m for m in ("compile", "schedule", "source", "empty") if not hasattr(obj, m)]
-    if missing:
-        raise BackendUnavailable(
-            f"backend {name!r} ({origin}) does not implement the Backend protocol: "
-            f"missing {', '.join(missing)} (see kdsl/backends/protocol.py)")
-    return obj
+    """A Backend from an object, class or factory, checked against the contract."""
+    from .spec import BackendSpec, check_backend
+    if isinstance(obj, type) or (not isinstance(getattr(obj, "spec", None), BackendSpec)
+                                 and callable(obj)):
+        obj = obj()     # a class or a factory (a backend object has its spec)
+    return check_backend(name, obj, origin)
 
 
 def _load_ref(ref: str):
@@ -322,9 +333,14 @@ def get_backend(name):
     if b is not None:
         return b
     if not isinstance(name, str):
-        if hasattr(name, "compile") and hasattr(name, "schedule"):
+        from .spec import BackendSpec, check_backend
+        if isinstance(getattr(name, "spec", None), BackendSpec):   # a backend object: checked
+            check_backend(name.spec.name, name, "passed as an object")
+            if name.spec.size_classes:
+                size_classed.add(name)    # kernels key it by object
             return name
-        raise TypeError(f"backend must be a name (one of {backends()}) or a Backend object, "
+        raise TypeError(f"backend must be a name (one of {backends()}) or a Backend object "
+                        f"(with a kdsl.backends.spec.BackendSpec as its spec), "
                         f"got {type(name).__name__}")
     with _lock:
         b = _loaded.get(name)
@@ -337,8 +353,25 @@ def get_backend(name):
         except BackendUnavailable as e:
             _failed[name] = e
             raise
+        if b.spec.size_classes:
+            size_classed.add(name)    # later keys are built with sizes (Kernel)
         _loaded[name] = b
         return b
+
+
+def backend_spec(name):
+    """The ``BackendSpec`` of the backend ``name`` (or of a backend object); loads it."""
+    return get_backend(name).spec
+
+
+def runs_on_host(name) -> bool:
+    """Whether backend ``name`` takes host (numpy) arrays (``spec.device == "host"``); a name
+    that is not installed or cannot load counts as host (its call reports the problem)."""
+    from ..errors import KdslError
+    try:
+        return get_backend(name).spec.device == "host"
+    except KdslError:
+        return True
 
 
 # ----------------------------------------------------------------- default rule
@@ -406,8 +439,8 @@ def _is_cuda_array(a) -> bool:
 
 def _automatic() -> str:
     """'cpu' if installed and loadable, else 'numpy' (with a one-time warning saying why)."""
-    global _auto_default, _warned_numpy
-    name = _auto_default
+    global _warned_numpy, auto_default
+    name = auto_default
     if name is None:
         reason = "the 'cpu' backend is not installed"
         name = "numpy"
@@ -417,7 +450,7 @@ def _automatic() -> str:
                 name = "cpu"
             except BackendUnavailable as e:  # broken cpu backend: say why, keep working
                 reason = f"the 'cpu' backend is installed but unusable ({e})"
-        _auto_default = name
+        auto_default = name
         if name == "numpy" and not _warned_numpy:
             _warned_numpy = True
             loc = user_location()  # point the warning at the user's call, not at kdsl
@@ -446,22 +479,8 @@ def default_backend_name(arrays=()) -> str:
         t = type(a)
         if t not in _HOST_TYPES and t.__module__ != "numpy" and _is_cuda_array(a):
             return "cuda"
-    return _auto_default or _automatic()
+    return auto_default or _automatic()
 
 
 #: argument types that are never CUDA arrays (a set lookup instead of a module-name test)
 _HOST_TYPES = frozenset((int, float, bool, complex, np.ndarray))
-
-
-class TargetOnly:
-    """Stands for a backend that is not installed, so ``kernel.lower`` can still show
-    the loop nest its schedules give (generic hints applied, core passes only)."""
-
-    device = "host"
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def schedule(self, sched, hints) -> None:
-        from ..schedule.hints import apply_hints
-        apply_hints(sched, hints)

@@ -130,7 +130,7 @@ _key1 = key_function(1, (False,), False)
 class ArrayArg(namedtuple("ArrayArg", "pos dtype dims contiguous kind classes",
                           defaults=(np.ndarray, None))):
     """An array argument a fast launcher accepts: exactly ``kind`` (``numpy.ndarray`` unless
-    the compiled kernel takes device arrays: ``Compiled.fast_device_arrays``) with this dtype
+    the compiled kernel takes device arrays: ``compiled.fast.device_arrays``) with this dtype
     object (identity), rank, C-contiguity flag and per-dim sizes (``None``: any size but 1;
     an int: exactly that size); ``classes``: per dim the size's bit length, for size-classed
     backends (``Signature.size_classes``), else None."""
@@ -256,7 +256,8 @@ def make(name, graph, sig, out_mode=None, args=None, out=None, compiled=None,
     checked = None
     if args is not None and len(param_pos) == nargs and not graph.data_checks:
         checked = _arg_checks(sig, args, scalars, arrays, outputs, out_mode, out,
-                              bool(getattr(compiled, "fast_device_arrays", False)))
+                              compiled is not None and compiled.fast is not None
+                              and compiled.fast.device_arrays)
     return CallPlan(name, key, nargs, tuple(pos for _, pos in arrays),
                     tuple(pos for _, pos in scalars), tuple(p.dtype for p, _ in scalars),
                     tuple(sources), tuple(checks), tuple(graph.constraints), outputs, out_mode,

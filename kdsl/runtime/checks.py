@@ -8,7 +8,7 @@ condition), plus the stages those read.  Each call runs it before the kernel, co
 the results with the bounds for this call's shapes and raises the check's error --
 before any output is written.  The kernel itself is left alone (its schedule, its
 outputs), and a kernel without data checks pays nothing.  Kernels with data checks skip
-the native fast launcher (the wrapper has no ``fast_launcher``).
+the native fast launcher (the wrapper's ``fast`` is None).
 """
 from __future__ import annotations
 
@@ -88,6 +88,8 @@ def _host_int(x) -> int:
 
 class Checked:
     """A compiled kernel that runs its graph's data checks first (same calling convention)."""
+
+    fast = None     # the checks run first: no fast launcher skips them
 
     def __init__(self, main, checker, graph, slots, backend):
         self.main, self.checker, self.graph, self.slots = main, checker, graph, slots

@@ -78,7 +78,7 @@ def _finish(kernel, key, backend, rec, total) -> None:
     import logging
     log = logging.getLogger("kdsl")
     name = getattr(kernel, "__name__", "kernel")
-    bname = backend if isinstance(backend, str) else getattr(backend, "name", repr(backend))
+    bname = backend if isinstance(backend, str) else backend.spec.name
     reason = _reason(kernel, key)
     log.debug("kdsl: compiled %s for %s because: %s", name, bname, reason)
     times = ", ".join(f"{s} {rec['times'][s] * 1e3:.1f}" for s in STAGES if s in rec["times"])

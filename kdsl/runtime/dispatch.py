@@ -41,8 +41,7 @@ def make_schedule(graph):
 def _targets(hint_target, backend) -> bool:
     """Whether a schedule for ``hint_target`` applies on ``backend`` (its ``target`` when it runs
     another target's schedules, e.g. ``interp-cuda``: cuda's; else its name)."""
-    return hint_target is None or hint_target == (getattr(backend, "target", None)
-                                                  or getattr(backend, "name", None))
+    return hint_target is None or hint_target == backend.spec.schedule_target
 
 
 def size_hints(graph, sig) -> dict:
@@ -87,7 +86,7 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
         backend.schedule(sched, declarative)
     sched.finish()      # placements left illegal by the schedule, at the user's primitive line
     outc = sig.out_contiguous or (True,) * len(graph.outputs)
-    return CompileRequest(graph, sched, sig, tuple(outc), dict(getattr(backend, "options", {}) or {}))
+    return CompileRequest(graph, sched, sig, tuple(outc), dict(backend.spec.options))
 
 
 class ProgramRequest:
@@ -107,16 +106,12 @@ def lower_request(backend, req):
     the core table of its target, ``kdsl.gpu.pipeline.for_target``: GPU form for ``cuda``)."""
     if isinstance(req, ProgramRequest):
         return req.show()
-    fn = getattr(backend, "lower", None)
-    if fn is not None:
-        return fn(req)
-    from ..gpu.pipeline import for_target
-    return req.lower(pipeline=for_target(getattr(backend, "name", None)))
+    return backend.lower(req)     # (BackendBase.lower: spec.pipeline(), else the target's table)
 
 
 def dump(kernel_name, backend, sig, req) -> None:
     """KDSL_DUMP=1: print the lowered IR and the backend source of a new specialisation."""
-    bname = getattr(backend, "name", type(backend).__name__)
+    bname = backend.spec.name
     print(f"=== kdsl: {kernel_name} for {bname} {sig.describe()} ===", file=sys.stderr)
     try:
         print(lower_request(backend, req), file=sys.stderr)
@@ -144,7 +139,7 @@ def compile_for(kernel, backend, sig, graph):
     if graph.data_checks:   # conditions on the data (indices read from arrays): run first
         from .checks import with_checks
         compiled = with_checks(backend, sig, graph, compiled, req.options if req is not None
-                                else dict(getattr(backend, "options", {}) or {}))
+                                else dict(backend.spec.options))
     if config.dump() and req is not None:
         dump(kernel.__name__, backend, sig, req)
     return req, compiled
@@ -291,7 +286,7 @@ def build_launcher(plan, backend, compiled, arg_names, like_kind=None):
     call = f"[{', '.join(inputs)}], [{', '.join(outs)}], [{', '.join(scalars)}]"
     lines.append(f"if stream is None: _run({call})")
     lines.append(f"else: _run({call}, stream=stream)")
-    wrapper = getattr(backend, "result_wrapper", None)
+    wrapper = backend.spec.result_wrapper
     wrap = wrapper(like_kind) if wrapper is not None and like_kind is not None else None
     if wrap is not None:
         ns["_wrap"] = wrap

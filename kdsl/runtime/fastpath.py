@@ -4,8 +4,9 @@ A cached call normally builds a key from its arguments, looks the launcher
 up and runs the generated Python launcher.  A backend may do better: given the
 ``kdsl.runtime.callplan.CallPlan`` -- everything that launcher checks and computes, as data,
 with ``plan.args`` the exact argument checks -- its
-compiled kernel's optional ``fast_launcher(plan)`` returns a callable ``fn(*args)``
-(``fn(*args, out)`` when ``plan.out_mode`` is set) that checks the
+compiled kernel's optional fast-launch capability (``compiled.fast.build(plan)``,
+kdsl.backends.spec.FastLaunch) returns a ``FastLauncher`` whose ``call(*args)``
+(``call(*args, out)`` when ``plan.out_mode`` is set) checks the
 arguments *exactly* against the specialisation the plan was made for and
 either returns the call's result or ``NotImplemented``.  ``NotImplemented``
 means "not mine": the kernel then takes the normal path, which keeps every
@@ -62,9 +63,19 @@ class FastSlot:
 
 def slot_for(compiled, plan):
     """A FastSlot for this specialisation's ``callplan.CallPlan``, or None when the compiled
-    kernel has no fast launchers (the optional protocol method ``Compiled.fast_launcher``) or
-    the plan's calls cannot be checked exactly (``plan.args`` None)."""
-    make = getattr(compiled, "fast_launcher", None)
-    if make is None or plan.args is None:
+    kernel has no fast launchers (its ``fast``, a kdsl.backends.spec.FastLaunch, is None) or
+    the plan's calls cannot be checked exactly (``plan.args`` None).  The slot's launcher is a
+    ``FastLauncher``."""
+    fast = compiled.fast
+    if fast is None or plan.args is None:
         return None
-    return FastSlot(lambda: make(plan))
+    make = fast.build
+
+    def build():
+        from ..backends.spec import FastLauncher
+        got = make(plan)
+        if got is not None and not isinstance(got, FastLauncher):   # kept as the slot's error
+            raise TypeError(f"FastLaunch.build returned a {type(got).__name__}, not a "
+                            "kdsl.backends.spec.FastLauncher or None")
+        return got
+    return FastSlot(build)

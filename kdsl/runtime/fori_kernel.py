@@ -31,7 +31,7 @@ def in_kernel_loop(backend, info, body) -> bool:
     may change from step to step (``graph.data_checks`` reading a carry or a value computed
     in the body: they would run before each step; ``_check_form``)."""
     from ..frontend.fori import has_loops
-    return (in_kernel and bool(getattr(backend, "fori_loops", False)) and not has_loops(body)
+    return (in_kernel and backend.spec.fori_loops and not has_loops(body)
             and all(_check_form(c, body, len(info.placeholders), info.index) is not None
                     for c in body.data_checks))
 

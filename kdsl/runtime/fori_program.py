@@ -324,12 +324,14 @@ class _KernelLoop:
 class Program:
     """The Compiled of a graph with loops (module docstring): ``(inputs, outputs, scalars)``."""
 
+    fast = None     # a host loop of kernel calls: no fast launcher
+
     def __init__(self, graph, backend, steps, out_contiguous):
         global _COPY
         if _COPY is None:
             _COPY = make_kernel(_copy_fn)
         self.graph, self.backend, self.steps = graph, backend, steps
-        self.backend_name = getattr(backend, "name", None)
+        self.backend_name = backend.spec.name
         self.out_index = {t: j for j, t in enumerate(graph.outputs)}
         # results written in place by a loop's last step: contiguous like the body's outputs
         self.direct = {t: bool(c) for t, c in zip(graph.outputs, out_contiguous)}

@@ -18,7 +18,7 @@ answers ``NotImplemented``, and the call takes the normal path, which keeps ever
 message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
 
 Each launcher is generated twice over one body: ``fast(a0, .., [out])`` (the protocol's) and
-``packed(args, out)`` (``fast.__kdsl_packed__``), which ``Kernel._call`` calls with its
+``packed(args, out)`` (``FastLauncher.packed``), which ``Kernel._call`` calls with its
 argument tuple as it is.  The benchmark of this path without a GPU: benchmarks/launch_host.py.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ import sys
 import types
 
 from kdsl import dtypes as dt
+from kdsl.backends.spec import FastLauncher
 from kdsl.ir import nodes as n
 from kdsl.runtime.callplan import SHAPE, STRIDE
 from kdsl.runtime.dispatch import py_expr
@@ -583,10 +584,9 @@ def build(compiled, plan):
     code = compile(src, os.path.join(_HERE, f"<cuda fast launcher {compiled.func.name}>"), "exec")
     exec(code, g.ns)
     fn = g.ns["fast"]
-    fn.__kdsl_source__ = src
-    fn.__kdsl_device__ = True
-    fn.__kdsl_packed__ = g.ns["packed"]    # the same launcher taking (args, out): Kernel._call
-    if "_nl" in g.ns:      # the compiled helper is there: its C entry serves the kernel's calls
-        fn.__kdsl_entry__ = native.entry
-    return fn
+    fn.__kdsl_source__ = src       # for tests and benchmarks/launch_host.py
+    # packed: the same launcher taking (args, out), which Kernel._call calls; where the compiled
+    # helper is there, its C entry serves the kernel's calls
+    return FastLauncher(fn, device_arrays=True, packed=g.ns["packed"],
+                        entry=native.entry if "_nl" in g.ns else None)
 

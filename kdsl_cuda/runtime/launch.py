@@ -28,6 +28,7 @@ import threading
 import numpy as np
 
 from kdsl import dtypes as dt
+from kdsl.backends.spec import FastLaunch
 from kdsl.errors import ArgumentError, InternalCompilerError
 from kdsl.ir import nodes as n
 from kdsl.runtime.callplan import SHAPE, STRIDE, scalar_slots
@@ -148,13 +149,12 @@ class CudaCompiled:
         self._lock = threading.Lock()
         self._nin = len(func.inputs)
         self._last_device = None         # the device of the last call (fast launchers serve it)
-
-    #: fast launchers read device arrays (kdsl.runtime.fastpath plans them)
-    fast_device_arrays = True
+        #: fast launchers, generated for a plan's device arrays (kdsl.runtime.fastpath)
+        self.fast = FastLaunch(self.fast_launcher, device_arrays=True)
 
     def fast_launcher(self, plan):
-        """A generated launcher for ``plan`` (``fastlaunch``), or None (numpy arrays, other
-        libraries' arrays)."""
+        """A generated launcher for ``plan`` (``fastlaunch``; a FastLauncher), or None (numpy
+        arrays, other libraries' arrays)."""
         from . import fastlaunch
         return fastlaunch.build(self, plan)
 

@@ -392,8 +392,8 @@ PyMODINIT_FUNC PyInit__kdsl_launch(void)
     s_backend = PyUnicode_InternFromString("backend");
     s_fast = PyUnicode_InternFromString("_fast");
     s_fast_out = PyUnicode_InternFromString("_fast_out");
-    s_gen = PyUnicode_InternFromString("_generation");
-    s_auto = PyUnicode_InternFromString("_auto_default");
+    s_gen = PyUnicode_InternFromString("generation");
+    s_auto = PyUnicode_InternFromString("auto_default");
     if (!s_out || !s_backend || !s_fast || !s_fast_out || !s_gen || !s_auto) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (m == NULL) return NULL;

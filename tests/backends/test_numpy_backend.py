@@ -211,7 +211,7 @@ def test_backend_object_protocol():
     be = NumpyBackend()
     g = matmul_graph()
     req = CompileRequest(g, None, None)
-    assert be.name == "numpy" and be.device == "host"
+    assert be.spec.name == "numpy" and be.spec.device == "host"
     assert be.schedule(None, []) is None
     a, b = np.ones((3, 4), np.float32), np.ones((4, 2), np.float32)
     o = be.empty((3, 2), dt.float32)

@@ -10,6 +10,7 @@ import pytest
 import kdsl as kd
 from kdsl.backends import registry
 from kdsl.backends.numpy_backend import NumpyBackend
+from kdsl.backends.spec import BackendSpec
 from kdsl.errors import BackendNotInstalled, BackendUnavailable
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -41,7 +42,7 @@ def test_not_installed_names_the_package(name, text):
 
 def test_register_object_class_factory_and_shadowing():
     class Mine(NumpyBackend):
-        name = "mine"
+        spec = BackendSpec(name="mine")
 
     try:
         kd.register_backend("mine", Mine)                 # a class
@@ -60,7 +61,8 @@ def test_register_object_class_factory_and_shadowing():
 def test_not_a_backend_and_failing_factory():
     try:
         kd.register_backend("junk", object())
-        with pytest.raises(BackendUnavailable, match="missing compile"):
+        with pytest.raises(BackendUnavailable, match="no `spec`.*missing methods schedule, "
+                                                     "lower, compile"):
             kd.get_backend("junk")
 
         def boom():
@@ -99,9 +101,10 @@ def _run(site, code):
 
 THIRD_PARTY = """
     from kdsl.backends.numpy_backend import NumpyBackend
+    from kdsl.backends.spec import BackendSpec
 
     class ToyBackend(NumpyBackend):
-        name = "toy"
+        spec = BackendSpec(name="toy")
         compiled = 0
 
         def compile(self, request):

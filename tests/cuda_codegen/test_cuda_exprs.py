@@ -108,7 +108,7 @@ def _request(fn):
 
 def test_backend_object():
     req = _request(float_math)
-    assert backend.name == "cuda"
+    assert backend.spec.name == "cuda"
     func = backend.lower(req)
     assert func.kernels
     src = backend.source(req)

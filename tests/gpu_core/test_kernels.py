@@ -250,7 +250,8 @@ def test_sequential_targets_keep_running_what_a_gpu_cannot():
 def test_interp_cuda_backend_is_built_in_and_not_a_target():
     assert "interp-cuda" in kd.backends() and "interp-cuda" not in registry.known_targets()
     be = registry.get_backend("interp-cuda")
-    assert be.name == "interp-cuda" and be.target == "cuda" and be.device == "host"
+    s = be.spec
+    assert s.name == "interp-cuda" and s.target == "cuda" and s.device == "host" and s.size_classes
     with pytest.raises(ValueError, match="GPU target"):
         type(be)(target="cpu")
 

@@ -36,7 +36,7 @@ def double():
 def test_protocol_members():
     be = InterpreterBackend()
     assert isinstance(be, Backend)
-    assert (be.name, be.device) == ("interp", "host")
+    assert (be.spec.name, be.spec.device) == ("interp", "host")
     assert be.accepts(np.zeros(3)) and not be.accepts([1, 2]) and not be.accepts(3.0)
     e = be.empty((2, 3), dt.float16)
     assert e.shape == (2, 3) and e.dtype == np.float16

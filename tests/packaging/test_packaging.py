@@ -72,10 +72,11 @@ py-modules = ["kdsl_toy"]
 
 TOY_MODULE = """
 from kdsl.backends.numpy_backend import NumpyBackend
+from kdsl.backends.spec import BackendSpec
 
 
 class ToyBackend(NumpyBackend):
-    name = "toy"
+    spec = BackendSpec(name="toy")
 
 
 backend = ToyBackend()

@@ -7,6 +7,7 @@ from handgraph import Builder, read, sum_
 
 from kdsl import dtypes as dt
 from kdsl.backends.numpy_backend import NumpyBackend
+from kdsl.backends.spec import BackendSpec
 from kdsl.graph import Constraint
 from kdsl.ir import nodes as n
 from kdsl.runtime import dispatch
@@ -118,7 +119,7 @@ def g_two(specs):
 class CountingBackend(NumpyBackend):
     """numpy semantics; counts compiles and records the hints it is given."""
 
-    name = "counting"
+    spec = BackendSpec(name="counting")
 
     def __init__(self):
         self.compiles, self.hints, self.lock = 0, [], threading.Lock()
@@ -138,9 +139,10 @@ class CountingBackend(NumpyBackend):
 class NullBackend(NumpyBackend):
     """Compiles to a no-op: measures pure dispatch overhead."""
 
-    name = "null"
+    spec = BackendSpec(name="null")
 
     def compile(self, request):
         def run(inputs, outputs, scalars, stream=None):
             pass
+        run.fast = None        # a compiled object: callable, no fast launcher
         return run

@@ -191,7 +191,7 @@ def test_dump_lower_source(counting, monkeypatch, capsys):
 
 def test_default_backend_rules(monkeypatch):
     from kdsl.backends import registry
-    monkeypatch.setattr(registry, "_auto_default", "numpy")
+    monkeypatch.setattr(registry, "auto_default", "numpy")
     monkeypatch.setattr(registry, "_warned_numpy", True)
     assert registry.default_backend_name([np.ones(2)]) == "numpy"
 

@@ -1,7 +1,7 @@
 """The kernel call's fast path (kdsl.runtime.fastpath), backend-independent: plans, lazy
 promotion, declines falling back to the normal path with its errors, the backend choice.
 
-``PlanBackend`` gives its compiled kernels a ``fast_launcher`` written in Python that follows
+``PlanBackend`` gives its compiled kernels a fast launcher (``fast``) written in Python that follows
 the CallPlan literally; it is the executable statement of what a plan means."""
 import threading
 
@@ -11,6 +11,7 @@ import pytest
 import kdsl as kd
 from kdsl.backends import registry
 from kdsl.backends.numpy_backend import NumpyBackend
+from kdsl.backends.spec import BackendSpec, FastLaunch, FastLauncher
 from kdsl.errors import ShapeError
 from kdsl.runtime import callplan, dispatch, fastpath
 
@@ -21,6 +22,7 @@ from test_dispatch import make
 class _Compiled:
     def __init__(self, inner, backend):
         self.inner, self.backend = inner, backend
+        self.fast = FastLaunch(self.fast_launcher)
 
     def __call__(self, inputs, outputs, scalars, stream=None):
         self.inner(inputs, outputs, scalars)
@@ -29,13 +31,13 @@ class _Compiled:
         self.backend.plans.append(plan)
         if self.backend.fail_build:
             raise RuntimeError("no fast launcher today")
-        return lambda *args: self.backend.run_plan(self.inner, plan, args)
+        return FastLauncher(lambda *args: self.backend.run_plan(self.inner, plan, args))
 
 
 class PlanBackend(NumpyBackend):
     """numpy semantics, plus fast launchers that interpret their plan."""
 
-    name = "plan"
+    spec = BackendSpec(name="plan")
 
     def __init__(self):
         self.plans, self.fast_calls, self.fail_build = [], 0, False
@@ -158,14 +160,14 @@ def test_failed_build_keeps_the_normal_path(plan):
         np.testing.assert_array_equal(k(a, a, backend="plan"), a + a)
     assert k._fast is None and len(plan.plans) == 1          # tried once
     (launch,) = k._cache.values()
-    assert isinstance(launch.__kdsl_fast__.error, RuntimeError)
+    assert isinstance(k._slots[launch].error, RuntimeError)
 
 
 def test_no_fast_path_without_support(plan, counting):
     k = make(g_add)
     a = np.arange(4.0)
     for _ in range(4):
-        k(a, a, backend="counting")          # its compiled kernels have no fast_launcher
+        k(a, a, backend="counting")          # its compiled kernels' fast is None
     assert k._fast is None
     c = make(g_scale, constants=("s",))
     for _ in range(4):

@@ -1,21 +1,21 @@
-"""Size classes: backends with ``size_classes = True`` (cuda, interp-cuda) get one
+"""Size classes: backends with ``spec.size_classes`` (cuda, interp-cuda) get one
 specialisation per power-of-two class of each dim, and their schedules see the range."""
 import numpy as np
 import pytest
 
 import kdsl as kd
 from kdsl.backends.interpreter import InterpreterBackend
+from kdsl.backends.spec import BackendSpec
 from kdsl.runtime.signature import size_range
 
 
 class Recording(InterpreterBackend):
     """The interpreter, size-classed, remembering the size hints each compile saw."""
 
-    size_classes = True
+    spec = BackendSpec(name="recording", size_classes=True)
 
     def __init__(self):
         super().__init__()
-        self.name = "recording"
         self.seen = []
 
     def schedule(self, sched, hints):

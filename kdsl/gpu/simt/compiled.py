@@ -10,6 +10,8 @@ from . import run_simt
 class SimtCompiled:
     """``(inputs, outputs, scalars)`` runs ``func`` with ``run_simt`` (race-checked)."""
 
+    fast = None     # no fast launcher (kdsl.backends.spec.FastLaunch)
+
     def __init__(self, func: n.LoweredFunc):
         found = collect(func.body, lambda x: isinstance(x, n.Intrinsic))
         if found:
