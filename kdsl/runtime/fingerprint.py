@@ -161,20 +161,29 @@ def fingerprint(*roots) -> str:
 @functools.lru_cache(maxsize=None)
 def source_fingerprint(*dirs: str) -> str:
     """(path, size, mtime) of every ``.py`` file under ``dirs``: an edit to the compiler itself
-    (a pass, the code generator) invalidates early keys even without a version bump."""
-    h = hashlib.sha256()
+    (a pass, the code generator) invalidates early keys even without a version bump.  One
+    ``scandir`` per directory and one ``stat`` per file (~1 ms for kdsl and a backend)."""
+    parts = []
     for top in dirs:
-        for root, subdirs, files in os.walk(top):
-            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-            for f in sorted(files):
-                if f.endswith(".py"):
-                    p = os.path.join(root, f)
+        stack = [""]                  # directories to list, relative to ``top``
+        while stack:
+            rel = stack.pop()
+            try:
+                entries = sorted(os.scandir(os.path.join(top, rel) if rel else top),
+                                 key=lambda e: e.name)
+            except OSError:
+                continue
+            for e in entries:
+                if e.name.endswith(".py"):
                     try:
-                        st = os.stat(p)
+                        st = e.stat()
                     except OSError:
                         continue
-                    h.update(f"{os.path.relpath(p, top)}:{st.st_size}:{st.st_mtime_ns}\0".encode())
-    return h.hexdigest()
+                    parts.append(f"{rel}{e.name}:{st.st_size}:{st.st_mtime_ns}")
+                elif e.name != "__pycache__" and e.is_dir():
+                    stack.append(f"{rel}{e.name}/")
+        parts.append("")             # one directory's list ends
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 def request_key(request, backend_name: str, backend_version: str, options: dict,
