@@ -115,10 +115,10 @@ class CUDABackend:
         from kdsl.runtime import fingerprint
 
         from . import __version__
-        from .runtime.cubin_cache import nvrtc_version
+        from .runtime.early import nvrtc_identity
         return fingerprint.request_key(
             request, self.name, __version__,
-            {"arch": arch, "nvrtc": nvrtc_version(), **build.options(arch, "k.cu")},
+            {"arch": arch, "nvrtc": nvrtc_identity(), **build.options(arch, "k.cu")},
             source_dirs=(_HERE,))
 
     def accepts(self, array) -> bool:
