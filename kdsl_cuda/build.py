@@ -4,6 +4,7 @@
 NVRTC's log, the path of the dumped source and the options (a repro)."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -23,9 +24,19 @@ def options(arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> dict:
     return {"arch": arch, "std": "c++17", "name": name, "minimal": True}
 
 
+@functools.lru_cache(maxsize=1)
+def nvrtc_version() -> str:
+    """NVRTC's version (part of the cubin cache's key; "unknown" when it cannot be asked)."""
+    try:
+        from cuda.bindings import nvrtc
+        err, major, minor = nvrtc.nvrtcVersion()
+        return f"{major}.{minor}"
+    except Exception:
+        return "unknown"
+
+
 def _nvrtc_options(opts: dict) -> dict:
     """``opts`` as this NVRTC takes them: without ``minimal`` before 12.4 (same cubin)."""
-    from .runtime.cubin_cache import nvrtc_version
     try:
         major, minor = (int(x) for x in nvrtc_version().split(".")[:2])
     except ValueError:              # "unknown": ask nothing of it

@@ -78,7 +78,7 @@ def nvrtc_identity() -> str:
             if low.endswith(".dist_info") and low.startswith(("nvidia_cuda_nvrtc", "cuda_bindings")):
                 wheels.append(f"{entry}/{name}")
     if not any("nvrtc" in w.lower() for w in wheels):
-        from .cubin_cache import nvrtc_version
+        from ..build import nvrtc_version
         return f"nvrtc {nvrtc_version()}"
     env = [os.environ.get(k, "") for k in ("CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX",
                                            "LD_LIBRARY_PATH")]
