@@ -158,31 +158,35 @@ def fingerprint(*roots) -> str:
     return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
 def source_fingerprint(*dirs: str) -> str:
     """(path, size, mtime) of every ``.py`` file under ``dirs``: an edit to the compiler itself
     (a pass, the code generator) invalidates early keys even without a version bump.  One
-    ``scandir`` per directory and one ``stat`` per file (~1 ms for kdsl and a backend)."""
+    ``scandir`` per directory and one ``stat`` per file (~1 ms for kdsl and a backend), once
+    per directory and process (kdsl's serves every backend's key)."""
+    return hashlib.sha256("\0".join(_dir_fingerprint(d) for d in dirs).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _dir_fingerprint(top: str) -> str:
+    """``source_fingerprint`` of one directory tree."""
     parts = []
-    for top in dirs:
-        stack = [""]                  # directories to list, relative to ``top``
-        while stack:
-            rel = stack.pop()
-            try:
-                entries = sorted(os.scandir(os.path.join(top, rel) if rel else top),
-                                 key=lambda e: e.name)
-            except OSError:
-                continue
-            for e in entries:
-                if e.name.endswith(".py"):
-                    try:
-                        st = e.stat()
-                    except OSError:
-                        continue
-                    parts.append(f"{rel}{e.name}:{st.st_size}:{st.st_mtime_ns}")
-                elif e.name != "__pycache__" and e.is_dir():
-                    stack.append(f"{rel}{e.name}/")
-        parts.append("")             # one directory's list ends
+    stack = [""]                      # directories to list, relative to ``top``
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = sorted(os.scandir(os.path.join(top, rel) if rel else top),
+                             key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.endswith(".py"):
+                try:
+                    st = e.stat()
+                except OSError:
+                    continue
+                parts.append(f"{rel}{e.name}:{st.st_size}:{st.st_mtime_ns}")
+            elif e.name != "__pycache__" and e.is_dir():
+                stack.append(f"{rel}{e.name}/")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
