@@ -46,11 +46,6 @@ _SCALARS = (bool, int, float, str, bytes, type(None))
 _SKIP_ATTRS = frozenset({"_reads", "_reads_cache"})   # caches derived from other fields
 
 
-def _identity(obj) -> bool:
-    """Does ``obj`` compare by identity (so that two equal-looking ones are different things)?"""
-    return type(obj).__eq__ is object.__eq__
-
-
 _CALLABLES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.ModuleType,
               functools.partial)
 #: type -> how ``_Writer.token`` writes its instances (``_kind_of``; the walk meets few types)
@@ -71,6 +66,7 @@ def _kind_of(t) -> str:
         return "set"
     if issubclass(t, _CALLABLES):
         return "callable"
+    # compared by identity: two equal-looking ones are different things
     return "identity" if t.__eq__ is object.__eq__ else "value"
 
 
