@@ -36,20 +36,21 @@ _HEAD = (f"{sys.implementation.cache_tag}|{sys.version}|O{sys.flags.optimize}").
 def _paths() -> list:
     """Where the table may live: beside kdsl's bytecode, then the kdsl disk cache."""
     import importlib.util
-    out = []
+    name = f"dataclass_code.{sys.implementation.cache_tag}.bin"
     try:
         pyc = importlib.util.cache_from_source(os.path.join(os.path.dirname(__file__),
                                                             "__init__.py"))
-        out.append(os.path.join(os.path.dirname(pyc), f"dataclass_code.{sys.implementation.cache_tag}.bin"))
     except (NotImplementedError, ValueError):   # no cache tag: no bytecode cache at all
-        return out
+        return []
+    out = [os.path.join(os.path.dirname(pyc), name)]
     from . import config
     if config.cache_enabled():
-        out.append(os.path.join(config.cache_dir(), f"dataclass_code.{sys.implementation.cache_tag}.bin"))
+        out.append(os.path.join(config.cache_dir(), name))
     return out
 
 
 def _read() -> dict:
+    """The first whole table found (``{}`` where there is none: every method is compiled)."""
     for path in _paths():
         try:
             with open(path, "rb") as f:

@@ -75,7 +75,8 @@ def nvrtc_identity() -> str:
             continue
         for name in names:
             low = name.lower().replace("-", "_")
-            if low.endswith(".dist_info") and low.startswith(("nvidia_cuda_nvrtc", "cuda_bindings")):
+            if low.endswith(".dist_info") and low.startswith(("nvidia_cuda_nvrtc",
+                                                              "cuda_bindings")):
                 wheels.append(f"{entry}/{name}")
     if not any("nvrtc" in w.lower() for w in wheels):
         from ..build import nvrtc_version

@@ -1,6 +1,6 @@
-"""Issue 26 item 4 on cuda, what a warm process does not load: NVRTC (the early key names it by
-its installed wheels) and the code generator (an early entry unpickles into kdsl_cuda.runtime.early's
-own classes); and NVRTC's ``-minimal``, which changes nothing in the cubin."""
+"""Issue 26 item 4 on cuda, what a warm process does not load: NVRTC (the early key names it
+by its installed wheels) and the code generator (an early entry unpickles into
+kdsl_cuda.runtime.early's own classes); and NVRTC's ``-minimal``, which changes no cubin."""
 import json
 import os
 import subprocess
@@ -12,7 +12,8 @@ import pytest
 
 import kdsl as kd
 
-pytest.importorskip("cuda.core", reason="the cuda wheels are not installed (pip install ./kdsl_cuda)")
+pytest.importorskip("cuda.core",
+                    reason="the cuda wheels are not installed (pip install ./kdsl_cuda)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
