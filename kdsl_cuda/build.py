@@ -1,5 +1,5 @@
-"""NVRTC -> cubin through ``cuda.core`` (NVRTC and headers from the pip wheels, located by
-``cuda.pathfinder``; no system CUDA).  Works without a GPU: the architecture is explicit
+"""NVRTC -> cubin through ``cuda.bindings.nvrtc`` (NVRTC and headers from the pip wheels, located
+by ``cuda.pathfinder``; no system CUDA).  Works without a GPU: the architecture is explicit
 (``sm_90`` when there is no device).  A rejected source raises ``BackendCompileError`` with
 NVRTC's log, the path of the dumped source and the options (a repro)."""
 from __future__ import annotations
@@ -61,14 +61,25 @@ def target_arch(source: str, arch: str) -> str:
         "lacks; on other GPUs use kd.intrin.wmma(16, 16, 16) (tensor_cores=True chooses by device)")
 
 
-def _cuda_core():
+def _nvrtc():
+    """``cuda.bindings.nvrtc`` (~50 ms to import; ``cuda.core``, which wraps it, costs ~120 ms
+    more: the driver, NVML and system modules a compile never uses)."""
     try:
-        from cuda.core import Program, ProgramOptions
+        from cuda.bindings import nvrtc
     except ImportError as e:        # a broken or missing wheel
         raise BackendUnavailable(
-            f"the cuda backend needs the cuda-core wheel ({e}); install it with "
-            "pip install cuda-core cuda-bindings cuda-pathfinder nvidia-cuda-nvrtc nvidia-cuda-runtime") from e
-    return Program, ProgramOptions
+            f"the cuda backend needs the cuda-bindings wheel ({e}); install it with pip install "
+            "cuda-core cuda-bindings cuda-pathfinder nvidia-cuda-nvrtc nvidia-cuda-runtime") from e
+    return nvrtc
+
+
+def nvrtc_args(opts: dict) -> list:
+    """NVRTC's command line for ``options()``' keywords (what cuda.core's ProgramOptions
+    gives NVRTC for them: ``-arch=``, ``--std=``, ``--minimal``)."""
+    args = [f"-arch={opts['arch']}".encode(), f"--std={opts['std']}".encode()]
+    if opts.get("minimal"):
+        args.append(b"--minimal")
+    return args
 
 
 def dump_source(source: str, name: str) -> str:
@@ -85,42 +96,48 @@ def dump_source(source: str, name: str) -> str:
 def compile_cubin(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> bytes:
     """The cubin of ``source`` for ``arch``; BackendCompileError (log, dumped source, options)
     when NVRTC rejects it."""
-    Program, ProgramOptions = _cuda_core()
+    nvrtc = _nvrtc()
     arch = target_arch(source, arch)
     opts = _nvrtc_options(options(arch, name))
-    obj, err = _try_compile(Program, ProgramOptions, source, opts)
-    if obj is None and opts.get("minimal"):    # something -minimal leaves out: the full front end
+    cubin, log = _try_compile(nvrtc, source, opts)
+    if cubin is None and opts.get("minimal"):    # something -minimal leaves out: full front end
         opts = {k: v for k, v in opts.items() if k != "minimal"}
-        obj, err = _try_compile(Program, ProgramOptions, source, opts)
-    if obj is None:
+        cubin, log = _try_compile(nvrtc, source, opts)
+    if cubin is None:
         path = dump_source(source, name)
         args = ", ".join(f"{k}={v!r}" for k, v in opts.items())
         repro = (f"python3 -c \"from cuda.core import Program, ProgramOptions; "
                  f"Program(open({path!r}).read(), code_type='c++', "
                  f"options=ProgramOptions({args})).compile('cubin')\"")
         raise BackendCompileError(f"NVRTC rejected the generated CUDA for {name} "
-                                  f"(options: {args})", log=str(err), source_path=path,
+                                  f"(options: {args})", log=log, source_path=path,
                                   repro=repro) from None
-    code = obj.code
-    if not isinstance(code, (bytes, bytearray)) or not bytes(code[:4]) == b"\x7fELF":
-        raise BackendCompileError(f"NVRTC produced no cubin for {name} (got {type(code).__name__})")
-    return bytes(code)
+    if cubin[:4] != b"\x7fELF":
+        raise BackendCompileError(f"NVRTC produced no cubin for {name}")
+    return cubin
 
 
-def _try_compile(Program, ProgramOptions, source: str, opts: dict):
-    """``(object code, None)`` of one NVRTC compile, or ``(None, error)`` when NVRTC rejects the
-    source (the program is closed either way: else cuda.core's finaliser warns at exit)."""
-    prog = None
+def _try_compile(nvrtc, source: str, opts: dict):
+    """``(cubin, None)`` of one NVRTC compile, or ``(None, NVRTC's log)`` when it rejects the
+    source (the program is destroyed either way)."""
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), opts["name"].encode(), 0, [], [])
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise BackendCompileError(f"NVRTC could not create a program for {opts['name']} ({err})")
     try:
-        prog = Program(source, code_type="c++", options=ProgramOptions(**opts))
-        return prog.compile("cubin"), None
-    except Exception as e:          # cuda.core raises NVRTCError (a CUDAError) with the log
-        if type(e).__name__ not in ("NVRTCError", "CUDAError"):
-            raise
-        return None, e
+        args = nvrtc_args(opts)
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(args), args)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+            log = b" " * size
+            nvrtc.nvrtcGetProgramLog(prog, log)
+            text = log.rstrip(b"\0").decode(errors="replace")
+            return None, f"{err.name}, compilation log:\n{text}"
+        _, size = nvrtc.nvrtcGetCUBINSize(prog)
+        cubin = b" " * size
+        nvrtc.nvrtcGetCUBIN(prog, cubin)
+        return cubin, None
     finally:
-        if prog is not None and hasattr(prog, "close"):
-            prog.close()
+        nvrtc.nvrtcDestroyProgram(prog)
 
 
 def compile_ptx(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> str:

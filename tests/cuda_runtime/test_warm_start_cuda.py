@@ -43,12 +43,17 @@ _SCRIPT = textwrap.dedent("""
     ident = early.nvrtc_identity()
     mods = [m for m in ("kdsl_cuda.codegen", "kdsl.passes.pipeline", "cuda.bindings.nvrtc",
                         "cuda.pathfinder", "cuda.core") if m in sys.modules]
+    # a cold compile: NVRTC through its bindings, never cuda.core (~120 ms to import)
+    from kdsl_cuda import build
+    cubin = build.compile_cubin('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }')
     print(json.dumps({"names": [k.name for k in hit[1].kernels], "source": hit[1].source,
-                      "modules": mods, "identity": ident}))
+                      "modules": mods, "identity": ident, "cubin": cubin[:4].hex(),
+                      "core": "cuda.core" in sys.modules}))
 """)
 
 
 def test_a_warm_process_loads_neither_nvrtc_nor_the_code_generator(tmp_path):
+    """... and a compile loads NVRTC's bindings only."""
     from kdsl_cuda.runtime import early
     func, mod = _module()
     path = tmp_path / "entry"
@@ -60,6 +65,7 @@ def test_a_warm_process_loads_neither_nvrtc_nor_the_code_generator(tmp_path):
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["names"] == [k.name for k in mod.kernels] and r["source"] == mod.source
     assert r["modules"] == []
+    assert r["cubin"] == b"\x7fELF".hex() and not r["core"]
     # the same identity in this process, which has loaded NVRTC (it depends on nothing loaded)
     assert r["identity"] == early.nvrtc_identity()
 
