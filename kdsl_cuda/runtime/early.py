@@ -77,13 +77,13 @@ def nvrtc_identity() -> str:
             low = name.lower().replace("-", "_")
             if low.endswith(".dist_info") and low.startswith(("nvidia_cuda_nvrtc",
                                                               "cuda_bindings")):
-                wheels.append(f"{entry}/{name}")
+                wheels.append(name)     # the name only: one install seen by two paths is one
     if not any("nvrtc" in w.lower() for w in wheels):
         from ..build import nvrtc_version
         return f"nvrtc {nvrtc_version()}"
     env = [os.environ.get(k, "") for k in ("CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX",
                                            "LD_LIBRARY_PATH")]
-    return repr((sorted(wheels), env))
+    return repr((sorted(set(wheels)), env))
 
 
 def interface(func: n.LoweredFunc) -> n.LoweredFunc:
