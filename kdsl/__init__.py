@@ -85,6 +85,12 @@ __all__ = sorted(_LAZY)
 # elsewhere cannot replace the public functions with the modules.  All are light.
 # `backends` is the package itself, callable (kdsl/backends/__init__.py): `kd.backends()` and
 # `kdsl.backends.interpreter` both work, in any import order.
+# Compiling the methods of kdsl's dataclasses is most of this import (~0.8 ms a class): an
+# earlier process's code objects are reused (kdsl/_dataclass_code.py).  config first: the
+# table's location is read from it.
+from . import config  # noqa: E402
+from ._dataclass_code import install as _install_dataclass_code  # noqa: E402
+_install_dataclass_code()
 from . import backends  # noqa: E402
 from .backends.registry import register_backend, use_backend  # noqa: E402
 from .kernel import Kernel, kernel  # noqa: E402

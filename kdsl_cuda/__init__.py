@@ -2,7 +2,7 @@
 launched through the CUDA driver.
 
 ``backend`` is the object the ``kdsl.backends`` entry point ``cuda`` names.  Layout:
-``codegen/`` (pure: IR in, CUDA C++ out), ``build`` (NVRTC through cuda.core), ``runtime/``
+``codegen/`` (pure: IR in, CUDA C++ out), ``build`` (NVRTC through cuda.bindings), ``runtime/``
 (driver, memory, arrays of other libraries, launch), ``backend`` (the protocol object).
 
 For users with no GPU array library: ``to_device(numpy_array)`` -> ``DeviceArray``

@@ -116,10 +116,10 @@ class CUDABackend:
         request cannot be keyed canonically, kdsl.runtime.fingerprint)."""
         from kdsl.runtime import fingerprint
 
-        from .runtime.cubin_cache import nvrtc_version
+        from .runtime.early import nvrtc_identity
         return fingerprint.request_key(
             request, self.spec.name, self.spec.version,
-            {"arch": arch, "nvrtc": nvrtc_version(), **build.options(arch, "k.cu")},
+            {"arch": arch, "nvrtc": nvrtc_identity(), **build.options(arch, "k.cu")},
             source_dirs=(_HERE,))
 
     def accepts(self, array) -> bool:

@@ -36,7 +36,6 @@ from ..errors import KernelIndexError, KernelValueError
 from ..graph import Constraint, DomainCheck
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.printer import format_expr
 from ..ir.simplify import simplify
 from ..ir.visitor import _child_fields, collect
 from .access_prove import Poly, Prover, negate, refine
@@ -364,6 +363,7 @@ class _StageReads:
         return hit[0] if hit is not None and hit[1] is orig else self.stage.loc
 
     def _text(self, orig):
+        from ..ir.printer import format_expr   # only for a check's message (~1 ms to import)
         return _esc(format_expr(orig)), _esc(orig.tensor.name)
 
     # ------------------------------------------------------------- records

@@ -13,7 +13,6 @@ as in ``np.einsum``), 16-bit floats accumulate in float32, bools sum with ``or``
 """
 from __future__ import annotations
 
-import string
 
 import numpy as np
 
@@ -27,7 +26,7 @@ from .ops import _as_dtype, asarray, binary, broadcast_dims, cast_to, elementwis
 from .reduce import combiner
 from .stages import make_stage, new_axis
 
-_LETTERS = string.ascii_letters
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"   # string.ascii_letters
 _HINT = "write subscripts like 'ij,jk->ik' (letters, one '...' per operand, optional '->out')"
 
 

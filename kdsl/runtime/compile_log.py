@@ -13,12 +13,13 @@ nested in another (``lower`` inside ``backend compile``) is not counted twice.  
 
 The reason compares the new specialisation's key with the kernel's earlier ones: ``first
 compile``, ``schedule added``, ``new backend 'cpu' (had: 'numpy')``, or which argument's
-class, dtype, shape class (rank, size-1 dims) or layout changed.  ``logging`` is imported at
-the first compile only (it costs ~3 ms of ``import kdsl``).
+class, dtype, shape class (rank, size-1 dims) or layout changed.  ``logging`` is never imported
+here: a process that has not imported it has no handler that could hear these records.
 """
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 import weakref
@@ -75,11 +76,16 @@ def compiling(kernel, key: tuple, backend):
 
 
 def _finish(kernel, key, backend, rec, total) -> None:
-    import logging
+    reason = _reason(kernel, key)       # recorded either way: later reasons compare with it
+    logging = sys.modules.get("logging")
+    if logging is None:
+        # nothing imported logging, so nothing configured it: the root logger's WARNING level
+        # drops these DEBUG/INFO records, and importing logging to drop them costs ~2.5 ms of
+        # a fresh process's first call
+        return
     log = logging.getLogger("kdsl")
     name = getattr(kernel, "__name__", "kernel")
     bname = backend if isinstance(backend, str) else backend.spec.name
-    reason = _reason(kernel, key)
     log.debug("kdsl: compiled %s for %s because: %s", name, bname, reason)
     times = ", ".join(f"{s} {rec['times'][s] * 1e3:.1f}" for s in STAGES if s in rec["times"])
     extra = "".join(f"; {x}" for x in rec["notes"])

@@ -5,8 +5,6 @@ Key: the CUDA source, the architecture, NVRTC's options and version, and kdsl_cu
 """
 from __future__ import annotations
 
-import functools
-
 from kdsl.runtime import cache as disk
 
 from .. import build
@@ -15,15 +13,7 @@ from .. import build
 stats = {"hit": 0, "compiled": 0}
 
 
-@functools.lru_cache(maxsize=1)
-def nvrtc_version() -> str:
-    """NVRTC's version (part of the key; "unknown" when it cannot be asked)."""
-    try:
-        from cuda.bindings import nvrtc
-        err, major, minor = nvrtc.nvrtcVersion()
-        return f"{major}.{minor}"
-    except Exception:
-        return "unknown"
+nvrtc_version = build.nvrtc_version     # NVRTC's version (part of the key)
 
 
 def is_cubin(blob: bytes) -> bool:

@@ -141,15 +141,21 @@ _SCRIPT = textwrap.dedent("""
     r = softmax(x, backend="cpu")
     e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
     ok = bool(np.allclose(r, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7))
-    mods = [m for m in ("llvmlite.binding", "kdsl.passes.pipeline", "kdsl_cpu.codegen")
+    mods = [m for m in ("llvmlite.binding", "kdsl.passes.pipeline", "kdsl_cpu.codegen", "logging")
             if m in sys.modules]
-    print(json.dumps({"ok": ok, "modules": mods, **kdsl_cpu.backend.stats}))
+    from kdsl import _dataclass_code as dc
+    print(json.dumps({"ok": ok, "modules": mods, **kdsl_cpu.backend.stats,
+                      "dataclass_misses": dc._dirty, "dataclass_hits": len(dc._used)}))
 """)
 
 
 def _run(cache):
-    env = dict(os.environ, KDSL_CACHE_DIR=str(cache), PYTHONPATH=ROOT)
+    # bytecode written (as an installed kdsl's is), to a folder of this test's: the compiled
+    # dataclass methods are kept beside it (kdsl/_dataclass_code.py)
+    env = dict(os.environ, KDSL_CACHE_DIR=str(cache), PYTHONPATH=ROOT,
+               PYTHONPYCACHEPREFIX=os.path.join(str(cache), "pyc"))
     env.pop("KDSL_CACHE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     p = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr + p.stdout
@@ -162,6 +168,10 @@ def test_a_warm_process_neither_lowers_nor_loads_llvm(tmp_path):
     warm = _run(tmp_path)
     assert warm["ok"] and warm["lowered"] == 0 and warm["compiled"] == 0
     assert warm["cache_hits"] == 1
+    # the warm process compiled no dataclass method: all came from the cold one's table
+    assert cold["dataclass_misses"] and not warm["dataclass_misses"] and warm["dataclass_hits"] > 50
+    # nor imported logging to drop the compile's INFO record (nothing could hear it)
+    assert "logging" not in warm["modules"]
     from kdsl_cpu import elfload
     if elfload.supported():     # elsewhere MCJIT maps the code (LLVM is loaded, nothing lowered)
-        assert warm["modules"] == []
+        assert warm["modules"] == []      # no LLVM, no passes, no code generator
