@@ -32,6 +32,12 @@ do not bind every thread index of the block: issue 24); an access inside such a 
 iteration bound to a tag (*pinned*) is by thread 0 along that tag, so two pinned accesses
 never conflict, and a tag of one thread (block extent 1) separates nothing and needs nothing.
 
+Cost: the walk revisits a serial loop's body until its pending set stops growing, and a
+sorting network repeats a few index expressions hundreds of times, so accesses are interned
+per kernel (one object per distinct buffer, indices after substitution, loop ranges and
+pinning) and an access is decomposed only when a conflict test needs it, once; accesses
+pinned to one thread, or whose index reads memory, never are.
+
 Buffers filled by ``AsyncCopy`` (``software_pipeline``'s rings) are left to that pass, which
 places their waits and barriers.
 
