@@ -32,6 +32,12 @@ do not bind every thread index of the block: issue 24); an access inside such a 
 iteration bound to a tag (*pinned*) is by thread 0 along that tag, so two pinned accesses
 never conflict, and a tag of one thread (block extent 1) separates nothing and needs nothing.
 
+Cost: the walk revisits a serial loop's body until its pending set stops growing, and a
+sorting network repeats a few index expressions hundreds of times, so accesses are interned
+per kernel (one object per distinct buffer, indices after substitution, loop ranges and
+pinning) and an access is decomposed only when a conflict test needs it, once; accesses
+pinned to one thread, or whose index reads memory, never are.
+
 Buffers filled by ``AsyncCopy`` (``software_pipeline``'s rings) are left to that pass, which
 places their waits and barriers.
 
@@ -73,6 +79,8 @@ class _Ctx:
     subst: dict
     ranges: dict
     pinned: frozenset = frozenset()     # thread tags fixed to thread 0 (a loop of one iteration)
+    rkey: frozenset = frozenset()       # ``ranges`` as a hashable key (memo of decompositions)
+    skey: frozenset = frozenset()       # ``subst`` as a hashable key (memo of leaf accesses)
 
     def with_thread(self, s: n.For):
         tid = TID[s.thread]
@@ -80,21 +88,37 @@ class _Ctx:
                                                                                  tid, s.min)
         one = type(s.extent) is n.Const and s.extent.value == 1
         pinned = self.pinned | {s.thread} if one else self.pinned - {s.thread}
-        return _Ctx({**self.subst, s.var: value}, self.ranges, pinned)
+        subst = {**self.subst, s.var: value}
+        return _Ctx(subst, self.ranges, pinned, self.rkey, frozenset(subst.items()))
 
     def with_loop(self, s: n.For):
         lo, ext = substitute(s.min, self.subst), substitute(s.extent, self.subst)
-        return _Ctx(self.subst, {**self.ranges, s.var: n.Range(lo, ext)}, self.pinned)
+        ranges = {**self.ranges, s.var: n.Range(lo, ext)}
+        # Range compares by identity: the key holds its (structurally compared) ends
+        rkey = frozenset((v, r.min, r.extent) for v, r in ranges.items())
+        return _Ctx(self.subst, ranges, self.pinned, rkey, self.skey)
 
     def with_let(self, s: n.LetStmt):
-        return _Ctx({**self.subst, s.var: substitute(s.value, self.subst)}, self.ranges, self.pinned)
+        subst = {**self.subst, s.var: substitute(s.value, self.subst)}
+        return _Ctx(subst, self.ranges, self.pinned, self.rkey, frozenset(subst.items()))
 
 
-def _access(buffer, write, dims, pinned=frozenset()):
-    """One access pattern: (buffer, is it a write, per dimension (thread coefficients, stable
-    part, lo, hi) or None when unknown, the thread tags it is pinned to thread 0 along); equal
-    patterns are one entry of the pending set."""
-    return (buffer, write, dims, pinned)
+class _Access:
+    """One access pattern: a buffer, whether it writes, its indices with the thread and let
+    substitutions done (None: unknown), the ranges of the varying variables they may use and
+    the thread tags it is pinned to thread 0 along.  Its per-dimension decomposition
+    (``_Kernel.dims``) is computed only when a conflict test needs it (two accesses pinned to
+    one thread never do).  Interned per kernel (``_Kernel.access``): equal patterns are one
+    object, compared by identity in the pending sets."""
+
+    __slots__ = ("buffer", "write", "indices", "ctx", "pinned")
+
+    def __init__(self, buffer, write, indices, ctx, pinned):
+        self.buffer, self.write, self.indices, self.ctx, self.pinned = buffer, write, indices, ctx, pinned
+
+
+def _is_load(x) -> bool:
+    return isinstance(x, n.Load)
 
 
 class _Kernel:
@@ -103,32 +127,68 @@ class _Kernel:
     def __init__(self, tracked, extents):
         self.tracked = tracked          # buffers whose accesses are checked
         self.extents = extents          # ThreadTag -> int block extent (None: not constant)
+        self._dims_memo: dict = {}      # (buffer, indices, ranges key) -> dims
+        self._simplify_memo: dict = {}  # Expr -> simplify(Expr)
+        self._interned: dict = {}       # access key -> its _Access
+        self._separated_memo: dict = {}  # (_Access, _Access) -> separated()
+        self._leaf_memo: dict = {}      # (id(stmt), ctx keys) -> (stmt, its accesses)
+
+    def access(self, buffer, write, indices, ctx, pinned=frozenset()) -> _Access:
+        """The access of ``buffer`` at ``indices`` (None: unknown) as seen from ``ctx``; an
+        index that reads memory (a gather, a sorting network's data-dependent index) is
+        unknown.  One object per distinct pattern of the kernel."""
+        if indices is not None:
+            indices = tuple(substitute(e, ctx.subst) for e in indices)
+            if any(collect(e, _is_load) for e in indices):
+                indices = None
+        key = (buffer, write, indices, None if indices is None else ctx.rkey, pinned)
+        acc = self._interned.get(key)
+        if acc is None:
+            acc = self._interned[key] = _Access(buffer, write, indices, ctx, pinned)
+        return acc
 
     # ------------------------------------------------------------------ index maps
-    def _dims(self, buffer, indices, ctx):
-        """The access pattern of ``indices`` into ``buffer``: its decomposition per dimension
+    def dims(self, acc: _Access):
+        """The access pattern of ``acc`` into its buffer: its decomposition per dimension
         and, for a constant shape, of the row-major flat index (which merges what fusing then
-        splitting a copy's loops left, ``(x // c)*c + x % c``), or None when unknown."""
-        per_dim, flat = self._decompose(indices, ctx), None
+        splitting a copy's loops left, ``(x // c)*c + x % c``), or None when unknown.  A pure
+        function of the access's key: computed once per distinct pattern of the kernel (a
+        sorting network repeats each of its few index expressions hundreds of times)."""
+        if acc.indices is None:
+            return None
+        key = (acc.buffer, acc.indices, acc.ctx.rkey)
+        if key in self._dims_memo:
+            return self._dims_memo[key]
+        indices, ranges, buffer = acc.indices, acc.ctx.ranges, acc.buffer
+        per_dim, flat = self._decompose(indices, ranges), None
         if indices and all(type(d) is n.Const for d in buffer.shape):
             e = indices[0]
             for d, i in zip(buffer.shape[1:], indices[1:]):
                 e = n.Binary(e.dtype, n.BinOp.ADD, n.Binary(e.dtype, n.BinOp.MUL, e, n.Const(e.dtype, d.value)), i)
-            flat = self._decompose((e,), ctx)
-        return None if per_dim is None and flat is None else (per_dim, flat)
+            flat = self._decompose((e,), ranges)
+        out = None if per_dim is None and flat is None else (per_dim, flat)
+        self._dims_memo[key] = out
+        return out
 
-    def _decompose(self, indices, ctx):
+    def _simplify(self, e):
+        """``simplify(e)`` (no ranges: a pure function of ``e``), once per distinct ``e``."""
+        r = self._simplify_memo.get(e)
+        if r is None:
+            r = self._simplify_memo[e] = simplify(e)
+        return r
+
+    def _decompose(self, indices, varying):
         """Per index: (thread coefficients, stable part, digits, window) where the index is
         ``stable + sum(c * tid) + sum(d * v) + w`` with each digit ``(d, count)`` a varying
         variable over ``[0, count)`` (its start folded into the window) and ``w`` in the
-        window ``(lo, hi)`` (whatever else varies, bounded); None when not of that form."""
+        window ``(lo, hi)`` (whatever else varies, bounded); None when not of that form.
+        ``indices`` have the thread and let substitutions done; ``varying``: the ranges of
+        the serial loops around them."""
         out = []
-        varying = ctx.ranges
         for e in indices:
-            e = substitute(e, ctx.subst)
-            if collect(e, lambda x: isinstance(x, n.Load)) or not e.dtype.is_int:
+            if not e.dtype.is_int:
                 return None
-            lin = linear(simplify(e))
+            lin = linear(self._simplify(e))
             tid, base, rest = {}, Linear(lin.dtype, const=lin.const), Linear(lin.dtype)
             digits, off = set(), 0
             for t, c in lin.terms.items():
@@ -156,24 +216,25 @@ class _Kernel:
             lo = hi = 0
             if rest.terms:
                 try:
-                    lo, hi = (simplify(x) for x in bound(rest.to_expr(), varying))
+                    lo, hi = (self._simplify(x) for x in bound(rest.to_expr(), varying))
                 except Unbounded:
                     return None
                 if type(lo) is not n.Const or type(hi) is not n.Const:
                     return None
                 lo, hi = int(lo.value), int(hi.value)
-            out.append((frozenset(tid.items()), simplify(base.to_expr()), frozenset(digits),
+            out.append((frozenset(tid.items()), self._simplify(base.to_expr()), frozenset(digits),
                         (lo + off, hi + off)))
         return tuple(out)
 
     def separated(self, a, b) -> bool:
         """True when no element is touched by one thread in ``a`` and another in ``b``."""
-        both = a[3] & b[3]          # tags along which both accesses are by thread 0 only
+        both = a.pinned & b.pinned  # tags along which both accesses are by thread 0 only
         if both and all(t in both for t, e in self.extents.items() if e is None or e > 1):
             return True
-        if a[2] is None or b[2] is None:
+        da, db = self.dims(a), self.dims(b)
+        if da is None or db is None:
             return False
-        return any(self._separated(da, db, both) for da, db in zip(a[2], b[2]))
+        return any(self._separated(x, y, both) for x, y in zip(da, db))
 
     def _separated(self, da, db, pinned=frozenset()) -> bool:
         """Every thread tag of the block is separated in some dimension: there the thread,
@@ -201,20 +262,35 @@ class _Kernel:
         return all(t in covered for t, e in self.extents.items() if e is None or e > 1)
 
     def conflict(self, pending, acc) -> bool:
+        memo = self._separated_memo
         for b in acc:
             for a in pending:
-                if a[0] is b[0] and (a[1] or b[1]) and not self.separated(a, b):
-                    return True
+                if a.buffer is b.buffer and (a.write or b.write):
+                    sep = memo.get((a, b))
+                    if sep is None:
+                        sep = memo[(a, b)] = self.separated(a, b)
+                    if not sep:
+                        return True
         return False
 
     # ------------------------------------------------------------------ accesses
     def _loads(self, e, ctx, out):
-        for ld in collect(e, lambda x: isinstance(x, n.Load)):
+        for ld in collect(e, _is_load):
             if ld.buffer in self.tracked:
-                out.append(_access(ld.buffer, False, self._dims(ld.buffer, ld.indices, ctx), ctx.pinned))
+                out.append(self.access(ld.buffer, False, ld.indices, ctx, ctx.pinned))
 
     def leaf_accesses(self, s, ctx) -> list:
-        """The tracked accesses of one statement that is not walked into."""
+        """The tracked accesses of one statement that is not walked into (once per statement
+        and context: the walk visits a loop's body until its pending set stops growing)."""
+        key = (id(s), ctx.skey, ctx.rkey, ctx.pinned)
+        hit = self._leaf_memo.get(key)
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        out = self._leaf_accesses(s, ctx)
+        self._leaf_memo[key] = (s, out)
+        return out
+
+    def _leaf_accesses(self, s, ctx) -> list:
         out = []
         t = type(s)
         if t is n.Store:
@@ -222,23 +298,23 @@ class _Kernel:
             for i in s.indices:
                 self._loads(i, ctx, out)
             if s.buffer in self.tracked:
-                out.append(_access(s.buffer, True, self._dims(s.buffer, s.indices, ctx), ctx.pinned))
+                out.append(self.access(s.buffer, True, s.indices, ctx, ctx.pinned))
         elif t is n.Evaluate:
             self._loads(s.value, ctx, out)
         elif t in n.WMMA_STMTS:          # a warp's tiles: unknown threads' parts
-            out.extend(_access(b, False, None) for b in warp_nodes.memory_reads(s) if b in self.tracked)
+            out.extend(self.access(b, False, None, ctx) for b in warp_nodes.memory_reads(s) if b in self.tracked)
             b = warp_nodes.written(s)
             if b in self.tracked:
-                out.append(_access(b, True, None))
+                out.append(self.access(b, True, None, ctx))
         else:        # any other statement: every access, with unknown indices (conflicts)
-            for ld in collect(s, lambda x: isinstance(x, n.Load)):
+            for ld in collect(s, _is_load):
                 if ld.buffer in self.tracked:
-                    out.append(_access(ld.buffer, False, None, ctx.pinned))
+                    out.append(self.access(ld.buffer, False, None, ctx, ctx.pinned))
             for st in collect(s, lambda x: isinstance(x, n.Stmt)):
                 for b in _buffers_named(st):      # a store, an async copy, a wmma load/store...
                     if b in self.tracked:
-                        out.append(_access(b, False, None, ctx.pinned))
-                        out.append(_access(b, True, None, ctx.pinned))
+                        out.append(self.access(b, False, None, ctx, ctx.pinned))
+                        out.append(self.access(b, True, None, ctx, ctx.pinned))
         return out
 
     def summary(self, s, ctx) -> list:
@@ -286,7 +362,7 @@ class _Kernel:
             head = []
             self._loads(s.min, ctx, head)
             self._loads(s.extent, ctx, head)
-            pending = pending + head
+            pending = _union(pending, head)
             if s.thread is not None and s.thread.is_thread:     # a forall: no carried state
                 body, pending = self._item(s.body, ctx.with_thread(s), pending)
                 return dataclasses.replace(s, body=body), pending
@@ -297,7 +373,7 @@ class _Kernel:
         if t is n.IfThenElse:
             head = []
             self._loads(s.cond, ctx, head)
-            pending = pending + head
+            pending = _union(pending, head)
             then, p1 = self._item(s.then, ctx, pending)
             other, p2 = (None, pending) if s.otherwise is None else self._item(s.otherwise, ctx, pending)
             return dataclasses.replace(s, then=then, otherwise=other), _union(p1, p2)
@@ -307,13 +383,13 @@ class _Kernel:
         if t is n.LetStmt:
             head = []
             self._loads(s.value, ctx, head)
-            body, pending = self._item(s.body, ctx.with_let(s), pending + head)
+            body, pending = self._item(s.body, ctx.with_let(s), _union(pending, head))
             return dataclasses.replace(s, body=body), pending
-        return s, pending + self.leaf_accesses(s, ctx)
+        return s, _union(pending, self.leaf_accesses(s, ctx))
 
     def _item(self, s, ctx, pending):
         """``s`` preceded by a barrier when its accesses conflict with ``pending``."""
-        acc = self.summary(s, ctx)
+        acc = _union([], self.summary(s, ctx))
         if not acc:
             return s, pending
         if pending and self.conflict(pending, acc):
@@ -346,8 +422,14 @@ def _buffers_named(st) -> list:
 
 
 def _union(a, b):
+    """``a`` then the accesses of ``b`` not in it (interned accesses: identity), once each."""
     seen = set(a)
-    return a + [x for x in b if x not in seen]
+    out = list(a)
+    for x in b:
+        if x not in seen:
+            seen.add(x)
+            out.append(x)
+    return out
 
 
 def _seq(stmts):

@@ -344,6 +344,8 @@ def _dtype_range(d, force: bool = False):
 #: otherwise blow up exponentially; past the budget, answers are just "unknown".
 BUDGET = 200
 _budget = threading.local()
+#: answers kept by ``interval``'s memo before it starts afresh (it holds their RangeMaps)
+MEMO_SIZE = 4096
 
 
 def reset_budget() -> None:
@@ -351,17 +353,46 @@ def reset_budget() -> None:
     _budget.left = BUDGET
 
 
+def _memo() -> dict:
+    m = getattr(_budget, "memo", None)
+    if m is None or len(m) > MEMO_SIZE:
+        m = _budget.memo = {}
+    return m
+
+
 def interval(e: n.Expr, rm: RangeMap, depth: int = 0, facts: RangeMap | None = None):
     """Inclusive (lo, hi) of ``e`` over ``rm``; a side is None where unbounded.
 
     ``facts`` bound more vars for sign tests only (is a divisor positive?); those
     vars are not eliminated and stay symbolic in the result.
+
+    Memoised exactly: an answer is a function of (``e``, ``rm``, ``depth``, ``facts``) and
+    of the budget left, and one computed without running out of budget is the answer for
+    any budget at least what it cost; a hit charges that cost, so every answer (and the
+    budget left after it) is what computing it again would give.  Simplifying nested
+    min/max bounds asks the same questions again and again (tighten_loops' loop ends).
     """
-    signs = None if facts is None or not facts.bounds else RangeMap({**facts.bounds, **rm.bounds})
     from .simplify import MAX_DEPTH
     left = getattr(_budget, "left", BUDGET)
     if depth > MAX_DEPTH + 1 or left <= 0:
+        if left <= 0:
+            _budget.refused = getattr(_budget, "refused", 0) + 1
         return None, None
+    memo = _memo()
+    key = (e, id(rm), depth, id(facts))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is rm and hit[1] is facts and hit[2] <= left:
+        _budget.left = left - hit[2]
+        return hit[3]
+    refused = getattr(_budget, "refused", 0)
+    out = _interval(e, rm, depth, facts, left)
+    if getattr(_budget, "refused", 0) == refused:    # no sub-question ran out of budget
+        memo[key] = (rm, facts, left - _budget.left, out)
+    return out
+
+
+def _interval(e, rm, depth, facts, left):
+    signs = None if facts is None or not facts.bounds else RangeMap({**facts.bounds, **rm.bounds})
     _budget.left = left - 1
     levels = rm.levels
     rounds = sorted(set(levels.values()))

@@ -39,12 +39,6 @@ _G = ("gpu-sched",)       # the explicit GPU-schedule generator (gpu_runner.py)
 _RACE = ("simt_report", "wrong_value")
 
 FINDINGS: list = [
-    Finding("F43", "issue 25 (GPU lowering time)", "sorts, gathers and pads lower or run for "
-            "minutes on interp-cuda (sync pass, SIMT)", ("hang",), "", ("interp-cuda",),
-            ("sf_sort",)),
-    Finding("F43", "issue 25 (GPU lowering time)", "sorts, gathers and pads lower or run for "
-            "minutes on interp-cuda (sync pass, SIMT)", ("hang",), "", ("interp-cuda",),
-            ("sf_argsort",)),
 ]
 
 

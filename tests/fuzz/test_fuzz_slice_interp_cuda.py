@@ -19,6 +19,7 @@ def test_fuzz_slice_interp_cuda(start, count):
     reason = BACKENDS["interp-cuda"].setup()
     if reason:
         pytest.skip(f"interp-cuda: {reason}")
-    # the issue-25 surface family is skipped here: its sorts, gathers and pads take 20-120 s
-    # each on the SIMT interpreter (F43); it runs on interp-cuda in campaigns
+    # the issue-25 surface family is skipped here: its 17 cases in this range cost ~35 CPU s
+    # (F43: lowering is now ~0.5 s a case; 8:79's take is 17 s of NVRTC, sorts and gathers
+    # 4-5 s each on the SIMT interpreter); it runs on interp-cuda in campaigns
     _run_chunk("interp-cuda", start, count, skip_families=("surface",))
