@@ -20,6 +20,12 @@ axis is long while its other axes are few is rewritten into a parallel blocked s
   blocks of ``GPU_CHUNK`` steps, one per thread (neighbouring threads read neighbouring
   positions of the other axes); the totals' scan is blocked again until it is at most
   ``GPU_BLOCK_MIN`` long;
+- GPU, many short rows: a scan along the last axis whose rows are at least ``GPU_ROW_MIN``
+  steps and at most one staged tile long (``_short_rows``) is one tile per row, a block each,
+  of ``_row_threads`` threads (about ``GPU_ROW_PER`` elements each by the shortest row of the
+  size class): coalesced loads and stores through shared memory, whatever the number of rows
+  (before: a thread per row, serial, rows a row apart: 0.31 ms for float32 [65536, 256] on an
+  H200, now 0.049; torch.cumsum 0.073).  Shorter rows keep a thread per row;
 - cpu: a scan with no other axis, or only axes of size 1 (the pointwise default is parallel
   otherwise); blocks of
   ``CPU_CHUNK`` steps shared among the threads, the totals' scan serial.
