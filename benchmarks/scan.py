@@ -10,8 +10,9 @@ array, and the largest error against a float64 cumsum relative to the largest |r
 float32 sums), and for kdsl the kernels one call launches.  ``cuda``: float32 1-D (the tile
 scan, kdsl.gpu.scan_tiles: block totals of 4352-step tiles, their scan in one tile, the
 tiles scanned by 256 threads each through shared memory), int32 (exact, int64 results), a
-(64, n/64) row-wise cumsum (the rows' tiles together) and an (n/256, 256) one (one thread
-per row, serial: too many rows to block).  "kdsl blocked (before)" is the same kernel in the
+(64, n/64) row-wise cumsum (the rows' tiles together), (n/w, w) ones for w = 32, 256, 2048
+(many short rows: a block per row, a tile each; "thread per row (before)": one thread per
+row, serial, as before) and a (256, n/256) column cumsum (a thread per column).  "kdsl blocked (before)" is the same kernel in the
 form the GPU default had before the tile scan (blocks of 32 steps, one thread each).  ``cpu``: kdsl with the blocked form (every core), the same kernel forced
 serial (one thread: the scan stays one loop), numpy.
 """
@@ -53,6 +54,31 @@ def cumsum_blocked(x):      # the same kernel compiled with the pre-tile-scan GP
 @kd.kernel
 def cumsum_rows_blocked(x):
     return np.cumsum(x, axis=1)
+
+
+@kd.kernel
+def cumsum_rows_serial(x):      # compiled with the GPU form before the short-row tiles
+    return np.cumsum(x, axis=1)
+
+
+@kd.kernel
+def cumsum_cols(x):
+    return np.cumsum(x, axis=0)
+
+
+def _serial_rows_form(fn):
+    """``fn`` run with the short-row tiles turned off (a thread per row, serial), so that the
+    kernels it compiles keep the form before them."""
+    import kdsl.backends.scan_schedules as ss
+
+    def run():
+        old = ss._short_rows
+        ss._short_rows = lambda sched, h: False
+        try:
+            return fn()
+        finally:
+            ss._short_rows = old
+    return run
 
 
 def _blocked_form(fn):
@@ -154,12 +180,24 @@ def gpu_rows(n: int) -> list:
     if cp is not None:
         rc = cp.asarray(r)
         add(case, "cupy.cumsum", lambda: cp.cumsum(rc, axis=1), 4 * 64 * m, r64, 1)
-    # many short rows: more rows than GPU_OTHERS_MAX, one thread per row (not blocked)
+    # many short rows: more rows than GPU_OTHERS_MAX, a block per row (its threads by the row
+    # length); "(before)": one thread per row, serial, as before the short-row tiles
+    for w in (32, 256, 2048):
+        m = n // w
+        r, r64 = x[:w * m].reshape(m, w), x64[:w * m].reshape(m, w)
+        case = f"float32[{m}, {w}] axis=1"
+        add(case, "kdsl", lambda: cumsum_rows(r, backend="cuda"), 4 * w * m, r64, 1,
+            launches=_launches(cumsum_rows, r))
+        add(case, "kdsl thread per row (before)", lambda: cumsum_rows_serial(r, backend="cuda"),
+            4 * w * m, r64, 1, warm=_serial_rows_form(lambda: cumsum_rows_serial(r, backend="cuda")))
+        add(case, "torch.cumsum", lambda: torch.cumsum(r, 1), 4 * w * m, r64, 1)
+    # a column scan: a thread per column, serial along the column (neighbours coalesced)
     m = n // 256
-    r, r64 = x[:256 * m].reshape(m, 256), x64[:256 * m].reshape(m, 256)
-    case = f"float32[{m}, 256] axis=1"
-    add(case, "kdsl", lambda: cumsum_rows(r, backend="cuda"), 4 * 256 * m, r64, 1)
-    add(case, "torch.cumsum", lambda: torch.cumsum(r, 1), 4 * 256 * m, r64, 1)
+    c, c64 = x[:256 * m].reshape(256, m), x64[:256 * m].reshape(256, m)
+    case = f"float32[256, {m}] axis=0"
+    add(case, "kdsl", lambda: cumsum_cols(c, backend="cuda"), 4 * 256 * m, c64, 0,
+        launches=_launches(cumsum_cols, c))
+    add(case, "torch.cumsum", lambda: torch.cumsum(c, 0), 4 * 256 * m, c64, 0)
     return rows
 
 

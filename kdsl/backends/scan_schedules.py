@@ -20,6 +20,12 @@ axis is long while its other axes are few is rewritten into a parallel blocked s
   blocks of ``GPU_CHUNK`` steps, one per thread (neighbouring threads read neighbouring
   positions of the other axes); the totals' scan is blocked again until it is at most
   ``GPU_BLOCK_MIN`` long;
+- GPU, many short rows: a scan along the last axis whose rows are at least ``GPU_ROW_MIN``
+  steps and at most one staged tile long (``_short_rows``) is one tile per row, a block each,
+  of ``_row_threads`` threads (about ``GPU_ROW_PER`` elements each by the shortest row of the
+  size class): coalesced loads and stores through shared memory, whatever the number of rows
+  (before: a thread per row, serial, rows a row apart: 0.31 ms for float32 [65536, 256] on an
+  H200, now 0.049; torch.cumsum 0.073).  Shorter rows keep a thread per row;
 - cpu: a scan with no other axis, or only axes of size 1 (the pointwise default is parallel
   otherwise); blocks of
   ``CPU_CHUNK`` steps shared among the threads, the totals' scan serial.
@@ -49,6 +55,8 @@ GPU_TILE_THREADS = 256   # threads of a block scanning one tile together (a mult
 GPU_TILE_ROWS = 17       # rows of GPU_TILE_THREADS elements per tile (odd: no bank conflicts)
 GPU_TILE_LEVELS = 2      # levels of tiles blocked (sizes unknown: 4352**3 steps in 2)
 GPU_ONE_TILE_BYTES = 40 * 1024   # a scan this short (and at most a tile long) is one tile
+GPU_ROW_MIN = 32         # steps: a row at least this long (and at most a staged tile) is a tile
+GPU_ROW_PER = 4          # elements per thread a short row's tile aims at (threads by its length)
 
 
 def take_scans(sched, plans: dict) -> list:
@@ -83,15 +91,16 @@ def _order(h, *axes) -> None:
         h.reorder(*order)
 
 
-def _upper(sched, e):
+def _upper(sched, e, end: int = 1):
     """An upper bound of the size expression ``e`` in this specialisation
-    (``sched.size_hints``), or None when a size in it is unknown."""
+    (``sched.size_hints``), or None when a size in it is unknown; ``end=0``: a lower bound
+    (of a size expression increasing in its sizes)."""
     hints = getattr(sched, "size_hints", None) or {}
     env = {}
     for v in free_vars(e):
         if v not in hints:
             return None
-        env[v] = hints[v][1]
+        env[v] = hints[v][end]
     try:
         return int(eval_expr(e, env))
     except Exception:       # noqa: BLE001  (not a plain size expression: unknown)
@@ -160,6 +169,38 @@ def _tileable(h) -> bool:
     return st.scan.axis == len(st.axes) - 1
 
 
+def _fits(st) -> int:
+    """The longest tile of ``st`` that is one tile, staged in shared memory (``gpu_tiled``)."""
+    chunk = GPU_TILE_THREADS * GPU_TILE_ROWS
+    return max(chunk, min(GPU_ONE_TILE_BYTES, STAGE_BYTES) // itemsize(st.output.dtype))
+
+
+def _short_rows(sched, h) -> bool:
+    """Whether ``h`` scans rows along its last axis that are each one staged tile: an
+    associative scan whose rows are at least ``GPU_ROW_MIN`` and at most a staged tile long
+    in this specialisation (any number of rows: a block per row).  Shorter rows keep a
+    thread per row (a warp's rows are then a few contiguous sectors)."""
+    if not (can_block(h) and _tileable(h)):
+        return False
+    st = h.stage
+    ext = st.axes[st.scan.axis].dom.extent
+    lo, hi = _upper(sched, ext, 0), _upper(sched, ext)
+    return lo is not None and hi is not None and GPU_ROW_MIN <= lo and hi <= _fits(st)
+
+
+def _row_threads(sched, st) -> int:
+    """Threads of a block scanning one tile of ``st`` (kdsl.gpu.scan_tiles): about
+    ``GPU_ROW_PER`` of the shortest row's elements each (a power of two, at least a warp),
+    at most ``GPU_TILE_THREADS``: a 256-step row gets 64 threads, not 256 mostly idle."""
+    lo = _upper(sched, st.axes[st.scan.axis].dom.extent, 0)
+    if lo is None:
+        return GPU_TILE_THREADS
+    t = 32
+    while t * 2 * GPU_ROW_PER <= lo:
+        t *= 2
+    return min(GPU_TILE_THREADS, t)
+
+
 def _one_block_per(h, outer, inner) -> None:
     """The other axes and ``outer`` fused, bound to blockIdx.x; ``inner`` (a tile) innermost."""
     others = [a for a in h.stage.axes if a is not h.stage.axes[h.stage.scan.axis]]
@@ -183,7 +224,7 @@ def gpu_tiled(sched, h, level: int = 1) -> None:
     t = st.axes[st.scan.axis]
     steps = _upper(sched, t.dom.extent)
     # one tile where it fits in shared memory (a longer tile would be scanned row by row)
-    fits = max(chunk, min(GPU_ONE_TILE_BYTES, STAGE_BYTES) // itemsize(st.output.dtype))
+    fits = _fits(st)
     if level <= min(GPU_LEVELS, GPU_TILE_LEVELS) and (steps is None or steps > fits):
         hp, hc, hs, (comb, g, first, carry) = blocked_scan_parts(sched, h, chunk)
         # block totals: a block per tile, its threads along each row, the rows serial
@@ -204,6 +245,7 @@ def gpu_tiled(sched, h, level: int = 1) -> None:
     one, ki = h.split(t, nparts=1)
     _one_block_per(h, one, ki)
     most = steps if steps is not None and steps <= fits else 0
+    T = _row_threads(sched, st) if most else T
     st.scan = replace(st.scan, tile=TileScan(st.scan.assoc, T, st.body.t, most=most))
 
 
@@ -235,6 +277,9 @@ def gpu_scan(sched, h, threads: int = 256, block: bool = True) -> None:
             gpu_tiled(sched, h)
         else:
             gpu_blocked(sched, h, threads)
+        return
+    if block and others and _short_rows(sched, h):
+        gpu_tiled(sched, h, GPU_TILE_LEVELS + 1)      # many short rows: one tile (a block) each
         return
     if not others or not h.stage.scan.pointwise:
         # one thread runs the whole nest: a kernel of one block (its scan loop split in 1 part)

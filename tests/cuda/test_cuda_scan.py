@@ -70,3 +70,22 @@ def test_tile_scan_rows(rng):
     s, p = f(X, backend="cuda")
     np.testing.assert_allclose(s, np.cumsum(X, 1), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(p, np.cumprod(1 + 1e-4 * X, 1), rtol=1e-9)
+
+
+@pytest.mark.parametrize("m", [31, 33, 256, 257, 5000])
+def test_short_row_scans(m, rng):
+    """Many short rows (a block per row, threads by the row length; 31 steps: a thread per
+    row): ragged row counts, float32 within reassociation error, exact integers, a strided view."""
+    rows = 9000 if m < 1000 else 301
+    x = rng.random((rows, m)).astype(np.float32)
+    f = kd.kernel(lambda X: np.cumsum(X, axis=1))
+    got = f(x, backend="cuda")
+    want = np.cumsum(x.astype(np.float64), 1)
+    assert got.dtype == np.float32 and np.max(np.abs(got - want) / want) < 2e-5
+    xi = rng.integers(-1000, 1000, (rows, 2 * m)).astype(np.int32)[::-1, ::2]
+    g = kd.kernel(lambda X: (np.cumsum(X, axis=1), np.minimum.accumulate(X, axis=1),
+                             np.maximum.accumulate(X, axis=1)))
+    s, lo, hi = g(xi, backend="cuda")
+    np.testing.assert_array_equal(s, np.cumsum(xi, 1))
+    np.testing.assert_array_equal(lo, np.minimum.accumulate(xi, 1))
+    np.testing.assert_array_equal(hi, np.maximum.accumulate(xi, 1))
