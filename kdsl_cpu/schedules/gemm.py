@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from kdsl.ir import nodes as n
 from kdsl.schedule import patterns
 from kdsl.schedule.plan import PARTIALS, Recipe, reduce_names, spatial_names
 
@@ -29,6 +30,18 @@ KC = 256    # reduction block: a packed KC x NR panel of B is 64 KiB
 def is_matmul(stage) -> bool:
     """``sum_k X[.., i, k] * Y[.., k, j]`` (kdsl.schedule.patterns)."""
     return patterns.is_matmul(stage)
+
+
+#: a matmul with at most this many rows (a constant) skips packing (the generator's sketch)
+SKINNY_ROWS = 32
+
+
+def packed_wins(stage) -> bool:
+    """Does the packed recipe beat the generator's unpacked tiles for this matmul?  Measured
+    (benchmarks/cpu_generator.py): packing pays when B's panels serve many rows; rows known
+    to be few (a constant extent of at most SKINNY_ROWS) stream B unpacked."""
+    rows = stage.axes[-2].dom.extent
+    return not (isinstance(rows, n.Const) and rows.value <= SKINNY_ROWS)
 
 
 def _names(stage):
