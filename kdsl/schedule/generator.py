@@ -38,8 +38,10 @@ from .target import Target
 WINDOW = 7
 #: largest window (product of window extents) unrolled into the micro-kernel
 MAX_WINDOW = 64
-#: extent assumed for a spatial axis whose size is known only at run time
-GUESS = 64
+#: extents assumed for axes whose size is known only at run time (priors, not knowledge):
+#: register-tile rows (channels, matrix rows: usually a multiple of 8), the vector axis (an
+#: image row of 56 or 28: rarely a multiple of the tile), anything else
+GUESS_ROWS, GUESS_COLS, GUESS = 64, 56, 64
 #: a guarded (edge) tile runs this many times slower than a full one: its lane loop has a
 #: run-time extent, so the tile is no explicit vector code and lives in memory, not registers
 #: (measured: conv2d 1x64x56^2 -> 64, mr x nr = 7 x 16 at 17.5 GFLOP/s, at 48^2 85 GFLOP/s)
@@ -122,9 +124,9 @@ def sketch(stage) -> Sketch | None:
     return Sketch(u, v, main, tuple(window), len(streamed), len(others), stage.dtype.itemsize)
 
 
-def _extent(iv) -> int:
+def _extent(iv, guess: int = GUESS) -> int:
     c = _const(iv)
-    return GUESS if c is None else c
+    return guess if c is None else c
 
 
 def cost(stage, sk: Sketch, p: Params, target: Target) -> float:
@@ -141,14 +143,13 @@ def cost(stage, sk: Sketch, p: Params, target: Target) -> float:
     eff *= min(1.0, acc / (target.fma_latency * target.fma_per_cycle))   # latency hidden?
     work = math.prod(_extent(a) for a in stage.axes)
     red = math.prod(_extent(a) for a in stage.reduce_axes)
-    # guarded edge tiles (symbolic extents: an average remainder)
+    # guarded edge tiles: the work of the last, partial tile of each tiled axis
     edge = 1.0
-    for ax, t in ((sk.u, p.mr), (sk.v, p.nr)):
+    for ax, t, guess in ((sk.u, p.mr, GUESS_ROWS), (sk.v, p.nr, GUESS_COLS)):
         if ax is None or t == 1:
             continue
-        c = _const(ax)
-        E = _extent(ax)
-        rem = (E % t) if c is not None else (t - 1) / 2
+        E = _extent(ax, guess)
+        rem = E % t if E >= t else E
         edge *= 1 + (EDGE_SLOWDOWN - 1) * rem / max(E, 1)
     # parallel balance over the fused outer loops
     items = 1
@@ -171,7 +172,7 @@ def candidates(stage, target: Target) -> list:
     if sk is None:
         return []
     lanes = target.lanes(sk.itemsize)
-    rows = (1,) if sk.u is None else (1, 2, 4, 6, 8, 12)
+    rows = (1,) if sk.u is None else (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
     main_c = _const(sk.main)
     kcs = sorted({min(k, main_c) for k in (32, 64, 256)} if main_c else {32, 64, 256})
     out = []
