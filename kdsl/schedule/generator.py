@@ -156,13 +156,14 @@ def cost(stage, sk: Sketch, p: Params, target: Target) -> float:
     for a in stage.axes:
         t = p.mr if a is sk.u else p.nr if a is sk.v else 1
         items *= math.ceil(_extent(a) / t)
+    items = max(1, items)          # an empty axis: nothing to balance
     rounds = math.ceil(items / target.cores)
     balance = items / (rounds * target.cores)
     # a cache block's operands: broadcast rows and streamed columns over kc * window steps
     win = math.prod(_const(w) for w in sk.window) if sk.window else 1
     ws = (p.mr * win + p.nr) * p.kc * sk.itemsize
     cache = 1.0 if ws <= target.l1_bytes else 1.25 if ws <= target.l2_bytes else 2.0
-    flush = 1 + 1 / (min(p.kc, _extent(sk.main)) * win)      # the rf tile added into B
+    flush = 1 + 1 / (max(1, min(p.kc, _extent(sk.main))) * win)      # the rf tile added into B
     return work * red / (lanes * eff * balance * target.cores) * edge * cache * flush
 
 
