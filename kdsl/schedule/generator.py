@@ -117,6 +117,8 @@ def sketch(stage) -> Sketch | None:
     long = [r for r in stage.reduce_axes if r not in small]
     if len(long) > 1:
         return None              # two long reduce axes: not this sketch
+    if not long and u is None:
+        return None              # a stencil: no reuse to tile for (the rules unroll its window)
     main = long[0] if long else stage.reduce_axes[0]
     window = [r for r in small if r is not main]
     if math.prod(_const(w) for w in window) > MAX_WINDOW:

@@ -3,9 +3,12 @@
 ``default_plans(sched, threads)`` gives each stage that will be computed the
 plan (kdsl/schedule/plan.py) of its kind:
 
-* matrix products get the blocked GEMM recipe (gemm.py);
-* reductions with a small constant window (a 3x3 convolution) unroll it;
 * reductions with few outputs split the reduction across threads (rfactor);
+* contractions the schedule generator tiles (kdsl/schedule/generator.py: conv2d,
+  1x1 conv, matmuls with few known rows) get its cheapest candidate for this
+  host's Target (target.py); ``reduction_plan`` is the one place that decides;
+* matrix products get the blocked GEMM recipe (gemm.py);
+* reductions with a small constant window (a 2-D stencil) unroll it;
 * reductions over rows keep the reduction innermost, over columns move it
   out of the innermost loop;
 * everything else is parallel over its outermost axis.

@@ -79,6 +79,14 @@ def test_sketch_and_costs():
     _, r = _stage(lambda A: A.sum(axis=1), TensorSpec((None, None), kd.float32))
     assert G.sketch(r.stage) is None
 
+    def stencil(A, F):
+        n, m = A.shape
+        di, dj = kd.reduce_axis(3, name="di"), kd.reduce_axis(3, name="dj")
+        return kd.compute((n - 2, m - 2), lambda i, j: kd.sum(A[i + di, j + dj] * F[di, dj],
+                                                              axis=(di, dj)), name="S")
+    _, st = _stage(stencil, TensorSpec((None, None), kd.float32), TensorSpec((3, 3), kd.float32))
+    assert G.sketch(st.stage) is None        # a 2-D stencil keeps the rules' unrolled window
+
 
 def test_every_candidate_is_legal_on_interp(rng):
     """Each point of the search space, realised on a small conv whose extents no tile divides
