@@ -14,7 +14,9 @@ sketches from the ordinary primitives (the ``tiled`` recipe below):
   ``rfactor`` makes ``<B>.rf``, the block's partial sums, a local
   ``mr x nr`` tile computed inside the parallel item (codegen keeps it in
   vector registers, vector.py), which ``B`` then adds up; small constant
-  reduce axes (a 3x3 window) are unrolled inside the block;
+  reduce axes (a 3x3 window) run inside the block, around the tile (LLVM
+  unrolls them in full tiles; an ``unroll`` mark would also copy them around
+  the edge tiles' lane loops, past the cpu codegen's unroll budget);
 * few outputs and a long reduction: split-K over the cores (``rfactor`` over
   partials, the cpu rules' ``split_reduction``) stays the backend's rule.
 
@@ -22,7 +24,9 @@ sketches from the ordinary primitives (the ``tiled`` recipe below):
 space: ``mr``, ``nr``, ``kc``) with an analytical cost (``cost``: SIMD issue
 rate of the micro-kernel, registers, guarded edge tiles, parallel balance,
 bytes of a cache block against L1/L2); ``best`` is the cheapest.  Extents
-unknown at compile time are guessed (``GUESS``).
+unknown at compile time are guessed (``GUESS_ROWS``, ``GUESS_COLS``, ``GUESS``).
+Stages outside the sketch (row sums, stencils without a reuse axis, strided
+inputs, two long reduce axes, non-sums) get None: the backend's rules decide.
 """
 from __future__ import annotations
 
@@ -50,12 +54,12 @@ EDGE_SLOWDOWN = 30.0
 
 @dataclass(frozen=True)
 class Sketch:
-    """The axes a tiled schedule of ``stage`` plays with (root IterVars and their hint names)."""
+    """The root axes a tiled schedule of a stage plays with, and its reads' roles."""
 
     u: object            # register-tile rows (broadcast operand axis), or None
     v: object            # vector axis (the output's last axis)
     main: object         # the reduce axis cut into cache blocks
-    window: tuple        # small constant reduce axes (unrolled)
+    window: tuple        # small constant reduce axes (a convolution's window)
     streamed: int        # reads whose last index walks v
     broadcast: int       # other reads
     itemsize: int
@@ -72,6 +76,8 @@ class Params:
 
 @dataclass(frozen=True)
 class Candidate:
+    """A point of the search space with its estimated cost."""
+
     params: Params
     cost: float
 
@@ -192,6 +198,20 @@ def candidates(stage, target: Target) -> list:
                     out.append(Candidate(p, c))
     out.sort(key=lambda c: (c.cost, -c.params.mr, c.params.nr, c.params.kc))
     return out
+
+
+def split_parts(stage, target: Target) -> int | None:
+    """Split-K: the number of partial reductions (one per core) when the outputs, all of
+    constant extent, are too few to fill the cores (fewer than two per core); else None."""
+    if not stage.reduce_axes or target.cores <= 1:
+        return None
+    work = 1
+    for a in stage.axes:
+        c = _const(a)
+        if c is None:
+            return None
+        work *= c
+    return target.cores if work < 2 * target.cores else None
 
 
 def best(stage, target: Target) -> Candidate | None:

@@ -76,10 +76,12 @@ def reduction_plan(stage, threads: int) -> StagePlan:
     when the stage is a contraction it tiles, unless the packed GEMM recipe measured faster
     for it (``gemm.packed_wins``: every matmul but a GEMV); else the rule of its kind."""
     st = stage
-    if threads > 1 and _few_outputs(st, threads):
-        return rules.split_reduction(st, threads)
+    target = cpu_target(threads)
+    parts = generator.split_parts(st, target)
+    if parts:
+        return rules.split_reduction(st, parts)
     if GENERATOR:
-        best = generator.best(st, cpu_target(threads))
+        best = generator.best(st, target)
         if best is not None and not (is_matmul(st) and packed_wins(st)):
             return best.plan(spatial_names(st)[0])
     if is_matmul(st):
@@ -89,11 +91,6 @@ def reduction_plan(stage, threads: int) -> StagePlan:
     if A.column_reduction(st):
         return rules.column_reduction(st)
     return rules.row_reduction(st)
-
-
-def _few_outputs(stage, threads: int) -> bool:
-    work = A.spatial_work(stage)
-    return work is not None and work < 2 * threads
 
 
 def _makes_stages(stage, plan) -> bool:
