@@ -114,9 +114,11 @@ def _best(fn, reps: int) -> float:
     return min(ts)
 
 
-def run(quick: bool, rounds: int) -> list:
+def run(quick: bool, rounds: int, only: str = "") -> list:
     rows = []
     for name, fn, spec, args, torch_fn, np_fn, flops, ref in workloads(quick):
+        if only and only not in name:
+            continue
         before, after = _kernels(fn, spec)
         want = ref()
         for label, k, gen in (("before", before, False), ("after", after, True)):
@@ -157,13 +159,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="kdsl and torch threads (0: default)")
     ap.add_argument("--json", default="")
+    ap.add_argument("--only", default="", help="run the workloads whose name contains this")
     a = ap.parse_args()
     import torch
     if a.threads:
         kd.set_num_threads(a.threads)
         torch.set_num_threads(a.threads)
     print(f"threads: kdsl {kd.get_num_threads()}, torch {torch.get_num_threads()}")
-    rows = run(a.quick, a.rounds)
+    rows = run(a.quick, a.rounds, a.only)
     text = json.dumps({"threads": kd.get_num_threads(), "rows": rows}, indent=1)
     if a.json:
         with open(a.json, "w") as f:

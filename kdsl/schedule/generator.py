@@ -8,7 +8,9 @@ matmul's ``A[i, k]`` against ``B[k, j]``), the generator builds Ansor-style
 sketches from the ordinary primitives (the ``tiled`` recipe below):
 
 * spatial axes: ``u`` and ``v`` are cut into a register micro-tile of ``mr``
-  rows x ``nr`` columns (``nr`` a multiple of the SIMD lanes); every outer
+  rows x ``nr`` columns (``nr`` a multiple of the SIMD lanes, or half a
+  register where registers hold 8 or more: narrow rows waste less in edge
+  tiles); every outer
   part is fused into one parallel loop (all work items, so the cores fill);
 * reduce axes: the main (long) reduce axis is cut into cache blocks of ``kc``;
   ``rfactor`` makes ``<B>.rf``, the block's partial sums, a local
@@ -141,9 +143,14 @@ def _extent(iv, guess: int = GUESS) -> int:
 def cost(stage, sk: Sketch, p: Params, target: Target) -> float:
     """Estimated run time (arbitrary units) of the tiled schedule ``p``; inf when illegal."""
     lanes = target.lanes(sk.itemsize)
-    vecs = p.nr // lanes
+    if p.nr % lanes == 0:
+        vecs, used = p.nr // lanes, lanes
+    elif 2 * p.nr == lanes:       # half a register (a ymm of an AVX-512 host): half the lanes
+        vecs, used = 1, p.nr
+    else:
+        return math.inf
     acc = p.mr * vecs
-    if p.nr % lanes or acc + vecs + 2 > target.vector_registers:
+    if acc + vecs + 2 > target.vector_registers:
         return math.inf
     # micro-kernel: per reduction step acc FMAs against streamed vector loads + broadcasts
     fma = acc / target.fma_per_cycle
@@ -173,7 +180,7 @@ def cost(stage, sk: Sketch, p: Params, target: Target) -> float:
     ws = (p.mr * win + p.nr) * p.kc * sk.itemsize
     cache = 1.0 if ws <= target.l1_bytes else 1.25 if ws <= target.l2_bytes else 2.0
     flush = 1 + 1 / (max(1, min(p.kc, _extent(sk.main))) * win)      # the rf tile added into B
-    return work * red / (lanes * eff * balance * target.cores) * edge * cache * flush
+    return work * red / (used * eff * balance * target.cores) * edge * cache * flush
 
 
 def candidates(stage, target: Target) -> list:
@@ -190,9 +197,9 @@ def candidates(stage, target: Target) -> list:
         if mr > target.max_unroll or (sk.u is not None and _const(sk.u) is not None
                                        and mr > _const(sk.u)):
             continue
-        for m in (1, 2, 4):
+        for nr in sorted({lanes // 2 if lanes >= 8 else lanes, lanes, 2 * lanes, 4 * lanes}):
             for kc in kcs:
-                p = Params(mr, m * lanes, kc)
+                p = Params(mr, nr, kc)
                 c = cost(stage, sk, p, target)
                 if c < math.inf:
                     out.append(Candidate(p, c))
