@@ -5,7 +5,7 @@ plan (kdsl/schedule/plan.py) of its kind:
 
 * reductions with few outputs split the reduction across threads (rfactor);
 * contractions the schedule generator tiles (kdsl/schedule/generator.py: conv2d,
-  1x1 conv, a matrix-vector product) get its cheapest candidate for this
+  1x1 conv; matmuls keep the packed recipe) get its cheapest candidate for this
   host's Target (target.py); ``reduction_plan`` is the one place that decides;
 * matrix products get the blocked GEMM recipe (gemm.py);
 * reductions with a small constant window (a 2-D stencil) unroll it;
@@ -74,7 +74,7 @@ def reduction_plan(stage, threads: int) -> StagePlan:
     """The one place that decides a root reduction's default: split-K when the outputs are too
     few for the threads; else the generator's cheapest tiled sketch (kdsl.schedule.generator)
     when the stage is a contraction it tiles, unless the packed GEMM recipe measured faster
-    for it (``gemm.packed_wins``: every matmul but a GEMV); else the rule of its kind."""
+    for it (``gemm.packed_wins``: every matmul, measured); else the rule of its kind."""
     st = stage
     target = cpu_target(threads)
     parts = generator.split_parts(st, target)

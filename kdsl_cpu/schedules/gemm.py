@@ -32,8 +32,9 @@ def is_matmul(stage) -> bool:
     return patterns.is_matmul(stage)
 
 
-#: a matmul with at most this many rows (a constant) skips packing (the generator's sketch)
-SKINNY_ROWS = 1
+#: a matmul with at most this many rows (a constant) would take the generator's unpacked
+#: tiles; 0: none does (measured below)
+SKINNY_ROWS = 0
 
 
 def packed_wins(stage) -> bool:
@@ -42,8 +43,8 @@ def packed_wins(stage) -> bool:
     Measured (benchmarks/cpu_generator.py, one thread, N = K = 1024 and 4096, ratios to torch
     in the same rounds): M = 16 (specialised) packed 1.0x / 1.18x, generator 0.42x / 0.19x
     (B's rows, a power-of-two stride apart, fall into a few cache sets unless packed);
-    M = 128 packed 0.88x both; M = 1 a tie (0.56x / 0.39x).  So the packed recipe stays
-    for every matmul except a GEMV (rows known to be SKINNY_ROWS), which streams B unpacked."""
+    M = 128 packed 0.88x both; M = 1 packed 5.9 / 1.6 GFLOP/s, generator 3.4 / 0.9 (one
+    accumulator row: FMA latency bound).  So the packed recipe stays for every matmul."""
     rows = stage.axes[-2].dom.extent
     return not (isinstance(rows, n.Const) and rows.value <= SKINNY_ROWS)
 

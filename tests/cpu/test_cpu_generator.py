@@ -140,16 +140,20 @@ def test_cpu_conv1_dtypes_and_views(dtype, view, rng):
 
 @pytest.mark.parametrize("m,k,n", [(1, 37, 70), (1, 300, 33), (5, 9, 17), (0, 4, 5), (3, 0, 8)])
 def test_cpu_skinny_gemm(m, k, n, rng):
-    """GEMMs with a known row count (specialize=True): M = 1 is the generator's, the rest the
-    packed recipe's (gemm.packed_wins); M = 1 also unspecialised, on a transposed view."""
+    """GEMMs with a known row count (specialize=True; the packed recipe, gemm.packed_wins), and
+    the generator's unpacked tiles on the same matmul (an explicit schedule)."""
     A, B = _data(rng, (m, k), np.float32), _data(rng, (k, n), np.float32)
     want = A.astype(np.float64) @ B.astype(np.float64)
     f = kd.kernel(lambda A, B: A @ B, specialize=True)
     np.testing.assert_allclose(f(A, B, backend="cpu"), want, rtol=1e-4, atol=1e-4)
-    if m == 1:
-        g = kd.kernel(lambda A, B: A @ B)
-        Bt = np.asfortranarray(B)                        # strided: columns contiguous
-        np.testing.assert_allclose(g(A, Bt, backend="cpu"), want, rtol=1e-4, atol=1e-4)
+    best = G.best(_stage(lambda A, B: A @ B, TensorSpec(A.shape, kd.float32),
+                         TensorSpec(B.shape, kd.float32))[1].stage, Target(cores=2))
+    if best is None:                                     # M = 0: no row tile fits
+        assert m == 0
+        return
+    g = kd.kernel(lambda A, B: A @ B, specialize=True)
+    g.schedule("cpu")(lambda s: G.tiled(s, s.stages[-1], best.params))
+    np.testing.assert_allclose(g(A, B, backend="cpu"), want, rtol=1e-4, atol=1e-4)
 
 
 def test_cpu_default_is_the_generators(rng):
