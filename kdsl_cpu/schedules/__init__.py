@@ -3,9 +3,12 @@
 ``default_plans(sched, threads)`` gives each stage that will be computed the
 plan (kdsl/schedule/plan.py) of its kind:
 
-* matrix products get the blocked GEMM recipe (gemm.py);
-* reductions with a small constant window (a 3x3 convolution) unroll it;
 * reductions with few outputs split the reduction across threads (rfactor);
+* contractions the schedule generator tiles (kdsl/schedule/generator.py: conv2d,
+  1x1 conv; matmuls keep the packed recipe) get its cheapest candidate for this
+  host's Target (target.py); ``reduction_plan`` is the one place that decides;
+* matrix products get the blocked GEMM recipe (gemm.py);
+* reductions with a small constant window (a 2-D stencil) unroll it;
 * reductions over rows keep the reduction innermost, over columns move it
   out of the innermost loop;
 * everything else is parallel over its outermost axis.
@@ -19,6 +22,7 @@ realises everything.  A hint adjusts a default; it never drops the rest of it.
 from __future__ import annotations
 
 from kdsl.backends.scan_schedules import cpu_scan, take_scans
+from kdsl.schedule import generator
 from kdsl.schedule.hints import merge_hints
 from kdsl.schedule.plan import (StagePlan, realize, reduce_names, spatial_names,
                                 vector_axis_name)
@@ -27,7 +31,11 @@ from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
 from . import rules
-from .gemm import is_matmul, recipe
+from .gemm import is_matmul, packed_wins, recipe
+from .target import cpu_target
+
+#: default plans from the generator (False: the rules alone, as before it; benchmarks compare)
+GENERATOR = True
 
 
 def schedule(sched, hints, threads: int) -> None:
@@ -57,22 +65,32 @@ def default_plans(sched, threads: int, attached=frozenset()) -> dict:
             plans[h.name] = rules.attached(st, A.small_reduction(st))
         elif not st.is_reduction:
             plans[h.name] = rules.elementwise(st)
-        elif is_matmul(st):
-            plans[h.name] = StagePlan(recipe=recipe(), parallel=spatial_names(st)[0])
-        elif A.small_reduction(st):
-            plans[h.name] = rules.stencil(st)
-        elif threads > 1 and _few_outputs(st, threads):
-            plans[h.name] = rules.split_reduction(st, threads)
-        elif A.column_reduction(st):
-            plans[h.name] = rules.column_reduction(st)
         else:
-            plans[h.name] = rules.row_reduction(st)
+            plans[h.name] = reduction_plan(st, threads)
     return plans
 
 
-def _few_outputs(stage, threads: int) -> bool:
-    work = A.spatial_work(stage)
-    return work is not None and work < 2 * threads
+def reduction_plan(stage, threads: int) -> StagePlan:
+    """The one place that decides a root reduction's default: split-K when the outputs are too
+    few for the threads; else the generator's cheapest tiled sketch (kdsl.schedule.generator)
+    when the stage is a contraction it tiles, unless the packed GEMM recipe measured faster
+    for it (``gemm.packed_wins``: every matmul, measured); else the rule of its kind."""
+    st = stage
+    target = cpu_target(threads)
+    parts = generator.split_parts(st, target)
+    if parts:
+        return rules.split_reduction(st, parts)
+    if GENERATOR:
+        best = generator.best(st, target)
+        if best is not None and not (is_matmul(st) and packed_wins(st)):
+            return best.plan(spatial_names(st)[0])
+    if is_matmul(st):
+        return StagePlan(recipe=recipe(), parallel=spatial_names(st)[0])
+    if A.small_reduction(st):
+        return rules.stencil(st)
+    if A.column_reduction(st):
+        return rules.column_reduction(st)
+    return rules.row_reduction(st)
 
 
 def _makes_stages(stage, plan) -> bool:

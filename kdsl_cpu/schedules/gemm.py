@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from kdsl.ir import nodes as n
 from kdsl.schedule import patterns
 from kdsl.schedule.plan import PARTIALS, Recipe, reduce_names, spatial_names
 
@@ -29,6 +30,23 @@ KC = 256    # reduction block: a packed KC x NR panel of B is 64 KiB
 def is_matmul(stage) -> bool:
     """``sum_k X[.., i, k] * Y[.., k, j]`` (kdsl.schedule.patterns)."""
     return patterns.is_matmul(stage)
+
+
+#: a matmul with at most this many rows (a constant) would take the generator's unpacked
+#: tiles; 0: none does (measured below)
+SKINNY_ROWS = 0
+
+
+def packed_wins(stage) -> bool:
+    """Does the packed recipe beat the generator's unpacked tiles for this matmul?
+
+    Measured (benchmarks/cpu_generator.py, one thread, N = K = 1024 and 4096, ratios to torch
+    in the same rounds): M = 16 (specialised) packed 1.0x / 1.18x, generator 0.42x / 0.19x
+    (B's rows, a power-of-two stride apart, fall into a few cache sets unless packed);
+    M = 128 packed 0.88x both; M = 1 packed 5.9 / 1.6 GFLOP/s, generator 3.4 / 0.9 (one
+    accumulator row: FMA latency bound).  So the packed recipe stays for every matmul."""
+    rows = stage.axes[-2].dom.extent
+    return not (isinstance(rows, n.Const) and rows.value <= SKINNY_ROWS)
 
 
 def _names(stage):
