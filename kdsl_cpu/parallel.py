@@ -34,6 +34,7 @@ Playing well with other threads in the process and on the machine:
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import threading
 import weakref
@@ -126,34 +127,61 @@ def wait_policy() -> str | None:
     return _policy
 
 
+#: blocks each launch is cut into per thread: the threads claim blocks one at a time (an
+#: atomic counter), so a thread that starts late -- its core held by another library's spinning
+#: workers (numpy's OpenBLAS, torch's OpenMP) or by another process -- takes fewer blocks and
+#: the others, the caller included, run the rest instead of waiting for its static share;
+#: uneven iterations (a GEMM's partial edge tiles) balance the same way
+BLOCKS_PER_THREAD = 4
+
+
+def block_count(nthreads: int) -> int:
+    """How many blocks a launch on ``nthreads`` threads claims (``chunk(data, b, blocks)`` for
+    each ``b``; a block past the loop's extent is empty): one per thread for one thread."""
+    return nthreads if nthreads <= 1 else nthreads * BLOCKS_PER_THREAD
+
+
 def _omp_module_ir() -> str:
     from llvmlite import ir    # only when the launcher is compiled (a miss of its disk entry)
     i32, i64, ptr, void = ir.IntType(32), ir.IntType(64), ir.PointerType(), ir.VoidType()
     m = ir.Module("kdsl_cpu_omp")
     gomp = ir.Function(m, ir.FunctionType(void, [ptr, ptr, i32, i32]), "GOMP_parallel")
-    tnum = ir.Function(m, ir.FunctionType(i32, []), "omp_get_thread_num")
-    tcount = ir.Function(m, ir.FunctionType(i32, []), "omp_get_num_threads")
+    # declared (the launcher resolves them) though the dynamic trampoline no longer asks them
+    ir.Function(m, ir.FunctionType(i32, []), "omp_get_thread_num")
+    ir.Function(m, ir.FunctionType(i32, []), "omp_get_num_threads")
     chunk_ty = ir.FunctionType(void, [ptr, i64, i64])
-    # trampoline(ctx): ctx = {chunk, data}; run my static block
-    tr = ir.Function(m, ir.FunctionType(void, [ptr]), "kdsl_omp_trampoline")
-    b = ir.IRBuilder(tr.append_basic_block("entry"))
-    chunk = b.load(tr.args[0], typ=ptr)
-    data = b.load(b.gep(tr.args[0], [i64(1)], source_etype=ptr), typ=ptr)
-    tid = b.sext(b.call(tnum, []), i64)
-    cnt = b.sext(b.call(tcount, []), i64)
 
     class _Ptr:   # call through a function pointer (see codegen.stmt._FnPtr)
         function_type = chunk_ty
         def __init__(self, p): self.p = p
         def __getattr__(self, k): return getattr(self.p, k)
-    b.call(_Ptr(chunk), [data, tid, cnt])
+
+    # trampoline(ctx): ctx = {chunk, data, next block, blocks}; claim blocks until none is left
+    tr = ir.Function(m, ir.FunctionType(void, [ptr]), "kdsl_omp_trampoline")
+    entry, loop, body, done = (tr.append_basic_block(x) for x in ("entry", "loop", "body", "done"))
+    b = ir.IRBuilder(entry)
+    ctx = tr.args[0]
+    chunk = b.load(ctx, typ=ptr)
+    data = b.load(b.gep(ctx, [i64(1)], source_etype=ptr), typ=ptr)
+    nxt = b.gep(ctx, [i64(2)], source_etype=ptr)
+    nblocks = b.load(b.gep(ctx, [i64(3)], source_etype=ptr), typ=i64)
+    b.branch(loop)
+    b.position_at_end(loop)
+    blk = b.atomic_rmw("add", nxt, i64(1), "monotonic")
+    b.cbranch(b.icmp_signed("<", blk, nblocks), body, done)
+    b.position_at_end(body)
+    b.call(_Ptr(chunk), [data, blk, nblocks])
+    b.branch(loop)
+    b.position_at_end(done)
     b.ret_void()
-    # launch(chunk, data, nthreads)
+    # launch(chunk, data, nthreads): nthreads * BLOCKS_PER_THREAD blocks on nthreads threads
     ln = ir.Function(m, ir.FunctionType(void, [ptr, ptr, i64]), "kdsl_omp_launch")
     b = ir.IRBuilder(ln.append_basic_block("entry"))
-    ctx = b.alloca(ptr, size=i64(2))
+    ctx = b.alloca(ptr, size=i64(4))     # four 8-byte slots (pointers and i64s)
     b.store(ln.args[0], ctx)
     b.store(ln.args[1], b.gep(ctx, [i64(1)], source_etype=ptr))
+    b.store(i64(0), b.gep(ctx, [i64(2)], source_etype=ptr))
+    b.store(b.mul(ln.args[2], i64(BLOCKS_PER_THREAD)), b.gep(ctx, [i64(3)], source_etype=ptr))
     b.call(gomp, [tr, ctx, b.trunc(ln.args[2], i32), i32(0)])
     b.ret_void()
     return str(m)
@@ -214,12 +242,21 @@ def _get_pool(workers: int):
 
 
 def _pool_launch(chunk_addr, data, nthreads):
-    """Run chunks 1..n-1 on the pool and chunk 0 here; every chunk call releases the GIL."""
+    """Run the blocks on the calling thread and up to ``nthreads - 1`` pool threads, each
+    claiming the next block; every chunk call releases the GIL.  Workers that have not
+    started once the caller ran out of blocks are cancelled, never waited for."""
     chunk = CHUNK_FN(chunk_addr)
-    futures = [_get_pool(nthreads - 1).submit(chunk, data, t, nthreads) for t in range(1, nthreads)]
-    chunk(data, 0, nthreads)
+    nblocks = block_count(nthreads)
+    claim = itertools.count().__next__     # one C call: atomic under the GIL
+
+    def work():
+        while (blk := claim()) < nblocks:
+            chunk(data, blk, nblocks)
+    futures = [_get_pool(nthreads - 1).submit(work) for _ in range(1, nthreads)]
+    work()
     for f in futures:
-        f.result()
+        if not f.cancel():
+            f.result()
 
 
 _POOL_LAUNCH = LAUNCH_FN(_pool_launch)   # kept alive for the life of the process
