@@ -41,7 +41,7 @@ import weakref
 
 from kdsl import threads
 
-from . import jit
+from . import jit, workers
 
 CHUNK_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 LAUNCH_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -262,6 +262,19 @@ def _pool_launch(chunk_addr, data, nthreads):
 _POOL_LAUNCH = LAUNCH_FN(_pool_launch)   # kept alive for the life of the process
 
 
+def workers_launcher() -> int | None:
+    """Address of the launcher on kdsl's own worker threads (kdsl_cpu.workers: never waits for
+    a thread that has not started), or None where the platform lacks it."""
+    return workers.launcher(BLOCKS_PER_THREAD)
+
+
+def launcher_kind(mode: str = "auto") -> str:
+    """Which launcher ``runtime_table(mode)`` uses now: "workers", "omp" or "pool"."""
+    addr = runtime_table(mode).launch
+    return ("workers" if addr == workers_launcher() else
+            "omp" if _omp_code is not None and addr == _omp_code.address else "pool")
+
+
 def pool_launcher() -> int:
     """Address of the thread-pool launcher (a ctypes callback)."""
     return ctypes.cast(_POOL_LAUNCH, ctypes.c_void_p).value
@@ -284,13 +297,17 @@ def _set_shared(n: int) -> None:
 
 
 def runtime_table(mode: str = "auto", nthreads: int | None = None) -> RuntimeTable:
-    """A runtime table: ``mode`` "omp", "pool" or "auto" (omp where libgomp loads).
+    """A runtime table: ``mode`` "workers" (kdsl's own threads, kdsl_cpu.workers), "omp",
+    "pool" or "auto" (workers where the platform has them, else omp where libgomp loads, else
+    the pool).
 
     ``nthreads`` None: the process-wide table of that launcher, whose count follows
     ``kd.set_num_threads`` / ``KDSL_NUM_THREADS`` / ``OMP_NUM_THREADS`` / the usable cores at
     every call (kdsl.threads); an int: a table of its own with that fixed count."""
     addr = None
-    if mode in ("auto", "omp"):
+    if mode in ("auto", "workers"):
+        addr = workers_launcher()
+    if addr is None and mode in ("auto", "omp"):
         addr = omp_launcher()
         if addr is None and mode == "omp" and not _forked_gomp:
             raise RuntimeError("libgomp.so.1 is not available; use threading='pool'")
@@ -319,8 +336,10 @@ def _after_fork_in_child() -> None:
     if _gomp or _gomp_in_process():
         _forked_gomp = True
         pool = pool_launcher()
+        omp = _omp_code.address if _omp_code is not None else None
         for table in list(_tables.values()):
-            table.launch = pool
+            if table.launch == omp:    # kdsl's own workers restart by themselves (a new pid)
+                table.launch = pool
 
 
 threads.on_change(_set_shared)
@@ -331,5 +350,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-__all__ = ["RuntimeTable", "runtime_table", "omp_launcher", "pool_launcher", "wait_policy",
+__all__ = ["RuntimeTable", "runtime_table", "omp_launcher", "pool_launcher", "workers_launcher",
+           "launcher_kind", "block_count", "BLOCKS_PER_THREAD", "wait_policy",
            "USER_POLICY_VARS"]
