@@ -1,18 +1,26 @@
-"""Running outlined parallel loops: the OpenMP runtime, or a thread pool where it is missing.
+"""Running outlined parallel loops: kdsl's own workers, the OpenMP runtime, or a thread pool.
 
 Kernel code calls ``runtime.launch(chunk, data, nthreads)`` through the
 runtime table ``{ptr launch, i64 nthreads}`` passed to the entry function;
-``chunk(data, tid, nthreads)`` runs one static block of the loop.  The same
-object code therefore works with either launcher:
+``chunk(data, b, blocks)`` runs block ``b`` of ``blocks`` static blocks of the loop (a block
+past the loop's end is empty).  Every launcher cuts a launch on ``n`` threads into
+``block_count(n)`` blocks that the threads claim one at a time, so that a thread that starts
+late runs fewer of them.  The same object code works with any launcher:
 
+- ``workers`` (the default where supported): kdsl_cpu.workers, detached pthreads and a
+  compare-and-swap block counter; the caller never waits for a worker that has not started;
 - ``omp``: a tiny LLVM module (built once per process) whose launcher calls
   ``GOMP_parallel`` of ``libgomp.so.1`` (loaded by soname) with a trampoline
-  that asks ``omp_get_thread_num``/``omp_get_num_threads`` for its block;
-- ``pool``: a ctypes callback that runs the chunks on a Python thread pool,
-  each chunk called through ctypes, i.e. with the GIL released.
+  that claims blocks (an atomic counter); GOMP's closing barrier still waits for every
+  thread of the team to arrive;
+- ``pool``: a ctypes callback that runs the blocks on a Python thread pool,
+  each chunk called through ctypes, i.e. with the GIL released; tasks that have not
+  started when the caller runs out of blocks are cancelled.
 
 Playing well with other threads in the process and on the machine:
 
+- kdsl's own workers poll for a few tens of microseconds after a loop, then sleep on a
+  futex (kdsl_cpu.workers);
 - idle OpenMP workers sleep: libgomp reads ``OMP_WAIT_POLICY`` once, when it
   is loaded, and by default spins for a while after every parallel loop,
   stealing the cores of other processes and of other libraries' workers
@@ -23,8 +31,9 @@ Playing well with other threads in the process and on the machine:
   that runtime as it is (one OpenMP runtime per process; ``wait_policy()``
   says which case holds);
 - a forked child cannot use the OpenMP team its parent started (libgomp
-  hangs), so after ``fork`` every runtime table of the child switches to the
-  thread pool, and so do tables made later in the child;
+  hangs), so after ``fork`` every OpenMP runtime table of the child switches to the
+  thread pool, and so do tables made later in the child (kdsl's own workers restart in
+  the child by themselves);
 - the thread count is not compiled in: kernel code reads ``nthreads`` from its
   table at every call, and kernels without a count of their own share one
   process-wide table per launcher whose count follows ``kd.set_num_threads`` >
