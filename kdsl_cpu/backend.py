@@ -94,16 +94,17 @@ class CPUCompiled:
 class CPUBackend:
     """Compiles kernels to host machine code with LLVM (llvmlite) and runs them on numpy arrays.
 
-    ``threading``: "auto" (OpenMP's libgomp where it loads, else a thread pool),
-    "omp" or "pool"; ``num_threads``: a fixed count of workers per parallel loop for this
+    ``threading``: "auto" (kdsl's own worker threads where the platform has them, else
+    OpenMP's libgomp where it loads, else a Python thread pool), "workers", "omp" or "pool"; ``num_threads``: a fixed count of workers per parallel loop for this
     backend's kernels (default None: the process-wide count, read at every call --
     ``kd.set_num_threads`` > ``KDSL_NUM_THREADS`` > ``OMP_NUM_THREADS`` > the CPUs this
     process may run on, kdsl.threads; loops with little work use fewer, kdsl_cpu.parallel).
     """
 
     def __init__(self, threading: str = "auto", num_threads: int | None = None):
-        if threading not in ("auto", "omp", "pool"):
-            raise ValueError(f"threading must be 'auto', 'omp' or 'pool', got {threading!r}")
+        if threading not in ("auto", "workers", "omp", "pool"):
+            raise ValueError(f"threading must be 'auto', 'workers', 'omp' or 'pool', got "
+                             f"{threading!r}")
         self.threading = threading
         self.num_threads = num_threads
         #: host arrays; lowered through ``pipeline()`` (the core table and the cpu passes);

@@ -139,7 +139,10 @@ def _load(obj: bytes, entry: str, extra: dict) -> Loaded:
         at[k] = offset
         offset += secs[k][5]
     total = max(_align(offset, _PAGE), _PAGE)
-    mem = mmap.mmap(-1, total, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    # private: Python's default for an anonymous map is MAP_SHARED, which would share the
+    # object's writable data (kdsl_cpu.workers' job state) between a process and its forks
+    mem = mmap.mmap(-1, total, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                    prot=mmap.PROT_READ | mmap.PROT_WRITE)
     base = ctypes.addressof(ctypes.c_char.from_buffer(mem))
     for k, o in at.items():
         sh = secs[k]

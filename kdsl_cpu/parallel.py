@@ -1,18 +1,26 @@
-"""Running outlined parallel loops: the OpenMP runtime, or a thread pool where it is missing.
+"""Running outlined parallel loops: kdsl's own workers, the OpenMP runtime, or a thread pool.
 
 Kernel code calls ``runtime.launch(chunk, data, nthreads)`` through the
 runtime table ``{ptr launch, i64 nthreads}`` passed to the entry function;
-``chunk(data, tid, nthreads)`` runs one static block of the loop.  The same
-object code therefore works with either launcher:
+``chunk(data, b, blocks)`` runs block ``b`` of ``blocks`` static blocks of the loop (a block
+past the loop's end is empty).  Every launcher cuts a launch on ``n`` threads into
+``block_count(n)`` blocks that the threads claim one at a time, so that a thread that starts
+late runs fewer of them.  The same object code works with any launcher:
 
+- ``workers`` (the default where supported): kdsl_cpu.workers, detached pthreads and a
+  compare-and-swap block counter; the caller never waits for a worker that has not started;
 - ``omp``: a tiny LLVM module (built once per process) whose launcher calls
   ``GOMP_parallel`` of ``libgomp.so.1`` (loaded by soname) with a trampoline
-  that asks ``omp_get_thread_num``/``omp_get_num_threads`` for its block;
-- ``pool``: a ctypes callback that runs the chunks on a Python thread pool,
-  each chunk called through ctypes, i.e. with the GIL released.
+  that claims blocks (an atomic counter); GOMP's closing barrier still waits for every
+  thread of the team to arrive;
+- ``pool``: a ctypes callback that runs the blocks on a Python thread pool,
+  each chunk called through ctypes, i.e. with the GIL released; tasks that have not
+  started when the caller runs out of blocks are cancelled.
 
 Playing well with other threads in the process and on the machine:
 
+- kdsl's own workers poll for a few tens of microseconds after a loop, then sleep on a
+  futex (kdsl_cpu.workers);
 - idle OpenMP workers sleep: libgomp reads ``OMP_WAIT_POLICY`` once, when it
   is loaded, and by default spins for a while after every parallel loop,
   stealing the cores of other processes and of other libraries' workers
@@ -23,8 +31,9 @@ Playing well with other threads in the process and on the machine:
   that runtime as it is (one OpenMP runtime per process; ``wait_policy()``
   says which case holds);
 - a forked child cannot use the OpenMP team its parent started (libgomp
-  hangs), so after ``fork`` every runtime table of the child switches to the
-  thread pool, and so do tables made later in the child;
+  hangs), so after ``fork`` every OpenMP runtime table of the child switches to the
+  thread pool, and so do tables made later in the child (kdsl's own workers restart in
+  the child by themselves);
 - the thread count is not compiled in: kernel code reads ``nthreads`` from its
   table at every call, and kernels without a count of their own share one
   process-wide table per launcher whose count follows ``kd.set_num_threads`` >
@@ -34,13 +43,14 @@ Playing well with other threads in the process and on the machine:
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import threading
 import weakref
 
 from kdsl import threads
 
-from . import jit
+from . import jit, workers
 
 CHUNK_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 LAUNCH_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -126,34 +136,61 @@ def wait_policy() -> str | None:
     return _policy
 
 
+#: blocks each launch is cut into per thread: the threads claim blocks one at a time (an
+#: atomic counter), so a thread that starts late -- its core held by another library's spinning
+#: workers (numpy's OpenBLAS, torch's OpenMP) or by another process -- takes fewer blocks and
+#: the others, the caller included, run the rest instead of waiting for its static share;
+#: uneven iterations (a GEMM's partial edge tiles) balance the same way
+BLOCKS_PER_THREAD = 4
+
+
+def block_count(nthreads: int) -> int:
+    """How many blocks a launch on ``nthreads`` threads claims (``chunk(data, b, blocks)`` for
+    each ``b``; a block past the loop's extent is empty): one per thread for one thread."""
+    return nthreads if nthreads <= 1 else nthreads * BLOCKS_PER_THREAD
+
+
 def _omp_module_ir() -> str:
     from llvmlite import ir    # only when the launcher is compiled (a miss of its disk entry)
     i32, i64, ptr, void = ir.IntType(32), ir.IntType(64), ir.PointerType(), ir.VoidType()
     m = ir.Module("kdsl_cpu_omp")
     gomp = ir.Function(m, ir.FunctionType(void, [ptr, ptr, i32, i32]), "GOMP_parallel")
-    tnum = ir.Function(m, ir.FunctionType(i32, []), "omp_get_thread_num")
-    tcount = ir.Function(m, ir.FunctionType(i32, []), "omp_get_num_threads")
+    # declared (the launcher resolves them) though the dynamic trampoline no longer asks them
+    ir.Function(m, ir.FunctionType(i32, []), "omp_get_thread_num")
+    ir.Function(m, ir.FunctionType(i32, []), "omp_get_num_threads")
     chunk_ty = ir.FunctionType(void, [ptr, i64, i64])
-    # trampoline(ctx): ctx = {chunk, data}; run my static block
-    tr = ir.Function(m, ir.FunctionType(void, [ptr]), "kdsl_omp_trampoline")
-    b = ir.IRBuilder(tr.append_basic_block("entry"))
-    chunk = b.load(tr.args[0], typ=ptr)
-    data = b.load(b.gep(tr.args[0], [i64(1)], source_etype=ptr), typ=ptr)
-    tid = b.sext(b.call(tnum, []), i64)
-    cnt = b.sext(b.call(tcount, []), i64)
 
     class _Ptr:   # call through a function pointer (see codegen.stmt._FnPtr)
         function_type = chunk_ty
         def __init__(self, p): self.p = p
         def __getattr__(self, k): return getattr(self.p, k)
-    b.call(_Ptr(chunk), [data, tid, cnt])
+
+    # trampoline(ctx): ctx = {chunk, data, next block, blocks}; claim blocks until none is left
+    tr = ir.Function(m, ir.FunctionType(void, [ptr]), "kdsl_omp_trampoline")
+    entry, loop, body, done = (tr.append_basic_block(x) for x in ("entry", "loop", "body", "done"))
+    b = ir.IRBuilder(entry)
+    ctx = tr.args[0]
+    chunk = b.load(ctx, typ=ptr)
+    data = b.load(b.gep(ctx, [i64(1)], source_etype=ptr), typ=ptr)
+    nxt = b.gep(ctx, [i64(2)], source_etype=ptr)
+    nblocks = b.load(b.gep(ctx, [i64(3)], source_etype=ptr), typ=i64)
+    b.branch(loop)
+    b.position_at_end(loop)
+    blk = b.atomic_rmw("add", nxt, i64(1), "monotonic")
+    b.cbranch(b.icmp_signed("<", blk, nblocks), body, done)
+    b.position_at_end(body)
+    b.call(_Ptr(chunk), [data, blk, nblocks])
+    b.branch(loop)
+    b.position_at_end(done)
     b.ret_void()
-    # launch(chunk, data, nthreads)
+    # launch(chunk, data, nthreads): nthreads * BLOCKS_PER_THREAD blocks on nthreads threads
     ln = ir.Function(m, ir.FunctionType(void, [ptr, ptr, i64]), "kdsl_omp_launch")
     b = ir.IRBuilder(ln.append_basic_block("entry"))
-    ctx = b.alloca(ptr, size=i64(2))
+    ctx = b.alloca(ptr, size=i64(4))     # four 8-byte slots (pointers and i64s)
     b.store(ln.args[0], ctx)
     b.store(ln.args[1], b.gep(ctx, [i64(1)], source_etype=ptr))
+    b.store(i64(0), b.gep(ctx, [i64(2)], source_etype=ptr))
+    b.store(b.mul(ln.args[2], i64(BLOCKS_PER_THREAD)), b.gep(ctx, [i64(3)], source_etype=ptr))
     b.call(gomp, [tr, ctx, b.trunc(ln.args[2], i32), i32(0)])
     b.ret_void()
     return str(m)
@@ -214,15 +251,37 @@ def _get_pool(workers: int):
 
 
 def _pool_launch(chunk_addr, data, nthreads):
-    """Run chunks 1..n-1 on the pool and chunk 0 here; every chunk call releases the GIL."""
+    """Run the blocks on the calling thread and up to ``nthreads - 1`` pool threads, each
+    claiming the next block; every chunk call releases the GIL.  Workers that have not
+    started once the caller ran out of blocks are cancelled, never waited for."""
     chunk = CHUNK_FN(chunk_addr)
-    futures = [_get_pool(nthreads - 1).submit(chunk, data, t, nthreads) for t in range(1, nthreads)]
-    chunk(data, 0, nthreads)
+    nblocks = block_count(nthreads)
+    claim = itertools.count().__next__     # one C call: atomic under the GIL
+
+    def work():
+        while (blk := claim()) < nblocks:
+            chunk(data, blk, nblocks)
+    futures = [_get_pool(nthreads - 1).submit(work) for _ in range(1, nthreads)]
+    work()
     for f in futures:
-        f.result()
+        if not f.cancel():
+            f.result()
 
 
 _POOL_LAUNCH = LAUNCH_FN(_pool_launch)   # kept alive for the life of the process
+
+
+def workers_launcher() -> int | None:
+    """Address of the launcher on kdsl's own worker threads (kdsl_cpu.workers: never waits for
+    a thread that has not started), or None where the platform lacks it."""
+    return workers.launcher(BLOCKS_PER_THREAD)
+
+
+def launcher_kind(mode: str = "auto") -> str:
+    """Which launcher ``runtime_table(mode)`` uses now: "workers", "omp" or "pool"."""
+    addr = runtime_table(mode).launch
+    return ("workers" if addr == workers_launcher() else
+            "omp" if _omp_code is not None and addr == _omp_code.address else "pool")
 
 
 def pool_launcher() -> int:
@@ -247,13 +306,17 @@ def _set_shared(n: int) -> None:
 
 
 def runtime_table(mode: str = "auto", nthreads: int | None = None) -> RuntimeTable:
-    """A runtime table: ``mode`` "omp", "pool" or "auto" (omp where libgomp loads).
+    """A runtime table: ``mode`` "workers" (kdsl's own threads, kdsl_cpu.workers), "omp",
+    "pool" or "auto" (workers where the platform has them, else omp where libgomp loads, else
+    the pool).
 
     ``nthreads`` None: the process-wide table of that launcher, whose count follows
     ``kd.set_num_threads`` / ``KDSL_NUM_THREADS`` / ``OMP_NUM_THREADS`` / the usable cores at
     every call (kdsl.threads); an int: a table of its own with that fixed count."""
     addr = None
-    if mode in ("auto", "omp"):
+    if mode in ("auto", "workers"):
+        addr = workers_launcher()
+    if addr is None and mode in ("auto", "omp"):
         addr = omp_launcher()
         if addr is None and mode == "omp" and not _forked_gomp:
             raise RuntimeError("libgomp.so.1 is not available; use threading='pool'")
@@ -282,8 +345,10 @@ def _after_fork_in_child() -> None:
     if _gomp or _gomp_in_process():
         _forked_gomp = True
         pool = pool_launcher()
+        omp = _omp_code.address if _omp_code is not None else None
         for table in list(_tables.values()):
-            table.launch = pool
+            if table.launch == omp:    # kdsl's own workers restart by themselves (a new pid)
+                table.launch = pool
 
 
 threads.on_change(_set_shared)
@@ -294,5 +359,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-__all__ = ["RuntimeTable", "runtime_table", "omp_launcher", "pool_launcher", "wait_policy",
+__all__ = ["RuntimeTable", "runtime_table", "omp_launcher", "pool_launcher", "workers_launcher",
+           "launcher_kind", "block_count", "BLOCKS_PER_THREAD", "wait_policy",
            "USER_POLICY_VARS"]

@@ -106,6 +106,7 @@ def test_small_loops_use_fewer_threads(monkeypatch):
 # ----------------------------------------------------------------- the wait policy
 _DISPLAY = """
 import ctypes, os, sys
+parallel.omp_launcher()     # the default launcher is kdsl's own workers: load OpenMP's now
 gomp = ctypes.CDLL("libgomp.so.1")
 print("POLICY", parallel.wait_policy(), "ENV", os.environ.get("OMP_WAIT_POLICY"), flush=True)
 if hasattr(gomp, "omp_display_env"):
@@ -145,10 +146,17 @@ print("CHILD", subprocess.run([sys.executable, "-c",
 
 # ----------------------------------------------------------------- fork
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this OS")
-def test_forked_children_run_parallel_kernels_after_the_parent_did():
+@pytest.mark.parametrize("mode", ["auto", "omp"])
+def test_forked_children_run_parallel_kernels_after_the_parent_did(mode):
     """libgomp's team does not survive fork: children switch to the thread pool instead of
-    hanging (kernels compiled in the parent and new ones alike)."""
-    out = _run(_KERNEL + """
+    hanging (kernels compiled in the parent and new ones alike); kdsl's own workers (the
+    default launcher) start afresh in the child."""
+    if mode == "omp" and not _have_gomp():
+        pytest.skip("libgomp.so.1 is not installed")
+    out = _run(f"MODE = {mode!r}\n" + """
+import kdsl as kd, kdsl_cpu
+kd.register_backend("cpu", kdsl_cpu.CPUBackend(threading=MODE))
+""" + _KERNEL + """
 import multiprocessing as mp
 
 @kd.kernel
@@ -158,14 +166,16 @@ def scaled(a, x):
 def work(i):
     return (float(axpy(2.0, x, x).sum(dtype=np.float64)),
             float(scaled(float(i), x).sum(dtype=np.float64)),
-            parallel.wait_policy())
+            parallel.launcher_kind(MODE))
 
 if __name__ == "__main__":
     with mp.get_context("fork").Pool(2) as pool:
         got = pool.map_async(work, [1, 2]).get(timeout=60)
     s = float(x.astype(np.float64).sum())
     assert [g[:2] for g in got] == [(3 * s, s), (3 * s, 2 * s)], got
-    print("CHILDREN", [g[2] for g in got], "PARENT", parallel.wait_policy())
+    print("CHILDREN", [g[2] for g in got], "PARENT", parallel.launcher_kind(MODE))
 """, {"KDSL_NUM_THREADS": "2"}, timeout=180)
-    assert "CHILDREN ['pool', 'pool']" in out
-    assert "PARENT pool" not in out
+    if mode == "omp":
+        assert "CHILDREN ['pool', 'pool'] PARENT omp" in out
+    elif parallel.workers_launcher() is not None:
+        assert "CHILDREN ['workers', 'workers'] PARENT workers" in out
