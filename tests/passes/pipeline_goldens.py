@@ -413,3 +413,7 @@ GOLDEN["full_thread_tiles"] = GOLDEN["interior_blocks"]   # thread bodies with b
 from pipeline_goldens_padded import PADDED_GOLDEN  # noqa: E402  (the padded-tile matmul case)
 
 GOLDEN.update(PADDED_GOLDEN)
+
+from pipeline_goldens_scan import SCAN_GOLDEN  # noqa: E402  (the GPU tile scan)
+
+GOLDEN.update(SCAN_GOLDEN)

@@ -174,6 +174,30 @@ def mm_padded_tiles(s):
         X.double_buffer()
 
 
+def scan_graph():
+    """``np.cumsum`` of a float32 vector, traced (the GPU tile scan's case)."""
+    from kdsl.frontend.spec import TensorSpec
+    from kdsl.frontend.trace import trace
+    return trace(lambda x: np.cumsum(x), [TensorSpec(("n",), "float32")])
+
+
+def scan_tiny_tiles(s):
+    """The cuda default scan schedule with tiny tiles (32 threads x 2 rows) for 300 steps:
+    block totals, their scan in one staged tile, the data's tiles."""
+    import kdsl.backends.scan_schedules as ss
+    from kdsl_cuda.schedules import schedule
+    names = ("GPU_BLOCK_MIN", "GPU_TILE_THREADS", "GPU_TILE_ROWS", "GPU_ONE_TILE_BYTES")
+    saved = {k: getattr(ss, k) for k in names}
+    s.size_hints = {s.graph.params[0].shape[0]: (300, 300)}
+    try:
+        for k, v in zip(names, (4, 32, 2, 0)):
+            setattr(ss, k, v)
+        schedule(s, [])
+    finally:
+        for k, v in saved.items():
+            setattr(ss, k, v)
+
+
 def _chain():
     s = Schedule(chain_graph())
     chain_schedule(s)
@@ -213,11 +237,12 @@ GOLDEN_CASES = {
     "scan_legality": (chain_graph, chain_schedule, "scan_legality"),
     "software_pipeline": (matmul_graph, mm_pipelined, "software_pipeline"),
     "vthread": (chain_graph, chain_vthread, "vthread"),
+    "scan_tiles": (scan_graph, scan_tiny_tiles, "scan_tiles"),
 }
 #: the table each golden case runs: GPU form; the GPU table plus the passes that undo GPU form; the
 #: GPU passes as the sequential interpreter checks them (GPU_SEQUENTIAL); else the core's SEQUENTIAL
 _UNDO = G.GPU_SEQUENTIAL.passes[G.GPU_SEQUENTIAL.index("sequential_kernels"):]
-GOLDEN_TABLE = {"device_kernels": G.PIPELINE, "shared_layout": G.PIPELINE, "async_copies": G.PIPELINE,
+GOLDEN_TABLE = {"device_kernels": G.PIPELINE, "scan_tiles": G.PIPELINE, "shared_layout": G.PIPELINE, "async_copies": G.PIPELINE,
                 "sequential_kernels": G.PIPELINE.append(*_UNDO),
                 **{case: G.GPU_SEQUENTIAL for case in ("tensorize", "software_pipeline", "vthread", "sync",
                                                        "interior_blocks", "full_thread_tiles", "coalesced_fallbacks",
@@ -232,7 +257,7 @@ def test_the_table_lists_every_pass_in_order():
     assert P.SEQUENTIAL.names() == core + ("lower_cross_thread", "blocked_sums")
     assert G.PIPELINE.names() == (
         "scan_legality", "placement", "pipeline_legality", "inline", "bound_inference", "padded_compute", "storage",
-        "loop_nests", "tensorize", "simplify", "software_pipeline", "vthread", "sync", "interior_blocks",
+        "loop_nests", "scan_tiles", "tensorize", "simplify", "software_pipeline", "vthread", "sync", "interior_blocks",
         "full_thread_tiles", "async_copies", "coalesced_fallbacks", "shared_layout", "device_kernels")
     assert G.for_target("cuda") is G.PIPELINE
     assert G.for_target("cpu") is G.for_target("interp") is G.for_target(None) is P.SEQUENTIAL
