@@ -11,11 +11,7 @@ from typing import NamedTuple
 
 from .. import dtypes as dt
 from ..errors import ArgumentError
-
-#: struct format of one 8-byte scalar slot per dtype (value first, then padding)
-SLOT = {dt.int64: "q", dt.float64: "d", dt.float32: "f4x", dt.float16: "e6x",
-        dt.int32: "i4x", dt.int16: "h6x", dt.int8: "b7x", dt.uint8: "B7x", dt.bool_: "?7x",
-        dt.bfloat16: "H6x", dt.uint16: "H6x", dt.uint32: "I4x", dt.uint64: "Q"}
+from ..ir.bindings import SLOT  # noqa: F401 (re-exported: the launchers' name)
 
 
 def bf16_bits(x) -> int:
