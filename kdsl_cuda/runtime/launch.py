@@ -101,6 +101,17 @@ def _index(seq, obj) -> int:
     raise InternalCompilerError(f"cuda launch: {getattr(obj, 'name', obj)} is not a parameter")
 
 
+def launch_exprs(func, plans, names) -> tuple:
+    """Python expressions over ``names`` (Var -> the expression of its value): each kernel's
+    grid (3, padded with "1"), its dynamic shared bytes (None: none), each workspace's byte
+    size -- the one generator of the slow path (``geometry``) and the fast launchers."""
+    grids = [[py_expr(e, names) for e in p.grid] + ["1"] * (3 - len(p.grid)) for p in plans]
+    smem = [None if p.smem is None else f"int({py_expr(p.smem, names)})" for p in plans]
+    sizes = [f"({' * '.join(f'max(int({py_expr(e, names)}), 0)' for e in w.shape) or '1'}) "
+             f"* {w.dtype.itemsize}" for w in func.workspaces]
+    return grids, smem, sizes
+
+
 def geometry_function(func, plans):
     """``geometry(shapes, strides, scalars) -> (scalar values, grids, workspace byte sizes,
     dynamic shared bytes per kernel)``,
@@ -115,15 +126,9 @@ def geometry_function(func, plans):
                          f"{sl.buffer!r})")
         else:
             lines.append(f"s{j} = scalars[{sl.index}]")
-    grids, smem = [], []
-    for p in plans:
-        g = [py_expr(e, names) for e in p.grid] + ["1"] * (3 - len(p.grid))
-        grids.append("(" + ", ".join(f"int({x})" for x in g) + ")")
-        smem.append("0" if p.smem is None else f"int({py_expr(p.smem, names)})")
-    sizes = []
-    for w in func.workspaces:
-        count = " * ".join(f"max(int({py_expr(e, names)}), 0)" for e in w.shape) or "1"
-        sizes.append(f"({count}) * {w.dtype.itemsize}")
+    g3, smem, sizes = launch_exprs(func, plans, names)
+    grids = ["(" + ", ".join(f"int({x})" for x in g) + ")" for g in g3]
+    smem = ["0" if m is None else m for m in smem]
     vals = "[" + ", ".join(f"s{j}" for j in range(len(func.scalars))) + "]"
     lines.append(f"return {vals}, [{', '.join(grids)}], [{', '.join(sizes)}], [{', '.join(smem)}]")
     src = "def geometry(shapes, strides, scalars):\n" + "".join(f"    {x}\n" for x in lines)
