@@ -169,7 +169,7 @@ class CallPlan(NamedTuple):
     - ``args``: ``ArrayArg``/``ScalarArg`` per non-constant argument -- what a fast launcher
       checks exactly (dtype objects of the call that built the plan) -- or None where the
       calls cannot be checked exactly (no fast launcher); ``out_args``: the same per out= array.
-    - ``slots``: the compiled function's ``Slot``s (None: it offers no ``func``).
+    - ``slots``: the compiled function's ``Slot``s (None: its ``fast`` names no ``func``).
     """
 
     name: str
@@ -211,12 +211,12 @@ def make(name, graph, sig, out_mode=None, args=None, out=None, compiled=None,
             elif type(e) is not n.Const:
                 checks.append((pos, d, e))
     outputs = tuple(Output(t.dtype, np.dtype(t.dtype.np), tuple(t.shape)) for t in graph.outputs)
-    func = getattr(compiled, "func", None)
+    fast = None if compiled is None else compiled.fast
+    func = None if fast is None else fast.func
     checked = None
     if args is not None and len(param_pos) == nargs and not graph.data_checks:
         checked = _arg_checks(sig, args, scalars, arrays, outputs, out_mode, out,
-                              compiled is not None and compiled.fast is not None
-                              and compiled.fast.device_arrays)
+                              fast is not None and fast.device_arrays)
     return CallPlan(name, key, nargs, tuple(pos for _, pos in arrays),
                     tuple(pos for _, pos in scalars), tuple(p.dtype for p, _ in scalars),
                     tuple(sources), tuple(checks), tuple(graph.constraints), outputs, out_mode,

@@ -155,7 +155,7 @@ class CudaCompiled:
         self._nin = len(func.inputs)
         self._last_device = None         # the device of the last call (fast launchers serve it)
         #: fast launchers, generated for a plan's device arrays (kdsl.runtime.fastpath)
-        self.fast = FastLaunch(self.fast_launcher, device_arrays=True)
+        self.fast = FastLaunch(self.fast_launcher, device_arrays=True, func=func)
 
     def fast_launcher(self, plan):
         """A generated launcher for ``plan`` (``fastlaunch``; a FastLauncher), or None (numpy
