@@ -31,9 +31,9 @@ from kdsl import dtypes as dt
 from kdsl.backends.spec import FastLaunch
 from kdsl.errors import ArgumentError, InternalCompilerError
 from kdsl.ir import nodes as n
-from kdsl.runtime.callplan import SHAPE, STRIDE, scalar_slots
+from kdsl.ir.bindings import scalar_slots
 from kdsl.runtime.dispatch import _fdiv, _fmod, py_expr
-from kdsl.runtime.slots import SLOT, bf16_bits, element_stride
+from kdsl.runtime.slots import SLOT, bf16_bits, element_stride, slot_sources
 
 from . import driver, interop
 from .memory import Allocation, DeviceArray, sync_stream, to_device
@@ -116,16 +116,9 @@ def geometry_function(func, plans):
     """``geometry(shapes, strides, scalars) -> (scalar values, grids, workspace byte sizes,
     dynamic shared bytes per kernel)``,
     generated from the IR (see the module docstring)."""
-    names, lines = {}, []
-    for j, (v, sl) in enumerate(zip(func.scalars, scalar_slots(func))):
-        names[v] = f"s{j}"
-        if sl.kind == SHAPE:
-            lines.append(f"s{j} = shapes[{sl.index}][{sl.dim}]")
-        elif sl.kind == STRIDE:
-            lines.append(f"s{j} = _stride(strides[{sl.index}][{sl.dim}], {sl.itemsize}, "
-                         f"{sl.buffer!r})")
-        else:
-            lines.append(f"s{j} = scalars[{sl.index}]")
+    names = {v: f"s{j}" for j, v in enumerate(func.scalars)}
+    lines = [f"s{j} = {x}" for j, x in
+             enumerate(slot_sources(scalar_slots(func), "shapes[{k}]", "strides[{k}]"))]
     g3, smem, sizes = launch_exprs(func, plans, names)
     grids = ["(" + ", ".join(f"int({x})" for x in g) + ")" for g in g3]
     smem = ["0" if m is None else m for m in smem]
