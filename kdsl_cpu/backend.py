@@ -79,7 +79,7 @@ class CPUCompiled:
         self._runtime = runtime
         self._run = build_launcher(func, code.address, runtime, keepalive=(code,))
         #: native fast launchers of its plans (kdsl.backends.spec.FastLaunch)
-        self.fast = FastLaunch(self.fast_launcher)
+        self.fast = FastLaunch(self.fast_launcher, func=self.func)
 
     def __call__(self, inputs, outputs, scalars, stream=None) -> None:
         self._run(inputs, outputs, scalars)

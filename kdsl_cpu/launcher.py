@@ -2,7 +2,7 @@
 
 ``build_launcher`` generates (once per compiled kernel) a small Python
 function that reads each array's data pointer, computes the scalar slots
-from the function's slots (``kdsl.runtime.callplan.scalar_slots``: shapes, strides in
+from the function's slots (``kdsl.ir.bindings.scalar_slots``: shapes, strides in
 elements = byte strides // itemsize, the graph's scalar arguments), packs them with precompiled
 ``struct`` formats and calls the entry through a ctypes ``CFUNCTYPE`` --
 which releases the GIL for the whole kernel.  Dispatch has already checked
@@ -23,8 +23,8 @@ import struct
 
 from kdsl import dtypes as dt
 from kdsl.errors import ArgumentError, InternalCompilerError
-from kdsl.runtime.callplan import SHAPE, STRIDE, scalar_slots
-from kdsl.runtime.slots import bf16_bits, element_stride
+from kdsl.ir.bindings import SCALAR, scalar_slots
+from kdsl.runtime.slots import bf16_bits, element_stride, slot_sources
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -90,17 +90,10 @@ def build_launcher(func, address: int, runtime, keepalive=()):
         if k >= nin:
             lines.append(f"if not b{k}.flags.writeable: _readonly({buf.name!r})")
     ns["_pack_b"] = struct.Struct("@" + "P" * len(names)).pack
-    fmt, vals = "<", []
-    for sl in scalar_slots(func):        # resolved once (kdsl.runtime.callplan)
-        fmt += sl.code
-        if sl.kind == SHAPE:
-            vals.append(f"b{sl.index}.shape[{sl.dim}]")
-        elif sl.kind == STRIDE:
-            vals.append(f"_stride(b{sl.index}.strides[{sl.dim}], {sl.itemsize}, {sl.buffer!r})")
-        else:
-            vals.append(f"_bf16(scalars[{sl.index}])" if sl.dtype is dt.bfloat16
-                        else f"scalars[{sl.index}]")
-    ns["_pack_s"] = struct.Struct(fmt).pack
+    slots = scalar_slots(func)           # resolved once (kdsl.ir.bindings)
+    vals = [f"_bf16({x})" if sl.kind == SCALAR and sl.dtype is dt.bfloat16 else x
+            for sl, x in zip(slots, slot_sources(slots, "b{k}.shape", "b{k}.strides"))]
+    ns["_pack_s"] = struct.Struct("<" + "".join(sl.code for sl in slots)).pack
     lines.append(f"st = _call(_pack_b({', '.join(names)}), _pack_s({', '.join(vals)}), _rt)")
     lines.append("if st: _status(st, _kname)")
     src = "def run(inputs, outputs, scalars):\n" + "".join(f"    {x}\n" for x in lines)

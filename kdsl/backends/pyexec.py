@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
+from ..ir.bindings import SCALAR, SHAPE, STRIDE, scalar_slots
 from ..ir.visitor import allocate_chain
 from ..numerics import pyexec_rt as rt
 from ..numerics.numpy_eval import NUMPY_MATH
@@ -452,24 +453,18 @@ class _Gen:
 
     def _bindings(self):
         f = self.func
-        binds = f.bindings
-        if len(binds) != len(f.scalars):
-            raise InternalCompilerError(f"kernel {f.name!r}: {len(f.scalars)} scalars but "
-                                        f"{len(binds)} bindings")
-        for v, bnd in zip(f.scalars, binds):
-            kind, i, dim = bnd.kind.value, bnd.index, bnd.dim
-            if kind == "shape":
+        for v, sl in zip(f.scalars, scalar_slots(f)):
+            kind, i, dim = sl.kind, sl.index, sl.dim
+            if kind == SHAPE:
                 src = self.bufs[f.buffers[i]][1][dim]
-            elif kind == "stride":
-                src = f"_stride({self.bufs[f.buffers[i]][0]}, {dim}, _kname, {f.buffers[i].name!r})"
-            elif kind == "scalar":
-                src = f"_scalars[{i}]"
+            elif kind == STRIDE:
+                src = f"_stride({self.bufs[f.buffers[i]][0]}, {dim}, _kname, {sl.buffer!r})"
             else:
-                raise InternalCompilerError(f"unknown binding kind {kind!r}")
+                src = f"_scalars[{i}]"
             if v.dtype is not dt.index:     # int64 stays a Python int; others become numpy
                 f_ = self.helper(("value", v.dtype.name), lambda d=v.dtype: (lambda x: rt.make_value(x, d)), "val")
                 src = f"{f_}({src})"
-            elif kind == "scalar":
+            elif kind == SCALAR:
                 src = f"np.int64({src})"  # user int64 arithmetic wraps like numpy's
             self.out.line(f"{self.bind(v)} = {src}")
 

@@ -141,10 +141,13 @@ class FastLaunch(NamedTuple):
     ``kdsl.runtime.callplan.CallPlan`` (the argument checks, shape bindings, constraints and
     outputs of one specialisation, as data).  It is called once, after the specialisation
     ran ``kdsl.runtime.fastpath.PROMOTE_AFTER`` times; an exception keeps the normal path.
-    ``device_arrays``: plans are made for device arrays (their array kinds are recorded)."""
+    ``device_arrays``: plans are made for device arrays (their array kinds are recorded).
+    ``func``: the function the launchers fill the scalar slots of (a LoweredFunc or a
+    ``kdsl.runtime.slots.LaunchInfo``; plans carry its ``Slot``s), or None (plans get none)."""
 
     build: Callable[[Any], FastLauncher | None]
     device_arrays: bool = False
+    func: Any = None
 
 
 # ----------------------------------------------------------------- checks

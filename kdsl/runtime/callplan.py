@@ -21,14 +21,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import InternalCompilerError
 from ..ir import nodes as n
+from ..ir.bindings import SCALAR, SHAPE, STRIDE, Slot, scalar_slots  # noqa: F401 (re-exported)
 from .arrays import array_info
 from .signature import ConstSig, size_classes
-from .slots import SLOT
 
-#: the kinds of ``Slot`` (the values of ``ir.nodes.BindingKind``)
-SHAPE, STRIDE, SCALAR = "shape", "stride", "scalar"
 _PY_SCALARS = (int, float, bool)
 
 
@@ -156,44 +153,6 @@ class Output(NamedTuple):
     shape: tuple
 
 
-class Slot(NamedTuple):
-    """One 8-byte scalar slot of the compiled function, resolved from ``func.bindings``:
-    ``kind`` SHAPE/STRIDE (``index`` into ``func.buffers``, dim ``dim``; ``itemsize`` of
-    that buffer: strides travel in elements) or SCALAR (``index``: the graph's scalar
-    parameter number); ``dtype`` and ``code`` (its ``slots.SLOT`` struct format); ``buffer``:
-    the buffer's name, for messages."""
-
-    kind: str
-    index: int
-    dim: object
-    dtype: object
-    code: str
-    itemsize: int
-    buffer: str
-
-
-def scalar_slots(func) -> tuple:
-    """The ``Slot``s of a LoweredFunc (or ``slots.LaunchInfo``), in ``func.scalars`` order."""
-    binds = tuple(func.bindings)
-    if len(binds) != len(func.scalars):
-        raise InternalCompilerError(f"kernel {func.name!r}: {len(func.scalars)} scalars but "
-                                    f"{len(binds)} bindings")
-    bufs, out = tuple(func.buffers), []
-    for v, b in zip(func.scalars, binds):
-        code = SLOT.get(v.dtype)
-        if code is None:
-            raise InternalCompilerError(f"scalar {v.name!r} has unsupported dtype {v.dtype}")
-        kind = b.kind.value
-        if kind == SCALAR:
-            out.append(Slot(SCALAR, b.index, None, v.dtype, code, 0, ""))
-        elif kind in (SHAPE, STRIDE):
-            buf = bufs[b.index]
-            out.append(Slot(kind, b.index, b.dim, v.dtype, code, buf.dtype.itemsize, buf.name))
-        else:
-            raise InternalCompilerError(f"unknown binding kind {b.kind!r}")
-    return tuple(out)
-
-
 # ----------------------------------------------------------------- the plan
 class CallPlan(NamedTuple):
     """The call contract of one specialisation (argument positions are the call's).
@@ -210,7 +169,7 @@ class CallPlan(NamedTuple):
     - ``args``: ``ArrayArg``/``ScalarArg`` per non-constant argument -- what a fast launcher
       checks exactly (dtype objects of the call that built the plan) -- or None where the
       calls cannot be checked exactly (no fast launcher); ``out_args``: the same per out= array.
-    - ``slots``: the compiled function's ``Slot``s (None: it offers no ``func``).
+    - ``slots``: the compiled function's ``Slot``s (None: its ``fast`` names no ``func``).
     """
 
     name: str
@@ -252,12 +211,12 @@ def make(name, graph, sig, out_mode=None, args=None, out=None, compiled=None,
             elif type(e) is not n.Const:
                 checks.append((pos, d, e))
     outputs = tuple(Output(t.dtype, np.dtype(t.dtype.np), tuple(t.shape)) for t in graph.outputs)
-    func = getattr(compiled, "func", None)
+    fast = None if compiled is None else compiled.fast
+    func = None if fast is None else fast.func
     checked = None
     if args is not None and len(param_pos) == nargs and not graph.data_checks:
         checked = _arg_checks(sig, args, scalars, arrays, outputs, out_mode, out,
-                              compiled is not None and compiled.fast is not None
-                              and compiled.fast.device_arrays)
+                              fast is not None and fast.device_arrays)
     return CallPlan(name, key, nargs, tuple(pos for _, pos in arrays),
                     tuple(pos for _, pos in scalars), tuple(p.dtype for p, _ in scalars),
                     tuple(sources), tuple(checks), tuple(graph.constraints), outputs, out_mode,

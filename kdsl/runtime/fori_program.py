@@ -243,6 +243,8 @@ class _Relaxed:
     """A loop kernel behind data checks relaxed to a larger domain (fori_kernel._check_form):
     where one fails, the call raises ``_Fallback`` (the host loop then checks each step)."""
 
+    fast = None     # the relaxed checks run first: no fast launcher skips them
+
     def __init__(self, main, loose, errors):
         self.main, self.loose, self.errors = main, loose, errors
 

@@ -11,11 +11,7 @@ from typing import NamedTuple
 
 from .. import dtypes as dt
 from ..errors import ArgumentError
-
-#: struct format of one 8-byte scalar slot per dtype (value first, then padding)
-SLOT = {dt.int64: "q", dt.float64: "d", dt.float32: "f4x", dt.float16: "e6x",
-        dt.int32: "i4x", dt.int16: "h6x", dt.int8: "b7x", dt.uint8: "B7x", dt.bool_: "?7x",
-        dt.bfloat16: "H6x", dt.uint16: "H6x", dt.uint32: "I4x", dt.uint64: "Q"}
+from ..ir.bindings import SHAPE, SLOT, STRIDE  # noqa: F401 (SLOT re-exported: the launchers' name)
 
 
 def bf16_bits(x) -> int:
@@ -39,6 +35,15 @@ def element_stride(nbytes: int, itemsize: int, name: str) -> int:
                             f"multiple of its item size {itemsize}",
                             hint="pass a copy (np.ascontiguousarray) of this view")
     return q
+
+
+def slot_sources(slots, shape: str, strides: str) -> list:
+    """The Python expression of each ``Slot``'s value in a generated launcher: ``shape`` and
+    ``strides`` format buffer ``k``'s shape and byte strides (``"b{k}.shape"``); strides
+    go through ``_stride`` (``element_stride``); scalar arguments are ``scalars[index]``."""
+    return [f"{shape.format(k=sl.index)}[{sl.dim}]" if sl.kind == SHAPE else
+            f"_stride({strides.format(k=sl.index)}[{sl.dim}], {sl.itemsize}, {sl.buffer!r})"
+            if sl.kind == STRIDE else f"scalars[{sl.index}]" for sl in slots]
 
 
 class BufferInfo(NamedTuple):

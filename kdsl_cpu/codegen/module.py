@@ -20,6 +20,7 @@ from llvmlite import ir
 
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
+from kdsl.ir.bindings import scalar_slots
 from kdsl.ir.visitor import collect
 
 from . import types as T
@@ -49,10 +50,7 @@ def generate(func: n.LoweredFunc, triple: str = "", data_layout: str = "") -> Ge
     """The LLVM IR of ``func`` (see the module docstring for the calling convention)."""
     if not isinstance(func, n.LoweredFunc):
         raise InternalCompilerError(f"generate() needs a LoweredFunc, got {type(func).__name__}")
-    binds = func.bindings
-    if len(binds) != len(func.scalars):
-        raise InternalCompilerError(f"kernel {func.name!r}: {len(func.scalars)} scalars but "
-                                    f"{len(binds)} bindings")
+    scalar_slots(func)      # the bindings must decode (one per scalar, known kinds)
     module = ir.Module(name=func.name)
     if triple:
         module.triple = triple

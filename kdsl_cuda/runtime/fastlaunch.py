@@ -38,7 +38,7 @@ from kdsl.runtime.signature import size_range
 from kdsl.runtime.slots import bf16_bits
 
 from . import driver, interop, native
-from .launch import _MAX_GRID, CONFIG
+from .launch import _MAX_GRID, CONFIG, launch_exprs
 from .memory import Allocation, DeviceArray
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -375,9 +375,9 @@ class _Gen:
                 else:
                     snames[v] = src
         ptrs = [b[0] for b in bufs]
-        for w, wbuf in enumerate(func.workspaces):
-            count = " * ".join(f"max(int({py_expr(x, snames)}), 0)" for x in wbuf.shape) or "1"
-            e(f"w{w} = _Alloc(({count}) * {wbuf.dtype.itemsize}, {self.ordinal}, stream)")
+        grids, smems, sizes = launch_exprs(func, c.plans, snames)
+        for w, nbytes in enumerate(sizes):
+            e(f"w{w} = _Alloc({nbytes}, {self.ordinal}, stream)")
             ptrs.append(f"w{w}.ptr")
         L = driver.lib()
         # 1. the compiled helper (native.py): one C call packs the slots and launches;
@@ -403,7 +403,7 @@ class _Gen:
         fns = c.functions(self.ordinal)
         launches = []
         for k, (plan, fn) in enumerate(zip(c.plans, fns)):
-            g = [py_expr(x, snames) for x in plan.grid] + ["1"] * (3 - len(plan.grid))
+            g = grids[k]
             positive = []
             for ax, (gx, lim) in enumerate(zip(g, _MAX_GRID)):
                 # the grid over the sizes' checked ranges: a constant (tiny arrays: one size
@@ -425,7 +425,7 @@ class _Gen:
             if plan.smem is not None:       # dynamic shared memory: within what the function
                 shm = f"m{k}"               # allows already, else the normal path (allow_shared)
                 self.ns[f"_smok{k}"] = plan.smem_ok.setdefault(self.ordinal, [0])
-                e(f"m{k} = int({py_expr(plan.smem, snames)})")
+                e(f"m{k} = {smems[k]}")
                 e(f"if m{k} > _smok{k}[0]: return NotImplemented")
             positive = " and ".join(positive) or "True"
             args = "".join(", " + (ptrs[i] if kind == "buf" else snames[func.scalars[i]])

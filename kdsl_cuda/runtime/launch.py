@@ -31,9 +31,9 @@ from kdsl import dtypes as dt
 from kdsl.backends.spec import FastLaunch
 from kdsl.errors import ArgumentError, InternalCompilerError
 from kdsl.ir import nodes as n
-from kdsl.runtime.callplan import SHAPE, STRIDE, scalar_slots
+from kdsl.ir.bindings import scalar_slots
 from kdsl.runtime.dispatch import _fdiv, _fmod, py_expr
-from kdsl.runtime.slots import SLOT, bf16_bits, element_stride
+from kdsl.runtime.slots import SLOT, bf16_bits, element_stride, slot_sources
 
 from . import driver, interop
 from .memory import Allocation, DeviceArray, sync_stream, to_device
@@ -101,29 +101,27 @@ def _index(seq, obj) -> int:
     raise InternalCompilerError(f"cuda launch: {getattr(obj, 'name', obj)} is not a parameter")
 
 
+def launch_exprs(func, plans, names) -> tuple:
+    """Python expressions over ``names`` (Var -> the expression of its value): each kernel's
+    grid (3, padded with "1"), its dynamic shared bytes (None: none), each workspace's byte
+    size -- the one generator of the slow path (``geometry``) and the fast launchers."""
+    grids = [[py_expr(e, names) for e in p.grid] + ["1"] * (3 - len(p.grid)) for p in plans]
+    smem = [None if p.smem is None else f"int({py_expr(p.smem, names)})" for p in plans]
+    sizes = [f"({' * '.join(f'max(int({py_expr(e, names)}), 0)' for e in w.shape) or '1'}) "
+             f"* {w.dtype.itemsize}" for w in func.workspaces]
+    return grids, smem, sizes
+
+
 def geometry_function(func, plans):
     """``geometry(shapes, strides, scalars) -> (scalar values, grids, workspace byte sizes,
     dynamic shared bytes per kernel)``,
     generated from the IR (see the module docstring)."""
-    names, lines = {}, []
-    for j, (v, sl) in enumerate(zip(func.scalars, scalar_slots(func))):
-        names[v] = f"s{j}"
-        if sl.kind == SHAPE:
-            lines.append(f"s{j} = shapes[{sl.index}][{sl.dim}]")
-        elif sl.kind == STRIDE:
-            lines.append(f"s{j} = _stride(strides[{sl.index}][{sl.dim}], {sl.itemsize}, "
-                         f"{sl.buffer!r})")
-        else:
-            lines.append(f"s{j} = scalars[{sl.index}]")
-    grids, smem = [], []
-    for p in plans:
-        g = [py_expr(e, names) for e in p.grid] + ["1"] * (3 - len(p.grid))
-        grids.append("(" + ", ".join(f"int({x})" for x in g) + ")")
-        smem.append("0" if p.smem is None else f"int({py_expr(p.smem, names)})")
-    sizes = []
-    for w in func.workspaces:
-        count = " * ".join(f"max(int({py_expr(e, names)}), 0)" for e in w.shape) or "1"
-        sizes.append(f"({count}) * {w.dtype.itemsize}")
+    names = {v: f"s{j}" for j, v in enumerate(func.scalars)}
+    lines = [f"s{j} = {x}" for j, x in
+             enumerate(slot_sources(scalar_slots(func), "shapes[{k}]", "strides[{k}]"))]
+    g3, smem, sizes = launch_exprs(func, plans, names)
+    grids = ["(" + ", ".join(f"int({x})" for x in g) + ")" for g in g3]
+    smem = ["0" if m is None else m for m in smem]
     vals = "[" + ", ".join(f"s{j}" for j in range(len(func.scalars))) + "]"
     lines.append(f"return {vals}, [{', '.join(grids)}], [{', '.join(sizes)}], [{', '.join(smem)}]")
     src = "def geometry(shapes, strides, scalars):\n" + "".join(f"    {x}\n" for x in lines)
@@ -150,7 +148,7 @@ class CudaCompiled:
         self._nin = len(func.inputs)
         self._last_device = None         # the device of the last call (fast launchers serve it)
         #: fast launchers, generated for a plan's device arrays (kdsl.runtime.fastpath)
-        self.fast = FastLaunch(self.fast_launcher, device_arrays=True)
+        self.fast = FastLaunch(self.fast_launcher, device_arrays=True, func=func)
 
     def fast_launcher(self, plan):
         """A generated launcher for ``plan`` (``fastlaunch``; a FastLauncher), or None (numpy

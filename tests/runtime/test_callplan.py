@@ -64,6 +64,24 @@ def test_scalar_slots_are_resolved_once_and_typed():
     assert callplan.scalar_slots(odd)[2].code == "e6x"
 
 
+def test_slots_come_from_the_fast_launch_func(rng):
+    """A plan's slots are those of ``compiled.fast.func`` (a typed FastLaunch field): the cpu
+    backend's LaunchInfo gives them; a compiled object without a fast launcher (interp), none.
+    The SIMT/interpreter decoders read the same ``ir.bindings.scalar_slots``."""
+    from kdsl.ir import bindings
+    assert callplan.scalar_slots is bindings.scalar_slots and callplan.Slot is bindings.Slot
+    k = _scaled_mm()
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    np.testing.assert_allclose(k(a, 2.0, b, backend="interp"), (a @ b) * 2.0)
+    assert _plan(k).slots is None
+    k = _scaled_mm()
+    np.testing.assert_allclose(k(a[:, ::-1], 2.0, b, backend="cpu"), (a[:, ::-1] @ b) * 2.0)
+    plan = _plan(k)
+    kinds = {sl.kind for sl in plan.slots}
+    assert {"shape", "stride", "scalar"} <= kinds
+    assert [sl.code for sl in plan.slots if sl.kind == "scalar"] == ["d"]
+
+
 def test_one_key_for_the_hot_path_and_the_miss(rng):
     """A positional call (hot key) and a keyword call (bound, then the miss path's key) land
     on one cache entry; so do constants, None and specialize=True keys."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import InternalCompilerError
 from ...ir import nodes as n
+from ...ir.bindings import SCALAR, SHAPE, STRIDE, scalar_slots
 from ...ir.visitor import free_vars
 from ...numerics import pyexec_rt as rt
 from ...numerics.call_check import check_call
@@ -21,24 +21,17 @@ from .async_copy import AsyncCopyRace
 
 def scalar_values(func: n.LoweredFunc, inputs: list, outputs: list, scalars: list) -> dict:
     """Var -> value for ``func.scalars``: shapes and strides read off the arrays, scalar
-    arguments from ``scalars`` (the one place that knows how a LoweredFunc binds them)."""
-    binds = func.bindings
-    if len(binds) != len(func.scalars):
-        raise InternalCompilerError(f"kernel {func.name!r}: {len(func.scalars)} scalars but "
-                                    f"{len(binds)} bindings")
+    arguments from ``scalars`` (the bindings decoded by ``ir.bindings.scalar_slots``)."""
     arrays = list(inputs) + list(outputs)
     env = {}
-    for v, b in zip(func.scalars, binds):
-        if b.kind is n.BindingKind.SHAPE:
-            x = arrays[b.index].shape[b.dim]
-        elif b.kind is n.BindingKind.STRIDE:
-            x = rt.stride_of(arrays[b.index], b.dim, func.name)
-        elif b.kind is n.BindingKind.SCALAR:
-            x = scalars[b.index]
+    for v, sl in zip(func.scalars, scalar_slots(func)):
+        if sl.kind == SHAPE:
+            x = arrays[sl.index].shape[sl.dim]
+        elif sl.kind == STRIDE:
+            x = rt.stride_of(arrays[sl.index], sl.dim, func.name)
         else:
-            raise InternalCompilerError(f"unknown binding kind {b.kind!r}")
-        scalar = b.kind is n.BindingKind.SCALAR
-        env[v] = int(x) if v.dtype.is_int and not scalar else rt.make_value(x, v.dtype)
+            x = scalars[sl.index]
+        env[v] = int(x) if v.dtype.is_int and sl.kind != SCALAR else rt.make_value(x, v.dtype)
     return env
 
 
