@@ -1,7 +1,8 @@
 """The cpu backend's ``kdsl.schedule.target.Target``: the host's cores, SIMD width and caches.
 
-SIMD width comes from the features LLVM compiles for (jit.host: AVX-512 ->
-64-byte registers, 32 of them; AVX -> 32 bytes, 16; else SSE's 16 bytes);
+SIMD width comes from the CPU's flags (/proc/cpuinfo, else the features LLVM compiles
+for, jit.host: AVX-512 -> 64-byte registers, 32 of them; AVX -> 32 bytes, 16; else SSE's
+16 bytes);
 cache sizes from Linux's sysfs; anything unreadable keeps GENERIC_CPU's value.
 The core count is the one the schedules plan for (backend._thread_count).
 """
@@ -58,14 +59,33 @@ def _simd(features: str) -> tuple:
     return GENERIC_CPU.vector_bytes, GENERIC_CPU.vector_registers
 
 
+def _cpuinfo_features(path: str = "/proc/cpuinfo") -> str | None:
+    """The first CPU's flags from ``path`` in LLVM's spelling (``+avx2,+sse2``...), None where
+    the file is unreadable.  Read without LLVM: schedules run on a warm process's cache hit
+    too (the early key is computed from the schedule), which must not load LLVM."""
+    try:
+        with open(path) as f:
+            block = f.read().split("\n\n", 1)[0]
+    except OSError:
+        return None
+    for line in block.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip().lower() in ("flags", "features"):      # x86 / AArch64
+            flags = value.split()
+            return ",".join("+" + ("neon" if f == "asimd" else f) for f in flags)
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def host_target() -> Target:
     """This machine's Target (one core; ``with_cores`` sets the count planned for)."""
-    try:
-        from ..jit import host
-        features = host()[2]
-    except Exception:          # no LLVM here: the generic target's SIMD
-        features = ""
+    features = _cpuinfo_features()
+    if features is None:       # no /proc: ask LLVM (loads it)
+        try:
+            from ..jit import host
+            features = host()[2]
+        except Exception:      # no LLVM here: the generic target's SIMD
+            features = ""
     vb, regs = _simd(features)
     c = _caches()
     return Target(name="cpu", cores=1, vector_bytes=vb, vector_registers=regs,

@@ -63,6 +63,18 @@ def test_host_target():
         t.cores = 2                                      # frozen
 
 
+def test_host_simd_is_read_without_llvm(tmp_path):
+    """/proc/cpuinfo's flags in LLVM's spelling (a warm process schedules without LLVM)."""
+    from kdsl_cpu.schedules.target import _cpuinfo_features, _simd
+    x86 = tmp_path / "x86"
+    x86.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2\n\nprocessor\t: 1\n")
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd crc32\n")
+    assert _simd(_cpuinfo_features(str(x86))) == (32, 16)
+    assert _simd(_cpuinfo_features(str(arm))) == (16, 16)
+    assert _cpuinfo_features(str(tmp_path / "absent")) is None
+
+
 def test_sketch_and_costs():
     spec = TensorSpec((None,) * 4, kd.float32)
     _, h = _stage(conv3, spec, spec)
