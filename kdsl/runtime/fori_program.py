@@ -385,13 +385,7 @@ class Program:
                 args[-1] = i
                 step.launch(args, tuple(nxt), stream)
                 cur = nxt
-        for t, a in zip(info.results, cur):
-            if t is None:
-                continue
-            if t in self.out_index and env[t] is not a:
-                self._copy(a, env[t], stream)
-            else:
-                env[t] = a
+        self._store(info, cur, env, stream)
 
     def _kernel_loop(self, step, env, vals, like, stream):
         """One launch runs every step (the kernel ping-pongs the carries and writes the last
@@ -413,7 +407,12 @@ class Program:
         except _Fallback:   # a relaxed check failed: the host loop checks step by step
             self._loop(step.fallback(), env, vals, like, stream)
             return
-        for t, a in zip(info.results, outs):
+        self._store(info, outs, env, stream)
+
+    def _store(self, info, finals, env, stream):
+        """The loop's final carries as its results: copied into an out= array the program
+        was given (when it is not that array already), else bound as the results."""
+        for t, a in zip(info.results, finals):
             if t is None:
                 continue
             if t in self.out_index and env[t] is not a:
