@@ -177,6 +177,15 @@ def _inner(n, *ix):
     return ok
 
 
+def _ping_pong(half):
+    """A time step of PolyBench's two-array stencils: B from A, then A from the new B."""
+    def step(t, c):
+        A, B = c
+        B = half(A, B)
+        return half(B, A), B
+    return step
+
+
 @kd.kernel
 def jacobi_1d(tsteps, A, B):
     """PolyBench ``jacobi-1d`` for ``tsteps`` steps; returns (A, B)."""
@@ -186,11 +195,7 @@ def jacobi_1d(tsteps, A, B):
         return kd.compute((n,), lambda i: kd.where(
             _inner(n, i), 0.33333 * (X[i - 1] + X[i] + X[i + 1]), Y[i]))
 
-    def step(t, c):
-        A, B = c
-        B = half(A, B)
-        return half(B, A), B
-    return kd.fori_loop(0, tsteps, step, (A, B))
+    return kd.fori_loop(0, tsteps, _ping_pong(half), (A, B))
 
 
 @kd.kernel
@@ -203,11 +208,7 @@ def jacobi_2d(tsteps, A, B):
             _inner(n, i, j),
             0.2 * (X[i, j] + X[i, j - 1] + X[i, 1 + j] + X[1 + i, j] + X[i - 1, j]), Y[i, j]))
 
-    def step(t, c):
-        A, B = c
-        B = half(A, B)
-        return half(B, A), B
-    return kd.fori_loop(0, tsteps, step, (A, B))
+    return kd.fori_loop(0, tsteps, _ping_pong(half), (A, B))
 
 
 @kd.kernel
@@ -224,11 +225,7 @@ def heat_3d(tsteps, A, B):
             return kd.where(_inner(n, i, j, k), v, Y[i, j, k])
         return kd.compute(X.shape, f)
 
-    def step(t, c):
-        A, B = c
-        B = half(A, B)
-        return half(B, A), B
-    return kd.fori_loop(1, tsteps + 1, step, (A, B))
+    return kd.fori_loop(1, tsteps + 1, _ping_pong(half), (A, B))
 
 
 @kd.kernel
