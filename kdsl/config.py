@@ -21,6 +21,8 @@ that sits on a hot path reads a snapshot once and keeps it.
 |                    | matmuls use mma.sync, not Hopper's wgmma  |                   |
 | KDSL_CUDA_NATIVE_LAUNCH | ``0``: cuda fast launchers launch     | on [3]_           |
 |                    | through ctypes, not the compiled helper   |                   |
+| KDSL_CUDA_DLPACK_READER | ``0``: cuda fast launchers read torch | on [3]_           |
+|                    | tensors' attributes, not DLPack's C API   |                   |
 
 .. [1] the CPUs this process may run on (``os.sched_getaffinity``, so ``taskset``,
    cpusets and a parent's ``sched_setaffinity`` are honoured), else ``os.cpu_count()``.
@@ -161,6 +163,12 @@ def cuda_native_launch() -> bool:
     """``KDSL_CUDA_NATIVE_LAUNCH``: whether cuda fast launchers launch through the compiled
     helper (on; ``0`` keeps them on ctypes)."""
     return _flag(os.environ.get("KDSL_CUDA_NATIVE_LAUNCH"), True)
+
+
+def cuda_dlpack_reader() -> bool:
+    """``KDSL_CUDA_DLPACK_READER``: whether cuda fast launchers read torch tensors through
+    DLPack's C exchange API in the compiled helper (on; ``0`` keeps the attribute reads)."""
+    return _flag(os.environ.get("KDSL_CUDA_DLPACK_READER"), True)
 
 
 def config() -> Config:

@@ -2,8 +2,9 @@
 
 ``build(compiled, plan)`` turns a ``kdsl.runtime.callplan.CallPlan`` (the call contract of one
 specialisation, as data) into ``fast(*args[, out])``: it reads each device array through its
-library's cheapest attributes (torch: ``data_ptr()``, ``shape``, ``stride()``; CuPy: the
-Cython fields ``_c_contiguous`` and ``data.ptr``; ``DeviceArray``: fields), checks exactly
+library's cheapest attributes (torch: one C call through DLPack's exchange API where torch
+exports it and the compiled helper is built, else ``data_ptr()``, ``shape``, ``stride()``; CuPy:
+the Cython fields ``_c_contiguous`` and ``data.ptr``; ``DeviceArray``: fields), checks exactly
 what the plan says (type, dtype object, rank, sizes, size classes, contiguity, device, out=
 overlaps) in few bytecodes (the reads in one ``try``, a rank by unpacking the shape, all sizes
 in one ``if``, a size class as one shift), computes the kernels' scalar parameters, grids
@@ -69,6 +70,7 @@ class _Gen:
         self.ranges: dict = {}           # size name -> (lo, hi) it has once its checks passed
         self.alias: dict = {}            # size name -> the first size name it is checked equal to
         self.several = driver.device_count() > 1
+        self.reader = None             # [(var, spec)] read by one C call (``_torch_reader``)
 
     def strides(self, name: str) -> str:
         """``name`` (``st<tag>``), read now if it was not read yet."""
@@ -94,6 +96,13 @@ class _Gen:
         (fixed size, size class) for ``size_checks``)."""
         kind = _kind_of(spec.kind)
         e = self.emit
+        dims = [f"d{tag}_{d}" for d in range(len(spec.dims))]
+        info = [(want, spec.classes[d] if spec.classes else None)
+                for d, want in enumerate(spec.dims)]
+        if self.reader is not None:      # type, device, dtype, rank, contiguity: checked in C
+            self.reader.append((var, spec, tag, dims))
+            self.stride_src[f"st{tag}"] = f"{var}.stride()"
+            return kind, dims, info
         # few bytecodes per check: one `if` per group of conditions.  dtypes by identity (the
         # plan's contract, as numpy's fast launchers): torch's are singletons, CuPy's are
         # numpy's builtin ones; an equal dtype object that is not the same one is declined
@@ -119,18 +128,31 @@ class _Gen:
                          "cupy": f"not {var}.{_cupy_contiguity(spec.kind)}",
                          "kdsl": f"not {var}.is_c_contiguous"}[kind])
         e(f"if {' or '.join(cond)}: return NotImplemented")
-        dims = [f"d{tag}_{d}" for d in range(len(spec.dims))]
         # the rank and the sizes in one unpacking (ValueError: another rank)
         e(f"{', '.join(dims)}, = {var}.shape" if dims else
           f"if len({var}.shape): return NotImplemented")
-        info = [(want, spec.classes[d] if spec.classes else None)
-                for d, want in enumerate(spec.dims)]
         # strides are read where they are used (a stride parameter, a strided overlap check)
         self.stride_src[f"st{tag}"] = f"{var}.stride()" if kind == "torch" else f"{var}.strides"
         return kind, dims, info
 
+    def read_all(self) -> None:
+        """The arrays ``read_array`` left to the C reader: one call returns the current
+        stream, then each array's pointer and sizes (None: a check failed)."""
+        specs = tuple(_torch_dl_spec(spec) for _, spec, _, _ in self.reader)
+        self.ns["_rd"] = native.module().Reader(
+            sys.modules["torch"].Tensor.__dlpack_c_exchange_api__, sys.modules["torch"].Tensor,
+            _KDL_CUDA, self.ordinal, specs, True)
+        names = ["stream"]
+        for _, _, tag, dims in self.reader:
+            names += [f"p{tag}"] + dims
+        self.emit(f"r_ = _rd({', '.join(v for v, _, _, _ in self.reader)})")
+        self.emit("if r_ is None: return NotImplemented")
+        self.emit(f"{', '.join(names)}, = r_")
+
     def read_pointer(self, var: str, kind: str, tag: str) -> None:
         """``p{tag} = `` the device address of array ``var`` (after its checks passed)."""
+        if self.reader is not None:     # read by ``read_all``
+            return
         self.emit(f"p{tag} = " + {"torch": f"{var}.data_ptr()", "cupy": f"{self.mem[tag]}.ptr",
                                   "kdsl": f"{var}.ptr"}[kind])
 
@@ -161,6 +183,9 @@ class _Gen:
         # 1. the try section: every argument's type, dtype, device, contiguity, rank and sizes
         # (a wrong rank, an argument count or out tuple of another length: ValueError)
         kinds, dims, infos, first = {}, {}, {}, None
+        arrays = [a for a in plan.args if not hasattr(a, "pytype")] + list(plan.out_args)
+        if arrays and all(_kind_of(a.kind) == "torch" for a in arrays) and _torch_reader():
+            self.reader = []
         for spec in plan.args:
             if hasattr(spec, "pytype"):
                 e(f"if type(a{spec.pos}) is not {spec.pytype.__name__}: return NotImplemented")
@@ -183,6 +208,8 @@ class _Gen:
             e(f"{', '.join(ovars)}, = out")
         for j, (var, spec) in enumerate(zip(ovars, plan.out_args)):
             kinds[f"o{j}"], dims[f"o{j}"], infos[f"o{j}"] = self.read_array(var, spec, f"o{j}")
+        if self.reader is not None:
+            self.read_all()
         try_lines, self.lines = self.lines, []
         # 2. the sizes, in one `if`: size classes, the kernel's shape checks and constraints,
         # out='s sizes.  A size checked equal to a size of the same class needs no class check
@@ -228,7 +255,9 @@ class _Gen:
         stream_line = {"torch": f"stream = _raw_stream({self.ordinal})",
                        "cupy": "stream = _cupy_stream().ptr",
                        "kdsl": f"stream = a{first}.stream"}[lib]
-        if lib == "torch":
+        if self.reader is not None:      # the reader's first value
+            stream_line = None
+        elif lib == "torch":
             import torch
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             self.ns["_raw_stream"] = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
@@ -238,7 +267,8 @@ class _Gen:
             # cudaGetDevice (a CuPy whose get_current_stream takes no device: not named)
             if not self.several and _takes_device(get, self.ordinal):
                 stream_line = f"stream = _cupy_stream({self.ordinal}).ptr"
-        e(stream_line)
+        if stream_line:
+            e(stream_line)
         # outputs
         bufs = [(f"p{p}", dims[p], f"st{p}", kinds[p]) for p in plan.inputs]
         if plan.out_mode is not None:
@@ -547,6 +577,38 @@ def _native_launch(L):
     if mod is None:
         return None
     return mod, ctypes.cast(raw, ctypes.c_void_p).value
+
+
+#: DLPack's device type of CUDA memory (dlpack.h ``kDLCUDA``)
+_KDL_CUDA = 2
+
+
+def _torch_reader() -> bool:
+    """Whether torch tensors can be read by the compiled helper's ``Reader``: torch exports
+    DLPack's exchange API (``Tensor.__dlpack_c_exchange_api__``, torch >= 2.10) and the helper
+    is built.  ``KDSL_CUDA_DLPACK_READER=0`` keeps the attribute reads."""
+    torch = sys.modules.get("torch")
+    if torch is None or getattr(torch.Tensor, "__dlpack_c_exchange_api__", None) is None:
+        return False
+    from kdsl import config
+    if not config.cuda_dlpack_reader():
+        return False
+    mod = native.module()
+    return mod is not None and hasattr(mod, "Reader")
+
+
+_DL_DTYPES: dict = {}
+
+
+def _torch_dl_spec(spec) -> tuple:
+    """``(code, bits, lanes, ndim, contiguous)`` of an array spec of a torch plan: the DLPack
+    dtype as torch itself exports it (read once per dtype from an empty tensor)."""
+    code = _DL_DTYPES.get(spec.dtype)
+    if code is None:
+        torch = sys.modules["torch"]
+        code = _DL_DTYPES[spec.dtype] = native.module().dl_dtype(
+            torch.Tensor.__dlpack_c_exchange_api__, torch.empty(0, dtype=spec.dtype))
+    return code + (len(spec.dims), bool(spec.contiguous))
 
 
 def _stream_objects() -> dict:

@@ -378,16 +378,203 @@ static PyTypeObject EntryType = {
     .tp_new = entry_new,
 };
 
+/* Reader(api, type, device_type, device_id, specs, stream): the arrays of one fast launcher
+   read through a library's DLPack exchange API (the `__dlpack_c_exchange_api__` capsule of
+   torch.Tensor: DLPack's "N0" consumer path, a DLTensor filled in place, no Python objects).
+   specs: one (code, bits, lanes, ndim, contiguous) per array.  R(*arrays) checks each array's
+   exact type, device, dtype, rank and (where asked) C contiguity and returns the flat tuple
+   ([stream,] pointer, sizes..., pointer, sizes...), or None when any check fails (the caller's
+   slow path then says why).  stream: the library's current stream of that device first. */
+typedef struct { int32_t device_type; int32_t device_id; } KdDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } KdDType;
+typedef struct {
+    void *data; KdDevice device; int32_t ndim; KdDType dtype;
+    int64_t *shape; int64_t *strides; uint64_t byte_offset;
+} KdDLTensor;
+typedef struct { uint32_t major, minor; } KdVersion;
+typedef struct KdApiHeader { KdVersion version; struct KdApiHeader *prev; } KdApiHeader;
+typedef struct {
+    KdApiHeader header;
+    void *allocator, *from_py, *to_py;
+    int (*dltensor_from_py)(void *, KdDLTensor *);
+    int (*current_stream)(int32_t, int32_t, void **);
+} KdExchangeApi;
+
+#define MAX_ARRAYS 64
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    const KdExchangeApi *api;
+    PyObject *type, *capsule;
+    int32_t device_type, device_id;
+    int stream;
+    Py_ssize_t n, nout;
+    KdDType dtype[MAX_ARRAYS];
+    int32_t ndim[MAX_ARRAYS];
+    char contiguous[MAX_ARRAYS];
+} Reader;
+
+static int c_contiguous(const KdDLTensor *t)
+{
+    if (t->strides == NULL) return 1;
+    int64_t want = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] == 0) return 1;      /* no elements: any strides */
+    }
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != want) return 0;
+        want *= t->shape[d];
+    }
+    return 1;
+}
+
+static PyObject *reader_call(Reader *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || n != self->n) {
+        PyErr_SetString(PyExc_TypeError, "Reader(): one array per spec"); return NULL; }
+    PyObject *out = PyTuple_New(self->nout);
+    if (out == NULL) return NULL;
+    Py_ssize_t k = 0;
+    if (self->stream) {
+        void *s = NULL;
+        if (self->api->current_stream(self->device_type, self->device_id, &s) != 0) goto decline;
+        PyObject *v = PyLong_FromVoidPtr(s);
+        if (v == NULL) goto fail;
+        PyTuple_SET_ITEM(out, k++, v);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = args[i];
+        if ((PyObject *)Py_TYPE(o) != self->type) goto decline;
+        KdDLTensor t;
+        if (self->api->dltensor_from_py(o, &t) != 0) goto decline;
+        if (t.device.device_type != self->device_type || t.device.device_id != self->device_id ||
+                t.ndim != self->ndim[i] || t.dtype.code != self->dtype[i].code ||
+                t.dtype.bits != self->dtype[i].bits || t.dtype.lanes != self->dtype[i].lanes ||
+                (self->contiguous[i] && !c_contiguous(&t)))
+            goto decline;
+        PyObject *v = PyLong_FromUnsignedLongLong(
+            (unsigned long long)(uintptr_t)t.data + t.byte_offset);
+        if (v == NULL) goto fail;
+        PyTuple_SET_ITEM(out, k++, v);
+        for (int d = 0; d < t.ndim; d++) {
+            v = PyLong_FromLongLong(t.shape[d]);
+            if (v == NULL) goto fail;
+            PyTuple_SET_ITEM(out, k++, v);
+        }
+    }
+    return out;
+decline:
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *capsule, *ttype, *specs;
+    int device_type, device_id, stream;
+    if (kw != NULL && PyDict_GET_SIZE(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Reader() takes no keywords"); return NULL; }
+    if (!PyArg_ParseTuple(args, "OOiiO!p", &capsule, &ttype, &device_type, &device_id,
+                          &PyTuple_Type, &specs, &stream))
+        return NULL;
+    const KdExchangeApi *api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+    if (api == NULL) return NULL;
+    if (api->header.version.major != 1 || api->header.version.minor < 2 ||
+            api->dltensor_from_py == NULL || api->current_stream == NULL) {
+        PyErr_SetString(PyExc_ValueError, "Reader(): a DLPack exchange API without the "
+                        "DLTensor export (needs DLPack >= 1.2)");
+        return NULL; }
+    if (!PyType_Check(ttype)) {
+        PyErr_SetString(PyExc_TypeError, "Reader(): the array type"); return NULL; }
+    Py_ssize_t n = PyTuple_GET_SIZE(specs);
+    if (n > MAX_ARRAYS) {
+        PyErr_SetString(PyExc_ValueError, "Reader(): too many arrays"); return NULL; }
+    Reader *self = (Reader *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = (vectorcallfunc)reader_call;
+    self->api = api;
+    self->capsule = Py_NewRef(capsule);
+    self->type = Py_NewRef(ttype);
+    self->device_type = device_type;
+    self->device_id = device_id;
+    self->stream = stream;
+    self->n = n;
+    self->nout = stream ? 1 : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int code, bits, lanes, ndim, contig;
+        PyObject *sp = PyTuple_GET_ITEM(specs, i);
+        if (!PyTuple_Check(sp) ||
+                !PyArg_ParseTuple(sp, "iiiip", &code, &bits, &lanes, &ndim, &contig)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "Reader(): specs are (code, bits, lanes, ndim, "
+                                "contiguous)");
+            Py_DECREF(self);
+            return NULL; }
+        self->dtype[i].code = (uint8_t)code;
+        self->dtype[i].bits = (uint8_t)bits;
+        self->dtype[i].lanes = (uint16_t)lanes;
+        self->ndim[i] = ndim;
+        self->contiguous[i] = (char)contig;
+        self->nout += 1 + ndim;
+    }
+    return (PyObject *)self;
+}
+
+static void reader_dealloc(Reader *self)
+{
+    Py_XDECREF(self->capsule);
+    Py_XDECREF(self->type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* dl_dtype(api, array): (code, bits, lanes) of one array as the exchange API exports it (how
+   the launchers learn the DLPack code of each library dtype, e.g. torch.bfloat16, from the
+   library itself). */
+static PyObject *dl_dtype(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    if (n != 2) {
+        PyErr_SetString(PyExc_TypeError, "dl_dtype(api, array)"); return NULL; }
+    const KdExchangeApi *api = PyCapsule_GetPointer(args[0], "dlpack_exchange_api");
+    if (api == NULL) return NULL;
+    if (api->header.version.major != 1 || api->header.version.minor < 2 ||
+            api->dltensor_from_py == NULL) {
+        PyErr_SetString(PyExc_ValueError, "dl_dtype(): no DLTensor export"); return NULL; }
+    KdDLTensor t;
+    if (api->dltensor_from_py(args[1], &t) != 0) return NULL;
+    return Py_BuildValue("(iii)", t.dtype.code, t.dtype.bits, t.dtype.lanes);
+}
+
+static PyTypeObject ReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_kdsl_launch.Reader",
+    .tp_basicsize = sizeof(Reader),
+    .tp_dealloc = (destructor)reader_dealloc,
+    .tp_vectorcall_offset = offsetof(Reader, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Reader(api, type, device_type, device_id, specs, stream): arrays read in C",
+    .tp_new = reader_new,
+};
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(cu, codes, fn, gx, gy, gz, bx, by, bz, shared, stream, *slots) -> CUresult"},
+    {"dl_dtype", (PyCFunction)(void (*)(void))dl_dtype, METH_FASTCALL,
+     "dl_dtype(api, array) -> (code, bits, lanes)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_kdsl_launch", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__kdsl_launch(void)
 {
-    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EntryType) < 0) return NULL;
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EntryType) < 0 ||
+            PyType_Ready(&ReaderType) < 0) return NULL;
     s_out = PyUnicode_InternFromString("out");
     s_backend = PyUnicode_InternFromString("backend");
     s_fast = PyUnicode_InternFromString("_fast");
@@ -403,6 +590,9 @@ PyMODINIT_FUNC PyInit__kdsl_launch(void)
     Py_INCREF(&EntryType);
     if (PyModule_AddObject(m, "Entry", (PyObject *)&EntryType) < 0) {
         Py_DECREF(&EntryType); Py_DECREF(m); return NULL; }
+    Py_INCREF(&ReaderType);
+    if (PyModule_AddObject(m, "Reader", (PyObject *)&ReaderType) < 0) {
+        Py_DECREF(&ReaderType); Py_DECREF(m); return NULL; }
     return m;
 }
 """
