@@ -240,9 +240,20 @@ def launcher(blocks_per_thread: int) -> int | None:
             if _code is None:
                 try:
                     _code = _load(blocks_per_thread) if supported() else False
-                except Exception:     # no native launcher: the caller falls back
+                except Exception as e:   # no native launcher: the caller falls back, loudly
                     _code = False
+                    _fallback_warning(e)
     return _code.address if _code else None
+
+
+def _fallback_warning(e: Exception) -> None:
+    """Say once per process that the worker threads could not be built (parallel loops then
+    run on OpenMP's threads, whose end barrier waits for busy cores) and why."""
+    import warnings
+    warnings.warn(f"kdsl: its worker threads could not be built here ({type(e).__name__}: {e}); "
+                  "parallel loops run on OpenMP threads instead (correct, but slower next to "
+                  "other busy thread pools). Please report this with the message.",
+                  RuntimeWarning, stacklevel=2)
 
 
 __all__ = ["launcher", "supported", "module_ir"]

@@ -142,3 +142,21 @@ define i64 @swap_g(i64 %v) {
         os._exit(0)
     os.waitpid(pid, 0)
     assert swap(2) == 1
+
+
+def test_workers_build_failure_is_said(monkeypatch):
+    """A worker launcher that fails to build falls back to OpenMP with a RuntimeWarning that
+    says why (it used to fall back silently)."""
+    from kdsl_cpu import workers
+
+    def broken(blocks):
+        raise OSError("no futex here")
+    monkeypatch.setattr(workers, "_code", None)
+    monkeypatch.setattr(workers, "_load", broken)
+    monkeypatch.setattr(workers, "supported", lambda: True)
+    with pytest.warns(RuntimeWarning, match="no futex here"):
+        assert workers.launcher(4) is None
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert workers.launcher(4) is None      # once per process: no second warning
