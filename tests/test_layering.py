@@ -39,9 +39,6 @@ ALLOWED_CYCLES = {
 
 #: edges against the layers still allowed, (from module, to module): reasons; may only shrink
 ALLOWED_EDGES = {
-    # kd.schedule checks its target name against the backend registry, whose lowering-only
-    # backend applies hints: to break with the registry's rework (issue 26 item 2)
-    ("kdsl.schedule.hints", "kdsl.backends.registry"),
     # CompileRequest.lower times itself for logging: compile_log belongs below the backends
     # (issue 26 items 2 and 7 rework protocol.py and runtime/)
     ("kdsl.backends.protocol", "kdsl.runtime.compile_log"),

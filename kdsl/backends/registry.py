@@ -30,6 +30,7 @@ import warnings
 import numpy as np
 
 from .. import config
+from ..schedule import hints as _hints
 from ..errors import BackendNotInstalled, BackendUnavailable, user_location
 
 GROUP = "kdsl.backends"
@@ -484,3 +485,7 @@ def default_backend_name(arrays=()) -> str:
 
 #: argument types that are never CUDA arrays (a set lookup instead of a module-name test)
 _HOST_TYPES = frozenset((int, float, bool, complex, np.ndarray))
+
+
+# kd.schedule checks target names against this registry (the schedule layer is below it)
+_hints.set_target_names(known_targets)

@@ -75,6 +75,22 @@ def schedule(target=None, fn=None, **hints):
         raise for_user(e) from None
 
 
+def _no_registry() -> list:
+    from ..errors import InternalCompilerError
+    raise InternalCompilerError("no backend registry: kdsl.backends.registry sets the target names")
+
+
+#: () -> the sorted names a schedule may target; the backend registry sets it when it loads
+#: (``set_target_names``: this layer sits below the backends and never imports them)
+_target_names = _no_registry
+
+
+def set_target_names(fn) -> None:
+    """Where ``check_target`` learns the known target names (kdsl.backends.registry.known_targets)."""
+    global _target_names
+    _target_names = fn
+
+
 def check_target(target, loc, who="kd.schedule"):
     """A ScheduleError at ``loc`` unless ``target`` is None or a known backend name (the
     error lists the known ones)."""
@@ -83,8 +99,7 @@ def check_target(target, loc, who="kd.schedule"):
     if not isinstance(target, str):
         raise ScheduleError(f"{who} target must be a backend name or None, got {target!r}",
                             hint="e.g. 'cpu', 'cuda', 'interp', 'numpy'", loc=loc)
-    from ..backends.registry import known_targets
-    known = known_targets()
+    known = _target_names()
     if target not in known:
         raise ScheduleError(f"{who.rstrip(':')}: unknown target {target!r}",
                             hint=f"the known targets are {', '.join(known)} (or None for all)",
