@@ -430,7 +430,8 @@ class Kernel(functools.partial):
                     self._cache[key] = launch
                 return launch
             if _tune_store.autotune_on():   # KDSL_AUTOTUNE=1: tune first (once per key)
-                _tune_store.autotune(self, args, backend, be, sig, graph)
+                from .tune.search import autotune
+                autotune(self, args, backend, be, sig, graph)
             _req, compiled = dispatch.compile_for(self, be, sig, graph)
             from .backends.spec import check_compiled   # (loaded with the backend)
             compiled = check_compiled(be, compiled)     # callable, with its `fast` capability

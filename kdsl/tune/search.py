@@ -313,3 +313,22 @@ def _try(kernel, cand, args, bname, target, ref, sync, repeat, deadline, Hint, c
                   kernel.__name__, cand, err)
         return Trial(cand, None, "run error", str(err))
     return Trial(cand, t, "ok")
+
+
+def autotune(kernel, args, backend_name, backend, sig, graph) -> None:
+    """KDSL_AUTOTUNE=1: tune ``kernel`` for these arguments (``AUTOTUNE_BUDGET_S``) unless its
+    key has a winner; kernels with explicit schedule functions are not tuned.  A search that
+    fails is logged and the call goes on with the default schedule."""
+    from ..runtime import dispatch
+    hints = [h for h in kernel._hints if dispatch._targets(h.target, backend)]
+    if any(h.fn is not None for h in hints):
+        return
+    key = store.winner_key(backend, sig, graph, hints)
+    if key is None or store.lookup(key, kernel.__name__) is not None:
+        return
+    try:
+        tune(kernel, *args, backend=backend_name, budget_s=store.AUTOTUNE_BUDGET_S,
+             trials=store.AUTOTUNE_TRIALS, progress=True, _reset=False)
+    except Exception as err:     # tuning must never break the call it runs for
+        _log.warning("KDSL_AUTOTUNE: tuning %s failed (%s: %s); the default schedule is used",
+                     getattr(kernel, "__name__", "?"), type(err).__name__, err)

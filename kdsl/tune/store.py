@@ -11,11 +11,12 @@ stage it adjusts) that ``kernel.tune`` found fastest for one key:
 * the backend's name and the device model (``device_model``: the host CPU's model and
   usable cores, or the CUDA device's name).
 
-Winners live in the disk cache (``$KDSL_CACHE_DIR/tune``, one verified entry per key:
-``kdsl.runtime.cache.DiskCache``), so every later process and every worker sharing the
+Winners live in the disk cache (``$KDSL_CACHE_DIR/tune/k-<kernel name>``, one verified
+entry per key: ``kdsl.runtime.cache.DiskCache``), so every later process and every worker sharing the
 cache uses them; ``load(path)`` adds a file's winners to this process (``export`` writes
 one).  ``tuned_hints`` is the compile path's hook (kdsl.runtime.dispatch.prepare): it costs
-one ``stat`` when nothing was ever tuned, and imports nothing heavy.
+one ``stat`` for a kernel name never tuned (else a fingerprint of the graph, ~2 ms for a
+softmax), and imports nothing heavy.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ AUTOTUNE_TRIALS = 24
 
 _SEARCHING = contextvars.ContextVar("kdsl_tune_searching", default=False)
 _memory: dict = {}     # key -> entry: loaded from files or tuned by this process
+_names: set = set()    # the kernel names of _memory's entries
 _seen: dict = {}       # key -> entry or None: disk look-ups this process made
 
 
@@ -54,9 +56,15 @@ def tune_dir() -> str:
     return os.path.join(config.cache_dir(), "tune")
 
 
-def _disk():
+def kernel_dir(name: str) -> str:
+    """The directory of one kernel name's winners (a kernel never tuned costs one ``stat``)."""
+    safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in str(name))[:80]
+    return os.path.join(tune_dir(), "k-" + safe)
+
+
+def _disk(name: str):
     from ..runtime.cache import DiskCache
-    return DiskCache(tune_dir())
+    return DiskCache(kernel_dir(name))
 
 
 # ----------------------------------------------------------------- device models
@@ -120,16 +128,17 @@ def winner_key(backend, sig, graph, declarative) -> str | None:
 
 
 # ----------------------------------------------------------------- entries
-def lookup(key: str):
-    """The winner entry of ``key`` (a dict) or None: this process's first, then the disk's."""
+def lookup(key: str, name: str):
+    """The winner entry of ``key`` for the kernel called ``name`` (a dict) or None: this
+    process's first, then the disk's."""
     e = _memory.get(key)
     if e is not None:
         return e
     if key in _seen:
         return _seen[key]
     e = None
-    if os.path.isdir(tune_dir()):
-        raw = _disk().get(key)
+    if os.path.isdir(kernel_dir(name)):
+        raw = _disk(name).get(key)
         if raw is not None:
             try:
                 e = _check_entry(json.loads(raw.decode()))
@@ -146,33 +155,38 @@ def save(entry: dict, persist: bool = True) -> None:
         from ..errors import InternalCompilerError
         raise InternalCompilerError("kdsl.tune: a malformed winner entry")
     _memory[entry["key"]] = entry
+    _names.add(entry["kernel"])
     _seen.pop(entry["key"], None)
     if persist:
-        _disk().put(entry["key"], json.dumps(entry, sort_keys=True).encode())
+        _disk(entry["kernel"]).put(entry["key"], json.dumps(entry, sort_keys=True).encode())
 
 
 def forget() -> None:
     """Drop this process's winners (loaded or tuned) and its memo of disk look-ups."""
     _memory.clear()
+    _names.clear()
     _seen.clear()
 
 
 def _check_entry(e):
     """``e`` if it looks like a winner entry (what a file or the disk gave), else None."""
-    if (isinstance(e, dict) and isinstance(e.get("key"), str) and isinstance(e.get("hints"), list)
-            and all(isinstance(h, dict) for h in e["hints"])):
+    if (isinstance(e, dict) and isinstance(e.get("key"), str) and isinstance(e.get("kernel"), str)
+            and isinstance(e.get("hints"), list) and all(isinstance(h, dict) for h in e["hints"])):
         return e
     return None
 
 
 def entries() -> list:
     """Every winner this process knows: the disk cache's and its own (its own win a tie)."""
+    from ..runtime.cache import DiskCache
     out = {}
     top = tune_dir()
-    if os.path.isdir(top):
-        disk = _disk()
-        for sub in sorted(os.listdir(top)):
-            d = os.path.join(top, sub)
+    kdirs = sorted(os.listdir(top)) if os.path.isdir(top) else []
+    for kd_ in kdirs:
+        disk = DiskCache(os.path.join(top, kd_))
+        subs = sorted(os.listdir(disk.directory)) if os.path.isdir(disk.directory) else []
+        for sub in subs:
+            d = os.path.join(disk.directory, sub)
             if not os.path.isdir(d):
                 continue
             for name in sorted(os.listdir(d)):
@@ -242,10 +256,11 @@ def hints_of(entry: dict, target: str) -> list:
 def tuned_hints(kernel, backend, sig, graph, sched, declarative) -> list:
     """The persisted winner's Hints for this specialisation ([] when none, while searching, or
     when a winner no longer fits the schedule: logged, the default is used)."""
-    if _SEARCHING.get() or (not _memory and not os.path.isdir(tune_dir())):
+    name = getattr(kernel, "__name__", "")
+    if _SEARCHING.get() or (name not in _names and not os.path.isdir(kernel_dir(name))):
         return []
     key = winner_key(backend, sig, graph, declarative)
-    entry = lookup(key) if key is not None else None
+    entry = lookup(key, name) if key is not None else None
     if entry is None:
         return []
     hints = hints_of(entry, backend.spec.schedule_target)
@@ -268,25 +283,3 @@ def tuned_hints(kernel, backend, sig, graph, sched, declarative) -> list:
 def autotune_on() -> bool:
     """KDSL_AUTOTUNE is set and no search is running in this context."""
     return config.autotune() and not _SEARCHING.get()
-
-
-def autotune(kernel, args, backend_name, backend, sig, graph) -> None:
-    """KDSL_AUTOTUNE=1: tune ``kernel`` for these arguments (``AUTOTUNE_BUDGET_S``) unless its
-    key has a winner; kernels with explicit schedule functions are not tuned.  A search that
-    fails is logged and the call goes on with the default schedule."""
-    from ..runtime import dispatch
-    hints = [h for h in kernel._hints if dispatch._targets(h.target, backend)]
-    if any(h.fn is not None for h in hints):
-        return
-    key = winner_key(backend, sig, graph, hints)
-    if key is None or lookup(key) is not None:
-        return
-    from .search import tune
-    try:
-        tune(kernel, *args, backend=backend_name, budget_s=AUTOTUNE_BUDGET_S,
-             trials=AUTOTUNE_TRIALS, _reset=False)
-    except Exception as err:     # tuning must never break the call it runs for
-        import logging
-        logging.getLogger("kdsl").warning("KDSL_AUTOTUNE: tuning %s failed (%s: %s); the default "
-                                          "schedule is used", getattr(kernel, "__name__", "?"),
-                                          type(err).__name__, err)

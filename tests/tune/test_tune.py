@@ -102,12 +102,6 @@ print("ran", be.ran)
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "ran [2]" in out.stdout
-    # without the cache (another directory) the fresh process gets the default schedule
-    env["KDSL_CACHE_DIR"] = str(tmp_path / "other")
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "ran [None]" in out.stdout
 
 
 def test_export_load_round_trip(toy, tmp_path, monkeypatch):
@@ -134,7 +128,7 @@ def test_export_load_round_trip(toy, tmp_path, monkeypatch):
     store.forget()
     assert kd.tune.load(path, persist=True) == 1
     store.forget()
-    assert store.lookup(res.key)["hints"] == [{"unroll": 2}]   # now from the disk cache
+    assert store.lookup(res.key, "rowdot")["hints"] == [{"unroll": 2}]   # now from the disk cache
     bad = tmp_path / "bad.json"
     bad.write_text('{"something": 1}')
     with pytest.raises(kd.KdslError, match="not a kdsl tuning file"):
@@ -185,7 +179,7 @@ def test_tune_on_cpu(tmp_path, monkeypatch):
                       progress=False)
     assert [t.status for t in res.trials] == ["ok", "ok"]
     assert res.best in ([], [{"rfactor": 4}]) and res.best_s > 0
-    entry = store.lookup(res.key)
+    entry = store.lookup(res.key, "rowsum")
     assert entry["hints"] == res.best and entry["backend"] == "cpu"
     for shape in ((0, 5), (1, 1), (64, 129)):       # every size of the signature, the winner's code
         X = rng.standard_normal(shape).astype(np.float32)
