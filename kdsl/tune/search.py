@@ -249,7 +249,8 @@ def tune(kernel, *args, backend=None, budget_s=10.0, trials=None, space=None, pe
     bar = _progress.make(len(cands), f"kdsl tune {kernel.__name__} [{bname}]", progress)
     try:
         with store.searching():
-            host = tuple(to_host(a) if hasattr(a, "shape") else a for a in args)
+            host = tuple(a if isinstance(a, (np.ndarray, np.generic)) or not hasattr(a, "shape")
+                         else to_host(a) for a in args)      # device arrays: on the host
             ref = kernel(*host, backend=reference)
             for i, cand in enumerate(cands):
                 if i and time.perf_counter() > deadline:

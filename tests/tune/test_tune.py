@@ -186,3 +186,55 @@ def test_tune_on_cpu(tmp_path, monkeypatch):
         np.testing.assert_allclose(rowsum(X), X.astype(np.float64).sum(axis=1), rtol=1e-4,
                                    atol=1e-4)
     store.forget()
+
+
+def test_scalars_empty_and_multiple_outputs(toy):
+    """Scalar arguments stay scalars, 0-size arrays tune, tuple results are all checked."""
+    rng = np.random.default_rng()
+
+    def two(A, s):
+        return A * s, A.sum(axis=1)
+    k = kd.kernel(two)
+    for shape in ((0, 4), (1, 1), (3, 5)):
+        A = rng.standard_normal(shape).astype(np.float32)
+        res = k.tune(A, np.float32(2.5), backend="tunetoy", budget_s=30, progress=False)
+        st = {json.dumps(t.hints): t.status for t in res.trials}
+        assert st['[{"unroll": 3}]'] == ("ok" if shape[0] == 0 else "wrong result"), shape
+        assert st['[{"unroll": 5}]'] == "compile error"
+        store.forget()
+
+
+def _expo(x):
+    return kd.exp(x) * 2.0 + 1.0
+
+
+def test_cuda_space_on_interp_cuda(tmp_path, monkeypatch):
+    """The cuda space compiles and agrees on the SIMT interpreter; winners are keyed by size
+    class there (the bit length of every dim)."""
+    kdsl_cuda = pytest.importorskip("kdsl_cuda")
+    if not registry.is_installed("cuda"):     # as tests/cuda_schedules/conftest.py does
+        kd.register_backend("cuda", kdsl_cuda.backend)
+    monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path / "cache"))
+    store.forget()
+    from kdsl.runtime.signature import signature_from_args
+    rng = np.random.default_rng()
+    k = kd.kernel(_expo)
+    x = rng.standard_normal(40).astype(np.float32)
+    res = k.tune(x, backend="interp-cuda", budget_s=30, trials=3, progress=False)
+    assert [t.status for t in res.trials] == ["ok"] * 3
+    assert res.trials[1].hints == [{"threads": (64,)}]
+    be = registry.get_backend("interp-cuda")
+
+    def key(n):
+        a = np.zeros(n, np.float32)
+        sig = signature_from_args((a,), k.arg_names, (), False, None, None, True)
+        return store.winner_key(be, sig, k._graph(sig), [])
+    assert key(40) == key(50) == res.key != key(100)
+    y = rng.standard_normal(50).astype(np.float32)
+    np.testing.assert_allclose(k(y, backend="interp-cuda"), np.exp(y.astype(np.float64)) * 2 + 1,
+                               rtol=1e-5)
+    hinted = kd.kernel(_expo)     # the winner's hints are what the next compile of the class gets
+    if res.best:
+        hinted = kd.schedule("cuda", **res.best[0])(hinted)
+        assert str(k.lower(y, backend="interp-cuda")) == str(hinted.lower(y, backend="interp-cuda"))
+    store.forget()
