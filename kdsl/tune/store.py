@@ -23,11 +23,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import hashlib
-import json
 import os
 
 from .. import config
+
+# hashlib and json are imported where used: importing kdsl.kernel (which imports this
+# module) must stay as light as it was
 
 #: bump when the key or the entry format changes (old entries then simply miss)
 FORMAT = "1"
@@ -124,6 +125,7 @@ def winner_key(backend, sig, graph, declarative) -> str | None:
     except Unkeyable:
         return None
     head = f"tune:{FORMAT}|{backend.spec.name}|{device_model(backend)}|{body}"
+    import hashlib
     return hashlib.sha256(head.encode()).hexdigest()
 
 
@@ -131,6 +133,7 @@ def winner_key(backend, sig, graph, declarative) -> str | None:
 def lookup(key: str, name: str):
     """The winner entry of ``key`` for the kernel called ``name`` (a dict) or None: this
     process's first, then the disk's."""
+    import json
     e = _memory.get(key)
     if e is not None:
         return e
@@ -150,6 +153,7 @@ def lookup(key: str, name: str):
 
 def save(entry: dict, persist: bool = True) -> None:
     """Keep ``entry`` (a winner) for this process and, with ``persist``, in the disk cache."""
+    import json
     entry = _check_entry(entry)
     if entry is None:
         from ..errors import InternalCompilerError
@@ -178,6 +182,7 @@ def _check_entry(e):
 
 def entries() -> list:
     """Every winner this process knows: the disk cache's and its own (its own win a tie)."""
+    import json
     from ..runtime.cache import DiskCache
     out = {}
     top = tune_dir()
@@ -207,6 +212,7 @@ def entries() -> list:
 def export(path) -> int:
     """Write every known winner (``entries``) to the JSON file ``path``; returns how many.
     Ship the file with an application and ``kd.tune.load`` it at start-up."""
+    import json
     es = entries()
     tmp = f"{os.fspath(path)}.tmp"
     with open(tmp, "w") as f:
@@ -219,6 +225,7 @@ def load(path, persist: bool = False) -> int:
     """Use the winners of the JSON file ``path`` (written by ``export``) in this process
     (``persist``: also write them into the disk cache); returns how many were read.
     Entries for other devices or kernels are kept too: their keys simply never match."""
+    import json
     from ..errors import KdslUserError
     with open(path) as f:
         try:
