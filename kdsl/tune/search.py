@@ -25,11 +25,12 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ArgumentError, BackendCompileError, KdslError, ScheduleError
+from ..errors import ArgumentError, BackendCompileError, ScheduleError
 from . import progress as _progress
 from . import space as _space
 from . import store
@@ -314,17 +315,23 @@ def _confirm(best, default, sync, repeat, seconds):
 def _try(kernel, cand, args, bname, target, ref, sync, repeat, deadline, Hint, copy) -> Trial:
     """Compile, check and time one candidate."""
     k = copy(kernel)
-    try:
-        for d in cand:
-            k._add_schedule(Hint(target, dict(d)))
-        out = k(*args, backend=bname)
-        sync()
-    except (KdslError, ValueError, TypeError, RuntimeError, OSError, ArithmeticError,
-            IndexError, KeyError, AttributeError, NotImplementedError) as err:
-        msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-        _log.info("kernel.tune: %s candidate %r failed to compile or run (%s); skipped",
-                  kernel.__name__, cand, msg)
-        return Trial(cand, None, "compile error", msg)
+    # a candidate's warnings (an unroll capped, ...) are about schedules the user never wrote:
+    # logged, not shown; and anything it raises only disqualifies it
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            for d in cand:
+                k._add_schedule(Hint(target, dict(d)))
+            out = k(*args, backend=bname)
+            sync()
+        except Exception as err:
+            msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            _log.info("kernel.tune: %s candidate %r failed to compile or run (%s); skipped",
+                      kernel.__name__, cand, msg)
+            return Trial(cand, None, "compile error", msg)
+    for w in caught:
+        _log.info("kernel.tune: %s candidate %r: %s: %s", kernel.__name__, cand,
+                  w.category.__name__, w.message)
     why = agree(out, ref)
     if why:
         _log.warning("kernel.tune: %s candidate %r disagrees with the reference (%s); skipped",
@@ -332,7 +339,7 @@ def _try(kernel, cand, args, bname, target, ref, sync, repeat, deadline, Hint, c
         return Trial(cand, None, "wrong result", why)
     try:
         t = measure(lambda: k(*args, backend=bname), sync, repeat, deadline)
-    except (KdslError, RuntimeError, ValueError) as err:
+    except Exception as err:
         _log.info("kernel.tune: %s candidate %r failed while timed (%s); skipped",
                   kernel.__name__, cand, err)
         return Trial(cand, None, "run error", str(err))

@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -47,7 +48,8 @@ def test_wrong_and_failing_candidates_never_win(toy, caplog):
     rng = np.random.default_rng()
     k = kd.kernel(_rowmax)
     A, B = _args(rng)
-    with caplog.at_level(logging.INFO, logger="kdsl"):
+    with caplog.at_level(logging.INFO, logger="kdsl"), warnings.catch_warnings():
+        warnings.simplefilter("error")        # a candidate's warning is logged, not shown
         res = k.tune(A, B, backend="tunetoy", budget_s=30, progress=False)
     status = {json.dumps(t.hints): t.status for t in res.trials}
     assert status == {"[]": "ok", '[{"unroll": 3}]': "wrong result",
@@ -58,6 +60,7 @@ def test_wrong_and_failing_candidates_never_win(toy, caplog):
     text = caplog.text
     assert "disagrees with the reference" in text and "{'unroll': 3}" in text
     assert "failed to compile or run" in text and "{'unroll': 5}" in text
+    assert "ScheduleWarning: tunetoy: unroll=4 warns" in text
     # the kernel's next call compiles with the winner, and is right
     toy.ran.clear()
     A2, B2 = _args(rng, 9, 4)
@@ -220,7 +223,7 @@ def test_cuda_space_on_interp_cuda(tmp_path, monkeypatch):
     rng = np.random.default_rng()
     k = kd.kernel(_expo)
     x = rng.standard_normal(40).astype(np.float32)
-    res = k.tune(x, backend="interp-cuda", budget_s=30, trials=3, progress=False)
+    res = k.tune(x, backend="interp-cuda", budget_s=30, trials=3, progress=False, repeat=1)
     assert [t.status for t in res.trials] == ["ok"] * 3
     assert res.trials[1].hints == [{"threads": (64,)}]
     be = registry.get_backend("interp-cuda")

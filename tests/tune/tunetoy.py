@@ -3,20 +3,20 @@
 ``TuneToy`` runs kernels on the loop-IR interpreter (the core's sequential table, the user's
 hints applied generically) and reads the ``unroll`` hint of the schedule it compiles as a
 switch: ``unroll=3`` computes a wrong answer (one added to the first output) with no delay,
-``unroll=5`` fails to compile, ``unroll=2`` runs without delay; every other schedule (the
+``unroll=5`` fails to compile, ``unroll=2`` runs without delay, ``unroll=4`` warns (a
+ScheduleWarning) when it compiles; every other schedule (the
 default included) sleeps ``SLOW_S`` a call.  So the fastest candidate that is also correct is
 ``unroll=2``, deterministically.  ``ran`` lists the unroll value of each compiled kernel run.
 """
 from __future__ import annotations
 
 import time
-
-import numpy as np
+import warnings
 
 from kdsl.backends.base import BackendBase
 from kdsl.backends.interpreter import run_lowered
 from kdsl.backends.spec import BackendSpec
-from kdsl.errors import BackendCompileError
+from kdsl.errors import BackendCompileError, ScheduleWarning
 from kdsl.schedule.hints import apply_hints
 
 SLOW_S = 0.002
@@ -41,6 +41,8 @@ class TuneToy(BackendBase):
         u = request.schedule.tunetoy_unroll
         if u == 5:
             raise BackendCompileError("tunetoy: unroll=5 does not compile")
+        if u == 4:
+            warnings.warn("tunetoy: unroll=4 warns", ScheduleWarning)
         func = self.lower(request)
         backend = self
 
