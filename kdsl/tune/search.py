@@ -262,7 +262,7 @@ def tune(kernel, *args, backend=None, budget_s=10.0, trials=None, space=None, pe
             for i, cand in enumerate(cands):
                 if i and time.perf_counter() > deadline:
                     break
-                trial = _try(kernel, cand, args, bname, target, ref, sync, repeat, deadline,
+                trial = _try(kernel, cand, args, backend, target, ref, sync, repeat, deadline,
                              Hint, _copy_kernel)
                 results.append(trial)
                 if trial.status == "ok" and (best is None or trial.time_s < best.time_s):
@@ -312,7 +312,7 @@ def _confirm(best, default, sync, repeat, seconds):
     return best if best.time_s < default.time_s * (1 - MARGIN) else default
 
 
-def _try(kernel, cand, args, bname, target, ref, sync, repeat, deadline, Hint, copy) -> Trial:
+def _try(kernel, cand, args, bcall, target, ref, sync, repeat, deadline, Hint, copy) -> Trial:
     """Compile, check and time one candidate."""
     k = copy(kernel)
     # a candidate's warnings (an unroll capped, ...) are about schedules the user never wrote:
@@ -322,7 +322,7 @@ def _try(kernel, cand, args, bname, target, ref, sync, repeat, deadline, Hint, c
         try:
             for d in cand:
                 k._add_schedule(Hint(target, dict(d)))
-            out = k(*args, backend=bname)
+            out = k(*args, backend=bcall)
             sync()
         except Exception as err:
             msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
@@ -338,12 +338,12 @@ def _try(kernel, cand, args, bname, target, ref, sync, repeat, deadline, Hint, c
                      kernel.__name__, cand, why)
         return Trial(cand, None, "wrong result", why)
     try:
-        t = measure(lambda: k(*args, backend=bname), sync, repeat, deadline)
+        t = measure(lambda: k(*args, backend=bcall), sync, repeat, deadline)
     except Exception as err:
         _log.info("kernel.tune: %s candidate %r failed while timed (%s); skipped",
                   kernel.__name__, cand, err)
         return Trial(cand, None, "run error", str(err))
-    return Trial(cand, t, "ok", call=lambda: k(*args, backend=bname))
+    return Trial(cand, t, "ok", call=lambda: k(*args, backend=bcall))
 
 
 def autotune(kernel, args, backend_name, backend, sig, graph) -> None:
