@@ -53,8 +53,9 @@ _log = logging.getLogger("kdsl")
 @dataclass
 class Trial:
     """One candidate: its hint dicts (``[]``: the default schedule), its time per call in
-    seconds (None when it failed) and what happened: ``ok``, ``compile error``, ``run error``,
-    ``wrong result``."""
+    seconds (None when it failed or was skipped) and what happened: ``ok``, ``compile error``,
+    ``run error``, ``wrong result``, ``duplicate`` (its hints scheduled the kernel exactly as an
+    earlier candidate's: not compiled again)."""
 
     hints: list
     time_s: float | None
@@ -252,7 +253,7 @@ def tune(kernel, *args, backend=None, budget_s=10.0, trials=None, space=None, pe
     if trials is not None:
         cands = cands[:trials]
     sync = _sync_for(args, be)
-    results, best = [], None
+    results, best, seen = [], None, {}
     bar = _progress.make(len(cands), f"kdsl tune {kernel.__name__} [{bname}]", progress)
     try:
         with store.searching():
@@ -263,7 +264,7 @@ def tune(kernel, *args, backend=None, budget_s=10.0, trials=None, space=None, pe
                 if i and time.perf_counter() > deadline:
                     break
                 trial = _try(kernel, cand, args, backend, target, ref, sync, repeat, deadline,
-                             Hint, _copy_kernel)
+                             Hint, _copy_kernel, (be, sig, graph, seen))
                 results.append(trial)
                 if trial.status == "ok" and (best is None or trial.time_s < best.time_s):
                     best = trial
@@ -312,8 +313,28 @@ def _confirm(best, default, sync, repeat, seconds):
     return best if best.time_s < default.time_s * (1 - MARGIN) else default
 
 
-def _try(kernel, cand, args, bcall, target, ref, sync, repeat, deadline, Hint, copy) -> Trial:
-    """Compile, check and time one candidate."""
+def _same_as(k, cand, spec):
+    """The earlier candidate whose finished schedule is this one's (the hints changed nothing
+    the default had not chosen), or None; records this one's.  Scheduling costs milliseconds,
+    a compile far more."""
+    from ..runtime import dispatch
+    from ..runtime.fingerprint import Unkeyable, fingerprint
+    be, sig, graph, seen = spec
+    req = dispatch.prepare(k, be, sig, graph)
+    try:
+        fp = fingerprint(req.schedule)
+    except Unkeyable:
+        return None
+    if fp in seen:
+        return seen[fp]
+    seen[fp] = cand
+    return None
+
+
+def _try(kernel, cand, args, bcall, target, ref, sync, repeat, deadline, Hint, copy,
+         spec) -> Trial:
+    """Schedule, compile, check and time one candidate (``spec``: backend, signature, graph
+    and the schedules met so far)."""
     k = copy(kernel)
     # a candidate's warnings (an unroll capped, ...) are about schedules the user never wrote:
     # logged, not shown; and anything it raises only disqualifies it
@@ -322,6 +343,11 @@ def _try(kernel, cand, args, bcall, target, ref, sync, repeat, deadline, Hint, c
         try:
             for d in cand:
                 k._add_schedule(Hint(target, dict(d)))
+            same = _same_as(k, cand, spec)
+            if same is not None:
+                _log.info("kernel.tune: %s candidate %r schedules like %r; skipped",
+                          kernel.__name__, cand, same)
+                return Trial(cand, None, "duplicate", f"the schedule of {same!r}")
             out = k(*args, backend=bcall)
             sync()
         except Exception as err:
