@@ -119,8 +119,12 @@ def winner_key(backend, sig, graph, declarative) -> str | None:
     from ..runtime.signature import ArraySig
     params = tuple(dataclasses.replace(p, kind=np.ndarray) if isinstance(p, ArraySig) else p
                    for p in sig.params)      # torch or CuPy arrays: one winner
+    # the graph's computation, not its messages: constraints and data checks carry the user's
+    # file and line in their text, and a kernel moved in its file must keep its winner
+    shape = (graph.name, graph.params, graph.stages, graph.outputs,
+             [(c.lhs, c.rhs) for c in graph.constraints], len(graph.data_checks))
     try:
-        body = fingerprint(graph, params, sig.specialize, sig.size_classes,
+        body = fingerprint(shape, params, sig.specialize, sig.size_classes,
                            tuple(dict(h.hints) for h in declarative))
     except Unkeyable:
         return None

@@ -253,3 +253,27 @@ def test_candidates_that_schedule_alike_compile_once(toy):
     assert [t.status for t in res.trials] == ["ok", "ok", "duplicate"]
     assert res.trials[2].detail == "the schedule of [{'unroll': 2}]"
     assert res.best == [{"unroll": 2}]
+
+
+def test_key_ignores_where_the_kernel_is_written():
+    """Moving a kernel in its file (or to another file) keeps its winner; changing what it
+    computes, its dtypes or its hints does not."""
+    from kdsl.runtime.signature import signature_from_args
+    src = ("import kdsl as kd\n"
+           "def f(x, y):\n"
+           "    return kd.exp(x - x.max(axis=1, keepdims=True)) * y\n")
+    be = registry.get_backend("numpy")
+
+    def key(code, filename, dtype=np.float32, hints=()):
+        ns = {}
+        exec(compile(code, filename, "exec"), ns)
+        k = kd.kernel(ns["f"])
+        a = np.ones((3, 4), dtype)
+        sig = signature_from_args((a, a), k.arg_names, (), False, None, None, False)
+        return store.winner_key(be, sig, k._graph(sig), hints)
+    base = key(src, "/somewhere/a.py")
+    assert base == key("\n\n# moved\n" + src, "/elsewhere/b.py")
+    assert base != key(src.replace("* y", "+ y"), "/somewhere/a.py")
+    assert base != key(src, "/somewhere/a.py", np.float64)
+    from kdsl.schedule.hints import Hint
+    assert base != key(src, "/somewhere/a.py", hints=[Hint("numpy", {"unroll": 2})])
