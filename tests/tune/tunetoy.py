@@ -58,6 +58,5 @@ class TuneToy(BackendBase):
 
 
 def rowdot(A, B):
-    """The kernel function the tests tune (here, so that a fresh process traces the same
-    source: a winner's key covers the traced code, source lines in messages included)."""
+    """The kernel function the tests tune (here, so that a fresh process imports it too)."""
     return (A * B).sum(axis=1) + 1.0
