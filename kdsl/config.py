@@ -21,6 +21,9 @@ that sits on a hot path reads a snapshot once and keeps it.
 |                    | matmuls use mma.sync, not Hopper's wgmma  |                   |
 | KDSL_CUDA_NATIVE_LAUNCH | ``0``: cuda fast launchers launch     | on [3]_           |
 |                    | through ctypes, not the compiled helper   |                   |
+| KDSL_AUTOTUNE      | ``1``: a kernel with no tuned winner for   | off               |
+|                    | a call's key is tuned (``kernel.tune``,    |                   |
+|                    | small budget) before it first compiles [4]_ |                  |
 | KDSL_CUDA_DLPACK_READER | ``0``: cuda fast launchers read torch | on [3]_           |
 |                    | tensors' attributes, not DLPack's C API   |                   |
 
@@ -35,6 +38,8 @@ that sits on a hot path reads a snapshot once and keeps it.
    ``kd.intrin.wmma``, the hint ``tensor_cores=True``) use tensor cores either way.
 .. [3] read once per process, when the first fast launcher is built
    (``kdsl_cuda.runtime.native``: the helper is compiled with the system C compiler).
+.. [4] read when a specialisation compiles (kdsl/tune, docs/tuning.md); winners of
+   ``kernel.tune`` are used whether it is set or not.
 """
 from __future__ import annotations
 
@@ -169,6 +174,12 @@ def cuda_dlpack_reader() -> bool:
     """``KDSL_CUDA_DLPACK_READER``: whether cuda fast launchers read torch tensors through
     DLPack's C exchange API in the compiled helper (on; ``0`` keeps the attribute reads)."""
     return _flag(os.environ.get("KDSL_CUDA_DLPACK_READER"), True)
+
+
+def autotune() -> bool:
+    """``KDSL_AUTOTUNE``: tune a kernel (small budget) when a specialisation with no persisted
+    winner first compiles (off; kdsl/tune)."""
+    return _flag(os.environ.get("KDSL_AUTOTUNE"), False)
 
 
 def config() -> Config:

@@ -39,6 +39,7 @@ from .runtime.outputs import overlaps as _overlaps
 from .runtime.trace_guard import trace_failure, tracing_kernel
 from .runtime.callplan import FOREIGN
 from .runtime.signature import signature_from_args, size_classes, signature_from_specs
+from .tune import store as _tune_store
 
 _RESERVED = ("backend", "out", "stream")
 _TRACING = _ctx.TRACING     # [number of traces in progress]: read on every call
@@ -428,6 +429,9 @@ class Kernel(functools.partial):
                 if version == self._version:
                     self._cache[key] = launch
                 return launch
+            if _tune_store.autotune_on():   # KDSL_AUTOTUNE=1: tune first (once per key)
+                from .tune.search import autotune
+                autotune(self, args, backend, be, sig, graph)
             _req, compiled = dispatch.compile_for(self, be, sig, graph)
             from .backends.spec import check_compiled   # (loaded with the backend)
             compiled = check_compiled(be, compiled)     # callable, with its `fast` capability
@@ -501,6 +505,17 @@ class Kernel(functools.partial):
             raise for_user(e) from None
 
     # ------------------------------------------------------------- schedules
+    def tune(self, *example_args, backend=None, budget_s=10.0, trials=None, **kw):
+        """Search the backend's schedule space for this call's specialisation on the device,
+        check every candidate against the numpy reference, persist the fastest correct one
+        (used by every later compile of that key, in any process sharing the cache) and
+        return a ``kdsl.tune.TuneResult``.  See kdsl/tune/search.py and docs/tuning.md."""
+        from .tune.search import tune
+        try:
+            return tune(self, *example_args, backend=backend, budget_s=budget_s, trials=trials, **kw)
+        except KdslUserError as e:
+            raise for_user(e) from None
+
     def schedule(self, target):
         """Decorator: ``kernel.schedule("cpu")(fn, ...)`` adds explicit schedule functions
         ``fn(s)`` for one target (``None``: every target).  An unknown target is an error that
@@ -527,6 +542,14 @@ class Kernel(functools.partial):
         """Add a Hint (declarative or explicit); compiled specialisations are dropped."""
         with self._lock:
             self._hints.append(hint)
+            self._version += 1
+            self._cache = {}
+            self._slots = {}
+            self._fast = self._fast_out = None
+
+    def _forget_compiled(self):
+        """Drop the compiled specialisations (kernel.tune persisted a winner: recompile)."""
+        with self._lock:
             self._version += 1
             self._cache = {}
             self._slots = {}
@@ -566,3 +589,4 @@ def kernel(fn=None, *, specialize=False, constants=()):
 
 _host_array = Kernel._host_array     # the key's probe of foreign arrays, bound once
 fori_program.make_kernel = kernel     # kd.fori_loop's copies (the runtime cannot import this module)
+dispatch.tuned_hints = _tune_store.tuned_hints   # kernel.tune's persisted winners (kdsl/tune)

@@ -58,6 +58,13 @@ class BackendSpec:
     - ``version``: the backend's version; put it into any disk-cache key the backend makes
       (``kdsl.runtime.fingerprint.request_key(request, spec.name, spec.version, ...)``).
     - ``contract``: the version of this contract it was written for (``CONTRACT``).
+    - ``tuning_space``: ``f(sched, hints)`` -> a list of candidates for ``kernel.tune``, each
+      a list of declarative hint dicts (``{"stage": .., "tile": .., ..}``, as ``kd.schedule``
+      takes them), for the finished-tracing Schedule ``sched`` and the user's own declarative
+      Hints; None: kdsl.tune's default space of the target (cpu, cuda, or generic hints).
+    - ``device_model``: ``f()`` -> a string naming the device the backend runs on (tuned
+      winners are keyed by it); None: the host CPU's model (device "host") or the first
+      CUDA device's name (device "cuda").
     """
 
     name: str
@@ -70,6 +77,8 @@ class BackendSpec:
     result_wrapper: Callable[[type], Callable | None] | None = None
     version: str = "0"
     contract: int = CONTRACT
+    tuning_space: Callable[[Any, Any], Any] | None = None
+    device_model: Callable[[], str] | None = None
 
     def __post_init__(self):
         # a spec is checked when made: a mistake shows at the backend's definition
@@ -97,7 +106,7 @@ def spec_problems(spec) -> list:
     for f in ("size_classes", "fori_loops"):
         if type(getattr(spec, f)) is not bool:
             out.append(f"{f} must be a bool, got {getattr(spec, f)!r}")
-    for f in ("pipeline", "result_wrapper"):
+    for f in ("pipeline", "result_wrapper", "tuning_space", "device_model"):
         v = getattr(spec, f)
         if v is not None and not callable(v):
             out.append(f"{f} must be None or callable, got {type(v).__name__}")

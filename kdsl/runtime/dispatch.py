@@ -38,6 +38,12 @@ def make_schedule(graph):
     return Schedule(graph)
 
 
+#: ``f(kernel, backend, sig, graph, sched, declarative) -> [Hint]``: a persisted tuning winner's
+#: hints for this specialisation ([] when none); set by kdsl.kernel at import (kdsl.tune sits
+#: above the runtime)
+tuned_hints = None
+
+
 def _targets(hint_target, backend) -> bool:
     """Whether a schedule for ``hint_target`` applies on ``backend`` (its ``target`` when it runs
     another target's schedules, e.g. ``interp-cuda``: cuda's; else its name)."""
@@ -83,6 +89,8 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
         from ..schedule.hints import validate_hint
         for h in declarative:  # names are checked for every backend, even one that ignores hints
             validate_hint(sched, h)
+        if tuned_hints is not None:     # kernel.tune's winner adjusts the user's hints (kdsl.tune)
+            declarative = declarative + tuned_hints(kernel, backend, sig, graph, sched, declarative)
         backend.schedule(sched, declarative)
     sched.finish()      # placements left illegal by the schedule, at the user's primitive line
     outc = sig.out_contiguous or (True,) * len(graph.outputs)
