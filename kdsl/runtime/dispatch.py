@@ -71,6 +71,14 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
     from ..frontend.fori import has_loops
     if has_loops(graph):
         return ProgramRequest(kernel, backend, sig, graph)
+    sched = schedule_for(kernel, backend, sig, graph)
+    outc = sig.out_contiguous or (True,) * len(graph.outputs)
+    return CompileRequest(graph, sched, sig, tuple(outc), dict(backend.spec.options))
+
+
+def schedule_for(kernel, backend, sig, graph):
+    """The finished schedule of ``graph`` for ``backend``: the kernel's explicit schedule
+    functions for its target, else ``backend.schedule`` with the declarative hints."""
     sched = make_schedule(graph)
     sched.size_hints = size_hints(graph, sig)
     hints = [h for h in kernel._hints if _targets(h.target, backend)]
@@ -85,8 +93,55 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
             validate_hint(sched, h)
         backend.schedule(sched, declarative)
     sched.finish()      # placements left illegal by the schedule, at the user's primitive line
-    outc = sig.out_contiguous or (True,) * len(graph.outputs)
-    return CompileRequest(graph, sched, sig, tuple(outc), dict(backend.spec.options))
+    return sched
+
+
+class DeferredRequest(CompileRequest):
+    """A CompileRequest whose schedule is made when first read (``schedule_for``), for the
+    backends that declare ``defers_schedule = True`` (kdsl's cpu and cuda): such a backend
+    first looks its compiled code up by ``schedule_roots`` -- what the default schedule is a
+    function of -- and reads ``schedule`` only on a miss, so a warm process never schedules
+    (nor imports the schedules).  Made only when no explicit schedule function applies: those
+    are keyed by what they did, i.e. after scheduling.
+
+    ``schedule_roots``: (graph, the declarative hints for this target in order, the size
+    hints, signature, output layouts, options); the backend adds its own inputs of the
+    default schedule (thread count, target machine) before keying them
+    (kdsl.runtime.fingerprint.schedule_key)."""
+
+    def __init__(self, kernel, backend, sig, graph):
+        outc = tuple(sig.out_contiguous or (True,) * len(graph.outputs))
+        self._make = (kernel, backend, sig, graph)
+        self._sched = None
+        super().__init__(graph, None, sig, outc, dict(backend.spec.options))
+        hints = tuple(h for h in kernel._hints if _targets(h.target, backend))
+        self.schedule_roots = (graph, hints, size_hints(graph, sig), sig, outc, self.options)
+
+    @property
+    def scheduled(self) -> bool:
+        """Has the schedule been made (read) yet?"""
+        return self._sched is not None
+
+    @property
+    def schedule(self):
+        if self._sched is None:
+            with compile_log.stage("schedule"):
+                self._sched = schedule_for(*self._make)
+        return self._sched
+
+    @schedule.setter
+    def schedule(self, value):
+        self._sched = value
+
+
+def defers_schedule(backend) -> bool:
+    """Does ``backend`` take a ``DeferredRequest`` (its class says ``defers_schedule = True``)?"""
+    return getattr(type(backend), "defers_schedule", False) is True
+
+
+def _explicit(kernel, backend) -> bool:
+    return any(getattr(h, "fn", None) is not None for h in kernel._hints
+               if _targets(h.target, backend))
 
 
 class ProgramRequest:
@@ -132,8 +187,11 @@ def compile_for(kernel, backend, sig, graph):
         from .fori_program import compile_program
         req, compiled = None, compile_program(kernel, backend, sig, graph)
     else:
-        with compile_log.stage("schedule"):
-            req = prepare(kernel, backend, sig, graph)
+        if defers_schedule(backend) and not _explicit(kernel, backend):
+            req = DeferredRequest(kernel, backend, sig, graph)   # scheduled on a miss only
+        else:
+            with compile_log.stage("schedule"):
+                req = prepare(kernel, backend, sig, graph)
         with compile_log.stage("backend compile"):   # lower/codegen inside time themselves
             compiled = backend.compile(req)
     if graph.data_checks:   # conditions on the data (indices read from arrays): run first
