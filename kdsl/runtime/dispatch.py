@@ -32,6 +32,13 @@ def trace_graph(fn, specs, name=None, constants=()):
     return trace(fn, specs, name=name, constants=constants)
 
 
+def has_loops(graph) -> bool:
+    """kdsl.frontend.fori.has_loops, without importing it where no trace has: a graph runs a
+    ``kd.fori_loop`` only if it holds a ``LoopStage``, a class of that module."""
+    fori = sys.modules.get("kdsl.frontend.fori")
+    return fori is not None and fori.has_loops(graph)
+
+
 def make_schedule(graph):
     """A fresh ``kdsl.schedule.Schedule`` of ``graph``."""
     from ..schedule import Schedule
@@ -68,7 +75,6 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
     """Schedule ``graph`` for ``backend`` and wrap it in a CompileRequest (nothing compiled).
     A graph with ``kd.fori_loop``s gives a ``ProgramRequest`` (its parts are scheduled when
     shown: kdsl.runtime.fori_program.describe)."""
-    from ..frontend.fori import has_loops
     if has_loops(graph):
         return ProgramRequest(kernel, backend, sig, graph)
     sched = schedule_for(kernel, backend, sig, graph)
@@ -182,7 +188,6 @@ def dump(kernel_name, backend, sig, req) -> None:
 def compile_for(kernel, backend, sig, graph):
     """Schedule and compile ``graph`` for ``backend``; returns (request, compiled).  A graph
     with ``kd.fori_loop``s compiles into a kdsl.runtime.fori_program.Program (request None)."""
-    from ..frontend.fori import has_loops
     if has_loops(graph):
         from .fori_program import compile_program
         req, compiled = None, compile_program(kernel, backend, sig, graph)
