@@ -155,7 +155,9 @@ class CPUBackend:
         if pre is not None:     # before scheduling: a warm process neither schedules nor lowers
             hit = self._load_early(store, pre, scheduled=False)
             if hit is not None:
-                info, code, entry, _key, threads = hit
+                info, code, entry, obj_key, threads = hit
+                if _check_keys():
+                    self._check_schedule_key(request, obj_key)
                 with self._lock:
                     self.stats["cache_hits"] += 1
                     self.stats["unscheduled"] += 1
@@ -223,6 +225,20 @@ class CPUBackend:
         return fingerprint.schedule_key(
             request, self.spec.name, self.spec.version, {"host": jit.host_id()}, inputs,
             source_dirs=(_HERE,))
+
+    def _check_schedule_key(self, request, obj_key: str) -> None:
+        """``KDSL_VERIFY=1`` (set explicitly): a hit before scheduling must name the object code
+        that scheduling, lowering and code generation give now; else the key misses an input
+        of the default schedule (a kdsl bug: an InternalCompilerError, never a wrong kernel)."""
+        from kdsl.errors import InternalCompilerError
+        func = self.lower(request)          # (schedules the request)
+        gen = self._generate(func)
+        key = disk.cache_key(gen.ir, self.spec.name, self.cache_options(func), self.spec.version)
+        if key != obj_key:
+            raise InternalCompilerError(
+                f"kernel {gen.entry}: the disk-cache key computed before scheduling names other "
+                "object code than this request compiles to now (an input of the default "
+                "schedule is missing from kdsl_cpu.backend.schedule_key)")
 
     def _load_early(self, store, early: str, scheduled: bool = True):
         """``(LaunchInfo, LoadedCode, entry symbol, object key, threads)`` from the entries of
@@ -332,6 +348,13 @@ def _unpack_early(blob: bytes, scheduled: bool = True):
         return entry, key, LaunchInfo.from_json(d["launch"]), threads
     except (ValueError, KeyError, TypeError, IndexError):
         return None
+
+
+def _check_keys() -> bool:
+    """``KDSL_VERIFY`` set to a true value (explicitly: not the pytest default of
+    config.verify): hits before scheduling are checked against a fresh compile."""
+    from kdsl import config
+    return os.environ.get("KDSL_VERIFY") is not None and config.verify()
 
 
 @functools.lru_cache(maxsize=None)

@@ -214,3 +214,24 @@ def test_a_warm_process_neither_schedules_nor_lowers(tmp_path):
     from kdsl_cpu import elfload
     if elfload.supported():
         assert warm["modules"] == []     # no schedules, passes, code generator or LLVM
+
+
+def test_verify_checks_a_hit_against_a_fresh_compile(monkeypatch, tmp_path):
+    """KDSL_VERIFY=1: an entry before scheduling that names other object code (what a key
+    missing an input of the default schedule would find) is an internal error, not a result."""
+    from kdsl.errors import InternalCompilerError
+    monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("KDSL_CACHE", raising=False)
+    x = np.random.default_rng().standard_normal((9, 13)).astype(np.float32)
+    _softmax(kd.schedule("cpu", vectorize=4))(x, backend="cpu")
+    _softmax()(x, backend="cpu")
+    monkeypatch.setenv("KDSL_VERIFY", "1")
+    _softmax()(x, backend="cpu")                   # a true hit passes the check
+    # the vectorize=4 kernel's entry (before scheduling) put under the plain kernel's key
+    req_plain, req_hint = _deferred(_softmax(), x), _deferred(
+        _softmax(kd.schedule("cpu", vectorize=4)), x)
+    from kdsl.runtime.cache import DiskCache
+    store = DiskCache()
+    store.put(cpu.schedule_key(req_plain), store.get(cpu.schedule_key(req_hint)))
+    with pytest.raises(InternalCompilerError, match="before scheduling"):
+        _softmax()(x, backend="cpu")
