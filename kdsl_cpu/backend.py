@@ -1,13 +1,17 @@
 """The ``cpu`` Backend object (kdsl/backends/protocol.py): spec, schedule, compile, source.
 
-``compile`` first computes the request's early key (kdsl.runtime.fingerprint: the
-traced graph, the finished schedule, the signature, this backend's version and
-options, the compiler's own source): on a disk hit it loads the object code and
-the launcher's interface (``LaunchInfo``) without lowering or code generation.
+``compile`` first computes the key of a request not yet scheduled (a
+``dispatch.DeferredRequest``: no explicit schedule function; ``schedule_key``: the traced
+graph, the declarative hints, the signature, everything the default schedules read -- thread
+count, the host's Target inputs -- this backend's version and options, the compiler's own
+source): on a disk hit it loads the object code without scheduling, lowering or code
+generation.  Else the request's early key (kdsl.runtime.fingerprint: the same with the
+finished schedule in place of the schedule's inputs): on a disk hit it loads the object code
+and the launcher's interface (``LaunchInfo``) without lowering or code generation.
 Otherwise it lowers the request, generates LLVM IR, and gets object code from the
 disk cache keyed by the generated code (printed IR, bindings, target CPU and
 toolchain versions) or compiles and stores it, records the early key's entry,
-then loads the code and builds the launcher.  A corrupt or foreign cache entry is
+then loads the code and builds the launcher (both keys name that entry).  A corrupt or foreign cache entry is
 dropped by the cache and rebuilt here.  ``stats`` counts what happened (tests use
 it to see that a new process loads from the cache without compiling or lowering).
 The passes and the code generator are imported only when something is lowered,

@@ -5,8 +5,10 @@ launches); ``source`` prints it as CUDA C++ (``kdsl_cuda.codegen``); ``build`` c
 a cubin with NVRTC (``kdsl_cuda.build``, no GPU needed; cubins are kept in kdsl's disk cache,
 keyed by the source, the architecture and the NVRTC version); ``compile`` loads it on the device
 and returns the launcher (``kdsl_cuda.runtime.launch.CudaCompiled``).  ``compile`` first looks
-up the request's early key (kdsl.runtime.fingerprint; kdsl_cuda.runtime.early): a warm process
-gets the kernels' interface and cubin without lowering, code generation or NVRTC (the passes
+up the key of a request not yet scheduled (``schedule_key``: kernels without schedule
+functions), then the request's early key (kdsl.runtime.fingerprint; kdsl_cuda.runtime.early):
+a warm process gets the kernels' interface and cubin without scheduling, lowering, code
+generation or NVRTC (the passes
 and the code generator are imported only when something is lowered).  Arrays: device arrays of
 any library in place, numpy arrays copied (``kdsl_cuda.runtime``).  Kernels without a cuda
 schedule get the defaults of ``kdsl_cuda.schedules``.

@@ -1,7 +1,11 @@
 """The compile flow and the per-signature launcher (a cached call costs microseconds).
 
 ``compile_for`` runs trace -> Schedule -> (explicit schedule functions or
-``backend.schedule``) -> ``backend.compile`` once per (backend, signature).
+``backend.schedule``) -> ``backend.compile`` once per (backend, signature).  A backend
+whose class says ``defers_schedule = True`` (kdsl's cpu and cuda) gets a ``DeferredRequest``
+when no explicit schedule function applies: it looks its disk cache up by what the default
+schedule is a function of, and the schedule is made only when it reads ``request.schedule``
+(a miss), so a warm process never schedules.
 ``build_launcher`` then generates, with ``exec``, one small Python function per
 specialisation from its ``callplan.CallPlan`` (the reference emitter): it binds shape
 variables from the argument shapes, checks the graph's constraints, allocates (or checks
