@@ -151,7 +151,8 @@ class CUDABackend:
         schedule function) for a device of ``arch``, or None.  Besides the request's
         ``schedule_roots`` (graph, hints, size classes...) it holds what the default schedules
         (kdsl_cuda.schedules) read: the architecture they plan for (``hopper.target_arch``:
-        device 0's, i.e. ``arch``, unless set otherwise); the compiler's source is in every
+        device 0's, i.e. ``arch``, unless set otherwise) and the switches
+        ``KDSL_CUDA_TENSOR_CORES`` and ``KDSL_CUDA_WGMMA``; the compiler's source is in every
         key."""
         from kdsl.runtime import fingerprint
         from kdsl.runtime.dispatch import DeferredRequest
@@ -159,12 +160,15 @@ class CUDABackend:
         from .runtime.early import nvrtc_identity
         if not isinstance(request, DeferredRequest) or request.scheduled:
             return None
+        from kdsl import config
         hopper = sys.modules.get("kdsl_cuda.schedules.hopper")
         planned = hopper.target_arch() if hopper is not None else arch
+        inputs = {"schedule_arch": planned, "tensor_cores": config.cuda_tensor_cores(),
+                  "wgmma": config.cuda_wgmma()}
         return fingerprint.schedule_key(
             request, self.spec.name, self.spec.version,
             {"arch": arch, "nvrtc": nvrtc_identity(), **build.options(arch, "k.cu")},
-            {"schedule_arch": planned}, source_dirs=(_HERE,))
+            inputs, source_dirs=(_HERE,))
 
     def accepts(self, array) -> bool:
         """Device arrays of any library (and numpy arrays, which calls copy)."""

@@ -70,6 +70,11 @@ def test_the_planned_architecture_is_in_the_key(fake_driver, monkeypatch):
     monkeypatch.setattr(hopper, "_arch", "sm_90")
     assert other != base and be.schedule_key(req, "sm_90") == base
     assert be.schedule_key(req, "sm_80") != base          # the device compiled for
+    for var in ("KDSL_CUDA_TENSOR_CORES", "KDSL_CUDA_WGMMA"):   # switches of the schedules
+        monkeypatch.setenv(var, "0")
+        assert be.schedule_key(req, "sm_90") != base
+        monkeypatch.delenv(var)
+    assert be.schedule_key(req, "sm_90") == base
     req_b = dispatch.DeferredRequest(k, be, sig_b, k._trace(sig_b))
     assert be.schedule_key(req_b, "sm_90") != base         # another size class
 
