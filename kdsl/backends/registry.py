@@ -192,11 +192,12 @@ def _disk_scan(state) -> dict:
 
 
 def _save_scan(state, per_dir, kept) -> None:
-    """Keep each directory's scan on disk, except those changed in the last seconds (written
-    only when a directory the file lacks can be kept)."""
+    """Keep each directory's scan on disk, except those changed in the last seconds.  Written
+    only when a directory holding distributions was listed (a changing directory without any,
+    such as a script's, costs one listing per process: less than writing the file each time)."""
     import time
     racy = time.time_ns() - _RACY_NS
-    if all(k in kept or k[1] > racy for k in state):
+    if all(k in kept or k[1] > racy or not dists for k, dists in zip(state, per_dir)):
         return
     path = _scan_file(state)
     if path is None:

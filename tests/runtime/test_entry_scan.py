@@ -182,3 +182,24 @@ def test_refresh_scans_and_a_recent_directory_is_not_kept(tmp_path, monkeypatch)
     registry.refresh()
     calls.clear()
     assert "k5" in registry._discover() and site in calls and not registry._eps_from_disk
+
+
+def test_a_changing_directory_without_distributions_is_listed_not_rewritten(tmp_path,
+                                                                             monkeypatch):
+    import os
+    site = _site(tmp_path / "s", [("kdsl_k6-1.dist-info", "Name: kdsl-k6\nVersion: 1\n",
+                                   "[kdsl.backends]\nk6 = m:b\n")])
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    _age(site)
+    _age(str(scripts))
+    _fresh_registry(monkeypatch, tmp_path, site)
+    monkeypatch.setattr(sys, "path", [str(scripts)] + sys.path)
+    registry._discover()
+    kept = registry._scan_file(registry._path_state())
+    before = os.stat(kept).st_mtime_ns
+    _age(str(scripts), _T0 + 5)          # a script saved there
+    _new_process(monkeypatch)
+    calls = _count_listings(monkeypatch)
+    assert "k6" in registry._discover() and calls == [str(scripts)]
+    assert os.stat(kept).st_mtime_ns == before
