@@ -209,9 +209,13 @@ def test_a_warm_process_neither_schedules_nor_lowers(tmp_path):
     warm = _run(tmp_path, 2)
     assert warm["ok"] and warm["lowered"] == 0 and warm["compiled"] == 0
     assert warm["unscheduled"] == 1 and warm["cache_hits"] == 1
+    from kdsl.backends import registry
     from kdsl_cpu import elfload
+    mods = warm["modules"]
+    if registry._path_state() is None:   # finders of other distributions: importlib.metadata
+        mods = [m for m in mods if m != "importlib.metadata"]
     if elfload.supported():
-        assert warm["modules"] == []     # no schedules, passes, code generator or LLVM
+        assert mods == []     # no schedules, passes, code generator, LLVM or importlib.metadata
 
 
 def test_verify_checks_a_hit_against_a_fresh_compile(monkeypatch, tmp_path):
