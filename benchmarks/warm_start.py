@@ -81,7 +81,9 @@ _KDSL = textwrap.dedent("""
                       "passes_loaded": "kdsl.passes.pipeline" in sys.modules,
                       "nvrtc_loaded": "cuda.bindings.nvrtc" in sys.modules,
                       "codegen_loaded": any(m in sys.modules for m in
-                                            ("kdsl_cpu.codegen", "kdsl_cuda.codegen"))}))
+                                            ("kdsl_cpu.codegen", "kdsl_cuda.codegen")),
+                      "schedules_loaded": any(m in sys.modules for m in
+                                              ("kdsl_cpu.schedules", "kdsl_cuda.schedules"))}))
 """)
 
 _NUMBA = textwrap.dedent("""
@@ -183,7 +185,8 @@ def measure(name, script, args, runs, env_extra=None) -> dict | None:
     for k in ("numpy", "import", "context", "softmax", "matmul", "backend_import"):
         out[f"cold_{k}"] = _median(cold, k)
         out[f"warm_{k}"] = _median(warm, k)
-    for k in ("llvm_loaded", "passes_loaded", "nvrtc_loaded", "codegen_loaded"):
+    for k in ("llvm_loaded", "passes_loaded", "nvrtc_loaded", "codegen_loaded",
+              "schedules_loaded"):
         if warm and warm[0] and k in warm[0]:
             out[f"warm_{k}"] = any(r[k] for r in warm if r)
     return out

@@ -1,13 +1,17 @@
 """The ``cpu`` Backend object (kdsl/backends/protocol.py): spec, schedule, compile, source.
 
-``compile`` first computes the request's early key (kdsl.runtime.fingerprint: the
-traced graph, the finished schedule, the signature, this backend's version and
-options, the compiler's own source): on a disk hit it loads the object code and
-the launcher's interface (``LaunchInfo``) without lowering or code generation.
+``compile`` first computes the key of a request not yet scheduled (a
+``dispatch.DeferredRequest``: no explicit schedule function; ``schedule_key``: the traced
+graph, the declarative hints, the signature, everything the default schedules read -- thread
+count, the host's Target inputs -- this backend's version and options, the compiler's own
+source): on a disk hit it loads the object code without scheduling, lowering or code
+generation.  Else the request's early key (kdsl.runtime.fingerprint: the same with the
+finished schedule in place of the schedule's inputs): on a disk hit it loads the object code
+and the launcher's interface (``LaunchInfo``) without lowering or code generation.
 Otherwise it lowers the request, generates LLVM IR, and gets object code from the
 disk cache keyed by the generated code (printed IR, bindings, target CPU and
 toolchain versions) or compiles and stores it, records the early key's entry,
-then loads the code and builds the launcher.  A corrupt or foreign cache entry is
+then loads the code and builds the launcher (both keys name that entry).  A corrupt or foreign cache entry is
 dropped by the cache and rebuilt here.  ``stats`` counts what happened (tests use
 it to see that a new process loads from the cache without compiling or lowering).
 The passes and the code generator are imported only when something is lowered,
@@ -16,6 +20,7 @@ so a warm process never loads them.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 
 import numpy as np
@@ -101,6 +106,9 @@ class CPUBackend:
     process may run on, kdsl.threads; loops with little work use fewer, kdsl_cpu.parallel).
     """
 
+    #: compile takes a kdsl.runtime.dispatch.DeferredRequest: looked up before it is scheduled
+    defers_schedule = True
+
     def __init__(self, threading: str = "auto", num_threads: int | None = None):
         if threading not in ("auto", "workers", "omp", "pool"):
             raise ValueError(f"threading must be 'auto', 'workers', 'omp' or 'pool', got "
@@ -113,7 +121,8 @@ class CPUBackend:
                                 version=_version())
         #: compiled: object code built by LLVM; cache_hits: loaded from the disk cache;
         #: lowered: requests lowered (an early-key hit lowers nothing)
-        self.stats = {"compiled": 0, "cache_hits": 0, "lowered": 0}
+        #: unscheduled: hits of the key before scheduling (nothing scheduled either)
+        self.stats = {"compiled": 0, "cache_hits": 0, "lowered": 0, "unscheduled": 0}
         self._lock = threading_mod.Lock()
 
     # ------------------------------------------------------------- protocol
@@ -146,12 +155,29 @@ class CPUBackend:
 
     def compile(self, request: CompileRequest) -> CPUCompiled:
         store = disk.DiskCache()
-        early = self.early_key(request) if store.enabled else None
-        rt = parallel.runtime_table(self.threading, self._threads(request.schedule))
+        pre = self.schedule_key(request) if store.enabled else None
+        if pre is not None:     # before scheduling: a warm process neither schedules nor lowers
+            hit = self._load_early(store, pre, scheduled=False)
+            if hit is not None:
+                info, code, entry, obj_key, threads = hit
+                if _check_keys():
+                    self._check_schedule_key(request, obj_key)
+                with self._lock:
+                    self.stats["cache_hits"] += 1
+                    self.stats["unscheduled"] += 1
+                compile_log.note("object code from the disk cache (key before scheduling: "
+                                 "nothing scheduled or lowered)")
+                rt = parallel.runtime_table(self.threading, threads)
+                return CPUCompiled(info, code, entry, None, rt, True)
+        early = self.early_key(request) if store.enabled else None    # (schedules the request)
+        threads = self._threads(request.schedule)
+        rt = parallel.runtime_table(self.threading, threads)
         if early is not None:
             hit = self._load_early(store, early)
             if hit is not None:
-                info, code, entry = hit
+                info, code, entry, key, _ = hit
+                if pre is not None:    # the next process finds it before scheduling
+                    store.put(pre, _pack_early(entry, key, info, threads))
                 with self._lock:
                     self.stats["cache_hits"] += 1
                 compile_log.note("object code from the disk cache (early key: nothing lowered)")
@@ -171,6 +197,8 @@ class CPUBackend:
         info = LaunchInfo.of(func)
         if early is not None:   # the next process finds it before lowering
             store.put(early, _pack_early(gen.entry, key, info))
+        if pre is not None:     # ... or before scheduling
+            store.put(pre, _pack_early(gen.entry, key, info, threads))
         with self._lock:
             self.stats["cache_hits" if from_cache else "compiled"] += 1
         compile_log.note("object code from the disk cache" if from_cache else
@@ -184,18 +212,52 @@ class CPUBackend:
             request, self.spec.name, self.spec.version, {"host": jit.host_id()},
             source_dirs=(_HERE,))
 
-    def _load_early(self, store, early: str):
-        """``(LaunchInfo, LoadedCode, entry symbol)`` from the entries of an early key, or None (a miss, or
-        an entry that does not load: then it is rebuilt by the normal path)."""
-        head = store.get(early, lambda blob: _unpack_early(blob) is not None)
+    def schedule_key(self, request: CompileRequest) -> str | None:
+        """The key of a request not scheduled yet (``dispatch.DeferredRequest``: no explicit
+        schedule function), or None.  Besides the request's ``schedule_roots`` it holds
+        everything the default schedules (kdsl_cpu.schedules) read: the thread count's inputs
+        (this backend's ``num_threads``, the usable cores; a ``threads=`` hint is in the
+        roots), the host's Target inputs (CPU identity and flags, sysfs cache sizes) and the
+        schedules' module switch ``GENERATOR``; the compiler's source is in every key."""
+        from kdsl.runtime.dispatch import DeferredRequest
+        if not isinstance(request, DeferredRequest) or request.scheduled:
+            return None
+        from kdsl import config
+        mod = sys.modules.get("kdsl_cpu.schedules")
+        inputs = {"num_threads": self.num_threads, "cores": config.usable_cores(),
+                  "caches": _host_caches(), "generator": getattr(mod, "GENERATOR", True)}
+        return fingerprint.schedule_key(
+            request, self.spec.name, self.spec.version, {"host": jit.host_id()}, inputs,
+            source_dirs=(_HERE,))
+
+    def _check_schedule_key(self, request, obj_key: str) -> None:
+        """``KDSL_VERIFY=1`` (set explicitly): a hit before scheduling must name the object code
+        that scheduling, lowering and code generation give now; else the key misses an input
+        of the default schedule (a kdsl bug: an InternalCompilerError, never a wrong kernel)."""
+        from kdsl.errors import InternalCompilerError
+        func = self.lower(request)          # (schedules the request)
+        gen = self._generate(func)
+        key = disk.cache_key(gen.ir, self.spec.name, self.cache_options(func), self.spec.version)
+        if key != obj_key:
+            raise InternalCompilerError(
+                f"kernel {gen.entry}: the disk-cache key computed before scheduling names other "
+                "object code than this request compiles to now (an input of the default "
+                "schedule is missing from kdsl_cpu.backend.schedule_key)")
+
+    def _load_early(self, store, early: str, scheduled: bool = True):
+        """``(LaunchInfo, LoadedCode, entry symbol, object key, threads)`` from the entries of
+        an early key (``scheduled`` False: a key before scheduling, whose entry also says the
+        thread count of the runtime table), or None (a miss, or an entry that does not load:
+        then it is rebuilt by the normal path)."""
+        head = store.get(early, lambda blob: _unpack_early(blob, scheduled) is not None)
         if head is None:
             return None
-        entry, key, info = _unpack_early(head)
+        entry, key, info, threads = _unpack_early(head, scheduled)
         blob = store.get(key, lambda b: _loadable(b, entry))
         if blob is None:
             return None
         try:
-            return info, jit.load_cached(blob, entry, _unpack), entry
+            return info, jit.load_cached(blob, entry, _unpack), entry, key, threads
         except Exception as e:   # a bad entry must never stick: dropped, then rebuilt
             store.discard(key, f"kernel {entry}", e)
             return None
@@ -261,15 +323,22 @@ def _pack(obj: bytes, entry: str) -> bytes:
 _EARLY_MAGIC = b"KDSLCPE1"
 
 
-def _pack_early(entry: str, key: str, info: LaunchInfo) -> bytes:
+_UNSET = object()
+
+
+def _pack_early(entry: str, key: str, info: LaunchInfo, threads=_UNSET) -> bytes:
     """An early-key entry: the entry symbol, the key of the object code's entry and the
-    launcher's interface (the object code itself is stored once, under its IR key)."""
-    return _EARLY_MAGIC + json.dumps({"entry": entry, "key": key,
-                                      "launch": info.to_json()}).encode()
+    launcher's interface (the object code itself is stored once, under its IR key); an entry
+    of a key before scheduling also says the thread count (``threads``, None: the runtime's)."""
+    d = {"entry": entry, "key": key, "launch": info.to_json()}
+    if threads is not _UNSET:
+        d["threads"] = threads
+    return _EARLY_MAGIC + json.dumps(d).encode()
 
 
-def _unpack_early(blob: bytes):
-    """``(entry, object key, LaunchInfo)`` of an early-key entry, or None when malformed."""
+def _unpack_early(blob: bytes, scheduled: bool = True):
+    """``(entry, object key, LaunchInfo, threads)`` of an early-key entry, or None when
+    malformed (``scheduled`` False: the entry must say its thread count)."""
     if not blob.startswith(_EARLY_MAGIC):
         return None
     try:
@@ -277,9 +346,42 @@ def _unpack_early(blob: bytes):
         entry, key = d["entry"], d["key"]
         if not (isinstance(entry, str) and isinstance(key, str) and len(key) == 64):
             return None
-        return entry, key, LaunchInfo.from_json(d["launch"])
+        threads = None if scheduled else d["threads"]
+        if threads is not None and not (type(threads) is int and threads >= 1):
+            return None
+        return entry, key, LaunchInfo.from_json(d["launch"]), threads
     except (ValueError, KeyError, TypeError, IndexError):
         return None
+
+
+def _check_keys() -> bool:
+    """``KDSL_VERIFY`` set to a true value (explicitly: not the pytest default of
+    config.verify): hits before scheduling are checked against a fresh compile."""
+    from kdsl import config
+    return os.environ.get("KDSL_VERIFY") is not None and config.verify()
+
+
+@functools.lru_cache(maxsize=None)
+def _host_caches() -> tuple:
+    """The host's cache descriptions as sysfs lists them ((index, level, type, size) texts):
+    what kdsl_cpu.schedules.target reads for the Target's cache sizes, read here without
+    importing the schedules (a key before scheduling must not load them)."""
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    out = []
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return ()
+    for e in entries:
+        vals = [e]
+        for f in ("level", "type", "size"):
+            try:
+                with open(os.path.join(root, e, f)) as fh:
+                    vals.append(fh.read().strip())
+            except OSError:
+                vals.append(None)
+        out.append(tuple(vals))
+    return tuple(out)
 
 
 def _loadable(blob: bytes, entry: str) -> bool:

@@ -5,8 +5,10 @@ launches); ``source`` prints it as CUDA C++ (``kdsl_cuda.codegen``); ``build`` c
 a cubin with NVRTC (``kdsl_cuda.build``, no GPU needed; cubins are kept in kdsl's disk cache,
 keyed by the source, the architecture and the NVRTC version); ``compile`` loads it on the device
 and returns the launcher (``kdsl_cuda.runtime.launch.CudaCompiled``).  ``compile`` first looks
-up the request's early key (kdsl.runtime.fingerprint; kdsl_cuda.runtime.early): a warm process
-gets the kernels' interface and cubin without lowering, code generation or NVRTC (the passes
+up the key of a request not yet scheduled (``schedule_key``: kernels without schedule
+functions), then the request's early key (kdsl.runtime.fingerprint; kdsl_cuda.runtime.early):
+a warm process gets the kernels' interface and cubin without scheduling, lowering, code
+generation or NVRTC (the passes
 and the code generator are imported only when something is lowered).  Arrays: device arrays of
 any library in place, numpy arrays copied (``kdsl_cuda.runtime``).  Kernels without a cuda
 schedule get the defaults of ``kdsl_cuda.schedules``.
@@ -14,6 +16,7 @@ schedule get the defaults of ``kdsl_cuda.schedules``.
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 
@@ -35,6 +38,9 @@ def generate(func):
 class CUDABackend:
     """Generates CUDA C++ from the GPU loop IR and compiles it to cubins with NVRTC."""
 
+    #: compile takes a kdsl.runtime.dispatch.DeferredRequest: looked up before it is scheduled
+    defers_schedule = True
+
     def __init__(self, arch: str | None = None):
         from . import __version__
         self.arch = arch or build.DEFAULT_ARCH
@@ -43,8 +49,9 @@ class CUDABackend:
         self.spec = BackendSpec(name="cuda", device="cuda", size_classes=True,
                                 pipeline=_gpu_pipeline, result_wrapper=self.result_wrapper,
                                 version=__version__)
-        #: lowered: requests lowered; early_hits: loaded by their early key (nothing lowered)
-        self.stats = {"lowered": 0, "early_hits": 0}
+        #: lowered: requests lowered; early_hits: loaded by their early key (nothing lowered);
+        #: unscheduled: those of them found before scheduling (nothing scheduled either)
+        self.stats = {"lowered": 0, "early_hits": 0, "unscheduled": 0}
         _register_readers()
 
     # ------------------------------------------------------------- protocol
@@ -84,13 +91,27 @@ class CUDABackend:
         from .runtime import driver, early
         from .runtime.launch import CudaCompiled
         _register_readers()
-        dev = driver.device(0)     # BackendUnavailable where there is no driver or device
+        try:
+            dev = driver.device(0)     # BackendUnavailable where there is no driver or device
+        except Exception:
+            request.schedule           # a schedule's user error first (a deferred request)
+            raise
         store = disk.DiskCache()
-        key = self.early_key(request, dev.arch) if store.enabled else None
-        hit = None
-        if key is not None:
-            blob = store.get(key, lambda b: early.unpack(b) is not None)
+        pre = self.schedule_key(request, dev.arch) if store.enabled else None
+        hit = key = None
+        if pre is not None:     # before scheduling: a warm process neither schedules nor lowers
+            blob = store.get(pre, lambda b: early.unpack(b) is not None)
             hit = early.unpack(blob) if blob is not None else None
+            if hit is not None:
+                self.stats["unscheduled"] += 1
+                key = pre
+        if hit is None:
+            key = self.early_key(request, dev.arch) if store.enabled else None   # (schedules it)
+            if key is not None:
+                blob = store.get(key, lambda b: early.unpack(b) is not None)
+                hit = early.unpack(blob) if blob is not None else None
+                if hit is not None and pre is not None:  # the next process: before scheduling
+                    store.put(pre, blob)
         if hit is not None:
             func, mod, arch, cubin = hit
             self.stats["early_hits"] += 1
@@ -100,7 +121,10 @@ class CUDABackend:
             mod = generate(func)
             arch, cubin = dev.arch, self.cubin(mod, dev.arch)
             if key is not None:
-                store.put(key, early.pack(func, mod, arch, cubin))
+                blob = early.pack(func, mod, arch, cubin)
+                store.put(key, blob)
+                if pre is not None:
+                    store.put(pre, blob)
         cubins = {arch: cubin}
 
         def cubin_for(a, fresh=False):
@@ -121,6 +145,30 @@ class CUDABackend:
             request, self.spec.name, self.spec.version,
             {"arch": arch, "nvrtc": nvrtc_identity(), **build.options(arch, "k.cu")},
             source_dirs=(_HERE,))
+
+    def schedule_key(self, request: CompileRequest, arch: str) -> str | None:
+        """The key of a request not scheduled yet (``dispatch.DeferredRequest``: no explicit
+        schedule function) for a device of ``arch``, or None.  Besides the request's
+        ``schedule_roots`` (graph, hints, size classes...) it holds what the default schedules
+        (kdsl_cuda.schedules) read: the architecture they plan for (``hopper.target_arch``:
+        device 0's, i.e. ``arch``, unless set otherwise) and the switches
+        ``KDSL_CUDA_TENSOR_CORES`` and ``KDSL_CUDA_WGMMA``; the compiler's source is in every
+        key."""
+        from kdsl.runtime import fingerprint
+        from kdsl.runtime.dispatch import DeferredRequest
+
+        from .runtime.early import nvrtc_identity
+        if not isinstance(request, DeferredRequest) or request.scheduled:
+            return None
+        from kdsl import config
+        hopper = sys.modules.get("kdsl_cuda.schedules.hopper")
+        planned = hopper.target_arch() if hopper is not None else arch
+        inputs = {"schedule_arch": planned, "tensor_cores": config.cuda_tensor_cores(),
+                  "wgmma": config.cuda_wgmma()}
+        return fingerprint.schedule_key(
+            request, self.spec.name, self.spec.version,
+            {"arch": arch, "nvrtc": nvrtc_identity(), **build.options(arch, "k.cu")},
+            inputs, source_dirs=(_HERE,))
 
     def accepts(self, array) -> bool:
         """Device arrays of any library (and numpy arrays, which calls copy)."""

@@ -51,6 +51,8 @@ _registered: dict = {}     # name -> object given to register_backend (not yet i
 _loaded: dict = {}         # name -> Backend instance (the fast path of get_backend)
 _failed: dict = {}         # name -> BackendUnavailable (so a broken backend is imported once)
 _entry_points = None       # name -> EntryPoint (read lazily from metadata)
+_eps_from_disk = False     # _entry_points came from the scan kept on disk (_disk_scan)
+_want_fresh = False        # refresh() was called: the next discovery scans directories
 _warned_numpy = False
 
 
@@ -70,12 +72,28 @@ _current = contextvars.ContextVar("kdsl_backend", default=None)
 
 
 # ----------------------------------------------------------------- discovery
-def _discover() -> dict:
-    """Read the ``kdsl.backends`` entry points (metadata only; first one of a name wins)."""
-    global _entry_points
+def _discover(fresh: bool = False) -> dict:
+    """Read the ``kdsl.backends`` entry points (metadata only; first one of a name wins).
+    The answer of the directory scan is kept on disk (``_disk_scan``); ``fresh``: scan again
+    whatever the disk says (a name the kept answer lacks or fails to load)."""
+    global _entry_points, _eps_from_disk, _want_fresh
     eps = _entry_points
-    if eps is None:
-        found = _scan_entry_points()
+    if eps is None or fresh:
+        fresh, _want_fresh = fresh or _want_fresh, False
+        state = _path_state()
+        found, from_disk = None, False
+        if state is not None:
+            kept = {} if fresh else _disk_scan(state)
+            per_dir = []
+            for d, m in state:
+                dists = kept.get((d, m))
+                if dists is None:
+                    dists = _dir_dists(d) if m != -1 else []
+                else:
+                    from_disk = True
+                per_dir.append(dists)
+            found = _merge(per_dir)
+            _save_scan(state, per_dir, kept)
         if found is None:
             from importlib.metadata import entry_points
             try:
@@ -85,8 +103,127 @@ def _discover() -> dict:
         eps = {}
         for ep in found:
             eps.setdefault(ep.name, ep)
-        _entry_points = eps
+        _entry_points, _eps_from_disk = eps, from_disk
     return eps
+
+
+def _rescan() -> bool:
+    """Scan the entry points again when the kept answer came from disk (it may be stale: an
+    entry_points.txt edited in place leaves its directory's time alone); True if it did."""
+    if not _eps_from_disk:
+        return False
+    _discover(fresh=True)
+    return True
+
+
+# ----------------------------------------------------------------- the scan kept on disk
+# Listing sys.path and reading every distribution's entry_points.txt costs milliseconds on
+# each process start (~2 ms here, more with many distributions); the answer is kept in the
+# kdsl cache directory, valid while every sys.path directory keeps its modification time
+# (installing or removing a distribution adds or removes a directory there).  A directory
+# changed in the last seconds is not trusted (its next change could share the time stamp),
+# a name the kept answer lacks or fails to load is looked up by a fresh scan, and
+# ``refresh()`` always scans.
+_SCAN_MAGIC = "kdsl-entry-points 2"
+_RACY_NS = 2_000_000_000
+
+
+def _path_state():
+    """``[(directory, mtime_ns or -1 when absent)]`` of sys.path, or None where the plain
+    directory scan does not apply (then nothing is kept)."""
+    import importlib.machinery
+    import stat
+    import sys
+    if any(getattr(f, "find_distributions", None) is not None
+           and f is not importlib.machinery.PathFinder for f in sys.meta_path):
+        return None
+    out = []
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            return None
+        root = entry or "."
+        if root.lower().endswith(".egg"):
+            return None
+        try:
+            st = os.stat(root)
+        except OSError:
+            out.append((os.path.abspath(root), -1))
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            return None
+        out.append((os.path.abspath(root), st.st_mtime_ns))
+    return out
+
+
+def _scan_file(state) -> str | None:
+    """Where the scan of these sys.path directories is kept (None: the disk cache is off)."""
+    if not config.cache_enabled():
+        return None
+    import zlib
+    tag = zlib.crc32("\0".join(d for d, _ in state).encode()) & 0xFFFFFFFF
+    return os.path.join(config.cache_dir(), f"entry-points-{tag:08x}.txt")
+
+
+def _disk_scan(state) -> dict:
+    """``{(directory, mtime_ns): its _dir_dists}`` kept on disk for the directories of
+    ``state`` (empty when nothing usable is kept)."""
+    path = _scan_file(state)
+    text = _read(path) if path is not None else None
+    if not text or not text.startswith(_SCAN_MAGIC + "\n"):
+        return {}
+    wanted, out, cur, dist = set(state), {}, None, None
+    for line in text.split("\n")[1:]:
+        parts = line.split("\t")
+        tag = parts[0]
+        if tag == "D" and len(parts) == 3:
+            try:
+                k = (parts[2], int(parts[1]))
+            except ValueError:
+                return {}
+            cur = out[k] = [] if k in wanted else None
+        elif tag == "R" and len(parts) == 3:
+            dist = (parts[1], parts[2], [])
+            if cur is not None:
+                cur.append(dist)
+        elif tag == "E" and len(parts) == 3 and dist is not None:
+            dist[2].append((parts[1], parts[2]))
+        elif line:
+            return {}       # not ours: scan
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _save_scan(state, per_dir, kept) -> None:
+    """Keep each directory's scan on disk, except those changed in the last seconds.  Written
+    only when a directory holding distributions was listed (a changing directory without any,
+    such as a script's, costs one listing per process: less than writing the file each time)."""
+    import time
+    racy = time.time_ns() - _RACY_NS
+    if all(k in kept or k[1] > racy or not dists for k, dists in zip(state, per_dir)):
+        return
+    path = _scan_file(state)
+    if path is None:
+        return
+    lines = [_SCAN_MAGIC]
+    for (d, m), dists in zip(state, per_dir):
+        if m > racy:
+            continue
+        lines.append(f"D\t{m}\t{d}")
+        for norm, p, entries in dists:
+            lines.append(f"R\t{norm}\t{p}")
+            lines.extend(f"E\t{name}\t{value}" for name, value in entries)
+    if any(len(ln.split("\t")) != 3 or "\n" in ln for ln in lines[1:]):
+        return      # a tab in a name or path: not kept
+    tmp = f"{path}.{os.getpid()}.part"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        os.replace(tmp, path)
+    except OSError:     # a read-only cache: scan every time
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 # ----------------------------------------------------------------- fast entry-point scan
@@ -155,39 +292,49 @@ def _normalize(name: str) -> str:
 def _scan_entry_points():
     """The ``kdsl.backends`` entry points as importlib.metadata would list them, or None where
     a plain directory scan could differ from it."""
-    import importlib.machinery
-    import sys
-    if any(getattr(f, "find_distributions", None) is not None
-           and f is not importlib.machinery.PathFinder for f in sys.meta_path):
+    state = _path_state()
+    if state is None:
         return None
-    found, seen = [], set()
-    for entry in sys.path:
-        if not isinstance(entry, str):
-            return None
-        root = entry or "."
-        if root.lower().endswith(".egg") or os.path.isfile(root):
-            return None                       # zip files and eggs: importlib.metadata's job
-        try:
-            children = os.listdir(root)
-        except OSError:
+    return _merge([_dir_dists(d) if m != -1 else [] for d, m in state])
+
+
+def _dir_dists(root: str) -> list:
+    """``[(normalised name, path, [(entry name, value)])]``: the distributions of one
+    directory in listing order, each with its ``kdsl.backends`` entries (often none: it still
+    shadows a distribution of that name in a later directory)."""
+    try:
+        children = os.listdir(root)
+    except OSError:
+        return []
+    out = []
+    for child in children:
+        low = child.lower()
+        if not low.endswith((".dist-info", ".egg-info")):
             continue
-        for child in children:
-            low = child.lower()
-            if not low.endswith((".dist-info", ".egg-info")):
-                continue
-            norm = _normalize(low.rpartition(".")[0].partition("-")[0])
+        path = os.path.join(root, child)
+        text = _read(os.path.join(path, "entry_points.txt")) if os.path.isdir(path) else None
+        out.append((_normalize(low.rpartition(".")[0].partition("-")[0]), path,
+                    _parse_group(text) if text else []))
+    return out
+
+
+def _merge(per_dir) -> list:
+    """The entry points of the directories' distributions, the first of each name winning."""
+    found, seen = [], set()
+    for dists in per_dir:
+        for norm, path, entries in dists:
             if norm in seen:
                 continue
             seen.add(norm)
-            path = os.path.join(root, child)
-            text = _read(os.path.join(path, "entry_points.txt")) if os.path.isdir(path) else None
-            if text:
-                found.extend(_parse_group(text, _Dist(path)))
+            if entries:
+                dist = _Dist(path)
+                found.extend(_EntryPoint(name, value, dist) for name, value in entries)
     return found
 
 
-def _parse_group(text: str, dist: _Dist) -> list:
-    """The ``GROUP`` section of an entry_points.txt (INI: ``[group]`` then ``name = value``)."""
+def _parse_group(text: str) -> list:
+    """``[(name, value)]``: the ``GROUP`` section of an entry_points.txt (INI: ``[group]`` then
+    ``name = value``)."""
     out, section = [], None
     for line in text.splitlines():
         line = line.strip()
@@ -198,7 +345,7 @@ def _parse_group(text: str, dist: _Dist) -> list:
         elif section == GROUP:
             name, sep, value = line.partition("=")
             if sep:
-                out.append(_EntryPoint(name.strip(), value.strip(), dist))
+                out.append((name.strip(), value.strip()))
     return out
 
 
@@ -215,10 +362,11 @@ def _forget(name=None) -> None:
 
 def refresh() -> None:
     """Forget discovered entry points, loaded backends and failures (after installing one)."""
-    global _entry_points
+    global _entry_points, _want_fresh
     with _lock:
         _forget()
         _entry_points = None
+        _want_fresh = True         # the next discovery scans (and rewrites the one kept)
         _loaded.clear()
         _failed.clear()
         size_classed.clear()
@@ -238,7 +386,9 @@ def known_targets() -> list:
 
 def is_installed(name: str) -> bool:
     """Whether ``name`` is known (built in, installed or registered), without importing it."""
-    return name in _registered or name in _discover() or name in _BUILTIN
+    if name in _registered or name in _discover() or name in _BUILTIN:
+        return True
+    return _rescan() and name in _discover()     # installed since the scan kept on disk?
 
 
 def register_backend(name: str, obj) -> None:
@@ -276,6 +426,11 @@ def _load_ref(ref: str):
     return obj
 
 
+def _dist_path(ep):
+    dist = getattr(ep, "dist", None)
+    return getattr(dist, "_path", None) or getattr(ep, "value", None)
+
+
 def _origin(name: str) -> str:
     ep = _discover().get(name)
     if ep is None:
@@ -289,13 +444,31 @@ def _load(name: str):
     registered = name in _registered
     ep = None if registered else _discover().get(name)
     if not registered and ep is None and name not in _BUILTIN:
-        raise _not_installed(name)
+        if not _rescan():
+            raise _not_installed(name)
+        ep = _discover().get(name)      # a fresh scan: maybe installed since it was kept
+        if ep is None:
+            raise _not_installed(name)
     origin = "registered at run time" if registered else _origin(name)
     try:
         if registered:
             obj = _registered[name]
+        elif ep is not None:
+            try:
+                obj = ep.load()
+            except Exception:
+                # the scan kept on disk may name what is no longer there: scan, and retry
+                # when the fresh scan names something else
+                if not _rescan():
+                    raise
+                again = _discover().get(name)
+                if again is None or (again.value, _dist_path(again)) == (ep.value,
+                                                                         _dist_path(ep)):
+                    raise
+                ep, origin = again, _origin(name)
+                obj = ep.load()
         else:
-            obj = ep.load() if ep is not None else _load_ref(_BUILTIN[name])
+            obj = _load_ref(_BUILTIN[name])
         return _instantiate(name, obj, origin)
     except BackendUnavailable:
         raise

@@ -1,7 +1,11 @@
 """The compile flow and the per-signature launcher (a cached call costs microseconds).
 
 ``compile_for`` runs trace -> Schedule -> (explicit schedule functions or
-``backend.schedule``) -> ``backend.compile`` once per (backend, signature).
+``backend.schedule``) -> ``backend.compile`` once per (backend, signature).  A backend
+whose class says ``defers_schedule = True`` (kdsl's cpu and cuda) gets a ``DeferredRequest``
+when no explicit schedule function applies: it looks its disk cache up by what the default
+schedule is a function of, and the schedule is made only when it reads ``request.schedule``
+(a miss), so a warm process never schedules.
 ``build_launcher`` then generates, with ``exec``, one small Python function per
 specialisation from its ``callplan.CallPlan`` (the reference emitter): it binds shape
 variables from the argument shapes, checks the graph's constraints, allocates (or checks
@@ -30,6 +34,13 @@ def trace_graph(fn, specs, name=None, constants=()):
     """Trace ``fn`` for ``specs`` (kdsl.frontend.trace.trace)."""
     from ..frontend.trace import trace
     return trace(fn, specs, name=name, constants=constants)
+
+
+def has_loops(graph) -> bool:
+    """kdsl.frontend.fori.has_loops, without importing it where no trace has: a graph runs a
+    ``kd.fori_loop`` only if it holds a ``LoopStage``, a class of that module."""
+    fori = sys.modules.get("kdsl.frontend.fori")
+    return fori is not None and fori.has_loops(graph)
 
 
 def make_schedule(graph):
@@ -74,9 +85,16 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
     """Schedule ``graph`` for ``backend`` and wrap it in a CompileRequest (nothing compiled).
     A graph with ``kd.fori_loop``s gives a ``ProgramRequest`` (its parts are scheduled when
     shown: kdsl.runtime.fori_program.describe)."""
-    from ..frontend.fori import has_loops
     if has_loops(graph):
         return ProgramRequest(kernel, backend, sig, graph)
+    sched = schedule_for(kernel, backend, sig, graph)
+    outc = sig.out_contiguous or (True,) * len(graph.outputs)
+    return CompileRequest(graph, sched, sig, tuple(outc), dict(backend.spec.options))
+
+
+def schedule_for(kernel, backend, sig, graph):
+    """The finished schedule of ``graph`` for ``backend``: the kernel's explicit schedule
+    functions for its target, else ``backend.schedule`` with the declarative hints."""
     sched = make_schedule(graph)
     sched.size_hints = size_hints(graph, sig)
     hints = [h for h in kernel._hints if _targets(h.target, backend)]
@@ -93,8 +111,55 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
             declarative = declarative + tuned_hints(kernel, backend, sig, graph, sched, declarative)
         backend.schedule(sched, declarative)
     sched.finish()      # placements left illegal by the schedule, at the user's primitive line
-    outc = sig.out_contiguous or (True,) * len(graph.outputs)
-    return CompileRequest(graph, sched, sig, tuple(outc), dict(backend.spec.options))
+    return sched
+
+
+class DeferredRequest(CompileRequest):
+    """A CompileRequest whose schedule is made when first read (``schedule_for``), for the
+    backends that declare ``defers_schedule = True`` (kdsl's cpu and cuda): such a backend
+    first looks its compiled code up by ``schedule_roots`` -- what the default schedule is a
+    function of -- and reads ``schedule`` only on a miss, so a warm process never schedules
+    (nor imports the schedules).  Made only when no explicit schedule function applies: those
+    are keyed by what they did, i.e. after scheduling.
+
+    ``schedule_roots``: (graph, the declarative hints for this target in order, the size
+    hints, signature, output layouts, options); the backend adds its own inputs of the
+    default schedule (thread count, target machine) before keying them
+    (kdsl.runtime.fingerprint.schedule_key)."""
+
+    def __init__(self, kernel, backend, sig, graph):
+        outc = tuple(sig.out_contiguous or (True,) * len(graph.outputs))
+        self._make = (kernel, backend, sig, graph)
+        self._sched = None
+        super().__init__(graph, None, sig, outc, dict(backend.spec.options))
+        hints = tuple(h for h in kernel._hints if _targets(h.target, backend))
+        self.schedule_roots = (graph, hints, size_hints(graph, sig), sig, outc, self.options)
+
+    @property
+    def scheduled(self) -> bool:
+        """Has the schedule been made (read) yet?"""
+        return self._sched is not None
+
+    @property
+    def schedule(self):
+        if self._sched is None:
+            with compile_log.stage("schedule"):
+                self._sched = schedule_for(*self._make)
+        return self._sched
+
+    @schedule.setter
+    def schedule(self, value):
+        self._sched = value
+
+
+def defers_schedule(backend) -> bool:
+    """Does ``backend`` take a ``DeferredRequest`` (its class says ``defers_schedule = True``)?"""
+    return getattr(type(backend), "defers_schedule", False) is True
+
+
+def _explicit(kernel, backend) -> bool:
+    return any(getattr(h, "fn", None) is not None for h in kernel._hints
+               if _targets(h.target, backend))
 
 
 class ProgramRequest:
@@ -135,13 +200,15 @@ def dump(kernel_name, backend, sig, req) -> None:
 def compile_for(kernel, backend, sig, graph):
     """Schedule and compile ``graph`` for ``backend``; returns (request, compiled).  A graph
     with ``kd.fori_loop``s compiles into a kdsl.runtime.fori_program.Program (request None)."""
-    from ..frontend.fori import has_loops
     if has_loops(graph):
         from .fori_program import compile_program
         req, compiled = None, compile_program(kernel, backend, sig, graph)
     else:
-        with compile_log.stage("schedule"):
-            req = prepare(kernel, backend, sig, graph)
+        if defers_schedule(backend) and not _explicit(kernel, backend):
+            req = DeferredRequest(kernel, backend, sig, graph)   # scheduled on a miss only
+        else:
+            with compile_log.stage("schedule"):
+                req = prepare(kernel, backend, sig, graph)
         with compile_log.stage("backend compile"):   # lower/codegen inside time themselves
             compiled = backend.compile(req)
     if graph.data_checks:   # conditions on the data (indices read from arrays): run first

@@ -234,3 +234,22 @@ def request_key(request, backend_name: str, backend_version: str, options: dict,
     head = (f"early:{FORMAT}|{backend_name}|{backend_version}|{sys.version.split()[0]}|"
             f"{np.__version__}|{source_fingerprint(*dirs)}|{body}")
     return hashlib.sha256(head.encode()).hexdigest()
+
+
+def schedule_key(request, backend_name: str, backend_version: str, options: dict,
+                 schedule_inputs: dict, source_dirs: tuple = ()) -> str | None:
+    """The disk-cache key of a ``dispatch.DeferredRequest`` before it is scheduled: its
+    ``schedule_roots`` (graph, declarative hints, size hints, signature, output layouts,
+    options) plus ``schedule_inputs``, everything else the backend's default schedule reads
+    (thread count, the target machine, module switches), and what ``request_key`` adds (the
+    backend, its ``options`` for code generation, the compiler's source).  None when
+    something cannot be written canonically (then the request is scheduled and keyed after)."""
+    kdsl_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the kdsl package
+    dirs = (kdsl_dir,) + tuple(source_dirs)
+    try:
+        body = fingerprint(*request.schedule_roots, options, schedule_inputs)
+    except Unkeyable:
+        return None
+    head = (f"pre:{FORMAT}|{backend_name}|{backend_version}|{sys.version.split()[0]}|"
+            f"{np.__version__}|{source_fingerprint(*dirs)}|{body}")
+    return hashlib.sha256(head.encode()).hexdigest()
