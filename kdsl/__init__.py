@@ -26,6 +26,7 @@ _LAZY = {
     "schedule": ("kdsl.schedule.hints", "schedule"),
     "intrin": ("kdsl.schedule.intrin", None),
     "random": ("kdsl.random", None),      # counter-based Philox random numbers
+    "dask": ("kdsl.dask", None),          # kernels on dask arrays (docs/scaling.md)
     # the cpu backend's thread count (process-wide, read at every call)
     **{name: ("kdsl.threads", name) for name in (
         "set_num_threads", "get_num_threads", "num_threads", "ThreadCountError")},

@@ -1,0 +1,50 @@
+"""kdsl on Dask: a kernel called with dask arrays returns a dask array (lazy).
+
+Imported only when a kernel meets a dask array (``kdsl.kernel``'s miss path), never on the
+numpy call path.  The mapping comes from kdsl's own analysis of the stage graph
+(``kdsl.dask.analysis``, ``kdsl.dask.mapping``): elementwise kernels run blockwise, valid
+stencils on blocks extended by their halo, reductions across chunks as a tree whose chunk,
+combine and aggregate steps are kdsl kernels derived from the graph (``kdsl.dask.derive``),
+contractions as blockwise products summed by the same tree; what cannot be split is made one
+chunk with a ``DaskWarning``.  ``kd.dask.plan(kernel, *arrays)`` prints the mapping.
+See docs/scaling.md.
+"""
+from __future__ import annotations
+
+import sys
+
+from ..errors import ArgumentError, KdslUserError, for_user
+from . import tokens
+from .build import DaskWarning, build, graph_hash
+from .mapping import Plan, decide, is_dask
+
+if "kdsl.kernel" in sys.modules:
+    tokens.register(sys.modules["kdsl.kernel"].Kernel)
+
+
+def call(kernel, args, backend=None, out=None):
+    """``kernel(*args)`` where some args are dask arrays: the result as a dask array."""
+    tokens.register(type(kernel))
+    if out is not None:
+        raise for_user(ArgumentError(
+            f"{kernel.__name__}: out= cannot be given with dask array arguments",
+            hint="drop out=: the result is a lazy dask array; store it with "
+                 "dask.array.store(result, target) or result.compute()"))
+    try:
+        plan_ = decide(kernel, tuple(args))
+        return build(plan_, backend)
+    except KdslUserError as e:
+        raise for_user(e) from None
+
+
+def plan(kernel, *args, **kw) -> Plan:
+    """Print and return the mapping ``kernel(*args)`` gets on Dask, stage by stage, with
+    the reason for each rechunk."""
+    if kw:
+        args = kernel._bind(args, kw)
+    p = decide(kernel, tuple(args))
+    print(p.text())
+    return p
+
+
+__all__ = ["call", "plan", "Plan", "DaskWarning", "is_dask", "graph_hash", "tokens"]
