@@ -146,14 +146,14 @@ def analyse(graph: Graph) -> Analysis:
             labs = {k: v for k, v in dims[j][d].items() if k != "bcast"}
             if "bcast" in dims[j][d] and labs:
                 dims[j][d].pop("bcast")
+            for lab in labs:        # a scan or a position used: said first
+                if lab in position:
+                    whole[j][d].insert(0, position[lab])
             if any(k[0] == "opaque" for k in labs):
                 whole[j][d].append("an intermediate stage reads it at a computed index")
             elif len(labs) > 1:
                 kinds = sorted({describe_label(graph, k) for k in labs})
                 whole[j][d].append("it is read along several axes (" + ", ".join(kinds) + ")")
-            for lab in labs:
-                if lab in position:
-                    whole[j][d].append(position[lab])
     return an
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import warnings
 
 import numpy as np
 
+from ..errors import warn_user
 from . import derive
 from .mapping import is_dask
 
@@ -173,9 +173,9 @@ def _prepare(plan):
     if plan.whole:
         what = "; ".join(f"{plan.kernel.arg_names[j]!r} axis {d}: {why}"
                          for (j, d), why in plan.whole.items())
-        warnings.warn(f"kernel {plan.kernel.__name__} on dask arrays: rechunked to one chunk "
-                      f"along {what}. Chunk the array so that axis is whole to avoid the "
-                      "copy (see kd.dask.plan)", DaskWarning, stacklevel=4)
+        warn_user(f"kernel {plan.kernel.__name__} on dask arrays: rechunked to one chunk "
+                  f"along {what}. Chunk the array so that axis is whole to avoid the "
+                  "copy (see kd.dask.plan)", DaskWarning)
     return [da.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
 
 

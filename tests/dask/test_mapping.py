@@ -1,0 +1,254 @@
+"""kdsl kernels on dask arrays (kdsl.dask): each mapping against numpy float64.
+
+Most tests run Dask's synchronous scheduler and kdsl's numpy backend (the mapping is what is
+tested; the numpy backend evaluates the same stage graphs as every backend); a few run the
+cpu backend.  Chunkings split halos, make one-element, empty and uneven chunks.
+Skipped only when dask is not installed.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array", reason="dask[array] is not installed")
+import dask  # noqa: E402
+
+import kdsl as kd  # noqa: E402
+from kdsl.dask import DaskWarning  # noqa: E402
+
+NP = "numpy"
+
+
+@pytest.fixture(autouse=True)
+def _sync():
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+def _close(r, ref, rtol=1e-10):
+    assert isinstance(r, da.Array), type(r)
+    v = r.compute()
+    assert v.shape == np.shape(ref)
+    np.testing.assert_allclose(v, ref, rtol=rtol, atol=1e-12)
+    return v
+
+
+def _quiet(fn, *a, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DaskWarning)     # no rechunk expected
+        return fn(*a, **kw)
+
+
+@kd.kernel
+def axpy(a, x, y):
+    return a * x + y
+
+
+@kd.kernel
+def rowsum(A):
+    return A.sum(axis=1)
+
+
+@kd.kernel
+def total(A):
+    return A.sum()
+
+
+@kd.kernel
+def colmean(A):
+    return A.mean(axis=0)
+
+
+@kd.kernel
+def rowmax(A):
+    return A.max(axis=1, keepdims=True)
+
+
+@kd.kernel
+def argmax1(A):
+    return np.argmax(A, axis=1)
+
+
+@kd.kernel
+def argmin0(A):
+    return np.argmin(A, axis=0)
+
+
+product = kd.reducer(lambda x, y: x * y, identity=1, name="product")
+
+
+@kd.kernel
+def rowprod(A):
+    n, m = A.shape
+    k = kd.reduce_axis(m, name="k")
+    return kd.compute((n,), lambda i: product(A[i, k], axis=k))
+
+
+def _lse_combine(a, b):
+    (m1, s1), (m2, s2) = a, b
+    m = kd.maximum(m1, m2)
+    e1 = kd.where(m1 == m, 1.0, kd.exp(m1 - m))
+    e2 = kd.where(m2 == m, 1.0, kd.exp(m2 - m))
+    return m, s1 * e1 + s2 * e2
+
+
+lse = kd.reducer(_lse_combine, identity=(-np.inf, 0.0), name="lse")
+
+
+@kd.kernel
+def logsumexp(A):
+    n, k_ = A.shape
+    k = kd.reduce_axis(k_, name="k")
+    m, s = kd.compute((n,), lambda i: lse((A[i, k], 1.0), axis=k))
+    return m + kd.log(s)
+
+
+@kd.kernel
+def box3(A):
+    n, m = A.shape
+    return kd.compute((n - 2, m - 2), lambda i, j: A[i, j] + A[i + 1, j + 1] * 2.0
+                      + A[i + 2, j + 2] - A[i, j + 2] + A[i + 1, j])
+
+
+@kd.kernel
+def softmax(A):
+    e = np.exp(A - A.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@kd.kernel
+def matmul(A, B):
+    return A @ B
+
+
+@kd.kernel
+def var1(A):
+    return A.var(axis=1)
+
+
+@kd.kernel
+def gather(A, idx):
+    return kd.compute((idx.shape[0], A.shape[1]), lambda i, j: A[idx[i], j] * 2.0)
+
+
+@kd.kernel
+def csum(A):
+    return np.cumsum(A, axis=0)
+
+
+def test_elementwise_broadcast_uneven_chunks(rng):
+    x = rng.standard_normal((37, 23))
+    y = rng.standard_normal(23)
+    X = da.from_array(x, chunks=((10, 1, 26), (7, 7, 9)))
+    Y = da.from_array(y, chunks=5)            # other chunks: aligned by Dask
+    r = _quiet(axpy, 1.5, X, Y, backend=NP)
+    _close(r, 1.5 * x + y)
+    # a size-1 row broadcast against a chunked one; numpy arrays mixed in
+    row = rng.standard_normal((1, 23))
+    _close(_quiet(axpy, 2.0, da.from_array(x, chunks=(5, 23)), row, backend=NP), 2 * x + row)
+
+
+def test_strided_blocks(rng):
+    base = rng.standard_normal((40, 30))
+    x = base[::2, ::3]                        # a strided view
+    X = da.from_array(x, chunks=(7, 4))
+    _close(_quiet(axpy, -1.0, X, X.T.T, backend=NP), 0 * x)
+    _close(_quiet(rowsum, X, backend=NP), x.sum(axis=1))
+
+
+def test_result_is_lazy_and_named_by_graph(rng):
+    x = rng.standard_normal((20, 8))
+    X = da.from_array(x, chunks=5)
+    r1, r2 = rowsum(X, backend=NP), rowsum(X, backend=NP)
+    assert isinstance(r1, da.Array) and r1.name == r2.name
+    assert r1.name.startswith("rowsum-")
+    assert rowsum(X + 1, backend=NP).name != r1.name
+    assert axpy(2.0, X, X, backend=NP).name != axpy(3.0, X, X, backend=NP).name
+
+
+@pytest.mark.parametrize("chunks", [((1,) * 9, (1,) * 6), ((0, 4, 0, 5), (2, 0, 4)),
+                                    ((9,), (6,)), ((2, 7), (5, 1))])
+def test_reductions_one_element_empty_uneven_chunks(rng, chunks):
+    x = rng.standard_normal((9, 6))
+    X = da.from_array(x, chunks=chunks)
+    _close(_quiet(rowsum, X, backend=NP), x.sum(axis=1))
+    _close(_quiet(total, X, backend=NP), x.sum())
+    _close(_quiet(colmean, X, backend=NP), x.mean(axis=0))
+    _close(_quiet(rowmax, X, backend=NP), x.max(axis=1, keepdims=True))
+    _close(_quiet(rowprod, X, backend=NP), x.prod(axis=1))
+    _close(_quiet(logsumexp, X, backend=NP), np.log(np.exp(x).sum(axis=1)))
+
+
+def test_argmax_argmin_block_offsets(rng):
+    x = rng.integers(0, 5, (11, 13)).astype(np.float64)    # ties: the first index wins
+    for chunks in [(3, 4), (11, 1), ((0, 11), (13,)), (2, (5, 0, 8))]:
+        X = da.from_array(x, chunks=chunks)
+        v = _close(_quiet(argmax1, X, backend=NP), x.argmax(axis=1))
+        assert v.dtype == np.int64
+        _close(_quiet(argmin0, X, backend=NP), x.argmin(axis=0))
+
+
+def test_stencil_halos_split_by_chunks(rng):
+    x = rng.standard_normal((17, 12))
+    ref = x[:-2, :-2] + 2 * x[1:-1, 1:-1] + x[2:, 2:] - x[:-2, 2:] + x[1:-1, :-2]
+    for chunks in [(5, 4), (1, 1), ((2, 1, 14), (11, 1)), (17, 12)]:
+        r = _quiet(box3, da.from_array(x, chunks=chunks), backend=NP)
+        _close(r, ref)
+    assert kd.dask.plan(box3, da.from_array(x, chunks=4)).kind == "stencil"
+
+
+def test_rowwise_softmax_blockwise_and_rechunk(rng):
+    x = rng.standard_normal((30, 9))
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    ref = e / e.sum(axis=1, keepdims=True)
+    _close(_quiet(softmax, da.from_array(x, chunks=(7, 9)), backend=NP), ref)
+    with pytest.warns(DaskWarning, match="axis 1"):
+        r = softmax(da.from_array(x, chunks=(7, 4)), backend=NP)
+    _close(r, ref)
+
+
+def test_contraction_over_chunked_k(rng):
+    a, b = rng.standard_normal((13, 21)), rng.standard_normal((21, 8))
+    A = da.from_array(a, chunks=(5, (1, 10, 0, 10)))
+    B = da.from_array(b, chunks=((4, 17), 3))
+    p = kd.dask.plan(matmul, A, B)
+    assert p.kind == "contraction"
+    _close(_quiet(matmul, A, B, backend=NP), a @ b)
+
+
+def test_not_partitionable_rechunks_with_warning(rng):
+    x = rng.standard_normal((12, 7))
+    X = da.from_array(x, chunks=(4, 3))
+    with pytest.warns(DaskWarning, match="two-pass|several axes"):
+        _close(var1(X, backend=NP), x.var(axis=1))
+    idx = np.array([3, 0, 11, 5, 5])
+    with pytest.warns(DaskWarning, match="computed index"):
+        _close(gather(X, idx, backend=NP), x[idx] * 2)
+    with pytest.warns(DaskWarning, match="scans"):
+        _close(csum(X, backend=NP), np.cumsum(x, axis=0))
+    # already one chunk along those axes: no warning
+    _close(_quiet(csum, da.from_array(x, chunks=(12, 2)), backend=NP), np.cumsum(x, axis=0))
+
+
+def test_plan_prints_each_stage(rng, capsys):
+    X = da.from_array(rng.standard_normal((10, 6)), chunks=3)
+    p = kd.dask.plan(colmean, X)
+    text = capsys.readouterr().out
+    assert p.kind == "reduction" and "tree reduction" in text and "stage 'mean'" in text
+    kd.dask.plan(softmax, X)
+    assert "one chunk" in capsys.readouterr().out
+
+
+def test_out_refused_and_cpu_backend(rng):
+    x = rng.standard_normal((64, 40)).astype(np.float32)
+    X = da.from_array(x, chunks=(16, 15))
+    with pytest.raises(kd.errors.ArgumentError if hasattr(kd, "errors") else Exception,
+                       match="out="):
+        rowsum(X, out=np.empty(64, np.float32))
+    _close(_quiet(colmean, X, backend="cpu"), x.astype(np.float64).mean(axis=0), rtol=1e-5)
+    _close(_quiet(argmax1, X, backend="cpu"), x.argmax(axis=1))
