@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from ..errors import warn_user
-from . import derive
+from . import derive, tokens
 from .mapping import is_dask
 
 
@@ -50,6 +50,14 @@ _lock = threading.Lock()
 _made: dict = {}
 
 
+def _token(k):
+    """The kernel's token for this version of its schedules (cached on the kernel)."""
+    got = k.__dict__.get("_dask_token")
+    if got is None or got[0] != k._version:
+        got = k.__dict__["_dask_token"] = (k._version, tokens.kernel_token(k))
+    return got[1], got[0]
+
+
 def _derived(key, make):
     """The step kernel of ``key`` in this process (made once)."""
     k = _made.get(key)
@@ -62,13 +70,15 @@ def _derived(key, make):
 
 
 class BlockTask:
-    """``kernel(*blocks)``: blockwise and stencil blocks."""
+    """``kernel(*blocks)``: blockwise and stencil blocks (``select``: which output of a
+    kernel returning several)."""
 
-    def __init__(self, kernel, backend):
-        self.kernel, self.backend = kernel, backend
+    def __init__(self, kernel, backend, select=None):
+        self.kernel, self.backend, self.select = kernel, backend, select
 
     def __call__(self, *blocks):
-        return self.kernel(*blocks, backend=self.backend)
+        r = self.kernel(*blocks, backend=self.backend)
+        return r if self.select is None else r[self.select]
 
 
 def _fields(x, names):
@@ -95,9 +105,10 @@ class ChunkTask:
 
     def step(self):
         k = self.kernel
-        return _derived((id(k), "chunk", self.rname),
+        return _derived((_token(k), "chunk", self.rname),
                         lambda: derive.make(f"{k.__name__}_chunk", k.arg_names,
-                                            derive.chunk_graph(k, self.rname)))
+                                            derive.chunk_graph(k, self.rname),
+                                            k.specialize, k.constants))
 
     def __call__(self, *blocks):
         if self.index_value is not None:
@@ -131,7 +142,7 @@ class TreeTask:
             names = [f"p{j}" for j in range(max(1, len(self.packed.names or ())))]
             return derive.make(f"{k.__name__}_{'aggregate' if final else 'combine'}", names,
                                derive.aggregate_graph(g, self.rname, env, final))
-        key = (id(k), "aggregate" if final else "combine", self.rname, repr(self.full_args))
+        key = (_token(k), "aggregate" if final else "combine", self.rname, repr(self.full_args))
         return _derived(key, make)
 
     def __call__(self, x, axis=None, keepdims=False, computing_meta=False):
@@ -179,15 +190,32 @@ def _prepare(plan):
     return [da.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
 
 
+def _meta(args, ndim, dtype):
+    """An empty array of the chunks' type (numpy, CuPy: the first dask argument's meta)."""
+    for a in args:
+        m = getattr(a, "_meta", None)
+        if m is not None:
+            return np.empty_like(m, shape=(0,) * ndim, dtype=dtype)
+    return np.empty((0,) * ndim, dtype)
+
+
 def build(plan, backend):
-    """The dask array of ``plan``'s kernel call (lazy)."""
-    import dask.array as da
+    """The dask array of ``plan``'s kernel call (lazy); a tuple for several outputs."""
     args = _prepare(plan)
-    out = plan.graph.outputs[0]
-    dtype = out.dtype.np
-    meta = np.empty((0,) * out.ndim, dtype)
+    outs = plan.graph.outputs
     if plan.tree is not None:
-        return _tree(plan, args, backend, dtype, meta)
+        out = outs[0]
+        return _tree(plan, args, backend, out.dtype.np, _meta(args, out.ndim, out.dtype.np))
+    if len(outs) == 1:
+        return _blocks(plan, args, backend, None)
+    return tuple(_blocks(plan, args, backend, k) for k in range(len(outs)))
+
+
+def _blocks(plan, args, backend, select):
+    import dask.array as da
+    out = plan.graph.outputs[select or 0]
+    dtype = out.dtype.np
+    meta = _meta(args, out.ndim, dtype)
     pairs = []
     for a, ix in zip(args, plan.index):
         pairs += [a, None if ix is None else "".join(ix)]
@@ -210,10 +238,11 @@ def build(plan, backend):
                     cs[-1] -= plan.halo[c]
                     adjust[c] = tuple(cs)
             pairs[2 * j] = overlap(a, depth=depth, boundary="none", allow_rechunk=False)
-    return da.blockwise(BlockTask(plan.kernel, backend), plan.out_index, *pairs,
+    step = "blocks" if select is None else f"out{select}"
+    return da.blockwise(BlockTask(plan.kernel, backend, select), plan.out_index, *pairs,
                         dtype=dtype, meta=meta, concatenate=True, adjust_chunks=adjust or None,
                         new_axes=plan.new_axes or None, align_arrays=True,
-                        name=_name(plan, "blocks"))
+                        name=_name(plan, step))
 
 
 def _tree(plan, args, backend, dtype, meta):

@@ -34,12 +34,12 @@ def _function(names):
     return ns["derived"]
 
 
-def make(name, arg_names, graph_fn):
+def make(name, arg_names, graph_fn, specialize=False, constants=()):
     """A Kernel named ``name`` of parameters ``arg_names`` whose graph for a signature is
-    ``graph_fn(sig)``."""
+    ``graph_fn(sig)`` (``specialize``/``constants``: the parent's, so that signatures agree)."""
     fn = _function(arg_names)
     fn.__name__ = fn.__qualname__ = name
-    k = fori_program.make_kernel(fn)
+    k = fori_program.make_kernel(fn, specialize=specialize, constants=constants)
     graphs = {}
 
     def _graph(sig):

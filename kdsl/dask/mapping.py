@@ -11,6 +11,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 
+from ..errors import ArgumentError
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from . import derive
@@ -90,6 +91,12 @@ def decide(kernel, args) -> Plan:
     for st in graph.stages:
         plan.lines.append(_stage_line(st, an))
     out = graph.outputs[0]
+    shapes = {tuple(int(eval_expr(e, env)) for e in t.shape) for t in graph.outputs}
+    if len(shapes) > 1:
+        raise ArgumentError(
+            f"{kernel.__name__}: on dask arrays, the outputs of a kernel must have one shape "
+            f"(these have {', '.join(map(str, sorted(shapes)))})",
+            hint="split it into kernels of one output each, or call it on numpy arrays")
     plan.out_index = "".join(letter(("out", k)) for k in range(out.ndim))
     tin = {j: t for j, t in zip(arrays, graph.inputs)}
     # which dims of which inputs carry which labels
