@@ -229,10 +229,10 @@ class Kernel(functools.partial):
         if len(args) == self._nargs:
             key = self._keyfn(args, backend, gen, out, backend in _reg.size_classed,
                               _host_array)
+            if (key is FOREIGN or key is None) and foreign.lazy_arrays(args):
+                from .dask import call as dask_call     # dask arrays: a dask array back
+                return dask_call(self, args, backend, out)
             if key is FOREIGN:   # read as numpy once per call (results: the caller's library)
-                if foreign.lazy_arrays(args):     # dask arrays: a dask array back (kdsl.dask)
-                    from .dask import call as dask_call
-                    return dask_call(self, args, backend, out)
                 return foreign.host_call(self, args, backend, out, stream)
             launch = self._cache.get(key)
         try:

@@ -115,7 +115,7 @@ class ChunkTask:
             blocks, start = blocks[:-1], blocks[-1]
         r = self.step()(*blocks, backend=self.backend)
         vals = list(r) if isinstance(r, tuple) else [r]
-        vals = [np.asarray(v).reshape(np.shape(v) + (1,) * self.nred) for v in vals]
+        vals = [v.reshape(v.shape + (1,) * self.nred) for v in vals]   # numpy or CuPy
         if self.index_value is not None:
             v = vals[self.index_value]
             off = int(np.asarray(start).reshape(-1)[0])
@@ -147,12 +147,13 @@ class TreeTask:
 
     def __call__(self, x, axis=None, keepdims=False, computing_meta=False):
         if computing_meta:      # Dask asks for the meta: the result's type, no data
-            return np.empty((0,) * (x.ndim if keepdims else x.ndim - self.nred), self.dtype)
+            return np.empty_like(x, shape=(0,) * (x.ndim if keepdims else x.ndim - self.nred),
+                                 dtype=self.dtype)
         r = self.step()(*_fields(x, self.packed.names), backend=self.backend)
         if self.final:
             return r
         vals = list(r) if isinstance(r, tuple) else [r]
-        vals = [np.asarray(v).reshape(np.shape(v) + (1,) * self.nred) for v in vals]
+        vals = [v.reshape(v.shape + (1,) * self.nred) for v in vals]   # numpy or CuPy
         return _pack(vals, self.packed)
 
 
@@ -165,7 +166,7 @@ class _Keep:
 
     def __call__(self, x, axis=None, keepdims=True, computing_meta=False):
         if computing_meta:
-            return np.empty((0,) * x.ndim, self.dtype)
+            return np.empty_like(x, shape=(0,) * x.ndim, dtype=self.dtype)
         return x
 
 
@@ -284,7 +285,7 @@ def _tree(plan, args, backend, dtype, meta):
         pairs += [da.arange(sum(chunks_of[c]), chunks=(chunks_of[c],), dtype=np.int64), c]
     nred = len(red)
     task = ChunkTask(plan.kernel, backend, r.name, nred, packed, index_value, identity)
-    pmeta = np.empty((0,) * (len(r_index) + nred), packed)
+    pmeta = _meta(args, len(r_index) + nred, packed)
     partials = da.blockwise(task, r_index + red, *pairs, dtype=packed, meta=pmeta,
                             concatenate=True, align_arrays=True,
                             adjust_chunks={c: (lambda n: 1) for c in red},
