@@ -27,3 +27,9 @@ def probe():
     """(kdsl's thread count, OMP_NUM_THREADS) in the calling process."""
     from kdsl import threads
     return threads.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+
+
+def cpu_stats():
+    """The cpu backend's counters in the calling process (compiled, lowered, cache hits)."""
+    from kdsl.backends.registry import get_backend
+    return dict(get_backend("cpu").stats)

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-from cluster_kernels import make_local, probe, rowsum, scale  # noqa: E402
+from cluster_kernels import cpu_stats, make_local, probe, rowsum, scale  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,22 @@ def test_kdsl_graphs_on_workers(client):
     local = make_local(0.5)
     np.testing.assert_allclose(local(X, backend="numpy").compute(), x * 0.5 + 1)
     np.testing.assert_allclose(rowsum(X.astype(np.float32), backend="cpu").compute(),
-                               x.sum(axis=1), rtol=1e-5)     # compiled on the workers
+                               x.sum(axis=1), rtol=1e-5, atol=1e-4)   # compiled on workers
+
+
+def test_workers_hit_the_shared_disk_cache(client):
+    x = np.random.default_rng().standard_normal((24, 40)).astype(np.float32)
+    X = da.from_array(x, chunks=(8, 40))
+    rowsum(x[:8], backend="cpu")        # compiled here, into the disk cache the workers share
+    before = client.run(cpu_stats)
+    r = da.map_blocks(rowsum, X, drop_axis=1, meta=np.empty((0,), np.float32), backend="cpu")
+    np.testing.assert_allclose(r.compute(), x.sum(axis=1), rtol=1e-5, atol=1e-4)
+    after = client.run(cpu_stats)
+    for w, s in after.items():
+        b = before.get(w, {"lowered": 0, "compiled": 0})
+        assert s["lowered"] == b["lowered"] and s["compiled"] == b["compiled"], (before, after)
+    assert sum(s["cache_hits"] for s in after.values()) > sum(
+        s["cache_hits"] for s in before.values()), (before, after)
 
 
 def test_worker_threads_follow_budget(client):
