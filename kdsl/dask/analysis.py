@@ -39,10 +39,22 @@ class Analysis:
     reductions: dict = field(default_factory=dict)
     #: the output stages' axis labels (per output: tuple of labels or None for size-1)
     out_labels: tuple = ()
+    #: labels compared with constants or with their extent (edge guards): label ->
+    #: (cells before, cells after) a block needs so that the guard sees the array's edges
+    guards: dict = field(default_factory=dict)
 
 
-def _offset(e):
-    """``(var, c)`` for an index ``var + c`` / ``var - c`` / ``var``; None otherwise."""
+def _offset(e, shapes=frozenset()):
+    """``(var, c)`` for an index ``var + c`` / ``var - c`` / ``var``, also clamped to the
+    array (``max(i - 1, 0)``, ``min(i + 1, n - 1)``: what a read guarded by ``kd.where``
+    becomes; the clamp acts only within the halo, which is cut off); None otherwise."""
+    while type(e) is n.Binary and e.op in (n.BinOp.MAX, n.BinOp.MIN):
+        if type(e.b) is n.Const or (e.op is n.BinOp.MIN and _sizes_only(e.b, shapes)):
+            e = e.a
+        elif type(e.a) is n.Const or (e.op is n.BinOp.MIN and _sizes_only(e.a, shapes)):
+            e = e.b
+        else:
+            return None
     if type(e) is n.Var:
         return e, 0
     if type(e) is n.Binary and e.op in (n.BinOp.ADD, n.BinOp.SUB):
@@ -53,6 +65,11 @@ def _offset(e):
                 and isinstance(a.value, int):
             return b, a.value
     return None
+
+
+def _sizes_only(e, shapes) -> bool:
+    """Is ``e`` an expression of the inputs' sizes only (``shapes``: their Vars)?"""
+    return all(v in shapes for v in collect(e, lambda x: type(x) is n.Var))
 
 
 def _is_one(e) -> bool:
@@ -82,7 +99,9 @@ def analyse(graph: Graph) -> Analysis:
     dims = [[dict() for _ in t.shape] for t in inputs]
     whole = [[[] for _ in t.shape] for t in inputs]
     position = {}
+    guards = {}     # label -> (cells needed before, after each block) by edge guards
     pos_of = {id(t): j for j, t in enumerate(inputs)}
+    shapes = frozenset(graph.shape_vars())
     for st in reversed(graph.stages):
         ax = labels.setdefault(st.name, [dict() for _ in st.axes])
         env = {}            # Var -> dict label -> (lo, hi)
@@ -106,10 +125,16 @@ def analyse(graph: Graph) -> Analysis:
         if isinstance(body, n.Reduce) and body.combiner.kind in (n.CombinerKind.ARGMAX,
                                                                  n.CombinerKind.ARGMIN):
             skip = {id(s) for s in body.sources if type(s) is n.Var}   # the index source
-        uses = [v for v in _value_vars(body, skip) if v in env]
+        extents = {a.var: a.dom.extent for a in st.axes}
+        found = []
+        uses = [v for v in _value_vars(body, skip, extents, found) if v in env]
         for v in uses:
             for lab in env[v]:
                 position[lab] = f"stage {st.name!r} uses the position along it as a value"
+        for v, left, right in found:        # edge guards: kd.where(i > 0, ...), i < n - 1
+            for lab, (lo, hi) in env.get(v, {}).items():
+                gl, gr = guards.get(lab, (0, 0))
+                guards[lab] = (max(gl, left - lo), max(gr, right + hi))
         if scan_axis is not None:
             for lab in env[st.axes[scan_axis].var]:
                 position[lab] = f"stage {st.name!r} scans along it"
@@ -126,7 +151,7 @@ def analyse(graph: Graph) -> Analysis:
                     if t.is_input and not target[d]:
                         target[d]["bcast"] = (0, 0)
                     continue
-                vo = _offset(e)
+                vo = _offset(e, shapes)
                 if vo is None or vo[0] not in env:
                     why = f"it is read at a computed index ({r.tensor.name}[...] in stage " \
                           f"{st.name!r}: a gather or a scaled index)"
@@ -140,7 +165,7 @@ def analyse(graph: Graph) -> Analysis:
                 v, c = vo
                 for lab, (lo, hi) in env[v].items():
                     _merge(target[d], lab, lo + c, hi + c)
-    an = Analysis(graph, dims, whole, position, reds, tuple(out_labels))
+    an = Analysis(graph, dims, whole, position, reds, tuple(out_labels), guards)
     for j, t in enumerate(inputs):
         for d in range(t.ndim):
             labs = {k: v for k, v in dims[j][d].items() if k != "bcast"}
@@ -157,13 +182,41 @@ def analyse(graph: Graph) -> Analysis:
     return an
 
 
-def _value_vars(body, skip) -> list:
-    """Vars used in ``body`` outside read indices (``skip``: ids of nodes not walked)."""
+def _guard(e, extents):
+    """``(var, before, after)`` for an edge guard ``var + c  <op>  k`` or ``var + c  <op>
+    extent + k`` (either side; ``extents``: axis Var -> its extent): the condition changes
+    only within ``before`` cells of the start or ``after`` cells of the end; else None."""
+    for a, b in ((e.a, e.b), (e.b, e.a)):
+        vo = _offset(a)
+        if vo is None or vo[0] not in extents:
+            continue
+        v, c = vo
+        if type(b) is n.Const and isinstance(b.value, int):
+            return v, max(0, b.value - c + 1), 0
+        ext = extents[v]
+        k = 0
+        if type(b) is n.Binary and b.op in (n.BinOp.ADD, n.BinOp.SUB) and b.a is ext \
+                and type(b.b) is n.Const and isinstance(b.b.value, int):
+            k = b.b.value if b.op is n.BinOp.ADD else -b.b.value
+        elif b is not ext:
+            continue
+        return v, 0, max(0, c - k + 1)
+    return None
+
+
+def _value_vars(body, skip, extents=None, guards=None) -> list:
+    """Vars used in ``body`` outside read indices (``skip``: ids of nodes not walked); edge
+    guards (``_guard``) go to ``guards`` instead when ``extents`` is given."""
     out, stack = [], [body]
     while stack:
         e = stack.pop()
         if id(e) in skip:
             continue
+        if extents is not None and type(e) is n.Compare:
+            g = _guard(e, extents)
+            if g is not None:
+                guards.append(g)
+                continue
         if type(e) is n.Var:
             out.append(e)
             continue

@@ -71,14 +71,26 @@ def _derived(key, make):
 
 class BlockTask:
     """``kernel(*blocks)``: blockwise and stencil blocks (``select``: which output of a
-    kernel returning several)."""
+    kernel returning several; ``trims``: per same-shaped stencil axis ``(output axis,
+    blocks, before, after)``, the block's number coming as one more argument each: the
+    halo computed around the block is cut off its result)."""
 
-    def __init__(self, kernel, backend, select=None):
-        self.kernel, self.backend, self.select = kernel, backend, select
+    def __init__(self, kernel, backend, select=None, trims=()):
+        self.kernel, self.backend, self.select, self.trims = kernel, backend, select, trims
 
     def __call__(self, *blocks):
+        if self.trims:
+            marks = blocks[len(blocks) - len(self.trims):]
+            blocks = blocks[:len(blocks) - len(self.trims)]
         r = self.kernel(*blocks, backend=self.backend)
-        return r if self.select is None else r[self.select]
+        if self.select is not None:
+            r = r[self.select]
+        for (ax, nb, dl, dr), m in zip(self.trims, marks if self.trims else ()):
+            k = int(m[0])
+            lo = dl if k > 0 else 0
+            hi = r.shape[ax] - (dr if k < nb - 1 else 0)
+            r = r[(slice(None),) * ax + (slice(lo, hi),)]
+        return r
 
 
 def _fields(x, names):
@@ -221,29 +233,54 @@ def _blocks(plan, args, backend, select):
     for a, ix in zip(args, plan.index):
         pairs += [a, None if ix is None else "".join(ix)]
     adjust = {}
+    trims = []
     if plan.halo:
-        from dask.array.overlap import ensure_minimum_chunksize, overlap
-        for j, (a, ix) in enumerate(zip(args, plan.index)):
-            if ix is None:
-                continue
-            depth = {d: (0, plan.halo[c]) for d, c in enumerate(ix) if c in plan.halo}
-            if not depth:
-                continue
-            chunks = list(a.chunks)
-            for d in depth:
-                chunks[d] = ensure_minimum_chunksize(depth[d][1], a.chunks[d])
-            a = a.rechunk(tuple(chunks))
-            for d, c in enumerate(ix):
-                if c in plan.halo:
-                    cs = list(a.chunks[d])
-                    cs[-1] -= plan.halo[c]
-                    adjust[c] = tuple(cs)
-            pairs[2 * j] = overlap(a, depth=depth, boundary="none", allow_rechunk=False)
+        pairs, adjust, trims = _halos(plan, pairs)
     step = "blocks" if select is None else f"out{select}"
-    return da.blockwise(BlockTask(plan.kernel, backend, select), plan.out_index, *pairs,
+    task = BlockTask(plan.kernel, backend, select, tuple(trims))
+    return da.blockwise(task, plan.out_index, *pairs,
                         dtype=dtype, meta=meta, concatenate=True, adjust_chunks=adjust or None,
                         new_axes=plan.new_axes or None, align_arrays=True,
                         name=_name(plan, step))
+
+
+def _halos(plan, pairs):
+    """Stencil inputs extended by their halos (``dask.array.overlap``, no padding at the
+    array's edges), chunks first made common and at least as long as the halo; the output
+    chunks; the trims of same-shaped stencils and their block-number arrays."""
+    import dask.array as da
+    from dask.array.core import unify_chunks
+    from dask.array.overlap import ensure_minimum_chunksize, overlap
+    chunkss, arrays = unify_chunks(*pairs)
+    base = {}
+    for c, (mode, dl, dr) in plan.halo.items():
+        base[c] = ensure_minimum_chunksize(max(dl, dr, 1), chunkss[c])
+    pairs = list(pairs)
+    for j, ix in enumerate(plan.index):
+        a = arrays[j]
+        if ix is None or not hasattr(a, "chunks"):
+            continue
+        depth = {d: plan.halo[c][1:] for d, c in enumerate(ix) if c in plan.halo}
+        if depth:
+            a = a.rechunk(tuple(base[c] if c in base else a.chunks[d]
+                                for d, c in enumerate(ix)))
+            a = overlap(a, depth=depth, boundary="none", allow_rechunk=False)
+        pairs[2 * j] = a
+    adjust, trims = {}, []
+    for c, (mode, dl, dr) in plan.halo.items():
+        cs = list(base[c])
+        if mode == "valid":
+            cs[-1] -= dr
+            adjust[c] = tuple(cs)
+            continue
+        adjust[c] = tuple(cs)
+        nb = len(cs)
+        ext = tuple(x + (dl if k > 0 else 0) + (dr if k < nb - 1 else 0)
+                    for k, x in enumerate(cs))
+        marks = np.repeat(np.arange(nb, dtype=np.int32), ext)
+        pairs += [da.from_array(marks, chunks=(ext,)), c]
+        trims.append((plan.out_index.index(c), nb, dl, dr))
+    return pairs, adjust, trims
 
 
 def _tree(plan, args, backend, dtype, meta):

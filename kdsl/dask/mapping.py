@@ -124,7 +124,7 @@ def decide(kernel, args) -> Plan:
             idx.append(letter(lab))
             if lab[0] == "red" and chunked[d]:
                 tree_cands.setdefault(lab, []).append((j, d))
-            if lab[0] == "out" and (lo, hi) != (0, 0):
+            if lab[0] == "out" and ((lo, hi) != (0, 0) or lab in an.guards):
                 plan.halo.setdefault(letter(lab), []).append((j, d, lo, hi))
         plan.index.append(tuple(idx))
     for j in range(len(args)):
@@ -142,26 +142,43 @@ def decide(kernel, args) -> Plan:
 
 
 def _check_halos(plan, tin):
-    """Keep the valid stencils (``out[i]`` reads ``A[i + lo .. i + hi]``, 0 <= lo, and the
-    output is ``hi`` shorter); other offsets make their dims one chunk."""
+    """Stencils along output axes.  *valid*: ``out[i]`` reads ``A[i + lo .. i + hi]``,
+    0 <= lo, the output ``hi`` shorter: blocks extended by ``hi`` cells after them.  *same*:
+    the output as long as the input, reads at offsets ``lo..hi`` and edge guards
+    (``kd.where(i > 0, A[i - 1], 0)``): blocks extended on both sides by what the offsets
+    and guards need, the results trimmed back.  Other cases make their dims one chunk."""
     g, env = plan.graph, plan.env
     out = g.outputs[0]
     keep = {}
     for c, uses in plan.halo.items():
         k = plan.out_index.index(c)
-        his = {hi for _, _, _, hi in uses}
-        j, d, lo, hi = uses[0]
+        lab = ("out", k)
+        los, his = {u[2] for u in uses}, {u[3] for u in uses}
+        j, d = uses[0][:2]
         ext_in = int(eval_expr(tin[j].shape[d], env))
         ext_out = int(eval_expr(out.shape[k], env))
-        if len(his) == 1 and min(u[2] for u in uses) >= 0 and ext_out == ext_in - hi:
-            keep[c] = hi
+        gl, gr = plan.analysis.guards.get(lab, (0, 0))
+        if len(his) == 1 and min(los) >= 0 and lab not in plan.analysis.guards \
+                and ext_out == ext_in - max(his):
+            hi = max(his)
+            keep[c] = ("valid", 0, hi)
             plan.lines.append(f"output axis {k}: stencil, halo of {hi} after each block "
-                              f"(reads at offsets {lo}..{hi}, output {hi} shorter: valid)")
+                              f"(reads at offsets {min(los)}..{hi}, output {hi} shorter: valid)")
+        elif ext_out == ext_in and all(tin[u[0]].shape[u[1]] is tin[j].shape[d] or
+                                       int(eval_expr(tin[u[0]].shape[u[1]], env)) == ext_in
+                                       for u in uses):
+            dl, dr = max(0, -min(los), gl), max(0, max(his), gr)
+            keep[c] = ("same", dl, dr)
+            why = f"reads at offsets {min(los)}..{max(his)}" + (
+                f", edge guards need {gl} before / {gr} after" if lab in plan.analysis.guards
+                else "")
+            plan.lines.append(f"output axis {k}: stencil, halo of {dl} before and {dr} after "
+                              f"each block, trimmed after ({why}; output as long: same)")
         else:
             for j, d, _, _ in uses:
                 if len(plan.args[j].chunks[d]) > 1:
-                    plan.whole[(j, d)] = (f"its stencil along output axis {k} is not a valid "
-                                          "one (kdsl maps out[i] reading A[i..i+h], h shorter)")
+                    plan.whole[(j, d)] = (f"its stencil along output axis {k} is neither valid "
+                                          "(out[i] reads A[i..i+h], h shorter) nor same-shaped")
     plan.halo = keep
 
 

@@ -284,3 +284,71 @@ def test_numpy_calls_never_load_dask_support():
     out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True,
                          timeout=120, cwd=__file__.rsplit("/tests/", 1)[0])
     assert out.stdout.split() == ["False", "False"], out.stderr[-2000:]
+
+
+@kd.kernel
+def ramp(a):
+    return kd.compute((a.shape[0], 4), lambda i, j: a[i] * j)
+
+
+@kd.kernel
+def total_keep(A):
+    return A.sum(axis=(0, 1), keepdims=True)
+
+
+@kd.kernel
+def any0(A):
+    return (A > 1.0).any(axis=0)
+
+
+def test_new_axes_keepdims_bool_int_transposed(rng):
+    x = rng.standard_normal((13, 11))
+    X = da.from_array(x, chunks=(4, 3))
+    _close(_quiet(ramp, da.from_array(x[:, 0], chunks=4), backend=NP), x[:, :1] * np.arange(4))
+    _close(_quiet(total_keep, X, backend=NP), x.sum(keepdims=True))
+    v = _quiet(any0, X, backend=NP).compute()
+    assert v.dtype == np.bool_ and (v == (x > 1.0).any(axis=0)).all()
+    xi = rng.integers(-5, 5, (13, 11)).astype(np.int32)
+    v = _quiet(rowsum, da.from_array(xi, chunks=(1, 4)), backend=NP).compute()
+    assert v.dtype == xi.sum(axis=1).dtype and (v == xi.sum(axis=1)).all()
+    _close(_quiet(rowsum, X.T, backend=NP), x.T.sum(axis=1))
+
+
+@kd.kernel
+def laplace1(x):
+    n = x.shape[0]
+    return kd.compute((n,), lambda i: kd.where((i > 0) & (i < n - 1),
+                                               x[i - 1] - 2 * x[i] + x[i + 1], x[i]))
+
+
+@kd.kernel
+def first5(x):
+    return kd.compute((x.shape[0],), lambda i: kd.where(i < 5, x[i] * 10, x[i]))
+
+
+@kd.kernel
+def laplace2(A):
+    n, m = A.shape
+    return kd.compute((n, m), lambda i, j: kd.where(
+        (i > 0) & (i < n - 1) & (j > 0) & (j < m - 1),
+        A[i - 1, j] + A[i + 1, j] + A[i, j - 1] + A[i, j + 1] - 4 * A[i, j], 0.0))
+
+
+def test_same_shaped_stencils_with_edge_guards(rng):
+    x = rng.standard_normal(23)
+    ref = x.copy()
+    ref[1:-1] = x[:-2] - 2 * x[1:-1] + x[2:]
+    ref5 = x.copy()
+    ref5[:5] *= 10
+    for chunks in [4, 1, (10, 13), ((0, 2, 21),)]:
+        X = da.from_array(x, chunks=chunks)
+        _close(_quiet(laplace1, X, backend=NP), ref)
+        _close(_quiet(first5, X, backend=NP), ref5)     # a halo of 6 before each block
+    a = rng.standard_normal((15, 12))
+    ref2 = np.zeros_like(a)
+    ref2[1:-1, 1:-1] = (a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:]
+                        - 4 * a[1:-1, 1:-1])
+    for chunks in [(4, 5), (1, 1), ((3, 12), (1, 11))]:
+        _close(_quiet(laplace2, da.from_array(a, chunks=chunks), backend=NP), ref2)
+    p = kd.dask.plan(laplace1, da.from_array(x, chunks=4))
+    assert p.kind == "stencil" and [m for m, _, _ in p.halo.values()] == ["same"]
