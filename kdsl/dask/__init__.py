@@ -17,6 +17,7 @@ from ..errors import ArgumentError, KdslUserError, for_user
 from . import tokens
 from .build import DaskWarning, build, graph_hash
 from .mapping import Plan, decide, is_dask
+from .staged import Staged
 
 if "kdsl.kernel" in sys.modules:
     tokens.register(sys.modules["kdsl.kernel"].Kernel)
@@ -31,10 +32,21 @@ def call(kernel, args, backend=None, out=None):
             hint="drop out=: the result is a lazy dask array; store it with "
                  "dask.array.store(result, target) or result.compute()"))
     try:
-        plan_ = decide(kernel, tuple(args))
-        return build(plan_, backend)
+        return _call(kernel, tuple(args), backend)
     except KdslUserError as e:
         raise for_user(e) from None
+
+
+def _call(kernel, args, backend):
+    p = decide(kernel, args)
+    if p.sizes and not (isinstance(kernel, Staged) and set(p.sizes) <= set(kernel.sizes)):
+        # the kernel uses sizes as values (a mean's n): tasks run it with the full sizes
+        return _call(Staged.of(kernel, sizes=p.sizes), args, backend)
+    if p.stage is None:
+        return build(p, backend)
+    # reductions in sequence across chunks: this one first, then the rest reading it
+    part = _call(Staged.of(kernel, output=p.stage.name), args, backend)
+    return _call(Staged.of(kernel, cut=p.stage.name), args + (part,), backend)
 
 
 def plan(kernel, *args, **kw) -> Plan:
@@ -45,6 +57,7 @@ def plan(kernel, *args, **kw) -> Plan:
     p = decide(kernel, tuple(args))
     print(p.text())
     return p
+
 
 
 __all__ = ["call", "plan", "Plan", "DaskWarning", "is_dask", "graph_hash", "tokens"]

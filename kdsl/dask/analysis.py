@@ -42,6 +42,8 @@ class Analysis:
     #: labels compared with constants or with their extent (edge guards): label ->
     #: (cells before, cells after) a block needs so that the guard sees the array's edges
     guards: dict = field(default_factory=dict)
+    #: the inputs' size Vars used as values, not as extents (a block would see its own size)
+    sizes: set = field(default_factory=set)
 
 
 def _offset(e, shapes=frozenset()):
@@ -100,6 +102,7 @@ def analyse(graph: Graph) -> Analysis:
     whole = [[[] for _ in t.shape] for t in inputs]
     position = {}
     guards = {}     # label -> (cells needed before, after each block) by edge guards
+    sizes = set()   # the inputs' size Vars used as values (``A.sum() / n``)
     pos_of = {id(t): j for j, t in enumerate(inputs)}
     shapes = frozenset(graph.shape_vars())
     for st in reversed(graph.stages):
@@ -127,7 +130,9 @@ def analyse(graph: Graph) -> Analysis:
             skip = {id(s) for s in body.sources if type(s) is n.Var}   # the index source
         extents = {a.var: a.dom.extent for a in st.axes}
         found = []
-        uses = [v for v in _value_vars(body, skip, extents, found) if v in env]
+        vals = _value_vars(body, skip, extents, found)
+        sizes.update(v for v in vals if v in shapes)
+        uses = [v for v in vals if v in env]
         for v in uses:
             for lab in env[v]:
                 position[lab] = f"stage {st.name!r} uses the position along it as a value"
@@ -165,7 +170,7 @@ def analyse(graph: Graph) -> Analysis:
                 v, c = vo
                 for lab, (lo, hi) in env[v].items():
                     _merge(target[d], lab, lo + c, hi + c)
-    an = Analysis(graph, dims, whole, position, reds, tuple(out_labels), guards)
+    an = Analysis(graph, dims, whole, position, reds, tuple(out_labels), guards, sizes)
     for j, t in enumerate(inputs):
         for d in range(t.ndim):
             labs = {k: v for k, v in dims[j][d].items() if k != "bcast"}
@@ -176,7 +181,7 @@ def analyse(graph: Graph) -> Analysis:
                     whole[j][d].insert(0, position[lab])
             if any(k[0] == "opaque" for k in labs):
                 whole[j][d].append("an intermediate stage reads it at a computed index")
-            elif len(labs) > 1:
+            elif len([k for k in labs if k[0] == "out"]) > 1:
                 kinds = sorted({describe_label(graph, k) for k in labs})
                 whole[j][d].append("it is read along several axes (" + ", ".join(kinds) + ")")
     return an
@@ -245,3 +250,35 @@ def describe_label(graph, lab) -> str:
     if lab[0] == "red":
         return f"the reduction of stage {lab[1]!r}"
     return f"a computed index in stage {lab[1]!r}"
+
+
+class SizeValues:
+    """Replace the size Vars in ``vmap`` (Var -> value) where a stage body uses them as
+    values: outside reads' indices, edge guards and axes (there they are the block's)."""
+
+    def __init__(self, vmap, extents):
+        self.vmap, self.extents = vmap, extents
+
+    def visit(self, e):
+        import dataclasses
+        if type(e) is n.Var:
+            v = self.vmap.get(e)
+            return e if v is None else n.const(int(v), e.dtype)
+        if isinstance(e, n.TensorRead):
+            return e
+        if type(e) is n.Compare and _guard(e, self.extents) is not None:
+            return e
+        changes = {}
+        for name in getattr(type(e), "__dataclass_fields__", {}):
+            if name in ("dtype", "axes", "combiner"):
+                continue
+            v = getattr(e, name)
+            if isinstance(v, n.Expr):
+                nv = self.visit(v)
+            elif isinstance(v, tuple) and any(isinstance(x, n.Expr) for x in v):
+                nv = tuple(self.visit(x) if isinstance(x, n.Expr) else x for x in v)
+            else:
+                continue
+            if nv is not v and nv != v:
+                changes[name] = nv
+        return dataclasses.replace(e, **changes) if changes else e

@@ -52,6 +52,9 @@ _made: dict = {}
 
 def _token(k):
     """The kernel's token for this version of its schedules (cached on the kernel)."""
+    staged = getattr(k, "staged_key", None)
+    if staged is not None:
+        return staged()
     got = k.__dict__.get("_dask_token")
     if got is None or got[0] != k._version:
         got = k.__dict__["_dask_token"] = (k._version, tokens.kernel_token(k))

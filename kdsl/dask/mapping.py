@@ -47,9 +47,19 @@ class Plan:
     lines: list = field(default_factory=list)
     #: the full sizes of the graph's shape Vars
     env: dict = field(default_factory=dict)
+    #: an input dim is reduced by several stages (or reduced and kept)
+    mixed: bool = False
+    #: ``((input, dim, full size), ...)`` of the sizes the kernel uses as values: the tasks
+    #: run a kernel with them fixed (``kdsl.dask.staged``), blocks being smaller
+    sizes: tuple = ()
+    #: the reduce stage computed first, on its own, when reductions cross chunks in
+    #: sequence (``kdsl.dask.staged``): the rest then reads its result as an input
+    stage: object = None
 
     @property
     def kind(self) -> str:
+        if self.stage is not None:
+            return "staged"
         if self.tree is not None:
             return "contraction" if self.contraction else "reduction"
         return "stencil" if self.halo else "blockwise"
@@ -87,6 +97,7 @@ def decide(kernel, args) -> Plan:
             lab_letter[lab] = next(letters)
         return lab_letter[lab]
 
+    _check_constraints(kernel, graph, env)
     plan = Plan(kernel, graph, an, tuple(args), [], "", env=env)
     for st in graph.stages:
         plan.lines.append(_stage_line(st, an))
@@ -120,6 +131,14 @@ def decide(kernel, args) -> Plan:
                 if chunked[d]:
                     plan.whole[(j, d)] = "it is broadcast"
                 continue
+            if len(labs) > 1:   # reduced by several stages (and maybe kept): staged
+                idx.append(letter(outs[0]) if outs else next(letters))
+                if chunked[d]:
+                    for lab in labs:
+                        if lab[0] == "red":
+                            tree_cands.setdefault(lab, []).append((j, d))
+                    plan.mixed = True
+                continue
             (lab, (lo, hi)), = labs.items()
             idx.append(letter(lab))
             if lab[0] == "red" and chunked[d]:
@@ -130,6 +149,13 @@ def decide(kernel, args) -> Plan:
     for j in range(len(args)):
         if j not in arrays:
             plan.index.insert(j, None)
+    if an.sizes:
+        where = {}
+        for j, t in enumerate(graph.inputs):
+            for d, e in enumerate(t.shape):
+                if type(e) is n.Var and e in an.sizes and e not in where:
+                    where[e] = (j, d, int(env[e]))
+        plan.sizes = tuple(sorted(where.values()))
     _check_halos(plan, tin)
     _check_tree(plan, tree_cands, lab_letter)
     for k in range(out.ndim):
@@ -139,6 +165,30 @@ def decide(kernel, args) -> Plan:
     for (j, d), why in plan.whole.items():
         plan.lines.append(f"argument {kernel.arg_names[j]!r} axis {d}: one chunk ({why})")
     return plan
+
+
+def _check_constraints(kernel, graph, env):
+    """The kernel's shape checks on the full arrays (blocks and derived kernels see parts)."""
+    from ..errors import ShapeError
+    for c in graph.constraints:
+        try:
+            lhs, rhs = eval_expr(c.lhs, env), eval_expr(c.rhs, env)
+        except Exception:       # noqa: BLE001 -- reads data (index checks): left to blocks
+            continue
+        if lhs != rhs:
+            if c.detail:
+                vals = {}
+                for name, e in c.detail:
+                    try:
+                        vals[name] = eval_expr(e, env)
+                    except Exception:   # noqa: BLE001
+                        vals[name] = "?"
+                msg = c.message.format(**vals)
+            else:
+                msg = c.message + ("" if isinstance(c.rhs, n.Const) and c.rhs.dtype.is_bool
+                                   else f": {lhs} != {rhs}")
+            raise (c.error or ShapeError)(f"{kernel.__name__}: {msg} (dask arrays)",
+                                          loc=c.loc, hint=c.hint)
 
 
 def _check_halos(plan, tin):
@@ -191,8 +241,15 @@ def _check_tree(plan, cands, lab_letter):
     names = {lab[1] for lab in cands}
     why = None
     r = g.stage(next(iter(names))) if len(names) == 1 else None
-    if r is None:
-        why = "several reductions cross chunks"
+    first = next(s for s in g.stages if s.name in names)
+    if r is None or plan.mixed:
+        why = "several reductions cross chunks" if r is None else \
+            "the reduced axis is also an output axis"
+        if first.scan is None and len(first.values) == 1 and not plan.halo:
+            plan.stage = first
+            plan.lines.append(f"stage {first.name!r}: computed first as its own Dask array "
+                              f"({why}); the stages after it read it as an input")
+            return
     elif r.scan is not None:
         why = "it is scanned"
     else:
@@ -203,8 +260,18 @@ def _check_tree(plan, cands, lab_letter):
         out = g.outputs[0]
         if any(s.is_reduction for s in after):
             why = "a reduction follows it"
+            if len(r.values) == 1:
+                plan.stage = r
+                plan.lines.append(f"stage {r.name!r}: computed first as its own Dask array "
+                                  f"({why}); the stages after it read it as an input")
+                return
         elif any(id(t) not in ok_reads for s in after for t in s.reads()):
             why = "stages after it read the inputs again (a two-pass computation)"
+            if len(r.values) == 1:
+                plan.stage = r
+                plan.lines.append(f"stage {r.name!r}: computed first as its own Dask array "
+                                  f"({why}); the stages after it read it as an input")
+                return
         elif len(r.axes) != out.ndim:
             why = "its result is reshaped"
         elif len(r.values) > 1 and sum(1 for s in r.body.sources if type(s) is n.Var) and \

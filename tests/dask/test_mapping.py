@@ -202,14 +202,35 @@ def test_stencil_halos_split_by_chunks(rng):
     assert kd.dask.plan(box3, da.from_array(x, chunks=4)).kind == "stencil"
 
 
-def test_rowwise_softmax_blockwise_and_rechunk(rng):
+@kd.kernel
+def center(A):
+    return A - A.mean(axis=0)
+
+
+@kd.kernel
+def per_col(A):
+    return A / A.shape[1]
+
+
+def test_rowwise_softmax_blockwise_and_staged(rng):
     x = rng.standard_normal((30, 9))
     e = np.exp(x - x.max(axis=1, keepdims=True))
     ref = e / e.sum(axis=1, keepdims=True)
     _close(_quiet(softmax, da.from_array(x, chunks=(7, 9)), backend=NP), ref)
-    with pytest.warns(DaskWarning, match="axis 1"):
-        r = softmax(da.from_array(x, chunks=(7, 4)), backend=NP)
-    _close(r, ref)
+    assert kd.dask.plan(softmax, da.from_array(x, chunks=(7, 9))).kind == "blockwise"
+    # rows split: max, then sum(exp(A - max)), each a tree over chunks, then the divide
+    for chunks in [(7, 4), (1, 1), (30, (0, 4, 5))]:
+        X = da.from_array(x, chunks=chunks)
+        _close(_quiet(softmax, X, backend=NP), ref)
+        _close(_quiet(var1, X, backend=NP), x.var(axis=1))
+        _close(_quiet(center, X, backend=NP), x - x.mean(axis=0))
+    assert kd.dask.plan(softmax, da.from_array(x, chunks=(7, 4))).kind == "staged"
+
+
+def test_sizes_used_as_values_are_the_full_ones(rng):
+    x = rng.standard_normal((6, 10))
+    for chunks in [(6, 3), (2, 1), (6, 10)]:
+        _close(_quiet(per_col, da.from_array(x, chunks=chunks), backend=NP), x / 10)
 
 
 def test_contraction_over_chunked_k(rng):
@@ -224,8 +245,6 @@ def test_contraction_over_chunked_k(rng):
 def test_not_partitionable_rechunks_with_warning(rng):
     x = rng.standard_normal((12, 7))
     X = da.from_array(x, chunks=(4, 3))
-    with pytest.warns(DaskWarning, match="two-pass|several axes"):
-        _close(var1(X, backend=NP), x.var(axis=1))
     idx = np.array([3, 0, 11, 5, 5])
     with pytest.warns(DaskWarning, match="computed index"):
         _close(gather(X, idx, backend=NP), x[idx] * 2)
@@ -241,7 +260,9 @@ def test_plan_prints_each_stage(rng, capsys):
     text = capsys.readouterr().out
     assert p.kind == "reduction" and "tree reduction" in text and "stage 'mean'" in text
     kd.dask.plan(softmax, X)
-    assert "one chunk" in capsys.readouterr().out
+    assert "computed first as its own Dask array" in capsys.readouterr().out
+    kd.dask.plan(csum, X)
+    assert "one chunk (stage 'cumsum' scans along it)" in capsys.readouterr().out
 
 
 def test_out_refused_and_cpu_backend(rng):
