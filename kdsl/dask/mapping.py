@@ -152,8 +152,10 @@ def decide(kernel, args) -> Plan:
     if an.sizes:
         where = {}
         for j, t in enumerate(graph.inputs):
+            a = args[arrays[j]]
             for d, e in enumerate(t.shape):
-                if type(e) is n.Var and e in an.sizes and e not in where:
+                if type(e) is n.Var and e in an.sizes and e not in where and is_dask(a) \
+                        and len(a.chunks[d]) > 1:      # split: a block would see its size
                     where[e] = (j, d, int(env[e]))
         plan.sizes = tuple(sorted(where.values()))
     _check_halos(plan, tin)
