@@ -577,6 +577,6 @@ def kernel(fn=None, *, specialize=False, constants=()):
 
 _host_array = Kernel._host_array     # the key's probe of foreign arrays, bound once
 fori_program.make_kernel = kernel     # kd.fori_loop's copies (the runtime cannot import this module)
-if "dask.base" in __import__("sys").modules:    # Dask first: its tokenizer learns kernels now
+if "dask.tokenize" in __import__("sys").modules:   # Dask first: its tokenizer learns kernels now
     from .dask.tokens import register as _dask_register
     _dask_register(Kernel)

@@ -1,26 +1,38 @@
 """kdsl on Dask: a kernel called with dask arrays returns a dask array (lazy).
 
 Imported only when a kernel meets a dask array (``kdsl.kernel``'s miss path), never on the
-numpy call path.  The mapping comes from kdsl's own analysis of the stage graph
-(``kdsl.dask.analysis``, ``kdsl.dask.mapping``): elementwise kernels run blockwise, valid
-stencils on blocks extended by their halo, reductions across chunks as a tree whose chunk,
-combine and aggregate steps are kdsl kernels derived from the graph (``kdsl.dask.derive``),
-contractions as blockwise products summed by the same tree; what cannot be split is made one
+numpy call path; Dask's plugin hook loads only ``kdsl.dask.tokens``.  The mapping comes from
+kdsl's own analysis of the stage graph (``kdsl.dask.analysis``, ``kdsl.dask.mapping``):
+elementwise kernels run blockwise, stencils on blocks extended by their halo, reductions
+across chunks as a tree whose chunk, combine and aggregate steps are kdsl kernels derived from
+the graph (``kdsl.dask.derive``), contractions as blockwise products summed by the same tree,
+reductions in sequence in stages (``kdsl.dask.staged``); what cannot be split is made one
 chunk with a ``DaskWarning``.  ``kd.dask.plan(kernel, *arrays)`` prints the mapping.
 See docs/scaling.md.
 """
 from __future__ import annotations
 
+import importlib
 import sys
 
 from ..errors import ArgumentError, KdslUserError, for_user
 from . import tokens
-from .build import DaskWarning, build, graph_hash
-from .mapping import Plan, decide, is_dask
-from .staged import Staged
 
 if "kdsl.kernel" in sys.modules:
     tokens.register(sys.modules["kdsl.kernel"].Kernel)
+
+#: public names of the submodules, loaded on first use
+_LAZY = {"DaskWarning": "build", "build": "build", "graph_hash": "build", "Plan": "mapping",
+         "decide": "mapping", "is_dask": "mapping", "Staged": "staged"}
+
+
+def __getattr__(name):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'kdsl.dask' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
 
 
 def call(kernel, args, backend=None, out=None):
@@ -38,6 +50,9 @@ def call(kernel, args, backend=None, out=None):
 
 
 def _call(kernel, args, backend):
+    from .build import build
+    from .mapping import decide
+    from .staged import Staged
     p = decide(kernel, args)
     if p.sizes and not (isinstance(kernel, Staged) and set(p.sizes) <= set(kernel.sizes)):
         # the kernel uses sizes as values (a mean's n): tasks run it with the full sizes
@@ -49,9 +64,10 @@ def _call(kernel, args, backend):
     return _call(Staged.of(kernel, cut=p.stage.name), args + (part,), backend)
 
 
-def plan(kernel, *args, **kw) -> Plan:
-    """Print and return the mapping ``kernel(*args)`` gets on Dask, stage by stage, with
-    the reason for each rechunk."""
+def plan(kernel, *args, **kw):
+    """Print and return the mapping (a ``kdsl.dask.mapping.Plan``) ``kernel(*args)`` gets
+    on Dask, stage by stage, with the reason for each rechunk or stage."""
+    from .mapping import decide
     if kw:
         args = kernel._bind(args, kw)
     p = decide(kernel, tuple(args))
@@ -59,5 +75,4 @@ def plan(kernel, *args, **kw) -> Plan:
     return p
 
 
-
-__all__ = ["call", "plan", "Plan", "DaskWarning", "is_dask", "graph_hash", "tokens"]
+__all__ = ["call", "plan", "Plan", "DaskWarning", "Staged", "is_dask", "graph_hash", "tokens"]

@@ -35,8 +35,8 @@ def _code_parts(code, out):
 
 
 def _value_token(v) -> bytes:
-    tok = sys.modules.get("dask.base")
-    if tok is not None:
+    tok = sys.modules.get("dask.tokenize")
+    if tok is not None and hasattr(tok, "tokenize"):
         try:
             return tok.tokenize(v).encode()
         except Exception:   # noqa: BLE001 -- an untokenizable value: its repr stands in
@@ -77,24 +77,54 @@ def register(kernel_class=None) -> None:
     """Teach Dask's tokenizer about kernels (idempotent)."""
     if kernel_class is not None and not _KERNEL:
         _KERNEL.append(kernel_class)
-    base = sys.modules.get("dask.base")
-    if base is None or not _KERNEL:
+    tok = sys.modules.get("dask.tokenize")
+    if tok is None or not _KERNEL or not hasattr(tok, "normalize_token"):
         return
-    base.normalize_token.register(_KERNEL[0], _normalize)
+    tok.normalize_token.register(_KERNEL[0], _normalize)
+
+
+def _lazy() -> None:
+    mod = sys.modules.get("kdsl.kernel")
+    if mod is not None:
+        register(mod.Kernel)
+
+
+def _tokenizer_loaded(module) -> None:
+    """Dask's tokenizer module has run: kernels get their rule when Dask first meets one."""
+    module.normalize_token.register_lazy("kdsl", _lazy)
+
+
+class _AfterTokenizer:
+    """A meta path finder waiting for ``dask.tokenize`` (Dask loads its sizeof plugins
+    before its tokenizer): it runs ``_tokenizer_loaded`` right after that module, once."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "dask.tokenize":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _tokenizer_loaded(module)
+        spec.loader.exec_module = exec_module
+        return spec
 
 
 def dask_plugin(sizeof) -> None:
-    """The ``dask.sizeof`` entry point: Dask calls it when it loads; kernels are tokenized by
-    ``kernel_token`` from the first kernel Dask meets (a lazy registration: no kdsl import)."""
-    from dask.base import normalize_token
-
-    def lazy():
-        mod = sys.modules.get("kdsl.kernel")
-        if mod is not None:
-            register(mod.Kernel)
-    normalize_token.register_lazy("kdsl", lazy)
-    if "kdsl.kernel" in sys.modules:
-        lazy()
+    """The ``dask.sizeof`` entry point, which Dask runs while it is imported (before its
+    tokenizer exists: nothing of Dask is imported here): kernels get their token rule as soon
+    as ``dask.tokenize`` has loaded."""
+    tok = sys.modules.get("dask.tokenize")
+    if tok is not None and hasattr(tok, "normalize_token"):
+        _tokenizer_loaded(tok)
+        _lazy()
+    elif not any(isinstance(f, _AfterTokenizer) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterTokenizer())
 
 
 def needs_value(k) -> bool:

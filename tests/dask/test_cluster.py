@@ -5,6 +5,7 @@ Skipped only when dask or distributed is not installed."""
 import functools
 import os
 import pickle
+import subprocess
 import sys
 
 import numpy as np
@@ -110,3 +111,21 @@ def test_tokenize_when_dask_comes_second():
     assert tokenize(rowsum) == tokenize(rowsum)
     text = open(os.path.join(ROOT, "pyproject.toml")).read()
     assert 'kdsl = "kdsl.dask.tokens:dask_plugin"' in text
+
+
+def test_entry_point_when_kdsl_comes_first(tmp_path):
+    # an installed kdsl's dask.sizeof entry point, as Dask loads it: before its tokenizer
+    info = tmp_path / "kdslhook-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kdslhook\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[dask.sizeof]\nkdsl = kdsl.dask.tokens:dask_plugin\n")
+    src = ("import kdsl as kd\n"
+           "@kd.kernel\n"
+           "def f(a):\n    return a + 1\n"
+           "import dask.base\n"
+           "print(dask.base.tokenize(f) == dask.base.tokenize(f))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+    out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr[-3000:]
