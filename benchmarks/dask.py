@@ -3,6 +3,7 @@ and scaling over 1/2/4/8 process workers of one thread each.
 
     python benchmarks/dask.py [--workers 1,2,4,8] [--size 8192] [--chunk 1024]
                               [--mm-size 4096] [--mm-chunk 1024] [--repeat 3] [--backend cpu]
+                              [--threads-check]
 
 Cases (inputs generated chunk by chunk on the workers, ``dask.array.random``, then persisted
 so that the timed part is the computation):
@@ -93,6 +94,11 @@ def _time(fn, repeat):
     return statistics.median(ts)
 
 
+def _threads():
+    from kdsl import threads
+    return threads.get_num_threads()
+
+
 def _first_task(backend):
     """In a fresh worker: seconds of ``import kdsl`` and of the first kdsl call."""
     t0 = time.perf_counter()
@@ -138,12 +144,32 @@ def run(args) -> dict:
                 "matmul": (lambda: matmul(A, B, backend=be).sum().compute(),
                            lambda: (A @ B).sum().compute()),
             }
+            results.setdefault("kdsl_threads_per_worker", {})[w] = sorted(
+                set(client.run(_threads).values()))
             for name, (fk, fn) in cases.items():
                 tk, tn = _time(fk, args.repeat), _time(fn, args.repeat)
                 results["cases"].setdefault(name, {})[w] = {"kdsl_s": tk, "numpy_s": tn}
                 rows.append((name, w, tk, tn))
                 print(f"{name:8s} workers={w}: kdsl {tk:8.3f} s  numpy {tn:8.3f} s  "
                       f"kdsl/numpy {tn / tk:5.2f}x", flush=True)
+    if args.threads_check and args.workers:
+        # oversubscription: the largest cluster again, each worker's kdsl given every core
+        # (KDSL_NUM_THREADS overrides the nanny's OMP_NUM_THREADS=1)
+        w = max(args.workers)
+        env2 = dict(env, KDSL_NUM_THREADS=str(os.cpu_count()))
+        with LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
+                          dashboard_address=None, env=env2) as cl, Client(cl) as client:
+            seen = sorted(set(client.run(_threads).values()))
+            X = da.random.default_rng(1).standard_normal(
+                (n, n), chunks=(c, c), dtype=np.float32).persist()
+            wait([X])
+            t_over = _time(lambda: box3x3(X, backend=args.backend).sum().compute(), args.repeat)
+        t_one = results["cases"]["box3x3"][w]["kdsl_s"]
+        results["threads_check"] = {"workers": w, "kdsl_threads": seen, "oversubscribed_s": t_over,
+                                    "budget_s": t_one}
+        print(f"\nthreads: {w} workers, kdsl threads per worker {seen} (KDSL_NUM_THREADS="
+              f"{os.cpu_count()}): box3x3 {t_over:.3f} s against {t_one:.3f} s with the "
+              "workers' budget (one kdsl thread per worker thread)")
     print("\nscaling efficiency T(1) / (w T(w)):")
     for name, per in results["cases"].items():
         if 1 not in per:
@@ -196,6 +222,9 @@ def main(argv=None):
     ap.add_argument("--mm-chunk", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--threads-check", action="store_true",
+                    help="also run box3x3 on the largest cluster with KDSL_NUM_THREADS=all "
+                    "cores in every worker (oversubscribed), against the default")
     ap.add_argument("--json", default=None, help="where to write the results (default: "
                     "benchmarks/results/dask-<time>.json)")
     args = ap.parse_args(argv)
