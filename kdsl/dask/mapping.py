@@ -82,6 +82,12 @@ def _stage_line(st, an) -> str:
 
 def decide(kernel, args) -> Plan:
     """The mapping of ``kernel(*args)`` (some args dask arrays) onto Dask."""
+    import math
+    for a, name in zip(args, kernel.arg_names):
+        if is_dask(a) and any(isinstance(s, float) and math.isnan(s) for s in a.shape):
+            raise ArgumentError(
+                f"{kernel.__name__}: dask array {name!r} has unknown chunk sizes {a.shape}",
+                hint=f"call {name}.compute_chunk_sizes() first (kdsl plans from the sizes)")
     graph, fakes = derive.parent_graph(kernel, args)
     an = analyse(graph)
     import numpy as np

@@ -293,6 +293,9 @@ def test_several_outputs(rng):
     _close(p, x * y)
     with pytest.raises(kd.errors.ArgumentError, match="one shape"):
         two_shapes(da.from_array(x, chunks=4), backend=NP)
+    X = da.from_array(x, chunks=4)
+    with pytest.raises(kd.errors.ArgumentError, match="unknown chunk sizes"):
+        rowsum(X[X[:, 0] > 0], backend=NP)
 
 
 def test_numpy_calls_never_load_dask_support():
