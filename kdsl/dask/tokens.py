@@ -133,8 +133,12 @@ def needs_value(k) -> bool:
 
 
 def reduce_by_value(k):
-    """``__reduce__`` of a kernel pickled by value."""
-    return rebuild, (kernel_token(k), k.fn, k.specialize, k.constants, list(k._hints))
+    """``__reduce__`` of a kernel pickled by value (this process keeps ``k`` as its token's
+    kernel: unpickled here, it is ``k`` itself)."""
+    token = kernel_token(k)
+    with _lock:
+        _registry.setdefault(token, k)
+    return rebuild, (token, k.fn, k.specialize, k.constants, list(k._hints))
 
 
 def rebuild(token, fn, specialize, constants, hints):

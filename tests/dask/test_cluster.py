@@ -20,7 +20,8 @@ from dask.base import tokenize  # noqa: E402
 # dask.sizeof entry point when Dask loads; a source checkout (not installed) through kdsl.dask
 import kdsl.dask  # noqa: E402,F401
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,10 +50,16 @@ def test_tokenize_is_deterministic():
 def test_local_kernel_pickles_by_value():
     cloudpickle = pytest.importorskip("cloudpickle")
     k = make_local(2.5)
-    k2 = pickle.loads(cloudpickle.dumps(k))
-    x = np.arange(6.0)
-    np.testing.assert_allclose(k2(x, backend="numpy"), x * 2.5 + 1)
-    assert pickle.loads(cloudpickle.dumps(k)) is k2     # one kernel per token per process
+    assert pickle.loads(cloudpickle.dumps(k)) is k      # this process: the kernel itself
+    data = cloudpickle.dumps(make_local(-0.5))
+    src = ("import pickle, sys, numpy as np\n"
+           f"k = pickle.loads({data!r})\n"
+           "assert pickle.loads(sys.stdin.buffer.read()) is k\n"   # one kernel per token
+           "print(k(np.arange(4.0), backend='numpy').tolist())\n")
+    out = subprocess.run([sys.executable, "-c", src], input=data, capture_output=True,
+                         env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep + HERE),
+                         timeout=120)
+    assert out.stdout.decode().split() == ["[1.0,", "0.5,", "0.0,", "-0.5]"], out.stderr[-2000:]
     assert pickle.loads(pickle.dumps(rowsum)) is rowsum  # module level: by reference
 
 
