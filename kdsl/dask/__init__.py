@@ -67,11 +67,23 @@ def _call(kernel, args, backend):
 def plan(kernel, *args, **kw):
     """Print and return the mapping (a ``kdsl.dask.mapping.Plan``) ``kernel(*args)`` gets
     on Dask, stage by stage, with the reason for each rechunk or stage."""
-    from .mapping import decide
     if kw:
         args = kernel._bind(args, kw)
-    p = decide(kernel, tuple(args))
-    print(p.text())
+    p = _plan(kernel, tuple(args), None, "")
+    return p
+
+
+def _plan(kernel, args, backend, pad):
+    """Print ``kernel``'s plan and, for a staged one, its stages' plans (indented)."""
+    from .mapping import decide
+    from .staged import Staged
+    p = decide(kernel, args)
+    print("\n".join(pad + ln for ln in p.text().splitlines()))
+    if p.stage is not None:
+        part = Staged.of(kernel, output=p.stage.name)
+        _plan(part, args, backend, pad + "    ")
+        rest = Staged.of(kernel, cut=p.stage.name)
+        _plan(rest, args + (_call(part, args, backend),), backend, pad + "    ")
     return p
 
 

@@ -65,7 +65,12 @@ class Plan:
         return "stencil" if self.halo else "blockwise"
 
     def text(self) -> str:
-        head = f"kd.dask.plan({self.kernel.__name__}): {self.kind}"
+        what = self.kernel.__name__
+        if getattr(self.kernel, "output", None):
+            what += f" up to stage {self.kernel.output!r}"
+        if getattr(self.kernel, "cuts", ()):
+            what += f" reading {', '.join(repr(c) for c in self.kernel.cuts)} as inputs"
+        head = f"kd.dask.plan({what}): {self.kind}"
         return "\n".join([head] + ["  " + ln for ln in self.lines])
 
 
