@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..graph import Graph, Stage, Tensor
+from ..graph import Graph, Stage
 from ..ir import nodes as n
 from ..ir.visitor import Mutator
 from ..runtime import dispatch, fori_program
@@ -175,4 +175,4 @@ def aggregate_graph(full_graph, rname, full_env, epilogue: bool):
     return build
 
 
-__all__ = ["make", "chunk_graph", "aggregate_graph", "parent_graph", "fake_args", "Tensor"]
+__all__ = ["make", "chunk_graph", "aggregate_graph", "parent_graph", "fake_args"]

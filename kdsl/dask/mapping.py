@@ -250,7 +250,7 @@ def _check_tree(plan, cands, lab_letter):
     elementwise stages on R's values only, the output along R's axes."""
     if not cands:
         return
-    g, an = plan.graph, plan.analysis
+    g = plan.graph
     names = {lab[1] for lab in cands}
     why = None
     r = g.stage(next(iter(names))) if len(names) == 1 else None

@@ -13,7 +13,6 @@ import pytest
 
 da = pytest.importorskip("dask.array", reason="dask[array] is not installed")
 distributed = pytest.importorskip("distributed", reason="distributed is not installed")
-import dask  # noqa: E402
 from dask.base import tokenize  # noqa: E402
 
 # kdsl came first here (conftest): an installed kdsl registers its token rule through the
