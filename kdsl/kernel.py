@@ -537,7 +537,7 @@ class Kernel(functools.partial):
 
     # ------------------------------------------------------------- misc
     def __reduce__(self):
-        if "<locals>" in self.__qualname__ or self.__module__ == "__main__":
+        if "<locals>" in self.__qualname__:
             from .dask.tokens import reduce_by_value   # made in a function: by value
             return reduce_by_value(self)
         return self.__qualname__  # pickle by reference: module + qualified name

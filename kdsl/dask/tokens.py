@@ -8,7 +8,7 @@ values and the schedules attached).  It runs when ``kdsl.kernel`` is imported af
 tokenizer, and through the ``dask.sizeof`` entry point (which Dask loads with ``dask.base``)
 when Dask comes second; ``kdsl.dask`` registers it too.
 
-Kernels defined inside a function (or in ``__main__``) cannot be pickled by reference;
+Kernels defined inside a function cannot be pickled by reference;
 ``reduce_by_value`` pickles them as their function (cloudpickle, which Dask uses, sends it
 by value), their options and schedules, and ``rebuild`` makes one kernel per token in each
 process (a registry: tasks of one kernel share its compiled code in a worker).
@@ -125,11 +125,6 @@ def dask_plugin(sizeof) -> None:
         _lazy()
     elif not any(isinstance(f, _AfterTokenizer) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterTokenizer())
-
-
-def needs_value(k) -> bool:
-    """Can ``k`` not be pickled by reference (made in a function, or in ``__main__``)?"""
-    return "<locals>" in k.__qualname__ or k.__module__ == "__main__"
 
 
 def reduce_by_value(k):
