@@ -27,6 +27,7 @@ _LAZY = {
     "intrin": ("kdsl.schedule.intrin", None),
     "random": ("kdsl.random", None),      # counter-based Philox random numbers
     "tune": ("kdsl.tune", None),          # autotuning: kd.tune.export / kd.tune.load (kdsl/tune)
+    "dask": ("kdsl.dask", None),          # kernels on dask arrays (docs/scaling.md)
     # the cpu backend's thread count (process-wide, read at every call)
     **{name: ("kdsl.threads", name) for name in (
         "set_num_threads", "get_num_threads", "num_threads", "ThreadCountError")},

@@ -230,6 +230,9 @@ class Kernel(functools.partial):
         if len(args) == self._nargs:
             key = self._keyfn(args, backend, gen, out, backend in _reg.size_classed,
                               _host_array)
+            if (key is FOREIGN or key is None) and foreign.lazy_arrays(args):
+                from .dask import call as dask_call     # dask arrays: a dask array back
+                return dask_call(self, args, backend, out)
             if key is FOREIGN:   # read as numpy once per call (results: the caller's library)
                 return foreign.host_call(self, args, backend, out, stream)
             launch = self._cache.get(key)
@@ -557,7 +560,15 @@ class Kernel(functools.partial):
 
     # ------------------------------------------------------------- misc
     def __reduce__(self):
+        if "<locals>" in self.__qualname__:
+            from .dask.tokens import reduce_by_value   # made in a function: by value
+            return reduce_by_value(self)
         return self.__qualname__  # pickle by reference: module + qualified name
+
+    def __dask_tokenize__(self):
+        """Dask's token of this kernel (kdsl.dask.tokens.kernel_token)."""
+        from .dask.tokens import kernel_token
+        return "kdsl.Kernel", kernel_token(self)
 
     def __repr__(self) -> str:
         """``<kdsl.kernel add(a, b) at file.py:12, 1 schedule, 2 compiled>``: what it wraps,
@@ -590,3 +601,6 @@ def kernel(fn=None, *, specialize=False, constants=()):
 _host_array = Kernel._host_array     # the key's probe of foreign arrays, bound once
 fori_program.make_kernel = kernel     # kd.fori_loop's copies (the runtime cannot import this module)
 dispatch.tuned_hints = _tune_store.tuned_hints   # kernel.tune's persisted winners (kdsl/tune)
+if "dask.tokenize" in __import__("sys").modules:   # Dask first: its tokenizer learns kernels now
+    from .dask.tokens import register as _dask_register
+    _dask_register(Kernel)

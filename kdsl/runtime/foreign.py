@@ -138,6 +138,12 @@ def host_readable(a) -> bool:
     return hasattr(a, "__array__") or hasattr(a, "__array_interface__")
 
 
+def lazy_arrays(args) -> bool:
+    """Is one of ``args`` a dask array (a lazy collection with chunks: kdsl.dask maps the call
+    onto it instead of computing it here)?"""
+    return any(hasattr(type(a), "__dask_graph__") and hasattr(a, "chunks") for a in args)
+
+
 def needs_host_call(out) -> bool:
     """Does an ``out=`` value (not a numpy array) hold a foreign array to convert?"""
     outs = out if type(out) is tuple else (out,)
