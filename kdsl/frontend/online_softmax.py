@@ -1,0 +1,281 @@
+"""The online-normaliser (online-softmax) fusion: a graph rewrite run at the end of tracing.
+
+The identity (Milakov & Gimelshein 2018; FlashAttention's forward pass): for a row ``x_j``
+with maximum ``M = max_j x_j`` and any weights ``h_j``,
+
+    sum_j exp(x_j - M) * h_j  ==  a   where   (m, a) = fold over j of the state
+                                              (running max m, rescaled partial sum a)
+
+with the element ``(x_j, h_j)`` and the combine ``online_softmax`` below:
+``m = max(m1, m2)``, ``a = a1 * exp(m1 - m) + a2 * exp(m2 - m)`` (one ``exp`` per step,
+``exp(-|m1 - m2|)``, the larger side keeps weight 1).  At the end ``m == M``, so the sum
+is computed in *one* streaming pass over ``j``, never storing ``exp(x - M)``, and without
+the separate pass that computes ``M``.
+
+**What is rewritten** (by algebra, on the stage graph, never by a stage's name): a stage
+``M`` that is a max reduction (``CombinerKind.MAX``) over one axis of one source ``x``, and
+every stage ``R`` that reads ``M`` and is a float sum reduction (``CombinerKind.SUM``) over
+one axis whose source is a product/quotient of factors of which exactly one reads ``M``,
+as ``exp(x' - M[idx])``.  ``R`` becomes
+
+    R.online[axes] = online_softmax over j of (x'_j, h_j)     (a tuple reduction: m, a)
+    R[axes]        = a * (product of the factors not using j) (the softmax normaliser,
+                                                               a scale...)
+
+where ``h_j`` is the product of the factors that use ``j``.  So softmax-weighted sums,
+``sum(exp(s - max))`` (logsumexp's sum), ``(p / p.sum()) @ v`` and ``p @ v / p.sum()`` all
+stream: ``p.sum()`` becomes one online stage, the contraction ``p @ v`` another.  ``M``
+itself is dropped when every reader was rewritten; a reader that uses ``M`` otherwise
+(logsumexp's ``M + log(sum)``) keeps it.
+
+**Legal exactly when** (checked; otherwise the graph is left as it is):
+
+1. ``M``'s body is a max over one reduce axis, one source, no ``where=`` mask;
+2. ``R``'s body is a sum over one reduce axis with the same extent, one source, a float
+   dtype, no ``where=`` mask;
+3. ``x'`` is ``M``'s source with ``M``'s reduce axis renamed to ``R``'s and ``M``'s axes
+   replaced by the indices ``idx`` of the read, and ``idx`` does not use ``R``'s reduce axis
+   (``M[idx]`` is the maximum of the very row ``R`` sums over);
+4. the exp factor is a factor of ``R``'s source: the source is a tree of ``*`` and ``/``
+   (float) whose leaves are the factors; no other factor reads ``M``;
+   factors that do not use the reduce axis come out of the sum (distributivity; divisors
+   too), the rest are ``h_j``.
+
+Numerics: the state is float32 for float16/bfloat16/float32 rows (float64 for float64),
+so 16-bit inputs get float32 softmax state and accumulation.  A row whose maximum is
+``+-inf`` (a fully masked row: every score ``-inf``) gives NaN like numpy's
+``exp(-inf - -inf)``; an empty row gives the sum's 0.
+
+The fused stages carry ``origin="online_softmax"``; ``kernel.lower()`` shows the state
+buffers (``<R>_online``, ``<R>_online.v1``) and no ``exp(x - max)`` temporary.  The same
+rewrite is reachable by hand: ``m, a = kd.online_softmax((x, h), axis=-1)`` is the tuple
+reducer this module builds its stages with (the same ``Combiner`` object).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .. import dtypes as dt
+from ..graph import Stage
+from ..ir import make as mk
+from ..ir import nodes as n
+from ..ir.visitor import collect, substitute, uses_var
+from .context import MemoMutator
+
+NEG_INF = float("-inf")
+
+
+def _online_combine(a, b):
+    """(m, a) states: the larger maximum keeps weight 1, the other is scaled by exp(-|dm|)."""
+    from .ops import abs as kabs, exp, maximum, where
+    m = maximum(a[0], b[0])
+    # equal maxima (both -inf included: exp(-inf - -inf) would be NaN) scale by 1
+    e = where(a[0] == b[0], 1.0, exp(-kabs(a[0] - b[0])))
+    ge = a[0] >= b[0]
+    return m, where(ge, a[1] + b[1] * e, a[1] * e + b[1])
+
+
+def _reducer():
+    from .reducer import Reducer
+    return Reducer(_online_combine, identity=(NEG_INF, 0.0), name="online_softmax")
+
+
+#: ``kd.online_softmax``: the tuple reducer ``(x, h) -> (max x, sum exp(x - max x) * h)``
+online_softmax = _reducer()
+
+
+def state_dtype(d: dt.DType) -> dt.DType:
+    """The softmax state's dtype for rows of ``d``: float32 unless ``d`` is float64."""
+    return dt.float64 if d is dt.float64 else dt.float32
+
+
+# ----------------------------------------------------------------------- matching
+
+
+def _is_max(st: Stage) -> bool:
+    b = st.body
+    return (isinstance(b, n.Reduce) and b.combiner.kind is n.CombinerKind.MAX
+            and len(b.sources) == 1 and len(b.axes) == 1 and b.condition is None
+            and len(b.combiner.result) == 1 and st.dtype.is_float)
+
+
+def _is_sum(st: Stage) -> bool:
+    b = st.body
+    return (isinstance(b, n.Reduce) and b.combiner.kind is n.CombinerKind.SUM
+            and len(b.sources) == 1 and len(b.axes) == 1 and b.condition is None
+            and len(b.combiner.result) == 1 and st.dtype.is_float)
+
+
+def _factors(e: n.Expr, num: list, den: list) -> None:
+    """Split a tree of float ``*`` and ``/`` into numerator and denominator leaves."""
+    if isinstance(e, n.Binary) and e.dtype.is_float:
+        if e.op is n.BinOp.MUL:
+            _factors(e.a, num, den)
+            _factors(e.b, num, den)
+            return
+        if e.op is n.BinOp.DIV:
+            _factors(e.a, num, den)
+            _factors(e.b, den, num)
+            return
+    if isinstance(e, n.Cast) and e.dtype.is_float and e.a.dtype.is_float:
+        # a float cast of a product: its leaves (the state dtype is at least as wide)
+        inner_num, inner_den = [], []
+        _factors(e.a, inner_num, inner_den)
+        if len(inner_num) + len(inner_den) > 1:
+            num += inner_num
+            den += inner_den
+            return
+    num.append(e)
+
+
+def _reads(e, tensor) -> list:
+    return collect(e, lambda x: isinstance(x, n.TensorRead) and x.tensor is tensor)
+
+
+def _strip_cast(e):
+    while isinstance(e, n.Cast) and e.dtype.is_float and e.a.dtype.is_float:
+        e = e.a
+    return e
+
+
+@dataclasses.dataclass
+class Match:
+    """How one sum ``R`` reads the max ``M``: ``x'`` (the exp's row values), the factors
+    that use the reduce axis (``inner``, ``inner_den``) and those that do not (``outer``,
+    ``outer_den``)."""
+
+    x: n.Expr
+    inner: list
+    inner_den: list
+    outer: list
+    outer_den: list
+
+
+def match(R: Stage, M: Stage) -> Match | None:
+    """The factorisation of ``R``'s source around ``exp(x' - M[idx])``, or None when the
+    rewrite is not legal (the conditions of the module docstring)."""
+    if not (_is_sum(R) and _is_max(M)) or R is M:
+        return None
+    rax, max_ax = R.body.axes[0], M.body.axes[0]
+    if not (rax.dom.min == max_ax.dom.min and rax.dom.extent == max_ax.dom.extent):
+        return None
+    r = rax.var
+    num, den = [], []
+    _factors(R.body.sources[0], num, den)
+    if any(_reads(f, M.output) for f in den):
+        return None
+    hits = [f for f in num if _reads(f, M.output)]
+    if len(hits) != 1:
+        return None
+    ex = _strip_cast(hits[0])
+    if not (isinstance(ex, n.Unary) and ex.op is n.UnOp.EXP):
+        return None
+    arg = ex.a
+    if not (isinstance(arg, n.Binary) and arg.op is n.BinOp.SUB):
+        return None
+    mread = _strip_cast(arg.b)
+    if not (isinstance(mread, n.TensorRead) and mread.tensor is M.output):
+        return None
+    if any(uses_var(i, r) for i in mread.indices) or _reads(arg.a, M.output):
+        return None
+    # x' must be M's own row: M's source, renamed to this read
+    mapping = {max_ax.var: r}
+    mapping.update({ax.var: i for ax, i in zip(M.axes, mread.indices)})
+    if substitute(M.body.sources[0], mapping) != arg.a or not uses_var(arg.a, r):
+        return None
+    rest = [f for f in num if f is not hits[0]]
+    return Match(arg.a, [f for f in rest if uses_var(f, r)], [f for f in den if uses_var(f, r)],
+                 [f for f in rest if not uses_var(f, r)], [f for f in den if not uses_var(f, r)])
+
+
+# ----------------------------------------------------------------------- rewriting
+
+
+def _product(factors: list, d: dt.DType):
+    out = None
+    for f in factors:
+        f = mk.cast(f, d)
+        out = f if out is None else mk.mul(out, f)
+    return out
+
+
+class _Retarget(MemoMutator):
+    def __init__(self, mapping: dict):
+        super().__init__()
+        self.mapping = mapping
+
+    def visit_TensorRead(self, r):
+        r2 = self.generic(r)
+        t = self.mapping.get(r2.tensor)
+        return r2 if t is None else n.TensorRead(t.dtype, t, r2.indices)
+
+
+def _rewrite(ctx, R: Stage, mt: Match) -> list:
+    """``R`` as its online stage and its finishing stage (which takes ``R``'s name)."""
+    from .stages import new_axis
+    sd = state_dtype(R.dtype)
+    h = _product(mt.inner, sd) or mk.as_expr(1.0, sd)
+    if mt.inner_den:
+        h = mk.binary(n.BinOp.DIV, h, _product(mt.inner_den, sd))
+    comb = online_softmax.combiner((sd, sd))
+    srcs = (mk.cast(mt.x, sd), mk.cast(h, sd))
+    body = n.Reduce(sd, comb, srcs, R.body.axes, None, 1)
+    online = Stage(ctx.unique(f"{R.name}_online"), R.axes, R.reduce_axes, body, sd, R.loc,
+                   origin="online_softmax")
+    m_t, a_t = online.values
+    fresh = tuple(new_axis(ctx, ax.name, ax.dom.extent, lo=ax.dom.min) for ax in R.axes)
+    ren = {ax.var: f.var for ax, f in zip(R.axes, fresh)}
+    idx = tuple(f.var for f in fresh)
+    a = n.TensorRead(sd, a_t, idx)
+    m = n.TensorRead(sd, m_t, idx)
+    val = a
+    if mt.outer:
+        val = mk.mul(val, substitute(_product(mt.outer, sd), ren))
+    if mt.outer_den:
+        val = mk.binary(n.BinOp.DIV, val, substitute(_product(mt.outer_den, sd), ren))
+    # numpy: a row whose max is +-inf sums exp(inf - inf) = NaN (an empty row sums to 0)
+    inf = mk.as_expr(float("inf"), sd)
+    bad = mk.compare(n.CmpOp.EQ, mk.unary(n.UnOp.ABS, m), inf)
+    nonempty = mk.compare(n.CmpOp.GT, R.body.axes[0].dom.extent, mk.as_expr(0))
+    val = mk.select(mk.logical_and(bad, nonempty), mk.as_expr(float("nan"), sd), val)
+    finish = Stage(R.name, fresh, (), mk.cast(val, R.dtype), R.dtype, R.loc,
+                   origin="online_softmax")
+    return [online, finish]
+
+
+def fuse(ctx, outputs: list) -> list:
+    """Apply the online-softmax rewrite to the trace's stages (``ctx.stages``, in place);
+    returns ``outputs`` with rewritten tensors replaced.  Dead stages are left for the
+    trace's liveness walk to drop."""
+    stages = ctx.stages
+    if not any(_is_max(s) for s in stages):
+        return outputs
+    readers = {}
+    for s in stages:
+        for t in s.reads():
+            readers.setdefault(id(t), []).append(s)
+    replaced, new_order = {}, {}
+    for M in list(stages):
+        if not _is_max(M):
+            continue
+        for R in readers.get(id(M.output), ()):
+            if id(R) in new_order:
+                continue
+            mt = match(R, M)
+            if mt is None:
+                continue
+            made = _rewrite(ctx, R, mt)
+            new_order[id(R)] = made
+            replaced[R.output] = made[-1].output
+    if not replaced:
+        return outputs
+    out = []
+    for s in stages:
+        out += new_order.get(id(s), [s])
+    re = _Retarget(replaced)
+    for s in out:
+        body = re.visit(s.body)
+        if body is not s.body:
+            s.body = body
+    stages[:] = out
+    return [replaced.get(t, t) for t in outputs]
