@@ -279,3 +279,74 @@ def fuse(ctx, outputs: list) -> list:
             s.body = body
     stages[:] = out
     return [replaced.get(t, t) for t in outputs]
+
+
+# ----------------------------------------------------------------------- default placement
+
+
+def _row_axis(F: Stage, online: Stage) -> int | None:
+    """The position of ``F``'s innermost axis that the online stage's row values use (the
+    loop one query row's state lives in), or None."""
+    read = next((r for r in _reads(F.body, online.values[1])), None)
+    if read is None:
+        return None
+    x = online.body.sources[0]
+    used = [k for k, ax in enumerate(online.axes) if uses_var(x, ax.var)]
+    pos = []
+    for k in used:
+        idx = read.indices[k]
+        hit = [j for j, ax in enumerate(F.axes) if uses_var(idx, ax.var)]
+        if not hit:
+            return None
+        pos.append(max(hit))
+    return max(pos) if pos else None
+
+
+def place_rows(sched) -> None:
+    """Attach the fused chains of ``sched`` (a ``kdsl.schedule.Schedule``) at their query rows.
+
+    For each output stage made by the rewrite, its online stages, the finishing stages it
+    reads and the stages their row values read (the scores ``q @ k.T``) are computed inside
+    the output's row loop: the workspace is one row of scores and the row's state
+    (O(N + D) per row), never N x N.  Stages a schedule already moved are left alone.
+    Called by dispatch before a backend's default schedule (no explicit schedule function).
+    """
+    stages = [h.stage for h in sched.stages]
+    by_tensor = {}
+    for st in stages:
+        for t in st.values:
+            by_tensor[id(t)] = st
+    outs = {id(t) for t in sched.output_tensors()}
+    for F in stages:
+        if F.origin != "online_softmax" or F.is_reduction or id(F.output) not in outs:
+            continue
+        group, todo = [], [F]
+        while todo:     # finishing stages and online stages F depends on
+            s = todo.pop()
+            for t in s.reads():
+                p = by_tensor.get(id(t))
+                if p is not None and p.origin == "online_softmax" and p not in group:
+                    group.append(p)
+                    todo.append(p)
+        onl = [s for s in group if s.is_reduction]
+        if not onl:
+            continue
+        k = None
+        for o in onl:
+            if any(r.tensor is o.values[1] for r in _reads(F.body, o.values[1])):
+                k = _row_axis(F, o)
+        if k is None:
+            continue
+        producers = []
+        for o in onl:
+            for t in o.reads():
+                p = by_tensor.get(id(t))
+                if p is not None and p.origin != "online_softmax" and p not in producers:
+                    producers.append(p)
+        h = sched[F.name]
+        axis = h.axes[k]
+        for s in sorted(group, key=stages.index, reverse=True) + producers:
+            g = sched[s.name]
+            if g.attach.value != "root":
+                continue
+            g.compute_at(h, axis)
