@@ -75,13 +75,23 @@ def _online_combine(a, b):
     return m, where(ge, a[1] + b[1] * e, a[1] * e + b[1])
 
 
-def _reducer():
-    from .reducer import Reducer
-    return Reducer(_online_combine, identity=(NEG_INF, 0.0), name="online_softmax")
+_REDUCER = []
 
 
-#: ``kd.online_softmax``: the tuple reducer ``(x, h) -> (max x, sum exp(x - max x) * h)``
-online_softmax = _reducer()
+def reducer():
+    """``kd.online_softmax``: the tuple reducer ``(x, h) -> (max x, sum exp(x - max x) * h)``
+    (made on first use: the frontend's modules import each other in one order)."""
+    if not _REDUCER:
+        from . import api  # noqa: F401  (loads the frontend in its import order)
+        from .reducer import Reducer
+        _REDUCER.append(Reducer(_online_combine, identity=(NEG_INF, 0.0), name="online_softmax"))
+    return _REDUCER[0]
+
+
+def __getattr__(name):
+    if name == "online_softmax":
+        return reducer()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def state_dtype(d: dt.DType) -> dt.DType:
@@ -149,6 +159,7 @@ class Match:
     inner_den: list
     outer: list
     outer_den: list
+    idx: tuple = ()
 
 
 def match(R: Stage, M: Stage) -> Match | None:
@@ -185,7 +196,8 @@ def match(R: Stage, M: Stage) -> Match | None:
         return None
     rest = [f for f in num if f is not hits[0]]
     return Match(arg.a, [f for f in rest if uses_var(f, r)], [f for f in den if uses_var(f, r)],
-                 [f for f in rest if not uses_var(f, r)], [f for f in den if not uses_var(f, r)])
+                 [f for f in rest if not uses_var(f, r)], [f for f in den if not uses_var(f, r)],
+                 mread.indices)
 
 
 # ----------------------------------------------------------------------- rewriting
@@ -210,6 +222,21 @@ class _Retarget(MemoMutator):
         return r2 if t is None else n.TensorRead(t.dtype, t, r2.indices)
 
 
+def _same_rows(R: Stage, M: Stage, mt: Match) -> bool:
+    """Whether ``R``'s running max is ``M`` element for element: same axes' extents, and
+    ``R`` reads ``M`` at its own axes (an axis of extent 1 at 0)."""
+    if len(R.axes) != len(M.axes) or R.dtype is not M.dtype and state_dtype(R.dtype) is not M.dtype:
+        return False
+    if state_dtype(R.dtype) is not M.dtype:
+        return False
+    for ax, mx, i in zip(R.axes, M.axes, mt.idx):
+        if ax.dom.extent != mx.dom.extent or ax.dom.min != mx.dom.min:
+            return False
+        if not (i is ax.var or (mk.is_const(ax.dom.extent, 1) and mk.is_const(i, 0))):
+            return False
+    return True
+
+
 def _rewrite(ctx, R: Stage, mt: Match) -> list:
     """``R`` as its online stage and its finishing stage (which takes ``R``'s name)."""
     from .stages import new_axis
@@ -217,7 +244,7 @@ def _rewrite(ctx, R: Stage, mt: Match) -> list:
     h = _product(mt.inner, sd) or mk.as_expr(1.0, sd)
     if mt.inner_den:
         h = mk.binary(n.BinOp.DIV, h, _product(mt.inner_den, sd))
-    comb = online_softmax.combiner((sd, sd))
+    comb = reducer().combiner((sd, sd))
     srcs = (mk.cast(mt.x, sd), mk.cast(h, sd))
     body = n.Reduce(sd, comb, srcs, R.body.axes, None, 1)
     online = Stage(ctx.unique(f"{R.name}_online"), R.axes, R.reduce_axes, body, sd, R.loc,
@@ -267,6 +294,9 @@ def fuse(ctx, outputs: list) -> list:
             made = _rewrite(ctx, R, mt)
             new_order[id(R)] = made
             replaced[R.output] = made[-1].output
+            if M.output not in replaced and _same_rows(R, M, mt):
+                # M's other readers (logsumexp's M + log(sum)) read the running max instead
+                replaced[M.output] = made[0].values[0]
     if not replaced:
         return outputs
     out = []
@@ -341,12 +371,21 @@ def place_rows(sched) -> None:
         for o in onl:
             for t in o.reads():
                 p = by_tensor.get(id(t))
-                if p is not None and p.origin != "online_softmax" and p not in producers:
-                    producers.append(p)
+                if p is None or p.origin == "online_softmax" or p in producers:
+                    continue
+                producers.append(p)
         h = sched[F.name]
+        if h.attach.value != "root" or len(h.axes) != len(F.axes):
+            continue        # a schedule moved or split it already
+        # rows in parallel (the backends' default plans do not take a fused loop here yet)
         axis = h.axes[k]
-        for s in sorted(group, key=stages.index, reverse=True) + producers:
+        h.parallel(h.axes[0])
+        inside = {id(F)}
+        for s in sorted(group + producers, key=stages.index, reverse=True):
+            readers = [r for r in stages if any(t is s.output for t in r.reads())]
             g = sched[s.name]
-            if g.attach.value != "root":
+            # a stage read outside the chain (a logsumexp output) stays at the root
+            if g.attach.value != "root" or not all(id(r) in inside for r in readers):
                 continue
             g.compute_at(h, axis)
+            inside.add(id(s))
