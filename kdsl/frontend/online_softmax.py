@@ -25,8 +25,14 @@ as ``exp(x' - M[idx])``.  ``R`` becomes
 where ``h_j`` is the product of the factors that use ``j``.  So softmax-weighted sums,
 ``sum(exp(s - max))`` (logsumexp's sum), ``(p / p.sum()) @ v`` and ``p @ v / p.sum()`` all
 stream: ``p.sum()`` becomes one online stage, the contraction ``p @ v`` another.  ``M``
-itself is dropped when every reader was rewritten; a reader that uses ``M`` otherwise
-(logsumexp's ``M + log(sum)``) keeps it.
+itself is dropped when every reader was rewritten.
+
+The rewrite fires for a max whose rewritable sums include a contraction (a factor ``h_j``
+that uses ``j``: ``p @ v``, a weighted sum); a plain softmax or logsumexp (sums of
+``exp(x - M)`` alone) keeps the row-wise schedules the backends tune for it (its online
+form is ``kd.online_softmax((x, 1), axis=...)`` by hand).  Other reads of ``M``
+(logsumexp's ``M + log(sum)``) read the running max of a rewritten sum over the same rows
+(exact: a max rounds nothing); if there is none, ``M`` stays.
 
 **Legal exactly when** (checked; otherwise the graph is left as it is):
 
@@ -225,9 +231,7 @@ class _Retarget(MemoMutator):
 def _same_rows(R: Stage, M: Stage, mt: Match) -> bool:
     """Whether ``R``'s running max is ``M`` element for element: same axes' extents, and
     ``R`` reads ``M`` at its own axes (an axis of extent 1 at 0)."""
-    if len(R.axes) != len(M.axes) or R.dtype is not M.dtype and state_dtype(R.dtype) is not M.dtype:
-        return False
-    if state_dtype(R.dtype) is not M.dtype:
+    if len(R.axes) != len(M.axes) or state_dtype(R.dtype) is not M.dtype:
         return False
     for ax, mx, i in zip(R.axes, M.axes, mt.idx):
         if ax.dom.extent != mx.dom.extent or ax.dom.min != mx.dom.min:
@@ -285,12 +289,14 @@ def fuse(ctx, outputs: list) -> list:
     for M in list(stages):
         if not _is_max(M):
             continue
-        for R in readers.get(id(M.output), ()):
-            if id(R) in new_order:
-                continue
-            mt = match(R, M)
-            if mt is None:
-                continue
+        found = [(R, match(R, M)) for R in readers.get(id(M.output), ())
+                 if id(R) not in new_order]
+        found = [(R, mt) for R, mt in found if mt is not None]
+        # a chain with a contraction (p @ v): plain softmax / logsumexp keep the row-wise
+        # schedules backends tune for them (kd.online_softmax writes their online form)
+        if not any(mt.inner or mt.inner_den for _, mt in found):
+            continue
+        for R, mt in found:
             made = _rewrite(ctx, R, mt)
             new_order[id(R)] = made
             replaced[R.output] = made[-1].output
