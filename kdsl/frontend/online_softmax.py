@@ -320,32 +320,42 @@ def fuse(ctx, outputs: list) -> list:
 # ----------------------------------------------------------------------- default placement
 
 
-def _row_axis(F: Stage, online: Stage) -> int | None:
-    """The position of ``F``'s innermost axis that the online stage's row values use (the
-    loop one query row's state lives in), or None."""
-    read = next((r for r in _reads(F.body, online.values[1])), None)
+def _positions(reader: Stage, tensor, axes_pos: list) -> list | None:
+    """The positions of ``reader``'s axes the indices at ``axes_pos`` of its read of
+    ``tensor`` use (None: no read, or an index that uses none of them)."""
+    read = next(iter(_reads(reader.body, tensor)), None)
     if read is None:
         return None
-    x = online.body.sources[0]
-    used = [k for k, ax in enumerate(online.axes) if uses_var(x, ax.var)]
-    pos = []
-    for k in used:
-        idx = read.indices[k]
-        hit = [j for j, ax in enumerate(F.axes) if uses_var(idx, ax.var)]
+    out = []
+    for k in axes_pos:
+        hit = [j for j, ax in enumerate(reader.axes) if uses_var(read.indices[k], ax.var)]
         if not hit:
             return None
-        pos.append(max(hit))
+        out += hit
+    return out
+
+
+def _row_axis(F: Stage, fin: Stage, online: Stage) -> int | None:
+    """The innermost axis of ``F`` that carries the query rows of ``online`` (through the
+    finishing stage ``fin``, or F itself), or None."""
+    x = online.body.sources[0]
+    pos = [k for k, ax in enumerate(online.axes) if uses_var(x, ax.var)]
+    pos = _positions(fin, online.values[1], pos)
+    if pos is not None and fin is not F:
+        pos = _positions(F, fin.output, pos)
     return max(pos) if pos else None
 
 
 def place_rows(sched) -> None:
-    """Attach the fused chains of ``sched`` (a ``kdsl.schedule.Schedule``) at their query rows.
+    """Move the fused chains of ``sched`` (a ``kdsl.schedule.Schedule``) into their query-row loop.
 
-    For each output stage made by the rewrite, its online stages, the finishing stages it
-    reads and the stages their row values read (the scores ``q @ k.T``) are computed inside
-    the output's row loop: the workspace is one row of scores and the row's state
-    (O(N + D) per row), never N x N.  Stages a schedule already moved are left alone.
-    Called by dispatch before a backend's default schedule (no explicit schedule function).
+    For each output stage made by the rewrite, the online stages and finishing stages it reads
+    and the stages their row values read (the scores ``q @ k.T``) are computed inside the
+    output's row loop: the workspace is one row of scores and the row's state (O(N + D) per
+    row), never N x N.  The leading (batch, head, row) loops become one parallel loop when
+    nothing split them.  A stage also read outside the chain (a logsumexp output) stays where
+    it is, and an output whose row loop a schedule split is left alone.  Dispatch calls it
+    after a host backend's default schedule (not after explicit schedule functions).
     """
     stages = [h.stage for h in sched.stages]
     by_tensor = {}
@@ -354,7 +364,7 @@ def place_rows(sched) -> None:
             by_tensor[id(t)] = st
     outs = {id(t) for t in sched.output_tensors()}
     for F in stages:
-        if F.origin != "online_softmax" or F.is_reduction or id(F.output) not in outs:
+        if F.is_reduction or id(F.output) not in outs:
             continue
         group, todo = [], [F]
         while todo:     # finishing stages and online stages F depends on
@@ -365,33 +375,42 @@ def place_rows(sched) -> None:
                     group.append(p)
                     todo.append(p)
         onl = [s for s in group if s.is_reduction]
-        if not onl:
+        # the row loop of the finishing stages F reads (or F itself)
+        ks = []
+        for fin in [F] + [s for s in group if not s.is_reduction]:
+            if fin is not F and not _reads(F.body, fin.output):
+                continue
+            for o in onl:
+                if _reads(fin.body, o.values[1]):
+                    ks.append(_row_axis(F, fin, o))
+        if not ks or None in ks:
             continue
-        k = None
-        for o in onl:
-            if any(r.tensor is o.values[1] for r in _reads(F.body, o.values[1])):
-                k = _row_axis(F, o)
-        if k is None:
-            continue
+        k = max(ks)
         producers = []
         for o in onl:
             for t in o.reads():
                 p = by_tensor.get(id(t))
-                if p is None or p.origin == "online_softmax" or p in producers:
-                    continue
-                producers.append(p)
+                if p is not None and p.origin != "online_softmax" and p not in producers:
+                    producers.append(p)
         h = sched[F.name]
-        if h.attach.value != "root" or len(h.axes) != len(F.axes):
-            continue        # a schedule moved or split it already
-        # rows in parallel (the backends' default plans do not take a fused loop here yet)
-        axis = h.axes[k]
-        h.parallel(h.axes[0])
+        row = F.axes[k]
+        if h.attach.value != "root" or list(h.leaf[:k + 1]) != list(F.axes[:k + 1]):
+            continue        # a schedule moved or split the rows: its placement stands
+        lead = list(h.leaf[:k + 1])
+        marks = [h.attrs.get(a) for a in lead]
+        if k > 0 and all(m is None or m.kind is n.ForKind.PARALLEL for m in marks):
+            # batch, heads and rows: one parallel loop (the default's parallel batch loop
+            # alone would give B threads); the mark moves to the fused loop
+            for a in lead:
+                h.attrs.pop(a, None)
+            row = h.fuse(*lead)
+            h.parallel(row)
         inside = {id(F)}
         for s in sorted(group + producers, key=stages.index, reverse=True):
-            readers = [r for r in stages if any(t is s.output for t in r.reads())]
+            readers = [r for r in stages if any(t in s.values for t in r.reads())]
             g = sched[s.name]
-            # a stage read outside the chain (a logsumexp output) stays at the root
-            if g.attach.value != "root" or not all(id(r) in inside for r in readers):
+            # a stage read outside the chain (a logsumexp output) stays where it is
+            if g.attach.value == "inline" or not all(id(r) in inside for r in readers):
                 continue
-            g.compute_at(h, axis)
+            g.compute_at(h, row)
             inside.add(id(s))

@@ -83,12 +83,12 @@ def prepare(kernel, backend, sig, graph) -> CompileRequest:
         from ..schedule.hints import validate_hint
         for h in declarative:  # names are checked for every backend, even one that ignores hints
             validate_hint(sched, h)
+        backend.schedule(sched, declarative)
         spec = backend.spec     # host backends with schedules of their own (not a GPU's)
         if spec.device == "host" and spec.target is None and any(
                 st.origin == "online_softmax" for st in graph.stages):
             from ..frontend.online_softmax import place_rows
             place_rows(sched)   # fused softmax chains stream one query row at a time
-        backend.schedule(sched, declarative)
     sched.finish()      # placements left illegal by the schedule, at the user's primitive line
     outc = sig.out_contiguous or (True,) * len(graph.outputs)
     return CompileRequest(graph, sched, sig, tuple(outc), dict(backend.spec.options))
