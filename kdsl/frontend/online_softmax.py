@@ -414,3 +414,16 @@ def place_rows(sched) -> None:
                 continue
             g.compute_at(h, row)
             inside.add(id(s))
+            if s in onl:
+                _keys_outside(g, s)
+
+
+def _keys_outside(g, online: Stage) -> None:
+    """The key loop of an online stage outside its value loops (``e`` of ``p @ v``): each
+    key updates the row's D accumulators, independent lanes, instead of a chain of D*N
+    dependent steps (exp and select per step) per accumulator."""
+    x = online.body.sources[0]
+    inner = [ax for ax in online.axes if not uses_var(x, ax.var)]
+    if not inner or list(g.leaf) != list(online.axes) + list(online.reduce_axes):
+        return
+    g.reorder(*online.reduce_axes, *inner)
