@@ -50,7 +50,8 @@ form is ``kd.online_softmax((x, 1), axis=...)`` by hand).  Other reads of ``M``
 Numerics: the state is float32 for float16/bfloat16/float32 rows (float64 for float64),
 so 16-bit inputs get float32 softmax state and accumulation.  A row whose maximum is
 ``+-inf`` (a fully masked row: every score ``-inf``) gives NaN like numpy's
-``exp(-inf - -inf)``; an empty row gives the sum's 0.
+``exp(-inf - -inf)``.  An empty row never reaches the fused stages: the max's own check
+(a max over an empty axis has no identity; numpy raises too) stays with the graph.
 
 The fused stages carry ``origin="online_softmax"``; ``kernel.lower()`` shows the state
 buffers (``<R>_online``, ``<R>_online.v1``) and no ``exp(x - max)`` temporary.  The same
@@ -267,8 +268,7 @@ def _rewrite(ctx, R: Stage, mt: Match) -> list:
     # numpy: a row whose max is +-inf sums exp(inf - inf) = NaN (an empty row sums to 0)
     inf = mk.as_expr(float("inf"), sd)
     bad = mk.compare(n.CmpOp.EQ, mk.unary(n.UnOp.ABS, m), inf)
-    nonempty = mk.compare(n.CmpOp.GT, R.body.axes[0].dom.extent, mk.as_expr(0))
-    val = mk.select(mk.logical_and(bad, nonempty), mk.as_expr(float("nan"), sd), val)
+    val = mk.select(bad, mk.as_expr(float("nan"), sd), val)
     finish = Stage(R.name, fresh, (), mk.cast(val, R.dtype), R.dtype, R.loc,
                    origin="online_softmax")
     return [online, finish]

@@ -208,3 +208,41 @@ def test_interp_cuda_small():
     rng = np.random.default_rng()
     q, k, v = _rand(rng, 5, 4), _rand(rng, 7, 4), _rand(rng, 7, 3)
     _close(attention(q, k, v, backend="interp-cuda"), ref_attention(q, k, v), 2e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_queries_and_keys(backend):
+    """Zero keys: the max over an empty axis is refused as numpy refuses it, although the
+    fusion dropped the max stage; zero queries: an empty result."""
+    rng = np.random.default_rng()
+    q, k, v = _rand(rng, 3, 4), _rand(rng, 0, 4), _rand(rng, 0, 2)
+    with pytest.raises(kd.ShapeError, match="empty"):
+        attention(q, k, v, backend=backend)
+    got = attention(_rand(rng, 0, 4), _rand(rng, 5, 4), _rand(rng, 5, 2), backend=backend)
+    assert got.shape == (0, 2)
+
+
+def test_batched_rows_stream_in_one_parallel_loop():
+    """(B, H, N, D) on cpu: batch, heads and rows fused into one parallel loop, one row of
+    scores as workspace (the default alone would attach at the batch loop: H x N x N)."""
+    q = np.zeros((2, 3, 5, 4), np.float32)
+    text = str(attention_4d.lower(q, q, q, backend="cpu"))
+    first = next(ln for ln in text.splitlines() if "for " in ln)
+    assert "fused" in first and "parallel" in first, text
+    for ln in text.splitlines():
+        if "allocate" in ln and "k_2" in ln:
+            assert "[1, 1, 1, " in ln, ln
+
+
+@kd.kernel
+def attention_4d(q, k, v):
+    s = q @ kd.swapaxes(k, -1, -2) * q.shape[-1] ** -0.5
+    p = kd.exp(s - s.max(axis=-1, keepdims=True))
+    return p @ v / p.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batched_p_v_over_sum(backend):
+    rng = np.random.default_rng()
+    q, k, v = _rand(rng, 2, 3, 7, 4), _rand(rng, 2, 3, 9, 4), _rand(rng, 2, 3, 9, 5)
+    _close(attention_4d(q, k, v, backend=backend), ref_attention(q, k, v), 2e-5)
