@@ -392,6 +392,7 @@ def place_rows(sched) -> None:
                 p = by_tensor.get(id(t))
                 if p is not None and p.origin != "online_softmax" and p not in producers:
                     producers.append(p)
+        _final_max(onl)
         h = sched[F.name]
         row = F.axes[k]
         if h.attach.value != "root" or list(h.leaf[:k + 1]) != list(F.axes[:k + 1]):
@@ -427,3 +428,62 @@ def _keys_outside(g, online: Stage) -> None:
     if not inner or list(g.leaf) != list(online.axes) + list(online.reduce_axes):
         return
     g.reorder(*online.reduce_axes, *inner)
+
+
+_TWO_PASS = {}
+
+
+def _two_pass_combiner(d: dt.DType) -> n.Combiner:
+    """(max, sum): the running max kept for the NaN rule, the sum plain (weights final)."""
+    if d not in _TWO_PASS:
+        xs = (n.var("x0", d), n.var("x1", d))
+        ys = (n.var("y0", d), n.var("y1", d))
+        _TWO_PASS[d] = n.Combiner("online_softmax_final", xs, ys,
+                                  (mk.max_(xs[0], ys[0]), mk.add(xs[1], ys[1])),
+                                  (mk.as_expr(NEG_INF, d), mk.as_expr(0.0, d)))
+    return _TWO_PASS[d]
+
+
+def _final_max(onl: list) -> None:
+    """On a sequential host, a contraction's online stage uses the final max of a plain
+    online sum over the same rows (``p.sum()``'s, computed first inside the same row loop):
+    ``sum_j exp(x_j - m) * h_j`` with ``m`` the row's max needs no rescaling, and its
+    ``exp`` does not depend on the value axis (one per key, not one per key and value).
+    Mutates the schedule's copies of the stages (the traced graph is shared)."""
+    plain = [o for o in onl if mk.is_const(o.body.sources[1], 1.0)]
+    for o in onl:
+        if o in plain or not plain:
+            continue
+        for L in plain:
+            idx = _same_row_read(L, o)
+            if idx is None:
+                continue
+            x, hsrc = o.body.sources
+            m = n.TensorRead(L.values[0].dtype, L.values[0], idx)
+            w = mk.mul(mk.unary(n.UnOp.EXP, mk.sub(x, m)), hsrc)
+            o.body = dataclasses.replace(o.body, combiner=_two_pass_combiner(o.dtype),
+                                         sources=(x, w))
+            break
+
+
+def _same_row_read(L: Stage, o: Stage):
+    """The indices at which ``o`` reads ``L``'s running max for its own rows: ``L`` sums the
+    same row values (its axes map onto ``o``'s, its other axes have extent 1), else None."""
+    if len(L.axes) != len(o.axes) or L.dtype is not o.dtype:
+        return None
+    xl, xo = L.body.sources[0], o.body.sources[0]
+    mapping = {L.reduce_axes[0].var: o.reduce_axes[0].var}
+    idx = []
+    for la, oa in zip(L.axes, o.axes):
+        if uses_var(xl, la.var):
+            if la.dom.extent != oa.dom.extent or la.dom.min != oa.dom.min:
+                return None
+            mapping[la.var] = oa.var
+            idx.append(oa.var)
+        elif mk.is_const(la.dom.extent, 1):
+            idx.append(mk.add(mk.as_expr(0), la.dom.min))
+        else:
+            return None
+    if substitute(xl, mapping) != xo:
+        return None
+    return tuple(idx)
