@@ -274,6 +274,22 @@ def _rewrite(ctx, R: Stage, mt: Match) -> list:
     return [online, finish]
 
 
+def _lead(stages: list, made_all: list, new_order: dict) -> None:
+    """Put a group's online stages together before its first sum, the plain sums
+    (``p.sum()``) first, when what they read is computed by then: a row's state is then
+    complete before anything reads it, whatever order the user wrote the sums in
+    (``p @ v / p.sum()``), and a sequential schedule may weight by the final max."""
+    first = min(stages.index(R) for R, _, _ in made_all)
+    before = {id(t) for s in stages[:first] for t in s.values}
+    onl = [made[0] for _, _, made in made_all]
+    if any(t.stage is not None and id(t) not in before for o in onl for t in o.reads()):
+        return
+    onl.sort(key=lambda o: not mk.is_const(o.body.sources[1], 1.0))
+    for R, _, made in made_all:
+        new_order[id(R)] = made[1:]
+    new_order[id(stages[first])] = onl + new_order[id(stages[first])]
+
+
 def fuse(ctx, outputs: list) -> list:
     """Apply the online-softmax rewrite to the trace's stages (``ctx.stages``, in place);
     returns ``outputs`` with rewritten tensors replaced.  Dead stages are left for the
@@ -296,13 +312,16 @@ def fuse(ctx, outputs: list) -> list:
         # schedules backends tune for them (kd.online_softmax writes their online form)
         if not any(mt.inner or mt.inner_den for _, mt in found):
             continue
+        made_all = []
         for R, mt in found:
             made = _rewrite(ctx, R, mt)
             new_order[id(R)] = made
+            made_all.append((R, mt, made))
             replaced[R.output] = made[-1].output
             if M.output not in replaced and _same_rows(R, M, mt):
                 # M's other readers (logsumexp's M + log(sum)) read the running max instead
                 replaced[M.output] = made[0].values[0]
+        _lead(stages, made_all, new_order)
     if not replaced:
         return outputs
     out = []
@@ -392,7 +411,7 @@ def place_rows(sched) -> None:
                 p = by_tensor.get(id(t))
                 if p is not None and p.origin != "online_softmax" and p not in producers:
                     producers.append(p)
-        _final_max(onl)
+        _final_max(onl, stages)
         h = sched[F.name]
         row = F.axes[k]
         if h.attach.value != "root" or list(h.leaf[:k + 1]) != list(F.axes[:k + 1]):
@@ -444,7 +463,7 @@ def _two_pass_combiner(d: dt.DType) -> n.Combiner:
     return _TWO_PASS[d]
 
 
-def _final_max(onl: list) -> None:
+def _final_max(onl: list, stages: list) -> None:
     """On a sequential host, a contraction's online stage uses the final max of a plain
     online sum over the same rows (``p.sum()``'s, computed first inside the same row loop):
     ``sum_j exp(x_j - m) * h_j`` with ``m`` the row's max needs no rescaling, and its
@@ -456,6 +475,8 @@ def _final_max(onl: list) -> None:
             continue
         for L in plain:
             idx = _same_row_read(L, o)
+            if idx is not None and stages.index(L) > stages.index(o):
+                idx = None      # (computed after o: its max is not final there)
             if idx is None:
                 continue
             x, hsrc = o.body.sources
