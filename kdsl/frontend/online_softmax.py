@@ -411,7 +411,8 @@ def place_rows(sched) -> None:
                 p = by_tensor.get(id(t))
                 if p is not None and p.origin != "online_softmax" and p not in producers:
                     producers.append(p)
-        _final_max(onl, stages)
+        if _FINAL:
+            _final_max(onl, stages)
         h = sched[F.name]
         row = F.axes[k]
         if h.attach.value != "root" or list(h.leaf[:k + 1]) != list(F.axes[:k + 1]):
@@ -450,6 +451,7 @@ def _keys_outside(g, online: Stage) -> None:
 
 
 _TWO_PASS = {}
+_FINAL = True
 
 
 def _two_pass_combiner(d: dt.DType) -> n.Combiner:
