@@ -18,9 +18,8 @@ every stage ``R`` that reads ``M`` and is a float sum reduction (``CombinerKind.
 one axis whose source is a product/quotient of factors of which exactly one reads ``M``,
 as ``exp(x' - M[idx])``.  ``R`` becomes
 
-    R.online[axes] = online_softmax over j of (x'_j, h_j)     (a tuple reduction: m, a)
-    R[axes]        = a * (product of the factors not using j) (the softmax normaliser,
-                                                               a scale...)
+    <R>_online[axes] = online_softmax over j of (x'_j, h_j)   (a tuple reduction: m, a)
+    R[axes]          = a * (the factors not using j)          (1 / p.sum(), a scale...)
 
 where ``h_j`` is the product of the factors that use ``j``.  So softmax-weighted sums,
 ``sum(exp(s - max))`` (logsumexp's sum), ``(p / p.sum()) @ v`` and ``p @ v / p.sum()`` all
@@ -54,9 +53,19 @@ so 16-bit inputs get float32 softmax state and accumulation.  A row whose maximu
 (a max over an empty axis has no identity; numpy raises too) stays with the graph.
 
 The fused stages carry ``origin="online_softmax"``; ``kernel.lower()`` shows the state
-buffers (``<R>_online``, ``<R>_online.v1``) and no ``exp(x - max)`` temporary.  The same
-rewrite is reachable by hand: ``m, a = kd.online_softmax((x, h), axis=-1)`` is the tuple
-reducer this module builds its stages with (the same ``Combiner`` object).
+buffers (``<R>_online.v0``: the running max, ``<R>_online``: the sum) and no
+``exp(x - max)`` temporary.  The same rewrite is reachable by hand:
+``m, a = kd.online_softmax((x, h), axis=-1)`` is the tuple reducer this module builds its
+stages with (the same ``Combiner`` object).
+
+Placement (``place_rows``, called by dispatch after a host backend's default schedule; GPU
+targets keep their own): the output's (batch, head, query-row) loops become one parallel
+loop and the chain (scores, online stages, finishing stages) is computed inside it, one
+row at a time: O(N + D) workspace per row, never N x N.  There the contraction's online
+stage weights by the *final* max of ``p.sum()``'s online stage, computed first in the same
+row (``_final_max``: no rescaling, one ``exp`` per key instead of one per key and value),
+and loops over keys outside its value axis.  The graph keeps the one-pass form, which a GPU
+schedule maps with K/V tiles streamed once.
 """
 from __future__ import annotations
 
