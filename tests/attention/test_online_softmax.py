@@ -232,6 +232,9 @@ def test_batched_rows_stream_in_one_parallel_loop():
     for ln in text.splitlines():
         if "allocate" in ln and "k_2" in ln:
             assert "[1, 1, 1, " in ln, ln
+    # p @ v weights by the row's final max (p.sum()'s running max, computed first)
+    upd = [ln for ln in text.splitlines() if "online_softmax_final_1 =" in ln]
+    assert upd and "exp(" in upd[0] and "sum_online.v0" in upd[0], text
 
 
 @kd.kernel
