@@ -72,7 +72,7 @@ from __future__ import annotations
 import dataclasses
 
 from .. import dtypes as dt
-from ..graph import Stage
+from ..graph import Stage, topological
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import collect, substitute, uses_var
@@ -341,7 +341,8 @@ def fuse(ctx, outputs: list) -> list:
         body = re.visit(s.body)
         if body is not s.body:
             s.body = body
-    stages[:] = out
+    # a reader of the max made before the sums now reads a running max placed later
+    stages[:] = topological(out, outputs)
     return [replaced.get(t, t) for t in outputs]
 
 

@@ -249,3 +249,23 @@ def test_batched_p_v_over_sum(backend):
     rng = np.random.default_rng()
     q, k, v = _rand(rng, 2, 3, 7, 4), _rand(rng, 2, 3, 9, 4), _rand(rng, 2, 3, 9, 5)
     _close(attention_4d(q, k, v, backend=backend), ref_attention(q, k, v), 2e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_max_read_before_the_sums(backend):
+    """A stage reading the max, made before the sums, reads p.sum()'s running max (the
+    online stages are placed with the sums; the rewrite re-sorts producers first)."""
+    rng = np.random.default_rng()
+    q, k, v = _rand(rng, 4, 3), _rand(rng, 6, 3), _rand(rng, 6, 2)
+
+    @kd.kernel
+    def early(q, k, v):
+        s = q @ k.T
+        m = s.max(axis=-1, keepdims=True)
+        twice = m * 2.0
+        p = kd.exp(s - m)
+        return p @ v / p.sum(axis=-1, keepdims=True), twice
+    out, twice = early(q, k, v, backend=backend)
+    s = q.astype(np.float64) @ k.T
+    _close(twice, 2 * s.max(-1, keepdims=True), 1e-6)
+    _close(out, ref_attention(q, k, v, scale=1.0), 2e-5)
