@@ -46,6 +46,10 @@ form is ``kd.online_softmax((x, 1), axis=...)`` by hand).  Other reads of ``M``
    factors that do not use the reduce axis come out of the sum (distributivity; divisors
    too), the rest are ``h_j``.
 
+A causal mask in the row values, ``where(a >= j + c, s, -inf)``, ends the online stages'
+key axis after key ``a - c`` (``_masked_tail``: masked keys are never visited; exact,
+since a ``-inf`` element adds nothing to a state).
+
 Numerics: the state is float32 for float16/bfloat16/float32 rows (float64 for float64),
 so 16-bit inputs get float32 softmax state and accumulation.  A row whose maximum is
 ``+-inf`` (a fully masked row: every score ``-inf``) gives NaN like numpy's
@@ -251,6 +255,40 @@ def _same_rows(R: Stage, M: Stage, mt: Match) -> bool:
     return True
 
 
+def _masked_tail(x: n.Expr, rax: n.IterVar) -> n.IterVar:
+    """The key axis ``rax`` ending where a causal mask starts: when the row values are
+    ``where(a >= j + c, s, -inf)`` (or ``j + c <= a``, ``>``, ``<``; ``a`` free of ``j``),
+    keys past ``a - c`` are ``-inf`` and add nothing to any state (``exp(-inf - m) = 0``;
+    a row with no key left keeps the identity's ``-inf`` max and gives NaN, as numpy's
+    fully masked rows do), so the loop stops there: masked keys are never computed."""
+    j = rax.var
+    if not (isinstance(x, n.Select) and mk.is_const(x.f) and x.f.value == NEG_INF
+            and isinstance(x.cond, n.Compare)):
+        return rax
+    c = x.cond
+    flip = {n.CmpOp.LE: n.CmpOp.GE, n.CmpOp.LT: n.CmpOp.GT}
+    op, a, b = (flip[c.op], c.b, c.a) if c.op in flip else (c.op, c.a, c.b)
+    if op not in (n.CmpOp.GE, n.CmpOp.GT) or uses_var(a, j):
+        return rax
+    if b is j:
+        off = None
+    elif (isinstance(b, n.Binary) and b.op is n.BinOp.ADD and b.a is j
+          and not uses_var(b.b, j)):
+        off = b.b
+    else:
+        return rax
+    if not (a.dtype.is_int and (off is None or off.dtype.is_int)):
+        return rax
+    end = mk.cast(a, dt.index)                          # keys j <= a - off (GE), < (GT)
+    if off is not None:
+        end = mk.sub(end, mk.cast(off, dt.index))
+    if op is n.CmpOp.GE:
+        end = mk.add(end, mk.as_expr(1))
+    lo, ext = rax.dom.min, rax.dom.extent
+    ext = mk.min_(ext, mk.max_(mk.sub(end, lo), mk.as_expr(0)))
+    return n.IterVar(j, n.Range(lo, ext), rax.kind)
+
+
 def _rewrite(ctx, R: Stage, mt: Match) -> list:
     """``R`` as its online stage and its finishing stage (which takes ``R``'s name)."""
     from .stages import new_axis
@@ -260,8 +298,9 @@ def _rewrite(ctx, R: Stage, mt: Match) -> list:
         h = mk.binary(n.BinOp.DIV, h, _product(mt.inner_den, sd))
     comb = reducer().combiner((sd, sd))
     srcs = (mk.cast(mt.x, sd), mk.cast(h, sd))
-    body = n.Reduce(sd, comb, srcs, R.body.axes, None, 1)
-    online = Stage(ctx.unique(f"{R.name}_online"), R.axes, R.reduce_axes, body, sd, R.loc,
+    rax = _masked_tail(mt.x, R.body.axes[0])
+    body = n.Reduce(sd, comb, srcs, (rax,), None, 1)
+    online = Stage(ctx.unique(f"{R.name}_online"), R.axes, (rax,), body, sd, R.loc,
                    origin="online_softmax")
     m_t, a_t = online.values
     fresh = tuple(new_axis(ctx, ax.name, ax.dom.extent, lo=ax.dom.min) for ax in R.axes)
