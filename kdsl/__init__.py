@@ -40,6 +40,8 @@ _LAZY = {
     **{name: ("kdsl.frontend.scan", name) for name in (
         "scan", "cumsum", "cumprod", "cummax", "cummin")},
     "fori_loop": ("kdsl.frontend.fori", "fori_loop"),   # a loop over a run-time count
+    # the online-softmax tuple reducer (running max, rescaled sum) the fusion streams with
+    "online_softmax": ("kdsl.frontend.online_softmax", "online_softmax"),
     # numpy's ufuncs under numpy's names (kd.abs, kd.square, kd.left_shift...): every
     # kdsl.frontend.ufuncs.PUBLIC name the entries above do not already give
     **{name: ("kdsl.frontend.ufunc_public", name) for name in (

@@ -140,6 +140,9 @@ def _trace(fn, specs, name, constants) -> Graph:
             if o.tensor is None or o.tensor.stage is None or o.tensor in tensors:
                 o = materialize(o, "copy" if o.tensor is not None else o.op)
             tensors.append(o.tensor)
+        # softmax-weighted sums stream with a running max (kdsl.frontend.online_softmax)
+        from .online_softmax import fuse
+        tensors = fuse(ctx, tensors)
     stages = _live(ctx.stages, tensors)
     ctx.finalize(stages)
     graph = Graph(ctx.name, tuple(params), stages, tuple(tensors), list(ctx.constraints),
