@@ -138,7 +138,11 @@ class DeferredRequest(CompileRequest):
         self._sched = None
         super().__init__(graph, None, sig, outc, dict(backend.spec.options))
         hints = tuple(h for h in kernel._hints if _targets(h.target, backend))
-        self.schedule_roots = (graph, hints, size_hints(graph, sig), sig, outc, self.options)
+        # a persisted kernel.tune winner changes the schedule: it is part of the key
+        tuned = tuple(tuned_hints(kernel, backend, sig, graph, None, list(hints))
+                      if tuned_hints is not None else ())
+        self.schedule_roots = (graph, hints + tuned, size_hints(graph, sig), sig, outc,
+                               self.options)
 
     @property
     def scheduled(self) -> bool:

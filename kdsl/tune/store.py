@@ -266,7 +266,8 @@ def hints_of(entry: dict, target: str) -> list:
 
 def tuned_hints(kernel, backend, sig, graph, sched, declarative) -> list:
     """The persisted winner's Hints for this specialisation ([] when none, while searching, or
-    when a winner no longer fits the schedule: logged, the default is used)."""
+    when a winner no longer fits the schedule: logged, the default is used).  ``sched`` None:
+    the winner without checking it against a schedule (what a key before scheduling holds)."""
     name = getattr(kernel, "__name__", "")
     if _SEARCHING.get() or (name not in _names and not os.path.isdir(kernel_dir(name))):
         return []
@@ -275,6 +276,8 @@ def tuned_hints(kernel, backend, sig, graph, sched, declarative) -> list:
     if entry is None:
         return []
     hints = hints_of(entry, backend.spec.schedule_target)
+    if sched is None:       # the disk-cache key before scheduling: the winner, unchecked
+        return hints
     from ..errors import KdslError
     from ..schedule.hints import _check_value, validate_hint
     try:

@@ -277,3 +277,31 @@ def test_key_ignores_where_the_kernel_is_written():
     assert base != key(src, "/somewhere/a.py", np.float64)
     from kdsl.schedule.hints import Hint
     assert base != key(src, "/somewhere/a.py", hints=[Hint("numpy", {"unroll": 2})])
+
+
+def test_winner_changes_the_key_before_scheduling(tmp_path, monkeypatch):
+    """A default compile already in the disk cache must not hide a winner persisted later: the
+    cpu backend's key before scheduling holds the winner's hints (regression: it held only
+    the user's, so a warm cache kept running the default's code)."""
+    monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path / "cache"))
+    store.forget()
+    rng = np.random.default_rng()
+    A = rng.standard_normal((37, 150)).astype(np.float32)
+
+    def make():
+        @kd.kernel
+        def rowsum(A):
+            return A.sum(axis=1)
+        return rowsum
+    be = kd.get_backend("cpu")
+    make()(A, backend="cpu")                    # the default, now in the disk cache
+    res = make().tune(A, backend="cpu", trials=1, budget_s=5, progress=False, persist=False)
+    store.save({"key": res.key, "kernel": "rowsum", "backend": "cpu", "hints": [{"rfactor": 4}]})
+    lowered = be.stats["lowered"]
+    got = make()(A, backend="cpu")             # a fresh kernel: the winner's schedule
+    assert be.stats["lowered"] == lowered + 1
+    np.testing.assert_allclose(got, A.astype(np.float64).sum(axis=1), rtol=1e-4, atol=1e-4)
+    lowered = be.stats["lowered"]
+    make()(A, backend="cpu")                   # and its code is what the next one loads
+    assert be.stats["lowered"] == lowered
+    store.forget()
