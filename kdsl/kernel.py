@@ -33,7 +33,8 @@ from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserEr
                      ScheduleError, StaleGlobalWarning, for_user,
                      user_location, warn_user)
 from .frontend import context as _ctx
-from .runtime import callplan, compile_log, dispatch, fastpath, foreign, fori_program, globals_watch
+from . import compile_log
+from .runtime import callplan, dispatch, fastpath, foreign, fori_program, globals_watch
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.trace_guard import trace_failure, tracing_kernel

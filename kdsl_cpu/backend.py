@@ -33,7 +33,8 @@ from kdsl.backends.protocol import CompileRequest
 from kdsl.backends.spec import BackendSpec, FastLaunch
 from kdsl.errors import ScheduleError
 from kdsl.runtime import cache as disk
-from kdsl.runtime import compile_log, fingerprint
+from kdsl import compile_log
+from kdsl.runtime import fingerprint
 from kdsl.runtime.slots import LaunchInfo
 
 from . import __version__, jit, parallel

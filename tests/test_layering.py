@@ -39,9 +39,6 @@ ALLOWED_CYCLES = {
 
 #: edges against the layers still allowed, (from module, to module): reasons; may only shrink
 ALLOWED_EDGES = {
-    # CompileRequest.lower times itself for logging: compile_log belongs below the backends
-    # (issue 26 items 2 and 7 rework protocol.py and runtime/)
-    ("kdsl.backends.protocol", "kdsl.runtime.compile_log"),
 }
 
 

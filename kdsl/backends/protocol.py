@@ -51,7 +51,7 @@ class CompileRequest:
         usually ``SEQUENTIAL`` or ``kdsl.gpu.pipeline.PIPELINE`` edited by name; default
         ``SEQUENTIAL``), then ``extra_passes`` appended."""
         from ..passes.pipeline import lower
-        from ..runtime.compile_log import stage
+        from ..compile_log import stage
         with stage("lower"):   # timed for logging.getLogger("kdsl")
             return lower(self.schedule, extra_passes=extra_passes, out_contiguous=self.out_contiguous,
                          pipeline=pipeline)

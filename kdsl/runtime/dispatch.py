@@ -20,7 +20,7 @@ import os
 import sys
 
 from .. import config
-from . import compile_log
+from .. import compile_log
 from ..backends.protocol import CompileRequest
 from ..errors import ArgumentError, InternalCompilerError, ShapeError, user_location
 from ..ir import nodes as n

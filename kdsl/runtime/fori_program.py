@@ -34,7 +34,7 @@ from ..graph import Graph, Input, Tensor
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import Mutator
-from . import compile_log
+from .. import compile_log
 from .fori_kernel import in_kernel_loop, loop_graph
 from .signature import ArraySig, ScalarSig, Signature
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-from kdsl.runtime.compile_log import STAGES
+from kdsl.compile_log import STAGES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
