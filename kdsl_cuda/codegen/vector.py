@@ -220,16 +220,36 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
 
 
 def _lane_guards(p, s, d, guards, ok: str) -> None:
-    """``ok = ok && <every guard>`` for every lane of vectorized loop ``s`` (the lane index a
-    constant each time: the compiler folds them)."""
+    """``ok = ok && <every guard>`` for every lane of vectorized loop ``s``: once, at the last
+    lane, when ``_last_lane_decides``; else once per lane (the lane index a constant each time)."""
     if not guards:
         return
     t, lo = p.var_ctype(s.var), s.min.value
     name = p.bind(s.var)
     conds = " && ".join(f"({p.expr.index(g)})" for g in guards)
-    for k in range(s.extent.value):
+    lanes = range(s.extent.value)
+    if _last_lane_decides(guards, s.var):
+        lanes = (s.extent.value - 1,)
+    for k in lanes:
         p.emit(d, f"{{ const {t} {name} = {lo + k}; {ok} = {ok} && {conds}; }}")
     p.unbind(s.var)
+
+
+def _last_lane_decides(guards, v) -> bool:
+    """Whether the guards hold at every lane exactly when they hold at the last: each conjunct
+    is free of lane ``v`` or is ``v + c < N`` / ``v + c <= N`` with ``c``, ``N`` free of ``v``
+    (``guard_limit``).  Proof: lanes are ``lo..hi`` in steps of 1 and ``v + c`` rises with
+    ``v``, so such a conjunct true at ``hi`` is true at every lane, false at ``hi`` makes the
+    ``&&`` of all lanes false; a lane-free one is the same at every lane.  No new evaluation:
+    the per-lane form evaluated the ``hi`` lane too (where it got there), in the same 32- or
+    64-bit arithmetic; loads in such conjuncts are lane-free (they sit in ``c`` or ``N``), and
+    the ``hi`` lane reaches conjunct ``j`` only when the ones before it hold at ``hi``, hence at
+    ``lo``, where the per-lane form evaluated the same loads."""
+    for g in guards:
+        for c in conjuncts(g):
+            if uses_var(c, v) and guard_limit(c, v) is None:
+                return False
+    return True
 
 
 def _stored_buffers(body):
