@@ -21,6 +21,11 @@ that sits on a hot path reads a snapshot once and keeps it.
 |                    | matmuls use mma.sync, not Hopper's wgmma  |                   |
 | KDSL_CUDA_NATIVE_LAUNCH | ``0``: cuda fast launchers launch     | on [3]_           |
 |                    | through ctypes, not the compiled helper   |                   |
+| KDSL_CUDA_FAST_COMPILE | ``min``/``mid``/``max``: NVRTC's      | off [4]_          |
+|                    | ``--Ofast-compile`` level (an invalid     |                   |
+|                    | value is an error)                        |                   |
+| KDSL_NVRTC_LIBRARY | the ``libnvrtc`` file to load             | searched [5]_     |
+| KDSL_NVRTC_BINDINGS | ``1``: NVRTC through ``cuda.bindings``   | off (ctypes)      |
 
 .. [1] the CPUs this process may run on (``os.sched_getaffinity``, so ``taskset``,
    cpusets and a parent's ``sched_setaffinity`` are honoured), else ``os.cpu_count()``.
@@ -33,6 +38,10 @@ that sits on a hot path reads a snapshot once and keeps it.
    ``kd.intrin.wmma``, the hint ``tensor_cores=True``) use tensor cores either way.
 .. [3] read once per process, when the first fast launcher is built
    (``kdsl_cuda.runtime.native``: the helper is compiled with the system C compiler).
+.. [4] read at each NVRTC compile and part of the cubin cache's key (``kdsl_cuda.build.options``);
+   faster NVVM/ptxas at a possible cost in kernel speed: see docs/cuda.md before turning it on.
+.. [5] the nvidia wheels on ``sys.path``, ``$CONDA_PREFIX``, the system loader, ``$CUDA_PATH`` /
+   ``$CUDA_HOME`` (``kdsl_cuda.nvrtc``); read once per process.
 """
 from __future__ import annotations
 
@@ -161,6 +170,32 @@ def cuda_native_launch() -> bool:
     """``KDSL_CUDA_NATIVE_LAUNCH``: whether cuda fast launchers launch through the compiled
     helper (on; ``0`` keeps them on ctypes)."""
     return _flag(os.environ.get("KDSL_CUDA_NATIVE_LAUNCH"), True)
+
+
+#: the levels NVRTC's ``--Ofast-compile`` takes (``0``: off)
+FAST_COMPILE_LEVELS = ("min", "mid", "max")
+
+
+def cuda_fast_compile() -> str | None:
+    """``KDSL_CUDA_FAST_COMPILE``: NVRTC's ``--Ofast-compile`` level (``min``, ``mid``,
+    ``max``), or None (unset, empty, ``0``/``off``); ValueError naming the variable otherwise."""
+    v = os.environ.get("KDSL_CUDA_FAST_COMPILE", "").strip().lower()
+    if v in _FALSE:
+        return None
+    if v not in FAST_COMPILE_LEVELS:
+        raise ValueError(f"KDSL_CUDA_FAST_COMPILE={v!r}: use one of {', '.join(FAST_COMPILE_LEVELS)} "
+                         "(NVRTC's --Ofast-compile levels) or 0 to turn it off")
+    return v
+
+
+def nvrtc_library() -> str | None:
+    """``KDSL_NVRTC_LIBRARY``: the ``libnvrtc`` file the cuda backend loads, or None (searched)."""
+    return os.environ.get("KDSL_NVRTC_LIBRARY", "").strip() or None
+
+
+def nvrtc_bindings() -> bool:
+    """``KDSL_NVRTC_BINDINGS``: call NVRTC through ``cuda.bindings`` instead of ctypes (off)."""
+    return _flag(os.environ.get("KDSL_NVRTC_BINDINGS"), False)
 
 
 def config() -> Config:

@@ -9,6 +9,7 @@ import hashlib
 import os
 import tempfile
 
+from kdsl import config
 from kdsl.errors import BackendCompileError, BackendUnavailable
 
 #: the architecture compiled for when no device says otherwise
@@ -20,8 +21,15 @@ def options(arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> dict:
 
     ``minimal``: NVRTC (12.4+) skips its implicit device-runtime declarations (textures,
     surfaces, ``cudaDevice*``), which generated modules never use: ~20 ms less front end a
-    module, the same cubin byte for byte.  Dropped where NVRTC is older (``_nvrtc_options``)."""
-    return {"arch": arch, "std": "c++17", "name": name, "minimal": True}
+    module, the same cubin byte for byte.  Dropped where NVRTC is older (``_nvrtc_options``).
+    ``ofast_compile``: ``$KDSL_CUDA_FAST_COMPILE`` (NVRTC 12.8+'s ``--Ofast-compile``: less
+    NVVM/ptxas optimisation), only when set: off by default until kernel timings show it
+    costs nothing (docs/cuda.md, .devrun/nvrtc/ofc.py)."""
+    opts = {"arch": arch, "std": "c++17", "name": name, "minimal": True}
+    fast = config.cuda_fast_compile()
+    if fast:
+        opts["ofast_compile"] = fast
+    return opts
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,6 +50,8 @@ def _nvrtc_options(opts: dict) -> dict:
         major, minor = 0, 0
     if opts.get("minimal") and (major, minor) < (12, 4):
         opts = {k: v for k, v in opts.items() if k != "minimal"}
+    if opts.get("ofast_compile") and (major, minor) < (12, 8):
+        opts = {k: v for k, v in opts.items() if k != "ofast_compile"}
     return opts
 
 
@@ -76,10 +86,12 @@ def _nvrtc():
 
 def nvrtc_args(opts: dict) -> list:
     """NVRTC's command line for ``options()``' keywords (what cuda.core's ProgramOptions
-    gives NVRTC for them: ``-arch=``, ``--std=``, ``--minimal``)."""
+    gives NVRTC for them: ``-arch=``, ``--std=``, ``--minimal``, ``--Ofast-compile=``)."""
     args = [f"-arch={opts['arch']}".encode(), f"--std={opts['std']}".encode()]
     if opts.get("minimal"):
         args.append(b"--minimal")
+    if opts.get("ofast_compile"):
+        args.append(f"--Ofast-compile={opts['ofast_compile']}".encode())
     return args
 
 

@@ -16,6 +16,8 @@ import glob
 import os
 import sys
 
+from kdsl import config
+
 #: the sonames NVRTC's pip wheels and toolkits install, newest first
 SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12")
 #: where the pip wheels put them, relative to a site-packages folder
@@ -129,7 +131,7 @@ class BindingsNvrtc:
 def candidates() -> list:
     """Files (absolute paths) or sonames to try, in order (see the module docstring)."""
     out = []
-    explicit = os.environ.get("KDSL_NVRTC_LIBRARY")
+    explicit = config.nvrtc_library()
     if explicit:
         return [explicit]
     for entry in sys.path:
@@ -197,7 +199,7 @@ def load_ctypes():
 def library():
     """The NVRTC every compile uses: ``CtypesNvrtc`` where a library loads, else
     ``BindingsNvrtc`` (``cuda.bindings``); ImportError when neither is there."""
-    if os.environ.get("KDSL_NVRTC_BINDINGS", "") not in ("1", "true", "yes"):
+    if not config.nvrtc_bindings():
         lib = load_ctypes()
         if lib is not None:
             return lib
