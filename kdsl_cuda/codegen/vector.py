@@ -32,6 +32,9 @@ VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("int32_t", 4): 
                 ("double", 2): "double2", ("int64_t", 2): "longlong2",
                 ("uint64_t", 2): "ulonglong2"}
 _LANES = "xyzw"
+#: test a vectorized loop's lane guards once, at the last lane, where that decides
+#: (``_last_lane_decides``); False prints every lane's test (what .devrun/nvrtc/ofc.py compares)
+LAST_LANE_GUARDS = True
 
 
 def _step(e, v):
@@ -228,7 +231,7 @@ def _lane_guards(p, s, d, guards, ok: str) -> None:
     name = p.bind(s.var)
     conds = " && ".join(f"({p.expr.index(g)})" for g in guards)
     lanes = range(s.extent.value)
-    if _last_lane_decides(guards, s.var):
+    if LAST_LANE_GUARDS and _last_lane_decides(guards, s.var):
         lanes = (s.extent.value - 1,)
     for k in lanes:
         p.emit(d, f"{{ const {t} {name} = {lo + k}; {ok} = {ok} && {conds}; }}")
