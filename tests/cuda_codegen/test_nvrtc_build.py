@@ -177,3 +177,36 @@ def test_last_lane_decides_only_for_rising_upper_bounds():
     v, cases = _lane_guard_cases()
     for guards, want in cases:
         assert _last_lane_decides(guards, v) is want, guards
+
+
+@kd.kernel
+def _argmax_rows(A):
+    return kd.argmax(A, axis=1)
+
+
+@kd.kernel
+def _cumsum_rows(x):
+    return np.cumsum(x, axis=1)
+
+
+def test_vector_lane_guards_are_one_test_and_shuffle_combines_have_no_copies():
+    """Softmax rows of 37 (a tail, guarded lanes): each kd_vok's lane test is printed once (the
+    last lane's); every shuffle combine is one assignment; argmax's two-value combine goes
+    through temporaries; a scan's shared operand is read once into a register.  All compile."""
+    import re
+    src = _softmax.source(np.zeros((5, 37), np.float32), backend="cuda")
+    oks = re.findall(r"bool (kd_vok\w*) =", src)
+    assert oks
+    for ok in oks:
+        tests = re.findall(r"\{ const int \w+ = (\d+); %s = %s && " % (ok, ok), src)
+        assert tests in ([], ["3"]), (ok, tests)
+    assert re.search(r"\{ const int \w+ = 3; kd_vok\w* = ", src)
+    assert re.search(r"(kd_v\d+) = kd_fmax<float>\(\1, kd_o\w+\);", src)
+    assert re.search(r"(kd_v\d+) = \(\1 \+ kd_o\w+\);", src)
+    assert "const float x" not in src and "kd_new" not in src
+    arg = _argmax_rows.source(np.zeros((5, 37), np.float32), backend="cuda")
+    assert re.search(r"const int64_t kd_new\w* = .*\n\s*const float kd_new", arg)
+    scan = _cumsum_rows.source(np.zeros((5, 300), np.float32), backend="cuda")
+    assert re.search(r"const float (kd_y\w*) = kd_red\w*\[\w+\];\n\s*(kd_pre\w*) = \(\2 \+ \1\);", scan)
+    for text in (src, arg, scan):
+        assert build.compile_cubin(text)[:4] == b"\x7fELF"
