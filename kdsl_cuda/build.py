@@ -1,7 +1,8 @@
 """NVRTC -> cubin through ``kdsl_cuda.nvrtc`` (``libnvrtc`` from the pip wheels through ctypes,
 else ``cuda.bindings``; no system CUDA, no headers: the generated source includes nothing).
-Works without a GPU: the architecture is explicit (``sm_90`` when there is no device).  A rejected source raises ``BackendCompileError`` with
-NVRTC's log, the path of the dumped source and the options (a repro)."""
+Works without a GPU: the architecture is explicit (``sm_90`` when there is no device).  A
+rejected source raises ``BackendCompileError`` with NVRTC's log, the path of the dumped source
+and the options (a repro)."""
 from __future__ import annotations
 
 import functools

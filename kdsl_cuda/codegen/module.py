@@ -1,5 +1,6 @@
 """A GPU-form ``LoweredFunc`` (root workspace Allocates around ``DeviceKernel``s) -> one CUDA
-C++ translation unit: the prelude (the helpers the kernels call), then one ``extern "C" __global__`` function per kernel."""
+C++ translation unit: the prelude (the helpers the kernels call), then one ``extern "C"
+__global__`` function per kernel."""
 from __future__ import annotations
 
 from dataclasses import dataclass
