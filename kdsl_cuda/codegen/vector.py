@@ -35,6 +35,12 @@ _LANES = "xyzw"
 #: test a vectorized loop's lane guards once, at the last lane, where that decides
 #: (``_last_lane_decides``); False prints every lane's test (what .devrun/nvrtc/ofc.py compares)
 LAST_LANE_GUARDS = True
+#: print the scalar fallback of a vectorized loop (row tails, misaligned arrays) as a rolled loop
+#: (``#pragma unroll 1``): NVVM and ptxas then handle one copy of the body instead of W
+#: (a row softmax's NVRTC instructions -37%), the fast path unchanged, the fallback a loop.
+#: Off until .devrun/nvrtc/ofc.py ("fallback=rolled": misaligned rows and views) shows the
+#: fallback no slower on a GPU.
+ROLLED_FALLBACK = False
 
 
 def _step(e, v):
@@ -216,7 +222,7 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
         p.cp_async(inner, size, dst, src, nbytes=nb)
     if inner > d + 1:
         p.emit(d + 1, "} else {")
-        p.plain_loop(s, d + 2)
+        p.plain_loop(s, d + 2, rolled=ROLLED_FALLBACK)
         p.emit(d + 1, "}")
     p.emit(d, "}")
     return True
@@ -338,6 +344,6 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
         p.emit(d + 2, f'asm("" : "+l"({off}));')
         p.emit(d + 2, f"*reinterpret_cast<{store_vec}*>(&{p.buf(body.buffer)}[{off}]) = {out};")
     p.emit(d + 1, "} else {")
-    p.plain_loop(s, d + 2)
+    p.plain_loop(s, d + 2, rolled=ROLLED_FALLBACK)
     p.emit(d + 1, "}")
     p.emit(d, "}")
