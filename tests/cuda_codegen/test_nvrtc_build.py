@@ -24,10 +24,12 @@ SRC = 'extern "C" __global__ void k(float* x, int n) { if (threadIdx.x < n) x[th
 BROKEN = 'extern "C" __global__ void broken(float* a) { a[0] = undefined_name; }'
 
 
-@kd.kernel
-def _softmax(X):
+def _softmax_fn(X):
     e = kd.exp(X - X.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
+
+
+_softmax = kd.kernel(_softmax_fn)
 
 
 def _bindings():
@@ -210,3 +212,19 @@ def test_vector_lane_guards_are_one_test_and_shuffle_combines_have_no_copies():
     assert re.search(r"const float (kd_y\w*) = kd_red\w*\[\w+\];\n\s*(kd_pre\w*) = \(\2 \+ \1\);", scan)
     for text in (src, arg, scan):
         assert build.compile_cubin(text)[:4] == b"\x7fELF"
+
+
+def test_rolled_fallback_option_keeps_the_fast_path(monkeypatch):
+    """vector.ROLLED_FALLBACK (off by default; ofc.py measures it) rolls only the scalar
+    fallback loops (one ``#pragma unroll 1`` per vectorized loop); the rest of the text is
+    unchanged and the module compiles."""
+    import re
+    from kdsl_cuda.codegen import vector
+    X = np.zeros((5, 37), np.float32)
+    plain = kd.kernel(_softmax_fn).source(X, backend="cuda")
+    monkeypatch.setattr(vector, "ROLLED_FALLBACK", True)
+    rolled = kd.kernel(_softmax_fn).source(X, backend="cuda")
+    assert "#pragma unroll 1" not in plain
+    assert rolled.count("#pragma unroll 1") == len(re.findall(r"bool kd_vok\w* =", plain)) > 0
+    assert re.sub(r"\n\s*#pragma unroll 1", "", rolled) == plain
+    assert build.compile_cubin(rolled)[:4] == b"\x7fELF"
