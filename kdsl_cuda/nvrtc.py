@@ -203,5 +203,5 @@ def library():
         lib = load_ctypes()
         if lib is not None:
             return lib
-    from cuda.bindings import nvrtc
-    return BindingsNvrtc(nvrtc)
+    import importlib
+    return BindingsNvrtc(importlib.import_module("cuda.bindings.nvrtc"))

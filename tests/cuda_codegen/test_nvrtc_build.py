@@ -12,7 +12,7 @@ import pytest
 
 import kdsl as kd
 from kdsl import dtypes as dt
-from kdsl.errors import BackendCompileError
+from kdsl.errors import BackendCompileError, BackendUnavailable
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl_cuda import build, nvrtc
@@ -126,6 +126,11 @@ def test_unloadable_candidates_are_skipped_and_bindings_are_the_fallback(tmp_pat
         assert lib.kind == "cuda.bindings"
         args = build.nvrtc_args(build.options())
         assert lib.compile(SRC.encode(), b"k.cu", args) == b.compile(SRC.encode(), b"k.cu", args)
+        # neither: BackendUnavailable saying where it looked and what to install
+        nvrtc.library.cache_clear()
+        monkeypatch.setitem(sys.modules, "cuda.bindings.nvrtc", None)
+        with pytest.raises(BackendUnavailable, match="KDSL_NVRTC_LIBRARY.*pip install"):
+            build.compile_cubin(SRC)
     finally:
         nvrtc.library.cache_clear()
 
