@@ -36,10 +36,10 @@ _LANES = "xyzw"
 #: (``_last_lane_decides``); False prints every lane's test (what .devrun/nvrtc/ofc.py compares)
 LAST_LANE_GUARDS = True
 #: print the scalar fallback of a vectorized loop (row tails, misaligned arrays) as a rolled loop
-#: (``#pragma unroll 1``): NVVM and ptxas then handle one copy of the body instead of W
-#: (a row softmax's NVRTC instructions -37%), the fast path unchanged, the fallback a loop.
-#: Off until .devrun/nvrtc/ofc.py ("fallback=rolled": misaligned rows and views) shows the
-#: fallback no slower on a GPU.
+#: (``#pragma unroll 1``): NVVM and ptxas then handle one copy of the body instead of W, the
+#: fast path unchanged, the fallback a loop.  Never where the body indexes a per-thread array
+#: by the lane (``_rollable``).  Off until .devrun/nvrtc/ofc.py ("fallback=rolled": misaligned
+#: rows and views) shows the fallback no slower on a GPU.
 ROLLED_FALLBACK = False
 
 
@@ -222,7 +222,7 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
         p.cp_async(inner, size, dst, src, nbytes=nb)
     if inner > d + 1:
         p.emit(d + 1, "} else {")
-        p.plain_loop(s, d + 2, rolled=ROLLED_FALLBACK)
+        p.plain_loop(s, d + 2, rolled=ROLLED_FALLBACK and _rollable(s))
         p.emit(d + 1, "}")
     p.emit(d, "}")
     return True
@@ -259,6 +259,15 @@ def _last_lane_decides(guards, v) -> bool:
             if uses_var(c, v) and guard_limit(c, v) is None:
                 return False
     return True
+
+
+def _rollable(s: n.For) -> bool:
+    """Whether loop ``s`` may stay rolled: no per-thread (LOCAL) array indexed by its variable
+    (a register array indexed by a run-time value lives in local memory, fast path included)."""
+    v = s.var
+    return not collect(s.body, lambda x: type(x) in (n.Load, n.Store)
+                       and x.buffer.scope is n.Scope.LOCAL
+                       and any(uses_var(i, v) for i in x.indices))
 
 
 def _stored_buffers(body):
@@ -344,6 +353,6 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
         p.emit(d + 2, f'asm("" : "+l"({off}));')
         p.emit(d + 2, f"*reinterpret_cast<{store_vec}*>(&{p.buf(body.buffer)}[{off}]) = {out};")
     p.emit(d + 1, "} else {")
-    p.plain_loop(s, d + 2, rolled=ROLLED_FALLBACK)
+    p.plain_loop(s, d + 2, rolled=ROLLED_FALLBACK and _rollable(s))
     p.emit(d + 1, "}")
     p.emit(d, "}")
