@@ -26,6 +26,11 @@ that sits on a hot path reads a snapshot once and keeps it.
 |                    | small budget) before it first compiles [4]_ |                  |
 | KDSL_CUDA_DLPACK_READER | ``0``: cuda fast launchers read torch | on [3]_           |
 |                    | tensors' attributes, not DLPack's C API   |                   |
+| KDSL_CUDA_FAST_COMPILE | ``min``/``mid``/``max``: NVRTC's      | off [5]_          |
+|                    | ``--Ofast-compile`` level (an invalid     |                   |
+|                    | value is an error)                        |                   |
+| KDSL_NVRTC_LIBRARY | the ``libnvrtc`` file to load             | searched [6]_     |
+| KDSL_NVRTC_BINDINGS | ``1``: NVRTC through ``cuda.bindings``   | off (ctypes)      |
 
 .. [1] the CPUs this process may run on (``os.sched_getaffinity``, so ``taskset``,
    cpusets and a parent's ``sched_setaffinity`` are honoured), else ``os.cpu_count()``.
@@ -40,6 +45,10 @@ that sits on a hot path reads a snapshot once and keeps it.
    (``kdsl_cuda.runtime.native``: the helper is compiled with the system C compiler).
 .. [4] read when a specialisation compiles (kdsl/tune, docs/tuning.md); winners of
    ``kernel.tune`` are used whether it is set or not.
+.. [5] read at each NVRTC compile and part of the cubin cache's key (``kdsl_cuda.build.options``);
+   faster NVVM/ptxas at a possible cost in kernel speed: see docs/cuda.md before turning it on.
+.. [6] the nvidia wheels on ``sys.path``, ``$CONDA_PREFIX``, the system loader, ``$CUDA_PATH`` /
+   ``$CUDA_HOME`` (``kdsl_cuda.nvrtc``); read once per process.
 """
 from __future__ import annotations
 
@@ -180,6 +189,30 @@ def autotune() -> bool:
     """``KDSL_AUTOTUNE``: tune a kernel (small budget) when a specialisation with no persisted
     winner first compiles (off; kdsl/tune)."""
     return _flag(os.environ.get("KDSL_AUTOTUNE"), False)
+#: the levels NVRTC's ``--Ofast-compile`` takes (``0``: off)
+FAST_COMPILE_LEVELS = ("min", "mid", "max")
+
+
+def cuda_fast_compile() -> str | None:
+    """``KDSL_CUDA_FAST_COMPILE``: NVRTC's ``--Ofast-compile`` level (``min``, ``mid``,
+    ``max``), or None (unset, empty, ``0``/``off``); ValueError naming the variable otherwise."""
+    v = os.environ.get("KDSL_CUDA_FAST_COMPILE", "").strip().lower()
+    if v in _FALSE:
+        return None
+    if v not in FAST_COMPILE_LEVELS:
+        raise ValueError(f"KDSL_CUDA_FAST_COMPILE={v!r}: use one of {', '.join(FAST_COMPILE_LEVELS)} "
+                         "(NVRTC's --Ofast-compile levels) or 0 to turn it off")
+    return v
+
+
+def nvrtc_library() -> str | None:
+    """``KDSL_NVRTC_LIBRARY``: the ``libnvrtc`` file the cuda backend loads, or None (searched)."""
+    return os.environ.get("KDSL_NVRTC_LIBRARY", "").strip() or None
+
+
+def nvrtc_bindings() -> bool:
+    """``KDSL_NVRTC_BINDINGS``: call NVRTC through ``cuda.bindings`` instead of ctypes (off)."""
+    return _flag(os.environ.get("KDSL_NVRTC_BINDINGS"), False)
 
 
 def config() -> Config:

@@ -1,7 +1,8 @@
-"""NVRTC -> cubin through ``cuda.bindings.nvrtc`` (NVRTC and headers from the pip wheels, located
-by ``cuda.pathfinder``; no system CUDA).  Works without a GPU: the architecture is explicit
-(``sm_90`` when there is no device).  A rejected source raises ``BackendCompileError`` with
-NVRTC's log, the path of the dumped source and the options (a repro)."""
+"""NVRTC -> cubin through ``kdsl_cuda.nvrtc`` (``libnvrtc`` from the pip wheels through ctypes,
+else ``cuda.bindings``; no system CUDA, no headers: the generated source includes nothing).
+Works without a GPU: the architecture is explicit (``sm_90`` when there is no device).  A
+rejected source raises ``BackendCompileError`` with NVRTC's log, the path of the dumped source
+and the options (a repro)."""
 from __future__ import annotations
 
 import functools
@@ -9,6 +10,7 @@ import hashlib
 import os
 import tempfile
 
+from kdsl import config
 from kdsl.errors import BackendCompileError, BackendUnavailable
 
 #: the architecture compiled for when no device says otherwise
@@ -20,16 +22,22 @@ def options(arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> dict:
 
     ``minimal``: NVRTC (12.4+) skips its implicit device-runtime declarations (textures,
     surfaces, ``cudaDevice*``), which generated modules never use: ~20 ms less front end a
-    module, the same cubin byte for byte.  Dropped where NVRTC is older (``_nvrtc_options``)."""
-    return {"arch": arch, "std": "c++17", "name": name, "minimal": True}
+    module, the same cubin byte for byte.  Dropped where NVRTC is older (``_nvrtc_options``).
+    ``ofast_compile``: ``$KDSL_CUDA_FAST_COMPILE`` (NVRTC 12.8+'s ``--Ofast-compile``: less
+    NVVM/ptxas optimisation), only when set: off by default until kernel timings show it
+    costs nothing (docs/cuda.md, .devrun/nvrtc/ofc.py)."""
+    opts = {"arch": arch, "std": "c++17", "name": name, "minimal": True}
+    fast = config.cuda_fast_compile()
+    if fast:
+        opts["ofast_compile"] = fast
+    return opts
 
 
 @functools.lru_cache(maxsize=1)
 def nvrtc_version() -> str:
     """NVRTC's version (part of the cubin cache's key; "unknown" when it cannot be asked)."""
     try:
-        from cuda.bindings import nvrtc
-        err, major, minor = nvrtc.nvrtcVersion()
+        major, minor = _nvrtc().version()
         return f"{major}.{minor}"
     except Exception:
         return "unknown"
@@ -43,6 +51,8 @@ def _nvrtc_options(opts: dict) -> dict:
         major, minor = 0, 0
     if opts.get("minimal") and (major, minor) < (12, 4):
         opts = {k: v for k, v in opts.items() if k != "minimal"}
+    if opts.get("ofast_compile") and (major, minor) < (12, 8):
+        opts = {k: v for k, v in opts.items() if k != "ofast_compile"}
     return opts
 
 
@@ -62,23 +72,27 @@ def target_arch(source: str, arch: str) -> str:
 
 
 def _nvrtc():
-    """``cuda.bindings.nvrtc`` (~50 ms to import; ``cuda.core``, which wraps it, costs ~120 ms
-    more: the driver, NVML and system modules a compile never uses)."""
+    """The NVRTC library (``kdsl_cuda.nvrtc.library()``: ``libnvrtc`` through ctypes, a few ms
+    to find and load, else ``cuda.bindings.nvrtc``, ~50-80 ms to import)."""
+    from . import nvrtc
     try:
-        from cuda.bindings import nvrtc
-    except ImportError as e:        # a broken or missing wheel
+        return nvrtc.library()
+    except ImportError as e:        # no libnvrtc found and no cuda-bindings wheel
         raise BackendUnavailable(
-            f"the cuda backend needs the cuda-bindings wheel ({e}); install it with pip install "
-            "cuda-core cuda-bindings cuda-pathfinder nvidia-cuda-nvrtc nvidia-cuda-runtime") from e
-    return nvrtc
+            f"the cuda backend needs NVRTC: no libnvrtc was found ({', '.join(nvrtc.SONAMES)} in "
+            f"the nvidia wheels, $CONDA_PREFIX, the system library path, $CUDA_PATH or "
+            f"$CUDA_HOME; $KDSL_NVRTC_LIBRARY names one) and cuda.bindings is missing ({e}); install "
+            "it with pip install cuda-bindings cuda-pathfinder nvidia-cuda-nvrtc") from e
 
 
 def nvrtc_args(opts: dict) -> list:
     """NVRTC's command line for ``options()``' keywords (what cuda.core's ProgramOptions
-    gives NVRTC for them: ``-arch=``, ``--std=``, ``--minimal``)."""
+    gives NVRTC for them: ``-arch=``, ``--std=``, ``--minimal``, ``--Ofast-compile=``)."""
     args = [f"-arch={opts['arch']}".encode(), f"--std={opts['std']}".encode()]
     if opts.get("minimal"):
         args.append(b"--minimal")
+    if opts.get("ofast_compile"):
+        args.append(f"--Ofast-compile={opts['ofast_compile']}".encode())
     return args
 
 
@@ -117,54 +131,24 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kerne
     return cubin
 
 
-def _try_compile(nvrtc, source: str, opts: dict):
-    """``(cubin, None)`` of one NVRTC compile, or ``(None, NVRTC's log)`` when it rejects the
+def _try_compile(nvrtc, source: str, opts: dict, output: str = "cubin"):
+    """``(code, None)`` of one NVRTC compile, or ``(None, NVRTC's log)`` when it rejects the
     source (the program is destroyed either way)."""
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), opts["name"].encode(), 0, [], [])
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        raise BackendCompileError(f"NVRTC could not create a program for {opts['name']} ({err})")
     try:
-        args = nvrtc_args(opts)
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(args), args)
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * size
-            nvrtc.nvrtcGetProgramLog(prog, log)
-            text = log.rstrip(b"\0").decode(errors="replace")
-            return None, f"{err.name}, compilation log:\n{text}"
-        _, size = nvrtc.nvrtcGetCUBINSize(prog)
-        cubin = b" " * size
-        nvrtc.nvrtcGetCUBIN(prog, cubin)
-        return cubin, None
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+        return nvrtc.compile(source.encode(), opts["name"].encode(), nvrtc_args(opts), output)
+    except RuntimeError as e:       # no program could be made (out of memory, a broken library)
+        raise BackendCompileError(f"NVRTC could not compile {opts['name']} ({e})") from None
 
 
 def compile_ptx(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> str:
     """The PTX of ``source`` (for reading and tests: do the shuffles, ``cp.async`` and 16-byte
-    loads appear?).  Through ``cuda.bindings.nvrtc`` because cuda.core asks the driver whether
-    it can load PTX, which fails without one; BackendCompileError with the log on rejection."""
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError as e:
-        raise BackendUnavailable(f"compile_ptx needs the cuda-bindings wheel ({e})") from e
+    loads appear?), with the options of ``compile_cubin``; BackendCompileError with the log
+    on rejection."""
+    nvrtc = _nvrtc()
     arch = target_arch(source, arch)
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
-    opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17"]
-    if "minimal" in _nvrtc_options(options(arch, name)):
-        opts.append(b"-minimal")
-    try:
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * size
-            nvrtc.nvrtcGetProgramLog(prog, log)
-            raise BackendCompileError(f"NVRTC rejected {name} (PTX, {arch})",
-                                      log=log.decode(errors="replace"),
-                                      source_path=dump_source(source, name))
-        _, size = nvrtc.nvrtcGetPTXSize(prog)
-        buf = b" " * size
-        nvrtc.nvrtcGetPTX(prog, buf)
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-    return buf.rstrip(b"\0").decode()
+    opts = _nvrtc_options(options(arch, name))
+    ptx, log = _try_compile(nvrtc, source, opts, "ptx")
+    if ptx is None:
+        raise BackendCompileError(f"NVRTC rejected {name} (PTX, {arch})", log=log,
+                                  source_path=dump_source(source, name))
+    return ptx.rstrip(b"\0").decode()

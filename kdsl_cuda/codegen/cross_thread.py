@@ -39,6 +39,7 @@ Multi-value combiners (argmax: index and value) shuffle every value and apply th
 from __future__ import annotations
 
 import math
+import re
 
 from kdsl.ir import nodes as n
 
@@ -46,6 +47,9 @@ from .types import ctype, store
 
 _AXIS = {n.ThreadTag.THREAD_X: 0, n.ThreadTag.THREAD_Y: 1, n.ThreadTag.THREAD_Z: 2}
 WARP = 32
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
 def _pow2(v: int) -> bool:
@@ -78,21 +82,35 @@ class CrossThreadEmitter:
         return self.p.names.fresh(f"{hint}{self.k}")
 
     def combine(self, d: int, accs: list, others: list) -> None:
-        """``accs = combiner(accs, others)`` (a C block; the combiner's Vars bound inside)."""
+        """``accs = combiner(accs, others)``: the combiner's Vars printed as the C variables
+        they stand for (no copies: a shuffle ladder is a dozen of these); through fresh
+        temporaries where it has several results (each reads every old value: argmax)."""
         p, comb = self.p, self.comb
-        p.emit(d, "{")
-        for v, x, t in zip(comb.lhs, accs, self.types):
-            p.emit(d + 1, f"const {t} {p.bind(v)} = {x};")
-        for v, x, t in zip(comb.rhs, others, self.types):
-            p.emit(d + 1, f"const {t} {p.bind(v)} = {x};")
+        held = []
+        for x, t in zip(others, self.types):   # a shared element: read once, as before
+            if not _IDENT.fullmatch(x):
+                y = self.fresh("kd_y")
+                p.emit(d, f"const {t} {y} = {x};")
+                x = y
+            held.append(x)
+        pairs = list(zip(comb.lhs, accs)) + list(zip(comb.rhs, held))
+        saved = [p.names.alias(v, c) for v, c in pairs]
+        try:
+            for v, _ in pairs:
+                p.bind(v)
+            texts = [p.expr(r) for r in comb.result]
+        finally:
+            for (v, _), old in zip(pairs, saved):
+                p.unbind(v)
+                p.names.restore(v, old)
+        if len(accs) == 1:
+            p.emit(d, f"{accs[0]} = {texts[0]};")
+            return
         news = [self.fresh("kd_new") for _ in accs]
-        for nv, r, t in zip(news, comb.result, self.types):
-            p.emit(d + 1, f"const {t} {nv} = {p.expr(r)};")
-        for v in comb.lhs + comb.rhs:
-            p.unbind(v)
+        for nv, text, t in zip(news, texts, self.types):
+            p.emit(d, f"const {t} {nv} = {text};")
         for a, nv in zip(accs, news):
-            p.emit(d + 1, f"{a} = {nv};")
-        p.emit(d, "}")
+            p.emit(d, f"{a} = {nv};")
 
     def scratch(self, size: int) -> list:
         names = []

@@ -277,9 +277,10 @@ class KernelPrinter:
             return
         self.plain_loop(s, d)
 
-    def plain_loop(self, s: n.For, d):
+    def plain_loop(self, s: n.For, d, rolled: bool = False):
         """A C loop: serial, unrolled, vectorized (no vector accesses), parallel, vthread (run in
-        turn)."""
+        turn); ``rolled``: ``#pragma unroll 1`` (a vectorized loop's scalar fallback where
+        ``vector.ROLLED_FALLBACK``)."""
         t = self.var_ctype(s.var)
         name = self.names(s.var, s.var.name)
         end = self.names.fresh(name + "_end")
@@ -287,7 +288,9 @@ class KernelPrinter:
         hi = self.expr.index(s.extent if const_int(s.min) == 0
                              else n.Binary(s.min.dtype, n.BinOp.ADD, s.min, s.extent))
         self._bound.add(id(s.var))
-        if s.kind is n.ForKind.UNROLLED and not _divides_by_runtime_values(
+        if rolled:
+            self.emit(d, "#pragma unroll 1")
+        elif s.kind is n.ForKind.UNROLLED and not _divides_by_runtime_values(
                 s.body, {id(e) for e, _ in self._invariants}):
             # (not over Python-style divisions by run-time sizes: unrolling their branches
             # made NVRTC take minutes, fuzz F33; NVRTC still unrolls what it finds worth it)

@@ -1,5 +1,6 @@
 """A GPU-form ``LoweredFunc`` (root workspace Allocates around ``DeviceKernel``s) -> one CUDA
-C++ translation unit: the prelude, then one ``extern "C" __global__`` function per kernel."""
+C++ translation unit: the prelude (the helpers the kernels call), then one ``extern "C"
+__global__`` function per kernel."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from kdsl.ir import nodes as n
 from kdsl.ir.visitor import allocate_chain
 
 from .kernel import KernelPrinter, KernelSource, kernel_params
-from .prelude import PRELUDE
+from .prelude import prelude_for
 from .wgmma import SWIZZLE_HELPERS
 
 
@@ -50,7 +51,8 @@ def generate(func: n.LoweredFunc) -> CudaModule:
         helpers.update(ks.helpers)
     sm90a = any(ks.sm90a for ks in kernels)
     extra = (SWIZZLE_HELPERS if sm90a else "") + "".join(helpers.values())
-    text = PRELUDE + extra + "\n" + "\n\n".join(ks.text for ks in kernels) + "\n"
+    body = extra + "\n" + "\n\n".join(ks.text for ks in kernels) + "\n"
+    text = prelude_for(body) + body            # only the helpers the kernels call
     return CudaModule(text, tuple(kernels), func.workspaces, sm90a)
 
 

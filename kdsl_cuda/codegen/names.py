@@ -39,6 +39,21 @@ class Namer:
         self._keep.append(obj)
         return name
 
+    def alias(self, obj, name: str):
+        """Print ``obj`` as ``name`` (an identifier already handed out) until ``restore(obj,
+        <what this returned>)``."""
+        old = self._names.get(id(obj))
+        self._names[id(obj)] = name
+        self._keep.append(obj)
+        return old
+
+    def restore(self, obj, old) -> None:
+        """Undo ``alias``: ``obj`` gets its own name (``old``) back, or none yet."""
+        if old is None:
+            del self._names[id(obj)]
+        else:
+            self._names[id(obj)] = old
+
     def fresh(self, hint: str) -> str:
         """A new identifier not tied to any object."""
         return self(object(), hint, internal=True)

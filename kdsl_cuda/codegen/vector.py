@@ -32,6 +32,15 @@ VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("int32_t", 4): 
                 ("double", 2): "double2", ("int64_t", 2): "longlong2",
                 ("uint64_t", 2): "ulonglong2"}
 _LANES = "xyzw"
+#: test a vectorized loop's lane guards once, at the last lane, where that decides
+#: (``_last_lane_decides``); False prints every lane's test (what .devrun/nvrtc/ofc.py compares)
+LAST_LANE_GUARDS = True
+#: print the scalar fallback of a vectorized loop (row tails, misaligned arrays) as a rolled loop
+#: (``#pragma unroll 1``): NVVM and ptxas then handle one copy of the body instead of W, the
+#: fast path unchanged, the fallback a loop.  Never where the body indexes a per-thread array
+#: by the lane (``_rollable``).  Off until .devrun/nvrtc/ofc.py ("fallback=rolled": misaligned
+#: rows and views) shows the fallback no slower on a GPU.
+ROLLED_FALLBACK = False
 
 
 def _step(e, v):
@@ -213,23 +222,52 @@ def _try_async(p, s, d, guards, c: n.AsyncCopy) -> bool:
         p.cp_async(inner, size, dst, src, nbytes=nb)
     if inner > d + 1:
         p.emit(d + 1, "} else {")
-        p.plain_loop(s, d + 2)
+        p.plain_loop(s, d + 2, rolled=ROLLED_FALLBACK and _rollable(s))
         p.emit(d + 1, "}")
     p.emit(d, "}")
     return True
 
 
 def _lane_guards(p, s, d, guards, ok: str) -> None:
-    """``ok = ok && <every guard>`` for every lane of vectorized loop ``s`` (the lane index a
-    constant each time: the compiler folds them)."""
+    """``ok = ok && <every guard>`` for every lane of vectorized loop ``s``: once, at the last
+    lane, when ``_last_lane_decides``; else once per lane (the lane index a constant each time)."""
     if not guards:
         return
     t, lo = p.var_ctype(s.var), s.min.value
     name = p.bind(s.var)
     conds = " && ".join(f"({p.expr.index(g)})" for g in guards)
-    for k in range(s.extent.value):
+    lanes = range(s.extent.value)
+    if LAST_LANE_GUARDS and _last_lane_decides(guards, s.var):
+        lanes = (s.extent.value - 1,)
+    for k in lanes:
         p.emit(d, f"{{ const {t} {name} = {lo + k}; {ok} = {ok} && {conds}; }}")
     p.unbind(s.var)
+
+
+def _last_lane_decides(guards, v) -> bool:
+    """Whether the guards hold at every lane exactly when they hold at the last: each conjunct
+    is free of lane ``v`` or is ``v + c < N`` / ``v + c <= N`` with ``c``, ``N`` free of ``v``
+    (``guard_limit``).  Proof: lanes are ``lo..hi`` in steps of 1 and ``v + c`` rises with
+    ``v``, so such a conjunct true at ``hi`` is true at every lane, false at ``hi`` makes the
+    ``&&`` of all lanes false; a lane-free one is the same at every lane.  No new evaluation:
+    the per-lane form evaluated the ``hi`` lane too (where it got there), in the same 32- or
+    64-bit arithmetic; loads in such conjuncts are lane-free (they sit in ``c`` or ``N``), and
+    the ``hi`` lane reaches conjunct ``j`` only when the ones before it hold at ``hi``, hence at
+    ``lo``, where the per-lane form evaluated the same loads."""
+    for g in guards:
+        for c in conjuncts(g):
+            if uses_var(c, v) and guard_limit(c, v) is None:
+                return False
+    return True
+
+
+def _rollable(s: n.For) -> bool:
+    """Whether loop ``s`` may stay rolled: no per-thread (LOCAL) array indexed by its variable
+    (a register array indexed by a run-time value lives in local memory, fast path included)."""
+    v = s.var
+    return not collect(s.body, lambda x: type(x) in (n.Load, n.Store)
+                       and x.buffer.scope is n.Scope.LOCAL
+                       and any(uses_var(i, v) for i in x.indices))
 
 
 def _stored_buffers(body):
@@ -315,6 +353,6 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
         p.emit(d + 2, f'asm("" : "+l"({off}));')
         p.emit(d + 2, f"*reinterpret_cast<{store_vec}*>(&{p.buf(body.buffer)}[{off}]) = {out};")
     p.emit(d + 1, "} else {")
-    p.plain_loop(s, d + 2)
+    p.plain_loop(s, d + 2, rolled=ROLLED_FALLBACK and _rollable(s))
     p.emit(d + 1, "}")
     p.emit(d, "}")

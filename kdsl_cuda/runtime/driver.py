@@ -4,8 +4,8 @@ Why ctypes and not ``cuda.bindings.driver``: a kernel call's Python cost is the 
 (issue 10: at or below CuPy's ``RawKernel``), and a ctypes call with fixed ``argtypes`` costs
 well under a microsecond, with the arguments prepacked once per kernel (``launch.py``).  The
 handful of functions used is listed in ``_SIGNATURES`` with the exported (``_v2``) names the
-CUDA headers map them to.  NVRTC still comes from the pip wheels through ``cuda.bindings``
-(``build.py``); nothing here needs a CUDA toolkit, only the NVIDIA driver.
+CUDA headers map them to.  NVRTC comes from the pip wheels, through ctypes too
+(``nvrtc.py``, ``build.py``); nothing here needs a CUDA toolkit, only the NVIDIA driver.
 
 Contexts: every device is used through its *primary* context, the one the CUDA runtime (and so
 PyTorch, CuPy, JAX) uses, so pointers and streams are shared with those libraries.  A thread

@@ -23,10 +23,11 @@ def available() -> bool:
     if os.environ.get("KDSL_CUDA_COMPILE_ALL", "1") == "0":
         return False
     try:
-        import cuda.core  # noqa: F401
         import kdsl_cuda.build  # noqa: F401
         import kdsl_cuda.codegen  # noqa: F401
-    except Exception:       # a missing or broken wheel: the hook is off
+        from kdsl_cuda import nvrtc
+        nvrtc.library().version()     # libnvrtc through ctypes, else cuda.bindings
+    except Exception:       # no NVRTC, a missing or broken wheel: the hook is off
         return False
     return True
 
