@@ -40,7 +40,7 @@ from kdsl.schedule.records import AttachKind
 from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
-from . import decode, gemm, hopper, recipes, rules, stencil, tensorcore
+from . import decode, gemm, hopper, recipes, rules, stencil, tensorcore, transpose
 
 
 def schedule(sched, hints) -> None:
@@ -268,7 +268,10 @@ def matmul_recipe(sched, h, plan) -> str:
 
 def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
     if k == "elementwise":
-        if h.stage.axes:
+        t = transpose.transposed_read(sched, h, plan) if h.stage.axes else None
+        if t is not None:       # a tensor read transposed: through a shared tile
+            transpose.transpose_tile(sched, h, t)
+        elif h.stage.axes:
             recipes.elementwise(sched, h, **rules.elementwise(sched, h, plan))
         return   # a 0-d stage has no loop to bind (the core says so)
     if k == "nested":

@@ -63,7 +63,7 @@ def test_decode_split_k_correct(dtype, rng):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("dtype,nkm", [(np.float32, (1, 33, 300)), (np.float16, (3, 20, 257))])
+@pytest.mark.parametrize("dtype,nkm", [(np.float32, (1, 33, 300))])
 def test_decode_through_the_kernel(dtype, nkm, rng):
     """Through the kernel API (the size classes of the arrays; a 1 is a constant)."""
     nn, kk, mm = nkm
