@@ -24,7 +24,7 @@ from kdsl.ir.visitor import collect, substitute, uses_var
 from kdsl.ir.conditions import conjuncts, guard_limit
 
 from .offsets import flat_offset
-from .types import ctype, is_half
+from .types import ctype, is_half, load as mem_load, store as mem_store
 
 #: (C element type, lanes) -> CUDA's built-in vector type
 VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("int32_t", 4): "int4",
@@ -32,6 +32,9 @@ VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("int32_t", 4): 
                 ("double", 2): "double2", ("int64_t", 2): "longlong2",
                 ("uint64_t", 2): "ulonglong2"}
 _LANES = "xyzw"
+#: 16-bit floats (their raw bits in memory): lanes -> the vector of 32-bit words holding them,
+#: two lanes a word, the lower lane in the low half (little-endian)
+HALF_VECTORS = {8: "uint4", 4: "uint2"}
 
 
 def _step(e, v):
@@ -59,8 +62,8 @@ def _contiguous_in(indices, v) -> bool:
 def _vector_type(buf: n.Buffer, lanes: int):
     if buf.strides is not None or buf.scope not in (n.Scope.GLOBAL, n.Scope.SHARED):
         return None
-    if is_half(buf.dtype):     # stored as 16 bits, computed in float: lanes of another type
-        return None
+    if is_half(buf.dtype):     # stored as 16 bits, computed in float: words of two lanes
+        return HALF_VECTORS.get(lanes)
     return VECTOR_TYPES.get((ctype(buf.dtype), lanes))
 
 
@@ -293,12 +296,12 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
 
         def lane_load(e, k=k):
             vn = vector_of(e)
-            return plain_load(e) if vn is None else f"{vn}.{_LANES[k]}"
+            return plain_load(e) if vn is None else _lane_value(vn, k, e.buffer.dtype)
         p.expr.load = lane_load
         p.expr.in_register = in_register
         try:
             if out is not None:
-                p.emit(d + 3, f"{out}.{_LANES[k]} = {p.expr(body.value)};")
+                p.emit(d + 3, _lane_store(out, k, body.buffer.dtype, p.expr(body.value)))
             else:
                 p.stmt(body, d + 3)
         finally:
@@ -318,3 +321,21 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
     p.plain_loop(s, d + 2)
     p.emit(d + 1, "}")
     p.emit(d, "}")
+
+
+def _lane_value(vn: str, k: int, dtype) -> str:
+    """C text of lane ``k`` of vector register ``vn`` as a register value: a component, or for
+    a 16-bit float the half of a 32-bit word that holds it, converted to float."""
+    if not is_half(dtype):
+        return f"{vn}.{_LANES[k]}"
+    return mem_load(dtype, f"(uint16_t)({vn}.{_LANES[k // 2]} >> {16 * (k % 2)})")
+
+
+def _lane_store(out: str, k: int, dtype, value: str) -> str:
+    """The C statement putting register value ``value`` into lane ``k`` of vector ``out`` (16-bit
+    floats: converted to their bits, the even lane sets the word, the odd one ors its top half)."""
+    if not is_half(dtype):
+        return f"{out}.{_LANES[k]} = {value};"
+    bits = f"(unsigned)({mem_store(dtype, value)})"
+    word = f"{out}.{_LANES[k // 2]}"
+    return f"{word} = {bits};" if k % 2 == 0 else f"{word} |= {bits} << 16;"
