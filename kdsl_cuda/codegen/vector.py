@@ -302,6 +302,10 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
         try:
             if out is not None:
                 p.emit(d + 3, _lane_store(out, k, body.buffer.dtype, p.expr(body.value)))
+            elif _bits_copy(body, vector_of):
+                # a 16-bit copy of a vector lane (a register tile): its bits, no conversions
+                p.emit(d + 3, f"{p.buf(body.buffer)}[{p.flat_index(body.buffer, body.indices)}] = "
+                              f"{_lane_bits(vector_of(body.value), k)};")
             else:
                 p.stmt(body, d + 3)
         finally:
@@ -323,12 +327,24 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
     p.emit(d, "}")
 
 
+def _lane_bits(vn: str, k: int) -> str:
+    """C text of the 16 bits of lane ``k`` of a vector of 32-bit words ``vn``."""
+    return f"(uint16_t)({vn}.{_LANES[k // 2]} >> {16 * (k % 2)})"
+
+
 def _lane_value(vn: str, k: int, dtype) -> str:
     """C text of lane ``k`` of vector register ``vn`` as a register value: a component, or for
     a 16-bit float the half of a 32-bit word that holds it, converted to float."""
     if not is_half(dtype):
         return f"{vn}.{_LANES[k]}"
-    return mem_load(dtype, f"(uint16_t)({vn}.{_LANES[k // 2]} >> {16 * (k % 2)})")
+    return mem_load(dtype, _lane_bits(vn, k))
+
+
+def _bits_copy(body, vector_of) -> bool:
+    """``body`` stores a vector-loaded 16-bit float into a buffer of the same type."""
+    return (type(body) is n.Store and type(body.value) is n.Load and is_half(body.buffer.dtype)
+            and body.value.buffer.dtype == body.buffer.dtype
+            and vector_of(body.value) is not None)
 
 
 def _lane_store(out: str, k: int, dtype, value: str) -> str:

@@ -36,8 +36,10 @@ ROWS_MAX = 32
 ROWS = 16
 ROWS_16 = 8
 THREADS = 128
-#: rows of B per unrolled k step
+#: rows of B per unrolled k step (16-bit: fewer, NVRTC's time grows with the unrolled
+#: conversions: 8 took ~4x as long to compile as 4)
 UNROLL = 8
+UNROLL_16 = 4
 SMS = 132
 #: blocks that fill the GPU (4 blocks of 128 threads per SM)
 TARGET_BLOCKS = 4 * SMS
@@ -105,7 +107,7 @@ def choose(sched, h, plan, threads_hint) -> Decode:
     if "vectorize" in plan.explicit:
         vec = plan.vectorize or 1
     threads = THREADS if threads_hint is None else threads_hint[0] * threads_hint[1]
-    unroll = plan.unroll or UNROLL
+    unroll = plan.unroll or (UNROLL if item == 4 else UNROLL_16)
     i, j = st.axes
     (k,) = st.reduce_axes
     ri = A.extent_range(sched, i)
@@ -161,9 +163,11 @@ def gemm(sched, C, cfg: Decode) -> None:
     if cfg.unroll > 1:
         local.unroll(ku)
     local.unroll(li)
-    # this k's slice of B (vec columns) in registers, one vector load
+    if cfg.vec > 1:
+        local.vectorize(lj)
+    # this k's slice of B (vec columns) in registers, one vector load per k (16-bit: the raw
+    # bits, converted where the sums read them)
     bl = sched.cache_read(b_t, "local", [local])
     bl.compute_at(local, ku)
     if cfg.vec > 1:
         bl.vectorize(bl.axes[-1])
-        local.vectorize(lj)
