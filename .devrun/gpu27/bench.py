@@ -163,8 +163,11 @@ def gemm_rows(quick):
         variants = [("default", MM)]
         if kind in ("decode", "matvec"):
             variants += [(f"rfactor={p}", mm_hinted(rfactor=p)) for p in (1, 8, 16, 32, 64)]
-            variants += [("unroll=4", mm_hinted(unroll=4)), ("unroll=16", mm_hinted(unroll=16)),
-                         ("threads=256", mm_hinted(threads=256))]
+            variants += [(f"unroll={u}", mm_hinted(unroll=u)) for u in (2, 4, 8, 16)]
+            variants += [("threads=256", mm_hinted(threads=256)),
+                         ("threads=64", mm_hinted(threads=64))]
+        if kind == "skinny":    # the k step of the tiled GEMM (K = 64: 8 steps of 8)
+            variants += [(f"tile r0={t}", mm_hinted(tile={"r0": t})) for t in (16, 32)]
         for vname, kern in variants:
             row = dict(row="A", name=f"{kind} {m}x{k}x{n} {dt} {vname}", peer="cuBLAS",
                        peer_ms=peer)
