@@ -25,6 +25,9 @@ def specs(dtype="float32"):
 
 #: the LLM decode shape's size classes: 16 x 4096 x 4096
 DECODE = dict(n=(16, 31), k=(4096, 8191), m=(4096, 8191))
+#: a smaller product of the same recipe (8 parts of K): the SIMT executor's cost grows with
+#: parts x blocks x threads
+SMALL = dict(n=(16, 31), k=(1024, 2047), m=(256, 511))
 
 
 def _run(f, a, b, rng, out_dtype):
@@ -50,10 +53,13 @@ def test_decode_structure():
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_decode_split_k_correct(dtype, rng):
-    """The 16 x 4096 x 4096 schedule (32 or 16 parts of K) at small sizes: parts that do not
-    divide K, shorter than the unrolled step, empty; rows and columns that do not divide."""
-    f = lowered(matmul, specs(dtype), DECODE)
-    for nn, kk, mm in [(16, 40, 520), (5, 37, 300), (17, 9, 257), (2, 0, 260), (0, 5, 300)]:
+    """The split-K schedule (8 or 4 parts of K) at small sizes: parts that do not divide K,
+    shorter than the unrolled step, empty; rows (two row groups) and columns that do not
+    divide."""
+    f = lowered(matmul, specs(dtype), SMALL)
+    parts = 8 if dtype == "float32" else 4
+    assert f"matmul.rf: float32[{parts}, n, m] global" in str(f)
+    for nn, kk, mm in [(17, 37, 258), (2, 0, 6), (0, 5, 7)]:
         a = rng.standard_normal((nn, kk)).astype(dtype)
         b = rng.standard_normal((kk, mm)).astype(dtype)
         want = a.astype(np.float64) @ b.astype(np.float64)
