@@ -12,8 +12,12 @@ whose recipe maps it onto blocks and threads by kind (rules.kind):
   across blocks with a second pass when there are few columns;
 * small constant windows (stencils): a register tile of outputs per thread, its input window
   and weights cached in registers (stencil.py); 1-D ones: one output per thread;
-* matrix products: the tiled shared-memory GEMM (gemm.py); 16-bit ones on tensor cores
-  (tensorcore.py);
+* matrix products (``matmul_recipe`` decides, the one place): at most 32 rows (decode,
+  matrix-vector) B read once with vector loads, split over K across blocks (decode.py); else
+  the tiled shared-memory GEMM (gemm.py); 16-bit ones on tensor cores (tensorcore.py,
+  hopper.py);
+* elementwise stages reading a tensor transposed (``a.T + 0.0``): through a shared-memory
+  tile, coalesced on both sides (transpose.py);
 * other reductions: one output per thread.
 
 Row-wise chains (softmax, layernorm, logsumexp): an intermediate stage read row by row by
