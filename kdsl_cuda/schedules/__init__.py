@@ -250,7 +250,7 @@ def _epilogues(sched, plans) -> dict:
     for h in sched.stages:
         plan = plans.get(h.name)
         if plan is not None and plan.recipe.name == "matmul" and \
-                matmul_recipe(sched, h, plan) in ("wgmma", "tensorcore"):
+                matmul_recipe(sched, h, plan) in ("wgmma", "tensorcore", "decode"):
             e = tensorcore.cast_epilogue(sched, h, plans)
             if e is not None:
                 out[h.name] = e
@@ -285,7 +285,8 @@ def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
     if k == "matmul":
         how = matmul_recipe(sched, h, plan)
         if how == "decode":
-            decode.gemm(sched, h, decode.choose(sched, h, plan, rules.threads_hint(sched, h)))
+            decode.gemm(sched, h, decode.choose(sched, h, plan, rules.threads_hint(sched, h)),
+                        epilogue)
             return
         if how == "wgmma":                      # sm_90: wgmma from shared memory
             hopper.gemm(sched, h, epilogue=epilogue, **rules.wgmma(sched, h, plan))

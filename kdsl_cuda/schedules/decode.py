@@ -126,8 +126,10 @@ def choose(sched, h, plan, threads_hint) -> Decode:
                   parts=parts if parts and parts > 1 else None, unroll=unroll)
 
 
-def gemm(sched, C, cfg: Decode) -> None:
-    """Realise the decode recipe (module docstring) on matmul stage handle ``C``."""
+def gemm(sched, C, cfg: Decode, epilogue=None) -> None:
+    """Realise the decode recipe (module docstring) on matmul stage handle ``C``; ``epilogue``:
+    the stage that only casts C to 16 bits (``a @ b`` of float16 matrices), which then adds
+    the partials itself (one kernel fewer; realize skips it)."""
     from .recipes import _fuse, column_reduce
     a_t, b_t = _b_operand(C.stage)
     work = C
@@ -135,8 +137,14 @@ def gemm(sched, C, cfg: Decode) -> None:
         (k,) = C.stage.reduce_axes
         kp, _ = C.split(k, nparts=cfg.parts)
         work = sched.rfactor(C, kp, 0)              # work[p, i, j]: a block per (part, columns)
-        # C[i, j] = sum_p work[p, i, j]: partials read along j, a column reduction
-        column_reduce(sched, C, threads=cfg.threads, vec=4, parts=None, unroll=None)
+        if epilogue is not None:
+            _sum_in_cast(sched, C, epilogue, cfg.threads)
+        else:       # C[i, j] = sum_p work[p, i, j]: partials read along j, a column reduction
+            column_reduce(sched, C, threads=cfg.threads, vec=4, parts=None, unroll=None)
+    elif epilogue is not None:
+        # no partials: C's kernel stores float32, the cast its own kernel
+        from .recipes import elementwise
+        elementwise(sched, epilogue, threads=THREADS, vec=8, tiles={}, unroll=None)
     local = sched.cache_write(work, "local")
     *rest, i, j = work.stage.axes
     io, ii = work.split(i, factor=cfg.rows)
@@ -171,3 +179,22 @@ def gemm(sched, C, cfg: Decode) -> None:
     bl.compute_at(local, ku)
     if cfg.vec > 1:
         bl.vectorize(bl.axes[-1])
+
+
+def _sum_in_cast(sched, C, E, threads: int) -> None:
+    """The cast stage ``E`` (``E[i, j] = f16(C[i, j])``) over blocks of ``threads`` x 4
+    columns; C's sum of the partials computed inside each thread (a local 1 x 4 tile)."""
+    from .recipes import _fuse
+    *rest, i, j = E.stage.axes
+    j, jv = E.split(j, factor=4)
+    jo, jt = E.split(j, factor=threads)
+    E.reorder(*rest, i, jo, jt, jv)
+    E.bind(_fuse(E, [*rest, i, jo]), "blockIdx.x")
+    E.bind(jt, "threadIdx.x")
+    E.vectorize(jv)
+    C.compute_at(E, jt)
+    C.set_scope("local")
+    *_, cj = C.stage.axes
+    (p,) = C.stage.reduce_axes
+    C.reorder(*C.stage.axes[:-1], p, cj)
+    C.vectorize(cj)

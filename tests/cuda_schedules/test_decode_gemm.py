@@ -98,6 +98,20 @@ def test_decode_hints_and_choice():
     assert "B.local" not in str(narrow)
 
 
+def test_decode_float16_cast_adds_the_partials(rng):
+    """float16 ``a @ b``: the cast to float16 adds the partials itself (two kernels, no float32
+    product in global memory); with rfactor=1 the cast is its own elementwise kernel."""
+    f = lowered(matmul, specs("float16"), DECODE)
+    assert len(f.kernels) == 2 and "matmul: float32[1, 4] local" in str(f)
+    k1 = kd.kernel(kd.schedule("cuda", rfactor=1)(matmul))
+    a = rng.standard_normal((3, 20)).astype(np.float16)
+    b = rng.standard_normal((20, 260)).astype(np.float16)
+    assert len(k1.lower(a, b, backend="cuda").kernels) == 2
+    got = k1(a, b, backend="interp-cuda").astype(np.float64)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=2e-3 * np.abs(want).max(), atol=2e-3 * np.abs(want).max())
+
+
 def test_decode_parts_rule():
     """Parts fill the GPU without making the partials more than an eighth of B."""
     class P:
