@@ -231,6 +231,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     only = set(args.only.lower().split(","))
+    if "cuda" not in kd.backends():     # this checkout's kdsl_cuda when it is not pip-installed
+        import kdsl_cuda
+        kd.register_backend("cuda", kdsl_cuda.backend)
     torch.manual_seed(0)
     bw = copy_bw()
     print(f"# {torch.cuda.get_device_name()}  copy {bw / 1e9:.0f} GB/s (read + write)")
