@@ -42,10 +42,15 @@ def transposed_read(sched, h, plan):
         c = A.const_extent(ax)
         if c is not None and c < TILE:
             return None
-    for r in A.reads_of(st):
+    reads = A.reads_of(st)
+    for r in reads:
         if len(r.indices) >= 2 and r.indices[-1] is i.var and r.indices[-2] is j.var \
                 and r.tensor.ndim >= 2 and A._row_major(r.tensor):
-            return r.tensor
+            t = r.tensor
+            # every read of it transposed the same way (``x + x.T`` would make the cached
+            # region the box around two tiles)
+            if all(tuple(q.indices) == tuple(r.indices) for q in reads if q.tensor is t):
+                return t
     return None
 
 

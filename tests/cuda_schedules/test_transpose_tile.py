@@ -51,3 +51,12 @@ def test_small_constant_axis_keeps_elementwise():
     """A transposed read with an axis shorter than a tile keeps the elementwise recipe."""
     f = lowered(transpose_add, [TensorSpec((8, "m"), "float32")], dict(m=(8192, 16383)))
     assert "shared" not in str(f)
+
+
+def test_tensor_read_both_ways_keeps_elementwise(rng):
+    """``x + x.T`` reads x straight and transposed: no shared tile of x (its region would be
+    the box around two tiles); still correct."""
+    k = kd.kernel(lambda x: x + x.T)
+    x = rng.standard_normal((40, 40)).astype(np.float32)
+    assert "shared" not in str(k.lower(x, backend="cuda"))
+    np.testing.assert_array_equal(k(x, backend="interp-cuda"), x + x.T)
