@@ -14,7 +14,9 @@ one element per thread.  Here:
   in flight (a memory-bound kernel needs ~16 KB in flight per SM);
 * when the column blocks alone cannot fill the GPU, K is cut into ``parts`` contiguous chunks,
   each reduced by its own blocks into a float32 partial (``rfactor``, a first kernel), which
-  a second kernel adds (a column reduction: ``parts x M x N`` floats, a few percent of B).
+  a second kernel adds (a column reduction; for a float16 product the cast to float16 does
+  it); the partials, ``parts x M x N`` floats written and read back, are kept to at most
+  1 / PARTIAL_SHARE of B's bytes.
 
 Chosen by ``kdsl_cuda.schedules.matmul_recipe`` (the one place a matmul's recipe is decided)
 ahead of the tensor-core recipes: ``eligible`` below.  Hints: ``rfactor`` (the parts; 1: no
