@@ -56,8 +56,26 @@ def load(d, text: str) -> str:
 
 
 def store(d, text: str) -> str:
-    """A register value ``text`` of dtype ``d`` in its memory form."""
-    return f"{_HALF[d][0]}({text})" if d in _HALF else text
+    """A register value ``text`` of dtype ``d`` in its memory form.  A value already rounded to
+    the 16-bit type (``kd_rh(x)``: a cast's result) is converted from ``x`` itself: the same
+    bits (rounding a value of the type again changes nothing, NaNs keep sign and payload),
+    two conversions fewer per element."""
+    if d not in _HALF:
+        return text
+    inner = _unwrap(text, _HALF[d][2])
+    return f"{_HALF[d][0]}({text if inner is None else inner})"
+
+
+def _unwrap(text: str, fn: str) -> str | None:
+    """``x`` when ``text`` is exactly ``fn(x)`` (one call around the whole text), else None."""
+    if not (text.startswith(fn + "(") and text.endswith(")")):
+        return None
+    depth = 0
+    for pos in range(len(fn), len(text)):
+        depth += {"(": 1, ")": -1}.get(text[pos], 0)
+        if depth == 0 and pos != len(text) - 1:
+            return None     # fn(a) op (b): the first call closes early
+    return text[len(fn) + 1:-1]
 
 
 def rounded(d, text: str) -> str:

@@ -24,7 +24,7 @@ from kdsl.ir.visitor import collect, substitute, uses_var
 from kdsl.ir.conditions import conjuncts, guard_limit
 
 from .offsets import flat_offset
-from .types import ctype, is_half
+from .types import ctype, is_half, load as mem_load, store as mem_store
 
 #: (C element type, lanes) -> CUDA's built-in vector type
 VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("int32_t", 4): "int4",
@@ -41,6 +41,9 @@ LAST_LANE_GUARDS = True
 #: by the lane (``_rollable``).  Off until .devrun/nvrtc/ofc.py ("fallback=rolled": misaligned
 #: rows and views) shows the fallback no slower on a GPU.
 ROLLED_FALLBACK = False
+#: 16-bit floats (their raw bits in memory): lanes -> the vector of 32-bit words holding them,
+#: two lanes a word, the lower lane in the low half (little-endian)
+HALF_VECTORS = {8: "uint4", 4: "uint2"}
 
 
 def _step(e, v):
@@ -68,8 +71,8 @@ def _contiguous_in(indices, v) -> bool:
 def _vector_type(buf: n.Buffer, lanes: int):
     if buf.strides is not None or buf.scope not in (n.Scope.GLOBAL, n.Scope.SHARED):
         return None
-    if is_half(buf.dtype):     # stored as 16 bits, computed in float: lanes of another type
-        return None
+    if is_half(buf.dtype):     # stored as 16 bits, computed in float: words of two lanes
+        return HALF_VECTORS.get(lanes)
     return VECTOR_TYPES.get((ctype(buf.dtype), lanes))
 
 
@@ -331,12 +334,16 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
 
         def lane_load(e, k=k):
             vn = vector_of(e)
-            return plain_load(e) if vn is None else f"{vn}.{_LANES[k]}"
+            return plain_load(e) if vn is None else _lane_value(vn, k, e.buffer.dtype)
         p.expr.load = lane_load
         p.expr.in_register = in_register
         try:
             if out is not None:
-                p.emit(d + 3, f"{out}.{_LANES[k]} = {p.expr(body.value)};")
+                p.emit(d + 3, _lane_store(out, k, body.buffer.dtype, p.expr(body.value)))
+            elif _bits_copy(body, vector_of):
+                # a 16-bit copy of a vector lane (a register tile): its bits, no conversions
+                p.emit(d + 3, f"{p.buf(body.buffer)}[{p.flat_index(body.buffer, body.indices)}] = "
+                              f"{_lane_bits(vector_of(body.value), k)};")
             else:
                 p.stmt(body, d + 3)
         finally:
@@ -356,3 +363,33 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
     p.plain_loop(s, d + 2, rolled=ROLLED_FALLBACK and _rollable(s))
     p.emit(d + 1, "}")
     p.emit(d, "}")
+
+
+def _lane_bits(vn: str, k: int) -> str:
+    """C text of the 16 bits of lane ``k`` of a vector of 32-bit words ``vn``."""
+    return f"(uint16_t)({vn}.{_LANES[k // 2]} >> {16 * (k % 2)})"
+
+
+def _lane_value(vn: str, k: int, dtype) -> str:
+    """C text of lane ``k`` of vector register ``vn`` as a register value: a component, or for
+    a 16-bit float the half of a 32-bit word that holds it, converted to float."""
+    if not is_half(dtype):
+        return f"{vn}.{_LANES[k]}"
+    return mem_load(dtype, _lane_bits(vn, k))
+
+
+def _bits_copy(body, vector_of) -> bool:
+    """``body`` stores a vector-loaded 16-bit float into a buffer of the same type."""
+    return (type(body) is n.Store and type(body.value) is n.Load and is_half(body.buffer.dtype)
+            and body.value.buffer.dtype == body.buffer.dtype
+            and vector_of(body.value) is not None)
+
+
+def _lane_store(out: str, k: int, dtype, value: str) -> str:
+    """The C statement putting register value ``value`` into lane ``k`` of vector ``out`` (16-bit
+    floats: converted to their bits, the even lane sets the word, the odd one ors its top half)."""
+    if not is_half(dtype):
+        return f"{out}.{_LANES[k]} = {value};"
+    bits = f"(unsigned)({mem_store(dtype, value)})"
+    word = f"{out}.{_LANES[k // 2]}"
+    return f"{word} = {bits};" if k % 2 == 0 else f"{word} |= {bits} << 16;"

@@ -12,8 +12,12 @@ whose recipe maps it onto blocks and threads by kind (rules.kind):
   across blocks with a second pass when there are few columns;
 * small constant windows (stencils): a register tile of outputs per thread, its input window
   and weights cached in registers (stencil.py); 1-D ones: one output per thread;
-* matrix products: the tiled shared-memory GEMM (gemm.py); 16-bit ones on tensor cores
-  (tensorcore.py);
+* matrix products (``matmul_recipe`` decides, the one place): at most 32 rows (decode,
+  matrix-vector) B read once with vector loads, split over K across blocks (decode.py); else
+  the tiled shared-memory GEMM (gemm.py); 16-bit ones on tensor cores (tensorcore.py,
+  hopper.py);
+* elementwise stages reading a tensor transposed (``a.T + 0.0``): through a shared-memory
+  tile, coalesced on both sides (transpose.py);
 * other reductions: one output per thread.
 
 Row-wise chains (softmax, layernorm, logsumexp): an intermediate stage read row by row by
@@ -40,7 +44,7 @@ from kdsl.schedule.records import AttachKind
 from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
-from . import gemm, hopper, recipes, rules, stencil, tensorcore
+from . import decode, gemm, hopper, recipes, rules, stencil, tensorcore, transpose
 
 
 def schedule(sched, hints) -> None:
@@ -245,16 +249,33 @@ def _epilogues(sched, plans) -> dict:
     out = {}
     for h in sched.stages:
         plan = plans.get(h.name)
-        if plan is not None and plan.recipe.name == "matmul" and tensorcore.eligible(sched, h):
+        if plan is not None and plan.recipe.name == "matmul" and \
+                matmul_recipe(sched, h, plan) in ("wgmma", "tensorcore", "decode"):
             e = tensorcore.cast_epilogue(sched, h, plans)
             if e is not None:
                 out[h.name] = e
     return out
 
 
+def matmul_recipe(sched, h, plan) -> str:
+    """The one place a matrix product's recipe is decided: ``"decode"`` (few rows:
+    decode.py), ``"wgmma"`` (sm_90 tensor cores), ``"tensorcore"`` (mma.sync) or ``"gemm"``
+    (the tiled CUDA-core GEMM; small constant extents that it cannot tile: ``"per_output"``)."""
+    if decode.eligible(sched, h, plan):
+        return "decode"
+    if tensorcore.eligible(sched, h):
+        return "wgmma" if hopper.eligible(sched, h) else "tensorcore"
+    if gemm.fits(h.stage, **rules.matmul(sched, h, plan)):
+        return "gemm"
+    return "per_output"
+
+
 def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
     if k == "elementwise":
-        if h.stage.axes:
+        t = transpose.transposed_read(sched, h, plan) if h.stage.axes else None
+        if t is not None:       # a tensor read transposed: through a shared tile
+            transpose.transpose_tile(sched, h, t)
+        elif h.stage.axes:
             recipes.elementwise(sched, h, **rules.elementwise(sched, h, plan))
         return   # a 0-d stage has no loop to bind (the core says so)
     if k == "nested":
@@ -262,18 +283,22 @@ def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
         recipes.nested_reduce(sched, h, threads=t[0] * t[1] if t else rules.THREADS)
         return
     if k == "matmul":
-        if tensorcore.eligible(sched, h):
-            if hopper.eligible(sched, h):       # sm_90: wgmma from shared memory
-                hopper.gemm(sched, h, epilogue=epilogue, **rules.wgmma(sched, h, plan))
-            else:
-                tensorcore.gemm(sched, h, epilogue=epilogue, **rules.tensor_core(sched, h, plan))
+        how = matmul_recipe(sched, h, plan)
+        if how == "decode":
+            decode.gemm(sched, h, decode.choose(sched, h, plan, rules.threads_hint(sched, h)),
+                        epilogue)
+            return
+        if how == "wgmma":                      # sm_90: wgmma from shared memory
+            hopper.gemm(sched, h, epilogue=epilogue, **rules.wgmma(sched, h, plan))
+            return
+        if how == "tensorcore":
+            tensorcore.gemm(sched, h, epilogue=epilogue, **rules.tensor_core(sched, h, plan))
             return
         if tensorcore.tensor_cores_hint(sched, h) is True:
             warn_user(f"tensor_cores=True on {h.name}: {tensorcore.unsuitable(h)}; it runs on "
                       f"the CUDA-core GEMM")
-        params = rules.matmul(sched, h, plan)
-        if gemm.fits(h.stage, **params):
-            gemm.gemm(sched, h, **params)
+        if how == "gemm":
+            gemm.gemm(sched, h, **rules.matmul(sched, h, plan))
         else:    # small constant extents: one output per thread (a safe generic mapping)
             recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, False))
     elif k == "row":

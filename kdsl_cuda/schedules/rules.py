@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from kdsl.ir.visitor import uses_var
 from kdsl.schedule.plan import spatial_names, reduce_names
 
 from . import analysis as A
@@ -76,7 +77,15 @@ def kind(stage) -> str:
 
 
 def vector_width(stage, reads_only: bool = False) -> int:
-    sizes = [r.dtype.itemsize for r in A.reads_of(stage)]
+    """Elements per 16-byte access of the widest element the stage streams.  An elementwise
+    stage's reads that do not walk its last axis (a per-row statistic of a row-wise chain,
+    RMSNorm's float32 mean square under float16 rows) are one value per vector: they do not
+    narrow it."""
+    reads = A.reads_of(stage)
+    if not stage.is_reduction and stage.axes:
+        last = stage.axes[-1].var
+        reads = [r for r in reads if r.indices and uses_var(r.indices[-1], last)]
+    sizes = [r.dtype.itemsize for r in reads]
     if not reads_only or not sizes:
         sizes.append(stage.dtype.itemsize)
     return max(1, VECTOR_BYTES // max(1, max(sizes)))

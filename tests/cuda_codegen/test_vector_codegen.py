@@ -32,11 +32,15 @@ def test_row_sum_loads_float4_and_keeps_the_scalar_fallback():
     assert "} else {" in src
 
 
-def test_doubles_get_double2_and_halves_stay_scalar():
+def test_doubles_get_double2_and_halves_uint4():
     src = _source(lambda x: x * 2, np.zeros(1 << 20, np.float64))
     assert "double2" in src
+    # 8 halves a 16-byte word vector (issue 27): lane 2w in the low half of word w
     src = _source(lambda x: x * 2, np.zeros(1 << 20, np.float16))
-    assert "reinterpret_cast" not in src
+    assert "*reinterpret_cast<const uint4*>" in src and "*reinterpret_cast<uint4*>" in src
+    assert "(uint16_t)(kd_vl.y >> 16)" in src and "kd_vs.w |= " in src
+    from kdsl_cuda.build import compile_ptx
+    assert "ld.global.nc.v4.u32" in compile_ptx(src) or "ld.global.v4.u32" in compile_ptx(src)
 
 
 def test_vectorized_results_on_the_simt_interpreter():

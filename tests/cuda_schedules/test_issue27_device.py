@@ -1,0 +1,91 @@
+"""Issue 27's kernels on a device (mark ``cuda``; skipped without one): 16-bit vector loads
+and stores (two halves a 32-bit word: lane order, odd sizes and offsets that take the scalar
+fallback), the decode GEMM (split-K partials), the shared-tile transpose, RMSNorm in float16,
+against numpy in float64.
+
+    python3 -m pytest -q -m cuda tests/cuda_schedules/test_issue27_device.py
+"""
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+
+def _device():
+    try:
+        import kdsl_cuda
+        return bool(kdsl_cuda.is_available())
+    except Exception:
+        return False
+
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not _device(), reason="no CUDA device")]
+
+
+def bias_gelu_res(x, b, r):
+    y = (x + b).astype(np.float32)
+    g = 0.5 * y * (1.0 + np.tanh(0.7978845608028654 * (y + 0.044715 * y * y * y)))
+    return (g + r.astype(np.float32)).astype(np.float16)
+
+
+def rmsnorm(x, w):
+    x32 = x.astype(np.float32)
+    inv = 1.0 / np.sqrt((x32 * x32).mean(axis=1, keepdims=True) + 1e-6)
+    return (x32 * inv * w.astype(np.float32)).astype(np.float16)
+
+
+@pytest.mark.parametrize("n", [4096, 4099, 1, 0])
+def test_half_vectors_lane_order(n):
+    """x * 2 + y: every lane of a uint4 in its place (distinct values), the tail and misaligned
+    views (offset 1 element) through the scalar fallback."""
+    dtype = np.float16
+    k = kd.kernel(lambda x, y: x * 2 + y)
+    base = (np.arange(n + 1) % 1000).astype(dtype)
+    other = (np.arange(n + 1) % 7).astype(dtype)
+    for off in (0, 1):
+        x, y = base[off:off + n - off], other[off:off + n - off]
+        got = k(x, y, backend="cuda")
+        np.testing.assert_array_equal(got, (x * dtype(2) + y))
+
+
+def test_bias_gelu_residual_f16():
+    rng = np.random.default_rng(0)
+    for shape in [(64, 2048), (33, 1000), (1, 8)]:
+        x = rng.standard_normal(shape).astype(np.float16)
+        b = rng.standard_normal(shape[1]).astype(np.float16)
+        r = rng.standard_normal(shape).astype(np.float16)
+        got = kd.kernel(bias_gelu_res)(x, b, r, backend="cuda")
+        want = bias_gelu_res(x, b, r)      # numpy: the same roundings
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                   rtol=2e-3, atol=2e-3)
+
+
+def test_rmsnorm_f16():
+    rng = np.random.default_rng(1)
+    for shape in [(64, 4096), (7, 1000), (3, 1)]:
+        x = rng.standard_normal(shape).astype(np.float16)
+        w = rng.standard_normal(shape[1]).astype(np.float16)
+        got = kd.kernel(rmsnorm)(x, w, backend="cuda")
+        x64 = x.astype(np.float64)
+        want = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-6) * w
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=4e-3, atol=4e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("mkn", [(16, 4096, 4096), (1, 4096, 4096), (5, 1000, 1030), (31, 77, 300)])
+def test_decode_gemm(dtype, mkn):
+    rng = np.random.default_rng(2)
+    m, k, n = mkn
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    got = kd.kernel(lambda a, b: a @ b)(a, b, backend="cuda").astype(np.float64)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-3 * np.sqrt(k) if dtype == np.float32 else 4e-3 * max(1, np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("shape", [(4096, 2048), (1000, 37), (1, 50)])
+def test_transpose(shape):
+    a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    got = kd.kernel(lambda a: a.T + 0.0)(a, backend="cuda")
+    np.testing.assert_array_equal(got, a.T)
