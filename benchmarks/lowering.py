@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
 
-import kdsl as kd
-from kdsl.frontend.spec import TensorSpec
+HERE = os.path.dirname(os.path.abspath(__file__))
+# this checkout's kdsl, not an installed one (``python3 benchmarks/lowering.py`` from a worktree)
+sys.path[:] = [os.path.dirname(HERE)] + [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
+
+import kdsl as kd  # noqa: E402
+from kdsl.frontend.spec import TensorSpec  # noqa: E402
 
 
 @kd.kernel
