@@ -504,10 +504,17 @@ class _StmtSimplifier(Mutator):
         super().__init__()
         self.rm = rm
         self._expr = _Simplifier(rm, 0)
+        #: Var -> Expr: the loops of extent 1 removed around the statement being visited (their
+        #: var set to their min), substituted into each expression as it is simplified: what
+        #: substituting into the whole body first would give, without rebuilding its statements
+        #: once per such loop
+        self.env: dict = {}
 
     def _e(self, e):
         if e is None:
             return None
+        if self.env:
+            e = substitute(e, self.env)
         if self._expr.rm is not self.rm:
             self._expr = _Simplifier(self.rm, 0)
         else:
@@ -534,7 +541,12 @@ class _StmtSimplifier(Mutator):
         if e is not None and e <= 0 and not bound:
             return _EMPTY
         if e == 1 and not bound:
-            return self.visit(substitute(s.body, {s.var: mn}))
+            old = self.env
+            self.env = {**old, s.var: mn}
+            try:
+                return self.visit(s.body)
+            finally:
+                self.env = old
         body = self._scoped(self.rm.with_range(s.var, mn, ext), s.body)
         if _is_empty(body) and not bound:
             return _EMPTY

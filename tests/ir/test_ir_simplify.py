@@ -318,6 +318,27 @@ def test_stmt_loops_extent_zero_and_one():
     assert format_stmt(simplify_stmt(vec)) == "A[0] = 1.0f"
 
 
+def test_stmt_nested_loops_of_extent_one_substitute_everywhere():
+    """Loops of extent 1 set their var to their min in every expression below (loop bounds,
+    guards, indices, a later loop's min, a let), nested ones included; the same as
+    substituting into the body first (what the pass did before it substituted lazily)."""
+    from kdsl.ir.visitor import substitute
+    inner = n.Seq((
+        n.IfThenElse(mk.lt(b(B.ADD, i, j), nv), store(b(B.ADD, b(B.MUL, i, 8), j))),
+        loop(k, b(B.SUB, nv, j), n.LetStmt(mv, b(B.ADD, k, i), store(b(B.ADD, mv, j))),
+             lo=b(B.ADD, i, 1)),
+    ))
+    nest = loop(i, 1, loop(j, 1, inner, lo=b(B.ADD, i, 2)), lo=b(B.MUL, nv, 2))
+    got = simplify_stmt(nest)
+    eager = simplify_stmt(substitute(substitute(inner, {i: b(B.MUL, nv, 2)}),
+                                     {j: b(B.ADD, b(B.MUL, nv, 2), 2)}))
+    assert format_stmt(got) == format_stmt(eager)
+    import re
+    text = format_stmt(got)
+    assert not re.search(r"\b[ij]\b", text), text
+    assert "A[n*18 + 2]" in text and "for k in range(n*2 + 1, n - 1)" in text
+
+
 def test_stmt_seq_flatten_and_identity():
     nested = n.Seq((store(0), n.Seq((store(1), n.Seq(()))), n.Seq((n.Seq((store(2),)),))))
     out = simplify_stmt(nested)
