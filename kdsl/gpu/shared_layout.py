@@ -32,7 +32,7 @@ import dataclasses
 
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, collect
+from ..ir.visitor import Mutator, collect_stmts
 
 #: the padding of a row, in bytes
 PAD_BYTES = 16
@@ -78,8 +78,8 @@ SWIZZLE = 128
 def shared_layout(func: n.LoweredFunc) -> n.LoweredFunc:
     """The pass (see the module docstring); the function itself when nothing changes."""
     swap = {}
-    operands = {id(b) for s in collect(func.body, lambda x: type(x) is n.WgmmaMma) for b in (s.a, s.b)}
-    for a in collect(func.body, lambda x: type(x) is n.Allocate):
+    operands = {id(b) for s in collect_stmts(func.body, lambda x: type(x) is n.WgmmaMma) for b in (s.a, s.b)}
+    for a in collect_stmts(func.body, lambda x: type(x) is n.Allocate):
         if id(a.buffer) in operands:
             swap[a.buffer] = dataclasses.replace(a.buffer, swizzle=SWIZZLE)
             continue

@@ -58,7 +58,7 @@ from ..ir import nodes as n
 from ..ir import warp_nodes
 from ..ir.bounds import Unbounded, bound
 from ..ir.simplify import Linear, linear, simplify
-from ..ir.visitor import any_statement, collect, free_vars, substitute
+from ..ir.visitor import any_statement, collect, collect_stmts, free_vars, substitute
 from .predicate import kernel_thread_extents, predicate_kernel
 from .single_thread import pin_unspread
 
@@ -310,7 +310,7 @@ class _Kernel:
             for ld in collect(s, _is_load):
                 if ld.buffer in self.tracked:
                     out.append(self.access(ld.buffer, False, None, ctx, ctx.pinned))
-            for st in collect(s, lambda x: isinstance(x, n.Stmt)):
+            for st in collect_stmts(s, lambda x: isinstance(x, n.Stmt)):
                 for b in _buffers_named(st):      # a store, an async copy, a wmma load/store...
                     if b in self.tracked:
                         out.append(self.access(b, False, None, ctx, ctx.pinned))
@@ -445,13 +445,13 @@ def _tracked(kernel) -> set:
     their barriers itself: a wait then a barrier before a slot is read, a barrier before it is
     refilled; slots written and read in one iteration differ, which this rule cannot see)."""
     out = set()
-    for a in collect(kernel, lambda x: isinstance(x, n.Allocate)):
+    for a in collect_stmts(kernel, lambda x: isinstance(x, n.Allocate)):
         if a.buffer.scope is n.Scope.GLOBAL and not a.buffer.param:
             out.add(a.buffer)
     for x in collect(kernel, lambda x: isinstance(x, (n.Load, n.Store))):
         if x.buffer.scope is n.Scope.SHARED:
             out.add(x.buffer)
-    return out - {c.buffer for c in collect(kernel, lambda x: isinstance(x, n.AsyncCopy))}
+    return out - {c.buffer for c in collect_stmts(kernel, lambda x: isinstance(x, n.AsyncCopy))}
 
 
 def sync_kernel(kernel: n.For) -> n.For:

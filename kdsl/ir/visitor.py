@@ -224,6 +224,30 @@ def collect(node, pred) -> list:
     return found
 
 
+def collect_stmts(node, pred) -> list:
+    """``collect(node, pred)`` for a ``pred`` that holds for statements only (a Store, an
+    Allocate, a bound loop): the same list in the same order, without walking expressions
+    (they never hold statements), so a few times faster on whole kernels."""
+    found, stack = [], [node]
+    pop, push, walk, Expr = stack.pop, stack.append, _WALK, n.Expr
+    while stack:
+        v = pop()
+        t = type(v)
+        k = walk.get(t)
+        if k is None:
+            k = _walk_kind(t)
+        if type(k) is tuple:
+            if isinstance(v, Expr):
+                continue
+            if pred(v):
+                found.append(v)
+            for name in k:
+                push(getattr(v, name))
+        elif k is _TUPLE:
+            stack.extend(reversed(v))
+    return found
+
+
 def any_statement(s, pred) -> bool:
     """Whether ``pred`` holds for ``s`` or a statement below it, walking statements only (never
     expressions) and stopping at the first: cheap enough to run on every CPU lowering, and
