@@ -113,6 +113,26 @@ def linear(e: n.Expr) -> Linear:
     return Linear(d, {e: 1})
 
 
+#: id(e) -> (e, ``linear(e).to_expr()``) for index sums and products: a function of the node
+#: alone (no ranges), asked again for the same nodes by every simplification of the
+#: expressions that contain them (interval analysis re-simplifies its bounds at each step)
+_normal_memo: dict = {}
+_NORMAL_MEMO_SIZE = 8192
+
+
+def _normal_form(e):
+    hit = _normal_memo.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    out = linear(e).to_expr()
+    if out == e:
+        out = e         # already normal: the caller keeps its object (and skips comparing)
+    if len(_normal_memo) >= _NORMAL_MEMO_SIZE:
+        _normal_memo.clear()
+    _normal_memo[id(e)] = (e, out)
+    return out
+
+
 def _divmod_parts(t):
     if type(t) is n.Binary and t.op in (B.FLOORDIV, B.MOD) and type(t.b) is n.Const:
         return t.op, t.a, t.b.value
@@ -307,6 +327,8 @@ class _Simplifier:
             return self._logic(op, a, b, d)
         if is_index_type(d):
             if op in (B.ADD, B.SUB, B.MUL):
+                if a is e.a and b is e.b:      # e itself: its normal form, once per node
+                    return _normal_form(e)
                 return linear(n.Binary(d, op, a, b)).to_expr()
             if op in (B.FLOORDIV, B.MOD):
                 return self._divmod(op, a, b, d)

@@ -339,6 +339,22 @@ def test_stmt_nested_loops_of_extent_one_substitute_everywhere():
     assert "A[n*18 + 2]" in text and "for k in range(n*2 + 1, n - 1)" in text
 
 
+def test_normal_form_memo_keeps_identity_and_values():
+    """Sums already in normal form come back as the caller's own object, for equal trees built
+    separately too (the memo of normal forms is per node); others are rewritten each time."""
+    def build():
+        return b(B.ADD, b(B.ADD, b(B.MUL, i, 8), j), 3)
+    e1, e2 = build(), build()
+    assert simplify(e1) is e1 and simplify(e1) is e1 and simplify(e2) is e2
+    messy = b(B.SUB, b(B.ADD, b(B.MUL, i, 8), b(B.MUL, j, 2)), b(B.ADD, j, i))
+    r1, r2 = simplify(messy), simplify(messy)
+    assert format_expr(r1) == format_expr(r2) == "i*7 + j"
+    rng = random.Random(7)
+    for _ in range(20):
+        env = {i: rng.randint(-50, 50), j: rng.randint(-50, 50)}
+        assert eval_expr(r2, env) == eval_expr(messy, env)
+
+
 def test_stmt_seq_flatten_and_identity():
     nested = n.Seq((store(0), n.Seq((store(1), n.Seq(()))), n.Seq((n.Seq((store(2),)),))))
     out = simplify_stmt(nested)
