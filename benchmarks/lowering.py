@@ -206,12 +206,22 @@ CORPUS = (
 CLOCK = time.perf_counter
 
 
+def _backend(name):
+    """The installed backend ``name``, else this checkout's ``kdsl_<name>`` (not installed)."""
+    from kdsl.backends import registry
+    try:
+        return registry.get_backend(name)
+    except Exception:
+        import importlib
+        registry.register_backend(name, importlib.import_module(f"kdsl_{name}").backend)
+        return registry.get_backend(name)
+
+
 def stage_times(fn, specs, backend):
     """``(code, {stage: seconds})`` of one fresh compile of ``fn`` for ``specs`` up to source."""
     from kdsl.runtime import dispatch
     from kdsl.runtime.signature import signature_from_specs
-    from kdsl.backends import registry
-    be = registry.get_backend(backend)
+    be = _backend(backend)
     k = kd.kernel(fn)
     t0 = CLOCK()
     sig = signature_from_specs(list(specs))
