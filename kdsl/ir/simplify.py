@@ -244,13 +244,11 @@ def _fold_unary(op, v, d, src_d):
 
 # ----------------------------------------------------------------- ranges
 def _ranges(ranges):
-    from .bounds import RangeMap
-    return RangeMap.of(ranges)
+    return _bounds.RangeMap.of(ranges)
 
 
-def _bounds(e, rm, depth):
-    from .bounds import interval
-    return interval(e, rm, depth)
+def _interval_of(e, rm, depth):
+    return _bounds.interval(e, rm, depth)
 
 
 def _const_of(x):
@@ -265,21 +263,15 @@ class _Simplifier:
         self.rm, self.depth = rm, depth
         self.use_ranges = depth < MAX_DEPTH
         if depth == 0:
-            from .bounds import reset_budget
-            reset_budget()
+            _bounds.reset_budget()
         self.memo: dict[int, tuple] = {}
-        self.table = {
-            n.Var: self._leaf, n.Const: self._leaf, n.Binary: self._binary,
-            n.Compare: self._compare, n.Unary: self._unary, n.Select: self._select,
-            n.Cast: self._cast, n.Load: self._generic, n.TensorRead: self._generic,
-            n.Reduce: self._generic,
-        }
 
     def __call__(self, e):
         hit = self.memo.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
-        r = self.table.get(type(e), self._leaf)(e)
+        fn = _SIMPLIFIER_TABLE.get(type(e))     # leaves (Var, Const, others): themselves
+        r = e if fn is None else fn(self, e)
         if r is not e and r == e:
             r = e   # structurally unchanged: keep the caller's object
         self.memo[id(e)] = (e, r)
@@ -295,7 +287,7 @@ class _Simplifier:
     def _interval(self, e):
         if not self.use_ranges:
             return None, None
-        return _bounds(e, self.rm, self.depth + 1)
+        return _interval_of(e, self.rm, self.depth + 1)
 
     def _sign_of_diff(self, a, b):
         """(lo, hi) constant bounds of ``a - b`` (None where unknown)."""
@@ -463,6 +455,14 @@ class _Simplifier:
         return n.Cast(e.dtype, a)
 
 
+#: node type -> the _Simplifier method that rewrites it (a class table: a simplifier is made
+#: per query, thousands of times per lowering)
+_SIMPLIFIER_TABLE = {
+    n.Binary: _Simplifier._binary, n.Compare: _Simplifier._compare, n.Unary: _Simplifier._unary,
+    n.Select: _Simplifier._select, n.Cast: _Simplifier._cast, n.Load: _Simplifier._generic,
+    n.TensorRead: _Simplifier._generic, n.Reduce: _Simplifier._generic,
+}
+
 _NEGATE = {C.EQ: C.NE, C.NE: C.EQ, C.LT: C.GE, C.GE: C.LT, C.GT: C.LE, C.LE: C.GT}
 
 
@@ -540,8 +540,7 @@ class _StmtSimplifier(Mutator):
         if self._expr.rm is not self.rm:
             self._expr = _Simplifier(self.rm, 0)
         else:
-            from .bounds import reset_budget
-            reset_budget()      # the budget is per expression; the memo is per scope
+            _bounds.reset_budget()      # the budget is per expression; the memo is per scope
         return self._expr(e)
 
     def visit(self, node):
@@ -597,9 +596,8 @@ class _StmtSimplifier(Mutator):
 
     def visit_LetStmt(self, s):
         value = self._e(s.value)
-        from .bounds import reset_budget
-        reset_budget()
-        lo, hi = _bounds(value, self.rm, 1) if is_index_type(value.dtype) else (None, None)
+        _bounds.reset_budget()
+        lo, hi = _interval_of(value, self.rm, 1) if is_index_type(value.dtype) else (None, None)
         rm = self.rm.with_bounds(s.var, lo, hi) if (lo is not None or hi is not None) else self.rm
         body = self._scoped(rm, s.body)
         if value is s.value and body is s.body:
@@ -636,3 +634,7 @@ def simplify_stmt(stmt: n.Stmt, ranges=None) -> n.Stmt:
     their body with the var set to min.  The same object when nothing changed.
     """
     return _StmtSimplifier(_ranges(ranges)).visit(stmt)
+
+
+from . import bounds as _bounds  # noqa: E402  (a cycle: bounds simplifies its answers; last, so
+#                                  that either module may be imported first)
