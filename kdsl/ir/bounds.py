@@ -96,11 +96,25 @@ def _as_bound(x, d):
     return n.Const(d, int(x))
 
 
+#: (id(mn), id(extent)) -> (mn, extent, end): RangeMaps are rebuilt from the same loop
+#: Ranges for query after query; kept until ``_END_MEMO_SIZE`` entries, then started afresh
+_end_memo: dict = {}
+_END_MEMO_SIZE = 4096
+
+
 def _end(mn, extent):
     """mn + extent - 1, simplified (the inclusive end of a Range)."""
     S = _simplify
     if S.is_index_type(mn.dtype) and extent.dtype is mn.dtype:
-        return S.linear(mn).add(S.linear(extent)).add(S.Linear(mn.dtype, const=-1)).to_expr()
+        key = (id(mn), id(extent))
+        hit = _end_memo.get(key)
+        if hit is not None and hit[0] is mn and hit[1] is extent:
+            return hit[2]
+        out = S.linear(mn).add(S.linear(extent)).add(S.Linear(mn.dtype, const=-1)).to_expr()
+        if len(_end_memo) >= _END_MEMO_SIZE:
+            _end_memo.clear()
+        _end_memo[key] = (mn, extent, out)
+        return out
     one = n.Const(extent.dtype, 1)
     return n.Binary(mn.dtype, B.SUB, n.Binary(mn.dtype, B.ADD, mn, extent), one)
 

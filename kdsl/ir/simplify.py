@@ -159,7 +159,18 @@ def _merge_divmod(lin: Linear) -> Linear:
 
 
 # ----------------------------------------------------------------- constant folding
+#: int DType -> (min, max): ``np.iinfo`` is slow, and folding asks for every constant
+_INT_LIMITS: dict = {}
+
+
 def _fits(v, d) -> bool:
+    """``dt.can_cast_value(v, d) and not (unsigned d and v < 0)``, with the int limits cached."""
+    if d.is_int and isinstance(v, int) and not isinstance(v, bool):
+        lim = _INT_LIMITS.get(d)
+        if lim is None:
+            info = np.iinfo(d.np)
+            lim = _INT_LIMITS[d] = (int(info.min), int(info.max))
+        return lim[0] <= v <= lim[1]     # (an unsigned type's min is 0)
     return dt.can_cast_value(v, d) and not (d.kind == "u" and v < 0)
 
 
