@@ -66,9 +66,16 @@ class _Swap(Mutator):
 
     def generic(self, node):
         node = super().generic(node)
-        changes = {f.name: self.swap[v] for f in dataclasses.fields(node)
-                   if isinstance(v := getattr(node, f.name), n.Buffer) and v in self.swap}
+        names = _FIELD_NAMES.get(type(node))
+        if names is None:
+            names = _FIELD_NAMES[type(node)] = tuple(f.name for f in dataclasses.fields(node))
+        changes = {f: self.swap[v] for f in names
+                   if isinstance(v := getattr(node, f), n.Buffer) and v in self.swap}
         return dataclasses.replace(node, **changes) if changes else node
+
+
+#: node type -> its field names (``dataclasses.fields`` per node was most of this pass)
+_FIELD_NAMES: dict = {}
 
 
 #: the swizzle (bytes) of the operand tiles of shared-memory products

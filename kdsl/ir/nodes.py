@@ -746,6 +746,7 @@ def _getstate(self):
 
 for _cls in (*EXPR_TYPES, *(c for c in STMT_TYPES if c.__module__ == __name__), Binding):
     _cache_hash(_cls)
+del _cls
 Expr.__getstate__ = _getstate
 Stmt.__getstate__ = _getstate
 Binding.__getstate__ = _getstate
