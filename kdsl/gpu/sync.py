@@ -132,6 +132,8 @@ class _Kernel:
         self._interned: dict = {}       # access key -> its _Access
         self._separated_memo: dict = {}  # (_Access, _Access) -> separated()
         self._leaf_memo: dict = {}      # (id(stmt), ctx keys) -> (stmt, its accesses)
+        self._load_memo: dict = {}      # id(expr) -> (expr, its tracked Loads): loop bodies are
+        #                                 summarised again each time their pending set grows
 
     def access(self, buffer, write, indices, ctx, pinned=frozenset()) -> _Access:
         """The access of ``buffer`` at ``indices`` (None: unknown) as seen from ``ctx``; an
@@ -275,9 +277,11 @@ class _Kernel:
 
     # ------------------------------------------------------------------ accesses
     def _loads(self, e, ctx, out):
-        for ld in collect(e, _is_load):
-            if ld.buffer in self.tracked:
-                out.append(self.access(ld.buffer, False, ld.indices, ctx, ctx.pinned))
+        hit = self._load_memo.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = self._load_memo[id(e)] = (e, [ld for ld in collect(e, _is_load) if ld.buffer in self.tracked])
+        for ld in hit[1]:
+            out.append(self.access(ld.buffer, False, ld.indices, ctx, ctx.pinned))
 
     def leaf_accesses(self, s, ctx) -> list:
         """The tracked accesses of one statement that is not walked into (once per statement
