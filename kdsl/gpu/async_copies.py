@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, any_statement, collect, uses_var
+from ..ir.visitor import Mutator, any_statement, collect_stmts, uses_var
 
 #: loops that run their body many times per thread: a copy inside one is not one-shot
 _REPEATING = (n.ForKind.SERIAL, n.ForKind.UNROLLED, n.ForKind.VECTORIZED, n.ForKind.PARALLEL)
@@ -128,7 +128,7 @@ def async_copies(func: n.LoweredFunc) -> n.LoweredFunc:
     if not any_statement(func.body, lambda x: type(x) is n.Allocate
                          and x.buffer.scope is n.Scope.SHARED):
         return func     # (a walk over statements only)
-    written = {x.buffer for x in collect(func.body, lambda x: type(x) in (n.Store, n.AsyncCopy))}
+    written = {x.buffer for x in collect_stmts(func.body, lambda x: type(x) in (n.Store, n.AsyncCopy))}
     m = _Nests(written)
     body = m.visit(func.body)
     if not m.changed:

@@ -41,7 +41,7 @@ from ..errors import ScheduleError, user_location
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir import warp_nodes
-from ..ir.visitor import allocate_chain, any_statement, collect, free_vars
+from ..ir.visitor import allocate_chain, any_statement, collect_stmts, free_vars
 from ..ir.shared_memory import shared_layout
 
 _BLOCK_TAGS = (n.ThreadTag.BLOCK_X, n.ThreadTag.BLOCK_Y, n.ThreadTag.BLOCK_Z)
@@ -108,7 +108,7 @@ def _check_locals(func, nest) -> None:
                 # written inside the thread loops: each thread holds only its share. A buffer
                 # each thread computes whole outside them (a local stage attached at a block
                 # loop, TVM's form) is each thread's own full copy: redundant, correct
-                used = {y.buffer for y in collect(x, lambda y: isinstance(y, n.Store))}
+                used = {y.buffer for y in collect_stmts(x, lambda y: isinstance(y, n.Store))}
                 bad = [b for b in outside if b in used]
                 if bad:
                     b = bad[0]
@@ -127,7 +127,7 @@ def _check_sizes(func, nest) -> None:
     (dynamic shared memory), so its shape may use only the call's shapes and scalars, not
     the block's position; a local one (registers, one copy per thread) must be constant."""
     scalars = set(func.scalars)
-    for a in collect(nest, lambda x: type(x) is n.Allocate):
+    for a in collect_stmts(nest, lambda x: type(x) is n.Allocate):
         b = a.buffer
         if all(type(e) is n.Const for e in b.shape):
             continue
@@ -185,13 +185,13 @@ def _written(x):
 
 
 def _stores(s) -> list:
-    return [_written(x) for x in collect(s, lambda x: _written(x) is not None)]
+    return [_written(x) for x in collect_stmts(s, lambda x: _written(x) is not None)]
 
 
 def _stage_names(s) -> list:
     """The stages a nest computes, for messages: the buffers it writes that are not allocated
     inside it (producers attached inside the nest write their own buffers)."""
-    inside = {a.buffer for a in collect(s, lambda x: isinstance(x, n.Allocate))}
+    inside = {a.buffer for a in collect_stmts(s, lambda x: isinstance(x, n.Allocate))}
     names = []
     for b in _stores(s):
         if b not in inside and b.name not in names:
@@ -202,14 +202,14 @@ def _stage_names(s) -> list:
 def _stage_of(s) -> str:
     """The stage that owns loop nest ``s``: the last one it writes (producers attached
     inside the nest, such as a shared tile, run before their consumer)."""
-    inside = {a.buffer for a in collect(s, lambda x: isinstance(x, n.Allocate))}
+    inside = {a.buffer for a in collect_stmts(s, lambda x: isinstance(x, n.Allocate))}
     last = [b.name for b in _stores(s) if b not in inside]
     return last[-1] if last else _stage_names(s)[0]
 
 
 def _host_code(func, s) -> ScheduleError:
     stage = _stage_of(s)
-    inner = [f for f in collect(s, lambda x: isinstance(x, n.For) and x.kind is n.ForKind.BOUND)]
+    inner = [f for f in collect_stmts(s, lambda x: isinstance(x, n.For) and x.kind is n.ForKind.BOUND)]
     if inner:
         f = inner[0]
         return ScheduleError(

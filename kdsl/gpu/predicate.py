@@ -32,14 +32,14 @@ import dataclasses
 from ..errors import InternalCompilerError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import any_statement, collect, free_vars
+from ..ir.visitor import any_statement, collect, collect_stmts, free_vars
 
 
 def kernel_thread_extents(kernel: n.Stmt) -> dict:
     """ThreadTag -> the block's extent for it (the largest extent of its loops in the
     kernel; None when one is not a constant)."""
     out: dict = {}
-    for f in collect(kernel, lambda x: type(x) is n.For and x.thread is not None and x.thread.is_thread):
+    for f in collect_stmts(kernel, lambda x: type(x) is n.For and x.thread is not None and x.thread.is_thread):
         if type(f.extent) is not n.Const:
             out[f.thread] = None
         elif f.thread not in out or out[f.thread] is not None:

@@ -32,7 +32,7 @@ import dataclasses
 
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, collect
+from ..ir.visitor import Mutator, collect_stmts
 
 #: the padding of a row, in bytes
 PAD_BYTES = 16
@@ -66,9 +66,16 @@ class _Swap(Mutator):
 
     def generic(self, node):
         node = super().generic(node)
-        changes = {f.name: self.swap[v] for f in dataclasses.fields(node)
-                   if isinstance(v := getattr(node, f.name), n.Buffer) and v in self.swap}
+        names = _FIELD_NAMES.get(type(node))
+        if names is None:
+            names = _FIELD_NAMES[type(node)] = tuple(f.name for f in dataclasses.fields(node))
+        changes = {f: self.swap[v] for f in names
+                   if isinstance(v := getattr(node, f), n.Buffer) and v in self.swap}
         return dataclasses.replace(node, **changes) if changes else node
+
+
+#: node type -> its field names (``dataclasses.fields`` per node was most of this pass)
+_FIELD_NAMES: dict = {}
 
 
 #: the swizzle (bytes) of the operand tiles of shared-memory products
@@ -78,8 +85,8 @@ SWIZZLE = 128
 def shared_layout(func: n.LoweredFunc) -> n.LoweredFunc:
     """The pass (see the module docstring); the function itself when nothing changes."""
     swap = {}
-    operands = {id(b) for s in collect(func.body, lambda x: type(x) is n.WgmmaMma) for b in (s.a, s.b)}
-    for a in collect(func.body, lambda x: type(x) is n.Allocate):
+    operands = {id(b) for s in collect_stmts(func.body, lambda x: type(x) is n.WgmmaMma) for b in (s.a, s.b)}
+    for a in collect_stmts(func.body, lambda x: type(x) is n.Allocate):
         if id(a.buffer) in operands:
             swap[a.buffer] = dataclasses.replace(a.buffer, swizzle=SWIZZLE)
             continue

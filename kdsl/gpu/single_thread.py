@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as n
-from ..ir.visitor import any_statement, collect, free_vars
+from ..ir.visitor import any_statement, collect_stmts, free_vars
 from .predicate import kernel_thread_extents
 
 _TAGS = (n.ThreadTag.THREAD_Z, n.ThreadTag.THREAD_Y, n.ThreadTag.THREAD_X)
@@ -100,7 +100,7 @@ class _Pin:
                     or (t is n.Allocate and x.buffer.scope is n.Scope.SHARED))
         if any_statement(s, bad):
             return False
-        inside = {a.buffer for a in collect(s, lambda x: type(x) is n.Allocate)}
+        inside = {a.buffer for a in collect_stmts(s, lambda x: type(x) is n.Allocate)}
         return not any_statement(s, lambda x: type(x) is n.Store and x.buffer.scope is n.Scope.LOCAL
                                  and x.buffer not in inside)
 

@@ -55,19 +55,19 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir import warp_nodes
 from ..ir.simplify import simplify_stmt
-from ..ir.visitor import Mutator, allocate_chain, any_statement, collect, free_vars, rewrap, substitute
+from ..ir.visitor import Mutator, allocate_chain, any_statement, collect, collect_stmts, free_vars, rewrap, substitute
 from ..schedule.pipelining import QUALIFIES
 
 
 def _stores_to(s, bufs) -> list:
-    return collect(s, lambda x: isinstance(x, (n.Store, n.AsyncCopy)) and x.buffer in bufs)
+    return collect_stmts(s, lambda x: isinstance(x, (n.Store, n.AsyncCopy)) and x.buffer in bufs)
 
 
 def _async_consumers(rest, bufs) -> bool:
     """Whether the loop's statements ``rest`` read the rings ``bufs`` only through tensor-core
     products (``WgmmaMma``) and touch those products' accumulators nowhere else: the products
     may then stay in flight across iterations."""
-    mmas = [x for r in rest for x in collect(r, lambda y: isinstance(y, n.WgmmaMma))]
+    mmas = [x for r in rest for x in collect_stmts(r, lambda y: isinstance(y, n.WgmmaMma))]
     if not mmas:
         return False
     reads = [x for r in rest for x in _loads_of(r, bufs)]
@@ -88,7 +88,7 @@ def _refilled_operands(rest, bufs) -> bool:
     """Whether a tensor-core product in ``rest`` reads a shared buffer other than the rings
     ``bufs`` that ``rest`` itself writes: a single-buffered operand refilled every iteration
     (F37).  Its products must be done before the next iteration's copy overwrites it."""
-    mmas = [x for r in rest for x in collect(r, lambda y: isinstance(y, n.WgmmaMma))]
+    mmas = [x for r in rest for x in collect_stmts(r, lambda y: isinstance(y, n.WgmmaMma))]
     operands = {b for x in mmas for b in warp_nodes.memory_reads(x) if b not in bufs}
     return any(_stores_to(r, operands) for r in rest)
 
@@ -217,9 +217,9 @@ def _pipeline(loop: n.For, chain, core, piped, made: dict) -> n.Stmt:
         else:
             rest.append(x)
     inner_bufs = {a.buffer for a in chain if a.stages == 1}
-    written = {st.buffer for st in collect(core, lambda y: isinstance(y, n.Store))}
+    written = {st.buffer for st in collect_stmts(core, lambda y: isinstance(y, n.Store))}
     for p in producers:
-        for st in collect(p, lambda y: isinstance(y, (n.Store, n.AsyncCopy))):
+        for st in collect_stmts(p, lambda y: isinstance(y, (n.Store, n.AsyncCopy))):
             if st.buffer not in bufs:
                 raise InternalCompilerError(f"pipelined copy nest of loop {loop.var.name} also "
                                             f"stores to {st.buffer.name}")
@@ -310,7 +310,7 @@ def _idle(body, piped) -> set:
     ``specialize=True``: F35, and the fuzz case 101:4537 where the output's columns are 0
     and the K-tile loop is left holding only the copy) and were removed; with nothing to
     copy or nothing that waits for the copy there is nothing to pipeline: one buffer is kept."""
-    written = {x.buffer for x in collect(body, lambda y: isinstance(y, (n.Store, n.AsyncCopy)))}
+    written = {x.buffer for x in collect_stmts(body, lambda y: isinstance(y, (n.Store, n.AsyncCopy)))}
     return {a.buffer for a in piped if a.buffer not in written or not _loads_of(body, {a.buffer})}
 
 
@@ -319,11 +319,11 @@ def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
     allocations."""
     if not any_statement(func.body, lambda x: type(x) is n.Allocate and x.stages > 1):
         return func
-    piped = collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)
+    piped = collect_stmts(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)
     empty = _idle(func.body, piped)
     if empty:
         func = dataclasses.replace(func, body=_SingleBuffered(empty).visit(func.body))
-        piped = collect(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)   # rebuilt nodes
+        piped = collect_stmts(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)   # rebuilt nodes
         if not piped:
             return func
     p = _Pipeliner(piped)

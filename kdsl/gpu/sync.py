@@ -58,7 +58,7 @@ from ..ir import nodes as n
 from ..ir import warp_nodes
 from ..ir.bounds import Unbounded, bound
 from ..ir.simplify import Linear, linear, simplify
-from ..ir.visitor import any_statement, collect, free_vars, substitute
+from ..ir.visitor import any_statement, collect, collect_stmts, free_vars, substitute
 from .predicate import kernel_thread_extents, predicate_kernel
 from .single_thread import pin_unspread
 
@@ -132,6 +132,8 @@ class _Kernel:
         self._interned: dict = {}       # access key -> its _Access
         self._separated_memo: dict = {}  # (_Access, _Access) -> separated()
         self._leaf_memo: dict = {}      # (id(stmt), ctx keys) -> (stmt, its accesses)
+        self._load_memo: dict = {}      # id(expr) -> (expr, its tracked Loads): loop bodies are
+        #                                 summarised again each time their pending set grows
 
     def access(self, buffer, write, indices, ctx, pinned=frozenset()) -> _Access:
         """The access of ``buffer`` at ``indices`` (None: unknown) as seen from ``ctx``; an
@@ -275,9 +277,11 @@ class _Kernel:
 
     # ------------------------------------------------------------------ accesses
     def _loads(self, e, ctx, out):
-        for ld in collect(e, _is_load):
-            if ld.buffer in self.tracked:
-                out.append(self.access(ld.buffer, False, ld.indices, ctx, ctx.pinned))
+        hit = self._load_memo.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = self._load_memo[id(e)] = (e, [ld for ld in collect(e, _is_load) if ld.buffer in self.tracked])
+        for ld in hit[1]:
+            out.append(self.access(ld.buffer, False, ld.indices, ctx, ctx.pinned))
 
     def leaf_accesses(self, s, ctx) -> list:
         """The tracked accesses of one statement that is not walked into (once per statement
@@ -310,7 +314,7 @@ class _Kernel:
             for ld in collect(s, _is_load):
                 if ld.buffer in self.tracked:
                     out.append(self.access(ld.buffer, False, None, ctx, ctx.pinned))
-            for st in collect(s, lambda x: isinstance(x, n.Stmt)):
+            for st in collect_stmts(s, lambda x: isinstance(x, n.Stmt)):
                 for b in _buffers_named(st):      # a store, an async copy, a wmma load/store...
                     if b in self.tracked:
                         out.append(self.access(b, False, None, ctx, ctx.pinned))
@@ -445,13 +449,13 @@ def _tracked(kernel) -> set:
     their barriers itself: a wait then a barrier before a slot is read, a barrier before it is
     refilled; slots written and read in one iteration differ, which this rule cannot see)."""
     out = set()
-    for a in collect(kernel, lambda x: isinstance(x, n.Allocate)):
+    for a in collect_stmts(kernel, lambda x: isinstance(x, n.Allocate)):
         if a.buffer.scope is n.Scope.GLOBAL and not a.buffer.param:
             out.add(a.buffer)
     for x in collect(kernel, lambda x: isinstance(x, (n.Load, n.Store))):
         if x.buffer.scope is n.Scope.SHARED:
             out.add(x.buffer)
-    return out - {c.buffer for c in collect(kernel, lambda x: isinstance(x, n.AsyncCopy))}
+    return out - {c.buffer for c in collect_stmts(kernel, lambda x: isinstance(x, n.AsyncCopy))}
 
 
 def sync_kernel(kernel: n.For) -> n.For:

@@ -37,7 +37,7 @@ from ..errors import InternalCompilerError, ScheduleError
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import simplify
-from ..ir.visitor import Mutator, collect, free_vars
+from ..ir.visitor import Mutator, collect, collect_stmts, free_vars
 from ..schedule.intrin import WGMMA, WMMA
 from . import wgmma_tiles as wg
 from .wmma_padding import covers, loop_ranges, widen
@@ -397,7 +397,7 @@ class _Rewrite(Mutator):
 
 def _check_lanes(kernels):
     for root, req in kernels:
-        for f in collect(root, lambda x: isinstance(x, n.For) and x.thread is n.ThreadTag.THREAD_X):
+        for f in collect_stmts(root, lambda x: isinstance(x, n.For) and x.thread is n.ThreadTag.THREAD_X):
             if not (isinstance(f.extent, n.Const) and f.extent.value == 32):
                 Fail(req)(f"the kernel binds loop {f.var.name} of extent {show(f.extent)} to threadIdx.x; "
                            "in a kernel with wmma statements threadIdx.x is the 32 lanes of a warp",

@@ -116,8 +116,11 @@ class _Guards:
         elif t is n.Allocate:
             self.walk(s.body, ranges, opaque, trips)
 
-    def strippable(self) -> set:
-        return {k for k in self.extremes if k not in self.failed}
+    def strippable(self) -> list:
+        """The strippable conjuncts' ids in the order of the code (never a set's order: ids
+        are addresses, so the versioning condition's conjunction would vary between runs and
+        the source-keyed cubin cache would miss across processes)."""
+        return [k for k in self.extremes if k not in self.failed]
 
 
 class _Strip(Mutator):
@@ -153,7 +156,7 @@ def _version(body):
     full = simplify(mk.all_of(conds))
     if type(full) is n.Const and not full.value:
         return body
-    stripped = _Strip(ids).visit(body)
+    stripped = _Strip(set(ids)).visit(body)
     if type(full) is n.Const:
         return stripped
     return n.IfThenElse(full, stripped, body)

@@ -31,7 +31,7 @@ from ..errors import ScheduleError
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import simplify_stmt
-from ..ir.visitor import Mutator, any_statement, collect, substitute, uses_var
+from ..ir.visitor import Mutator, any_statement, collect, collect_stmts, substitute, uses_var
 
 _SINGLE = (n.Barrier, n.CommitGroup, n.WaitGroup, n.WgmmaWait, n.WgmmaCommit)
 
@@ -91,7 +91,7 @@ class _Injector:
 def _idempotent(s) -> bool:
     """Running ``s`` twice in a row does what running it once does: it reads none of the
     buffers it writes (a copy, an init; not an accumulation)."""
-    written = {x.buffer for x in collect(s, lambda x: isinstance(x, (n.Store, n.AsyncCopy)))}
+    written = {x.buffer for x in collect_stmts(s, lambda x: isinstance(x, (n.Store, n.AsyncCopy)))}
     return not any(x.buffer in written for x in collect(s, lambda x: isinstance(x, n.Load)))
 
 

@@ -30,7 +30,7 @@ from .. import dtypes as dt
 from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import linear, prove, simplify
-from ..ir.visitor import collect, free_vars
+from ..ir.visitor import collect, collect_stmts, free_vars
 from .tensor_nests import (LAYOUT, S, Fail, check_multiple, const_extent, limits, mem_index, show,
                            tile_index, tile_loops)
 from ..ir.conditions import conjuncts
@@ -202,7 +202,7 @@ def _padded_copy(body, buf: n.Buffer):
     """The ``if`` of the copy that fills shared ``buf`` when it is a padded cache's
     (``loop_nests``' form ``if c: X[..] = A[..] else: X[..] = 0``: zeros where ``c`` fails),
     the only store into ``buf``; else None."""
-    stores = collect(body, lambda x: type(x) is n.Store and x.buffer is buf)
+    stores = collect_stmts(body, lambda x: type(x) is n.Store and x.buffer is buf)
     ifs = collect(body, lambda x: type(x) is n.IfThenElse and type(x.then) is n.Store
                   and x.then.buffer is buf and type(x.otherwise) is n.Store and x.otherwise.buffer is buf
                   and type(x.otherwise.value) is n.Const and x.otherwise.value.value == 0)

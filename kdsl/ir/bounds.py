@@ -15,6 +15,7 @@ import threading
 from ..errors import KdslError
 from . import nodes as n
 from .visitor import Mutator, collect, free_vars, substitute
+from . import simplify as _simplify     # a cycle (simplify asks interval): attributes at call time
 
 B = n.BinOp
 
@@ -95,11 +96,25 @@ def _as_bound(x, d):
     return n.Const(d, int(x))
 
 
+#: (id(mn), id(extent)) -> (mn, extent, end): RangeMaps are rebuilt from the same loop
+#: Ranges for query after query; kept until ``_END_MEMO_SIZE`` entries, then started afresh
+_end_memo: dict = {}
+_END_MEMO_SIZE = 4096
+
+
 def _end(mn, extent):
     """mn + extent - 1, simplified (the inclusive end of a Range)."""
-    from .simplify import is_index_type, linear, Linear
-    if is_index_type(mn.dtype) and extent.dtype is mn.dtype:
-        return linear(mn).add(linear(extent)).add(Linear(mn.dtype, const=-1)).to_expr()
+    S = _simplify
+    if S.is_index_type(mn.dtype) and extent.dtype is mn.dtype:
+        key = (id(mn), id(extent))
+        hit = _end_memo.get(key)
+        if hit is not None and hit[0] is mn and hit[1] is extent:
+            return hit[2]
+        out = S.linear(mn).add(S.linear(extent)).add(S.Linear(mn.dtype, const=-1)).to_expr()
+        if len(_end_memo) >= _END_MEMO_SIZE:
+            _end_memo.clear()
+        _end_memo[key] = (mn, extent, out)
+        return out
     one = n.Const(extent.dtype, 1)
     return n.Binary(mn.dtype, B.SUB, n.Binary(mn.dtype, B.ADD, mn, extent), one)
 
@@ -111,17 +126,12 @@ class _Iv:
     def __init__(self, rm: RangeMap, elim: frozenset, depth: int, signs: RangeMap | None = None):
         self.rm, self.elim, self.depth = rm, elim, depth
         self.signs = rm if signs is None else signs   # ranges for sign tests (rm plus facts)
-        self.table = {
-            n.Const: lambda e: (e, e), n.Var: self._var, n.Binary: self._binary,
-            n.Unary: self._unary, n.Select: self._select, n.Cast: self._cast,
-        }
 
     # -- helpers on possibly-None symbolic bounds
     def s(self, e):
         if e is None:
             return None
-        from .simplify import simplify
-        return simplify(e, self.rm, _depth=self.depth + 1)
+        return _simplify.simplify(e, self.rm, _depth=self.depth + 1)
 
     def op(self, op, a, b):
         if a is None or b is None:
@@ -150,11 +160,13 @@ class _Iv:
 
     # -- nodes
     def __call__(self, e):
-        from .simplify import is_index_type
-        if not is_index_type(e.dtype):
+        if not _simplify.is_index_type(e.dtype):
             return _dtype_range(e.dtype)
-        fn = self.table.get(type(e))
-        return fn(e) if fn is not None else _dtype_range(e.dtype)
+        t = type(e)
+        if t is n.Const:
+            return e, e
+        fn = _IV_TABLE.get(t)
+        return fn(self, e) if fn is not None else _dtype_range(e.dtype)
 
     def _var(self, v):
         if v in self.elim:   # an unbounded side keeps the var: it is its own bound
@@ -163,7 +175,7 @@ class _Iv:
         return v, v
 
     def _linear(self, e):
-        from .simplify import linear, Linear
+        linear, Linear = _simplify.linear, _simplify.Linear
         lin = linear(e)
         lo, hi = Linear(e.dtype, const=lin.const), Linear(e.dtype, const=lin.const)
         for t, k in lin.terms.items():
@@ -293,8 +305,7 @@ class _Iv:
         return _dtype_range(e.dtype)
 
     def _select(self, e):
-        from .simplify import simplify
-        cond = simplify(e.cond, self.rm, _depth=self.depth + 1)
+        cond = _simplify.simplify(e.cond, self.rm, _depth=self.depth + 1)
         if type(cond) is n.Const:
             return self(e.t if cond.value else e.f)
         (tl, th), (fl, fh) = self(e.t), self(e.f)
@@ -309,6 +320,11 @@ class _Iv:
             cast = lambda x: None if x is None else self.s(n.Cast(e.dtype, x))  # noqa: E731
             return cast(lo), cast(hi)
         return _dtype_range(e.dtype)
+
+
+#: node type -> the _Iv method bounding it (a class table: an _Iv is made per round)
+_IV_TABLE = {n.Var: _Iv._var, n.Binary: _Iv._binary, n.Unary: _Iv._unary, n.Select: _Iv._select,
+             n.Cast: _Iv._cast}
 
 
 def const_upper(e) -> int | None:
@@ -372,9 +388,8 @@ def interval(e: n.Expr, rm: RangeMap, depth: int = 0, facts: RangeMap | None = N
     budget left after it) is what computing it again would give.  Simplifying nested
     min/max bounds asks the same questions again and again (tighten_loops' loop ends).
     """
-    from .simplify import MAX_DEPTH
     left = getattr(_budget, "left", BUDGET)
-    if depth > MAX_DEPTH + 1 or left <= 0:
+    if depth > _simplify.MAX_DEPTH + 1 or left <= 0:
         if left <= 0:
             _budget.refused = getattr(_budget, "refused", 0) + 1
         return None, None

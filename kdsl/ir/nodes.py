@@ -707,3 +707,46 @@ class LoweredFunc:
 EXPR_TYPES = (Var, Const, Binary, Compare, Unary, Select, Cast, Load, TensorRead, Reduce)
 STMT_TYPES = (For, IfThenElse, Store, Allocate, LetStmt, Seq, Barrier, Evaluate, Intrinsic,
               CrossThreadReduce, CarryLoop, AsyncCopy, CommitGroup, WaitGroup, DeviceKernel, WgmmaCommit, WgmmaWait) + WMMA_STMTS
+
+
+# ----------------------------------------------------------------- cached structural hashes
+#: the instance attribute holding a node's structural hash once computed (a derived cache:
+#: never pickled, skipped by kdsl.runtime.fingerprint; Vars inside hash by identity, so a
+#: hash is only valid in the process that computed it)
+HASH_ATTR = "_kd_hash"
+
+
+def _cache_hash(cls) -> None:
+    """Wrap the dataclass-generated ``__hash__`` of ``cls`` so each node hashes its tree once:
+    the generated one hashes the tuple of fields, i.e. re-hashes the whole subtree on every
+    call (dict lookups keyed by expressions in the simplifier and interval analysis)."""
+    base = cls.__dict__.get("__hash__")
+    if base is None or base is object.__hash__:
+        return
+
+    def __hash__(self):
+        d = self.__dict__
+        h = d.get(HASH_ATTR)
+        if h is None:
+            h = d[HASH_ATTR] = base(self)   # frozen: write the cache past __setattr__
+        return h
+
+    __hash__.__qualname__ = f"{cls.__qualname__}.__hash__"
+    cls.__hash__ = __hash__
+
+
+def _getstate(self):
+    """Pickle/copy state without the cached hash (Vars get other identities elsewhere)."""
+    d = self.__dict__
+    if HASH_ATTR in d:
+        d = dict(d)
+        del d[HASH_ATTR]
+    return d
+
+
+for _cls in (*EXPR_TYPES, *(c for c in STMT_TYPES if c.__module__ == __name__), Binding):
+    _cache_hash(_cls)
+del _cls
+Expr.__getstate__ = _getstate
+Stmt.__getstate__ = _getstate
+Binding.__getstate__ = _getstate

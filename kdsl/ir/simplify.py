@@ -113,6 +113,26 @@ def linear(e: n.Expr) -> Linear:
     return Linear(d, {e: 1})
 
 
+#: id(e) -> (e, ``linear(e).to_expr()``) for index sums and products: a function of the node
+#: alone (no ranges), asked again for the same nodes by every simplification of the
+#: expressions that contain them (interval analysis re-simplifies its bounds at each step)
+_normal_memo: dict = {}
+_NORMAL_MEMO_SIZE = 8192
+
+
+def _normal_form(e):
+    hit = _normal_memo.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    out = linear(e).to_expr()
+    if out == e:
+        out = e         # already normal: the caller keeps its object (and skips comparing)
+    if len(_normal_memo) >= _NORMAL_MEMO_SIZE:
+        _normal_memo.clear()
+    _normal_memo[id(e)] = (e, out)
+    return out
+
+
 def _divmod_parts(t):
     if type(t) is n.Binary and t.op in (B.FLOORDIV, B.MOD) and type(t.b) is n.Const:
         return t.op, t.a, t.b.value
@@ -139,7 +159,18 @@ def _merge_divmod(lin: Linear) -> Linear:
 
 
 # ----------------------------------------------------------------- constant folding
+#: int DType -> (min, max): ``np.iinfo`` is slow, and folding asks for every constant
+_INT_LIMITS: dict = {}
+
+
 def _fits(v, d) -> bool:
+    """``dt.can_cast_value(v, d) and not (unsigned d and v < 0)``, with the int limits cached."""
+    if d.is_int and isinstance(v, int) and not isinstance(v, bool):
+        lim = _INT_LIMITS.get(d)
+        if lim is None:
+            info = np.iinfo(d.np)
+            lim = _INT_LIMITS[d] = (int(info.min), int(info.max))
+        return lim[0] <= v <= lim[1]     # (an unsigned type's min is 0)
     return dt.can_cast_value(v, d) and not (d.kind == "u" and v < 0)
 
 
@@ -224,13 +255,11 @@ def _fold_unary(op, v, d, src_d):
 
 # ----------------------------------------------------------------- ranges
 def _ranges(ranges):
-    from .bounds import RangeMap
-    return RangeMap.of(ranges)
+    return _bounds.RangeMap.of(ranges)
 
 
-def _bounds(e, rm, depth):
-    from .bounds import interval
-    return interval(e, rm, depth)
+def _interval_of(e, rm, depth):
+    return _bounds.interval(e, rm, depth)
 
 
 def _const_of(x):
@@ -245,21 +274,15 @@ class _Simplifier:
         self.rm, self.depth = rm, depth
         self.use_ranges = depth < MAX_DEPTH
         if depth == 0:
-            from .bounds import reset_budget
-            reset_budget()
+            _bounds.reset_budget()
         self.memo: dict[int, tuple] = {}
-        self.table = {
-            n.Var: self._leaf, n.Const: self._leaf, n.Binary: self._binary,
-            n.Compare: self._compare, n.Unary: self._unary, n.Select: self._select,
-            n.Cast: self._cast, n.Load: self._generic, n.TensorRead: self._generic,
-            n.Reduce: self._generic,
-        }
 
     def __call__(self, e):
         hit = self.memo.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
-        r = self.table.get(type(e), self._leaf)(e)
+        fn = _SIMPLIFIER_TABLE.get(type(e))     # leaves (Var, Const, others): themselves
+        r = e if fn is None else fn(self, e)
         if r is not e and r == e:
             r = e   # structurally unchanged: keep the caller's object
         self.memo[id(e)] = (e, r)
@@ -275,7 +298,7 @@ class _Simplifier:
     def _interval(self, e):
         if not self.use_ranges:
             return None, None
-        return _bounds(e, self.rm, self.depth + 1)
+        return _interval_of(e, self.rm, self.depth + 1)
 
     def _sign_of_diff(self, a, b):
         """(lo, hi) constant bounds of ``a - b`` (None where unknown)."""
@@ -307,6 +330,8 @@ class _Simplifier:
             return self._logic(op, a, b, d)
         if is_index_type(d):
             if op in (B.ADD, B.SUB, B.MUL):
+                if a is e.a and b is e.b:      # e itself: its normal form, once per node
+                    return _normal_form(e)
                 return linear(n.Binary(d, op, a, b)).to_expr()
             if op in (B.FLOORDIV, B.MOD):
                 return self._divmod(op, a, b, d)
@@ -441,6 +466,14 @@ class _Simplifier:
         return n.Cast(e.dtype, a)
 
 
+#: node type -> the _Simplifier method that rewrites it (a class table: a simplifier is made
+#: per query, thousands of times per lowering)
+_SIMPLIFIER_TABLE = {
+    n.Binary: _Simplifier._binary, n.Compare: _Simplifier._compare, n.Unary: _Simplifier._unary,
+    n.Select: _Simplifier._select, n.Cast: _Simplifier._cast, n.Load: _Simplifier._generic,
+    n.TensorRead: _Simplifier._generic, n.Reduce: _Simplifier._generic,
+}
+
 _NEGATE = {C.EQ: C.NE, C.NE: C.EQ, C.LT: C.GE, C.GE: C.LT, C.GT: C.LE, C.LE: C.GT}
 
 
@@ -504,15 +537,21 @@ class _StmtSimplifier(Mutator):
         super().__init__()
         self.rm = rm
         self._expr = _Simplifier(rm, 0)
+        #: Var -> Expr: the loops of extent 1 removed around the statement being visited (their
+        #: var set to their min), substituted into each expression as it is simplified: what
+        #: substituting into the whole body first would give, without rebuilding its statements
+        #: once per such loop
+        self.env: dict = {}
 
     def _e(self, e):
         if e is None:
             return None
+        if self.env:
+            e = substitute(e, self.env)
         if self._expr.rm is not self.rm:
             self._expr = _Simplifier(self.rm, 0)
         else:
-            from .bounds import reset_budget
-            reset_budget()      # the budget is per expression; the memo is per scope
+            _bounds.reset_budget()      # the budget is per expression; the memo is per scope
         return self._expr(e)
 
     def visit(self, node):
@@ -534,7 +573,12 @@ class _StmtSimplifier(Mutator):
         if e is not None and e <= 0 and not bound:
             return _EMPTY
         if e == 1 and not bound:
-            return self.visit(substitute(s.body, {s.var: mn}))
+            old = self.env
+            self.env = {**old, s.var: mn}
+            try:
+                return self.visit(s.body)
+            finally:
+                self.env = old
         body = self._scoped(self.rm.with_range(s.var, mn, ext), s.body)
         if _is_empty(body) and not bound:
             return _EMPTY
@@ -563,9 +607,8 @@ class _StmtSimplifier(Mutator):
 
     def visit_LetStmt(self, s):
         value = self._e(s.value)
-        from .bounds import reset_budget
-        reset_budget()
-        lo, hi = _bounds(value, self.rm, 1) if is_index_type(value.dtype) else (None, None)
+        _bounds.reset_budget()
+        lo, hi = _interval_of(value, self.rm, 1) if is_index_type(value.dtype) else (None, None)
         rm = self.rm.with_bounds(s.var, lo, hi) if (lo is not None or hi is not None) else self.rm
         body = self._scoped(rm, s.body)
         if value is s.value and body is s.body:
@@ -602,3 +645,7 @@ def simplify_stmt(stmt: n.Stmt, ranges=None) -> n.Stmt:
     their body with the var set to min.  The same object when nothing changed.
     """
     return _StmtSimplifier(_ranges(ranges)).visit(stmt)
+
+
+from . import bounds as _bounds  # noqa: E402  (a cycle: bounds simplifies its answers; last, so
+#                                  that either module may be imported first)

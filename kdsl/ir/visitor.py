@@ -34,6 +34,10 @@ def _child_fields(cls) -> tuple:
     return tuple(f.name for f in dataclasses.fields(cls) if f.name not in skip)
 
 
+#: type -> ``_child_fields(type)`` (a dict lookup: the walkers ask once per node)
+_FIELDS: dict = {}
+
+
 def _is_node(x) -> bool:
     return isinstance(x, _NODE_BASES)
 
@@ -74,7 +78,10 @@ class Visitor:
         if type(node) is n.Allocate and self._plain_allocate():
             self.visit(allocate_chain(node)[1])    # an Allocate's only child is its body
             return
-        for name in _child_fields(type(node)):
+        names = _FIELDS.get(type(node))
+        if names is None:
+            names = _FIELDS[type(node)] = _child_fields(type(node))
+        for name in names:
             self._visit_value(getattr(node, name))
 
     def _plain_allocate(self) -> bool:
@@ -112,27 +119,39 @@ class Mutator:
         return fn(node)
 
     def generic(self, node):
-        if type(node) is n.Allocate and type(self).generic is Mutator.generic and not hasattr(
+        t = type(node)
+        if t is n.Allocate and type(self).generic is Mutator.generic and not hasattr(
                 self, "visit_Allocate"):
             chain, inner = allocate_chain(node)
             return rewrap(chain, self.visit(inner))
-        changes = {}
-        for name in _child_fields(type(node)):
+        names = _FIELDS.get(t)
+        if names is None:
+            names = _FIELDS[t] = _child_fields(t)
+        changes = None
+        for name in names:
             old = getattr(node, name)
             new = self._mutate_value(old)
             if new is not old:
+                if changes is None:
+                    changes = {}
                 changes[name] = new
-        if not changes:
+        if changes is None:
             return node
         return dataclasses.replace(node, **changes)
 
     def _mutate_value(self, v):
-        if _is_node(v):
+        k = _WALK.get(type(v))
+        if k is None:
+            k = _walk_kind(type(v))
+        if type(k) is tuple:         # a node
             return self.visit(v)
-        if isinstance(v, tuple):
-            out = tuple(self._mutate_value(x) for x in v)
-            return v if all(a is b for a, b in zip(out, v)) else out
-        if isinstance(v, n.Range):
+        if k is _TUPLE:
+            out = tuple([self._mutate_value(x) for x in v])
+            for a, b in zip(out, v):
+                if a is not b:
+                    return out
+            return v
+        if k is _RANGE:
             mn, ex = self.visit(v.min), self.visit(v.extent)
             return v if (mn is v.min and ex is v.extent) else n.Range(mn, ex)
         return v
@@ -156,27 +175,76 @@ def substitute(node, mapping: dict):
     return Substitute(mapping).visit(node)
 
 
+#: type -> what ``collect`` pushes for a value of that type: a node's child field names,
+#: or one of the markers below (filled lazily by ``_walk_kind``)
+_WALK: dict = {}
+_TUPLE, _RANGE, _ITERVAR, _LEAF = "tuple", "range", "itervar", "leaf"
+
+
+def _walk_kind(t):
+    if issubclass(t, _NODE_BASES):
+        k = tuple(reversed(_child_fields(t)))    # pushed last-first: popped in field order
+    elif issubclass(t, tuple):
+        k = _TUPLE
+    elif issubclass(t, n.Range):
+        k = _RANGE
+    elif issubclass(t, n.IterVar):
+        k = _ITERVAR
+    else:
+        k = _LEAF
+    _WALK[t] = k
+    return k
+
+
 def collect(node, pred) -> list:
     """All nodes below (and including) ``node`` for which ``pred`` holds, in pre-order.
 
     Iterative (an explicit stack): it walks stage bodies and whole kernels of any depth.
+    (Hot: lowering calls it thousands of times, so it dispatches on ``type`` through a table.)
     """
     found, stack = [], [node]
+    pop, push, walk = stack.pop, stack.append, _WALK
     while stack:
-        v = stack.pop()
-        if isinstance(v, _NODE_BASES):
+        v = pop()
+        k = walk.get(type(v))
+        if k is None:
+            k = _walk_kind(type(v))
+        if type(k) is tuple:         # a node
             if pred(v):
                 found.append(v)
-            fields = _child_fields(type(v))
-            for name in reversed(fields):
-                stack.append(getattr(v, name))
-        elif isinstance(v, tuple):
+            for name in k:
+                push(getattr(v, name))
+        elif k is _TUPLE:
             stack.extend(reversed(v))
-        elif isinstance(v, n.Range):
-            stack.append(v.extent)
-            stack.append(v.min)
-        elif isinstance(v, n.IterVar):
-            stack.append(v.dom)
+        elif k is _RANGE:
+            push(v.extent)
+            push(v.min)
+        elif k is _ITERVAR:
+            push(v.dom)
+    return found
+
+
+def collect_stmts(node, pred) -> list:
+    """``collect(node, pred)`` for a ``pred`` that holds for statements only (a Store, an
+    Allocate, a bound loop): the same list in the same order, without walking expressions
+    (they never hold statements), so a few times faster on whole kernels."""
+    found, stack = [], [node]
+    pop, push, walk, Expr = stack.pop, stack.append, _WALK, n.Expr
+    while stack:
+        v = pop()
+        t = type(v)
+        k = walk.get(t)
+        if k is None:
+            k = _walk_kind(t)
+        if type(k) is tuple:
+            if isinstance(v, Expr):
+                continue
+            if pred(v):
+                found.append(v)
+            for name in k:
+                push(getattr(v, name))
+        elif k is _TUPLE:
+            stack.extend(reversed(v))
     return found
 
 
@@ -201,10 +269,36 @@ def any_statement(s, pred) -> bool:
     return False
 
 
+def _var_list(node) -> list:
+    """``collect(node, lambda x: isinstance(x, n.Var))`` without a call per node."""
+    found, stack = [], [node]
+    pop, push, walk, Var = stack.pop, stack.append, _WALK, n.Var
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is Var:
+            found.append(v)
+            continue
+        k = walk.get(t)
+        if k is None:
+            k = _walk_kind(t)
+        if type(k) is tuple:
+            for name in k:
+                push(getattr(v, name))
+        elif k is _TUPLE:
+            stack.extend(reversed(v))
+        elif k is _RANGE:
+            push(v.extent)
+            push(v.min)
+        elif k is _ITERVAR:
+            push(v.dom)
+    return found
+
+
 def free_vars(node) -> set:
     """The Vars used in ``node`` (loop variables bound inside are included)."""
-    return set(collect(node, lambda x: isinstance(x, n.Var)))
+    return set(_var_list(node))
 
 
 def uses_var(node, v) -> bool:
-    return any(x is v for x in collect(node, lambda x: isinstance(x, n.Var)))
+    return any(x is v for x in _var_list(node))

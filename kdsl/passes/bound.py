@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ..errors import InternalCompilerError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.bounds import Unbounded, bound, const_upper
+from ..ir.bounds import RangeMap, Unbounded, bound, const_upper
 from ..ir.simplify import simplify
 from ..ir.visitor import collect, substitute
 from ..schedule.legality import consumer_dims
@@ -116,7 +116,8 @@ class BoundInference:
         self.result: dict = {}
         self._busy: set = set()
         #: array extents are >= 0 (and stay symbolic above)
-        self.shapes = {v: (0, None) for v in sched.graph.shape_vars()}
+        # one RangeMap for every query (bound() would rebuild it from a dict each time)
+        self.shapes = RangeMap.of({v: (0, None) for v in sched.graph.shape_vars()})
 
     def run(self) -> dict:
         # consumers first: a producer's region comes from its readers' domains, so the
@@ -248,20 +249,28 @@ class BoundInference:
             if len(loops) < len(fixed) or any(a is not b for a, b in zip(prefix, fixed)):
                 raise InternalCompilerError(f"bound inference: stage {h.name} is computed inside loop "
                                             f"{fixed[-1].name}, but its reader {r.name} runs outside it")
-            relax = {**relaxed, **_ranges(loops[len(fixed):])}
+            relax = RangeMap.of({**relaxed, **_ranges(loops[len(fixed):])})
             rd = self.domain(r)
             env = dict(rd.root_value)
             reads = collect(r.stage.body, lambda x: isinstance(x, n.TensorRead) and x.tensor in h.stage.values)
+            # bound() is a function of the index (it starts a fresh budget): a reader reading
+            # one index many times (a sorting network's stages) bounds it once
+            done: dict = {}
             for rd_ in reads:
                 for a, ie in zip(h.stage.axes, rd_.indices):
                     if lo_hi[a] == _WHOLE:
                         continue
                     e = substitute(ie, {iv.var: env[iv] for iv in env})
-                    try:
-                        lo, hi = bound(e, relax, self.shapes)
-                    except Unbounded:     # e.g. an index read from a tensor: the whole axis
+                    got = done.get(e)
+                    if got is None:
+                        try:
+                            got = done[e] = bound(e, relax, self.shapes)
+                        except Unbounded:
+                            got = done[e] = _WHOLE
+                    if got == _WHOLE:     # e.g. an index read from a tensor: the whole axis
                         lo_hi[a] = _WHOLE
                         continue
+                    lo, hi = got
                     if lo_hi[a] is None:
                         lo_hi[a] = (lo, hi)
                     else:

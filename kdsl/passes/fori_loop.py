@@ -28,7 +28,7 @@ from .. import config
 from ..errors import InternalCompilerError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, allocate_chain, collect, free_vars, rewrap
+from ..ir.visitor import Mutator, allocate_chain, collect, collect_stmts, free_vars, rewrap
 
 #: the key of ``CompileRequest.options`` that asks for the loop form
 OPTION = "fori_loop"
@@ -93,11 +93,11 @@ def _in_place(inner, cur: n.Buffer, nxt: n.Buffer) -> bool:
     new ones, as with two buffers."""
     roots = _roots(inner)
     where = [j for j, r in enumerate(roots)
-             if collect(r, lambda x: type(x) is n.Store and x.buffer is nxt)]
+             if collect_stmts(r, lambda x: type(x) is n.Store and x.buffer is nxt)]
     if len(where) != 1:
         return False
     k = where[0]
-    stores = collect(roots[k], lambda x: type(x) is n.Store and x.buffer is nxt)
+    stores = collect_stmts(roots[k], lambda x: type(x) is n.Store and x.buffer is nxt)
     inside = 0
     for w in stores:
         if _loads(w.value, nxt) or any(_loads(i, cur) or _loads(i, nxt) for i in w.indices):

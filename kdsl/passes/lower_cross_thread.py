@@ -25,7 +25,7 @@ import dataclasses
 from ..errors import InternalCompilerError
 from ..ir import make as mk
 from ..ir import nodes as n
-from ..ir.visitor import Mutator, any_statement, collect, free_vars
+from ..ir.visitor import Mutator, any_statement, collect, collect_stmts, free_vars
 from .guards import combine_store, seq
 
 _ORDER = (n.ThreadTag.THREAD_Z, n.ThreadTag.THREAD_Y, n.ThreadTag.THREAD_X)   # fold: x fastest
@@ -116,7 +116,7 @@ class _Fission:
     def _pure(e, body, what):
         """``e`` is repeated in every phase: it must not read what ``body`` writes."""
         read = {x.buffer for x in collect(e, lambda x: isinstance(x, n.Load))}
-        wrote = {x.buffer for x in collect(body, lambda x: isinstance(x, n.Store))}
+        wrote = {x.buffer for x in collect_stmts(body, lambda x: isinstance(x, n.Store))}
         if read & wrote:
             raise InternalCompilerError(f"lower_cross_thread: {what} around a cross-thread reduction "
                                         "reads memory written inside it")

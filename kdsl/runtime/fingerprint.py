@@ -43,7 +43,7 @@ class Unkeyable(Exception):
 
 
 _SCALARS = (bool, int, float, str, bytes, type(None))
-_SKIP_ATTRS = frozenset({"_reads", "_reads_cache"})   # caches derived from other fields
+_SKIP_ATTRS = frozenset({"_reads", "_reads_cache", "_kd_hash"})   # caches derived from other fields
 
 
 _CALLABLES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.ModuleType,

@@ -21,7 +21,7 @@ import inspect
 from ..errors import ScheduleError, user_location
 
 
-def primitive(check: bool = False):
+def primitive(check: bool = False, moves: bool = True):
     """Decorator of a schedule primitive (a method of StageSchedule or Schedule).
 
     A call with arguments that do not fit the signature is a ScheduleError at
@@ -29,6 +29,10 @@ def primitive(check: bool = False):
     raised by the primitive itself restores the schedule to what it was before
     the call, and placements are re-validated after the call
     (``legality.check``); a conflict is deferred to ``finish`` (module docstring).
+    ``moves=False``: the primitive changes nothing a placement reads (``bind``: the loops,
+    their order and the attachments stay), so a schedule legal before it (nothing pending:
+    every primitive that can change placements is checked) is legal after it and the
+    re-check (most of a default schedule's time) is skipped.
     """
     def deco(fn):
         sig = inspect.signature(fn)
@@ -56,7 +60,8 @@ def primitive(check: bool = False):
                 raise
             finally:
                 sched._checking = False
-            _recheck(sched, fn.__name__)
+            if moves or sched._pending is not None:
+                _recheck(sched, fn.__name__)
             return out
         return wrapper
     return deco

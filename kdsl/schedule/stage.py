@@ -285,7 +285,7 @@ class StageSchedule:
         """Unroll ``axis`` (best with a small constant extent)."""
         self._mark(axis, n.ForKind.UNROLLED, "unroll")
 
-    @primitive(check=True)
+    @primitive(check=True, moves=False)
     def bind(self, axis, tag: str):
         """Bind ``axis`` to a GPU index: blockIdx.x|y|z, threadIdx.x|y|z or vthread.x|y."""
         ax = self._leaf(axis, "bind")

@@ -318,6 +318,43 @@ def test_stmt_loops_extent_zero_and_one():
     assert format_stmt(simplify_stmt(vec)) == "A[0] = 1.0f"
 
 
+def test_stmt_nested_loops_of_extent_one_substitute_everywhere():
+    """Loops of extent 1 set their var to their min in every expression below (loop bounds,
+    guards, indices, a later loop's min, a let), nested ones included; the same as
+    substituting into the body first (what the pass did before it substituted lazily)."""
+    from kdsl.ir.visitor import substitute
+    inner = n.Seq((
+        n.IfThenElse(mk.lt(b(B.ADD, i, j), nv), store(b(B.ADD, b(B.MUL, i, 8), j))),
+        loop(k, b(B.SUB, nv, j), n.LetStmt(mv, b(B.ADD, k, i), store(b(B.ADD, mv, j))),
+             lo=b(B.ADD, i, 1)),
+    ))
+    nest = loop(i, 1, loop(j, 1, inner, lo=b(B.ADD, i, 2)), lo=b(B.MUL, nv, 2))
+    got = simplify_stmt(nest)
+    eager = simplify_stmt(substitute(substitute(inner, {i: b(B.MUL, nv, 2)}),
+                                     {j: b(B.ADD, b(B.MUL, nv, 2), 2)}))
+    assert format_stmt(got) == format_stmt(eager)
+    import re
+    text = format_stmt(got)
+    assert not re.search(r"\b[ij]\b", text), text
+    assert "A[n*18 + 2]" in text and "for k in range(n*2 + 1, n - 1)" in text
+
+
+def test_normal_form_memo_keeps_identity_and_values():
+    """Sums already in normal form come back as the caller's own object, for equal trees built
+    separately too (the memo of normal forms is per node); others are rewritten each time."""
+    def build():
+        return b(B.ADD, b(B.ADD, b(B.MUL, i, 8), j), 3)
+    e1, e2 = build(), build()
+    assert simplify(e1) is e1 and simplify(e1) is e1 and simplify(e2) is e2
+    messy = b(B.SUB, b(B.ADD, b(B.MUL, i, 8), b(B.MUL, j, 2)), b(B.ADD, j, i))
+    r1, r2 = simplify(messy), simplify(messy)
+    assert format_expr(r1) == format_expr(r2) == "i*7 + j"
+    rng = random.Random(7)
+    for _ in range(20):
+        env = {i: rng.randint(-50, 50), j: rng.randint(-50, 50)}
+        assert eval_expr(r2, env) == eval_expr(messy, env)
+
+
 def test_stmt_seq_flatten_and_identity():
     nested = n.Seq((store(0), n.Seq((store(1), n.Seq(()))), n.Seq((n.Seq((store(2),)),))))
     out = simplify_stmt(nested)
