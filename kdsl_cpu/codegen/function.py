@@ -37,6 +37,9 @@ class FnCtx:
         self.env: dict = {}
         self.bufs: dict = {}
         self.param_bufs: set = set()
+        #: temporaries allocated by this function itself (private to its thread: vector.py may
+        #: read and write back lanes of them an edge tile does not own)
+        self.private: set = set()
         self.status = None
         self.rt = None
         self.par_depth = par_depth

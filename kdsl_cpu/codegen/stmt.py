@@ -481,6 +481,7 @@ class StmtGen:
                 raise InternalCompilerError(f"buffer {buf.name!r} is allocated again in its own "
                                             "scope")
             mine.append(buf)
+            ctx.private.add(buf)
             st = T.storage_type(buf.dtype)
             count = 1
             static = all(isinstance(x, n.Const) for x in buf.shape)
@@ -518,6 +519,7 @@ class StmtGen:
                         b.call(self._libc_free(), [p])
         for buf in mine:
             ctx.bufs.pop(buf, None)
+            ctx.private.discard(buf)
 
     def _libc_malloc(self):
         if self._malloc is None:
