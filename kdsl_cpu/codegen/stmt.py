@@ -22,7 +22,7 @@ from kdsl import dtypes as dt
 from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
-from kdsl.ir.visitor import Visitor, allocate_chain, free_vars, substitute
+from kdsl.ir.visitor import Visitor, allocate_chain, collect, free_vars, substitute
 from kdsl.ir.bounds import const_upper
 
 from kdsl.errors import warn_user
@@ -30,6 +30,7 @@ from kdsl.errors import warn_user
 from . import types as T
 from . import unroll as U
 from . import carry_loop
+from . import unswitch
 from .empty_reads import version_loop
 from .expr import ExprGen
 from .function import FnCtx
@@ -158,6 +159,10 @@ class StmtGen:
         self._malloc = self._free = None
         self._unroll = U.UnrollPlanner()
         self._warned: set = set()
+        #: loops emitted as the guarded copy of an unswitched loop (unswitch.py), by id; the
+        #: nodes are kept so that no id is reused
+        self._no_unswitch: set = set()
+        self._keep: list = []
         #: the kernel loads a Buffer.empty_reads buffer somewhere (set by module.generate):
         #: only then are loops looked at for versioning (codegen/empty_reads.py)
         self.empty_reads = False
@@ -279,6 +284,8 @@ class StmtGen:
             return self._unrolled(s)
         if s.kind is n.ForKind.VECTORIZED and VectorEmitter(self, s).emit():
             return
+        if s.kind is n.ForKind.SERIAL and self._unswitch(s):
+            return
         md = None
         if s.kind is n.ForKind.VECTORIZED:
             if self._unroll.stays_loop(s.body):
@@ -296,6 +303,29 @@ class StmtGen:
             md = self.loop_md([("llvm.loop.vectorize.enable", ir.Constant(ir.IntType(1), 0))])
         lo, ext = self.expr(s.min), self.expr(s.extent)
         self.loop(s.var, lo, self.fn.b.add(lo, ext), s.body, md)
+
+    def _unswitch(self, s: n.For) -> bool:
+        """Emit ``s`` twice when tile row guards inside it are invariant (unswitch.py): without
+        them where they all hold, else as it is (and nothing inside that copy again)."""
+        if self.fn.cold or id(s) in self._no_unswitch:
+            return False
+        guards = unswitch.invariant_guards(s)
+        conds = unswitch.instances(guards, s) if guards else None
+        if not conds:
+            return False
+        b = self.fn.b
+        ok = self.expr(conds[0])
+        for c in conds[1:]:
+            ok = b.and_(ok, self.expr(c))
+        inner = collect(s, lambda x: type(x) is n.For)
+        self._keep.extend(inner)
+        self._no_unswitch.update(id(f) for f in inner)
+        with b.if_else(ok) as (fast, slow):
+            with fast:
+                self._for(unswitch.without(s, guards))
+            with slow:
+                self._for(s)
+        return True
 
     @property
     def user_name(self) -> str:
