@@ -63,3 +63,56 @@ def test_gemm_edge_tiles_exact(m, nk):
     np.testing.assert_allclose(mm(A, B, backend="cpu"), A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
     if nk[1] > 1:        # a size-1 axis is static in the trace: no tile to mask
         assert "llvm.masked.store" in mm.source(A, B, backend="cpu")
+
+
+def _conv3(X, W):
+    n, c, h, w = X.shape
+    rc, ry, rx = kd.reduce_axis(c, name="rc"), kd.reduce_axis(3, name="ry"), kd.reduce_axis(3, name="rx")
+    return kd.compute((n, W.shape[0], h - 2, w - 2),
+                      lambda b, o, y, x: kd.sum(X[b, rc, y + ry, x + rx] * W[o, rc, ry, rx],
+                                                axis=(rc, ry, rx)), name="O")
+
+
+@pytest.mark.parametrize("k,w", [(5, 30), (3, 19)])
+def test_unswitched_row_guards_exact(k, w):
+    """A 4 x 16 tile over k output channels (rows: 5 and 3 leave a partial row tile, whose
+    guards fail inside the loop: the guarded copy) and w - 2 columns (column-edge tiles: the
+    unswitched copy, rows all in range)."""
+    from kdsl.schedule import generator as G
+    rng = np.random.default_rng(k * w)
+    X = rng.standard_normal((2, 3, 4, w)).astype(np.float32)
+    W = rng.standard_normal((k, 3, 3, 3)).astype(np.float32)
+    f = kd.kernel(_conv3)
+    f.schedule("cpu")(lambda s: G.tiled(s, s.stages[-1], G.Params(4, 16, 2)))
+    want = sum(np.einsum("bcyx,oc->boyx", X[:, :, ry:ry + 2, rx:rx + w - 2].astype(np.float64),
+                         W[:, :, ry, rx].astype(np.float64)) for ry in range(3) for rx in range(3))
+    np.testing.assert_allclose(f(X, W, backend="cpu"), want, rtol=1e-4, atol=1e-4)
+
+
+def test_unswitch_takes_only_invariant_guards():
+    from kdsl import dtypes as dt
+    from kdsl.ir import make as mk
+    from kdsl.ir import nodes as n
+    from kdsl_cpu.codegen.unswitch import instances, invariant_guards, without
+    I = dt.index
+    r, o, x, N, M = (n.Var(I, s) for s in ("r", "o", "x", "N", "M"))
+    buf = n.Buffer("t", dt.float32, (mk.as_expr(64, I),), scope=n.Scope.LOCAL)
+    row = n.For(x, mk.as_expr(0, I), mk.as_expr(16, I), n.ForKind.VECTORIZED,
+                n.Store(buf, (x,), n.Const(dt.float32, 1.0)))
+    def nest(cond, kind=n.ForKind.UNROLLED):
+        return n.For(r, mk.as_expr(0, I), M, n.ForKind.SERIAL,
+                     n.For(o, mk.as_expr(0, I), mk.as_expr(4, I), kind, n.IfThenElse(cond, row)))
+    good = nest(mk.lt(mk.add(o, N), M))
+    (g,) = invariant_guards(good)
+    assert len(instances([g], good)) == 4            # o = 0..3
+    assert not collect_ifs(without(good, [g]))
+    assert invariant_guards(nest(mk.lt(mk.add(o, r), M))) == []            # uses the loop's var
+    assert invariant_guards(nest(mk.lt(o, M), kind=n.ForKind.SERIAL)) == []  # o not unrolled
+    ld = n.Load(I, n.Buffer("b", I, (mk.as_expr(4, I),)), (mk.as_expr(0, I),))
+    assert invariant_guards(nest(mk.lt(ld, M))) == []                       # data-dependent
+
+
+def collect_ifs(s):
+    from kdsl.ir import nodes as n
+    from kdsl.ir.visitor import collect
+    return collect(s, lambda x: type(x) is n.IfThenElse)
