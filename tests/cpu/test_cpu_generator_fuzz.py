@@ -71,3 +71,17 @@ def test_random_generator_candidates_on_cpu(draw):
     k.schedule("cpu")(lambda s: G.tiled(s, s.stages[-1], p))
     got = k(*args, backend="cpu")
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"seed {seed}, {fn.__name__}, {p}")
+
+
+@pytest.mark.parametrize("k,n", [(300, 70), (64, 1), (0, 5)])
+def test_matrix_vector_takes_the_generator(k, n):
+    """One row (static in the trace): the generator's unpacked tiles, not the packed recipe
+    (gemm.SKINNY_ROWS: packing B triples a matrix-vector product's memory traffic)."""
+    rng = np.random.default_rng(k + n)
+    A = rng.standard_normal((1, k)).astype(np.float32)
+    B = rng.standard_normal((k, n)).astype(np.float32)
+    f = kd.kernel(_mm)
+    np.testing.assert_allclose(f(A, B, backend="cpu"), A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
+    if n > 1:
+        assert "B.local" not in str(f.lower(A, B, backend="cpu"))
+        assert "B.local" in str(f.lower(np.ones((2, k), np.float32), B, backend="cpu"))
