@@ -28,7 +28,7 @@ _FLIP = {n.CmpOp.GT: n.CmpOp.LT, n.CmpOp.GE: n.CmpOp.LE}
 
 def _false_from(cond: n.Expr, var: n.Var, inner: set):
     """X such that ``cond`` is false for every ``var >= X`` (given ``inner`` vars >= 0), or None."""
-    if type(cond) is not n.Compare or not cond.a.dtype.is_int:
+    if type(cond) is not n.Compare or not cond.a.dtype.is_int or not cond.a.dtype.is_signed:
         return None
     a, b, op = cond.a, cond.b, cond.op
     if op in _FLIP:
