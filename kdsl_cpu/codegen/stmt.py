@@ -11,7 +11,8 @@ stderr).  A PARALLEL loop that is not inside another one is outlined into a
 chunk function ``void chunk(ptr data, i64 tid, i64 nthreads)`` running a static
 block of the iteration range; the caller packs every live variable and buffer
 pointer into ``data`` and calls the runtime's parallel launcher (see
-parallel.py).  Allocations of small constant size live on the stack (one
+parallel.py).  A SERIAL loop whose tile row guards do not change while it runs is
+emitted twice, without them where they all hold (unswitch.py).  Allocations of small constant size live on the stack (one
 slot per function: per thread inside a chunk); others use malloc/free.
 """
 from __future__ import annotations
