@@ -324,8 +324,12 @@ class StmtGen:
         with b.if_else(ok) as (fast, slow):
             with fast:
                 self._for(unswitch.without(s, guards))
-            with slow:
-                self._for(s)
+            with slow:           # rare (a partial row tile): compact code, no LLVM unrolling
+                self.fn.compact += 1
+                try:
+                    self._for(s)
+                finally:
+                    self.fn.compact -= 1
         return True
 
     @property
@@ -399,6 +403,8 @@ class StmtGen:
         but for the last step) calling ``emit(i)`` for the body."""
         ctx = self.fn
         b = ctx.b
+        if ctx.compact and not ctx.cold and md is None:   # an unswitched loop's guarded copy
+            md = self.loop_md([("llvm.loop.unroll.disable", None)])
         if ctx.cold and md is None:     # code for empty arrays (codegen/empty_reads.py)
             md = self.loop_md([("llvm.loop.unroll.disable", None),
                                ("llvm.loop.vectorize.enable", ir.Constant(ir.IntType(1), 0)),
@@ -453,6 +459,7 @@ class StmtGen:
         inner = FnCtx(chunk, par_depth=outer.par_depth + 1)
         inner.param_bufs = outer.param_bufs
         inner.cold = outer.cold
+        inner.compact = outer.compact
         if outer.cold:      # the copy for empty arrays: LLVM keeps it small
             for a in ("cold", "minsize", "optsize"):
                 chunk.attributes.add(a)

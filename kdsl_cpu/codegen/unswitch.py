@@ -48,6 +48,9 @@ def _unrolled_ranges(s: n.For) -> dict:
 def invariant_guards(s: n.For) -> list:
     """The row guards of ``s`` (IfThenElse nodes without else around vectorized loops) whose
     conditions use, of the variables bound inside ``s``, only unrolled loops' variables."""
+    if collect(s.body, lambda x: type(x) is n.IfThenElse and x.otherwise is not None):
+        return []     # a full/edge version split inside: unswitch the edge copy's loop instead
+        # (here both copies would be copied: 4 nests to compile instead of 3)
     inner = {f.var for f in collect(s, lambda x: type(x) is n.For)}
     inner |= {x.var for x in collect(s, lambda x: type(x) is n.LetStmt)}
     unrolled = _unrolled_ranges(s)

@@ -4,6 +4,8 @@ through llvm.masked.load/store, the thread's own temporaries read whole and writ
 select.  Checked against numpy in float64 on sizes that do and do not divide the tile, 0 and 1,
 strided and reversed views, four dtypes, and a write into a larger array (no lane past the
 extent is stored)."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -110,6 +112,8 @@ def test_unswitch_takes_only_invariant_guards():
     assert invariant_guards(nest(mk.lt(o, M), kind=n.ForKind.SERIAL)) == []  # o not unrolled
     ld = n.Load(I, n.Buffer("b", I, (mk.as_expr(4, I),)), (mk.as_expr(0, I),))
     assert invariant_guards(nest(mk.lt(ld, M))) == []                       # data-dependent
+    split = dataclasses.replace(good, body=n.IfThenElse(mk.lt(N, M), good.body, good.body))
+    assert invariant_guards(split) == []          # a full/edge split inside: its copies' loops
 
 
 def collect_ifs(s):
