@@ -56,7 +56,7 @@ def _case(rng):
     return _mm, (A, B), A.astype(np.float64) @ B.astype(np.float64)
 
 
-@pytest.mark.parametrize("draw", range(4))
+@pytest.mark.parametrize("draw", range(3))
 def test_random_generator_candidates_on_cpu(draw):
     seed = int(np.random.SeedSequence().entropy % (1 << 32))
     rng = np.random.default_rng(seed)
@@ -73,7 +73,7 @@ def test_random_generator_candidates_on_cpu(draw):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"seed {seed}, {fn.__name__}, {p}")
 
 
-@pytest.mark.parametrize("k,n", [(300, 70), (64, 1), (0, 5)])
+@pytest.mark.parametrize("k,n", [(300, 70), (0, 5)])
 def test_matrix_vector_takes_the_generator(k, n):
     """One row (static in the trace): the generator's unpacked tiles, not the packed recipe
     (gemm.SKINNY_ROWS: packing B triples a matrix-vector product's memory traffic)."""
