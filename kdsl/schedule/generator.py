@@ -24,8 +24,8 @@ sketches from the ordinary primitives (the ``tiled`` recipe below):
 
 ``candidates(stage, target)`` lists the sketch's instances (the search
 space: ``mr``, ``nr``, ``kc``) with an analytical cost (``cost``: SIMD issue
-rate of the micro-kernel, registers, guarded edge tiles, parallel balance,
-bytes of a cache block against L1/L2); ``best`` is the cheapest.  Extents
+rate of the micro-kernel, registers, edge tiles, parallel balance,
+bytes of a cache block against L1/L2, edge tiles as masked full tiles); ``best`` is the cheapest.  Extents
 unknown at compile time are guessed (``GUESS_ROWS``, ``GUESS_COLS``, ``GUESS``).
 Stages outside the sketch (row sums, stencils without a reuse axis, strided
 inputs, two long reduce axes, non-sums) get None: the backend's rules decide.
@@ -48,10 +48,12 @@ MAX_WINDOW = 64
 #: register-tile rows (channels, matrix rows: usually a multiple of 8), the vector axis (an
 #: image row of 56 or 28: rarely a multiple of the tile), anything else
 GUESS_ROWS, GUESS_COLS, GUESS = 64, 56, 64
-#: a guarded (edge) tile runs this many times slower than a full one: its lane loop has a
-#: run-time extent, so the tile is no explicit vector code and lives in memory, not registers
-#: (measured: conv2d 1x64x56^2 -> 64, mr x nr = 7 x 16 at 17.5 GFLOP/s, at 48^2 85 GFLOP/s)
-EDGE_SLOWDOWN = 30.0
+#: a partial (edge) tile costs this many full ones: the cpu codegen runs it as the full tile's
+#: vector code under a lane mask (kdsl_cpu/codegen/vector.py: masked loads and stores, rows
+#: guarded in the unrolled row loop).  Until session 18 edge tiles were scalar lane loops with the
+#: tile in memory, modelled as 30x slower: conv2d 1x64x56^2 -> 64 then took mr x nr = 7 x 8
+#: (19.7 GFLOP/s on the 2-core box); with masks 5 x 32 runs at 52.8
+EDGE_COST = 1.25
 
 
 @dataclass(frozen=True)
@@ -159,14 +161,15 @@ def cost(stage, sk: Sketch, p: Params, target: Target) -> float:
     eff *= min(1.0, acc / (target.fma_latency * target.fma_per_cycle))   # latency hidden?
     work = math.prod(_extent(a) for a in stage.axes)
     red = math.prod(_extent(a) for a in stage.reduce_axes)
-    # guarded edge tiles: the work of the last, partial tile of each tiled axis
+    # edge tiles: the last, partial tile of each tiled axis costs EDGE_COST full ones
     edge = 1.0
     for ax, t, guess in ((sk.u, p.mr, GUESS_ROWS), (sk.v, p.nr, GUESS_COLS)):
         if ax is None or t == 1:
             continue
         E = _extent(ax, guess)
         rem = E % t if E >= t else E
-        edge *= 1 + (EDGE_SLOWDOWN - 1) * rem / max(E, 1)
+        if rem:
+            edge *= (E - rem + EDGE_COST * t) / E
     # parallel balance over the fused outer loops
     items = 1
     for a in stage.axes:

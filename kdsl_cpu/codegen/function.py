@@ -37,6 +37,9 @@ class FnCtx:
         self.env: dict = {}
         self.bufs: dict = {}
         self.param_bufs: set = set()
+        #: temporaries allocated by this function itself (private to its thread: vector.py may
+        #: read and write back lanes of them an edge tile does not own)
+        self.private: set = set()
         self.status = None
         self.rt = None
         self.par_depth = par_depth
@@ -47,6 +50,7 @@ class FnCtx:
         self.known_nonempty: set = set()
         self.versioned: set = set()
         self.cold = 0         # > 0 in the copy for empty arrays: loops get no unrolling etc.
+        self.compact = 0      # > 0 in an unswitched loop's guarded copy: no LLVM unrolling
 
     def entry_alloca(self, t: ir.Type, count: int = 1, align: int = 16, name: str = ""):
         """An alloca in the entry block: one stack slot per call, whatever loop we are in."""

@@ -11,7 +11,8 @@ stderr).  A PARALLEL loop that is not inside another one is outlined into a
 chunk function ``void chunk(ptr data, i64 tid, i64 nthreads)`` running a static
 block of the iteration range; the caller packs every live variable and buffer
 pointer into ``data`` and calls the runtime's parallel launcher (see
-parallel.py).  Allocations of small constant size live on the stack (one
+parallel.py).  A SERIAL loop whose tile row guards do not change while it runs is
+emitted twice, without them where they all hold (unswitch.py).  Allocations of small constant size live on the stack (one
 slot per function: per thread inside a chunk); others use malloc/free.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from kdsl import dtypes as dt
 from kdsl.errors import BackendCompileError, InternalCompilerError
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
-from kdsl.ir.visitor import Visitor, allocate_chain, free_vars, substitute
+from kdsl.ir.visitor import Visitor, allocate_chain, collect, free_vars, substitute
 from kdsl.ir.bounds import const_upper
 
 from kdsl.errors import warn_user
@@ -30,6 +31,7 @@ from kdsl.errors import warn_user
 from . import types as T
 from . import unroll as U
 from . import carry_loop
+from . import unswitch
 from .empty_reads import version_loop
 from .expr import ExprGen
 from .function import FnCtx
@@ -158,6 +160,10 @@ class StmtGen:
         self._malloc = self._free = None
         self._unroll = U.UnrollPlanner()
         self._warned: set = set()
+        #: loops emitted as the guarded copy of an unswitched loop (unswitch.py), by id; the
+        #: nodes are kept so that no id is reused
+        self._no_unswitch: set = set()
+        self._keep: list = []
         #: the kernel loads a Buffer.empty_reads buffer somewhere (set by module.generate):
         #: only then are loops looked at for versioning (codegen/empty_reads.py)
         self.empty_reads = False
@@ -279,6 +285,8 @@ class StmtGen:
             return self._unrolled(s)
         if s.kind is n.ForKind.VECTORIZED and VectorEmitter(self, s).emit():
             return
+        if s.kind is n.ForKind.SERIAL and self._unswitch(s):
+            return
         md = None
         if s.kind is n.ForKind.VECTORIZED:
             if self._unroll.stays_loop(s.body):
@@ -296,6 +304,33 @@ class StmtGen:
             md = self.loop_md([("llvm.loop.vectorize.enable", ir.Constant(ir.IntType(1), 0))])
         lo, ext = self.expr(s.min), self.expr(s.extent)
         self.loop(s.var, lo, self.fn.b.add(lo, ext), s.body, md)
+
+    def _unswitch(self, s: n.For) -> bool:
+        """Emit ``s`` twice when tile row guards inside it are invariant (unswitch.py): without
+        them where they all hold, else as it is (and nothing inside that copy again)."""
+        if self.fn.cold or id(s) in self._no_unswitch:
+            return False
+        guards = unswitch.invariant_guards(s)
+        conds = unswitch.instances(guards, s) if guards else None
+        if not conds:
+            return False
+        b = self.fn.b
+        ok = self.expr(conds[0])
+        for c in conds[1:]:
+            ok = b.and_(ok, self.expr(c))
+        inner = collect(s, lambda x: type(x) is n.For)
+        self._keep.extend(inner)
+        self._no_unswitch.update(id(f) for f in inner)
+        with b.if_else(ok) as (fast, slow):
+            with fast:
+                self._for(unswitch.without(s, guards))
+            with slow:           # rare (a partial row tile): compact code, no LLVM unrolling
+                self.fn.compact += 1
+                try:
+                    self._for(s)
+                finally:
+                    self.fn.compact -= 1
+        return True
 
     @property
     def user_name(self) -> str:
@@ -368,6 +403,8 @@ class StmtGen:
         but for the last step) calling ``emit(i)`` for the body."""
         ctx = self.fn
         b = ctx.b
+        if ctx.compact and not ctx.cold and md is None:   # an unswitched loop's guarded copy
+            md = self.loop_md([("llvm.loop.unroll.disable", None)])
         if ctx.cold and md is None:     # code for empty arrays (codegen/empty_reads.py)
             md = self.loop_md([("llvm.loop.unroll.disable", None),
                                ("llvm.loop.vectorize.enable", ir.Constant(ir.IntType(1), 0)),
@@ -422,6 +459,7 @@ class StmtGen:
         inner = FnCtx(chunk, par_depth=outer.par_depth + 1)
         inner.param_bufs = outer.param_bufs
         inner.cold = outer.cold
+        inner.compact = outer.compact
         if outer.cold:      # the copy for empty arrays: LLVM keeps it small
             for a in ("cold", "minsize", "optsize"):
                 chunk.attributes.add(a)
@@ -481,6 +519,7 @@ class StmtGen:
                 raise InternalCompilerError(f"buffer {buf.name!r} is allocated again in its own "
                                             "scope")
             mine.append(buf)
+            ctx.private.add(buf)
             st = T.storage_type(buf.dtype)
             count = 1
             static = all(isinstance(x, n.Const) for x in buf.shape)
@@ -518,6 +557,7 @@ class StmtGen:
                         b.call(self._libc_free(), [p])
         for buf in mine:
             ctx.bufs.pop(buf, None)
+            ctx.private.discard(buf)
 
     def _libc_malloc(self):
         if self._malloc is None:

@@ -8,6 +8,15 @@ register blocking: with constant offsets into a local tile, SROA keeps the
 whole tile in vector registers across the enclosing reduction loop, which
 LLVM's loop vectorizer does not achieve on its own.  Anything else (strided
 accesses, guards, math calls, narrow float types) falls back to the loop.
+
+Edge tiles: a loop whose extent is known only at run time but has a constant
+upper bound ``W`` (a split's tail, ``min(64, N - j)``) is emitted the same way at
+width ``W`` under a lane mask ``lane < extent`` (and only when the extent is
+positive: lane-invariant loads run once, as in the loop's first iteration).
+Loads and stores of arrays use ``llvm.masked.load``/``llvm.masked.store`` (no
+memory past the extent is touched); a temporary allocated in this function
+whose last index provably stays inside it is read whole and written back with
+``select(mask, new, old)``, which SROA keeps in registers like a full tile.
 """
 from __future__ import annotations
 
@@ -15,7 +24,8 @@ from llvmlite import ir
 
 from kdsl import dtypes as dt
 from kdsl.ir import nodes as n
-from kdsl.ir.simplify import linear
+from kdsl.ir.bounds import const_upper
+from kdsl.ir.simplify import linear, simplify
 from kdsl.ir.visitor import substitute, uses_var
 
 from . import types as T
@@ -66,8 +76,14 @@ class VectorEmitter:
 
     def __init__(self, gen, s: n.For):
         self.gen, self.s, self.var = gen, s, s.var
-        self.width = int(s.extent.value) if isinstance(s.extent, n.Const) else 0
+        #: masked: the extent is a run-time value bounded by ``width`` (an edge tile)
+        self.masked = not isinstance(s.extent, n.Const)
+        if self.masked:
+            self.width = const_upper(s.extent) or 0
+        else:
+            self.width = int(s.extent.value)
         self._update = False
+        self._mask = None
 
     def qualifies(self) -> bool:
         """Would ``emit`` generate vector code?  (A check of the loop alone; needs no builder.)"""
@@ -84,8 +100,23 @@ class VectorEmitter:
         """Generate the loop as vector code; False (nothing emitted) when it does not qualify."""
         if not self.qualifies():     # check everything before emitting anything
             return False
-        for st in _stores(self.s.body):
-            self._store(st)
+        if not self.masked:
+            for st in _stores(self.s.body):
+                self._store(st)
+            return True
+        b = self.b
+        count = self.gen.expr(self.s.extent)
+        with b.if_then(b.icmp_signed(">", count, ir.Constant(count.type, 0))):
+            # the low ``count`` (1..W) bits of a W-bit integer, as <W x i1>: scalar code LLVM
+            # hoists out of the reduction loop (a vector compare against the lane numbers is
+            # sunk back next to every masked use: ~6 instructions per tile row and step)
+            wt = ir.IntType(self.width)
+            k = b.trunc(count, wt) if self.width < count.type.width else (
+                b.zext(count, wt) if self.width > count.type.width else count)
+            bits = b.lshr(ir.Constant(wt, -1), b.sub(ir.Constant(wt, self.width), k))
+            self._mask = b.bitcast(bits, ir.VectorType(T.I1, self.width))
+            for st in _stores(self.s.body):
+                self._store(st)
         return True
 
     # ------------------------------------------------------------- checks
@@ -129,6 +160,49 @@ class VectorEmitter:
         return self.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
                                      ir.Constant(ir.VectorType(T.I32, self.width), [0] * self.width))
 
+    def _whole(self, buf, indices) -> bool:
+        """May the masked-off lanes of this access be read and written back?  (A temporary
+        of this function, private to the thread, whose last index stays inside it for all
+        ``width`` lanes.)"""
+        if buf not in self.gen.fn.private or not isinstance(buf.shape[-1], n.Const):
+            return False
+        first = simplify(substitute(indices[-1], {self.var: self.s.min}))
+        return (isinstance(first, n.Const) and first.value >= 0
+                and first.value + self.width <= buf.shape[-1].value)
+
+    def _intrinsic(self, name: str, vt: ir.VectorType, fnty: ir.FunctionType):
+        sfx = {"float": "f32", "double": "f64", "i32": "i32", "i64": "i64"}[str(vt.element)]
+        full = f"llvm.masked.{name}.v{vt.count}{sfx}.p0"
+        module = self.gen.module
+        got = module.globals.get(full)
+        return got if got is not None else ir.Function(module, fnty, full)
+
+    def _load_vec(self, buf, indices, vt):
+        b, addr, align = self.b, self._addr(buf, indices), self.gen.fn._align(buf)
+        if self._mask is None or self._whole(buf, indices):
+            v = b.load(addr, typ=vt, align=align)
+        else:
+            mask_t = ir.VectorType(T.I1, self.width)
+            fn = self._intrinsic("load", vt, ir.FunctionType(vt, [T.PTR, T.I32, mask_t, vt]))
+            v = b.call(fn, [addr, ir.Constant(T.I32, align), self._mask, ir.Constant(vt, None)])
+        self._tag(v, buf)
+        return v
+
+    def _store_vec(self, v, buf, indices):
+        b, addr, align = self.b, self._addr(buf, indices), self.gen.fn._align(buf)
+        if self._mask is not None and self._whole(buf, indices):
+            old = b.load(addr, typ=v.type, align=align)
+            self._tag(old, buf)
+            v = b.select(self._mask, v, old)
+        if self._mask is None or self._whole(buf, indices):
+            ins = b.store(v, addr, align=align)
+        else:
+            mask_t = ir.VectorType(T.I1, self.width)
+            fn = self._intrinsic("store", v.type,
+                                 ir.FunctionType(ir.VoidType(), [v.type, T.PTR, T.I32, mask_t]))
+            ins = b.call(fn, [v, addr, ir.Constant(T.I32, align), self._mask])
+        self._tag(ins, buf)
+
     def _addr(self, buf, indices):
         first = [substitute(i, {self.var: self.s.min}) for i in indices]
         return self.gen.fn.address(buf, [self.gen.expr(i) for i in first])
@@ -145,10 +219,7 @@ class VectorEmitter:
         if t is n.Load:
             if _lane_step(e.indices, self.var) == 0:
                 return self.gen.expr(e), False
-            v = self.b.load(self._addr(e.buffer, e.indices), typ=self._vtype(e.dtype),
-                            align=self.gen.fn._align(e.buffer))
-            self._tag(v, e.buffer)
-            return v, True
+            return self._load_vec(e.buffer, e.indices, self._vtype(e.dtype)), True
         a, va = self._value(e.a)
         c, vc = self._value(e.b)
         if va != vc:
@@ -167,5 +238,4 @@ class VectorEmitter:
         v, is_vec = self._value(st.value)
         if not is_vec:
             v = self._splat(v, st.value.dtype)
-        ins = self.b.store(v, self._addr(st.buffer, st.indices), align=self.gen.fn._align(st.buffer))
-        self._tag(ins, st.buffer)
+        self._store_vec(v, st.buffer, st.indices)

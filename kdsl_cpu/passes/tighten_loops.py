@@ -31,6 +31,8 @@ class _Tighten(Mutator):
     def visit_For(self, s: n.For):
         s = self.generic(s)
         body = s.body
+        if s.kind in _KINDS and type(body) in (n.Seq, n.Allocate) and isinstance(s.extent, n.Const):
+            return _dead_tail(s)
         if s.kind not in _KINDS or type(body) is not n.IfThenElse or body.otherwise is not None:
             return s
         conds = conjuncts(body.cond)
@@ -44,6 +46,17 @@ class _Tighten(Mutator):
             new_body = body.then if rest is None else n.IfThenElse(rest, body.then)
             return dataclasses.replace(s, extent=extent, body=new_body)
         return s
+
+
+def _dead_tail(s: n.For) -> n.For:
+    """A chunk loop whose body (a sequence) does nothing from some ``x`` on stops there
+    (kdsl_cpu/passes/dead_iterations.py)."""
+    from .dead_iterations import dead_from
+    lim = dead_from(s.body, s.var)
+    if lim is None or lim is True:
+        return s
+    room = mk.max_(mk.sub(lim, s.min), mk.as_expr(0, lim.dtype))
+    return dataclasses.replace(s, extent=simplify(mk.min_(s.extent, room)))
 
 
 def tighten_loops(func: n.LoweredFunc) -> n.LoweredFunc:

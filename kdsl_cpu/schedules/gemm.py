@@ -32,9 +32,10 @@ def is_matmul(stage) -> bool:
     return patterns.is_matmul(stage)
 
 
-#: a matmul with at most this many rows (a constant) would take the generator's unpacked
-#: tiles; 0: none does (measured below)
-SKINNY_ROWS = 0
+#: a matmul with at most this many rows (a constant) takes the generator's unpacked tiles
+#: (measured below: a matrix-vector product reads each element of B once, packing it triples
+#: the memory traffic)
+SKINNY_ROWS = 1
 
 
 def packed_wins(stage) -> bool:
@@ -44,7 +45,11 @@ def packed_wins(stage) -> bool:
     in the same rounds): M = 16 (specialised) packed 1.0x / 1.18x, generator 0.42x / 0.19x
     (B's rows, a power-of-two stride apart, fall into a few cache sets unless packed);
     M = 128 packed 0.88x both; M = 1 packed 5.9 / 1.6 GFLOP/s, generator 3.4 / 0.9 (one
-    accumulator row: FMA latency bound).  So the packed recipe stays for every matmul."""
+    accumulator row: FMA latency bound).  So the packed recipe stayed for every matmul.
+    Session 18 (edge tiles as masked vectors, so the generator's guess of 56 columns no longer
+    pushes it to 8-lane tiles; 2-core box, one thread, N = K = 1024, best of 25): M = 1
+    generator (1 x 64 x 256) 8.4 GFLOP/s, packed default 5.3, packed 1 x 128/256 4.5/5.0:
+    M = 1 takes the generator (``SKINNY_ROWS``)."""
     rows = stage.axes[-2].dom.extent
     return not (isinstance(rows, n.Const) and rows.value <= SKINNY_ROWS)
 
