@@ -134,8 +134,12 @@ def _path_state():
     import importlib.machinery
     import stat
     import sys
+    # importlib_metadata (the backport dask imports) replaces the standard finder with its own,
+    # which lists the same sys.path directories: the scan applies with either
+    backport = getattr(sys.modules.get("importlib_metadata"), "MetadataPathFinder", None)
     if any(getattr(f, "find_distributions", None) is not None
-           and f is not importlib.machinery.PathFinder for f in sys.meta_path):
+           and f is not importlib.machinery.PathFinder
+           and not (backport is not None and isinstance(f, backport)) for f in sys.meta_path):
         return None
     out = []
     for entry in sys.path:

@@ -2,7 +2,36 @@
 import importlib.metadata as md
 import sys
 
+import pytest
+
 from kdsl.backends import registry
+
+
+def test_scan_steps_aside_for_another_distribution_finder(monkeypatch):
+    class Finder:
+        def find_spec(self, *a):
+            return None
+
+        def find_distributions(self, *a, **k):
+            return iter(())
+    monkeypatch.setattr(sys, "meta_path", sys.meta_path + [Finder()])
+    assert registry._scan_entry_points() is None
+
+
+def test_the_metadata_backport_keeps_the_scan(monkeypatch):
+    """importing dask installs importlib_metadata's finder (and takes the standard one's
+    find_distributions away): it lists the same directories, so the scan still applies."""
+    backport = pytest.importorskip("importlib_metadata", reason="the backport is not installed")
+    monkeypatch.setattr(sys, "meta_path", sys.meta_path + [backport.MetadataPathFinder()])
+    assert registry._scan_entry_points() is not None
+
+
+def _stdlib_entry_points(group):
+    """The standard library's listing of ``group`` on sys.path, whether or not the
+    importlib_metadata backport (imported by dask) has replaced the standard finder."""
+    ctx = md.DistributionFinder.Context(path=sys.path)
+    dists = md._unique(md.MetadataPathFinder.find_distributions(ctx))  # first of each name
+    return [ep for d in dists for ep in d.entry_points if ep.group == group]
 
 
 def _first_by_name(eps):
@@ -39,7 +68,7 @@ def test_scan_matches_importlib_metadata(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", [a, b] + sys.path)
     scanned = registry._scan_entry_points()
     assert scanned is not None
-    want = _first_by_name(md.entry_points(group=registry.GROUP))
+    want = _first_by_name(_stdlib_entry_points(registry.GROUP))
     assert _first_by_name(scanned) == want
     assert want["toy"][0] == "toy_mod : backend" and "other" not in want
 
@@ -49,6 +78,14 @@ def test_scan_steps_aside_for_zip_entries(tmp_path, monkeypatch):
     z.write_bytes(b"PK\x05\x06" + b"\0" * 18)   # an empty zip archive
     monkeypatch.setattr(sys, "path", [str(z)] + sys.path)
     assert registry._scan_entry_points() is None
+
+
+def test_the_metadata_backport_keeps_the_scan(monkeypatch):
+    """importing dask installs importlib_metadata's finder (and takes the standard one's
+    find_distributions away): it lists the same directories, so the scan still applies."""
+    backport = pytest.importorskip("importlib_metadata", reason="the backport is not installed")
+    monkeypatch.setattr(sys, "meta_path", sys.meta_path + [backport.MetadataPathFinder()])
+    assert registry._scan_entry_points() is not None
 
 
 def test_scanned_entry_point_loads(tmp_path, monkeypatch):
