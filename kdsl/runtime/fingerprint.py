@@ -44,6 +44,14 @@ class Unkeyable(Exception):
 
 _SCALARS = (bool, int, float, str, bytes, type(None))
 _SKIP_ATTRS = frozenset({"_reads", "_reads_cache", "_kd_hash"})   # caches derived from other fields
+#: fields that only word an error raised from the live graph at call time (never compiled in):
+#: their text holds the user's file and line, so a kernel moved in its file keeps its key
+_SKIP_FIELDS: dict = {}
+
+
+def _message_fields():
+    from ..graph import Constraint, DomainCheck
+    return {Constraint: frozenset({"message", "hint"}), DomainCheck: frozenset({"message", "hint"})}
 
 
 _CALLABLES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.ModuleType,
@@ -152,8 +160,11 @@ class _Writer:
             if not slots:
                 raise Unkeyable(f"a {type(obj).__name__} object")
             names = slots
+        if not _SKIP_FIELDS:
+            _SKIP_FIELDS.update(_message_fields())
+        skip = _SKIP_FIELDS.get(t, ())
         for name in names:
-            if name in _SKIP_ATTRS or name == "__weakref__":
+            if name in _SKIP_ATTRS or name == "__weakref__" or name in skip:
                 continue
             try:
                 v = getattr(obj, name)

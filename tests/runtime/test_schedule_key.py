@@ -237,3 +237,21 @@ def test_verify_checks_a_hit_against_a_fresh_compile(monkeypatch, tmp_path):
     store.put(cpu.schedule_key(req_plain), store.get(cpu.schedule_key(req_hint)))
     with pytest.raises(InternalCompilerError, match="before scheduling"):
         _softmax()(x, backend="cpu")
+
+
+def test_a_kernel_moved_in_its_file_keeps_its_keys(tmp_path, monkeypatch):
+    """Shape constraints word their errors with the user's file and line; that text is not part
+    of the keys (the errors are raised from the live graph), so inserting lines above a kernel
+    keeps its disk-cache entries (regression: every edit above a kernel recompiled it)."""
+    src = "import kdsl as kd\n\n@kd.kernel\ndef f(a, b):\n    return (a + b) @ a.T\n"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    keys = []
+    for name, pad in (("moved_a", ""), ("moved_b", "\n\n\n# a comment\n")):
+        (tmp_path / f"{name}.py").write_text(pad + src)
+        k = __import__(name).f
+        a = np.zeros((4, 4), np.float32)
+        sig = signature_from_args((a, a), k.arg_names, k.constants, k.specialize, None)
+        req = dispatch.DeferredRequest(k, cpu, sig, k._trace(sig))
+        keys.append(cpu.schedule_key(req))
+        assert any("moved_" in c.message for c in req.graph.constraints)   # the text says where
+    assert keys[0] == keys[1]
