@@ -38,7 +38,7 @@ from kdsl.runtime.dispatch import py_expr
 from kdsl.runtime.signature import size_range
 from kdsl.runtime.slots import bf16_bits
 
-from . import driver, interop, native
+from . import driver, interop, native, torch_reader
 from .launch import _MAX_GRID, CONFIG, launch_exprs
 from .memory import Allocation, DeviceArray
 
@@ -70,7 +70,7 @@ class _Gen:
         self.ranges: dict = {}           # size name -> (lo, hi) it has once its checks passed
         self.alias: dict = {}            # size name -> the first size name it is checked equal to
         self.several = driver.device_count() > 1
-        self.reader = None             # [(var, spec)] read by one C call (``_torch_reader``)
+        self.reader = None             # [(var, spec, tag, dims)] read in one C call (torch_reader)
 
     def strides(self, name: str) -> str:
         """``name`` (``st<tag>``), read now if it was not read yet."""
@@ -138,10 +138,8 @@ class _Gen:
     def read_all(self) -> None:
         """The arrays ``read_array`` left to the C reader: one call returns the current
         stream, then each array's pointer and sizes (None: a check failed)."""
-        specs = tuple(_torch_dl_spec(spec) for _, spec, _, _ in self.reader)
-        self.ns["_rd"] = native.module().Reader(
-            sys.modules["torch"].Tensor.__dlpack_c_exchange_api__, sys.modules["torch"].Tensor,
-            _KDL_CUDA, self.ordinal, specs, True)
+        self.ns["_rd"] = torch_reader.reader([spec for _, spec, _, _ in self.reader],
+                                             self.ordinal)
         names = ["stream"]
         for _, _, tag, dims in self.reader:
             names += [f"p{tag}"] + dims
@@ -184,7 +182,7 @@ class _Gen:
         # (a wrong rank, an argument count or out tuple of another length: ValueError)
         kinds, dims, infos, first = {}, {}, {}, None
         arrays = [a for a in plan.args if not hasattr(a, "pytype")] + list(plan.out_args)
-        if arrays and all(_kind_of(a.kind) == "torch" for a in arrays) and _torch_reader():
+        if arrays and all(_kind_of(a.kind) == "torch" for a in arrays) and torch_reader.available():
             self.reader = []
         for spec in plan.args:
             if hasattr(spec, "pytype"):
@@ -577,38 +575,6 @@ def _native_launch(L):
     if mod is None:
         return None
     return mod, ctypes.cast(raw, ctypes.c_void_p).value
-
-
-#: DLPack's device type of CUDA memory (dlpack.h ``kDLCUDA``)
-_KDL_CUDA = 2
-
-
-def _torch_reader() -> bool:
-    """Whether torch tensors can be read by the compiled helper's ``Reader``: torch exports
-    DLPack's exchange API (``Tensor.__dlpack_c_exchange_api__``, torch >= 2.10) and the helper
-    is built.  ``KDSL_CUDA_DLPACK_READER=0`` keeps the attribute reads."""
-    torch = sys.modules.get("torch")
-    if torch is None or getattr(torch.Tensor, "__dlpack_c_exchange_api__", None) is None:
-        return False
-    from kdsl import config
-    if not config.cuda_dlpack_reader():
-        return False
-    mod = native.module()
-    return mod is not None and hasattr(mod, "Reader")
-
-
-_DL_DTYPES: dict = {}
-
-
-def _torch_dl_spec(spec) -> tuple:
-    """``(code, bits, lanes, ndim, contiguous)`` of an array spec of a torch plan: the DLPack
-    dtype as torch itself exports it (read once per dtype from an empty tensor)."""
-    code = _DL_DTYPES.get(spec.dtype)
-    if code is None:
-        torch = sys.modules["torch"]
-        code = _DL_DTYPES[spec.dtype] = native.module().dl_dtype(
-            torch.Tensor.__dlpack_c_exchange_api__, torch.empty(0, dtype=spec.dtype))
-    return code + (len(spec.dims), bool(spec.contiguous))
 
 
 def _stream_objects() -> dict:

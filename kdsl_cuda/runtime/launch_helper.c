@@ -438,6 +438,20 @@ fail:
     return NULL;
 }
 
+/* The exchange API of a `dlpack_exchange_api` capsule, or NULL with ValueError where it lacks
+   what the readers call (the DLTensor export and the current stream: DLPack >= 1.2). */
+static const KdExchangeApi *exchange_api(PyObject *capsule)
+{
+    const KdExchangeApi *api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+    if (api == NULL) return NULL;
+    if (api->header.version.major != 1 || api->header.version.minor < 2 ||
+            api->dltensor_from_py == NULL || api->current_stream == NULL) {
+        PyErr_SetString(PyExc_ValueError, "a DLPack exchange API without the DLTensor export "
+                        "or the current stream (needs DLPack >= 1.2)");
+        return NULL; }
+    return api;
+}
+
 static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     PyObject *capsule, *ttype, *specs;
@@ -447,13 +461,8 @@ static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTuple(args, "OOiiO!p", &capsule, &ttype, &device_type, &device_id,
                           &PyTuple_Type, &specs, &stream))
         return NULL;
-    const KdExchangeApi *api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+    const KdExchangeApi *api = exchange_api(capsule);
     if (api == NULL) return NULL;
-    if (api->header.version.major != 1 || api->header.version.minor < 2 ||
-            api->dltensor_from_py == NULL || api->current_stream == NULL) {
-        PyErr_SetString(PyExc_ValueError, "Reader(): a DLPack exchange API without the "
-                        "DLTensor export (needs DLPack >= 1.2)");
-        return NULL; }
     if (!PyType_Check(ttype)) {
         PyErr_SetString(PyExc_TypeError, "Reader(): the array type"); return NULL; }
     Py_ssize_t n = PyTuple_GET_SIZE(specs);
@@ -504,11 +513,8 @@ static PyObject *dl_dtype(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     if (n != 2) {
         PyErr_SetString(PyExc_TypeError, "dl_dtype(api, array)"); return NULL; }
-    const KdExchangeApi *api = PyCapsule_GetPointer(args[0], "dlpack_exchange_api");
+    const KdExchangeApi *api = exchange_api(args[0]);
     if (api == NULL) return NULL;
-    if (api->header.version.major != 1 || api->header.version.minor < 2 ||
-            api->dltensor_from_py == NULL) {
-        PyErr_SetString(PyExc_ValueError, "dl_dtype(): no DLTensor export"); return NULL; }
     KdDLTensor t;
     if (api->dltensor_from_py(args[1], &t) != 0) return NULL;
     return Py_BuildValue("(iii)", t.dtype.code, t.dtype.bits, t.dtype.lanes);
