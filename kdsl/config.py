@@ -94,6 +94,13 @@ def dump_passes() -> bool:
     return os.environ.get("KDSL_DUMP", "").strip().lower() == "passes"
 
 
+def verify_explicit() -> bool:
+    """``KDSL_VERIFY`` set to a true value explicitly (not the pytest default of ``verify``):
+    cache hits found before tracing or scheduling are checked against a fresh trace/compile."""
+    v = os.environ.get("KDSL_VERIFY")
+    return v is not None and _flag(v, False)
+
+
 def verify() -> bool:
     """``KDSL_VERIFY``: check the IR's invariants after every lowering pass; when unset,
     on under pytest (``pytest`` imported) and off otherwise."""

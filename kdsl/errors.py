@@ -162,9 +162,15 @@ class StaleGlobalWarning(UserWarning):
     the compiled kernel keeps the value it had then (globals are frozen at trace time)."""
 
 
+#: [number of warn_user calls in this process]: a trace that warned is not kept on disk
+#: (kdsl.runtime.trace_key), so that a warm process warns as a cold one does
+warnings_issued = [0]
+
+
 def warn_user(message: str, category=None) -> None:
     """Issue a warning attributed to the user's line (not to kdsl's)."""
     import warnings
+    warnings_issued[0] += 1
     loc = user_location()
     warnings.warn_explicit(message, category or ScheduleWarning,
                            loc.file if loc else "kdsl", loc.line if loc else 0)

@@ -31,9 +31,9 @@ import numpy as np
 from .backends import registry as _reg
 from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
                      ScheduleError, StaleGlobalWarning, for_user,
-                     user_location, warn_user)
+                     user_location, warn_user, warnings_issued)
 from .frontend import context as _ctx
-from . import compile_log
+from . import compile_log, config
 from .runtime import callplan, dispatch, fastpath, foreign, fori_program, globals_watch
 from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
@@ -401,19 +401,61 @@ class Kernel(functools.partial):
         return g
 
     def _trace(self, sig):
+        """The graph of ``sig``: from the disk cache by the key before tracing
+        (kdsl.runtime.trace_key) when it is there, else traced (and kept there)."""
+        specs = sig.specs()
+        store = tkey = None
+        if config.cache_enabled():
+            from .runtime import trace_key
+            from .runtime.cache import DiskCache
+            store = DiskCache()
+            tkey = trace_key.key(self.fn, specs, self.__name__, self.constants, Kernel)
+            if tkey is not None:
+                graph = trace_key.load(store, tkey)
+                if graph is not None:
+                    compile_log.note("graph from the disk cache (key before tracing)")
+                    if config.verify():     # (on under pytest: the suite checks the key)
+                        self._check_trace_key(specs, graph)
+                    self._freeze_globals()
+                    return graph
+        warned = warnings_issued[0]
         try:
             with tracing_kernel(self), compile_log.stage("trace"):
-                graph = dispatch.trace_graph(self.fn, sig.specs(), name=self.__name__,
+                graph = dispatch.trace_graph(self.fn, specs, name=self.__name__,
                                              constants=self.constants)
-            if self._frozen:
-                self._check_globals()
-            else:
-                self._frozen = globals_watch.snapshot(self.fn)
-            return graph
         except KdslError:
             raise
         except (ValueError, TypeError, IndexError, KeyError, AttributeError, ZeroDivisionError) as e:
             raise trace_failure(self.__name__, e, sig) from e
+        self._freeze_globals()
+        if tkey is not None and warned == warnings_issued[0]:   # a warning is given again
+            trace_key.save(store, tkey, graph)
+        return graph
+
+    def _freeze_globals(self):
+        """After a trace: snapshot the globals it read (or report those rebound since)."""
+        if self._frozen:
+            self._check_globals()
+        else:
+            self._frozen = globals_watch.snapshot(self.fn)
+
+    def _check_trace_key(self, specs, cached):
+        """``KDSL_VERIFY`` (on under pytest): a graph found before tracing must be the graph the
+        trace gives now; else the key misses an input of the trace (a kdsl bug, never a wrong kernel)."""
+        from .runtime.fingerprint import Unkeyable, fingerprint
+        from .runtime.trace_key import dumps
+        with tracing_kernel(self):
+            fresh = dispatch.trace_graph(self.fn, specs, name=self.__name__,
+                                         constants=self.constants)
+        try:
+            same = fingerprint(fresh) == fingerprint(cached)
+        except Unkeyable:       # (callables of kdsl's in the graph): compare the pickles
+            same = dumps(fresh) == dumps(cached)
+        if not same:
+            raise InternalCompilerError(
+                f"kernel {self.__name__}: the graph cached under the key before tracing differs "
+                "from the graph traced now (an input of the trace is missing from "
+                "kdsl.runtime.trace_key)")
 
     def _build(self, key, args, backend, out):
         be = _reg.get_backend(backend)

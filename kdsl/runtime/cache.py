@@ -15,7 +15,6 @@ may share one directory (the last writer of identical content wins).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import struct
 import sys
@@ -48,6 +47,7 @@ def cache_key(ir_text: str, backend_name: str, options=None, backend_version: st
         "backend_version": str(backend_version),
         "python": sys.version.split()[0],
     }
+    import json     # (here: a warm process never builds a key from code, nor imports json)
     blob = json.dumps(parts, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()
 

@@ -39,7 +39,7 @@ from kdsl.runtime.signature import size_range
 from kdsl.runtime.slots import bf16_bits
 
 from . import driver, interop, native, torch_reader
-from .launch import _MAX_GRID, CONFIG, launch_exprs
+from .launch import _MAX_GRID, CONFIG, _span, launch_exprs
 from .memory import Allocation, DeviceArray
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -583,20 +583,6 @@ def _stream_objects() -> dict:
 
 
 _STREAMS: dict = {}
-
-
-def _span(p: int, shape, strides, itemsize: int, elements: bool) -> tuple:
-    """The byte range [lo, hi) an array's elements occupy (strides in elements or bytes)."""
-    lo = hi = p
-    for s, st in zip(shape, strides):
-        if s == 0:
-            return p, p
-        step = st * itemsize if elements else st
-        if step < 0:
-            lo += (s - 1) * step
-        else:
-            hi += (s - 1) * step
-    return lo, hi + itemsize
 
 
 def build(compiled, plan):

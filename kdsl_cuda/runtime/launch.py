@@ -301,10 +301,23 @@ def _stage_out(d: DeviceArray, out: np.ndarray, stream: int) -> None:
     np.copyto(out, tmp)
 
 
+def _span(p: int, shape, strides, itemsize: int, elements: bool) -> tuple:
+    """The byte range [lo, hi) an array's elements occupy (strides in elements or bytes)."""
+    lo = hi = p
+    for s, st in zip(shape, strides):
+        if s == 0:
+            return p, p
+        step = st * itemsize if elements else st
+        if step < 0:
+            lo += (s - 1) * step
+        else:
+            hi += (s - 1) * step
+    return lo, hi + itemsize
+
+
 def _check_disjoint(func, views, nin) -> None:
     """out= device arrays must not share memory with the inputs (the kernels read inputs while
     writing outputs, and the CUDA code promises ``__restrict__``)."""
-    from .fastlaunch import _span
     spans = [None if v is None else _span(v.ptr, v.shape, v.strides, v.dtype.itemsize, False)
              for v in views]
     for j in range(nin, len(views)):

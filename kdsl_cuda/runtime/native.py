@@ -27,12 +27,11 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
-import sysconfig
-import tempfile
 import threading
+
+# subprocess, shutil, sysconfig and tempfile are imported where the helper is built: a process
+# whose helper is already built (the usual case) does not pay ~5-10 ms to import them
 
 _C_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_helper.c")
 
@@ -83,11 +82,13 @@ def _directory() -> str:
             return d
         except OSError:
             pass
+    import tempfile
     return tempfile.mkdtemp(prefix="kdsl_native_")
 
 
 def _load():
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    # (EXT_SUFFIX without importing sysconfig: the first suffix the import system accepts)
+    suffix = (importlib.machinery.EXTENSION_SUFFIXES or [".so"])[0]
     text = source()
     key = hashlib.sha256((text + sys.version + suffix).encode()).hexdigest()[:16]
     d = _directory()
@@ -102,6 +103,9 @@ def _load():
 
 
 def _build(path: str, d: str, text: str) -> None:
+    import subprocess
+    import sysconfig
+    import tempfile
     include = sysconfig.get_paths()["include"]
     if not os.path.exists(os.path.join(include, "Python.h")):
         raise FileNotFoundError(f"no Python.h in {include} (install the Python headers)")
@@ -126,6 +130,8 @@ def _build(path: str, d: str, text: str) -> None:
 
 def _compiler() -> str:
     """The C compiler Python was built with, if this machine has it, else ``cc`` or ``gcc``."""
+    import shutil
+    import sysconfig
     names = [(sysconfig.get_config_var("CC") or "").split()[:1], ["cc"], ["gcc"]]
     for name in (n[0] for n in names if n):
         path = shutil.which(name)

@@ -141,8 +141,8 @@ _SCRIPT = textwrap.dedent("""
     r = softmax(x, backend="cpu")
     e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
     ok = bool(np.allclose(r, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7))
-    mods = [m for m in ("llvmlite.binding", "kdsl.passes.pipeline", "kdsl_cpu.codegen", "logging")
-            if m in sys.modules]
+    mods = [m for m in ("llvmlite.binding", "kdsl.passes.pipeline", "kdsl_cpu.codegen", "logging",
+                        "kdsl.frontend.trace") if m in sys.modules]
     from kdsl import _dataclass_code as dc
     print(json.dumps({"ok": ok, "modules": mods, **kdsl_cpu.backend.stats,
                       "dataclass_misses": dc._dirty, "dataclass_hits": len(dc._used)}))
@@ -174,4 +174,4 @@ def test_a_warm_process_neither_lowers_nor_loads_llvm(tmp_path):
     assert "logging" not in warm["modules"]
     from kdsl_cpu import elfload
     if elfload.supported():     # elsewhere MCJIT maps the code (LLVM is loaded, nothing lowered)
-        assert warm["modules"] == []      # no LLVM, no passes, no code generator
+        assert warm["modules"] == []      # no LLVM, no passes, no code generator, no trace
