@@ -185,6 +185,8 @@ def measure(name, script, args, runs, env_extra=None) -> dict | None:
     for k in ("numpy", "import", "context", "softmax", "matmul", "backend_import"):
         out[f"cold_{k}"] = _median(cold, k)
         out[f"warm_{k}"] = _median(warm, k)
+    # every run's value too (the spread: a median of 5 hides a bimodal first call)
+    out["runs_cold"], out["runs_warm"] = cold, warm
     for k in ("llvm_loaded", "passes_loaded", "nvrtc_loaded", "codegen_loaded",
               "schedules_loaded"):
         if warm and warm[0] and k in warm[0]:

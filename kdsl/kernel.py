@@ -19,7 +19,6 @@ the results given back as the first array argument's library
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import os
@@ -39,7 +38,7 @@ from .runtime.outputs import casting_launcher, check_out
 from .runtime.outputs import overlaps as _overlaps
 from .runtime.trace_guard import trace_failure, tracing_kernel
 from .runtime.callplan import FOREIGN
-from .runtime.signature import signature_from_args, size_classes, signature_from_specs
+from .runtime.signature import signature_from_args
 from .tune import store as _tune_store
 
 _RESERVED = ("backend", "out", "stream")
@@ -401,61 +400,33 @@ class Kernel(functools.partial):
         return g
 
     def _trace(self, sig):
-        """The graph of ``sig``: from the disk cache by the key before tracing
-        (kdsl.runtime.trace_key) when it is there, else traced (and kept there)."""
+        """The graph of ``sig``: from the disk cache by the key before tracing when it is there
+        (kdsl.runtime.trace_key), else traced (and kept there)."""
+        from .runtime import trace_key
         specs = sig.specs()
-        store = tkey = None
-        if config.cache_enabled():
-            from .runtime import trace_key
-            from .runtime.cache import DiskCache
-            store = DiskCache()
-            tkey = trace_key.key(self.fn, specs, self.__name__, self.constants, Kernel)
-            if tkey is not None:
-                graph = trace_key.load(store, tkey)
-                if graph is not None:
-                    compile_log.note("graph from the disk cache (key before tracing)")
-                    if config.verify():     # (on under pytest: the suite checks the key)
-                        self._check_trace_key(specs, graph)
-                    self._freeze_globals()
-                    return graph
-        warned = warnings_issued[0]
+        graph, save = trace_key.lookup(self, specs, Kernel)
+        if graph is None:
+            warned = warnings_issued[0]
+            graph = self._run_trace(sig, specs)
+            if save is not None and warned == warnings_issued[0]:   # (a warning is given again)
+                save(graph)
+        elif config.verify():     # (on under pytest: the suite checks the key)
+            trace_key.check(self.__name__, graph, self._run_trace(sig, specs))
+        if self._frozen:          # the globals the trace read: snapshot, or report rebindings
+            self._check_globals()
+        else:
+            self._frozen = globals_watch.snapshot(self.fn)
+        return graph
+
+    def _run_trace(self, sig, specs):
         try:
             with tracing_kernel(self), compile_log.stage("trace"):
-                graph = dispatch.trace_graph(self.fn, specs, name=self.__name__,
-                                             constants=self.constants)
+                return dispatch.trace_graph(self.fn, specs, name=self.__name__,
+                                            constants=self.constants)
         except KdslError:
             raise
         except (ValueError, TypeError, IndexError, KeyError, AttributeError, ZeroDivisionError) as e:
             raise trace_failure(self.__name__, e, sig) from e
-        self._freeze_globals()
-        if tkey is not None and warned == warnings_issued[0]:   # a warning is given again
-            trace_key.save(store, tkey, graph)
-        return graph
-
-    def _freeze_globals(self):
-        """After a trace: snapshot the globals it read (or report those rebound since)."""
-        if self._frozen:
-            self._check_globals()
-        else:
-            self._frozen = globals_watch.snapshot(self.fn)
-
-    def _check_trace_key(self, specs, cached):
-        """``KDSL_VERIFY`` (on under pytest): a graph found before tracing must be the graph the
-        trace gives now; else the key misses an input of the trace (a kdsl bug, never a wrong kernel)."""
-        from .runtime.fingerprint import Unkeyable, fingerprint
-        from .runtime.trace_key import dumps
-        with tracing_kernel(self):
-            fresh = dispatch.trace_graph(self.fn, specs, name=self.__name__,
-                                         constants=self.constants)
-        try:
-            same = fingerprint(fresh) == fingerprint(cached)
-        except Unkeyable:       # (callables of kdsl's in the graph): compare the pickles
-            same = dumps(fresh) == dumps(cached)
-        if not same:
-            raise InternalCompilerError(
-                f"kernel {self.__name__}: the graph cached under the key before tracing differs "
-                "from the graph traced now (an input of the trace is missing from "
-                "kdsl.runtime.trace_key)")
 
     def _build(self, key, args, backend, out):
         be = _reg.get_backend(backend)
@@ -494,34 +465,8 @@ class Kernel(functools.partial):
 
     # ------------------------------------------------------------- looking inside
     def _inspect(self, args, backend, lowering_only=False):
-        from .errors import BackendNotInstalled
-        from .frontend.spec import ScalarSpec, TensorSpec
-        if backend is None:
-            backend = _reg.default_backend_name(
-                [a for a in args if not isinstance(a, (TensorSpec, ScalarSpec))])
-        try:
-            be = _reg.get_backend(backend)
-        except BackendNotInstalled:
-            if not (lowering_only and isinstance(backend, str)):
-                raise
-            from .backends.base import TargetOnly
-            be = TargetOnly(backend)  # lower() needs only the target's schedules
-        if be.spec.device == "host":    # torch/JAX/DLPack arrays: read as numpy
-            args = foreign.host_arrays(self, args, array_likes=False)[0]
-        if len(args) != self._nargs:
-            self._key(args, backend, None)  # raises the count error
-        specs = []
-        for a, name, const in zip(args, self.arg_names, self._const):
-            if isinstance(a, (TensorSpec, ScalarSpec)):
-                specs.append(a)
-            else:
-                one = signature_from_args((a,), (name,), self.constants, self.specialize, None)
-                specs.extend(one.specs())
-        sig = signature_from_specs(specs)
-        if be.spec.size_classes:   # concrete arrays: the sizes a call would see
-            sig = dataclasses.replace(sig, size_classes=size_classes(args))
-        graph = self._graph(sig)
-        return be, dispatch.prepare(self, be, sig, graph)
+        from .runtime.inspection import request_for
+        return request_for(self, args, backend, lowering_only)
 
     def lower(self, *args_or_specs, backend=None, **kw):
         """The lowered loop-nest IR (a LoweredFunc; ``print`` it) for these arguments or specs.

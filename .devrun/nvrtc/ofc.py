@@ -208,7 +208,12 @@ def main(argv=None):
     ap.add_argument("--only", default="")
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--dry", action="store_true", help="no GPU: compile only (see dry)")
+    ap.add_argument("--variants", default="", help="labels to run (default: all), e.g. "
+                    "default,Ofc=min")
     a = ap.parse_args(argv)
+    if a.variants:
+        keep = a.variants.split(",")
+        VARIANTS[:] = [v for v in VARIANTS if v[0] in keep]
     if a.dry:
         dry(cases(True), a.only)
         return 0

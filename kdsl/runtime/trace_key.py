@@ -287,3 +287,37 @@ def save(store, k: str, graph) -> None:
     blob = dumps(graph)
     if blob is not None:
         store.put(k, blob)
+
+
+def lookup(kernel, specs, kernel_type):
+    """``(graph, save)``: the graph of ``kernel`` for ``specs`` from the disk cache (None: a
+    miss) and the function that keeps a traced one there (None: no cache, or no key)."""
+    from .. import config
+    if not config.cache_enabled():
+        return None, None
+    from .cache import DiskCache
+    k = key(kernel.fn, specs, kernel.__name__, kernel.constants, kernel_type)
+    if k is None:
+        return None, None
+    store = DiskCache()
+    graph = load(store, k)
+    if graph is not None:
+        from .. import compile_log
+        compile_log.note("graph from the disk cache (key before tracing)")
+    return graph, functools.partial(save, store, k)
+
+
+def check(name: str, cached, fresh) -> None:
+    """``KDSL_VERIFY`` (on under pytest): a graph found before tracing must be the graph the
+    trace gives now; else the key misses an input of the trace (an InternalCompilerError: a
+    kdsl bug, never a wrong kernel)."""
+    from ..errors import InternalCompilerError
+    from .fingerprint import Unkeyable, fingerprint
+    try:
+        same = fingerprint(fresh) == fingerprint(cached)
+    except Unkeyable:       # (callables of kdsl's in the graph): compare the pickles
+        same = dumps(fresh) == dumps(cached)
+    if not same:
+        raise InternalCompilerError(
+            f"kernel {name}: the graph cached under the key before tracing differs from the "
+            "graph traced now (an input of the trace is missing from kdsl.runtime.trace_key)")
