@@ -20,13 +20,16 @@ Each result is reduced to a scalar by the same ``.sum()`` in both versions (no t
 the array to the client); the two scalars must agree (``ok``).
 
 ``--big-gb G``: the issue's out-of-core workload, never persisted: a ``G`` GB float32 array
-generated chunk by chunk inside the graph (square ``--big-chunk`` chunks for ``box3x3``, row
-blocks of whole ``--big-cols`` rows for ``softmax``), reduced by ``.sum()``, on
+generated chunk by chunk inside the graph (``--big-cols`` wide; square ``--big-chunk`` chunks
+for ``box3x3``, row blocks of whole rows for ``softmax``), reduced by ``.sum()``, on
 ``--big-workers`` workers (one run each: kdsl, numpy, and ``gen``: the generation and the sum
-alone, which both versions pay); and the same per worker on one worker (``G / big-workers``
-GB: weak scaling, ``weak_eff = T1(G/w) / Tw(G)``, 1.0 ideal).  ``net`` times subtract ``gen``.
-  Reports per worker count: seconds (median of ``--repeat``), kdsl /
-numpy speed-up, and scaling efficiency ``T(1) / (w T(w))``.  Then ``fresh worker``: a worker
+alone, which both versions pay); and on one worker (``--big-weak-gb``, default
+``G / big-workers`` GB: weak scaling, ``weak_speedup``: GB/s on w workers over GB/s on one, w
+ideal).  ``net`` times subtract ``gen``.
+
+Reports per worker count: seconds (median of ``--repeat``), kdsl / numpy speed-up, the chunk
+tasks' compute seconds (task stream, one more run with the graph unfused), and scaling
+efficiency ``T(1) / (w T(w))``.  Then ``fresh worker``: a worker
 started after the disk cache is warm runs one kdsl task; the task reports the time of
 ``import kdsl`` and of the first call in the worker (the kdsl time of the first task).
 Targets (16-core host): 8 workers >= 6x one worker on compute-bound cases; kdsl chunks >= 3x
@@ -46,6 +49,7 @@ sys.path.insert(0, _ROOT)
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
@@ -208,13 +212,16 @@ def _big(args, gb, be):
     import dask.array as da
     c = args.big_chunk
     n_el = gb * 1e9 / 4
-    n = max(1, round(n_el ** 0.5 / c)) * c
     cols = args.big_cols
-    rc = max(1, (c * c) // cols)            # row blocks as large as the square chunks
-    rows = max(1, round(n_el / cols / rc)) * rc
-    X = da.random.default_rng(7).random((n, n), chunks=(c, c), dtype=np.float32)
+    # box3x3: rows of big-cols, square chunks; softmax: row blocks of whole rows, as large as
+    # the square chunks; both at least ``gb`` (a whole number of chunks)
+    n = cols
+    rb = math.ceil(n_el / cols / c) * c
+    rc = max(1, (c * c) // cols)
+    rows = math.ceil(n_el / cols / rc) * rc
+    X = da.random.default_rng(7).random((rb, n), chunks=(c, c), dtype=np.float32)
     R = da.random.default_rng(8).random((rows, cols), chunks=(rc, cols), dtype=np.float32)
-    out = {"box3x3": {"shape": [n, n], "chunk": [c, c], "gb": n * n * 4 / 1e9},
+    out = {"box3x3": {"shape": [rb, n], "chunk": [c, c], "gb": rb * n * 4 / 1e9},
            "softmax": {"shape": [rows, cols], "chunk": [rc, cols], "gb": rows * cols * 4 / 1e9}}
     # warm: the same kernels on a small array of the same chunk layout (compiled or loaded
     # from the disk cache in every worker before the timed runs)
@@ -307,7 +314,7 @@ def run(args) -> dict:
                 del X, R, A, B
             # the out-of-core workload: G GB on bw workers, G / bw GB on one (weak scaling)
             if args.big_gb and w in (1, bw) and not late(f"big workers={w}"):
-                gb = args.big_gb if w == bw else args.big_gb / bw
+                gb = args.big_gb if w == bw else (args.big_weak_gb or args.big_gb / bw)
                 results["big"][w] = _big(args, gb, be)
             save()
     if args.threads_check and args.workers and n and not late("threads check"):
@@ -339,14 +346,16 @@ def run(args) -> dict:
                   f"({r['kdsl_eff']:.2f})  numpy {per[1]['numpy_s'] / r['numpy_s']:5.2f}x "
                   f"({r['numpy_eff']:.2f})")
     if 1 in results["big"] and bw in results["big"] and bw != 1:
-        print(f"\nout of core, weak scaling: one worker on G/{bw} GB against {bw} workers on G "
-              f"GB (speed-up = {bw} T1 / T{bw}):")
+        print(f"\nout of core, weak scaling: one worker on {results['big'][1]['box3x3']['gb']:.1f}"
+              f" GB against {bw} workers on {results['big'][bw]['box3x3']['gb']:.1f} GB "
+              f"(throughput in GB/s, {bw} workers over one):")
         for name in ("box3x3", "softmax"):
             one, many = results["big"][1][name], results["big"][bw][name]
             for k in ("kdsl", "numpy", "gen"):
-                e = one[f"{k}_s"] / many[f"{k}_s"]
-                many[f"{k}_weak_eff"] = e
-                print(f"  {name:8s} {k:5s}: {bw * e:5.2f}x (efficiency {e:.2f})")
+                sp = (many["gb"] / many[f"{k}_s"]) / (one["gb"] / one[f"{k}_s"])
+                many[f"{k}_weak_speedup"] = sp
+                print(f"  {name:8s} {k:5s}: {sp:5.2f}x (efficiency {sp / bw:.2f}); "
+                      f"{many['gb'] / many[f'{k}_s']:6.2f} GB/s on {bw} workers")
     save()
     if args.fresh_worker and not late("fresh worker"):
         _fresh_worker(args, env, results)
@@ -404,6 +413,8 @@ def main(argv=None):
                     "array of this many GB generated chunk by chunk (0: none)")
     ap.add_argument("--big-workers", type=int, default=0,
                     help="workers for --big-gb (default: the most in --workers)")
+    ap.add_argument("--big-weak-gb", type=float, default=0.0, help="GB for the one-worker "
+                    "run of --big-gb (default: big-gb / big-workers)")
     ap.add_argument("--big-chunk", type=int, default=8192)
     ap.add_argument("--big-cols", type=int, default=16384)
     ap.add_argument("--deadline-s", type=float, default=0.0, help="skip what would start "

@@ -8,13 +8,14 @@ What it does (this driver imports neither kdsl nor the kernels: a spawned worker
 the driver, and must not find kdsl imported before its first task):
 1. cold: a fresh one-worker LocalCluster, an empty KDSL_CACHE_DIR: the worker's first
    ``rowsoftmax`` call (``ft_kernels.direct``: first call minus a warm call = kdsl's time);
-2. warms the cache in a plain process (the direct call and the kdsl.dask graphs below, on the
-   synchronous scheduler: the derived step kernels too);
+2. the kdsl.dask graphs below once on a fresh worker (cold: this fills the cache for their
+   kernels, the derived step kernels too);
 3. ``--runs`` times each: a fresh worker's first direct call (``direct``); a fresh worker's
    first kdsl.dask graphs: ``rowsoftmax`` blockwise and ``rowsum``'s tree (chunk kernel and
    aggregate derived from the graph), from the task stream: per step, the first task's
    compute time minus the median of the later ones (a step with one task: all of it);
-4. the direct call in a fresh plain process, for reference.
+4. the direct call in a fresh plain process, for reference; a profile of a fresh worker's
+   first call (cProfile, cumulative).
 The import of kdsl (when the worker unpickles its first task) is reported apart.
 Target: <= 50 ms of kdsl time in the first task.
 """
@@ -32,21 +33,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ROWS, COLS, CHUNK, CCHUNK = 2048, 1000, 256, 500   # 8 x 2 blocks of 256 x 500 float32
 
-_WARM = """
-import sys
-sys.path[:0] = [{root!r}, {here!r}]
-import numpy as np, dask, dask.array as da
-import ft_kernels as k
-x = np.random.default_rng(0).random(({rows}, {cols}), dtype=np.float32)
-k.direct(x, {backend!r})
-X = da.from_array(x, chunks=({chunk}, {cols}))
-Xc = da.from_array(x, chunks=({chunk}, {cchunk}))
-with dask.config.set(scheduler="sync"):
-    k.rowsoftmax(X, backend={backend!r}).sum().compute()
-    k.rowsum(Xc, backend={backend!r}).compute()
-"""
-
-
 def _data():
     import numpy as np
     return np.random.default_rng(0).random((ROWS, COLS), dtype=np.float32)
@@ -59,13 +45,13 @@ def _cluster(env):
     return cl, Client(cl)
 
 
-def _direct(env, backend):
-    """A fresh worker's first direct call (``ft_kernels.direct``)."""
+def _direct(env, backend, fn="direct"):
+    """A fresh worker's first direct call (``ft_kernels.direct``, or ``profiled``)."""
     import importlib
     cl, client = _cluster(env)
     try:
         mod = importlib.import_module("ft_kernels")     # here only to name the function:
-        return client.submit(mod.direct, _data(), backend, pure=False).result()
+        return client.submit(getattr(mod, fn), _data(), backend, pure=False).result()
     finally:
         client.close()
         cl.close()
@@ -156,13 +142,12 @@ def main(argv=None):
     res = {"backend": args.backend, "cache_dir": cache, "python": sys.version.split()[0]}
     try:
         res["cold_direct"] = _direct(env, args.backend)
-        w = subprocess.run([sys.executable, "-c", _WARM.format(
-            root=ROOT, here=HERE, rows=ROWS, cols=COLS, chunk=CHUNK, cchunk=CCHUNK, backend=args.backend)],
-            capture_output=True, text=True, timeout=600)
-        if w.returncode:
-            raise RuntimeError("warming the cache failed:\n" + w.stderr[-3000:])
+        # warms the cache for the graphs' kernels as workers see their blocks (a block sent
+        # to a worker arrives contiguous; on the synchronous scheduler it would be a view)
+        res["cold_graphs"] = _graphs(env, args.backend)
         res["direct"] = [_direct(env, args.backend) for _ in range(args.runs)]
         res["graphs"] = [_graphs(env, args.backend) for _ in range(args.runs)]
+        res["profile"] = _direct(env, args.backend, "profiled")
         src = (f"import sys, json; sys.path[:0] = [{ROOT!r}, {HERE!r}]\n"
                "import numpy as np, ft_kernels as k\n"
                f"x = np.random.default_rng(0).random(({ROWS}, {COLS}), dtype=np.float32)\n"
@@ -204,6 +189,8 @@ def main(argv=None):
     print(f"  target: <= 50 ms of kdsl time in the first task -> "
           f"{'met' if d <= 0.05 else 'NOT met'} (direct call)"
           f"{'' if res['summary']['graphs_ok'] else '; GRAPH RESULTS WRONG'}")
+    print("\nprofile of a fresh worker's first call (warm cache; cProfile adds its own time):")
+    print(res["profile"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1, default=str)

@@ -60,6 +60,21 @@ def direct(x, backend):
             "loaded_after_four": loaded(), "cache_stats": _stats(backend)}
 
 
+def profiled(x, backend, top=25):
+    """The first call of ``rowsoftmax`` in this process under cProfile: the functions with
+    the most cumulative time (text), to see where kdsl's first-call time goes."""
+    import cProfile
+    import io
+    import pstats
+    pr = cProfile.Profile()
+    pr.enable()
+    rowsoftmax(x, backend=backend)
+    pr.disable()
+    buf = io.StringIO()
+    pstats.Stats(pr, stream=buf).sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()
+
+
 def _stats(backend):
     try:
         from kdsl.backends.registry import get_backend
