@@ -297,12 +297,15 @@ def run(args) -> dict:
                                lambda **kw: (A @ B).sum().compute(**kw)),
                 }
                 for name, (fk, fn) in cases.items():
-                    vals, ktasks, ntasks = [], {}, {}
+                    vals = []
+                    ktasks = ntasks = None
+                    if args.stream_workers is None or w in args.stream_workers:
+                        ktasks, ntasks = {}, {}
                     tk = _time(fk, args.repeat, vals, ktasks)
                     tn = _time(fn, args.repeat, vals, ntasks)
                     ok = _check(*vals, 1e-3)
-                    kc = _kernel_tasks(ktasks, f"{name}-blocks")
-                    nc = _kernel_tasks(ntasks, f"np_{name}")
+                    kc = _kernel_tasks(ktasks or {}, f"{name}-blocks")
+                    nc = _kernel_tasks(ntasks or {}, f"np_{name}")
                     results["cases"].setdefault(name, {})[w] = {
                         "kdsl_s": tk, "numpy_s": tn, "ok": ok, "kdsl_tasks_s": ktasks,
                         "numpy_tasks_s": ntasks, "kdsl_chunks_s": kc, "numpy_chunks_s": nc}
@@ -409,6 +412,10 @@ def main(argv=None):
     ap.add_argument("--threads-check", action="store_true",
                     help="also run box3x3 on the largest cluster with KDSL_NUM_THREADS=all "
                     "cores in every worker (oversubscribed), against the default")
+    ap.add_argument("--stream-workers", default=None,
+                    type=lambda s: [int(x) for x in s.split(",")],
+                    help="worker counts that get the unfused run with the task stream "
+                    "(default: all)")
     ap.add_argument("--big-gb", type=float, default=0.0, help="out-of-core cases over an "
                     "array of this many GB generated chunk by chunk (0: none)")
     ap.add_argument("--big-workers", type=int, default=0,

@@ -4,9 +4,9 @@
 # Device call: carry [".devrun/dask/wheels"] (dask, distributed and their missing deps as
 # wheels; the device has no network), no GPU needed (any kind), timeout_s 600.
 # Budget: ~5 minutes wall: benchmarks/dask.py stops starting new parts after DEADLINE s.
-#  - persisted cases (box3x3 4 GB, softmax 4 GB, matmul 4096^2): workers 8,1,2,4,16 (8 and 1
-#    first, so a slow host still gives the 8-vs-1 numbers), kdsl vs numpy chunks, chunk-task
-#    seconds from the task stream;
+#  - persisted cases (box3x3 and softmax 2.4 GB each in 64 / 32 chunks, matmul 3072^2 in
+#    1024^2 blocks): workers 8,1,2,4,16 (8 and 1 first, so a slow host still gives the 8-vs-1
+#    numbers), kdsl vs numpy chunks, chunk-task seconds from the task stream (8 and 1);
 #  - the out-of-core workload: 64 GB float32 generated chunk by chunk inside the graph (never
 #    persisted), box3x3 and row-wise softmax, each reduced by .sum(), on 8 workers; 4 GB on one
 #    worker (weak scaling in GB/s);
@@ -32,11 +32,11 @@ export PYTHONUNBUFFERED=1
 { nproc; grep -m1 "model name" /proc/cpuinfo; free -g | head -2
   python3 -c "import dask, distributed, numpy; print('dask', dask.__version__, 'distributed', distributed.__version__, 'numpy', numpy.__version__)"; } 2>&1 | tee "$OUT/host.txt"
 if [ "${SMALL:-0}" = 1 ]; then
-  sizes="--workers 2,1 --big-workers 2 --size 4096 --chunk 2048 --mm-size 1024 --mm-chunk 512 --big-gb 1 --big-weak-gb 0.5 --big-chunk 2048 --big-cols 8192"
+  sizes="--workers 2,1 --stream-workers 1 --big-workers 2 --size 4096 --chunk 2048 --mm-size 1024 --mm-chunk 512 --big-gb 1 --big-weak-gb 0.5 --big-chunk 2048 --big-cols 8192"
   DEADLINE=${DEADLINE:-200}
 else
-  sizes="--workers 8,1,2,4,16 --big-workers 8 --size 32768 --chunk 4096 --mm-size 4096 --mm-chunk 1024 --big-gb 64 --big-weak-gb 4 --big-chunk 8192 --big-cols 16384"
-  DEADLINE=${DEADLINE:-240}
+  sizes="--workers 8,1,2,4,16 --stream-workers 8,1 --big-workers 8 --size 24576 --chunk 3072 --mm-size 3072 --mm-chunk 1024 --big-gb 64 --big-weak-gb 4 --big-chunk 8192 --big-cols 16384"
+  DEADLINE=${DEADLINE:-270}
 fi
 timeout 450 python3 benchmarks/dask.py $sizes --repeat 1 --deadline-s "$DEADLINE" \
     --no-fresh-worker --json "$OUT/dask16.json" 2>&1 | grep -v "^\s*$" | tee "$OUT/dask16.txt"
