@@ -273,6 +273,12 @@ def speed(client, xp, backend, sz, repeat, res, key):
                          "traceback": traceback.format_exc()[-2500:]}
             print(f"  {key} {name}: FAILED {out[name]['error']}", flush=True)
     res.setdefault("speed", {})[key] = out
+    # the inputs go before the next part (their memory back to each worker's CuPy pool, then
+    # to the device)
+    client.cancel(client.futures_of(X) + client.futures_of(W) + client.futures_of(S)
+                  + client.futures_of(Q))
+    time.sleep(1.0)
+    client.run(_free_pool)
 
 
 def _worker_mem():
