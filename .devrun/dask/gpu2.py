@@ -363,6 +363,17 @@ def big(client, xp, backend, sz, res):
     res["big"] = out
 
 
+def gpu_nannies(n):
+    """What LocalCUDACluster makes, without dask-cuda: one worker process per GPU (its own
+    CUDA_VISIBLE_DEVICES), one thread each, no spilling of device memory."""
+    from distributed import Nanny, Scheduler, SpecCluster
+    workers = {f"gpu{i}": {"cls": Nanny, "options": {
+        "nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": ",".join(
+            str((i + j) % n) for j in range(n))}}} for i in range(n)}
+    return SpecCluster(scheduler={"cls": Scheduler, "options": {"dashboard_address": None}},
+                       workers=workers)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dry-run", action="store_true")
@@ -370,6 +381,8 @@ def main():
     ap.add_argument("--big-frac", type=float, default=1.2,
                     help="the big array's size as a multiple of one GPU's memory")
     ap.add_argument("--skip", default="", help="parts to skip: correctness,speed,big")
+    ap.add_argument("--nannies", action="store_true", help="with --dry-run: the per-GPU "
+                    "nannies cluster (what runs when LocalCUDACluster fails)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     skip = set(args.skip.split(",")) - {""}
@@ -389,6 +402,8 @@ def main():
         gpu_bytes = 64 << 20
 
         def cluster(n):
+            if args.nannies:
+                return gpu_nannies(n)
             return LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=None)
         sz = dict(mm_rows=4 * 256, mm_k=256, mm_chunk=256, rows=2048, cols=512, row_chunk=512,
                   box=1024, box_chunk=512)
@@ -402,8 +417,17 @@ def main():
                        for i in range(ngpu)]
 
         def cluster(n):
-            return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(n))),
-                                    device_memory_limit=None, dashboard_address=None)
+            try:
+                c = LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(n))),
+                                     device_memory_limit=None, dashboard_address=None)
+                res["cluster"] = "LocalCUDACluster"
+                return c
+            except Exception as ex:     # noqa: BLE001
+                res["cluster_error"] = traceback.format_exc()[-3000:]
+                print(f"LocalCUDACluster failed ({type(ex).__name__}: {ex}): a cluster of "
+                      "nannies with one GPU each instead", flush=True)
+                res["cluster"] = "per-GPU nannies"
+                return gpu_nannies(n)
         # matmul: 64 row blocks of 8192 x 4096 (8.6 GB) times 4096 x 4096; softmax and box:
         # 8.6 GB each in 1 GB chunks
         sz = dict(mm_rows=64 * 8192, mm_k=4096, mm_chunk=8192, rows=131072, cols=16384,
