@@ -96,17 +96,42 @@ class BlockTask:
         return r
 
 
-def _fields(x, names):
-    return [np.ascontiguousarray(x[f]) for f in names] if names else [x]
+class Records:
+    """The partials of a reduction of several values (argmax's value and index, a tuple
+    reducer's fields) as bytes, for any chunk type (CuPy has no structured dtypes): each
+    partial is one record of ``nbytes``, its values' bytes side by side, along the last
+    reduced axis (which is ``nbytes`` long per partial, not 1); Dask concatenates the records
+    of a combine step along that axis."""
+
+    def __init__(self, dtypes):
+        self.dtypes = tuple(np.dtype(d) for d in dtypes)
+        self.nbytes = sum(d.itemsize for d in self.dtypes)
+
+    def __len__(self):
+        return len(self.dtypes)
+
+    def pack(self, vals):
+        """Values of shape ``(..., 1)`` -> records ``(..., nbytes)``, uint8."""
+        return np.concatenate([np.ascontiguousarray(v).view(np.uint8) for v in vals], axis=-1)
+
+    def unpack(self, x):
+        """Records ``(..., k * nbytes)`` -> each value ``(..., k)`` (numpy or CuPy)."""
+        x = np.ascontiguousarray(x)
+        x = x.reshape(x.shape[:-1] + (x.shape[-1] // self.nbytes, self.nbytes))
+        out, off = [], 0
+        for d in self.dtypes:
+            v = np.ascontiguousarray(x[..., off:off + d.itemsize]).view(d)
+            out.append(v.reshape(v.shape[:-1]))
+            off += d.itemsize
+        return out
 
 
-def _pack(vals, dtype):
-    if dtype.names is None:
-        return vals[0]
-    out = np.empty(vals[0].shape, dtype)
-    for f, v in zip(dtype.names, vals):
-        out[f] = v
-    return out
+def _fields(x, packed):
+    return packed.unpack(x) if isinstance(packed, Records) else [x]
+
+
+def _pack(vals, packed):
+    return packed.pack(vals) if isinstance(packed, Records) else vals[0]
 
 
 class ChunkTask:
@@ -154,7 +179,8 @@ class TreeTask:
             arrays = [f for f in fakes if isinstance(f, np.ndarray)]
             env = g.bind(arrays, [a for a, f in zip(self.full_args, fakes)
                                   if not isinstance(f, np.ndarray) and a is not None])
-            names = [f"p{j}" for j in range(max(1, len(self.packed.names or ())))]
+            names = [f"p{j}" for j in range(len(self.packed)
+                                             if isinstance(self.packed, Records) else 1)]
             return derive.make(f"{k.__name__}_{'aggregate' if final else 'combine'}", names,
                                derive.aggregate_graph(g, self.rname, env, final))
         key = (_token(k), "aggregate" if final else "combine", self.rname, repr(self.full_args))
@@ -164,7 +190,7 @@ class TreeTask:
         if computing_meta:      # Dask asks for the meta: the result's type, no data
             return np.empty_like(x, shape=(0,) * (x.ndim if keepdims else x.ndim - self.nred),
                                  dtype=self.dtype)
-        r = self.step()(*_fields(x, self.packed.names), backend=self.backend)
+        r = self.step()(*_fields(x, self.packed), backend=self.backend)
         if self.final:
             return r
         vals = list(r) if isinstance(r, tuple) else [r]
@@ -292,9 +318,8 @@ def _tree(plan, args, backend, dtype, meta):
     red = plan.tree_letters
     body = r.body
     vals = r.values
-    names = [f"v{j}" for j in range(len(vals))]
-    packed = np.dtype(list(zip(names, [t.dtype.np for t in vals]))) if len(vals) > 1 \
-        else vals[0].dtype.np
+    packed = Records([t.dtype.np for t in vals]) if len(vals) > 1 else vals[0].dtype.np
+    pdtype = np.uint8 if isinstance(packed, Records) else packed
     index_value = None
     identity = None
     kind = body.combiner.kind
@@ -325,10 +350,15 @@ def _tree(plan, args, backend, dtype, meta):
         pairs += [da.arange(sum(chunks_of[c]), chunks=(chunks_of[c],), dtype=np.int64), c]
     nred = len(red)
     task = ChunkTask(plan.kernel, backend, r.name, nred, packed, index_value, identity)
-    pmeta = _meta(args, len(r_index) + nred, packed)
-    partials = da.blockwise(task, r_index + red, *pairs, dtype=packed, meta=pmeta,
+    pmeta = _meta(args, len(r_index) + nred, pdtype)
+    # one partial per block along each reduced axis (one record of several values along the
+    # last: Records)
+    width = packed.nbytes if isinstance(packed, Records) else 1
+    adjust = {c: (lambda n: 1) for c in red}
+    adjust[red[-1]] = lambda n: width
+    partials = da.blockwise(task, r_index + red, *pairs, dtype=pdtype, meta=pmeta,
                             concatenate=True, align_arrays=True,
-                            adjust_chunks={c: (lambda n: 1) for c in red},
+                            adjust_chunks=adjust,
                             new_axes=plan.new_axes or None, name=_name(plan, "chunk"))
     full = _shapes(plan.args)
     comb = TreeTask(plan.kernel, backend, r.name, full, nred, packed, False, dtype)

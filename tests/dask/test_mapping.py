@@ -193,6 +193,46 @@ def test_argmax_argmin_block_offsets(rng):
         _close(_quiet(argmin0, X, backend=NP), x.argmin(axis=0))
 
 
+@kd.kernel
+def lse_02(A):
+    n, m, p = A.shape
+    i = kd.reduce_axis(n, name="i")
+    k = kd.reduce_axis(p, name="k")
+    mx, s = kd.compute((m,), lambda j: lse((A[i, j, k], 1.0), axis=(i, k)))
+    return mx + kd.log(s)
+
+
+def test_partials_of_several_values_are_byte_records(rng):
+    # several values per partial travel as bytes (CuPy has no structured dtypes): records of
+    # unaligned widths (float32 + int64, int8 + int64), over two chunked reduced axes
+    for dt in (np.float32, np.int8):
+        x = rng.integers(0, 4, (11, 13)).astype(dt)
+        v = _close(_quiet(argmax1, da.from_array(x, chunks=(3, (4, 0, 9))), backend=NP),
+                   x.argmax(axis=1))
+        assert v.dtype == np.int64
+    x = rng.standard_normal((7, 5, 6)).astype(np.float32)
+    ref = np.log(np.exp(x.astype(np.float64)).sum(axis=(0, 2)))
+    for chunks in [(3, 2, (1, 0, 5)), (1, 5, 1), (7, 5, 6)]:
+        _close(_quiet(lse_02, da.from_array(x, chunks=chunks), backend=NP), ref, rtol=1e-6)
+
+
+def test_records_pack_and_unpack():
+    from kdsl.dask.build import Records
+    rec = Records([np.float32, np.int64, np.bool_])
+    assert rec.nbytes == 13 and len(rec) == 3
+    rng = np.random.default_rng()
+    for shape in [(4, 3), (0, 2), (2, 0)]:
+        vals = [rng.standard_normal(shape).astype(np.float32),
+                rng.integers(-2**62, 2**62, shape), rng.random(shape) < 0.5]
+        parts = [rec.pack([v[..., k:k + 1] for v in vals]) for k in range(shape[1])]
+        assert all(p.dtype == np.uint8 and p.shape == shape[:1] + (13,) for p in parts)
+        joined = np.concatenate(parts, axis=-1) if parts else np.empty(shape[:1] + (0,),
+                                                                      np.uint8)
+        back = rec.unpack(joined)     # what a combine step gets: k records along the axis
+        for v, b in zip(vals, back):
+            assert b.dtype == v.dtype and b.shape == v.shape and (b == v).all()
+
+
 def test_stencil_halos_split_by_chunks(rng):
     x = rng.standard_normal((17, 12))
     ref = x[:-2, :-2] + 2 * x[1:-1, 1:-1] + x[2:, 2:] - x[:-2, 2:] + x[1:-1, :-2]
