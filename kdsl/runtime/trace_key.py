@@ -283,7 +283,11 @@ def load(store, k: str):
 
 
 def save(store, k: str, graph) -> None:
-    """Keep ``graph`` under ``k`` (nothing when it cannot be pickled faithfully)."""
+    """Keep ``graph`` under ``k`` (nothing when it cannot be pickled faithfully, nor for a
+    graph with ``kd.fori_loop``s: their loop records hold the live trace context)."""
+    from .dispatch import has_loops
+    if has_loops(graph):
+        return
     blob = dumps(graph)
     if blob is not None:
         store.put(k, blob)

@@ -2,6 +2,7 @@
 (a new process loads object code without compiling; a corrupt entry is rebuilt)."""
 import glob
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -83,6 +84,10 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
+#: the head of the cpu backend's object-code entries (kdsl_cpu/backend.py ``_MAGIC``)
+_CPU_MAGIC = b"KDSLCPU2"
+
+
 def _run(cache_dir, forbid=False):
     env = dict(os.environ)
     env["KDSL_CACHE_DIR"] = str(cache_dir)
@@ -102,7 +107,7 @@ def test_disk_cache_across_processes_and_corrupt_entries(tmp_path):
     second = _run(tmp_path, forbid=True)          # a new process: loads, never compiles
     assert second == {"ok": True, "compiled": 0, "cache_hits": 1, "lowered": 0}
     entries = [p for p in glob.glob(os.path.join(str(tmp_path), "*", "*.bin"))
-               if b"KDSLCPU1" in open(p, "rb").read()]     # the kernel (not the OpenMP runtime)
+               if _CPU_MAGIC in open(p, "rb").read()]     # the kernel (not the OpenMP runtime)
     assert len(entries) == 1
     blob = bytearray(open(entries[0], "rb").read())
     blob[len(blob) // 2] ^= 0xFF                  # flip a byte of the object code
@@ -129,12 +134,12 @@ def test_cache_payload_validated_before_loading(tmp_path, case):
     from kdsl.runtime import cache as disk
     assert _run(tmp_path) == {"ok": True, "compiled": 1, "cache_hits": 0, "lowered": 1}
     (path,) = [p for p in glob.glob(os.path.join(str(tmp_path), "*", "*.bin"))
-               if b"KDSLCPU1" in open(p, "rb").read()]
+               if _CPU_MAGIC in open(p, "rb").read()]
     key = os.path.basename(path)[:-4]
     payload = disk._unpack(open(path, "rb").read(), key)
     head_len = int.from_bytes(payload[8:12], "little")
     head, obj = payload[:12 + head_len], payload[12 + head_len:]
-    entry = json.loads(head[12:])["entry"]
+    entry = marshal.loads(head[12:])["entry"]
     obj = {"not_elf": lambda: b"this is not object code" * 10,
            "other_machine": lambda: obj[:18] + (183 if obj[18] != 183 else 62).to_bytes(2, "little")
            + obj[20:],
