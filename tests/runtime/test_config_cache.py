@@ -40,6 +40,20 @@ def test_cache_dir_honours_xdg_cache_home_after_kdsl_cache_dir(monkeypatch, tmp_
     assert config.cache_dir() == str(tmp_path / "mine")
 
 
+def test_nvrtc_fast_compile_defaults_to_min(monkeypatch):
+    """``--Ofast-compile=min`` by default (measured no slower: docs/cuda.md); 0 turns it off."""
+    from kdsl import config
+    monkeypatch.delenv("KDSL_CUDA_FAST_COMPILE", raising=False)
+    assert config.cuda_fast_compile() == "min"
+    monkeypatch.setenv("KDSL_CUDA_FAST_COMPILE", "0")
+    assert config.cuda_fast_compile() is None
+    monkeypatch.setenv("KDSL_CUDA_FAST_COMPILE", "MAX")
+    assert config.cuda_fast_compile() == "max"
+    monkeypatch.setenv("KDSL_CUDA_FAST_COMPILE", "fastest")
+    with pytest.raises(ValueError, match="KDSL_CUDA_FAST_COMPILE"):
+        config.cuda_fast_compile()
+
+
 def test_key_depends_on_everything():
     k = dc.cache_key("ir", "cpu", {"opt": 3}, "1.0")
     assert len(k) == 64 and k == dc.cache_key("ir", "cpu", {"opt": 3}, "1.0")
