@@ -414,23 +414,30 @@ def _row_axis(F: Stage, fin: Stage, online: Stage) -> int | None:
     return max(pos) if pos else None
 
 
-def place_rows(sched) -> None:
-    """Move the fused chains of ``sched`` (a ``kdsl.schedule.Schedule``) into their query-row loop.
+@dataclasses.dataclass
+class Chain:
+    """One fused chain of a schedule: the output stage ``F``, the position ``k`` of its
+    innermost query-row axis, the online stages (``online``), every stage of the chain
+    that ``F`` reads through (``group``: online and finishing stages) and the stages the
+    online stages read (``producers``: the scores ``q @ k.T``)."""
 
-    For each output stage made by the rewrite, the online stages and finishing stages it reads
-    and the stages their row values read (the scores ``q @ k.T``) are computed inside the
-    output's row loop: the workspace is one row of scores and the row's state (O(N + D) per
-    row), never N x N.  The leading (batch, head, row) loops become one parallel loop when
-    nothing split them.  A stage also read outside the chain (a logsumexp output) stays where
-    it is, and an output whose row loop a schedule split is left alone.  Dispatch calls it
-    after a host backend's default schedule (not after explicit schedule functions).
-    """
+    F: Stage
+    k: int
+    online: list
+    group: list
+    producers: list
+
+
+def chains(sched) -> list:
+    """The fused chains of ``sched`` (a ``kdsl.schedule.Schedule``) whose output has a
+    query-row axis (``Chain``), in stage order."""
     stages = [h.stage for h in sched.stages]
     by_tensor = {}
     for st in stages:
         for t in st.values:
             by_tensor[id(t)] = st
     outs = {id(t) for t in sched.output_tensors()}
+    found = []
     for F in stages:
         if F.is_reduction or id(F.output) not in outs:
             continue
@@ -453,15 +460,33 @@ def place_rows(sched) -> None:
                     ks.append(_row_axis(F, fin, o))
         if not ks or None in ks:
             continue
-        k = max(ks)
         producers = []
         for o in onl:
             for t in o.reads():
                 p = by_tensor.get(id(t))
                 if p is not None and p.origin != "online_softmax" and p not in producers:
                     producers.append(p)
+        found.append(Chain(F, max(ks), onl, group, producers))
+    return found
+
+
+def place_rows(sched) -> None:
+    """Move the fused chains of ``sched`` (a ``kdsl.schedule.Schedule``) into their query-row loop.
+
+    For each output stage made by the rewrite, the online stages and finishing stages it reads
+    and the stages their row values read (the scores ``q @ k.T``) are computed inside the
+    output's row loop: the workspace is one row of scores and the row's state (O(N + D) per
+    row), never N x N.  The leading (batch, head, row) loops become one parallel loop when
+    nothing split them.  A stage also read outside the chain (a logsumexp output) stays where
+    it is, and an output whose row loop a schedule split is left alone (the cpu backend's
+    blocked schedule, kdsl_cpu/schedules/attention.py, places its chains itself).  Dispatch
+    calls it after a host backend's default schedule (not after explicit schedule functions).
+    """
+    stages = [h.stage for h in sched.stages]
+    for c in chains(sched):
+        F, k = c.F, c.k
         if _FINAL:
-            _final_max(onl, stages)
+            _final_max(c.online, stages)
         h = sched[F.name]
         row = F.axes[k]
         if h.attach.value != "root" or list(h.leaf[:k + 1]) != list(F.axes[:k + 1]):
@@ -475,17 +500,27 @@ def place_rows(sched) -> None:
                 h.attrs.pop(a, None)
             row = h.fuse(*lead)
             h.parallel(row)
-        inside = {id(F)}
-        for s in sorted(group + producers, key=stages.index, reverse=True):
-            readers = [r for r in stages if any(t in s.values for t in r.reads())]
-            g = sched[s.name]
-            # a stage read outside the chain (a logsumexp output) stays where it is
-            if g.attach.value == "inline" or not all(id(r) in inside for r in readers):
-                continue
-            g.compute_at(h, row)
-            inside.add(id(s))
-            if s in onl:
-                _keys_outside(g, s)
+        attach_chain(sched, c, h, row)
+
+
+def attach_chain(sched, c: Chain, h, row, extra=()) -> list:
+    """``compute_at`` the chain's stages (online, finishing, producers, and the stages of
+    ``extra``: ones a schedule made between them) at loop ``row`` of the output's schedule
+    ``h``, last first; a stage also read outside the chain stays where it is.  Returns the
+    schedules of the stages attached."""
+    stages = [g.stage for g in sched.stages]
+    inside, done = {id(c.F)}, []
+    for s in sorted(c.group + c.producers + list(extra), key=stages.index, reverse=True):
+        readers = [r for r in stages if any(t in s.values for t in r.reads())]
+        g = sched[s.name]
+        if g.attach.value == "inline" or not all(id(r) in inside for r in readers):
+            continue
+        g.compute_at(h, row)
+        inside.add(id(s))
+        done.append(g)
+        if s in c.online:
+            _keys_outside(g, s)
+    return done
 
 
 def _keys_outside(g, online: Stage) -> None:
@@ -524,8 +559,8 @@ def _final_max(onl: list, stages: list) -> None:
     Mutates the schedule's copies of the stages (the traced graph is shared)."""
     plain = [o for o in onl if mk.is_const(o.body.sources[1], 1.0)]
     for o in onl:
-        if o in plain or not plain:
-            continue
+        if o in plain or not plain or o.body.combiner is _TWO_PASS.get(o.dtype):
+            continue        # (already weighted by the final max: a second call changes nothing)
         for L in plain:
             idx = _same_row_read(L, o)
             if idx is not None and stages.index(L) > stages.index(o):

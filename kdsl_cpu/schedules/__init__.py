@@ -30,7 +30,7 @@ from kdsl.schedule.records import AttachKind
 from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
-from . import rules
+from . import attention, rules
 from .gemm import is_matmul, packed_wins, recipe
 from .target import cpu_target
 
@@ -40,25 +40,29 @@ GENERATOR = True
 
 def schedule(sched, hints, threads: int) -> None:
     """Default plans, adjusted by ``hints`` (a list of declarative Hints), realised on ``sched``."""
-    plans = default_plans(sched, threads)
+    lanes = cpu_target(threads).lanes(4)
+    chains, owned = attention.prepare(sched, lanes) if not hints else ((), set())
+    plans = default_plans(sched, threads, owned=owned)
     scans = take_scans(sched, plans)        # kd.scan stages: their own default (below)
     merge_hints(sched, plans, hints, threads)
     attach = attach_rows(sched, plans)
     if attach:   # attached stages get the plan of a stage inside a row loop (hints still apply)
-        plans = default_plans(sched, threads, attached=set(attach))
+        plans = default_plans(sched, threads, attached=set(attach), owned=owned)
         take_scans(sched, plans)
         merge_hints(sched, plans, hints, threads)
     realize(sched, plans, attach)
+    attention.place(sched, chains, lanes)   # fused attention chains: blocked (attention.py)
     for h in scans:
         if threads > 1:
             cpu_scan(sched, h)
 
 
-def default_plans(sched, threads: int, attached=frozenset()) -> dict:
-    """Stage name -> the default StagePlan of every stage that is computed."""
+def default_plans(sched, threads: int, attached=frozenset(), owned=frozenset()) -> dict:
+    """Stage name -> the default StagePlan of every stage that is computed (but those of
+    ``owned``: a fused attention chain's, scheduled by attention.py)."""
     plans = {}
     for h in sched.stages:
-        if h.attach is AttachKind.INLINE:
+        if h.attach is AttachKind.INLINE or h.name in owned:
             continue
         st = h.stage
         if h.name in attached:

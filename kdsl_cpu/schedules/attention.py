@@ -1,0 +1,117 @@
+"""The cpu default of a fused attention chain (kdsl/frontend/online_softmax.py): blocked.
+
+One parallel work item is a block of ``BQ`` query rows of one (batch, head): the chain's
+stages are computed inside it (``online_softmax.attach_chain``), so K and V are streamed
+once per block, not once per row, and the workspace is ``BQ`` rows of scores (O(N) per
+thread, never N x N).  Inside the block:
+
+* scores ``S = Q_blk K^T``: K's rows are packed into panels of ``W`` keys side by side
+  (``Schedule.pack(..., lanes_last=True)``, one SIMD register of keys per ``d``), and a
+  ``BQ x W`` register tile (``cache_write``; rows unrolled, keys vectorised) accumulates
+  over ``d``: one broadcast and one FMA per row and ``d``;
+* the row sums ``p.sum()``: the online (max, sum) state is cut into ``W`` lanes per row
+  (``rfactor``), so the exp of each score is computed in SIMD, and the lanes are combined at
+  the end of the row;
+* ``P V``: weighted by the row's final max (``online_softmax._final_max``), keys outside
+  the value axis, which is vectorised.
+
+Semantics come from the stage objects (which read uses which axis), never from names.
+"""
+from __future__ import annotations
+
+from kdsl.frontend import online_softmax as osm
+from kdsl.ir import make as mk
+from kdsl.ir import nodes as n
+from kdsl.ir.visitor import collect, uses_var
+
+#: query rows per work item (and rows of the scores' register tile)
+BQ = 16
+
+
+def _reads(stage):
+    return collect(stage.body, lambda x: isinstance(x, n.TensorRead))
+
+
+def prepare(sched, lanes: int) -> tuple:
+    """Before the default plans: the chains to block, and the names of every stage they own
+    (their stages, the pack and cache they make), which the default plans leave alone."""
+    stages = [h.stage for h in sched.stages]
+    todo, owned = [], set()
+    for c in osm.chains(sched):
+        h = sched[c.F.name]
+        if h.relations or h.attrs or h.attach.value != "root":
+            continue
+        osm._final_max(c.online, stages)
+        made = [_prepare_scores(sched, sched[s.name], lanes) for s in c.producers]
+        lanes_rf = [_lanes(sched, sched[o.name], lanes) for o in c.online
+                    if mk.is_const(o.body.sources[1], 1.0)]
+        made += [m for m in lanes_rf if m is not None]
+        todo.append((c, made))
+        owned |= {s.name for s in [c.F] + c.group + c.producers}
+        owned |= {x.name for m in made if m is not None for x in m[1:-1]}
+    return todo, owned
+
+
+def place(sched, todo, lanes: int) -> None:
+    """After the other stages' plans are realised: the blocked loops of each chain."""
+    for c, made in todo:
+        h = sched[c.F.name]
+        lead = list(h.leaf[:c.k + 1])
+        ro, _ = h.split(lead[-1], factor=BQ)
+        blk = h.fuse(*lead[:-1], ro)
+        h.parallel(blk)
+        extra = [m[1].stage for m in made if m is not None and m[-1] is _place_lanes]
+        done = osm.attach_chain(sched, c, h, blk, extra)
+        for m in made:
+            if m is not None and m[0] in done:
+                m[-1](*m, h, blk)
+
+
+def _prepare_scores(sched, g, lanes):
+    """``S[.., i, j] = sum_d A[.., i, d] * B[.., j, d]``: B packed in panels of ``lanes`` keys
+    (lanes last) and S computed through a local cache (the register tile); returns (the
+    pack, the cache), or None when ``g`` is not such a product."""
+    st = g.stage
+    if len(st.reduce_axes) != 1 or len(st.axes) < 2 or g.relations:
+        return None
+    i, j = st.axes[-2], st.axes[-1]
+    keyed = [x for x in _reads(st) if not any(uses_var(e, i.var) for e in x.indices)
+             and any(uses_var(e, j.var) for e in x.indices)]
+    if len(keyed) != 1 or keyed[0].tensor.stage is not None:
+        return None
+    pos = [p for p, e in enumerate(keyed[0].indices) if uses_var(e, j.var)]
+    if len(pos) != 1 or keyed[0].indices[pos[0]] is not j.var:
+        return None
+    loc = sched.cache_write(g, "local")
+    p = sched.pack(keyed[0].tensor, readers=[loc], axis=pos[0], factor=lanes, lanes_last=True)
+    return g, p, loc, _tile_scores
+
+
+def _lanes(sched, g, lanes):
+    """A row's online (max, sum) over keys cut into ``lanes`` partial states (``rfactor``):
+    the exp of each score in SIMD, the lanes combined at the end of the row."""
+    if len(g.stage.reduce_axes) != 1 or g.relations or g.attrs:
+        return None
+    _, ji = g.split(g.stage.reduce_axes[0], factor=lanes)
+    rf = sched.rfactor(g, ji, factor_axis=len(g.stage.axes))
+    return g, rf, _place_lanes
+
+
+def _place_lanes(g, rf, _, h, blk) -> None:
+    lane = rf.stage.axes[-1]
+    rf.reorder(rf.stage.reduce_axes[0], lane)
+    rf.vectorize(lane)
+
+
+def _tile_scores(g, p, loc, _, h, blk) -> None:
+    """The pack once per block; S's keys cut by ``lanes``, the cache (rows x lanes) attached
+    at each key panel: reduce loop outermost, rows unrolled, keys vectorised."""
+    p.compute_at(h, blk)
+    lanes = p.stage.axes[-1].dom.extent.value
+    jo, ji = g.split(g.stage.axes[-1], factor=lanes)
+    g.reorder(jo, g.stage.axes[-2], ji)
+    loc.compute_at(g, jo)
+    li, lj = loc.stage.axes[-2], loc.stage.axes[-1]
+    loc.reorder(loc.stage.reduce_axes[0], li, lj)
+    loc.unroll(li)
+    loc.vectorize(lj)
