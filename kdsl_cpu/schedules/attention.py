@@ -24,6 +24,9 @@ from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect, uses_var
 
+#: the blocked schedule (False: one query row per work item, online_softmax.place_rows;
+#: benchmarks/attention.py --compare measures both)
+BLOCKED = True
 #: query rows per work item (and rows of the scores' register tile)
 BQ = 16
 
@@ -37,6 +40,8 @@ def prepare(sched, lanes: int) -> tuple:
     (their stages, the pack and cache they make), which the default plans leave alone."""
     stages = [h.stage for h in sched.stages]
     todo, owned = [], set()
+    if not BLOCKED:
+        return todo, owned
     for c in osm.chains(sched):
         h = sched[c.F.name]
         if h.relations or h.attrs or h.attach.value != "root":
