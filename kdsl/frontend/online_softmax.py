@@ -405,10 +405,12 @@ def _positions(reader: Stage, tensor, axes_pos: list) -> list | None:
 
 def _row_axis(F: Stage, fin: Stage, online: Stage) -> int | None:
     """The innermost axis of ``F`` that carries the query rows of ``online`` (through the
-    finishing stage ``fin``, or F itself), or None."""
+    finishing stage ``fin``, or F itself), or None (also for a stage a schedule rewrote)."""
+    if not online.is_reduction:
+        return None
     x = online.body.sources[0]
     pos = [k for k, ax in enumerate(online.axes) if uses_var(x, ax.var)]
-    pos = _positions(fin, online.values[1], pos)
+    pos = _positions(fin, online.output, pos)
     if pos is not None and fin is not F:
         pos = _positions(F, fin.output, pos)
     return max(pos) if pos else None
@@ -456,7 +458,7 @@ def chains(sched) -> list:
             if fin is not F and not _reads(F.body, fin.output):
                 continue
             for o in onl:
-                if _reads(fin.body, o.values[1]):
+                if _reads(fin.body, o.output):
                     ks.append(_row_axis(F, fin, o))
         if not ks or None in ks:
             continue
@@ -485,12 +487,12 @@ def place_rows(sched) -> None:
     stages = [h.stage for h in sched.stages]
     for c in chains(sched):
         F, k = c.F, c.k
-        if _FINAL:
-            _final_max(c.online, stages)
         h = sched[F.name]
         row = F.axes[k]
         if h.attach.value != "root" or list(h.leaf[:k + 1]) != list(F.axes[:k + 1]):
             continue        # a schedule moved or split the rows: its placement stands
+        if _FINAL:
+            _final_max(c.online, stages)
         lead = list(h.leaf[:k + 1])
         marks = [h.attrs.get(a) for a in lead]
         if k > 0 and all(m is None or m.kind is n.ForKind.PARALLEL for m in marks):
@@ -503,13 +505,14 @@ def place_rows(sched) -> None:
         attach_chain(sched, c, h, row)
 
 
-def attach_chain(sched, c: Chain, h, row, extra=()) -> list:
+def attach_chain(sched, c: Chain, h, row, extra=(), nested=()) -> list:
     """``compute_at`` the chain's stages (online, finishing, producers, and the stages of
     ``extra``: ones a schedule made between them) at loop ``row`` of the output's schedule
-    ``h``, last first; a stage also read outside the chain stays where it is.  Returns the
-    schedules of the stages attached."""
+    ``h``, last first; a stage also read outside the chain stays where it is (the stages of
+    ``nested``, which the caller attaches inside the chain's loops, count as inside).
+    Returns the schedules of the stages attached."""
     stages = [g.stage for g in sched.stages]
-    inside, done = {id(c.F)}, []
+    inside, done = {id(c.F)} | {id(s) for s in nested}, []
     for s in sorted(c.group + c.producers + list(extra), key=stages.index, reverse=True):
         readers = [r for r in stages if any(t in s.values for t in r.reads())]
         g = sched[s.name]
@@ -527,6 +530,8 @@ def _keys_outside(g, online: Stage) -> None:
     """The key loop of an online stage outside its value loops (``e`` of ``p @ v``): each
     key updates the row's D accumulators, independent lanes, instead of a chain of D*N
     dependent steps (exp and select per step) per accumulator."""
+    if not online.is_reduction:
+        return      # (a schedule cached its result: the cache's loops are the schedule's)
     x = online.body.sources[0]
     inner = [ax for ax in online.axes if not uses_var(x, ax.var)]
     if not inner or list(g.leaf) != list(online.axes) + list(online.reduce_axes):
@@ -557,7 +562,8 @@ def _final_max(onl: list, stages: list) -> None:
     ``sum_j exp(x_j - m) * h_j`` with ``m`` the row's max needs no rescaling, and its
     ``exp`` does not depend on the value axis (one per key, not one per key and value).
     Mutates the schedule's copies of the stages (the traced graph is shared)."""
-    plain = [o for o in onl if mk.is_const(o.body.sources[1], 1.0)]
+    plain = [o for o in onl if o.is_reduction and len(o.body.sources) == 2
+             and mk.is_const(o.body.sources[1], 1.0)]
     for o in onl:
         if o in plain or not plain or o.body.combiner is _TWO_PASS.get(o.dtype):
             continue        # (already weighted by the final max: a second call changes nothing)
@@ -596,3 +602,144 @@ def _same_row_read(L: Stage, o: Stage):
     if substitute(xl, mapping) != xo:
         return None
     return tuple(idx)
+
+
+class _MaxRead(MemoMutator):
+    """Reads of a contraction's running max become reads of the final max it was weighted
+    by (``materialize_weights``)."""
+
+    def __init__(self, old, axes, final):
+        super().__init__()
+        self.old, self.axes, self.final = old, axes, final
+
+    def visit_TensorRead(self, r):
+        r2 = self.generic(r)
+        if r2.tensor is not self.old:
+            return r2
+        mapping = {ax.var: i for ax, i in zip(self.axes, r2.indices)}
+        return n.TensorRead(self.final.dtype, self.final.tensor,
+                            tuple(substitute(i, mapping) for i in self.final.indices))
+
+
+def materialize_weights(sched, c: Chain) -> list:
+    """On a sequential host, after ``_final_max``: a contraction's weights ``exp(x - m)``
+    (``m`` the row's final max) become a stage of their own, computed once per score
+    (``P``, a ``cache_read`` of the scores whose body is the weight), and the contraction a
+    plain sum ``sum_j P[.., j] * h_j`` (one value: its running max, read only by the NaN
+    rule of the finishing stages, is the final max itself, which they read instead).  The
+    contraction is then an ordinary product (``P @ v``) any matmul schedule can tile.
+    Returns (the schedule of the weight stage, the contraction) pairs.  Mutates the schedule's copies of the
+    stages (the traced graph is shared); a stage not of that form is left as it is."""
+    from .reduce import combiner as builtin
+    made = []
+    sids = {id(p) for p in c.producers}
+    for o in c.online:
+        b = o.body
+        if not (o.is_reduction and b.combiner is _TWO_PASS.get(o.dtype)):
+            continue
+        x, w = b.sources
+        if not (isinstance(w, n.Binary) and w.op is n.BinOp.MUL and isinstance(w.a, n.Unary)
+                and w.a.op is n.UnOp.EXP and isinstance(w.a.a, n.Binary)
+                and w.a.a.op is n.BinOp.SUB and w.a.a.a is x):
+            continue
+        m, h = w.a.a.b, w.b
+        reads = collect(
+            x, lambda e: isinstance(e, n.TensorRead) and e.tensor.stage is not None
+            and id(e.tensor.stage) in sids)
+        if len({id(r.tensor) for r in reads}) != 1 or not isinstance(m, n.TensorRead):
+            continue
+        sc = reads[0]
+        own = [ax.var for ax in o.axes] + [ax.var for ax in o.reduce_axes]
+        idx = sc.indices
+        if (sc.tensor.dtype is not o.dtype or not all(isinstance(i, n.Var) for i in idx)
+                or len(set(idx)) != len(idx)):
+            continue
+        weight = mk.unary(n.UnOp.EXP, mk.sub(x, m))
+        if any(uses_var(weight, v) and v not in idx for v in own):
+            continue
+        readers = [g.stage for g in sched.stages if o.values[0] in g.stage.reads()]
+        if any(r.is_reduction or (r not in c.group and r is not c.F) for r in readers):
+            continue
+        rax = b.axes[0]
+        if (any(uses_var(rax.dom.extent, v) or uses_var(rax.dom.min, v) for v in own)
+                and rax.var not in idx):
+            continue
+        ph = sched.cache_read(sc.tensor, "local", readers=[sched[o.name]])
+        P = ph.stage
+        mapping = {i: ax.var for i, ax in zip(idx, P.axes)}
+        P.body = mk.cast(substitute(weight, mapping), P.dtype)
+        src = mk.mul(n.TensorRead(P.dtype, P.output, idx), h)
+        rax = b.axes[0]
+        if any(uses_var(rax.dom.extent, v) or uses_var(rax.dom.min, v) for v in own):
+            # a causal tail (keys past the row, _masked_tail) ends where the row does; the
+            # weights of the keys past it are exact zeros (exp(-inf - m)), as in numpy's
+            # p @ v, so the contraction runs over all keys: bounds free of the rows, which
+            # a tile of rows needs
+            k = idx.index(rax.var)
+            rax = n.IterVar(rax.var, P.axes[k].dom, rax.kind)
+            oh = sched[o.name]
+            oh.leaf = [rax if a is b.axes[0] else a for a in oh.leaf]
+            o.reduce_axes = (rax,)
+        o.body = n.Reduce(o.dtype, builtin("sum", o.dtype), (src,), (rax,), None, 0)
+        fix = _MaxRead(o.values[0], o.axes, m)
+        for r in readers:
+            r.body = fix.visit(r.body)
+        o.values = (o.output,)
+        made.append((ph, o))
+    return made
+
+
+def max_then_sum(sched, c: Chain, weights: list) -> list:
+    """On a sequential host, after ``materialize_weights``: a plain online sum ``p.sum()``
+    whose running max the weight stages read becomes two plain reductions, the row's max
+    (a new stage ``<R>.max``, read by the weights and by the NaN rule of the finishing
+    stages) and the sum of the weights themselves (``sum_j P[.., j]``): one exp per score
+    (the weights'), none in the sum, and both reductions vectorise as ordinary ones.
+    Returns the schedules of the max stages made.  Mutates the schedule's copies of the
+    stages; re-sorts the schedule's stages (the sum now reads the weights)."""
+    from ..ir.visitor import substitute as subst
+    from .reduce import combiner as builtin
+    from .stages import new_axis
+    made = []
+    wstages = [w.stage for w, _ in weights]
+    for L in c.online:
+        b = L.body
+        if not (L.is_reduction and b.combiner is reducer().combiner((L.dtype, L.dtype))
+                and len(b.sources) == 2 and mk.is_const(b.sources[1], 1.0)):
+            continue
+        ps = [p for p in wstages if L.values[0] in p.reads()]
+        if not ps or len(ps) != len(wstages):
+            continue
+        x = b.sources[0]
+        reads = collect(x, lambda e: isinstance(e, n.TensorRead)
+                        and any(e.tensor in p.reads() for p in ps))
+        if len({id(r.tensor) for r in reads}) != 1 or len(ps) != 1:
+            continue
+        P, sc = ps[0], reads[0]
+        if any(sc.tensor is not r.tensor for r in reads) or sc.tensor not in P.reads():
+            continue
+        # the max stage: L's axes and key axis, fresh
+        ax = tuple(n.IterVar(n.var(a.name), a.dom, a.kind) for a in L.axes)
+        ren = {a.var: f.var for a, f in zip(L.axes, ax)}
+        rax = b.axes[0]
+        red = n.IterVar(n.var(rax.name), n.Range(subst(rax.dom.min, ren),
+                                                subst(rax.dom.extent, ren)), rax.kind)
+        ren[rax.var] = red.var
+        body = n.Reduce(L.dtype, builtin("max", L.dtype), (subst(x, ren),), (red,), None, 0)
+        M = Stage(sched._unique(f"{L.name}.max"), ax, (red,), body, L.dtype, L.loc,
+                  origin="online_softmax")
+        mh = sched._insert_before(M, [L] + ps)
+        # the weights and the finishing stages read the max stage; L sums the weights
+        re = _Retarget({L.values[0]: M.output})
+        for s in [g.stage for g in sched.stages]:
+            if L.values[0] in s.reads():
+                s.body = re.visit(s.body)
+        src = n.TensorRead(P.dtype, P.output, sc.indices)
+        L.body = n.Reduce(L.dtype, builtin("sum", L.dtype), (mk.cast(src, L.dtype),),
+                          b.axes, None, 0)
+        L.values = (L.output,)
+        made.append(mh)
+    if made:
+        g = sched.graph
+        g.stages[:] = topological(g.stages, g.outputs)
+    return made

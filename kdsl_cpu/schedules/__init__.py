@@ -40,8 +40,7 @@ GENERATOR = True
 
 def schedule(sched, hints, threads: int) -> None:
     """Default plans, adjusted by ``hints`` (a list of declarative Hints), realised on ``sched``."""
-    lanes = cpu_target(threads).lanes(4)
-    chains, owned = attention.prepare(sched, lanes) if not hints else ((), set())
+    chains, owned = attention.prepare(sched, cpu_target(threads)) if not hints else ((), set())
     plans = default_plans(sched, threads, owned=owned)
     scans = take_scans(sched, plans)        # kd.scan stages: their own default (below)
     merge_hints(sched, plans, hints, threads)
@@ -51,7 +50,7 @@ def schedule(sched, hints, threads: int) -> None:
         take_scans(sched, plans)
         merge_hints(sched, plans, hints, threads)
     realize(sched, plans, attach)
-    attention.place(sched, chains, lanes)   # fused attention chains: blocked (attention.py)
+    attention.place(sched, chains)   # fused attention chains: blocked (attention.py)
     for h in scans:
         if threads > 1:
             cpu_scan(sched, h)

@@ -27,49 +27,80 @@ from kdsl.ir.visitor import collect, uses_var
 #: the blocked schedule (False: one query row per work item, online_softmax.place_rows;
 #: benchmarks/attention.py --compare measures both)
 BLOCKED = True
-#: query rows per work item (and rows of the scores' register tile)
+#: the row sums as a max pass and a sum of the weights (False: online (max, sum) in lanes)
+TWO_PASS = True
+#: query rows per work item
 BQ = 16
+#: rows of the scores' register tile (x ``SCORE_VECTORS`` SIMD registers of keys)
+SCORE_ROWS, SCORE_VECTORS = 8, 2
 
 
 def _reads(stage):
     return collect(stage.body, lambda x: isinstance(x, n.TensorRead))
 
 
-def prepare(sched, lanes: int) -> tuple:
+def prepare(sched, target) -> tuple:
     """Before the default plans: the chains to block, and the names of every stage they own
-    (their stages, the pack and cache they make), which the default plans leave alone."""
+    (their stages, the pack and cache they make), which the default plans leave alone.
+    ``target``: the host (kdsl.schedule.target.Target: SIMD width, registers)."""
     stages = [h.stage for h in sched.stages]
     todo, owned = [], set()
     if not BLOCKED:
         return todo, owned
+    taken = set()
     for c in osm.chains(sched):
         h = sched[c.F.name]
-        if h.relations or h.attrs or h.attach.value != "root":
-            continue
+        if h.relations or h.attrs or h.attach.value != "root" or not _closed(c, stages, taken):
+            continue        # (the row placement, online_softmax.place_rows, takes it)
+        taken |= {id(s) for s in [c.F] + c.group + c.producers}
         osm._final_max(c.online, stages)
-        made = [_prepare_scores(sched, sched[s.name], lanes) for s in c.producers]
-        lanes_rf = [_lanes(sched, sched[o.name], lanes) for o in c.online
-                    if mk.is_const(o.body.sources[1], 1.0)]
-        made += [m for m in lanes_rf if m is not None]
-        todo.append((c, made))
+        lanes = target.lanes(c.F.dtype.itemsize)
+        # P V's register tile: 4 vectors of value columns x the rows the registers leave
+        tile = (4 if target.vector_registers >= 32 else 3, 4 * lanes)
+        plain = [o for o in c.online if len(o.body.sources) == 2
+                 and mk.is_const(o.body.sources[1], 1.0)]
+        made = [_prepare_scores(sched, sched[s.name], SCORE_VECTORS * lanes)
+                for s in c.producers]
+        weights = osm.materialize_weights(sched, c)
+        maxes = osm.max_then_sum(sched, c, weights) if TWO_PASS else []
+        made += [_lanes(sched, sched[o.name], lanes) for o in plain if len(o.values) == 2]
+        made += [_prepare_pv(sched, sched[o.name], tile) for _, o in weights]
+        made = [m for m in made if m is not None]
+        weights = [w for w, _ in weights]
+        todo.append((c, made, [w.stage for w in weights + maxes]))
+        owned |= {w.name for w in weights + maxes}
         owned |= {s.name for s in [c.F] + c.group + c.producers}
-        owned |= {x.name for m in made if m is not None for x in m[1:-1]}
+        owned |= {x.name for m in made for x in m[1:-1] if hasattr(x, "stage")}
     return todo, owned
 
 
-def place(sched, todo, lanes: int) -> None:
+def _closed(c, stages, taken) -> bool:
+    """Is the chain a closed unit: none of its stages read outside it (a logsumexp output
+    reading the row max), none shared with a chain already taken?"""
+    mine = {id(s) for s in [c.F] + c.group + c.producers}
+    if mine & taken:
+        return False
+    for s in stages:
+        if id(s) not in mine and any(t.stage is not None and id(t.stage) in mine - {id(c.F)}
+                                     for t in s.reads()):
+            return False
+    return True
+
+
+def place(sched, todo) -> None:
     """After the other stages' plans are realised: the blocked loops of each chain."""
-    for c, made in todo:
+    for c, made, weights in todo:
         h = sched[c.F.name]
         lead = list(h.leaf[:c.k + 1])
         ro, _ = h.split(lead[-1], factor=BQ)
         blk = h.fuse(*lead[:-1], ro)
         h.parallel(blk)
-        extra = [m[1].stage for m in made if m is not None and m[-1] is _place_lanes]
-        done = osm.attach_chain(sched, c, h, blk, extra)
+        extra = [m[1].stage for m in made if m[-1] is _place_lanes] + weights
+        nested = [m[1].stage for m in made if m[-1] is _tile_pv]
+        done = osm.attach_chain(sched, c, h, blk, extra, nested)
         for m in made:
             if m is not None and m[0] in done:
-                m[-1](*m, h, blk)
+                m[-1](*m[:-1], h, blk)
 
 
 def _prepare_scores(sched, g, lanes):
@@ -102,21 +133,47 @@ def _lanes(sched, g, lanes):
     return g, rf, _place_lanes
 
 
-def _place_lanes(g, rf, _, h, blk) -> None:
+def _place_lanes(g, rf, h, blk) -> None:
     lane = rf.stage.axes[-1]
     rf.reorder(rf.stage.reduce_axes[0], lane)
     rf.vectorize(lane)
 
 
-def _tile_scores(g, p, loc, _, h, blk) -> None:
-    """The pack once per block; S's keys cut by ``lanes``, the cache (rows x lanes) attached
-    at each key panel: reduce loop outermost, rows unrolled, keys vectorised."""
+def _tile_scores(g, p, loc, h, blk) -> None:
+    """The pack once per block; S's rows cut by ``SCORE_ROWS`` and keys by the panel width,
+    the cache (rows x panel) attached at each (row group, key panel): reduce loop
+    outermost, rows unrolled, keys vectorised."""
     p.compute_at(h, blk)
     lanes = p.stage.axes[-1].dom.extent.value
+    io, ii = g.split(g.stage.axes[-2], factor=SCORE_ROWS)
     jo, ji = g.split(g.stage.axes[-1], factor=lanes)
-    g.reorder(jo, g.stage.axes[-2], ji)
+    g.reorder(io, jo, ii, ji)
     loc.compute_at(g, jo)
     li, lj = loc.stage.axes[-2], loc.stage.axes[-1]
     loc.reorder(loc.stage.reduce_axes[0], li, lj)
     loc.unroll(li)
     loc.vectorize(lj)
+
+
+def _prepare_pv(sched, g, tile):
+    """``O[.., i, d] = sum_j P[.., i, j] * V[.., j, d]`` (the weights made by
+    ``materialize_weights``) computed through a local cache: a register tile of
+    ``tile = (rows, columns)``."""
+    if g.relations or g.attrs or len(g.stage.axes) < 2:
+        return None
+    return g, sched.cache_write(g, "local"), tile, _tile_pv
+
+
+def _tile_pv(g, loc, tile, h, blk) -> None:
+    """Rows x value columns of O per tile, the keys innermost around it: one load of V's
+    row segment serves ``mr`` rows (vector code, the tile kept in registers)."""
+    mr, nr = tile
+    i, d = g.stage.axes[-2], g.stage.axes[-1]
+    io, ii = g.split(i, factor=mr)
+    do, di = g.split(d, factor=nr)
+    g.reorder(io, do, ii, di)
+    loc.compute_at(g, do)
+    li, ld = loc.stage.axes[-2], loc.stage.axes[-1]
+    loc.reorder(loc.stage.reduce_axes[0], li, ld)
+    loc.unroll(li)
+    loc.vectorize(ld)
