@@ -255,38 +255,69 @@ def _same_rows(R: Stage, M: Stage, mt: Match) -> bool:
     return True
 
 
-def _masked_tail(x: n.Expr, rax: n.IterVar) -> n.IterVar:
-    """The key axis ``rax`` ending where a causal mask starts: when the row values are
-    ``where(a >= j + c, s, -inf)`` (or ``j + c <= a``, ``>``, ``<``; ``a`` free of ``j``),
-    keys past ``a - c`` are ``-inf`` and add nothing to any state (``exp(-inf - m) = 0``;
-    a row with no key left keeps the identity's ``-inf`` max and gives NaN, as numpy's
-    fully masked rows do), so the loop stops there: masked keys are never computed."""
-    j = rax.var
+def _tail_end(x: n.Expr, j: n.Var):
+    """``end`` when the row values ``x`` are ``where(a >= j + c, s, -inf)`` (or ``j + c <=
+    a``, ``>``, ``<``; ``a`` free of ``j``): keys ``j >= end`` are ``-inf``; else None."""
     if not (isinstance(x, n.Select) and mk.is_const(x.f) and x.f.value == NEG_INF
             and isinstance(x.cond, n.Compare)):
-        return rax
+        return None
     c = x.cond
     flip = {n.CmpOp.LE: n.CmpOp.GE, n.CmpOp.LT: n.CmpOp.GT}
     op, a, b = (flip[c.op], c.b, c.a) if c.op in flip else (c.op, c.a, c.b)
     if op not in (n.CmpOp.GE, n.CmpOp.GT) or uses_var(a, j):
-        return rax
+        return None
     if b is j:
         off = None
     elif (isinstance(b, n.Binary) and b.op is n.BinOp.ADD and b.a is j
           and not uses_var(b.b, j)):
         off = b.b
     else:
-        return rax
+        return None
     if not (a.dtype.is_int and (off is None or off.dtype.is_int)):
-        return rax
+        return None
     end = mk.cast(a, dt.index)                          # keys j <= a - off (GE), < (GT)
     if off is not None:
         end = mk.sub(end, mk.cast(off, dt.index))
     if op is n.CmpOp.GE:
         end = mk.add(end, mk.as_expr(1))
+    return end
+
+
+def _tail_extent(end, lo):
+    return mk.max_(mk.sub(end, lo), mk.as_expr(0))
+
+
+def _masked_tail(x: n.Expr, rax: n.IterVar) -> n.IterVar:
+    """The key axis ``rax`` ending where a causal mask starts: when the row values are
+    ``where(a >= j + c, s, -inf)`` (``_tail_end``), keys past ``a - c`` are ``-inf`` and add
+    nothing to any state (``exp(-inf - m) = 0``; a row with no key left keeps the identity's
+    ``-inf`` max and gives NaN, as numpy's fully masked rows do), so the loop stops there:
+    masked keys are never computed."""
+    end = _tail_end(x, rax.var)
+    if end is None:
+        return rax
     lo, ext = rax.dom.min, rax.dom.extent
-    ext = mk.min_(ext, mk.max_(mk.sub(end, lo), mk.as_expr(0)))
-    return n.IterVar(j, n.Range(lo, ext), rax.kind)
+    ext = mk.min_(ext, _tail_extent(end, lo))
+    return n.IterVar(rax.var, n.Range(lo, ext), rax.kind)
+
+
+def unmasked(x: n.Expr, rax: n.IterVar) -> n.Expr:
+    """``x`` without its causal mask where the axis ``rax`` already ends at the mask
+    (``_masked_tail`` made it): over the keys it visits the mask always holds, so
+    ``where(i >= j, s, -inf)`` is ``s`` there.  Else ``x`` itself."""
+    end = _tail_end(x, rax.var)
+    if end is None:
+        return x
+    want = _tail_extent(end, rax.dom.min)
+    ext, todo = rax.dom.extent, [rax.dom.extent]
+    while todo:
+        e = todo.pop()
+        if e == want:
+            return x.t
+        if isinstance(e, n.Binary) and e.op is n.BinOp.MIN:
+            todo += [e.a, e.b]
+    del ext
+    return x
 
 
 def _rewrite(ctx, R: Stage, mt: Match) -> list:
@@ -654,33 +685,18 @@ def materialize_weights(sched, c: Chain) -> list:
         if (sc.tensor.dtype is not o.dtype or not all(isinstance(i, n.Var) for i in idx)
                 or len(set(idx)) != len(idx)):
             continue
-        weight = mk.unary(n.UnOp.EXP, mk.sub(x, m))
+        weight = mk.unary(n.UnOp.EXP, mk.sub(unmasked(x, b.axes[0]), m))
         if any(uses_var(weight, v) and v not in idx for v in own):
             continue
         readers = [g.stage for g in sched.stages if o.values[0] in g.stage.reads()]
         if any(r.is_reduction or (r not in c.group and r is not c.F) for r in readers):
-            continue
-        rax = b.axes[0]
-        if (any(uses_var(rax.dom.extent, v) or uses_var(rax.dom.min, v) for v in own)
-                and rax.var not in idx):
             continue
         ph = sched.cache_read(sc.tensor, "local", readers=[sched[o.name]])
         P = ph.stage
         mapping = {i: ax.var for i, ax in zip(idx, P.axes)}
         P.body = mk.cast(substitute(weight, mapping), P.dtype)
         src = mk.mul(n.TensorRead(P.dtype, P.output, idx), h)
-        rax = b.axes[0]
-        if any(uses_var(rax.dom.extent, v) or uses_var(rax.dom.min, v) for v in own):
-            # a causal tail (keys past the row, _masked_tail) ends where the row does; the
-            # weights of the keys past it are exact zeros (exp(-inf - m)), as in numpy's
-            # p @ v, so the contraction runs over all keys: bounds free of the rows, which
-            # a tile of rows needs
-            k = idx.index(rax.var)
-            rax = n.IterVar(rax.var, P.axes[k].dom, rax.kind)
-            oh = sched[o.name]
-            oh.leaf = [rax if a is b.axes[0] else a for a in oh.leaf]
-            o.reduce_axes = (rax,)
-        o.body = n.Reduce(o.dtype, builtin("sum", o.dtype), (src,), (rax,), None, 0)
+        o.body = n.Reduce(o.dtype, builtin("sum", o.dtype), (src,), b.axes, None, 0)
         fix = _MaxRead(o.values[0], o.axes, m)
         for r in readers:
             r.body = fix.visit(r.body)
@@ -725,7 +741,8 @@ def max_then_sum(sched, c: Chain, weights: list) -> list:
         red = n.IterVar(n.var(rax.name), n.Range(subst(rax.dom.min, ren),
                                                 subst(rax.dom.extent, ren)), rax.kind)
         ren[rax.var] = red.var
-        body = n.Reduce(L.dtype, builtin("max", L.dtype), (subst(x, ren),), (red,), None, 0)
+        body = n.Reduce(L.dtype, builtin("max", L.dtype), (subst(unmasked(x, rax), ren),),
+                        (red,), None, 0)
         M = Stage(sched._unique(f"{L.name}.max"), ax, (red,), body, L.dtype, L.loc,
                   origin="online_softmax")
         mh = sched._insert_before(M, [L] + ps)

@@ -33,9 +33,9 @@ TWO_PASS = True
 #: block, for itself (a gather per element, once per BQ rows: 10% of the time, N=2048)
 PACK_ONCE = True
 #: query rows per work item
-BQ = 16
+BQ = 64
 #: rows of the scores' register tile (x ``SCORE_VECTORS`` SIMD registers of keys)
-SCORE_ROWS, SCORE_VECTORS = 8, 2
+SCORE_ROWS, SCORE_VECTORS = 4, 4
 
 
 def _reads(stage):
@@ -180,6 +180,13 @@ def _tile_pv(g, loc, tile, h, blk) -> None:
     g.reorder(io, do, ii, di)
     loc.compute_at(g, do)
     li, ld = loc.stage.axes[-2], loc.stage.axes[-1]
-    loc.reorder(loc.stage.reduce_axes[0], li, ld)
+    r = loc.stage.reduce_axes[0]
+    if uses_var(r.dom.extent, li.var) or uses_var(r.dom.min, li.var):
+        # keys that end with the row (a causal tail): each row's keys inside its own copy
+        # (one row of the tile in registers at a time); the blocks' scores and weights
+        # then cover only the keys some row of the block sees
+        loc.reorder(li, r, ld)
+    else:
+        loc.reorder(r, li, ld)
     loc.unroll(li)
     loc.vectorize(ld)
