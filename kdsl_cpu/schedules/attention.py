@@ -32,6 +32,8 @@ TWO_PASS = True
 #: K is packed once, before the blocks (O(size of K) workspace), in parallel; False: by each
 #: block, for itself (a gather per element, once per BQ rows: 10% of the time, N=2048)
 PACK_ONCE = True
+#: the weights' keys as explicit SIMD vectors (vecmath's exp at the register width)
+VECTOR_WEIGHTS = True
 #: query rows per work item
 BQ = 64
 #: rows of the scores' register tile (x ``SCORE_VECTORS`` SIMD registers of keys)
@@ -65,9 +67,14 @@ def prepare(sched, target) -> tuple:
         made = [_prepare_scores(sched, sched[s.name], SCORE_VECTORS * lanes)
                 for s in c.producers]
         weights = osm.materialize_weights(sched, c)
+        ragged = {id(o) for _, o in weights if _ragged(o)}
         maxes = osm.max_then_sum(sched, c, weights) if TWO_PASS else []
         made += [_lanes(sched, sched[o.name], lanes) for o in plain if len(o.values) == 2]
         made += [_prepare_pv(sched, sched[o.name], tile) for _, o in weights]
+        if VECTOR_WEIGHTS:
+            # (not under a causal tail: the weights' region is then the block's hull of the
+            # rows' key ranges, clipped by a guard that keeps the loop from vector code)
+            made += [(w, lanes, _vector_weights) for w, o in weights if id(o) not in ragged]
         made = [m for m in made if m is not None]
         weights = [w for w, _ in weights]
         todo.append((c, made, [w.stage for w in weights + maxes]))
@@ -75,6 +82,13 @@ def prepare(sched, target) -> tuple:
         owned |= {s.name for s in [c.F] + c.group + c.producers}
         owned |= {x.name for m in made for x in m[1:-1] if hasattr(x, "stage")}
     return todo, owned
+
+
+def _ragged(st) -> bool:
+    """Do the stage's reduce bounds use its own axes (a causal tail)?"""
+    own = [a.var for a in st.axes]
+    return any(uses_var(r.dom.extent, v) or uses_var(r.dom.min, v)
+               for r in st.reduce_axes for v in own)
 
 
 def _closed(c, stages, taken) -> bool:
@@ -190,3 +204,10 @@ def _tile_pv(g, loc, tile, h, blk) -> None:
         loc.reorder(r, li, ld)
     loc.unroll(li)
     loc.vectorize(ld)
+
+
+def _vector_weights(w, lanes, h, blk) -> None:
+    """The weights ``exp(s - m)`` of a row: keys cut into SIMD vectors (vector code, the
+    exp at the full width: vecmath's on vectors, kdsl_cpu/codegen/vector.py)."""
+    _, ki = w.split(w.stage.axes[-1], factor=lanes)
+    w.vectorize(ki)
