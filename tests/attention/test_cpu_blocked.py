@@ -127,3 +127,23 @@ def test_workspace_is_a_block_of_rows():
     assert allocs, text
     for ln in allocs:
         assert ".packed" in ln or f", {BQ}, " in ln, ln
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_pack_lanes_last(backend):
+    """``Schedule.pack(t, axis, factor, lanes_last=True)``: panels of ``factor`` rows of
+    ``t`` side by side (``P[p, .., d, x] = t[.., p*factor + x, d]``), the layout the scores'
+    tile reads K in; rows past the end neither written nor read."""
+    @kd.kernel
+    def qkt(q, k):
+        return q @ k.T
+
+    @qkt.schedule(backend)
+    def _(s):
+        p = s.pack(s.graph.params[1], axis=0, factor=4, lanes_last=True)
+        assert [a.dom.extent for a in p.stage.axes][-1].value == 4
+    rng = np.random.default_rng()
+    q, k = _rand(rng, 5, 3), _rand(rng, 7, 3)
+    _close(qkt(q, k, backend=backend), q.astype(np.float64) @ k.T, 1e-5)
+    text = str(qkt.lower(q, k, backend=backend))
+    assert "k.packed[" in text and "% 4]" in text, text
