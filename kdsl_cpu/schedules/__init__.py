@@ -11,7 +11,9 @@ plan (kdsl/schedule/plan.py) of its kind:
 * reductions with a small constant window (a 2-D stencil) unroll it;
 * reductions over rows keep the reduction innermost, over columns move it
   out of the innermost loop;
-* everything else is parallel over its outermost axis.
+* everything else is parallel over its outermost axis;
+* fused attention chains (kdsl/frontend/online_softmax.py) get the blocked schedule of
+  attention.py (``prepare`` before the plans, ``place`` after them), unless hints are given.
 
 ``schedule(sched, hints, threads)`` lets the user's hints override fields of
 those plans (kdsl/schedule/hints.py), then computes intermediate stages that
