@@ -36,18 +36,25 @@ def main():
     q, k, v = (x.numpy() for x in tq)
     rows = []
     F = torch.nn.functional
+    settings = [dict(), dict(BQ=32), dict(BQ=128), dict(SCORE_ROWS=8, SCORE_VECTORS=2),
+                dict(PV_TILE=(8, 2)), dict(VECTOR_WEIGHTS=False), dict(PACK_ONCE=False)]
+    defaults = {k: getattr(CA, k) for st in settings for k in st}
+    for _ in range(3):      # torch's thread pool and kernels warm
+        for c in (False, True):
+            F.scaled_dot_product_attention(*tq, is_causal=c)
     for causal in (False, True):
         t_th = med(lambda: F.scaled_dot_product_attention(*tq, is_causal=causal))
-        for bq, sr, sv in ((32, 4, 4), (64, 4, 4), (128, 4, 4), (64, 8, 2), (64, 6, 2)):
-            CA.BQ, CA.SCORE_ROWS, CA.SCORE_VECTORS = bq, sr, sv
+        for st in (settings if not causal else settings[:1]):
+            for k_, v_ in {**defaults, **st}.items():
+                setattr(CA, k_, v_)
             fn = kd.kernel((causal_attention if causal else attention).fn)
             out = fn(q, k, v, backend="cpu")
             err = float(np.abs(out[0, 0] - reference(q[0, 0], k[0, 0], v[0, 0], causal)).max())
             assert err < 2e-3, err
             t = med(lambda: fn(q, k, v, backend="cpu"))
-            rows.append(dict(causal=causal, bq=bq, score_tile=[sr, sv], kdsl_ms=t * 1e3,
+            rows.append(dict(causal=causal, setting=repr(st), kdsl_ms=t * 1e3,
                              torch_ms=t_th * 1e3, ratio=t_th / t, err=err))
-            print(f"causal={causal!s:5} BQ={bq:3d} tile={sr}x{sv} kdsl {t * 1e3:8.2f} ms "
+            print(f"causal={causal!s:5} {st!r:45} kdsl {t * 1e3:8.2f} ms "
                   f"torch {t_th * 1e3:8.2f} ms ratio {t_th / t:.3f}", flush=True)
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w") as f:

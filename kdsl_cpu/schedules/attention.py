@@ -49,6 +49,9 @@ TWO_PASS = True
 PACK_ONCE = True
 #: the weights' keys as explicit SIMD vectors (vecmath's exp at the register width)
 VECTOR_WEIGHTS = True
+#: P V's register tile (rows, SIMD registers of value columns); None: 4 x 4 (3 x 4 with 16
+#: registers)
+PV_TILE = None
 #: query rows per work item
 BQ = 64
 #: rows of the scores' register tile (x ``SCORE_VECTORS`` SIMD registers of keys)
@@ -77,6 +80,8 @@ def prepare(sched, target) -> tuple:
         lanes = target.lanes(c.F.dtype.itemsize)
         # P V's register tile: 4 vectors of value columns x the rows the registers leave
         tile = (4 if target.vector_registers >= 32 else 3, 4 * lanes)
+        if PV_TILE is not None:
+            tile = (PV_TILE[0], PV_TILE[1] * lanes)
         plain = [o for o in c.online if len(o.body.sources) == 2
                  and mk.is_const(o.body.sources[1], 1.0)]
         made = [_prepare_scores(sched, sched[s.name], SCORE_VECTORS * lanes)
