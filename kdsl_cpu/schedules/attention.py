@@ -84,8 +84,9 @@ def prepare(sched, target) -> tuple:
             tile = (PV_TILE[0], PV_TILE[1] * lanes)
         plain = [o for o in c.online if len(o.body.sources) == 2
                  and mk.is_const(o.body.sources[1], 1.0)]
-        made = [_prepare_scores(sched, sched[s.name], SCORE_VECTORS * lanes)
-                for s in c.producers]
+        # the scores' tile: SCORE_ROWS x SCORE_VECTORS registers (half the vectors with 16)
+        sv = SCORE_VECTORS if target.vector_registers >= 32 else max(1, SCORE_VECTORS // 2)
+        made = [_prepare_scores(sched, sched[s.name], sv * lanes) for s in c.producers]
         weights = ow.materialize_weights(sched, c)
         ragged = {id(o) for _, o in weights if _ragged(o)}
         maxes = ow.max_then_sum(sched, c, weights) if TWO_PASS else []
