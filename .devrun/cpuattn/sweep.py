@@ -37,7 +37,8 @@ def main():
     rows = []
     F = torch.nn.functional
     settings = [dict(), dict(BQ=32), dict(BQ=128), dict(SCORE_ROWS=8, SCORE_VECTORS=2),
-                dict(PV_TILE=(8, 2)), dict(VECTOR_WEIGHTS=False), dict(PACK_ONCE=False)]
+                dict(PV_TILE=(8, 2)), dict(VECTOR_WEIGHTS=False), dict(PACK_ONCE=False),
+                dict(PANEL_OUTER=False)]
     defaults = {k: getattr(CA, k) for st in settings for k in st}
     for _ in range(3):      # torch's thread pool and kernels warm
         for c in (False, True):
