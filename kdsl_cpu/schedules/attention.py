@@ -17,7 +17,7 @@ the whole key row of the block's scores at hand (exact, no rescaling):
   explicit SIMD vectors: vecmath's exp at the register width), the row sum of ``P``;
 * ``O = P V``: a plain contraction now, on a register tile of rows x 4 vectors of value
   columns (``cache_write``), keys innermost around it; under a causal tail (keys that end
-  with the row) each row of the tile runs its own keys.
+  with the row) a tile of one row, over its own keys.
 * ``O / sum`` and the NaN rule of fully masked rows: the finishing stages, per block.
 
 The stage rewrites are made on the schedule's copies of the stages (the traced graph, which
@@ -94,7 +94,9 @@ def prepare(sched, target) -> tuple:
         ragged = {id(o) for _, o in weights if _ragged(o)}
         maxes = ow.max_then_sum(sched, c, weights) if TWO_PASS else []
         made += [_lanes(sched, sched[o.name], lanes) for o in plain if len(o.values) == 2]
-        made += [_prepare_pv(sched, sched[o.name], tile) for _, o in weights]
+        # (under a causal tail each row runs its own keys: a tile of one row)
+        made += [_prepare_pv(sched, sched[o.name], (1, tile[1]) if id(o) in ragged else tile)
+                 for _, o in weights]
         if VECTOR_WEIGHTS:
             # (not under a causal tail: the weights' region is then the block's hull of the
             # rows' key ranges, clipped by a guard that keeps the loop from vector code)
@@ -230,7 +232,7 @@ def _tile_pv(g, loc, tile, h, blk) -> None:
         loc.reorder(li, r, ld)
     else:
         loc.reorder(r, li, ld)
-    loc.unroll(li)
+        loc.unroll(li)
     loc.vectorize(ld)
 
 
