@@ -226,9 +226,8 @@ def _tile_pv(g, loc, tile, h, blk) -> None:
     li, ld = loc.stage.axes[-2], loc.stage.axes[-1]
     r = loc.stage.reduce_axes[0]
     if uses_var(r.dom.extent, li.var) or uses_var(r.dom.min, li.var):
-        # keys that end with the row (a causal tail): each row's keys inside its own copy
-        # (one row of the tile in registers at a time); the blocks' scores and weights
-        # then cover only the keys some row of the block sees
+        # keys that end with the row (a causal tail): the row's keys inside its row loop
+        # (prepare gives such a stage a tile of one row)
         loc.reorder(li, r, ld)
     else:
         loc.reorder(r, li, ld)
