@@ -36,15 +36,12 @@ from __future__ import annotations
 
 from kdsl.frontend import online_softmax as osm
 from kdsl.frontend import online_weights as ow
-from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.visitor import collect, uses_var
 
 #: the blocked schedule (False: one query row per work item, online_softmax.place_rows;
 #: benchmarks/attention.py --compare measures both)
 BLOCKED = True
-#: the row sums as a max pass and a sum of the weights (False: online (max, sum) in lanes)
-TWO_PASS = True
 #: K is packed once, before the blocks (O(size of K) workspace), in parallel; False: by each
 #: block, for itself (a gather per element, once per BQ rows: 10% of the time, N=2048)
 PACK_ONCE = True
@@ -85,15 +82,12 @@ def prepare(sched, target) -> tuple:
         tile = (4 if target.vector_registers >= 32 else 3, 4 * lanes)
         if PV_TILE is not None:
             tile = (PV_TILE[0], PV_TILE[1] * lanes)
-        plain = [o for o in c.online if len(o.body.sources) == 2
-                 and mk.is_const(o.body.sources[1], 1.0)]
         # the scores' tile: SCORE_ROWS x SCORE_VECTORS registers (half the vectors with 16)
         sv = SCORE_VECTORS if target.vector_registers >= 32 else max(1, SCORE_VECTORS // 2)
         made = [_prepare_scores(sched, sched[s.name], sv * lanes) for s in c.producers]
         weights = ow.materialize_weights(sched, c)
         ragged = {id(o) for _, o in weights if _ragged(o)}
-        maxes = ow.max_then_sum(sched, c, weights) if TWO_PASS else []
-        made += [_lanes(sched, sched[o.name], lanes) for o in plain if len(o.values) == 2]
+        maxes = ow.max_then_sum(sched, c, weights)
         # (under a causal tail each row runs its own keys: a tile of one row)
         made += [_prepare_pv(sched, sched[o.name], (1, tile[1]) if id(o) in ragged else tile)
                  for _, o in weights]
@@ -138,7 +132,7 @@ def place(sched, todo) -> None:
         ro, _ = h.split(lead[-1], factor=BQ)
         blk = h.fuse(*lead[:-1], ro)
         h.parallel(blk)
-        extra = [m[1].stage for m in made if m[-1] is _place_lanes] + weights
+        extra = weights
         nested = [m[1].stage for m in made if m[-1] is _tile_pv]
         done = osm.attach_chain(sched, c, h, blk, extra, nested)
         for m in made:
@@ -164,22 +158,6 @@ def _prepare_scores(sched, g, lanes):
     loc = sched.cache_write(g, "local")
     p = sched.pack(keyed[0].tensor, readers=[loc], axis=pos[0], factor=lanes, lanes_last=True)
     return g, p, loc, _tile_scores
-
-
-def _lanes(sched, g, lanes):
-    """A row's online (max, sum) over keys cut into ``lanes`` partial states (``rfactor``):
-    the exp of each score in SIMD, the lanes combined at the end of the row."""
-    if len(g.stage.reduce_axes) != 1 or g.relations or g.attrs:
-        return None
-    _, ji = g.split(g.stage.reduce_axes[0], factor=lanes)
-    rf = sched.rfactor(g, ji, factor_axis=len(g.stage.axes))
-    return g, rf, _place_lanes
-
-
-def _place_lanes(g, rf, h, blk) -> None:
-    lane = rf.stage.axes[-1]
-    rf.reorder(rf.stage.reduce_axes[0], lane)
-    rf.vectorize(lane)
 
 
 def _tile_scores(g, p, loc, h, blk) -> None:
