@@ -70,6 +70,13 @@ stage weights by the *final* max of ``p.sum()``'s online stage, computed first i
 row (``_final_max``: no rescaling, one ``exp`` per key instead of one per key and value),
 and loops over keys outside its value axis.  The graph keeps the one-pass form, which a GPU
 schedule maps with K/V tiles streamed once.
+
+Blocked placement (the cpu backend's default, kdsl_cpu/schedules/attention.py) reads the
+chains with ``chains`` and attaches them with ``attach_chain`` at a loop over blocks of query
+rows; on the schedule's copies of the stages (never the traced graph) it makes the weights
+``exp(x - m)`` a stage of their own and the contraction a plain ``P @ v``
+(``online_weights.materialize_weights``), and ``p.sum()`` a max stage and a plain sum of
+the weights (``online_weights.max_then_sum``); ``unmasked`` drops a causal mask where a key range already ends at it.
 """
 from __future__ import annotations
 
@@ -255,38 +262,69 @@ def _same_rows(R: Stage, M: Stage, mt: Match) -> bool:
     return True
 
 
-def _masked_tail(x: n.Expr, rax: n.IterVar) -> n.IterVar:
-    """The key axis ``rax`` ending where a causal mask starts: when the row values are
-    ``where(a >= j + c, s, -inf)`` (or ``j + c <= a``, ``>``, ``<``; ``a`` free of ``j``),
-    keys past ``a - c`` are ``-inf`` and add nothing to any state (``exp(-inf - m) = 0``;
-    a row with no key left keeps the identity's ``-inf`` max and gives NaN, as numpy's
-    fully masked rows do), so the loop stops there: masked keys are never computed."""
-    j = rax.var
+def _tail_end(x: n.Expr, j: n.Var):
+    """``end`` when the row values ``x`` are ``where(a >= j + c, s, -inf)`` (or ``j + c <=
+    a``, ``>``, ``<``; ``a`` free of ``j``): keys ``j >= end`` are ``-inf``; else None."""
     if not (isinstance(x, n.Select) and mk.is_const(x.f) and x.f.value == NEG_INF
             and isinstance(x.cond, n.Compare)):
-        return rax
+        return None
     c = x.cond
     flip = {n.CmpOp.LE: n.CmpOp.GE, n.CmpOp.LT: n.CmpOp.GT}
     op, a, b = (flip[c.op], c.b, c.a) if c.op in flip else (c.op, c.a, c.b)
     if op not in (n.CmpOp.GE, n.CmpOp.GT) or uses_var(a, j):
-        return rax
+        return None
     if b is j:
         off = None
     elif (isinstance(b, n.Binary) and b.op is n.BinOp.ADD and b.a is j
           and not uses_var(b.b, j)):
         off = b.b
     else:
-        return rax
+        return None
     if not (a.dtype.is_int and (off is None or off.dtype.is_int)):
-        return rax
+        return None
     end = mk.cast(a, dt.index)                          # keys j <= a - off (GE), < (GT)
     if off is not None:
         end = mk.sub(end, mk.cast(off, dt.index))
     if op is n.CmpOp.GE:
         end = mk.add(end, mk.as_expr(1))
+    return end
+
+
+def _tail_extent(end, lo):
+    return mk.max_(mk.sub(end, lo), mk.as_expr(0))
+
+
+def _masked_tail(x: n.Expr, rax: n.IterVar) -> n.IterVar:
+    """The key axis ``rax`` ending where a causal mask starts: when the row values are
+    ``where(a >= j + c, s, -inf)`` (``_tail_end``), keys past ``a - c`` are ``-inf`` and add
+    nothing to any state (``exp(-inf - m) = 0``; a row with no key left keeps the identity's
+    ``-inf`` max and gives NaN, as numpy's fully masked rows do), so the loop stops there:
+    masked keys are never computed."""
+    end = _tail_end(x, rax.var)
+    if end is None:
+        return rax
     lo, ext = rax.dom.min, rax.dom.extent
-    ext = mk.min_(ext, mk.max_(mk.sub(end, lo), mk.as_expr(0)))
-    return n.IterVar(j, n.Range(lo, ext), rax.kind)
+    ext = mk.min_(ext, _tail_extent(end, lo))
+    return n.IterVar(rax.var, n.Range(lo, ext), rax.kind)
+
+
+def unmasked(x: n.Expr, rax: n.IterVar) -> n.Expr:
+    """``x`` without its causal mask where the axis ``rax`` already ends at the mask
+    (``_masked_tail`` made it): over the keys it visits the mask always holds, so
+    ``where(i >= j, s, -inf)`` is ``s`` there.  Else ``x`` itself."""
+    end = _tail_end(x, rax.var)
+    if end is None:
+        return x
+    want = _tail_extent(end, rax.dom.min)
+    ext, todo = rax.dom.extent, [rax.dom.extent]
+    while todo:
+        e = todo.pop()
+        if e == want:
+            return x.t
+        if isinstance(e, n.Binary) and e.op is n.BinOp.MIN:
+            todo += [e.a, e.b]
+    del ext
+    return x
 
 
 def _rewrite(ctx, R: Stage, mt: Match) -> list:
@@ -405,32 +443,41 @@ def _positions(reader: Stage, tensor, axes_pos: list) -> list | None:
 
 def _row_axis(F: Stage, fin: Stage, online: Stage) -> int | None:
     """The innermost axis of ``F`` that carries the query rows of ``online`` (through the
-    finishing stage ``fin``, or F itself), or None."""
+    finishing stage ``fin``, or F itself), or None (also for a stage a schedule rewrote)."""
+    if not online.is_reduction:
+        return None
     x = online.body.sources[0]
     pos = [k for k, ax in enumerate(online.axes) if uses_var(x, ax.var)]
-    pos = _positions(fin, online.values[1], pos)
+    pos = _positions(fin, online.output, pos)
     if pos is not None and fin is not F:
         pos = _positions(F, fin.output, pos)
     return max(pos) if pos else None
 
 
-def place_rows(sched) -> None:
-    """Move the fused chains of ``sched`` (a ``kdsl.schedule.Schedule``) into their query-row loop.
+@dataclasses.dataclass
+class Chain:
+    """One fused chain of a schedule: the output stage ``F``, the position ``k`` of its
+    innermost query-row axis, the online stages (``online``), every stage of the chain
+    that ``F`` reads through (``group``: online and finishing stages) and the stages the
+    online stages read (``producers``: the scores ``q @ k.T``)."""
 
-    For each output stage made by the rewrite, the online stages and finishing stages it reads
-    and the stages their row values read (the scores ``q @ k.T``) are computed inside the
-    output's row loop: the workspace is one row of scores and the row's state (O(N + D) per
-    row), never N x N.  The leading (batch, head, row) loops become one parallel loop when
-    nothing split them.  A stage also read outside the chain (a logsumexp output) stays where
-    it is, and an output whose row loop a schedule split is left alone.  Dispatch calls it
-    after a host backend's default schedule (not after explicit schedule functions).
-    """
+    F: Stage
+    k: int
+    online: list
+    group: list
+    producers: list
+
+
+def chains(sched) -> list:
+    """The fused chains of ``sched`` (a ``kdsl.schedule.Schedule``) whose output has a
+    query-row axis (``Chain``), in stage order."""
     stages = [h.stage for h in sched.stages]
     by_tensor = {}
     for st in stages:
         for t in st.values:
             by_tensor[id(t)] = st
     outs = {id(t) for t in sched.output_tensors()}
+    found = []
     for F in stages:
         if F.is_reduction or id(F.output) not in outs:
             continue
@@ -449,23 +496,41 @@ def place_rows(sched) -> None:
             if fin is not F and not _reads(F.body, fin.output):
                 continue
             for o in onl:
-                if _reads(fin.body, o.values[1]):
+                if _reads(fin.body, o.output):
                     ks.append(_row_axis(F, fin, o))
         if not ks or None in ks:
             continue
-        k = max(ks)
         producers = []
         for o in onl:
             for t in o.reads():
                 p = by_tensor.get(id(t))
                 if p is not None and p.origin != "online_softmax" and p not in producers:
                     producers.append(p)
-        if _FINAL:
-            _final_max(onl, stages)
+        found.append(Chain(F, max(ks), onl, group, producers))
+    return found
+
+
+def place_rows(sched) -> None:
+    """Move the fused chains of ``sched`` (a ``kdsl.schedule.Schedule``) into their query-row loop.
+
+    For each output stage made by the rewrite, the online stages and finishing stages it reads
+    and the stages their row values read (the scores ``q @ k.T``) are computed inside the
+    output's row loop: the workspace is one row of scores and the row's state (O(N + D) per
+    row), never N x N.  The leading (batch, head, row) loops become one parallel loop when
+    nothing split them.  A stage also read outside the chain (a logsumexp output) stays where
+    it is, and an output whose row loop a schedule split is left alone (the cpu backend's
+    blocked schedule, kdsl_cpu/schedules/attention.py, places its chains itself).  Dispatch
+    calls it after a host backend's default schedule (not after explicit schedule functions).
+    """
+    stages = [h.stage for h in sched.stages]
+    for c in chains(sched):
+        F, k = c.F, c.k
         h = sched[F.name]
         row = F.axes[k]
         if h.attach.value != "root" or list(h.leaf[:k + 1]) != list(F.axes[:k + 1]):
             continue        # a schedule moved or split the rows: its placement stands
+        if _FINAL:
+            _final_max(c.online, stages)
         lead = list(h.leaf[:k + 1])
         marks = [h.attrs.get(a) for a in lead]
         if k > 0 and all(m is None or m.kind is n.ForKind.PARALLEL for m in marks):
@@ -475,23 +540,36 @@ def place_rows(sched) -> None:
                 h.attrs.pop(a, None)
             row = h.fuse(*lead)
             h.parallel(row)
-        inside = {id(F)}
-        for s in sorted(group + producers, key=stages.index, reverse=True):
-            readers = [r for r in stages if any(t in s.values for t in r.reads())]
-            g = sched[s.name]
-            # a stage read outside the chain (a logsumexp output) stays where it is
-            if g.attach.value == "inline" or not all(id(r) in inside for r in readers):
-                continue
-            g.compute_at(h, row)
-            inside.add(id(s))
-            if s in onl:
-                _keys_outside(g, s)
+        attach_chain(sched, c, h, row)
+
+
+def attach_chain(sched, c: Chain, h, row, extra=(), nested=()) -> list:
+    """``compute_at`` the chain's stages (online, finishing, producers, and the stages of
+    ``extra``: ones a schedule made between them) at loop ``row`` of the output's schedule
+    ``h``, last first; a stage also read outside the chain stays where it is (the stages of
+    ``nested``, which the caller attaches inside the chain's loops, count as inside).
+    Returns the schedules of the stages attached."""
+    stages = [g.stage for g in sched.stages]
+    inside, done = {id(c.F)} | {id(s) for s in nested}, []
+    for s in sorted(c.group + c.producers + list(extra), key=stages.index, reverse=True):
+        readers = [r for r in stages if any(t in s.values for t in r.reads())]
+        g = sched[s.name]
+        if g.attach.value == "inline" or not all(id(r) in inside for r in readers):
+            continue
+        g.compute_at(h, row)
+        inside.add(id(s))
+        done.append(g)
+        if s in c.online:
+            _keys_outside(g, s)
+    return done
 
 
 def _keys_outside(g, online: Stage) -> None:
     """The key loop of an online stage outside its value loops (``e`` of ``p @ v``): each
     key updates the row's D accumulators, independent lanes, instead of a chain of D*N
     dependent steps (exp and select per step) per accumulator."""
+    if not online.is_reduction:
+        return      # (a schedule cached its result: the cache's loops are the schedule's)
     x = online.body.sources[0]
     inner = [ax for ax in online.axes if not uses_var(x, ax.var)]
     if not inner or list(g.leaf) != list(online.axes) + list(online.reduce_axes):
@@ -522,10 +600,11 @@ def _final_max(onl: list, stages: list) -> None:
     ``sum_j exp(x_j - m) * h_j`` with ``m`` the row's max needs no rescaling, and its
     ``exp`` does not depend on the value axis (one per key, not one per key and value).
     Mutates the schedule's copies of the stages (the traced graph is shared)."""
-    plain = [o for o in onl if mk.is_const(o.body.sources[1], 1.0)]
+    plain = [o for o in onl if o.is_reduction and len(o.body.sources) == 2
+             and mk.is_const(o.body.sources[1], 1.0)]
     for o in onl:
-        if o in plain or not plain:
-            continue
+        if o in plain or not plain or o.body.combiner is _TWO_PASS.get(o.dtype):
+            continue        # (already weighted by the final max: a second call changes nothing)
         for L in plain:
             idx = _same_row_read(L, o)
             if idx is not None and stages.index(L) > stages.index(o):

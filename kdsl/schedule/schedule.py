@@ -267,7 +267,8 @@ class Schedule:
         return h
 
     @primitive(check=True)
-    def pack(self, tensor, readers=None, axis: int = -1, factor: int | None = None, scope="local") -> StageSchedule:
+    def pack(self, tensor, readers=None, axis: int = -1, factor: int | None = None, scope="local",
+             lanes_last: bool = False) -> StageSchedule:
         """A copy of ``tensor`` cut into contiguous panels along ``axis`` (``<A>.packed``).
 
         ``P[p, .., x, ..] = A[.., p*factor + x, ..]`` with ``x`` in ``axis``'s
@@ -276,6 +277,9 @@ class Schedule:
         one ``K x factor`` panel is contiguous, whatever ``A``'s leading
         dimension.  Entries past the end of ``axis`` are neither written nor read.
         ``readers`` defaults to every stage that reads ``tensor``; ``axis`` to the last.
+        ``lanes_last=True`` puts ``x`` last instead (``P[p, .., y, x] = A[.., p*factor + x, y]``):
+        panels of a transposed operand, contiguous along ``axis`` (attention's keys ``k[j, d]``
+        read as ``k.T``: ``factor`` keys side by side for each ``d``).
         """
         t = self._tensor(tensor)
         rs = self._readers_of(t, readers, "pack")
@@ -299,9 +303,14 @@ class Schedule:
         idx = [a.var for a in inner]
         idx[axis] = mk.add(mk.mul(po.var, factor), inner[axis].var)
         body = n.TensorRead(t.dtype, t, tuple(idx))
-        packed = Stage(self._unique(f"{t.name}.packed"), (po, *inner), (), body, t.dtype, None, origin="pack")
+        order = list(inner)
+        if lanes_last:
+            order.append(order.pop(axis))
+        packed = Stage(self._unique(f"{t.name}.packed"), (po, *order), (), body, t.dtype, None, origin="pack")
         def panels(indices):    # A[.., i, ..] -> P[i // factor, .., i % factor, ..]
             i = indices[axis]
+            if lanes_last:
+                return (mk.floordiv(i, factor), *indices[:axis], *indices[axis + 1:], mk.mod(i, factor))
             return (mk.floordiv(i, factor), *indices[:axis], mk.mod(i, factor), *indices[axis + 1:])
 
         for r in rs:

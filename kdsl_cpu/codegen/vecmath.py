@@ -131,23 +131,35 @@ class _Emit:
 
     def __init__(self, b: ir.IRBuilder, t: ir.Type, module: ir.Module):
         self.b, self.t, self.module = b, t, module
-        self.f64 = t == DOUBLE
+        # a vector type (vector.py's explicit vector code): every value is a vector of lanes
+        self.lanes = t.count if isinstance(t, ir.VectorType) else None
+        self.st = t.element if self.lanes else t        # the scalar type (table keys)
+        self.f64 = self.st == DOUBLE
         self.it = I64 if self.f64 else I32
+        if self.lanes:
+            self.it = ir.VectorType(self.it, self.lanes)
         self.mbits = 52 if self.f64 else 23
         self.bias = 1023 if self.f64 else 127
 
+    def _const(self, t, v):
+        return ir.Constant(t, [v] * self.lanes if self.lanes else v)
+
     def c(self, v: float) -> ir.Constant:
-        return ir.Constant(self.t, v if self.f64 else _f32(v))
+        return self._const(self.t, v if self.f64 else _f32(v))
 
     def i(self, v: int) -> ir.Constant:
-        return ir.Constant(self.it, v)
+        return self._const(self.it, v)
 
     def _v(self, x):
         return self.c(x) if isinstance(x, (int, float)) else x
 
     def intr(self, name: str, *args):
-        fn = self.module.declare_intrinsic(f"llvm.{name}", [self.t],
-                                           ir.FunctionType(self.t, [self.t] * len(args)))
+        fnty = ir.FunctionType(self.t, [self.t] * len(args))
+        if self.lanes:      # (llvmlite names intrinsics of scalar types only)
+            full = f"llvm.{name}.v{self.lanes}{'f64' if self.f64 else 'f32'}"
+            fn = self.module.globals.get(full) or ir.Function(self.module, fnty, full)
+        else:
+            fn = self.module.declare_intrinsic(f"llvm.{name}", [self.t], fnty)
         return self.b.call(fn, [self._v(a) for a in args])
 
     def add(self, a, c):
@@ -198,7 +210,7 @@ class _Emit:
 
 # ---------------------------------------------------------------- functions
 def _exp(e: _Emit, x):
-    t = e.t
+    t = e.st
     # clamp (min/max, NaN passes through) so that n stays in range: below LO the result
     # is 0, above HI it is inf
     xc = e.sel(e.cmp(">", x, _EXP_HI[t]), _EXP_HI[t], x)
@@ -453,14 +465,26 @@ def _cos(e: _Emit, x):
 _BODIES = {"exp": _exp, "log": _log, "tanh": _tanh, "erf": _erf, "sin": _sin, "cos": _cos}
 
 
+#: functions also defined on vector types (vector.py's explicit vector code: a loop of
+#: ``exp`` emitted at the loop's own width, not at the loop vectoriser's preferred one)
+VECTOR_NAMES = ("exp",)
+
+
 def has(name: str, t: ir.Type) -> bool:
-    """Whether ``make`` defines ``name`` for ``t`` (float or double)."""
+    """Whether ``make`` defines ``name`` for ``t`` (float or double, or a vector of them for
+    the functions of ``VECTOR_NAMES``)."""
+    if isinstance(t, ir.VectorType):
+        return name in VECTOR_NAMES and t.element in NAMES.get(name, ())
     return t in NAMES.get(name, ())
 
 
 def make(module: ir.Module, name: str, t: ir.Type) -> ir.Function:
-    """The function ``kdsl.<name>.<f32|f64>`` of ``module`` (defined on first use)."""
-    suffix = "f64" if t == DOUBLE else "f32"
+    """The function ``kdsl.<name>.<f32|f64|vNf32|vNf64>`` of ``module`` (defined on first
+    use)."""
+    vec = isinstance(t, ir.VectorType)
+    suffix = "f64" if (t.element if vec else t) == DOUBLE else "f32"
+    if vec:
+        suffix = f"v{t.count}{suffix}"
     fname = f"kdsl.{name}.{suffix}"
     if fname in module.globals:
         return module.globals[fname]

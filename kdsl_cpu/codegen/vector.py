@@ -7,7 +7,9 @@ scalar loop with ``llvm.loop.vectorize`` metadata.  The difference matters for
 register blocking: with constant offsets into a local tile, SROA keeps the
 whole tile in vector registers across the enclosing reduction loop, which
 LLVM's loop vectorizer does not achieve on its own.  Anything else (strided
-accesses, guards, math calls, narrow float types) falls back to the loop.
+accesses, guards, math calls but ``exp``, narrow float types) falls back to the loop.
+``exp`` is vecmath's on the whole vector (the loop vectoriser would pick its own width:
+256 bits on AVX-512 hosts that prefer it).
 
 Edge tiles: a loop whose extent is known only at run time but has a constant
 upper bound ``W`` (a split's tail, ``min(64, N - j)``) is emitted the same way at
@@ -29,10 +31,12 @@ from kdsl.ir.simplify import linear, simplify
 from kdsl.ir.visitor import substitute, uses_var
 
 from . import types as T
+from . import vecmath
 
 #: widest explicit vector (elements); wider loops use the loop vectorizer
 MAX_WIDTH = 64
 _DTYPES = (dt.float32, dt.float64, dt.int32, dt.int64)
+_MATH_DTYPES = (dt.float32, dt.float64)
 _FLOAT_OPS = {n.BinOp.ADD: "fadd", n.BinOp.SUB: "fsub", n.BinOp.MUL: "fmul", n.BinOp.DIV: "fdiv"}
 _INT_OPS = {n.BinOp.ADD: "add", n.BinOp.SUB: "sub", n.BinOp.MUL: "mul"}
 _CONTRACT = ("contract",)
@@ -141,6 +145,8 @@ class VectorEmitter:
                 raise _NotSimple
             self._check(e.a)
             self._check(e.b)
+        elif t is n.Unary and e.op is n.UnOp.EXP and e.dtype in _MATH_DTYPES:
+            self._check(e.a)       # vecmath's exp at this width (vecmath.VECTOR_NAMES)
         elif t is n.Var and e is self.var:
             raise _NotSimple       # lane indices as values: leave to the loop vectorizer
         else:
@@ -220,6 +226,10 @@ class VectorEmitter:
             if _lane_step(e.indices, self.var) == 0:
                 return self.gen.expr(e), False
             return self._load_vec(e.buffer, e.indices, self._vtype(e.dtype)), True
+        if t is n.Unary:        # exp (checked): vecmath's, on the whole vector
+            a, _ = self._value(e.a)
+            vt = self._vtype(e.dtype)
+            return self.b.call(vecmath.make(self.gen.module, "exp", vt), [a]), True
         a, va = self._value(e.a)
         c, vc = self._value(e.b)
         if va != vc:

@@ -11,7 +11,9 @@ plan (kdsl/schedule/plan.py) of its kind:
 * reductions with a small constant window (a 2-D stencil) unroll it;
 * reductions over rows keep the reduction innermost, over columns move it
   out of the innermost loop;
-* everything else is parallel over its outermost axis.
+* everything else is parallel over its outermost axis;
+* fused attention chains (kdsl/frontend/online_softmax.py) get the blocked schedule of
+  attention.py (``prepare`` before the plans, ``place`` after them), unless hints are given.
 
 ``schedule(sched, hints, threads)`` lets the user's hints override fields of
 those plans (kdsl/schedule/hints.py), then computes intermediate stages that
@@ -30,7 +32,7 @@ from kdsl.schedule.records import AttachKind
 from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
-from . import rules
+from . import attention, rules
 from .gemm import is_matmul, packed_wins, recipe
 from .target import cpu_target
 
@@ -40,25 +42,28 @@ GENERATOR = True
 
 def schedule(sched, hints, threads: int) -> None:
     """Default plans, adjusted by ``hints`` (a list of declarative Hints), realised on ``sched``."""
-    plans = default_plans(sched, threads)
+    chains, owned = attention.prepare(sched, cpu_target(threads)) if not hints else ((), set())
+    plans = default_plans(sched, threads, owned=owned)
     scans = take_scans(sched, plans)        # kd.scan stages: their own default (below)
     merge_hints(sched, plans, hints, threads)
     attach = attach_rows(sched, plans)
     if attach:   # attached stages get the plan of a stage inside a row loop (hints still apply)
-        plans = default_plans(sched, threads, attached=set(attach))
+        plans = default_plans(sched, threads, attached=set(attach), owned=owned)
         take_scans(sched, plans)
         merge_hints(sched, plans, hints, threads)
     realize(sched, plans, attach)
+    attention.place(sched, chains)   # fused attention chains: blocked (attention.py)
     for h in scans:
         if threads > 1:
             cpu_scan(sched, h)
 
 
-def default_plans(sched, threads: int, attached=frozenset()) -> dict:
-    """Stage name -> the default StagePlan of every stage that is computed."""
+def default_plans(sched, threads: int, attached=frozenset(), owned=frozenset()) -> dict:
+    """Stage name -> the default StagePlan of every stage that is computed (but those of
+    ``owned``: a fused attention chain's, scheduled by attention.py)."""
     plans = {}
     for h in sched.stages:
-        if h.attach is AttachKind.INLINE:
+        if h.attach is AttachKind.INLINE or h.name in owned:
             continue
         st = h.stage
         if h.name in attached:

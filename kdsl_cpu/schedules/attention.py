@@ -1,0 +1,220 @@
+"""The cpu default of a fused attention chain (kdsl/frontend/online_softmax.py): blocked.
+
+One parallel work item is a block of ``BQ`` query rows of one (batch, head): the chain's
+stages are computed inside it (``online_softmax.attach_chain``), so K and V are streamed
+once per block, not once per row, and the workspace is ``BQ`` rows of scores and weights
+(O(N) per thread, never N x N), plus K packed once (the size of K).  Inside the block, with
+the whole key row of the block's scores at hand (exact, no rescaling):
+
+* scores ``S = Q_blk K^T``: K's rows packed into panels of ``SCORE_VECTORS`` SIMD registers
+  of keys side by side (``Schedule.pack(..., lanes_last=True)``, once, before the blocks,
+  panels in parallel), and a ``SCORE_ROWS`` x panel register tile (``cache_write``; rows
+  unrolled, keys vectorised) accumulating over ``d``: one broadcast and one FMA per row,
+  register and ``d``; the panels outside the row groups (a panel stays in L1 while the
+  block's rows use it: 10% faster than the other order, one thread, N = 1024 and 2048);
+* the row max (``online_weights.max_then_sum``: a plain max reduction), the weights
+  ``P = exp(s - max)`` once per score (``online_weights.materialize_weights``; keys as
+  explicit SIMD vectors: vecmath's exp at the register width), the row sum of ``P``;
+* ``O = P V``: a plain contraction now, on a register tile of rows x 4 vectors of value
+  columns (``cache_write``), keys innermost around it; under a causal tail (keys that end
+  with the row) a tile of one row, over its own keys.
+* ``O / sum`` and the NaN rule of fully masked rows: the finishing stages, per block.
+
+The stage rewrites are made on the schedule's copies of the stages (the traced graph, which
+GPU schedules read, keeps the one-pass online form).  A chain read outside itself (a
+logsumexp output reading the row max) or given hints keeps ``online_softmax.place_rows``
+(one row per work item).  Semantics come from the stage objects (which read uses which
+axis), never from names.
+
+Measured (2-core AVX-512 box, one thread, N = 1024, D = 64, loaded machine, min of 15):
+row placement ~20 GFLOP/s, this schedule ~80, torch SDPA ~116 (non-causal).  Causal: the
+rows' key ranges end at the diagonal, but the blocks' scores and weights are computed for
+the hull of the whole kernel's rows (bound inference keeps a loop-invariant extent), so
+causal runs about as long as non-causal.
+"""
+from __future__ import annotations
+
+from kdsl.frontend import online_softmax as osm
+from kdsl.frontend import online_weights as ow
+from kdsl.ir import nodes as n
+from kdsl.ir.visitor import collect, uses_var
+
+#: the blocked schedule (False: one query row per work item, online_softmax.place_rows;
+#: benchmarks/attention.py --compare measures both)
+BLOCKED = True
+#: K is packed once, before the blocks (O(size of K) workspace), in parallel; False: by each
+#: block, for itself (a gather per element, once per BQ rows: 10% of the time, N=2048)
+PACK_ONCE = True
+#: the weights' keys as explicit SIMD vectors (vecmath's exp at the register width)
+VECTOR_WEIGHTS = True
+#: P V's register tile (rows, SIMD registers of value columns); None: 4 x 4 (3 x 4 with 16
+#: registers)
+PV_TILE = None
+#: the scores' key panels outside their row groups
+PANEL_OUTER = True
+#: query rows per work item
+BQ = 64
+#: rows of the scores' register tile (x ``SCORE_VECTORS`` SIMD registers of keys)
+SCORE_ROWS, SCORE_VECTORS = 4, 4
+
+
+def _reads(stage):
+    return collect(stage.body, lambda x: isinstance(x, n.TensorRead))
+
+
+def prepare(sched, target) -> tuple:
+    """Before the default plans: the chains to block, and the names of every stage they own
+    (their stages, the pack and cache they make), which the default plans leave alone.
+    ``target``: the host (kdsl.schedule.target.Target: SIMD width, registers)."""
+    stages = [h.stage for h in sched.stages]
+    todo, owned = [], set()
+    if not BLOCKED:
+        return todo, owned
+    taken = set()
+    for c in osm.chains(sched):
+        h = sched[c.F.name]
+        if h.relations or h.attrs or h.attach.value != "root" or not _closed(c, stages, taken):
+            continue        # (the row placement, online_softmax.place_rows, takes it)
+        taken |= {id(s) for s in [c.F] + c.group + c.producers}
+        osm._final_max(c.online, stages)
+        lanes = target.lanes(c.F.dtype.itemsize)
+        # P V's register tile: 4 vectors of value columns x the rows the registers leave
+        tile = (4 if target.vector_registers >= 32 else 3, 4 * lanes)
+        if PV_TILE is not None:
+            tile = (PV_TILE[0], PV_TILE[1] * lanes)
+        # the scores' tile: SCORE_ROWS x SCORE_VECTORS registers (half the vectors with 16)
+        sv = SCORE_VECTORS if target.vector_registers >= 32 else max(1, SCORE_VECTORS // 2)
+        made = [_prepare_scores(sched, sched[s.name], sv * lanes) for s in c.producers]
+        weights = ow.materialize_weights(sched, c)
+        ragged = {id(o) for _, o in weights if _ragged(o)}
+        maxes = ow.max_then_sum(sched, c, weights)
+        # (under a causal tail each row runs its own keys: a tile of one row)
+        made += [_prepare_pv(sched, sched[o.name], (1, tile[1]) if id(o) in ragged else tile)
+                 for _, o in weights]
+        if VECTOR_WEIGHTS:
+            # (not under a causal tail: the weights' region is then the block's hull of the
+            # rows' key ranges, clipped by a guard that keeps the loop from vector code)
+            made += [(w, lanes, _vector_weights) for w, o in weights if id(o) not in ragged]
+        made = [m for m in made if m is not None]
+        weights = [w for w, _ in weights]
+        todo.append((c, made, [w.stage for w in weights + maxes]))
+        owned |= {w.name for w in weights + maxes}
+        owned |= {s.name for s in [c.F] + c.group + c.producers}
+        owned |= {x.name for m in made for x in m[1:-1] if hasattr(x, "stage")}
+    return todo, owned
+
+
+def _ragged(st) -> bool:
+    """Do the stage's reduce bounds use its own axes (a causal tail)?"""
+    own = [a.var for a in st.axes]
+    return any(uses_var(r.dom.extent, v) or uses_var(r.dom.min, v)
+               for r in st.reduce_axes for v in own)
+
+
+def _closed(c, stages, taken) -> bool:
+    """Is the chain a closed unit: none of its stages read outside it (a logsumexp output
+    reading the row max), none shared with a chain already taken?"""
+    mine = {id(s) for s in [c.F] + c.group + c.producers}
+    if mine & taken:
+        return False
+    for s in stages:
+        if id(s) not in mine and any(t.stage is not None and id(t.stage) in mine - {id(c.F)}
+                                     for t in s.reads()):
+            return False
+    return True
+
+
+def place(sched, todo) -> None:
+    """After the other stages' plans are realised: the blocked loops of each chain."""
+    for c, made, weights in todo:
+        h = sched[c.F.name]
+        lead = list(h.leaf[:c.k + 1])
+        ro, _ = h.split(lead[-1], factor=BQ)
+        blk = h.fuse(*lead[:-1], ro)
+        h.parallel(blk)
+        extra = weights
+        nested = [m[1].stage for m in made if m[-1] is _tile_pv]
+        done = osm.attach_chain(sched, c, h, blk, extra, nested)
+        for m in made:
+            if m is not None and m[0] in done:
+                m[-1](*m[:-1], h, blk)
+
+
+def _prepare_scores(sched, g, lanes):
+    """``S[.., i, j] = sum_d A[.., i, d] * B[.., j, d]``: B packed in panels of ``lanes`` keys
+    (lanes last) and S computed through a local cache (the register tile); returns (the
+    pack, the cache), or None when ``g`` is not such a product."""
+    st = g.stage
+    if len(st.reduce_axes) != 1 or len(st.axes) < 2 or g.relations:
+        return None
+    i, j = st.axes[-2], st.axes[-1]
+    keyed = [x for x in _reads(st) if not any(uses_var(e, i.var) for e in x.indices)
+             and any(uses_var(e, j.var) for e in x.indices)]
+    if len(keyed) != 1 or keyed[0].tensor.stage is not None:
+        return None
+    pos = [p for p, e in enumerate(keyed[0].indices) if uses_var(e, j.var)]
+    if len(pos) != 1 or keyed[0].indices[pos[0]] is not j.var:
+        return None
+    loc = sched.cache_write(g, "local")
+    p = sched.pack(keyed[0].tensor, readers=[loc], axis=pos[0], factor=lanes, lanes_last=True)
+    return g, p, loc, _tile_scores
+
+
+def _tile_scores(g, p, loc, h, blk) -> None:
+    """The pack once per block; S's rows cut by ``SCORE_ROWS`` and keys by the panel width,
+    the cache (rows x panel) attached at each (row group, key panel): reduce loop
+    outermost, rows unrolled, keys vectorised."""
+    if PACK_ONCE:
+        p.parallel(p.stage.axes[0])     # all of K, before the blocks, panels in parallel
+    else:
+        p.compute_at(h, blk)
+    lanes = p.stage.axes[-1].dom.extent.value
+    io, ii = g.split(g.stage.axes[-2], factor=SCORE_ROWS)
+    jo, ji = g.split(g.stage.axes[-1], factor=lanes)
+    if PANEL_OUTER:     # a panel of K stays in L1 while the block's row groups use it
+        g.reorder(jo, io, ii, ji)
+        loc.compute_at(g, io)
+    else:
+        g.reorder(io, jo, ii, ji)
+        loc.compute_at(g, jo)
+    li, lj = loc.stage.axes[-2], loc.stage.axes[-1]
+    loc.reorder(loc.stage.reduce_axes[0], li, lj)
+    loc.unroll(li)
+    loc.vectorize(lj)
+
+
+def _prepare_pv(sched, g, tile):
+    """``O[.., i, d] = sum_j P[.., i, j] * V[.., j, d]`` (the weights made by
+    ``materialize_weights``) computed through a local cache: a register tile of
+    ``tile = (rows, columns)``."""
+    if g.relations or g.attrs or len(g.stage.axes) < 2:
+        return None
+    return g, sched.cache_write(g, "local"), tile, _tile_pv
+
+
+def _tile_pv(g, loc, tile, h, blk) -> None:
+    """Rows x value columns of O per tile, the keys innermost around it: one load of V's
+    row segment serves ``mr`` rows (vector code, the tile kept in registers)."""
+    mr, nr = tile
+    i, d = g.stage.axes[-2], g.stage.axes[-1]
+    io, ii = g.split(i, factor=mr)
+    do, di = g.split(d, factor=nr)
+    g.reorder(io, do, ii, di)
+    loc.compute_at(g, do)
+    li, ld = loc.stage.axes[-2], loc.stage.axes[-1]
+    r = loc.stage.reduce_axes[0]
+    if uses_var(r.dom.extent, li.var) or uses_var(r.dom.min, li.var):
+        # keys that end with the row (a causal tail): the row's keys inside its row loop
+        # (prepare gives such a stage a tile of one row)
+        loc.reorder(li, r, ld)
+    else:
+        loc.reorder(r, li, ld)
+        loc.unroll(li)
+    loc.vectorize(ld)
+
+
+def _vector_weights(w, lanes, h, blk) -> None:
+    """The weights ``exp(s - m)`` of a row: keys cut into SIMD vectors (vector code, the
+    exp at the full width: vecmath's on vectors, kdsl_cpu/codegen/vector.py)."""
+    _, ki = w.split(w.stage.axes[-1], factor=lanes)
+    w.vectorize(ki)
