@@ -38,6 +38,8 @@ import types
 
 import numpy as np
 
+from ..ir.nodes import Combiner as _Combiner
+
 #: bump when the serialisation below changes (old entries then simply miss)
 FORMAT = "1"
 #: larger global arrays make the key None (hashing them would cost more than a trace)
@@ -242,9 +244,14 @@ def key(fn, specs, name, constants, kernel_type=None) -> str | None:
 
 class _Pickler(pickle.Pickler):
     """Refuses references to code outside kdsl, numpy and the standard library (a graph that
-    holds a user's function or class is not saved: its code might change under the key)."""
+    holds a user's function or class is not saved: its code might change under the key), and
+    combiners that are not built in (``kind`` None: a ``kd.reducer``'s, the online-softmax
+    fusion's): schedules recognise those by identity with the process's own objects, which an
+    unpickled copy is not."""
 
     def reducer_override(self, obj):
+        if type(obj) is _Combiner and obj.kind is None:
+            raise _NoKey(f"the graph holds the combiner {obj.name!r}")
         if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType,
                             types.ModuleType)):
             module = obj.__name__ if isinstance(obj, types.ModuleType) else \

@@ -179,3 +179,23 @@ def test_functions_a_factory_made_are_told_apart():
     assert kd.sqrt.__qualname__ == kd.exp.__qualname__
     keys = {_key(kd.kernel(case(f))) for f in (kd.sqrt, kd.exp, kd.sqrt)}
     assert len(keys) == 2 and None not in keys
+
+
+def test_graphs_with_custom_combiners_are_not_kept():
+    """Schedules recognise the online-softmax fusion's combiner (and a kd.reducer's) by identity
+    with this process's objects: an unpickled graph would hold copies, so such graphs are traced
+    in every process (the attention chain is fused by the trace)."""
+    @kd.kernel
+    def attn(q, k, v):
+        s = q @ k.T
+        p = kd.exp(s - s.max(axis=-1, keepdims=True))
+        return (p / p.sum(axis=-1, keepdims=True)) @ v
+    x = np.ones((8, 4), np.float32)
+    sig = signature_from_args((x, x, x), attn.arg_names, attn.constants, attn.specialize, None)
+    assert trace_key.dumps(attn._run_trace(sig, sig.specs())) is None
+
+    @kd.kernel
+    def rowmax(A):
+        return A.max(axis=1)          # a built-in combiner (its kind says what it is): kept
+    sig = signature_from_args((x,), rowmax.arg_names, rowmax.constants, rowmax.specialize, None)
+    assert trace_key.dumps(rowmax._run_trace(sig, sig.specs())) is not None
