@@ -62,6 +62,10 @@ class Decode:
     vec: int
     parts: int | None
     unroll: int
+    #: rows of K per part (a constant: the parts' k loops have constant trips, and the
+    #: interior threads' copy of the work runs them without a guard); None: ``parts`` parts
+    #: of K (an ``rfactor`` hint) or no split
+    chunk: int | None = None
 
 
 def _b_operand(stage):
@@ -122,10 +126,19 @@ def choose(sched, h, plan, threads_hint) -> Decode:
         want = -(-TARGET_BLOCKS // blocks)
         most = min(nk // MIN_PART_K, nk * item // (2 * 4 * ni * PARTIAL_SHARE))
         parts = min(_pow2ceil(want), _pow2floor(max(1, most)))
+    chunk = None
     if "rfactor" in plan.explicit:
         parts = plan.rfactor
+    elif parts and parts > 1:
+        # a constant chunk from the bottom of the class (at its top: at most twice the parts),
+        # a multiple of the unrolled step
+        lo = A.extent_range(sched, k)[0]
+        chunk = max(MIN_PART_K, _pow2floor(max(1, lo // parts)), unroll)
+        chunk = -(-chunk // unroll) * unroll
+        parts = -(-lo // chunk)
     return Decode(rows=rows, threads=threads, vec=vec,
-                  parts=parts if parts and parts > 1 else None, unroll=unroll)
+                  parts=parts if parts and parts > 1 else None, unroll=unroll,
+                  chunk=chunk if parts and parts > 1 else None)
 
 
 def gemm(sched, C, cfg: Decode, epilogue=None) -> None:
@@ -137,7 +150,10 @@ def gemm(sched, C, cfg: Decode, epilogue=None) -> None:
     work = C
     if cfg.parts:
         (k,) = C.stage.reduce_axes
-        kp, _ = C.split(k, nparts=cfg.parts)
+        if cfg.chunk:
+            kp, _ = C.split(k, factor=cfg.chunk)
+        else:
+            kp, _ = C.split(k, nparts=cfg.parts)
         work = sched.rfactor(C, kp, 0)              # work[p, i, j]: a block per (part, columns)
         if epilogue is not None:
             _sum_in_cast(sched, C, epilogue, cfg.threads)

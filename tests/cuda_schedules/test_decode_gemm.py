@@ -37,13 +37,13 @@ def _run(f, a, b, rng, out_dtype):
 
 
 def test_decode_structure():
-    """Two kernels: the split-K partials (32 parts; a block of 128 threads per part and column
-    block, 16 rows x 4 columns of sums a thread, B's 4 columns one vector load), then their
-    sum."""
+    """Two kernels: the split-K partials (parts of 128 rows of K: 32 at K = 4096; a block of
+    128 threads per part and column block, 16 rows x 4 columns of sums a thread, B's 4 columns
+    one vector load), then their sum."""
     f = lowered(matmul, specs(), DECODE)
     assert [k.launch.block for k in f.kernels] == [(128, 1, 1), (128, 1, 1)]
     text = str(f)
-    assert "matmul.rf: float32[32, n, m] global" in text, text
+    assert "matmul.rf: float32[ceildiv(k, 128), n, m] global" in text, text
     assert "matmul.rf.local: float32[1, 16, 4] local" in text
     assert "B.local: float32[1, 4] local" in text
     vec = [x for x in collect(f.body, lambda x: isinstance(x, n.For))
@@ -53,13 +53,16 @@ def test_decode_structure():
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_decode_split_k_correct(dtype, rng):
-    """The split-K schedule (8 or 4 parts of K) at small sizes: parts that do not divide K,
-    shorter than the unrolled step, empty; rows (two row groups) and columns that do not
-    divide."""
+    """The split-K schedule (parts of 128 or 256 rows of K) at small sizes: K shorter than a
+    part, a last part shorter than the others and than the unrolled step, empty; rows (two
+    row groups) and columns that do not divide."""
     f = lowered(matmul, specs(dtype), SMALL)
-    parts = 8 if dtype == "float32" else 4
-    assert f"matmul.rf: float32[{parts}, n, m] global" in str(f)
-    for nn, kk, mm in [(17, 37, 258), (2, 0, 6), (0, 5, 7)]:
+    chunk = 128 if dtype == "float32" else 256
+    assert f"matmul.rf: float32[ceildiv(k, {chunk}), n, m] global" in str(f)
+    rows, vec = (16, 4) if dtype == "float32" else (8, 8)
+    # (rows, chunk + 3, vec + 1): thread 0's tile and the first part whole (the interior copy,
+    # guard-free, whose vector loads' alignment is tested once), the rest ragged
+    for nn, kk, mm in [(17, 37, 258), (rows, chunk + 3, vec + 1), (2, 0, 6), (0, 5, 7)]:
         a = rng.standard_normal((nn, kk)).astype(dtype)
         b = rng.standard_normal((kk, mm)).astype(dtype)
         want = a.astype(np.float64) @ b.astype(np.float64)
