@@ -41,15 +41,15 @@ THREADS = 128
 #: rows of B per unrolled k step (16-bit: fewer, NVRTC's time grows with the unrolled
 #: conversions: 8 took ~4x as long to compile as 4)
 UNROLL = 8
-UNROLL_16 = 4
+UNROLL_16 = 8
 SMS = 132
 #: blocks that fill the GPU (4 blocks of 128 threads per SM)
 TARGET_BLOCKS = 4 * SMS
 #: at least this many rows of K per part
-MIN_PART_K = 128
+MIN_PART_K = 64
 #: the partials (parts x M x N float32, written and read back) at most 1 / PARTIAL_SHARE of
 #: B's bytes
-PARTIAL_SHARE = 4
+PARTIAL_SHARE = 2
 #: columns of C below which the tiled GEMM serves (too few for a block of vectors)
 MIN_COLS = 256
 
