@@ -79,10 +79,12 @@ __device__ __forceinline__ uint16_t kd_nan2h(unsigned sign, unsigned sig) {
   unsigned h = sign | 0x7c00u | sig;
   return (uint16_t)((sig == 0u) ? (h | 1u) : h);
 }
-// (branch-free: a select, not a branch, so that NVVM can share a conversion between its uses)
+// (libdevice's cvt.rn.f16.f32 and a select, no asm and no branch: NVVM shares one conversion
+// between its uses -- an inline asm statement it repeats at each)
+extern "C" __device__ unsigned short __nv_float2half_rn(float);
 __device__ __forceinline__ uint16_t kd_f2h(float f) {
   unsigned u = __float_as_uint(f);
-  uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  uint16_t h = (uint16_t)__nv_float2half_rn(f);
   return (f != f) ? kd_nan2h((u >> 16) & 0x8000u, (u >> 13) & 0x3ffu) : h;
 }
 __device__ __forceinline__ uint16_t kd_d2h(double f) {
@@ -96,11 +98,11 @@ __device__ __forceinline__ uint16_t kd_d2h(double f) {
 // between all its uses -- a decode GEMM's unrolled products converted each operand once per
 // product before): the 15 bits of exponent and fraction moved to float's places, scaled by
 // 2^112 (exact for normal and subnormal halves; kdsl builds without -ftz); inf and NaN
-// (payload kept, quiet bit as it was) by bits
+// (payload kept, quiet bit as it was) by bits: the exponent field all ones
 __device__ __forceinline__ float kd_h2f(uint16_t h) {
-  unsigned s = ((unsigned)h & 0x8000u) << 16, e = (unsigned)h & 0x7fffu;
-  unsigned m = __float_as_uint(__uint_as_float(e << 13) * 5.192296858534827628530496329220096e+33f);
-  return __uint_as_float(s | ((e >= 0x7c00u) ? (0x7f800000u | ((e & 0x3ffu) << 13)) : m));
+  unsigned s = ((unsigned)h & 0x8000u) << 16, t = ((unsigned)h & 0x7fffu) << 13;
+  unsigned m = __float_as_uint(__uint_as_float(t) * 5.192296858534827628530496329220096e+33f);
+  return __uint_as_float(s | ((t >= 0x0f800000u) ? (t | 0x7f800000u) : m));
 }
 // np.hypot near the top of the range: CUDA's hypot may round a finite result up to inf
 template <typename T> __device__ __forceinline__ T kd_hypot(T x, T y) {
