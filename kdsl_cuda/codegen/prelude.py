@@ -104,6 +104,10 @@ __device__ __forceinline__ float kd_h2f(uint16_t h) {
   unsigned m = __float_as_uint(__uint_as_float(t) * 5.192296858534827628530496329220096e+33f);
   return __uint_as_float(s | ((t >= 0x0f800000u) ? (t | 0x7f800000u) : m));
 }
+// float16 -> float by value only (one cvt; a NaN's payload may not be kept): the operands of
+// + - * / (expr.py _VALUE_OPS), whose result of any NaN is the canonical NaN on the GPU
+extern "C" __device__ float __nv_half2float(unsigned short);
+__device__ __forceinline__ float kd_h2fv(uint16_t h) { return __nv_half2float(h); }
 // np.hypot near the top of the range: CUDA's hypot may round a finite result up to inf
 template <typename T> __device__ __forceinline__ T kd_hypot(T x, T y) {
   T h = hypot(x, y);

@@ -111,3 +111,17 @@ def test_half_conversions_every_pattern():
         want = f.astype(np.float16)
     got = kd.kernel(lambda x: x.astype(np.float16))(f, backend="cuda")
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_half_products_with_nans_and_subnormals():
+    """Products of float16 operands (converted by value: kd_h2fv) with NaNs, infinities,
+    subnormals and signed zeros: NaN where numpy has one, every other value bit for bit."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    x = bits.view(np.float16)
+    y = np.random.default_rng(5).permutation(bits).view(np.float16)
+    got = kd.kernel(lambda x, y: x.astype(np.float32) * y.astype(np.float32))(x, y, backend="cuda")
+    with np.errstate(all="ignore"):
+        want = x.astype(np.float32) * y.astype(np.float32)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
