@@ -78,23 +78,24 @@ def mm_hinted(**h):
 
 
 class Patched:
-    """A fresh default matmul kernel compiled with module constants of
-    kdsl_cuda/schedules/decode.py replaced (restored after each call: only the first call
-    compiles, under the patch)."""
+    """A fresh default kernel of ``fn`` (matmul) compiled with module constants of
+    kdsl_cuda/schedules/<module>.py (decode) replaced (restored after each call: only the first
+    call compiles, under the patch)."""
 
-    def __init__(self, **consts):
-        self.consts, self.kern = consts, kd.kernel(matmul)
+    def __init__(self, fn=None, module="decode", **consts):
+        self.consts, self.kern, self.module = consts, kd.kernel(fn or matmul), module
 
     def __call__(self, *args):
-        from kdsl_cuda.schedules import decode
-        old = {k: getattr(decode, k) for k in self.consts}
+        import importlib
+        mod = importlib.import_module("kdsl_cuda.schedules." + self.module)
+        old = {k: getattr(mod, k) for k in self.consts}
         for k, v in self.consts.items():
-            setattr(decode, k, v)
+            setattr(mod, k, v)
         try:
             return self.kern(*args)
         finally:
             for k, v in old.items():
-                setattr(decode, k, v)
+                setattr(mod, k, v)
 
 
 GELU = kd.kernel(bias_gelu_res)
@@ -239,6 +240,16 @@ def chain_rows(quick, bw):
     cases.append(("a.T + 0.0 %dx%d f32" % (tn, tn), TR, (at,), lambda a: a.double().T + 0.0,
                   {"torch eager": lambda a: a.T + 0.0,
                    "torch .contiguous()": lambda a: a.t().contiguous()}, 2 * tn * tn * 4, 0))
+    if not quick:     # RMSNorm's block (default: a thread per 16-byte vector of the row)
+        for t in (128, 256, 1024):
+            cases.append(("RMSNorm %dx%d f16 threads=%d" % (rn, rm, t),
+                          kd.kernel(kd.schedule("cuda", threads=t)(rmsnorm)), (xr, w), o_rms,
+                          {}, 2 * rn * rm * 2, 4e-3))
+    if not quick:     # the transpose tile's shape: TILE x TILE outputs, TILE x TY threads
+        for t, ty in ((32, 4), (64, 8), (64, 4)):
+            cases.append(("a.T + 0.0 %dx%d f32 TILE=%d TY=%d" % (tn, tn, t, ty),
+                          Patched(transpose_add, "transpose", TILE=t, TY=ty), (at,),
+                          lambda a: a.double().T + 0.0, {}, 2 * tn * tn * 4, 0))
     for name, kern, args, oracle, peers, nbytes, tol in cases:
         row = dict(row="B", name=name, copy_gbps=bw / 1e9)
         want = oracle(*args)
