@@ -12,16 +12,22 @@ one element per thread.  Here:
   whole warp (one broadcast load through L1);
 * the k loop runs ``unroll`` rows of B at a time, so that several vector loads per thread are
   in flight (a memory-bound kernel needs ~16 KB in flight per SM);
-* when the column blocks alone cannot fill the GPU, K is cut into ``parts`` contiguous chunks,
-  each reduced by its own blocks into a float32 partial (``rfactor``, a first kernel), which
-  a second kernel adds (a column reduction; for a float16 product the cast to float16 does
-  it); the partials, ``parts x M x N`` floats written and read back, are kept to at most
-  1 / PARTIAL_SHARE of B's bytes.
+* when the column blocks alone cannot fill the GPU, K is cut into chunks of a constant
+  ``chunk`` rows (``parts`` of them at the bottom of the size class, up to twice that at its
+  top), each reduced by its own blocks into a float32 partial (``rfactor``, a first kernel),
+  which a second kernel adds (a column reduction; for a float16 product the cast to float16
+  does it); the partials, ``parts x M x N`` floats written and read back, are kept to at most
+  1 / PARTIAL_SHARE of B's bytes.  A constant chunk makes each part's k loop one of constant
+  trips: the threads whose tile and part lie inside the arrays run it without a guard
+  (``kdsl.gpu.thread_tiles``; with a guard per k step the unrolled loads sat in separate
+  basic blocks: 16 x 4096 x 4096 float32 read B at 0.9 TB/s on the H200);
+* float16 operands convert by value (``kd_h2fv``, one ``cvt`` shared by the products).
 
 Chosen by ``kdsl_cuda.schedules.matmul_recipe`` (the one place a matmul's recipe is decided)
 ahead of the tensor-core recipes: ``eligible`` below.  Hints: ``rfactor`` (the parts; 1: no
 split), ``threads`` (threads per block), ``vectorize`` (columns per thread), ``unroll`` (rows
-of B per k step).  A ``tile`` hint keeps the tiled GEMM.
+of B per k step).  (An ``rfactor`` hint keeps exactly that many parts: ceil(K / parts) rows
+each, a guard per k step.)  A ``tile`` hint keeps the tiled GEMM.
 """
 from __future__ import annotations
 
@@ -38,14 +44,14 @@ ROWS_MAX = 32
 ROWS = 16
 ROWS_16 = 8
 THREADS = 128
-#: rows of B per unrolled k step (16-bit: fewer, NVRTC's time grows with the unrolled
-#: conversions: 8 took ~4x as long to compile as 4)
+#: rows of B per unrolled k step (16-bit: 8 since the conversions are shared and branch-free;
+#: with the branchy ones 8 took ~4x as long to compile as 4, now ~5 s for 16 x 4096 x 4096)
 UNROLL = 8
 UNROLL_16 = 8
 SMS = 132
 #: blocks that fill the GPU (4 blocks of 128 threads per SM)
 TARGET_BLOCKS = 4 * SMS
-#: at least this many rows of K per part
+#: at least this many rows of K per part (a part's thread runs MIN_PART_K / unroll steps)
 MIN_PART_K = 64
 #: the partials (parts x M x N float32, written and read back) at most 1 / PARTIAL_SHARE of
 #: B's bytes
