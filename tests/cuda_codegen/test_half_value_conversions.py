@@ -49,6 +49,7 @@ def test_exact_where_the_payload_can_show():
 def test_value_only_text():
     assert value_only("kd_h2f(a[i])") == "kd_h2fv(a[i])"
     assert value_only("((float)(kd_h2f(a[(i * 3)])))") == "kd_h2fv(a[(i * 3)])"
+    assert value_only("((float)(kd_rh((x + y))))") == "kd_h2fv(kd_f2h((x + y)))"
     for t in ("(kd_h2f(a) + kd_h2f(b))", "kd_h2f(a) * kd_h2f(b)", "((float)(x))", "x",
               "((float)(kd_h2f(a)) + 1)", "kd_bf2f(a)"):
         assert value_only(t) == t
