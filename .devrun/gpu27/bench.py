@@ -194,8 +194,12 @@ def gemm_rows(quick):
             # the split-K parts (constant chunks of K: the partials' share of B's bytes, the
             # shortest chunk), rows per thread, the unrolled k step; old-style rfactor parts
             variants += [(f"PARTIAL_SHARE={p}", Patched(PARTIAL_SHARE=p)) for p in (1, 4)]
-            variants += [("MIN_PART_K=128", Patched(MIN_PART_K=128)),
-                         ("MIN_PART_K=32", Patched(MIN_PART_K=32))]
+            variants += [("MIN_PART_K=64", Patched(MIN_PART_K=64)),
+                         ("MIN_PART_K=16", Patched(MIN_PART_K=16)),
+                         ("TARGET_BLOCKS=16*132", Patched(TARGET_BLOCKS=16 * 132)),
+                         ("TARGET_BLOCKS=4*132", Patched(TARGET_BLOCKS=4 * 132))]
+            if dt == "float32":
+                variants += [("ROWS=8", Patched(ROWS=8))]
             if dt == "float16":
                 variants += [("ROWS_16=16", Patched(ROWS_16=16)),
                              ("UNROLL_16=4", Patched(UNROLL_16=4))]

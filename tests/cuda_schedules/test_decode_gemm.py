@@ -39,13 +39,13 @@ def _run(f, a, b, rng, out_dtype):
 
 
 def test_decode_structure():
-    """Two kernels: the split-K partials (parts of 128 rows of K: 32 at K = 4096; a block of
+    """Two kernels: the split-K partials (parts of 64 rows of K: 64 at K = 4096; a block of
     128 threads per part and column block, 16 rows x 4 columns of sums a thread, B's 4 columns
     one vector load), then their sum."""
     f = lowered(matmul, specs(), DECODE)
     assert [k.launch.block for k in f.kernels] == [(128, 1, 1), (128, 1, 1)]
     text = str(f)
-    assert "matmul.rf: float32[ceildiv(k, 128), n, m] global" in text, text
+    assert "matmul.rf: float32[ceildiv(k, 64), n, m] global" in text, text
     assert "matmul.rf.local: float32[1, 16, 4] local" in text
     assert "B.local: float32[1, 4] local" in text
     vec = [x for x in collect(f.body, lambda x: isinstance(x, n.For))
@@ -121,12 +121,12 @@ def test_decode_float16_cast_adds_the_partials(rng):
 
 def test_decode_parts_rule():
     """Parts fill the GPU without making the partials (written and read back) more than half
-    of B's bytes; each a constant chunk of K (128 rows at K = 4096)."""
+    of B's bytes; each a constant chunk of K (64 or 128 rows at K = 4096)."""
     class P:
         explicit, rfactor, vectorize, unroll, tile = set(), None, None, None, {}
     from kdsl.frontend.trace import trace
     from kdsl.runtime.dispatch import make_schedule
-    for dtype, parts in (("float32", 32), ("float16", 32)):
+    for dtype, parts in (("float32", 64), ("float16", 32)):
         g = trace(matmul, specs(dtype))
         s = make_schedule(g)
         dims = {d.name: d for p in g.params for d in p.shape if isinstance(d, n.Var)}
