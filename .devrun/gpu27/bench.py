@@ -2,6 +2,9 @@
 
     cd <repo root> && python3 .devrun/gpu27/bench.py [--only a,b] [--quick]
 
+``--quick``: the same sizes, only the default schedules (and tensor_cores=True for the float16
+decode rows): about a minute.  Without it, sweeps of the decode recipe's constants and hints.
+
 Row A (decode / skinny GEMM): ``a @ b`` M x K x N = 16x4096x4096 f32 and f16, 1x4096x4096
 f32, 8192x64x8192 and 4096x64x4096 f32, 8192x64x8192 f16, against torch.matmul (cuBLAS; TF32
 off); the decode rows also with ``rfactor`` / ``unroll`` hints (the split-K parts: tuning data
@@ -23,7 +26,12 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import traceback
+
+# a fresh disk cache: the sweeps below patch module constants of the schedules (not part of any
+# cache key), and a cache filled by another checkout must not answer for this one
+os.environ.setdefault("KDSL_CACHE_DIR", tempfile.mkdtemp(prefix="kdsl-gpu27-"))
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
@@ -67,6 +75,27 @@ MM = kd.kernel(matmul)
 
 def mm_hinted(**h):
     return kd.kernel(kd.schedule("cuda", **h)(matmul))
+
+
+class Patched:
+    """A fresh default kernel of ``fn`` (matmul) compiled with module constants of
+    kdsl_cuda/schedules/<module>.py (decode) replaced (restored after each call: only the first
+    call compiles, under the patch)."""
+
+    def __init__(self, fn=None, module="decode", **consts):
+        self.consts, self.kern, self.module = consts, kd.kernel(fn or matmul), module
+
+    def __call__(self, *args):
+        import importlib
+        mod = importlib.import_module("kdsl_cuda.schedules." + self.module)
+        old = {k: getattr(mod, k) for k in self.consts}
+        for k, v in self.consts.items():
+            setattr(mod, k, v)
+        try:
+            return self.kern(*args)
+        finally:
+            for k, v in old.items():
+                setattr(mod, k, v)
 
 
 GELU = kd.kernel(bias_gelu_res)
@@ -152,8 +181,6 @@ def gemm_rows(quick):
               ("skinny", 8192, 64, 8192, "float32"), ("skinny", 4096, 64, 4096, "float32"),
               ("skinny", 8192, 64, 8192, "float16")]
     for kind, m, k, n, dt in shapes:
-        if quick:
-            m, k, n = min(m, 1024), min(k, 1024), min(n, 1024)
         tdt = getattr(torch, dt)
         a = torch.randn(m, k, device=DEV, dtype=tdt)
         b = torch.randn(k, n, device=DEV, dtype=tdt)
@@ -161,13 +188,28 @@ def gemm_rows(quick):
         tol = 1e-4 if dt == "float32" else 2e-3
         peer = gpu_ms(lambda: torch.matmul(a, b))
         variants = [("default", MM)]
-        if kind in ("decode", "matvec"):
-            variants += [(f"rfactor={p}", mm_hinted(rfactor=p)) for p in (1, 8, 16, 32, 64)]
-            variants += [(f"unroll={u}", mm_hinted(unroll=u)) for u in (2, 4, 8, 16)]
-            variants += [("threads=256", mm_hinted(threads=256)),
-                         ("threads=64", mm_hinted(threads=64))]
-        if kind == "skinny":    # the k step of the tiled GEMM (K = 64: 8 steps of 8)
+        if kind in ("decode", "matvec") and dt == "float16":    # cuBLAS: tensor cores
+            variants += [("tensor_cores=True", mm_hinted(tensor_cores=True))]
+        if kind in ("decode", "matvec") and not quick:
+            # the split-K parts (constant chunks of K: the partials' share of B's bytes, the
+            # shortest chunk), rows per thread, the unrolled k step; old-style rfactor parts
+            variants += [(f"PARTIAL_SHARE={p}", Patched(PARTIAL_SHARE=p)) for p in (1, 4)]
+            variants += [("MIN_PART_K=64", Patched(MIN_PART_K=64)),
+                         ("MIN_PART_K=16", Patched(MIN_PART_K=16)),
+                         ("TARGET_BLOCKS=16*132", Patched(TARGET_BLOCKS=16 * 132)),
+                         ("TARGET_BLOCKS=4*132", Patched(TARGET_BLOCKS=4 * 132))]
+            if dt == "float32":
+                variants += [("ROWS=8", Patched(ROWS=8))]
+            if dt == "float16":
+                variants += [("ROWS_16=16", Patched(ROWS_16=16)),
+                             ("UNROLL_16=4", Patched(UNROLL_16=4))]
+            variants += [(f"unroll={u}", mm_hinted(unroll=u)) for u in (4, 16)]
+            variants += [(f"rfactor={p}", mm_hinted(rfactor=p)) for p in (1, 64)]
+            variants += [("threads=256", mm_hinted(threads=256))]
+        if kind == "skinny" and not quick:    # the k step of the tiled GEMM (K = 64)
             variants += [(f"tile r0={t}", mm_hinted(tile={"r0": t})) for t in (16, 32)]
+            if dt == "float16":
+                variants += [("tensor_cores=False", mm_hinted(tensor_cores=False))]
         for vname, kern in variants:
             row = dict(row="A", name=f"{kind} {m}x{k}x{n} {dt} {vname}", peer="cuBLAS",
                        peer_ms=peer)
@@ -185,23 +227,33 @@ def gemm_rows(quick):
 
 def chain_rows(quick, bw):
     rows = []
-    n = 2048 if quick else 8192
+    n = 8192
     x = torch.randn(n, n, device=DEV, dtype=torch.float16)
     b = torch.randn(n, device=DEV, dtype=torch.float16)
     r = torch.randn(n, n, device=DEV, dtype=torch.float16)
     cases = [("bias+tanh-gelu+residual %dx%d f16" % (n, n), GELU, (x, b, r), o_gelu,
               {"torch eager": t_gelu_eager, "torch.compile": compiled(t_gelu)},
               3 * n * n * 2, 4e-3)]
-    rn, rm = (2048, 1024) if quick else (8192, 4096)
+    rn, rm = 8192, 4096
     xr = torch.randn(rn, rm, device=DEV, dtype=torch.float16)
     w = torch.randn(rm, device=DEV, dtype=torch.float16)
     cases.append(("RMSNorm %dx%d f16" % (rn, rm), RMS, (xr, w), o_rms,
                   {"torch eager": t_rms, "torch.compile": compiled(t_rms)}, 2 * rn * rm * 2, 4e-3))
-    tn = 4096 if quick else 16384
+    tn = 16384
     at = torch.randn(tn, tn, device=DEV, dtype=torch.float32)
     cases.append(("a.T + 0.0 %dx%d f32" % (tn, tn), TR, (at,), lambda a: a.double().T + 0.0,
                   {"torch eager": lambda a: a.T + 0.0,
                    "torch .contiguous()": lambda a: a.t().contiguous()}, 2 * tn * tn * 4, 0))
+    if True:     # RMSNorm's block (default: ~4 16-byte vectors of the row a thread)
+        for t in (128, 256, 512):
+            cases.append(("RMSNorm %dx%d f16 threads=%d" % (rn, rm, t),
+                          kd.kernel(kd.schedule("cuda", threads=t)(rmsnorm)), (xr, w), o_rms,
+                          {}, 2 * rn * rm * 2, 4e-3))
+    if not quick:     # the transpose tile's shape: TILE x TILE outputs, TILE x TY threads
+        for t, ty in ((32, 4), (64, 8), (64, 4)):
+            cases.append(("a.T + 0.0 %dx%d f32 TILE=%d TY=%d" % (tn, tn, t, ty),
+                          Patched(transpose_add, "transpose", TILE=t, TY=ty), (at,),
+                          lambda a: a.double().T + 0.0, {}, 2 * tn * tn * 4, 0))
     for name, kern, args, oracle, peers, nbytes, tol in cases:
         row = dict(row="B", name=name, copy_gbps=bw / 1e9)
         want = oracle(*args)

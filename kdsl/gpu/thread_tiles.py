@@ -159,7 +159,13 @@ def _version(body):
     stripped = _Strip(set(ids)).visit(body)
     if type(full) is n.Const:
         return stripped
-    return n.IfThenElse(full, stripped, body)
+    # the else is the body as it was, right for every thread: an ``alternatives`` if, so a
+    # backend may add kernel-uniform tests of its own (the cuda codegen: the alignment of the
+    # vector accesses, tested once instead of at every unrolled step); not around a
+    # cooperative copy's dealing, whose choice must stay uniform over the block
+    from .coalesced_fallbacks import is_copy_alternative
+    return n.IfThenElse(full, stripped, body,
+                        alternatives=not any_statement(body, is_copy_alternative))
 
 
 class _Threads(Mutator):

@@ -23,7 +23,13 @@ from kdsl.ir.visitor import collect
 
 from kdsl import dtypes as dt
 
-from .types import SMALL_INTS, ctype, literal, rounded
+from .types import SMALL_INTS, ctype, literal, rounded, value_only
+
+#: float operators whose result of a NaN operand is the GPU's canonical NaN whatever the
+#: operand's payload (CUDA: "the result of an operation involving one or more input NaNs is
+#: the quiet NaN of bit pattern 0x7fffffff"): their float16 operands convert by value only
+#: (``types.value_only``), unless the other operand is a constant (NVVM may fold ``x * 1``)
+_VALUE_OPS = frozenset({n.BinOp.ADD, n.BinOp.SUB, n.BinOp.MUL, n.BinOp.DIV})
 
 _SYM = {n.BinOp.ADD: "+", n.BinOp.SUB: "-", n.BinOp.MUL: "*", n.BinOp.DIV: "/",
         n.BinOp.AND: "&", n.BinOp.OR: "|", n.BinOp.XOR: "^",
@@ -160,6 +166,9 @@ class ExprPrinter:
             sym = _SYM.get(op)
             if sym is None or op in (n.BinOp.AND, n.BinOp.OR, n.BinOp.XOR):
                 raise BackendCompileError(f"cuda codegen: binary {op.value} on {d.name} values")
+            if op in _VALUE_OPS and d in (dt.float32, dt.float16):
+                a = value_only(a) if type(e.b) is not n.Const else a
+                b = value_only(b) if type(e.a) is not n.Const else b
             return f"({a} {sym} {b})"
         # integers
         n32 = self._n32(e)

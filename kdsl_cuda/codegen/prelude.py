@@ -79,9 +79,13 @@ __device__ __forceinline__ uint16_t kd_nan2h(unsigned sign, unsigned sig) {
   unsigned h = sign | 0x7c00u | sig;
   return (uint16_t)((sig == 0u) ? (h | 1u) : h);
 }
+// (libdevice's cvt.rn.f16.f32 and a select, no asm and no branch: NVVM shares one conversion
+// between its uses -- an inline asm statement it repeats at each)
+extern "C" __device__ unsigned short __nv_float2half_rn(float);
 __device__ __forceinline__ uint16_t kd_f2h(float f) {
-  if (f != f) { unsigned u = __float_as_uint(f); return kd_nan2h((u >> 16) & 0x8000u, (u >> 13) & 0x3ffu); }
-  uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+  unsigned u = __float_as_uint(f);
+  uint16_t h = (uint16_t)__nv_float2half_rn(f);
+  return (f != f) ? kd_nan2h((u >> 16) & 0x8000u, (u >> 13) & 0x3ffu) : h;
 }
 __device__ __forceinline__ uint16_t kd_d2h(double f) {
   if (f != f) {
@@ -90,11 +94,20 @@ __device__ __forceinline__ uint16_t kd_d2h(double f) {
   }
   uint16_t h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(f)); return h;
 }
+// float16 -> float exactly, in plain arithmetic (no asm, no branch: NVVM shares one conversion
+// between all its uses -- a decode GEMM's unrolled products converted each operand once per
+// product before): the 15 bits of exponent and fraction moved to float's places, scaled by
+// 2^112 (exact for normal and subnormal halves; kdsl builds without -ftz); inf and NaN
+// (payload kept, quiet bit as it was) by bits: the exponent field all ones
 __device__ __forceinline__ float kd_h2f(uint16_t h) {
-  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0u)
-    return __uint_as_float((((unsigned)h & 0x8000u) << 16) | 0x7f800000u | (((unsigned)h & 0x3ffu) << 13));
-  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+  unsigned s = ((unsigned)h & 0x8000u) << 16, t = ((unsigned)h & 0x7fffu) << 13;
+  unsigned m = __float_as_uint(__uint_as_float(t) * 5.192296858534827628530496329220096e+33f);
+  return __uint_as_float(s | ((t >= 0x0f800000u) ? (t | 0x7f800000u) : m));
 }
+// float16 -> float by value only (one cvt; a NaN's payload may not be kept): the operands of
+// + - * / (expr.py _VALUE_OPS), whose result of any NaN is the canonical NaN on the GPU
+extern "C" __device__ float __nv_half2float(unsigned short);
+__device__ __forceinline__ float kd_h2fv(uint16_t h) { return __nv_half2float(h); }
 // np.hypot near the top of the range: CUDA's hypot may round a finite result up to inf
 template <typename T> __device__ __forceinline__ T kd_hypot(T x, T y) {
   T h = hypot(x, y);

@@ -66,6 +66,23 @@ def store(d, text: str) -> str:
     return f"{_HALF[d][0]}({text if inner is None else inner})"
 
 
+def value_only(text: str) -> str:
+    """``text`` (a float register value) with an exact float16 -> float conversion of its
+    outermost call (``kd_h2f(x)``, ``((float)(kd_h2f(x)))``, a rounding ``kd_rh(x)``) made
+    value-only (``kd_h2fv(x)``, ``kd_h2fv(kd_f2h(x))``:
+    one ``cvt``, a NaN's payload not kept), for an operand of an operator whose NaN result
+    is canonical anyway (expr.py ``_VALUE_OPS``); any other text as it is."""
+    t = text
+    group = _unwrap(t, "")
+    if group is not None and group.startswith("(float)"):
+        t = _unwrap(group[len("(float)"):], "") or t
+    inner = _unwrap(t, "kd_h2f")
+    if inner is not None:
+        return f"kd_h2fv({inner})"
+    inner = _unwrap(t, "kd_rh")     # a float rounded to float16: its bits, back by value
+    return text if inner is None else f"kd_h2fv(kd_f2h({inner}))"
+
+
 def _unwrap(text: str, fn: str) -> str | None:
     """``x`` when ``text`` is exactly ``fn(x)`` (one call around the whole text), else None."""
     if not (text.startswith(fn + "(") and text.endswith(")")):

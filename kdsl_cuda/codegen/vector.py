@@ -92,10 +92,7 @@ def try_vectorize(p, s: n.For, d: int) -> bool:
     stored = _stored_buffers(body)
     if stored is None:
         return False
-    store_vec = None
-    if type(body) is n.Store and _contiguous_in(body.indices, v) and _vector_type(body.buffer, lanes):
-        if not collect(body.value, lambda x: type(x) is n.Load and x.buffer is body.buffer):
-            store_vec = _vector_type(body.buffer, lanes)
+    store_vec = _vector_stores(body, v, lanes, s.min, stored)
     loads = {}
     for ld in collect(body, lambda x: type(x) is n.Load):
         vt = _vector_type(ld.buffer, lanes)
@@ -108,6 +105,30 @@ def try_vectorize(p, s: n.For, d: int) -> bool:
         return False
     _emit(p, s, d, guards, body, loads, store_vec, lanes)
     return True
+
+
+def _vector_stores(body, v, lanes: int, lo, stored):
+    """[(Store, vector type)] for a body that is one Store or a sequence of Stores (a register
+    tile's row and its virtual-thread copies: ``C[r, j + v]``, ``C[r, j + 64 + v]``) each
+    contiguous in lane ``v`` with a vector type, reading no buffer the body stores to (the
+    stores then go after every lane's value), at addresses that cannot overlap (same buffer:
+    offsets a constant at least ``lanes`` apart); else None (lanes store one by one)."""
+    stores = [body] if type(body) is n.Store else list(body.stmts) if type(body) is n.Seq else []
+    if not stores or any(type(x) is not n.Store or not _contiguous_in(x.indices, v)
+                         or _vector_type(x.buffer, lanes) is None for x in stores):
+        return None
+    if collect(body, lambda x: type(x) is n.Load and x.buffer in stored):
+        return None
+    offs = [flat_offset(x.buffer, tuple(substitute(i, {v: lo}) for i in x.indices)) for x in stores]
+    for a in range(len(stores)):
+        for b in range(a):
+            if stores[a].buffer is not stores[b].buffer:
+                continue
+            gap = linear(mk.sub(offs[a], offs[b])) if offs[a] is not None and offs[b] is not None \
+                else None
+            if gap is None or gap.terms or abs(gap.const) < lanes:
+                return None
+    return [(x, _vector_type(x.buffer, lanes)) for x in stores]
 
 
 def _unit_last(buf: n.Buffer) -> bool:
@@ -297,9 +318,9 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
     p.emit(d + 1, f"bool {ok} = true;")
     _lane_guards(p, s, d + 1, guards, ok)
     accesses = [(ld.buffer, ld.indices, base) for (bid, base), (ld, vt) in loads.items()]
-    if store_vec is not None:
-        sbase = _base_text(p, body.buffer, body.indices, v, s.min)
-        accesses.append((body.buffer, body.indices, sbase))
+    sbases = [_base_text(p, st.buffer, st.indices, v, s.min) for st, _ in store_vec or ()]
+    for (st, _), sbase in zip(store_vec or (), sbases):
+        accesses.append((st.buffer, st.indices, sbase))
     for buf, indices, base in accesses:
         cond = _alignment(p, buf, indices, v, s.min, buf.dtype.itemsize * lanes,
                           f"&{p.buf(buf)}[{base}]")
@@ -314,10 +335,10 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
         vn = p.names.fresh("kd_vl")
         names[key] = vn
         p.emit(d + 2, f"const {vt} {vn} = *reinterpret_cast<const {vt}*>(&{p.buf(ld.buffer)}[{key[1]}]);")
-    out = None
-    if store_vec is not None:
-        out = p.names.fresh("kd_vs")
-        p.emit(d + 2, f"{store_vec} {out};")
+    outs = []
+    for _, vt in store_vec or ():
+        outs.append(p.names.fresh("kd_vs"))
+        p.emit(d + 2, f"{vt} {outs[-1]};")
     plain_load = p.expr.load
 
     def vector_of(e):
@@ -338,8 +359,9 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
         p.expr.load = lane_load
         p.expr.in_register = in_register
         try:
-            if out is not None:
-                p.emit(d + 3, _lane_store(out, k, body.buffer.dtype, p.expr(body.value)))
+            if outs:
+                for (st, _), out in zip(store_vec, outs):
+                    p.emit(d + 3, _lane_store(out, k, st.buffer.dtype, p.expr(st.value)))
             elif _bits_copy(body, vector_of):
                 # a 16-bit copy of a vector lane (a register tile): its bits, no conversions
                 p.emit(d + 3, f"{p.buf(body.buffer)}[{p.flat_index(body.buffer, body.indices)}] = "
@@ -351,14 +373,14 @@ def _emit(p, s, d, guards, body, loads, store_vec, lanes):
             p.expr.in_register = lambda e: False
         p.unbind(v)
         p.emit(d + 2, "}")
-    if out is not None:
+    for (st, vt), out, sbase in zip(store_vec or (), outs, sbases):
         # the index through an empty asm: NVVM splits the vector store into lanes and merges
         # them back only when it can tell they are adjacent, which it cannot once it has
         # reassociated a 2-D index (row * stride + tile + lane): 4 scalar stores otherwise
         off = p.names.fresh("kd_vo")
         p.emit(d + 2, f"long long {off} = (long long)({sbase});")
         p.emit(d + 2, f'asm("" : "+l"({off}));')
-        p.emit(d + 2, f"*reinterpret_cast<{store_vec}*>(&{p.buf(body.buffer)}[{off}]) = {out};")
+        p.emit(d + 2, f"*reinterpret_cast<{vt}*>(&{p.buf(st.buffer)}[{off}]) = {out};")
     p.emit(d + 1, "} else {")
     p.plain_loop(s, d + 2, rolled=ROLLED_FALLBACK and _rollable(s))
     p.emit(d + 1, "}")

@@ -357,4 +357,5 @@ def _chain_threads_wanted(sched, members) -> int:
             best = max(best or 0, length)
     if best is None:
         return rules.THREADS
-    return min(rules.CHAIN_THREADS, max(32, rules.pow2ceil(-(-best // vec))))
+    vectors = -(-best // (vec * rules.CHAIN_VECTORS))
+    return min(rules.CHAIN_THREADS, max(32, rules.pow2ceil(vectors)))

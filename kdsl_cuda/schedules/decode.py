@@ -12,16 +12,22 @@ one element per thread.  Here:
   whole warp (one broadcast load through L1);
 * the k loop runs ``unroll`` rows of B at a time, so that several vector loads per thread are
   in flight (a memory-bound kernel needs ~16 KB in flight per SM);
-* when the column blocks alone cannot fill the GPU, K is cut into ``parts`` contiguous chunks,
-  each reduced by its own blocks into a float32 partial (``rfactor``, a first kernel), which
-  a second kernel adds (a column reduction; for a float16 product the cast to float16 does
-  it); the partials, ``parts x M x N`` floats written and read back, are kept to at most
-  1 / PARTIAL_SHARE of B's bytes.
+* when the column blocks alone cannot fill the GPU, K is cut into chunks of a constant
+  ``chunk`` rows (``parts`` of them at the bottom of the size class, up to twice that at its
+  top), each reduced by its own blocks into a float32 partial (``rfactor``, a first kernel),
+  which a second kernel adds (a column reduction; for a float16 product the cast to float16
+  does it); the partials, ``parts x M x N`` floats written and read back, are kept to at most
+  1 / PARTIAL_SHARE of B's bytes.  A constant chunk makes each part's k loop one of constant
+  trips: the threads whose tile and part lie inside the arrays run it without a guard
+  (``kdsl.gpu.thread_tiles``; with a guard per k step the unrolled loads sat in separate
+  basic blocks: 16 x 4096 x 4096 float32 read B at 0.9 TB/s on the H200);
+* float16 operands convert by value (``kd_h2fv``, one ``cvt`` shared by the products).
 
 Chosen by ``kdsl_cuda.schedules.matmul_recipe`` (the one place a matmul's recipe is decided)
 ahead of the tensor-core recipes: ``eligible`` below.  Hints: ``rfactor`` (the parts; 1: no
 split), ``threads`` (threads per block), ``vectorize`` (columns per thread), ``unroll`` (rows
-of B per k step).  A ``tile`` hint keeps the tiled GEMM.
+of B per k step).  (An ``rfactor`` hint keeps exactly that many parts: ceil(K / parts) rows
+each, a guard per k step.)  A ``tile`` hint keeps the tiled GEMM.
 """
 from __future__ import annotations
 
@@ -38,18 +44,20 @@ ROWS_MAX = 32
 ROWS = 16
 ROWS_16 = 8
 THREADS = 128
-#: rows of B per unrolled k step (16-bit: fewer, NVRTC's time grows with the unrolled
-#: conversions: 8 took ~4x as long to compile as 4)
+#: rows of B per unrolled k step (16-bit: 8 since the conversions are shared and branch-free;
+#: with the branchy ones 8 took ~4x as long to compile as 4, now ~5 s for 16 x 4096 x 4096)
 UNROLL = 8
-UNROLL_16 = 4
+UNROLL_16 = 8
 SMS = 132
-#: blocks that fill the GPU (4 blocks of 128 threads per SM)
-TARGET_BLOCKS = 4 * SMS
-#: at least this many rows of K per part
-MIN_PART_K = 128
+#: blocks that fill the GPU (8 blocks of 128 threads per SM; H200, session 19: with 4 a
+#: matrix-vector product 1 x 4096 x 4096 float32 got 64 parts and read B at 1.85 TB/s, the
+#: old guarded loop's sweep improved all the way from 8 to 64 parts)
+TARGET_BLOCKS = 8 * SMS
+#: at least this many rows of K per part (a part's thread runs MIN_PART_K / unroll steps)
+MIN_PART_K = 32
 #: the partials (parts x M x N float32, written and read back) at most 1 / PARTIAL_SHARE of
 #: B's bytes
-PARTIAL_SHARE = 4
+PARTIAL_SHARE = 2
 #: columns of C below which the tiled GEMM serves (too few for a block of vectors)
 MIN_COLS = 256
 
@@ -62,6 +70,10 @@ class Decode:
     vec: int
     parts: int | None
     unroll: int
+    #: rows of K per part (a constant: the parts' k loops have constant trips, and the
+    #: interior threads' copy of the work runs them without a guard); None: ``parts`` parts
+    #: of K (an ``rfactor`` hint) or no split
+    chunk: int | None = None
 
 
 def _b_operand(stage):
@@ -122,10 +134,19 @@ def choose(sched, h, plan, threads_hint) -> Decode:
         want = -(-TARGET_BLOCKS // blocks)
         most = min(nk // MIN_PART_K, nk * item // (2 * 4 * ni * PARTIAL_SHARE))
         parts = min(_pow2ceil(want), _pow2floor(max(1, most)))
+    chunk = None
     if "rfactor" in plan.explicit:
         parts = plan.rfactor
+    elif parts and parts > 1:
+        # a constant chunk from the bottom of the class (at its top: at most twice the parts),
+        # a multiple of the unrolled step
+        lo = A.extent_range(sched, k)[0]
+        chunk = max(MIN_PART_K, _pow2floor(max(1, lo // parts)), unroll)
+        chunk = -(-chunk // unroll) * unroll
+        parts = -(-lo // chunk)
     return Decode(rows=rows, threads=threads, vec=vec,
-                  parts=parts if parts and parts > 1 else None, unroll=unroll)
+                  parts=parts if parts and parts > 1 else None, unroll=unroll,
+                  chunk=chunk if parts and parts > 1 else None)
 
 
 def gemm(sched, C, cfg: Decode, epilogue=None) -> None:
@@ -137,7 +158,10 @@ def gemm(sched, C, cfg: Decode, epilogue=None) -> None:
     work = C
     if cfg.parts:
         (k,) = C.stage.reduce_axes
-        kp, _ = C.split(k, nparts=cfg.parts)
+        if cfg.chunk:
+            kp, _ = C.split(k, factor=cfg.chunk)
+        else:
+            kp, _ = C.split(k, nparts=cfg.parts)
         work = sched.rfactor(C, kp, 0)              # work[p, i, j]: a block per (part, columns)
         if epilogue is not None:
             _sum_in_cast(sched, C, epilogue, cfg.threads)

@@ -193,6 +193,8 @@ def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, ty=TY, tx=TX, vec=1, stages=None, unr
     bind_blocks(sched, C, batch, by, bx)
     C.bind(tyl, "threadIdx.y")
     C.bind(txl, "threadIdx.x")
+    if vec > 1:     # (vectorize=1: no vector access at all)
+        _vector_stores(C, xi, bn // (tx * vthreads))
     CL.compute_at(C, txl)
     (k,) = CL.stage.reduce_axes
     ko, ki = CL.split(k, factor=bk)
@@ -208,6 +210,16 @@ def gemm(sched, C, *, bm=BM, bn=BN, bk=BK, ty=TY, tx=TX, vec=1, stages=None, unr
         X.compute_at(CL, ko)
         coop_copy(X, vec, ("threadIdx.y", ty), ("threadIdx.x", tx))
         multi_buffer(X, stages, k, bk)
+
+
+def _vector_stores(C, xi, run: int) -> None:
+    """Store each thread's run of ``run`` adjacent outputs of a row as one 16-byte (or 8-byte)
+    vector where it is one (4-byte elements: 4; 8-byte: 2): a skinny product's output is most
+    of its traffic, and scalar stores of 4 bytes at a 16-byte stride left three quarters of
+    each warp store's sectors to later instructions (8192 x 64 x 8192 float32: 0.69x cuBLAS)."""
+    item = C.stage.dtype.itemsize
+    if run * item in (8, 16) and (A.const_extent(C.stage.axes[-1]) or run) >= run:
+        C.vectorize(xi)
 
 
 def multi_buffer(X, stages, k, bk) -> None:

@@ -23,6 +23,11 @@ THREADS = 256
 #: most threads of a row-wise chain's block (softmax, layernorm 8192x8192 on the H200: 256 ->
 #: 223/216 us, 512 -> 202/174 us, 1024 -> 249/227 us)
 CHAIN_THREADS = 512
+#: 16-byte vectors of a row per thread of a row-wise chain's block (below CHAIN_THREADS): fewer
+#: threads a row, more rows (blocks) resident per SM, whose load, reduce and store phases
+#: overlap (RMSNorm 8192 x 4096 float16 on the H200 at one vector a thread, 512 threads: 36%
+#: of copy bandwidth, torch 73%); softmax 8192 x 8192 float32 keeps its 512
+CHAIN_VECTORS = 4
 VECTOR_BYTES = 16
 #: rows up to this many elements get a warp each, longer rows a block
 WARP_ROW = 2048
@@ -211,7 +216,8 @@ def tensor_core(sched, h, plan) -> dict:
     *_, i, j = spatial_names(h.stage)
     (k,) = reduce_names(h.stage)
     hw = sched.backend_hints.get(h.name, {})
-    out = dict(bk=plan.tile.get(k, T.BK), stages=hw.get("stages") or T.STAGES)
+    out = dict(bk=plan.tile.get(k, T.BK))
+    out["stages"] = hw.get("stages") or _k_stages(sched, h, out["bk"], T.STAGES)
     t = threads_hint(sched, h)
     if t is not None:                       # (x, y, ...) threads: x/32 and y warps
         out.update(wx=max(1, t[0] // 32), wy=max(1, t[1]))
@@ -223,6 +229,16 @@ def tensor_core(sched, h, plan) -> dict:
     return out
 
 
+def _k_stages(sched, h, bk: int, stages: int) -> int:
+    """The default ring buffers of a tensor-core GEMM's tiles: ``stages``, but never more than
+    the k steps the size class can have (a skinny product, K = 64: one step; 4 buffers of
+    128 x 64 and 64 x 256 tiles took 193 KB of shared memory for nothing, one block per SM)."""
+    from .gemm import size_bound
+    (k,) = h.stage.reduce_axes
+    kb = size_bound(sched, k)
+    return stages if kb is None else max(1, min(stages, -(-kb // bk)))
+
+
 def wgmma(sched, h, plan) -> dict:
     """The Hopper GEMM's numbers (``hopper.gemm``): ``tile`` on i/j sets the block tile (rows
     in 64-row warpgroups, columns up to 256), on k the step (a multiple of 64); ``threads``
@@ -231,7 +247,8 @@ def wgmma(sched, h, plan) -> dict:
     *_, i, j = spatial_names(h.stage)
     (k,) = reduce_names(h.stage)
     hw = sched.backend_hints.get(h.name, {})
-    out = dict(bk=plan.tile.get(k, H.BK), stages=hw.get("stages") or H.STAGES)
+    out = dict(bk=plan.tile.get(k, H.BK))
+    out["stages"] = hw.get("stages") or _k_stages(sched, h, out["bk"], H.STAGES)
     t = threads_hint(sched, h)
     if i in plan.tile:
         out["bm"] = plan.tile[i]

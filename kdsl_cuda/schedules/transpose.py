@@ -54,9 +54,11 @@ def transposed_read(sched, h, plan):
     return None
 
 
-def transpose_tile(sched, x, tensor, *, tile: int = TILE, ty: int = TY, vec: int = 4) -> None:
+def transpose_tile(sched, x, tensor, *, tile: int | None = None, ty: int | None = None,
+                   vec: int = 4) -> None:
     """Realise the tiled transpose (module docstring) on stage handle ``x`` reading ``tensor``
-    transposed."""
+    transposed (``tile``, ``ty``: TILE and TY, read at the call)."""
+    tile, ty = tile or TILE, ty or TY
     from .gemm import coop_copy
     from .recipes import _fuse
     S = sched.cache_read(tensor, "shared", [x])

@@ -77,7 +77,7 @@ def lowered(graph_fn, sched_fn):
 def kernel_text(source: str, name: str) -> str:
     """The text of kernel ``name`` in ``source`` (from its signature to the next kernel)."""
     start = source.index(f"\n{name}(")
-    end = source.find('extern "C"', start)
+    end = source.find('extern "C" __global__', start)
     return source[start:end if end >= 0 else len(source)]
 
 

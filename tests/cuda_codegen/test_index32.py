@@ -80,7 +80,7 @@ def fake(shape, dtype=np.float32):
 
 def bodies(src: str) -> list:
     """The kernels' bodies (after the parameter list), one string each."""
-    return [k.split(") {", 1)[1] for k in src.split('extern "C"')[1:]]
+    return [k.split(") {", 1)[1] for k in src.split('extern "C" __global__')[1:]]
 
 
 def source(kernel, *args):

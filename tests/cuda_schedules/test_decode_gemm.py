@@ -3,6 +3,8 @@ decode step, matrix-vector) read B once with vector loads, split over K across b
 columns alone cannot fill the GPU.  Checked on the SIMT executor (race-checked, blocks in any
 order) against numpy in float64, at shapes that do and do not divide the tiles and parts,
 1-row, float32 and float16; the tests/conftest.py hook NVRTC-compiles every kernel run here."""
+import re
+
 import numpy as np
 import pytest
 
@@ -37,13 +39,13 @@ def _run(f, a, b, rng, out_dtype):
 
 
 def test_decode_structure():
-    """Two kernels: the split-K partials (32 parts; a block of 128 threads per part and column
-    block, 16 rows x 4 columns of sums a thread, B's 4 columns one vector load), then their
-    sum."""
+    """Two kernels: the split-K partials (parts of 64 rows of K: 64 at K = 4096; a block of
+    128 threads per part and column block, 16 rows x 4 columns of sums a thread, B's 4 columns
+    one vector load), then their sum."""
     f = lowered(matmul, specs(), DECODE)
     assert [k.launch.block for k in f.kernels] == [(128, 1, 1), (128, 1, 1)]
     text = str(f)
-    assert "matmul.rf: float32[32, n, m] global" in text, text
+    assert "matmul.rf: float32[ceildiv(k, 64), n, m] global" in text, text
     assert "matmul.rf.local: float32[1, 16, 4] local" in text
     assert "B.local: float32[1, 4] local" in text
     vec = [x for x in collect(f.body, lambda x: isinstance(x, n.For))
@@ -53,13 +55,18 @@ def test_decode_structure():
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_decode_split_k_correct(dtype, rng):
-    """The split-K schedule (8 or 4 parts of K) at small sizes: parts that do not divide K,
-    shorter than the unrolled step, empty; rows (two row groups) and columns that do not
-    divide."""
+    """The split-K schedule (parts of 128 or 256 rows of K) at small sizes: K shorter than a
+    part, a last part shorter than the others and than the unrolled step, empty; rows (two
+    row groups) and columns that do not divide."""
     f = lowered(matmul, specs(dtype), SMALL)
-    parts = 8 if dtype == "float32" else 4
-    assert f"matmul.rf: float32[{parts}, n, m] global" in str(f)
-    for nn, kk, mm in [(17, 37, 258), (2, 0, 6), (0, 5, 7)]:
+    found = re.search(r"matmul\.rf: float32\[ceildiv\(k, (\d+)\), n, m\] global", str(f))
+    assert found, str(f)
+    chunk = int(found.group(1))
+    assert chunk >= decode.MIN_PART_K and 1024 // chunk >= 2
+    rows, vec = (16, 4) if dtype == "float32" else (8, 8)
+    # (rows, chunk + 3, vec + 1): thread 0's tile and the first part whole (the interior copy,
+    # guard-free, whose vector loads' alignment is tested once), the rest ragged
+    for nn, kk, mm in [(17, 37, 258), (rows, chunk + 3, vec + 1), (2, 0, 6), (0, 5, 7)]:
         a = rng.standard_normal((nn, kk)).astype(dtype)
         b = rng.standard_normal((kk, mm)).astype(dtype)
         want = a.astype(np.float64) @ b.astype(np.float64)
@@ -113,12 +120,13 @@ def test_decode_float16_cast_adds_the_partials(rng):
 
 
 def test_decode_parts_rule():
-    """Parts fill the GPU without making the partials more than an eighth of B."""
+    """Parts fill the GPU without making the partials (written and read back) more than half
+    of B's bytes; each a constant chunk of K (64 or 128 rows at K = 4096)."""
     class P:
         explicit, rfactor, vectorize, unroll, tile = set(), None, None, None, {}
     from kdsl.frontend.trace import trace
     from kdsl.runtime.dispatch import make_schedule
-    for dtype, parts in (("float32", 32), ("float16", 16)):
+    for dtype, parts in (("float32", 64), ("float16", 32)):
         g = trace(matmul, specs(dtype))
         s = make_schedule(g)
         dims = {d.name: d for p in g.params for d in p.shape if isinstance(d, n.Var)}
@@ -126,4 +134,5 @@ def test_decode_parts_rule():
         h = next(h for h in s.stages if h.stage.is_reduction)
         cfg = decode.choose(s, h, P(), None)
         assert cfg.parts == parts and cfg.vec == 16 // np.dtype(dtype).itemsize, cfg
+        assert cfg.chunk == 4096 // parts and cfg.chunk % cfg.unroll == 0, cfg
         assert cfg.rows == (16 if dtype == "float32" else 8)

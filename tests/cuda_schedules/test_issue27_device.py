@@ -89,3 +89,52 @@ def test_transpose(shape):
     a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     got = kd.kernel(lambda a: a.T + 0.0)(a, backend="cuda")
     np.testing.assert_array_equal(got, a.T)
+
+
+def test_half_conversions_every_pattern():
+    """The prelude's branch-free float16 <-> float32 conversions (kd_h2f by bits and a 2^112
+    scale; kd_f2h's NaN by select): every one of the 65536 float16 patterns to float32 and
+    back, bit for bit as numpy (subnormals, infinities, NaN payloads and signs); float32
+    values that round, overflow, underflow and NaNs with payloads to float16."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    h = bits.view(np.float16)
+    up = kd.kernel(lambda x: x.astype(np.float32))(h, backend="cuda")
+    np.testing.assert_array_equal(up.view(np.uint32), h.astype(np.float32).view(np.uint32))
+    back = kd.kernel(lambda x: x.astype(np.float16))(up, backend="cuda")
+    np.testing.assert_array_equal(back.view(np.uint16), up.astype(np.float16).view(np.uint16))
+    f = np.concatenate([np.random.default_rng(4).standard_normal(4096).astype(np.float32) * 1e4,
+                        np.array([65519.99, 65520.0, 1e-8, 6e-8, -3e-5, 0.0, -0.0, np.inf],
+                                 np.float32),
+                        np.array([0x7fc00001, 0xffc12345, 0x7f800001, 0x7fbfffff],
+                                 np.uint32).view(np.float32)])
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = f.astype(np.float16)
+    got = kd.kernel(lambda x: x.astype(np.float16))(f, backend="cuda")
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_half_products_with_nans_and_subnormals():
+    """Products of float16 operands (converted by value: kd_h2fv) with NaNs, infinities,
+    subnormals and signed zeros: NaN where numpy has one, every other value bit for bit."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    x = bits.view(np.float16)
+    y = np.random.default_rng(5).permutation(bits).view(np.float16)
+    got = kd.kernel(lambda x, y: x.astype(np.float32) * y.astype(np.float32))(x, y, backend="cuda")
+    with np.errstate(all="ignore"):
+        want = x.astype(np.float32) * y.astype(np.float32)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+
+
+@pytest.mark.parametrize("mkn", [(8192, 64, 8192), (1000, 64, 1030), (513, 37, 260)])
+def test_skinny_gemm_vector_stores(mkn):
+    """The tiled GEMM's 16-byte output stores (interior blocks, aligned rows) and their
+    scalar fallback (edge tiles; 1030 columns: rows not 16-byte aligned)."""
+    rng = np.random.default_rng(6)
+    m, k, n = mkn
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    got = kd.kernel(lambda a, b: a @ b)(a, b, backend="cuda").astype(np.float64)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-4 * np.sqrt(k), atol=1e-4 * np.sqrt(k))
