@@ -1,0 +1,333 @@
+"""The CUDA text of a fused attention block (FlashAttention-2's forward pass) on tensor cores.
+
+One CTA per (batch x head, block of ``bm`` query rows); ``nw`` warps, each owning ``bm / nw``
+rows (``mt`` tiles of 16).  The Q tile is copied to shared memory once; K and V tiles of ``bn``
+keys stream through two shared buffers (``cp.async``, the next tile in flight while the
+current one is used).  ``S = Q K^T`` and ``O += P V`` are ``mma.sync.m16n8k16`` with float32
+accumulation (operands through ``ldmatrix``; V transposed by ``ldmatrix.trans``); the running
+max, the rescaled sum and the rescaling of O stay in registers in float32 (a row's 8-column
+slices live in the 4 lanes of a quad: row reductions are two ``shfl.xor``).  P goes from the
+S accumulators to the A operand of the second product without memory (the m16n8 accumulator
+layout of two adjacent tiles is the m16k16 operand layout), rounded to the input's 16-bit
+type (as FlashAttention does).  A causal bound stops the key loop at the block's last visible
+key and masks only the tiles that cross the diagonal.
+
+Shared rows are swizzled by 16-byte chunks (chunk ``c`` of row ``r`` at ``c ^ (r & 7)``):
+``ldmatrix``'s 8 row addresses fall in 8 different bank groups.
+
+What the stage computes around the two products comes in as C expression text rendered from
+the stage's own IR (``score``: the row value from the float32 product ``acc`` and the row /
+key indices ``i``, ``j``; ``final``: the stored value from the accumulator ``o`` and the sum
+``l``), so this module knows tiles and registers, never the user's formula.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .prelude import prelude_for
+
+#: head dimensions the kernel tiles (16-byte chunks: a power of two of them)
+HEAD_DIMS = (16, 32, 64, 128)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlashConfig:
+    """Compile-time shape of one flash kernel."""
+
+    d: int                  # head dimension (q/k width; v's width dv)
+    dv: int
+    bf16: bool = False      # operands bfloat16 (else float16)
+    bm: int = 128           # query rows per CTA
+    bn: int = 64            # keys per streamed tile
+    nw: int = 4             # warps per CTA
+    causal: bool = False    # a key bound j < i + causal_end (runtime offset)
+
+    @property
+    def mt(self) -> int:
+        """16-row tiles per warp."""
+        return self.bm // (16 * self.nw)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.nw
+
+    @property
+    def smem_bytes(self) -> int:
+        return 2 * (self.bm * self.d + 2 * self.bn * self.d + 2 * self.bn * self.dv)
+
+    def check(self) -> None:
+        """Raise ValueError when the kernel cannot tile this shape."""
+        if self.d not in HEAD_DIMS or self.dv not in HEAD_DIMS:
+            raise ValueError(f"head dims {self.d}/{self.dv}: the flash kernel tiles {HEAD_DIMS}")
+        if self.bm % (16 * self.nw) or self.mt < 1 or self.bn % 16 or self.bn < 16:
+            raise ValueError(f"tiles bm={self.bm} bn={self.bn} nw={self.nw}")
+
+
+_BODY = r"""
+#define FD {d}
+#define FDV {dv}
+#define FBM {bm}
+#define FBN {bn}
+#define FNW {nw}
+#define FMT {mt}
+#define FCAUSAL {causal}
+#define FBF16 {bf16}
+
+// element offset of 16-byte chunk c of row r in a swizzled tile of `chunks` chunks per row
+template <int CH> __device__ __forceinline__ int kd_fl_swz(int r, int c) {{
+  constexpr int m = (CH < 8 ? CH : 8) - 1;
+  return r * (CH * 8) + ((c ^ (r & m)) << 3);
+}}
+__device__ __forceinline__ uint32_t kd_fl_pack(float lo, float hi) {{
+  uint32_t r;
+#if FBF16
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+}}
+__device__ __forceinline__ void kd_fl_mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint32_t b0, uint32_t b1) {{
+#if FBF16
+  kd_mma_bf16(c, a0, a1, a2, a3, b0, b1, c[0], c[1], c[2], c[3]);
+#else
+  kd_mma_f16(c, a0, a1, a2, a3, b0, b1, c[0], c[1], c[2], c[3]);
+#endif
+}}
+__device__ __forceinline__ float kd_fl_score(float acc, long long i, long long j, float scale) {{
+  return {score};
+}}
+__device__ __forceinline__ uint16_t kd_fl_final(float o, float l) {{
+  return {final};
+}}
+
+extern "C" __global__ void __launch_bounds__(FNW * 32) {name}(
+    const uint16_t* __restrict__ Q, const uint16_t* __restrict__ K, const uint16_t* __restrict__ V,
+    uint16_t* __restrict__ O, int H, int group, int Nq, int Nk,
+    long long sqb, long long sqh, long long sqn, long long skb, long long skh, long long skn,
+    long long svb, long long svh, long long svn, long long sob, long long soh, long long son,
+    float scale, long long causal_end) {{
+  constexpr int CQ = FD / 8, CV = FDV / 8, NT = FBN / 8, DT = FDV / 8;
+  extern __shared__ __align__(128) uint16_t kd_fl_smem[];
+  uint16_t* sQ = kd_fl_smem;
+  uint16_t* sK = sQ + FBM * FD;
+  uint16_t* sV = sK + 2 * FBN * FD;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int m0 = blockIdx.x * FBM;
+  const int bh = blockIdx.y, b = bh / H, h = bh % H, hk = h / group;
+  const uint16_t* q = Q + b * sqb + h * sqh;
+  const uint16_t* k = K + b * skb + hk * skh;
+  const uint16_t* v = V + b * svb + hk * svh;
+  uint16_t* o = O + b * sob + h * soh;
+
+  // the keys this block sees: all, or those before the causal bound of its last row
+  long long kend = Nk;
+#if FCAUSAL
+  {{ long long e = (long long)m0 + FBM - 1 + causal_end; if (e < kend) kend = e; }}
+#endif
+  const int nblocks = kend > 0 ? (int)((kend + FBN - 1) / FBN) : 0;
+
+  for (int x = tid; x < FBM * CQ; x += FNW * 32) {{
+    int r = x / CQ, c = x % CQ, gr = m0 + r;
+    kd_cp_async<16>(sQ + kd_fl_swz<CQ>(r, c), q + (long long)(gr < Nq ? gr : 0) * sqn + c * 8, gr < Nq);
+  }}
+  auto load_kv = [&](int buf, int n0) {{
+    uint16_t* dk = sK + buf * FBN * FD;
+    uint16_t* dv = sV + buf * FBN * FDV;
+    for (int x = tid; x < FBN * CQ; x += FNW * 32) {{
+      int r = x / CQ, c = x % CQ, gr = n0 + r;
+      kd_cp_async<16>(dk + kd_fl_swz<CQ>(r, c), k + (long long)(gr < Nk ? gr : 0) * skn + c * 8, gr < Nk);
+    }}
+    for (int x = tid; x < FBN * CV; x += FNW * 32) {{
+      int r = x / CV, c = x % CV, gr = n0 + r;
+      kd_cp_async<16>(dv + kd_fl_swz<CV>(r, c), v + (long long)(gr < Nk ? gr : 0) * svn + c * 8, gr < Nk);
+    }}
+  }};
+  if (nblocks > 0) load_kv(0, 0);
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+
+  float acc_o[FMT][DT][4];
+  float row_m[FMT][2], row_l[FMT][2];
+#pragma unroll
+  for (int mt = 0; mt < FMT; ++mt) {{
+#pragma unroll
+    for (int t = 0; t < DT; ++t) acc_o[mt][t][0] = acc_o[mt][t][1] = acc_o[mt][t][2] = acc_o[mt][t][3] = 0.f;
+    row_m[mt][0] = row_m[mt][1] = -__int_as_float(0x7f800000);
+    row_l[mt][0] = row_l[mt][1] = 0.f;
+  }}
+  const int g = lane >> 2, tq = lane & 3;
+  const int wrow = warp * (FMT * 16);
+
+  for (int it = 0; it < nblocks; ++it) {{
+    const int cur = it & 1, n0 = it * FBN;
+    if (it + 1 < nblocks) {{
+      load_kv(cur ^ 1, n0 + FBN);
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    }} else {{
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    }}
+    __syncthreads();
+    const uint16_t* tK = sK + cur * FBN * FD;
+    const uint16_t* tV = sV + cur * FBN * FDV;
+
+    // S = Q K^T for this warp's rows and the tile's keys
+    float s[FMT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < FMT; ++mt)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) s[mt][t][0] = s[mt][t][1] = s[mt][t][2] = s[mt][t][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < FD / 16; ++kk) {{
+      uint32_t a[FMT][4];
+#pragma unroll
+      for (int mt = 0; mt < FMT; ++mt) {{
+        int r = wrow + mt * 16 + (lane & 15), c = kk * 2 + (lane >> 4);
+        kd_ldsm_x4(a[mt][0], a[mt][1], a[mt][2], a[mt][3], sQ + kd_fl_swz<CQ>(r, c));
+      }}
+#pragma unroll
+      for (int t = 0; t < NT; t += 2) {{
+        int mat = lane >> 3;
+        int r = t * 8 + (mat >> 1) * 8 + (lane & 7), c = kk * 2 + (mat & 1);
+        uint32_t b0, b1, b2, b3;
+        kd_ldsm_x4(b0, b1, b2, b3, tK + kd_fl_swz<CQ>(r, c));
+#pragma unroll
+        for (int mt = 0; mt < FMT; ++mt) {{
+          kd_fl_mma(s[mt][t], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b0, b1);
+          kd_fl_mma(s[mt][t + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b2, b3);
+        }}
+      }}
+    }}
+
+    // row values, mask, online softmax (rows g and g + 8 of each 16-row tile)
+    bool edge = n0 + FBN > Nk;
+#if FCAUSAL
+    edge = edge || ((long long)n0 + FBN - 1 >= (long long)m0 + causal_end);
+#endif
+    uint32_t p[FMT][NT / 2][4];
+#pragma unroll
+    for (int mt = 0; mt < FMT; ++mt) {{
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {{
+        long long i = (long long)m0 + wrow + mt * 16 + g + hr * 8;
+        float mx = row_m[mt][hr];
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {{
+            long long j = (long long)n0 + t * 8 + tq * 2 + e;
+            float x = kd_fl_score(s[mt][t][hr * 2 + e], i, j, scale);
+            if (edge) {{
+              bool dead = j >= Nk;
+#if FCAUSAL
+              dead = dead || j >= i + causal_end;
+#endif
+              if (dead) x = -__int_as_float(0x7f800000);
+            }}
+            s[mt][t][hr * 2 + e] = x;
+            mx = fmaxf(mx, x);
+          }}
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mold = row_m[mt][hr];
+        const float alpha = (mold == mx) ? 1.f : __expf(mold - mx);
+        const bool none = mx == -__int_as_float(0x7f800000);
+        float sum = 0.f;
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {{
+            float pe = none ? 0.f : __expf(s[mt][t][hr * 2 + e] - mx);
+            s[mt][t][hr * 2 + e] = pe;
+            sum += pe;
+          }}
+        row_m[mt][hr] = mx;
+        row_l[mt][hr] = row_l[mt][hr] * alpha + sum;
+#pragma unroll
+        for (int t = 0; t < DT; ++t) {{
+          acc_o[mt][t][hr * 2] *= alpha;
+          acc_o[mt][t][hr * 2 + 1] *= alpha;
+        }}
+      }}
+      // the S accumulators of key tiles 2kk, 2kk+1 are P's m16k16 operand
+#pragma unroll
+      for (int kk = 0; kk < NT / 2; ++kk) {{
+        p[mt][kk][0] = kd_fl_pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        p[mt][kk][1] = kd_fl_pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        p[mt][kk][2] = kd_fl_pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        p[mt][kk][3] = kd_fl_pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }}
+    }}
+
+    // O += P V
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; ++kk) {{
+#pragma unroll
+      for (int t = 0; t < DT; t += 2) {{
+        int mat = lane >> 3;
+        int r = kk * 16 + (mat & 1) * 8 + (lane & 7), c = t + (mat >> 1);
+        uint32_t b0, b1, b2, b3;
+        kd_ldsm_x4_t(b0, b1, b2, b3, tV + kd_fl_swz<CV>(r, c));
+#pragma unroll
+        for (int mt = 0; mt < FMT; ++mt) {{
+          kd_fl_mma(acc_o[mt][t], p[mt][kk][0], p[mt][kk][1], p[mt][kk][2], p[mt][kk][3], b0, b1);
+          kd_fl_mma(acc_o[mt][t + 1], p[mt][kk][0], p[mt][kk][1], p[mt][kk][2], p[mt][kk][3], b2, b3);
+        }}
+      }}
+    }}
+    __syncthreads();
+  }}
+
+  // O / l, stored as the output's 16-bit type
+#pragma unroll
+  for (int mt = 0; mt < FMT; ++mt)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {{
+      float l = row_l[mt][hr];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      int i = m0 + wrow + mt * 16 + g + hr * 8;
+      if (i < Nq) {{
+        uint16_t* orow = o + (long long)i * son;
+#pragma unroll
+        for (int t = 0; t < DT; ++t) {{
+          uint32_t w = (uint32_t)kd_fl_final(acc_o[mt][t][hr * 2], l)
+                     | ((uint32_t)kd_fl_final(acc_o[mt][t][hr * 2 + 1], l) << 16);
+          *(uint32_t*)(orow + t * 8 + tq * 2) = w;
+        }}
+      }}
+    }}
+}}
+"""
+
+#: the row value and the stored value of ``softmax(q k^T * scale) @ v`` in 16-bit inputs:
+#: numpy rounds the product to the input type and multiplies in it (scale rounded too)
+DEFAULT_SCORE = {False: "kd_rh(kd_rh(acc) * kd_rh(scale))",
+                 True: "kd_rbf(kd_rbf(acc) * kd_rbf(scale))"}
+DEFAULT_FINAL = {False: "kd_f2h(o / kd_rh(l))", True: "kd_f2bf(o / kd_rbf(l))"}
+
+
+def source(cfg: FlashConfig, name: str = "kd_flash_fwd", score: str | None = None,
+           final: str | None = None) -> str:
+    """The whole CUDA module (prelude included) of one flash kernel ``name``.
+
+    Its parameters: ``Q, K, V, O`` (16-bit bits), ``H`` (heads), ``group`` (query heads per kv
+    head), ``Nq, Nk``, the batch/head/row strides (elements) of q, k, v, o (the last axis
+    contiguous), ``scale`` and ``causal_end`` (key j is visible to row i iff
+    ``j < i + causal_end``).  Grid ``(ceil(Nq / bm), B * H)``, ``cfg.threads`` threads,
+    ``cfg.smem_bytes`` dynamic shared memory."""
+    cfg.check()
+    body = _BODY.format(d=cfg.d, dv=cfg.dv, bm=cfg.bm, bn=cfg.bn, nw=cfg.nw, mt=cfg.mt,
+                        causal=int(cfg.causal), bf16=int(cfg.bf16), name=name,
+                        score=score or DEFAULT_SCORE[cfg.bf16],
+                        final=final or DEFAULT_FINAL[cfg.bf16])
+    return prelude_for(body) + body
+
+
+def grid(cfg: FlashConfig, batch_heads: int, nq: int) -> tuple:
+    """The launch grid of ``cfg`` for ``batch_heads`` (B * H) and ``nq`` query rows."""
+    return (-(-nq // cfg.bm), batch_heads, 1)
+
+
+__all__ = ["FlashConfig", "HEAD_DIMS", "source", "grid"]
