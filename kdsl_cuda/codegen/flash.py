@@ -63,7 +63,27 @@ class FlashConfig:
             raise ValueError(f"tiles bm={self.bm} bn={self.bn} nw={self.nw}")
 
 
-_BODY = r"""
+COMMON = r"""
+// flash attention (kdsl_cuda/codegen/flash.py): element offset of 16-byte chunk c of row r
+// in a swizzled tile of CH chunks per row
+template <int CH> __device__ __forceinline__ int kd_fl_swz(int r, int c) {
+  constexpr int m = (CH < 8 ? CH : 8) - 1;
+  return r * (CH * 8) + ((c ^ (r & m)) << 3);
+}
+template <bool BF> __device__ __forceinline__ uint32_t kd_fl_pack(float lo, float hi) {
+  uint32_t r;
+  if constexpr (BF) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <bool BF> __device__ __forceinline__ void kd_fl_mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2,
+                                                             uint32_t a3, uint32_t b0, uint32_t b1) {
+  if constexpr (BF) kd_mma_bf16(c, a0, a1, a2, a3, b0, b1, c[0], c[1], c[2], c[3]);
+  else kd_mma_f16(c, a0, a1, a2, a3, b0, b1, c[0], c[1], c[2], c[3]);
+}
+"""
+
+BLOCK = r"""
 #define FD {d}
 #define FDV {dv}
 #define FBM {bm}
@@ -73,49 +93,27 @@ _BODY = r"""
 #define FCAUSAL {causal}
 #define FBF16 {bf16}
 
-// element offset of 16-byte chunk c of row r in a swizzled tile of `chunks` chunks per row
-template <int CH> __device__ __forceinline__ int kd_fl_swz(int r, int c) {{
-  constexpr int m = (CH < 8 ? CH : 8) - 1;
-  return r * (CH * 8) + ((c ^ (r & m)) << 3);
-}}
-__device__ __forceinline__ uint32_t kd_fl_pack(float lo, float hi) {{
-  uint32_t r;
-#if FBF16
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-  return r;
-}}
-__device__ __forceinline__ void kd_fl_mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {{
-#if FBF16
-  kd_mma_bf16(c, a0, a1, a2, a3, b0, b1, c[0], c[1], c[2], c[3]);
-#else
-  kd_mma_f16(c, a0, a1, a2, a3, b0, b1, c[0], c[1], c[2], c[3]);
-#endif
-}}
-__device__ __forceinline__ float kd_fl_score(float acc, long long i, long long j, float scale) {{
+__device__ __forceinline__ float {name}_score(float acc, long long i, long long j{cparams}) {{
   return {score};
 }}
-__device__ __forceinline__ uint16_t kd_fl_final(float o, float l) {{
+__device__ __forceinline__ uint16_t {name}_final(float o, float l, float m{cparams}) {{
   return {final};
 }}
-
-extern "C" __global__ void __launch_bounds__(FNW * 32) {name}(
+// one CTA's query block (blockIdx bx) of batch x head by: Q K^T, online softmax, P V, O / l
+__device__ __forceinline__ void {name}_block(
     const uint16_t* __restrict__ Q, const uint16_t* __restrict__ K, const uint16_t* __restrict__ V,
-    uint16_t* __restrict__ O, int H, int group, int Nq, int Nk,
+    uint16_t* __restrict__ O, uint16_t* smem, long long bx, long long by,
+    long long H, long long group, long long Nq, long long Nk,
     long long sqb, long long sqh, long long sqn, long long skb, long long skh, long long skn,
     long long svb, long long svh, long long svn, long long sob, long long soh, long long son,
-    float scale, long long causal_end) {{
+    long long causal_end{cparams}) {{
   constexpr int CQ = FD / 8, CV = FDV / 8, NT = FBN / 8, DT = FDV / 8;
-  extern __shared__ __align__(128) uint16_t kd_fl_smem[];
-  uint16_t* sQ = kd_fl_smem;
+  uint16_t* sQ = smem;
   uint16_t* sK = sQ + FBM * FD;
   uint16_t* sV = sK + 2 * FBN * FD;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int m0 = blockIdx.x * FBM;
-  const int bh = blockIdx.y, b = bh / H, h = bh % H, hk = h / group;
+  const int m0 = (int)bx * FBM;
+  const long long bh = by, b = bh / H, h = bh % H, hk = h / group;
   const uint16_t* q = Q + b * sqb + h * sqh;
   const uint16_t* k = K + b * skb + hk * skh;
   const uint16_t* v = V + b * svb + hk * svh;
@@ -194,8 +192,8 @@ extern "C" __global__ void __launch_bounds__(FNW * 32) {name}(
         kd_ldsm_x4(b0, b1, b2, b3, tK + kd_fl_swz<CQ>(r, c));
 #pragma unroll
         for (int mt = 0; mt < FMT; ++mt) {{
-          kd_fl_mma(s[mt][t], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b0, b1);
-          kd_fl_mma(s[mt][t + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b2, b3);
+          kd_fl_mma<FBF16>(s[mt][t], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b0, b1);
+          kd_fl_mma<FBF16>(s[mt][t + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b2, b3);
         }}
       }}
     }}
@@ -217,7 +215,7 @@ extern "C" __global__ void __launch_bounds__(FNW * 32) {name}(
 #pragma unroll
           for (int e = 0; e < 2; ++e) {{
             long long j = (long long)n0 + t * 8 + tq * 2 + e;
-            float x = kd_fl_score(s[mt][t][hr * 2 + e], i, j, scale);
+            float x = {name}_score(s[mt][t][hr * 2 + e], i, j{cargs});
             if (edge) {{
               bool dead = j >= Nk;
 #if FCAUSAL
@@ -253,10 +251,10 @@ extern "C" __global__ void __launch_bounds__(FNW * 32) {name}(
       // the S accumulators of key tiles 2kk, 2kk+1 are P's m16k16 operand
 #pragma unroll
       for (int kk = 0; kk < NT / 2; ++kk) {{
-        p[mt][kk][0] = kd_fl_pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        p[mt][kk][1] = kd_fl_pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        p[mt][kk][2] = kd_fl_pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        p[mt][kk][3] = kd_fl_pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        p[mt][kk][0] = kd_fl_pack<FBF16>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        p[mt][kk][1] = kd_fl_pack<FBF16>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        p[mt][kk][2] = kd_fl_pack<FBF16>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        p[mt][kk][3] = kd_fl_pack<FBF16>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
       }}
     }}
 
@@ -271,8 +269,8 @@ extern "C" __global__ void __launch_bounds__(FNW * 32) {name}(
         kd_ldsm_x4_t(b0, b1, b2, b3, tV + kd_fl_swz<CV>(r, c));
 #pragma unroll
         for (int mt = 0; mt < FMT; ++mt) {{
-          kd_fl_mma(acc_o[mt][t], p[mt][kk][0], p[mt][kk][1], p[mt][kk][2], p[mt][kk][3], b0, b1);
-          kd_fl_mma(acc_o[mt][t + 1], p[mt][kk][0], p[mt][kk][1], p[mt][kk][2], p[mt][kk][3], b2, b3);
+          kd_fl_mma<FBF16>(acc_o[mt][t], p[mt][kk][0], p[mt][kk][1], p[mt][kk][2], p[mt][kk][3], b0, b1);
+          kd_fl_mma<FBF16>(acc_o[mt][t + 1], p[mt][kk][0], p[mt][kk][1], p[mt][kk][2], p[mt][kk][3], b2, b3);
         }}
       }}
     }}
@@ -284,7 +282,7 @@ extern "C" __global__ void __launch_bounds__(FNW * 32) {name}(
   for (int mt = 0; mt < FMT; ++mt)
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {{
-      float l = row_l[mt][hr];
+      float l = row_l[mt][hr], m = row_m[mt][hr];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       int i = m0 + wrow + mt * 16 + g + hr * 8;
@@ -292,12 +290,33 @@ extern "C" __global__ void __launch_bounds__(FNW * 32) {name}(
         uint16_t* orow = o + (long long)i * son;
 #pragma unroll
         for (int t = 0; t < DT; ++t) {{
-          uint32_t w = (uint32_t)kd_fl_final(acc_o[mt][t][hr * 2], l)
-                     | ((uint32_t)kd_fl_final(acc_o[mt][t][hr * 2 + 1], l) << 16);
+          uint32_t w = (uint32_t){name}_final(acc_o[mt][t][hr * 2], l, m{cargs})
+                     | ((uint32_t){name}_final(acc_o[mt][t][hr * 2 + 1], l, m{cargs}) << 16);
           *(uint32_t*)(orow + t * 8 + tq * 2) = w;
         }}
       }}
     }}
+}}
+#undef FD
+#undef FDV
+#undef FBM
+#undef FBN
+#undef FNW
+#undef FMT
+#undef FCAUSAL
+#undef FBF16
+"""
+
+_WRAPPER = r"""
+extern "C" __global__ void __launch_bounds__({threads}) {name}(
+    const uint16_t* __restrict__ Q, const uint16_t* __restrict__ K, const uint16_t* __restrict__ V,
+    uint16_t* __restrict__ O, int H, int group, int Nq, int Nk,
+    long long sqb, long long sqh, long long sqn, long long skb, long long skh, long long skn,
+    long long svb, long long svh, long long svn, long long sob, long long soh, long long son,
+    float scale, long long causal_end) {{
+  extern __shared__ __align__(128) uint16_t kd_fl_smem[];
+  {name}_block(Q, K, V, O, kd_fl_smem, blockIdx.x, blockIdx.y, H, group, Nq, Nk, sqb, sqh, sqn,
+               skb, skh, skn, svb, svh, svn, sob, soh, son, causal_end, scale);
 }}
 """
 
@@ -308,20 +327,32 @@ DEFAULT_SCORE = {False: "kd_rh(kd_rh(acc) * kd_rh(scale))",
 DEFAULT_FINAL = {False: "kd_f2h(o / kd_rh(l))", True: "kd_f2bf(o / kd_rbf(l))"}
 
 
-def source(cfg: FlashConfig, name: str = "kd_flash_fwd", score: str | None = None,
-           final: str | None = None) -> str:
-    """The whole CUDA module (prelude included) of one flash kernel ``name``.
+def block_function(cfg: FlashConfig, name: str, score: str, final: str, consts=()) -> str:
+    """The ``__device__`` function ``<name>_block`` (with ``<name>_score``/``<name>_final``) that
+    computes one CTA's query block; ``consts``: (C type, name) of loop-invariant values the
+    ``score`` and ``final`` expressions use (parameters after ``causal_end``).  Needs
+    ``COMMON`` and the prelude (``prelude_for``) before it."""
+    cfg.check()
+    cparams = "".join(f", {t} {c}" for t, c in consts)
+    cargs = "".join(f", {c}" for _, c in consts)
+    return BLOCK.format(d=cfg.d, dv=cfg.dv, bm=cfg.bm, bn=cfg.bn, nw=cfg.nw, mt=cfg.mt,
+                        causal=int(cfg.causal), bf16=int(cfg.bf16), name=name, score=score,
+                        final=final, cparams=cparams, cargs=cargs)
+
+
+def source(cfg: FlashConfig, name: str = "kd_flash_fwd") -> str:
+    """A whole CUDA module (prelude included) with one ``__global__`` flash kernel ``name`` for
+    ``softmax(q k^T * scale) @ v`` in numpy's 16-bit semantics (the product and the scale
+    rounded to the input type; the benchmark's raw kernel).
 
     Its parameters: ``Q, K, V, O`` (16-bit bits), ``H`` (heads), ``group`` (query heads per kv
     head), ``Nq, Nk``, the batch/head/row strides (elements) of q, k, v, o (the last axis
     contiguous), ``scale`` and ``causal_end`` (key j is visible to row i iff
     ``j < i + causal_end``).  Grid ``(ceil(Nq / bm), B * H)``, ``cfg.threads`` threads,
     ``cfg.smem_bytes`` dynamic shared memory."""
-    cfg.check()
-    body = _BODY.format(d=cfg.d, dv=cfg.dv, bm=cfg.bm, bn=cfg.bn, nw=cfg.nw, mt=cfg.mt,
-                        causal=int(cfg.causal), bf16=int(cfg.bf16), name=name,
-                        score=score or DEFAULT_SCORE[cfg.bf16],
-                        final=final or DEFAULT_FINAL[cfg.bf16])
+    body = COMMON + block_function(cfg, name, DEFAULT_SCORE[cfg.bf16], DEFAULT_FINAL[cfg.bf16],
+                                   (("float", "scale"),))
+    body += _WRAPPER.format(name=name, threads=cfg.threads)
     return prelude_for(body) + body
 
 
@@ -330,4 +361,4 @@ def grid(cfg: FlashConfig, batch_heads: int, nq: int) -> tuple:
     return (-(-nq // cfg.bm), batch_heads, 1)
 
 
-__all__ = ["FlashConfig", "HEAD_DIMS", "source", "grid"]
+__all__ = ["COMMON", "FlashConfig", "HEAD_DIMS", "block_function", "grid", "source"]
