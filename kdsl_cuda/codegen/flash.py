@@ -70,6 +70,25 @@ template <int CH> __device__ __forceinline__ int kd_fl_swz(int r, int c) {
   constexpr int m = (CH < 8 ? CH : 8) - 1;
   return r * (CH * 8) + ((c ^ (r & m)) << 3);
 }
+// rows r0 .. r0 + rows - 1 of a (nrows x width) operand into a swizzled shared tile of CH
+// chunks per row, zeros beyond either end: cp.async (vec) or element by element
+template <int CH> __device__ __forceinline__ void kd_fl_load(
+    uint16_t* dst, const uint16_t* src, long long sn, long long sc, long long r0, long long nrows,
+    long long width, int rows, bool vec, int tid, int nthreads) {
+  if (vec) {
+    for (int x = tid; x < rows * CH; x += nthreads) {
+      int r = x / CH, c = x % CH;
+      long long gr = r0 + r;
+      kd_cp_async<16>(dst + kd_fl_swz<CH>(r, c), src + (gr < nrows ? gr : 0) * sn + c * 8, gr < nrows);
+    }
+  } else {
+    for (int x = tid; x < rows * CH * 8; x += nthreads) {
+      int r = x / (CH * 8), col = x % (CH * 8);
+      long long gr = r0 + r;
+      dst[kd_fl_swz<CH>(r, col >> 3) + (col & 7)] = (gr < nrows && col < width) ? src[gr * sn + col * sc] : (uint16_t)0;
+    }
+  }
+}
 template <bool BF> __device__ __forceinline__ uint32_t kd_fl_pack(float lo, float hi) {
   uint32_t r;
   if constexpr (BF) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -103,10 +122,11 @@ __device__ __forceinline__ uint16_t {name}_final(float o, float l, float m{cpara
 __device__ __forceinline__ void {name}_block(
     const uint16_t* __restrict__ Q, const uint16_t* __restrict__ K, const uint16_t* __restrict__ V,
     uint16_t* __restrict__ O, uint16_t* smem, long long bx, long long by,
-    long long H, long long group, long long Nq, long long Nk,
-    long long sqb, long long sqh, long long sqn, long long skb, long long skh, long long skn,
-    long long svb, long long svh, long long svn, long long sob, long long soh, long long son,
-    long long causal_end{cparams}) {{
+    long long H, long long group, long long Nq, long long Nk, long long Dq, long long Dv,
+    long long causal_end,
+    long long sqb, long long sqh, long long sqn, long long sqc, long long skb, long long skh,
+    long long skn, long long skc, long long svb, long long svh, long long svn, long long svc,
+    long long sob, long long soh, long long son, long long soc{cparams}) {{
   constexpr int CQ = FD / 8, CV = FDV / 8, NT = FBN / 8, DT = FDV / 8;
   uint16_t* sQ = smem;
   uint16_t* sK = sQ + FBM * FD;
@@ -126,21 +146,15 @@ __device__ __forceinline__ void {name}_block(
 #endif
   const int nblocks = kend > 0 ? (int)((kend + FBN - 1) / FBN) : 0;
 
-  for (int x = tid; x < FBM * CQ; x += FNW * 32) {{
-    int r = x / CQ, c = x % CQ, gr = m0 + r;
-    kd_cp_async<16>(sQ + kd_fl_swz<CQ>(r, c), q + (long long)(gr < Nq ? gr : 0) * sqn + c * 8, gr < Nq);
-  }}
+  // 16-byte copies where every row starts 16-byte aligned and the widths are the tile's;
+  // else element by element (any strides, a narrower head dim zero-padded)
+  const bool vec = ((((unsigned long long)Q | (unsigned long long)K | (unsigned long long)V) & 15ull) == 0)
+      && Dq == FD && Dv == FDV && sqc == 1 && skc == 1 && svc == 1
+      && ((sqb | sqh | sqn | skb | skh | skn | svb | svh | svn) & 7) == 0;
+  kd_fl_load<CQ>(sQ, q, sqn, sqc, m0, Nq, Dq, FBM, vec, tid, FNW * 32);
   auto load_kv = [&](int buf, int n0) {{
-    uint16_t* dk = sK + buf * FBN * FD;
-    uint16_t* dv = sV + buf * FBN * FDV;
-    for (int x = tid; x < FBN * CQ; x += FNW * 32) {{
-      int r = x / CQ, c = x % CQ, gr = n0 + r;
-      kd_cp_async<16>(dk + kd_fl_swz<CQ>(r, c), k + (long long)(gr < Nk ? gr : 0) * skn + c * 8, gr < Nk);
-    }}
-    for (int x = tid; x < FBN * CV; x += FNW * 32) {{
-      int r = x / CV, c = x % CV, gr = n0 + r;
-      kd_cp_async<16>(dv + kd_fl_swz<CV>(r, c), v + (long long)(gr < Nk ? gr : 0) * svn + c * 8, gr < Nk);
-    }}
+    kd_fl_load<CQ>(sK + buf * FBN * FD, k, skn, skc, n0, Nk, Dq, FBN, vec, tid, FNW * 32);
+    kd_fl_load<CV>(sV + buf * FBN * FDV, v, svn, svc, n0, Nk, Dv, FBN, vec, tid, FNW * 32);
   }};
   if (nblocks > 0) load_kv(0, 0);
   asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -277,7 +291,9 @@ __device__ __forceinline__ void {name}_block(
     __syncthreads();
   }}
 
-  // O / l, stored as the output's 16-bit type
+  // O / l, stored as the output's 16-bit type (two per 32-bit store where aligned)
+  const bool ofast = (((unsigned long long)O & 3ull) == 0) && Dv == FDV && soc == 1
+      && ((sob | soh | son) & 1) == 0;
 #pragma unroll
   for (int mt = 0; mt < FMT; ++mt)
 #pragma unroll
@@ -288,11 +304,21 @@ __device__ __forceinline__ void {name}_block(
       int i = m0 + wrow + mt * 16 + g + hr * 8;
       if (i < Nq) {{
         uint16_t* orow = o + (long long)i * son;
+        if (ofast) {{
 #pragma unroll
-        for (int t = 0; t < DT; ++t) {{
-          uint32_t w = (uint32_t){name}_final(acc_o[mt][t][hr * 2], l, m{cargs})
-                     | ((uint32_t){name}_final(acc_o[mt][t][hr * 2 + 1], l, m{cargs}) << 16);
-          *(uint32_t*)(orow + t * 8 + tq * 2) = w;
+          for (int t = 0; t < DT; ++t) {{
+            uint32_t w = (uint32_t){name}_final(acc_o[mt][t][hr * 2], l, m{cargs})
+                       | ((uint32_t){name}_final(acc_o[mt][t][hr * 2 + 1], l, m{cargs}) << 16);
+            *(uint32_t*)(orow + t * 8 + tq * 2) = w;
+          }}
+        }} else {{
+#pragma unroll
+          for (int t = 0; t < DT; ++t)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {{
+              long long col = t * 8 + tq * 2 + e;
+              if (col < Dv) orow[col * soc] = {name}_final(acc_o[mt][t][hr * 2 + e], l, m{cargs});
+            }}
         }}
       }}
     }}
@@ -315,8 +341,9 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(
     long long svb, long long svh, long long svn, long long sob, long long soh, long long son,
     float scale, long long causal_end) {{
   extern __shared__ __align__(128) uint16_t kd_fl_smem[];
-  {name}_block(Q, K, V, O, kd_fl_smem, blockIdx.x, blockIdx.y, H, group, Nq, Nk, sqb, sqh, sqn,
-               skb, skh, skn, svb, svh, svn, sob, soh, son, causal_end, scale);
+  {name}_block(Q, K, V, O, kd_fl_smem, blockIdx.x, blockIdx.y, H, group, Nq, Nk, {d}, {dv},
+               causal_end, sqb, sqh, sqn, 1, skb, skh, skn, 1, svb, svh, svn, 1, sob, soh, son, 1,
+               scale);
 }}
 """
 
@@ -352,7 +379,7 @@ def source(cfg: FlashConfig, name: str = "kd_flash_fwd") -> str:
     ``cfg.smem_bytes`` dynamic shared memory."""
     body = COMMON + block_function(cfg, name, DEFAULT_SCORE[cfg.bf16], DEFAULT_FINAL[cfg.bf16],
                                    (("float", "scale"),))
-    body += _WRAPPER.format(name=name, threads=cfg.threads)
+    body += _WRAPPER.format(name=name, threads=cfg.threads, d=cfg.d, dv=cfg.dv)
     return prelude_for(body) + body
 
 

@@ -54,7 +54,10 @@ def schedule(sched, hints) -> None:
         if "threads" in h.hints:
             check_threads_hint(h.hints["threads"], h.loc)
     record_backend_hints(sched, hints)
+    fused = _flash_attention(sched, hints)
     plans = default_plans(sched)
+    for name in fused:      # scheduled whole by attention.py
+        plans.pop(name, None)
     scans = take_scans(sched, plans)        # kd.scan stages: their own default (below)
     merge_hints(sched, plans, hints)
     attach = attach_rows(sched, plans)
@@ -62,6 +65,22 @@ def schedule(sched, hints) -> None:
     realize(sched, plans, attach, caches)
     for h in scans:
         gpu_scan(sched, h)
+
+
+def _flash_attention(sched, hints) -> tuple:
+    """The names of the stages of an attention chain given the flash-attention schedule
+    (attention.py: 16-bit q, k, v, head dims up to 128, no hints), else ()."""
+    from . import attention
+    if any(h.hints or h.fn is not None for h in hints):
+        return ()
+    m = attention.find(sched)
+    if m is None:
+        return ()
+    hd = attention.dims(sched, m)
+    if hd is None or not hd[0] or not hd[1]:
+        return ()
+    attention.schedule(sched, m, hd)
+    return tuple(st.name for st in (m.S, m.L, m.O, m.F, *m.fins))
 
 
 def _accepts(plan, stage) -> bool:

@@ -1,0 +1,510 @@
+"""Attention on tensor cores: the default cuda schedule of a fused online-softmax chain.
+
+The frontend's online-softmax rewrite (kdsl/frontend/online_softmax.py) turns
+``softmax(q @ k^T * c) @ v`` into two online stages over the keys ``j`` -- ``L`` (the row's
+running max and sum, sources ``(x, 1)``) and ``O`` (max and the weighted sum, sources
+``(x, v[.., j, e])``) -- whose row values ``x`` read the scores ``S = q @ k^T`` (a float32 sum
+over ``d`` of ``q[.., i, d] * k[.., j, d]``), and finishing stages dividing one by the other.
+``find`` recognises that structure (stage objects, the online combiner by identity, index maps;
+never names); ``schedule`` then gives the chain one kernel: one CTA per (batch x head, block of
+query rows), the finishing stages inlined into the output, ``S``, ``L`` and ``O`` attached at
+the query-block loop, and that loop tensorized with ``FlashOp``, a ``BlockIntrinsic`` whose
+body is FlashAttention-2's (kdsl_cuda/codegen/flash.py: K/V tiles streamed through shared
+memory by ``cp.async``, both products on ``mma.sync`` tensor cores, the softmax state in
+registers, causal key tiles skipped).
+
+Why a block intrinsic and not kdsl's primitives: the loop-nest form of the chain would need
+(1) tensor-core accumulator fragments whose elements a schedule can read and rescale in
+registers (``kd.intrin.wmma`` fragments are opaque: a fragment read element by element is an
+error), (2) a row reduction over a fragment (max and sum across the 4 lanes of a quad), (3) an
+accumulator reused as the next product's A operand without memory, and (4) the online
+reduction cut into key blocks whose partial states combine by rescaling (a blocked form of
+the tuple reduction, like ``rfactor`` with the online combine).  None exists; the op keeps
+what the stage computes around the products generic instead: the row value ``x`` and the
+finishing expression are the stages' own IR (rendered into the kernel, evaluated by the SIMT
+interpreter), so scales, masks and epilogues are the user's.
+
+Numerics (as FlashAttention): S and O accumulate in float32, the softmax state is float32, P
+is rounded to the input's 16-bit type before ``P @ V``.  float32 inputs keep the generic
+schedule (no float32 tensor-core path yet).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from kdsl import dtypes as dt
+from kdsl.ir import make as mk
+from kdsl.ir import nodes as n
+from kdsl.ir.visitor import Mutator, collect, substitute, uses_var
+from kdsl.schedule.intrin import BlockIntrinsic
+
+from . import analysis as A
+
+#: query rows per CTA, keys per streamed tile and warps, by head dimension (H100/H200)
+TILES = {16: (64, 64, 4), 32: (128, 64, 4), 64: (128, 64, 4), 128: (128, 64, 4)}
+_SIXTEEN = (dt.float16, dt.bfloat16)
+
+
+class Match:
+    """The stages of one attention chain: ``S`` (scores), ``L``/``O`` (online stages), ``F``
+    (the output), ``fins`` (finishing stages to inline), the inputs ``q``/``k``/``v``, the row
+    value ``x`` in ``O``'s variables and the output value ``final`` (reads of the online
+    states replaced by the Vars ``o``, ``l``, ``m``)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _producer(sched):
+    out = {}
+    for h in sched.stages:
+        for t in h.stage.values:
+            out[id(t)] = h.stage
+    return out
+
+
+def _is_online(st) -> bool:
+    from kdsl.frontend import online_softmax as osm
+    b = st.body
+    return (st.is_reduction and st.origin == "online_softmax" and isinstance(b, n.Reduce)
+            and len(b.sources) == 2 and len(b.axes) == 1 and b.condition is None
+            and b.combiner is osm.reducer().combiner((dt.float32, dt.float32)))
+
+
+class _Inline(Mutator):
+    """Reads of finishing stages replaced by their bodies (at the read's indices)."""
+
+    def __init__(self, fins: dict):
+        super().__init__()
+        self.fins = fins
+
+    def visit_TensorRead(self, r):
+        st = self.fins.get(id(r.tensor))
+        if st is None:
+            return self.generic(r)
+        body = substitute(st.body, {a.var: i for a, i in zip(st.axes, r.indices)})
+        return self.visit(body)
+
+
+def find(sched):
+    """The attention chain of ``sched`` the flash schedule can take, or None."""
+    prod = _producer(sched)
+    readers = {}
+    for h in sched.stages:
+        for t in h.stage.reads():
+            readers.setdefault(id(t), []).append(h.stage)
+    for t in sched.output_tensors():
+        F = prod.get(id(t))
+        if F is None or F.is_reduction or len(F.values) != 1:
+            continue
+        m = _match(sched, F, prod, readers)
+        if m is not None:
+            return m
+    return None
+
+
+def _match(sched, F, prod, readers):
+    # the epilogue: F with the finishing stages (online_softmax elementwise) it reads inlined
+    fins, todo = {}, [F]
+    while todo:
+        s = todo.pop()
+        for t in s.reads():
+            p = prod.get(id(t))
+            if p is not None and not p.is_reduction and p.origin == "online_softmax" \
+                    and id(t) not in fins:
+                fins[id(t)] = p
+                todo.append(p)
+    if not fins:
+        return None
+    inside = {id(F)} | {id(p) for p in fins.values()}
+    for p in fins.values():
+        if any(id(r) not in inside for r in readers.get(id(p.output), ())):
+            return None             # a finishing stage read elsewhere (logsumexp): not ours
+    final = _Inline(fins).visit(F.body)
+    reads = collect(final, lambda x: isinstance(x, n.TensorRead))
+    onl = []
+    for r in reads:
+        p = prod.get(id(r.tensor))
+        if p is None or not _is_online(p):
+            return None
+        if p not in onl:
+            onl.append(p)
+    if len(onl) != 2:
+        return None
+    L = next((o for o in onl if mk.is_const(o.body.sources[1], 1.0)), None)
+    O = next((o for o in onl if o is not L), None)
+    if L is None or O is None or any(id(r) not in inside for o in onl
+                                     for r in readers.get(id(o.values[0]), ()) +
+                                     readers.get(id(o.values[1]), ())):
+        return None
+    nb = len(F.axes) - 2
+    if nb < 0 or nb > 2 or len(O.axes) != len(F.axes) or len(L.axes) != len(F.axes):
+        return None
+    fv = [a.var for a in F.axes]
+    ov = [a.var for a in O.axes]
+    j = O.reduce_axes[0].var
+    # the output reads the states at its own (batch, row, column) / (batch, row, 0)
+    o_var, l_var, m_var = n.var("o", dt.float32), n.var("l", dt.float32), n.var("m", dt.float32)
+    repl = {}
+    for r in reads:
+        if r.tensor is O.values[1] or r.tensor is O.values[0]:
+            if list(r.indices) != fv:
+                return None
+            repl[r] = o_var if r.tensor is O.values[1] else m_var
+        else:
+            ok = list(r.indices[:-1]) == fv[:-1] and (
+                mk.is_const(r.indices[-1], 0) and mk.is_const(L.axes[-1].dom.extent, 1))
+            if not ok:
+                return None
+            repl[r] = l_var if r.tensor is L.values[1] else m_var
+    final = _ReplaceReads(repl).visit(final)
+    if any(uses_var(final, v) for v in fv):
+        return None
+    # O's sources: (x, float32(v[batch.., j, e])); L's x is O's renamed
+    x, hv = O.body.sources
+    if not (isinstance(hv, n.Cast) and hv.dtype is dt.float32 and isinstance(hv.a, n.TensorRead)):
+        return None
+    v = hv.a.tensor
+    if v.stage is not None or list(hv.a.indices) != ov[:nb] + [j, ov[-1]]:
+        return None
+    ren = {a.var: b.var for a, b in zip(L.axes, O.axes)}
+    ren[L.reduce_axes[0].var] = j
+    if substitute(L.body.sources[0], ren) != x:
+        return None
+    lr, orr = L.reduce_axes[0].dom, O.reduce_axes[0].dom
+    if substitute(lr.extent, ren) != orr.extent or substitute(lr.min, ren) != orr.min \
+            or not mk.is_const(orr.min, 0):
+        return None
+    # x reads only the scores, at (batch.., i, j); otherwise only i, j and sizes
+    sreads = collect(x, lambda e: isinstance(e, n.TensorRead))
+    S = prod.get(id(sreads[0].tensor)) if sreads else None
+    if S is None or any(r.tensor is not S.output or list(r.indices) != ov[:nb + 1] + [j]
+                        for r in sreads):
+        return None
+    bare = _ReplaceReads({r: n.var("acc", dt.float32) for r in sreads}).visit(x)
+    if uses_var(bare, ov[-1]) or any(uses_var(bare, a) for a in ov[:nb]):
+        return None
+    qk = _scores(S, nb)
+    if qk is None:
+        return None
+    q, k = qk
+    if not (q.dtype is k.dtype is v.dtype and q.dtype in _SIXTEEN and F.dtype is q.dtype):
+        return None
+    if any(id(r) not in (id(L), id(O)) for r in readers.get(id(S.output), ())):
+        return None
+    causal = _key_bound(orr.extent, ov[nb])
+    if causal is None:
+        return None
+    return Match(S=S, L=L, O=O, F=F, fins=list(fins.values()), q=q, k=k, v=v, x=x, j=j,
+                 final=final, o=o_var, l=l_var, m=m_var, nb=nb, keys=causal[0],
+                 causal_end=causal[1])
+
+
+class _ReplaceReads(Mutator):
+    def __init__(self, repl: dict):
+        super().__init__()
+        self.repl = repl
+
+    def visit_TensorRead(self, r):
+        return self.repl.get(r, r)
+
+
+def _scores(S, nb):
+    """(q, k) when ``S`` is ``sum over d of f32(q[b.., i, d]) * f32(k[b.., j, d])``."""
+    b = S.body
+    if not (S.is_reduction and isinstance(b, n.Reduce) and b.combiner.kind is n.CombinerKind.SUM
+            and len(b.sources) == 1 and len(b.axes) == 1 and b.condition is None
+            and S.dtype is dt.float32 and len(S.axes) == nb + 2):
+        return None
+    e = b.sources[0]
+    if not (isinstance(e, n.Binary) and e.op is n.BinOp.MUL):
+        return None
+    ops = []
+    for f in (e.a, e.b):
+        if not (isinstance(f, n.Cast) and f.dtype is dt.float32 and isinstance(f.a, n.TensorRead)):
+            return None
+        ops.append(f.a)
+    sv = [a.var for a in S.axes]
+    d = b.axes[0].var
+    if not mk.is_const(b.axes[0].dom.min, 0):
+        return None
+    want_q, want_k = sv[:nb + 1] + [d], sv[:nb] + [sv[-1], d]
+    for a, c in (ops, ops[::-1]):
+        if list(a.indices) == want_q and list(c.indices) == want_k and \
+                a.tensor.stage is None and c.tensor.stage is None:
+            return a.tensor, c.tensor
+    return None
+
+
+def _strip_max0(e):
+    while isinstance(e, n.Binary) and e.op is n.BinOp.MAX and mk.is_const(e.b, 0):
+        e = e.a
+    return e
+
+
+def _key_bound(extent, i):
+    """(key count, causal offset c or None) of the keys' extent: free of the row ``i``, or
+    ``min(keys, i + c)`` (online_softmax's ``_masked_tail``); None when neither."""
+    if not uses_var(extent, i):
+        return extent, None
+    if isinstance(extent, n.Binary) and extent.op is n.BinOp.MIN:
+        for a, b in ((extent.a, extent.b), (extent.b, extent.a)):
+            if uses_var(a, i):
+                continue
+            t = _strip_max0(b)
+            if t is i:
+                return a, mk.as_expr(0)
+            if isinstance(t, n.Binary) and t.op is n.BinOp.ADD and t.a is i and not uses_var(t.b, i):
+                return a, t.b
+            if isinstance(t, n.Binary) and t.op is n.BinOp.SUB and t.a is i and not uses_var(t.b, i):
+                return a, mk.sub(mk.as_expr(0), t.b)
+    return None
+
+
+# ----------------------------------------------------------------------- the schedule
+
+
+def dims(sched, m) -> list | None:
+    """The head dimensions (compile-time) the kernel is built for: the supported ones in the
+    size class of ``d`` (q/k) and ``dv``; None when a size may exceed the largest."""
+    out = []
+    for ax in (m.S.reduce_axes[0], m.O.axes[-1]):
+        r = A.extent_range(sched, ax)
+        lo, hi = r if r is not None else (1, None)
+        from kdsl_cuda.codegen.flash import HEAD_DIMS
+        if hi is None or hi > HEAD_DIMS[-1]:
+            return None
+        out.append(tuple(dd for dd in HEAD_DIMS if dd >= lo and (dd // 2 < hi or dd == 16)))
+    return out
+
+
+def schedule(sched, m, hd) -> None:
+    """Apply the flash schedule to the chain ``m`` (see the module docstring)."""
+    for f in m.fins:
+        sched[f.name].compute_inline()
+    h = sched[m.F.name]
+    axes = list(h.leaf)
+    batch, i, e = axes[:m.nb], axes[m.nb], axes[m.nb + 1]
+    widest = max(hd[1])
+    bm = TILES[widest][0]
+    io, ii = h.split(i, bm)
+    by = None
+    if batch:
+        by = h.fuse(*batch) if len(batch) > 1 else batch[0]
+        h.reorder(by, io, ii, e)
+        h.bind(by, "blockIdx.y")
+    h.bind(io, "blockIdx.x")
+    for st in (m.S, m.L, m.O):
+        sched[st.name].compute_at(h, io)
+    h.tensorize(io, FlashOp(m, hd, bm, by))
+
+
+# ----------------------------------------------------------------------- the op
+
+
+def _hoist(e, keep: set, consts: list):
+    """``e`` with every maximal subtree that uses none of ``keep`` (and is not a constant)
+    replaced by a Var appended to ``consts`` as (Var, subtree)."""
+    if isinstance(e, n.Const):
+        return e
+    if not any(uses_var(e, v) for v in keep):
+        for v, x in consts:
+            if x == e:
+                return v
+        c = n.var(f"c{len(consts)}", e.dtype)
+        consts.append((c, e))
+        return c
+    if isinstance(e, (n.Var,)):
+        return e
+    return _Rebuild(keep, consts).visit_children(e)
+
+
+class _Rebuild(Mutator):
+    def __init__(self, keep, consts):
+        super().__init__()
+        self.keep, self.consts = keep, consts
+
+    def visit_children(self, e):
+        return self.generic(e)
+
+    def visit(self, node):
+        if isinstance(node, n.Expr):
+            return _hoist(node, self.keep, self.consts)
+        return super().visit(node)
+
+
+_IDS = itertools.count()
+
+
+class FlashOp(BlockIntrinsic):
+    """The flash-attention block (see the module docstring): built per schedule from a Match."""
+
+    def __init__(self, m, hd, bm, by):
+        self.m, self.bm, self.by = m, bm, by
+        self.d_opts, self.dv_opts = hd
+        self.causal = m.causal_end is not None
+        self.bf16 = m.q.dtype is dt.bfloat16
+        self.acc, self.i, self.j = (n.var("acc", dt.float32), n.var("i", dt.int64),
+                                    n.var("j", dt.int64))
+        ov = [a.var for a in m.O.axes]
+        sread = collect(m.x, lambda e: isinstance(e, n.TensorRead))[0]
+        x = _ReplaceReads({sread: self.acc}).visit(m.x)
+        x = substitute(x, {ov[m.nb]: self.i, m.j: self.j})
+        consts = []
+        self.score = _hoist(x, {self.acc, self.i, self.j}, consts)
+        self.final = _hoist(m.final, {m.o, m.l, m.m}, consts)
+        self.consts = consts
+        self.name = f"kd_flash{next(_IDS)}"
+
+    def __str__(self) -> str:
+        return "flash_attention"
+
+    def __repr__(self) -> str:
+        return f"FlashOp(bm={self.bm}, d={self.d_opts}, dv={self.dv_opts}, causal={self.causal})"
+
+    # --------------------------------------------------------------- IR
+    def _buffer(self, func, t):
+        for b in func.buffers:
+            if b.name == t.name:
+                return b
+        from kdsl.errors import InternalCompilerError
+        raise InternalCompilerError(f"flash attention: no buffer for {t.name}")
+
+    @staticmethod
+    def _strides(b, nb):
+        """(batch, head, row, column) strides of ``b`` (elements), Exprs; 0 for missing batch
+        axes."""
+        if b.strides is not None:
+            st = list(b.strides)
+        else:
+            st, acc = [], mk.as_expr(1)
+            for e in reversed(b.shape):
+                st.insert(0, acc)
+                acc = mk.mul(acc, e)
+        lead = st[:-2]
+        lead = [mk.as_expr(0)] * (2 - len(lead)) + lead
+        return lead + st[-2:]
+
+    def build(self, loop, func):
+        m = self.m
+        Q, K, V, O = (self._buffer(func, t) for t in (m.q, m.k, m.v, m.F.output))
+        fa = m.F.axes
+        heads = fa[m.nb - 1].dom.extent if m.nb >= 1 else mk.as_expr(1)
+        if m.nb == 1:       # one batch axis: it is the "head", batch stride 0
+            heads = fa[0].dom.extent
+        by = self.by.var if self.by is not None else mk.as_expr(0)
+        nq = fa[m.nb].dom.extent
+        d = m.S.reduce_axes[0].dom.extent
+        dv = fa[-1].dom.extent
+        ce = m.causal_end if self.causal else mk.as_expr(0)
+        strides = [s for b in (Q, K, V, O) for s in self._strides(b, m.nb)]
+        nwords = max(self._cfg(dd, dvv).smem_bytes for dd in self.d_opts for dvv in self.dv_opts) // 2
+        smem = n.Buffer(f"{self.name}_smem", dt.float16, (mk.as_expr(nwords),), scope=n.Scope.SHARED)
+        args = (self, smem, Q, K, V, O, loop.var, by, heads, nq, m.keys, d, dv,
+                mk.cast(ce, dt.int64), *strides, *(c for c, _ in self.consts))
+        threads = max(self._cfg(dd, dvv).threads for dd in self.d_opts for dvv in self.dv_opts)
+        tx = n.var(f"{self.name}_tx", dt.int64)
+        body = n.For(tx, mk.as_expr(0), mk.as_expr(threads), n.ForKind.BOUND,
+                     n.Intrinsic("flash_attention", args), n.ThreadTag.THREAD_X)
+        body = n.Allocate(smem, body)
+        for c, e in reversed(self.consts):
+            body = n.LetStmt(c, e, body)
+        return body
+
+    def _cfg(self, d, dv):
+        from kdsl_cuda.codegen.flash import FlashConfig
+        bm, bn, nw = TILES[max(d, dv)]
+        return FlashConfig(d, dv, bf16=self.bf16, bm=self.bm, bn=bn,
+                           nw=max(nw, self.bm // 32), causal=self.causal)
+
+    # --------------------------------------------------------------- SIMT
+    def simt(self, ex, s) -> None:
+        """The block's rows in numpy, tile by tile as the CUDA kernel runs them."""
+        from kdsl.numerics.numpy_eval import round_bf16
+        (_, _, Q, K, V, O, bx, by, heads, nq, nk, d, dv, ce, *rest) = s.args
+        g = lambda e: ex._uniform(e, "a flash attention argument")   # noqa: E731
+        bx, by, heads, nq, nk, ce = (g(e) for e in (bx, by, heads, nq, nk, ce))
+        lead = (by // heads, by % heads) if self.m.nb == 2 else (by,) if self.m.nb == 1 else ()
+        q = np.asarray(ex.mem[Q].data[lead], np.float32)
+        k = np.asarray(ex.mem[K].data[lead], np.float32)
+        v = np.asarray(ex.mem[V].data[lead], np.float32)
+        out = ex.mem[O].data[lead]
+        rows = np.arange(bx * self.bm, min(bx * self.bm + self.bm, nq))
+        if rows.size == 0:
+            return
+        kend = nk if not self.causal else min(nk, int(rows[-1]) + ce)
+        keys = np.arange(max(kend, 0))
+        acc = q[rows] @ k[keys].T if keys.size else np.zeros((rows.size, 0), np.float32)
+        env = ex.env
+        saved = {c: env.get(c) for c, _ in self.consts}
+        env.update({self.acc: acc.astype(np.float32), self.i: rows[:, None].astype(np.int64),
+                    self.j: keys[None, :].astype(np.int64)})
+        x = np.broadcast_to(np.asarray(ex.ev(self.score), np.float32), acc.shape).copy()
+        if self.causal:
+            x[keys[None, :] >= rows[:, None] + ce] = -np.inf
+        rnd = round_bf16 if self.bf16 else (lambda a: a.astype(np.float16).astype(np.float32))
+        mx = np.full(rows.size, -np.inf, np.float32)
+        ls = np.zeros(rows.size, np.float32)
+        o = np.zeros((rows.size, v.shape[-1]), np.float32)
+        bn = self._cfg(max(self.d_opts), max(self.dv_opts)).bn
+        with np.errstate(invalid="ignore", over="ignore"):
+            for n0 in range(0, keys.size, bn):
+                xs = x[:, n0:n0 + bn]
+                new = np.maximum(mx, xs.max(axis=1))
+                alpha = np.where(mx == new, np.float32(1), np.exp(mx - new)).astype(np.float32)
+                p = np.where((new == -np.inf)[:, None], np.float32(0),
+                             np.exp(xs - new[:, None])).astype(np.float32)
+                ls = ls * alpha + p.sum(axis=1, dtype=np.float32)
+                o = o * alpha[:, None] + rnd(p) @ v[n0:n0 + xs.shape[1]]
+                mx = new
+            env.update({self.m.o: o, self.m.l: ls[:, None], self.m.m: mx[:, None]})
+            res = np.broadcast_to(np.asarray(ex.ev(self.final)), o.shape)
+        out[rows] = res
+        for c in (self.acc, self.i, self.j, self.m.o, self.m.l, self.m.m):
+            env.pop(c, None)
+        for c, val in saved.items():
+            if val is not None:
+                env[c] = val
+
+    # --------------------------------------------------------------- CUDA
+    def cuda(self, kp, s, d) -> None:
+        """Print the call of the block function (and add it to the module's helpers)."""
+        from kdsl_cuda.codegen import flash
+        from kdsl_cuda.codegen.expr import ExprPrinter
+        names = {self.acc: "acc", self.i: "i", self.j: "j", self.m.o: "o", self.m.l: "l",
+                 self.m.m: "m"}
+        names.update({c: f"c{k}" for k, (c, _) in enumerate(self.consts)})
+
+        def var_name(v, narrow=False):
+            return names[v]
+
+        def no_load(e):
+            raise AssertionError("flash attention expressions read no memory")
+
+        pr = ExprPrinter(var_name, no_load)
+        score, final = pr(self.score), pr(self.final)
+        from kdsl_cuda.codegen.types import ctype
+        consts = [(ctype(c.dtype), f"c{k}") for k, (c, _) in enumerate(self.consts)]
+        kp.helpers.setdefault("kd_flash_common", flash.COMMON)
+        (_, smem, Q, K, V, O, bx, by, heads, nq, nk, dd, dv, ce, *rest) = s.args
+        strides, cargs = rest[:16], rest[16:]
+        vals = [kp.expr(e) for e in (bx, by, heads, nq, nk, dd, dv, ce)]
+        args = ", ".join([kp._buf(b) for b in (Q, K, V, O)] + [f"(uint16_t*){kp._buf(smem)}"]
+                         + vals[:3] + ["1"] + vals[3:] + [kp.expr(e) for e in strides]
+                         + [kp.expr(c) for c in cargs])
+        ind = "  " * d
+        first = True
+        for D in self.d_opts:
+            for DV in self.dv_opts:
+                fname = f"{self.name}_{D}_{DV}"
+                kp.helpers.setdefault(fname, flash.block_function(
+                    self._cfg(D, DV), fname, score, final, consts))
+                cond = f"{vals[5]} <= {D} && {vals[6]} <= {DV}"
+                kp.emit(d, f"{'' if first else 'else '}if ({cond}) {fname}_block({args});")
+                first = False
+        del ind
+
+
+__all__ = ["FlashOp", "Match", "find", "schedule", "dims", "TILES"]
