@@ -27,7 +27,7 @@ import dataclasses
 from .prelude import prelude_for
 
 #: head dimensions the kernel tiles (16-byte chunks: a power of two of them)
-HEAD_DIMS = (16, 32, 64, 128)
+HEAD_DIMS = (16, 32, 64, 128, 256)
 
 
 @dataclasses.dataclass(frozen=True)

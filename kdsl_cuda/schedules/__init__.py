@@ -77,7 +77,7 @@ def _flash_attention(sched, hints) -> tuple:
     if m is None:
         return ()
     hd = attention.dims(sched, m)
-    if hd is None or not hd[0] or not hd[1]:
+    if not hd:
         return ()
     attention.schedule(sched, m, hd)
     return tuple(st.name for st in (m.S, m.L, m.O, m.F, *m.fins))

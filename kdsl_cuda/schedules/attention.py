@@ -42,8 +42,11 @@ from kdsl.schedule.intrin import BlockIntrinsic
 
 from . import analysis as A
 
-#: query rows per CTA, keys per streamed tile and warps, by head dimension (H100/H200)
-TILES = {16: (64, 64, 4), 32: (128, 64, 4), 64: (128, 64, 4), 128: (128, 64, 4)}
+#: query rows, keys per streamed tile and warps of the block function, by (padded) head
+#: dimension (H100/H200); a CTA runs 128 rows (``ROWS``): a 64-row function twice
+TILES = {16: (128, 64, 4), 32: (128, 64, 4), 64: (128, 64, 4), 128: (128, 64, 4),
+         256: (64, 32, 4)}
+ROWS = 128
 _SIXTEEN = (dt.float16, dt.bfloat16)
 
 
@@ -266,18 +269,26 @@ def _key_bound(extent, i):
 # ----------------------------------------------------------------------- the schedule
 
 
-def dims(sched, m) -> list | None:
-    """The head dimensions (compile-time) the kernel is built for: the supported ones in the
-    size class of ``d`` (q/k) and ``dv``; None when a size may exceed the largest."""
-    out = []
+def dims(sched, m) -> tuple | None:
+    """The padded head dimensions the kernel is compiled for: a power of two from
+    ``flash.HEAD_DIMS`` covering each size that the size classes of ``d`` (q, k) and ``dv``
+    (v) allow (q, k and v padded alike: a class ``[2^k, 2^(k+1))`` gives ``2^k`` and
+    ``2^(k+1)``); None when a size may exceed the largest (or is unknown)."""
+    from kdsl_cuda.codegen.flash import HEAD_DIMS
+    lo, hi = None, 0
     for ax in (m.S.reduce_axes[0], m.O.axes[-1]):
         r = A.extent_range(sched, ax)
-        lo, hi = r if r is not None else (1, None)
-        from kdsl_cuda.codegen.flash import HEAD_DIMS
-        if hi is None or hi > HEAD_DIMS[-1]:
+        if r is None:
             return None
-        out.append(tuple(dd for dd in HEAD_DIMS if dd >= lo and (dd // 2 < hi or dd == 16)))
-    return out
+        lo = r[0] if lo is None else min(lo, r[0])
+        hi = max(hi, r[1])
+    if hi > HEAD_DIMS[-1]:
+        return None
+    lo = max(lo, 1)
+    out = [p for p in HEAD_DIMS if p >= lo and (p == HEAD_DIMS[0] or p // 2 < hi)]
+    # only those some size in [lo, hi] pads to: the smallest power >= lo, and up to hi's
+    need = {next(p for p in HEAD_DIMS if p >= x) for x in (lo, hi)}
+    return tuple(p for p in out if min(need) <= p <= max(need))
 
 
 def schedule(sched, m, hd) -> None:
@@ -287,8 +298,7 @@ def schedule(sched, m, hd) -> None:
     h = sched[m.F.name]
     axes = list(h.leaf)
     batch, i, e = axes[:m.nb], axes[m.nb], axes[m.nb + 1]
-    widest = max(hd[1])
-    bm = TILES[widest][0]
+    bm = ROWS
     io, ii = h.split(i, bm)
     by = None
     if batch:
@@ -343,7 +353,7 @@ class FlashOp(BlockIntrinsic):
 
     def __init__(self, m, hd, bm, by):
         self.m, self.bm, self.by = m, bm, by
-        self.d_opts, self.dv_opts = hd
+        self.dims = hd
         self.causal = m.causal_end is not None
         self.bf16 = m.q.dtype is dt.bfloat16
         self.acc, self.i, self.j = (n.var("acc", dt.float32), n.var("i", dt.int64),
@@ -362,7 +372,7 @@ class FlashOp(BlockIntrinsic):
         return "flash_attention"
 
     def __repr__(self) -> str:
-        return f"FlashOp(bm={self.bm}, d={self.d_opts}, dv={self.dv_opts}, causal={self.causal})"
+        return f"FlashOp(rows={self.bm}, head_dims={self.dims}, causal={self.causal})"
 
     # --------------------------------------------------------------- IR
     def _buffer(self, func, t):
@@ -400,11 +410,11 @@ class FlashOp(BlockIntrinsic):
         dv = fa[-1].dom.extent
         ce = m.causal_end if self.causal else mk.as_expr(0)
         strides = [s for b in (Q, K, V, O) for s in self._strides(b, m.nb)]
-        nwords = max(self._cfg(dd, dvv).smem_bytes for dd in self.d_opts for dvv in self.dv_opts) // 2
+        nwords = max(self._cfg(p).smem_bytes for p in self.dims) // 2
         smem = n.Buffer(f"{self.name}_smem", dt.float16, (mk.as_expr(nwords),), scope=n.Scope.SHARED)
         args = (self, smem, Q, K, V, O, loop.var, by, heads, nq, m.keys, d, dv,
                 mk.cast(ce, dt.int64), *strides, *(c for c, _ in self.consts))
-        threads = max(self._cfg(dd, dvv).threads for dd in self.d_opts for dvv in self.dv_opts)
+        threads = max(self._cfg(p).threads for p in self.dims)
         tx = n.var(f"{self.name}_tx", dt.int64)
         body = n.For(tx, mk.as_expr(0), mk.as_expr(threads), n.ForKind.BOUND,
                      n.Intrinsic("flash_attention", args), n.ThreadTag.THREAD_X)
@@ -413,11 +423,10 @@ class FlashOp(BlockIntrinsic):
             body = n.LetStmt(c, e, body)
         return body
 
-    def _cfg(self, d, dv):
+    def _cfg(self, p):
         from kdsl_cuda.codegen.flash import FlashConfig
-        bm, bn, nw = TILES[max(d, dv)]
-        return FlashConfig(d, dv, bf16=self.bf16, bm=self.bm, bn=bn,
-                           nw=max(nw, self.bm // 32), causal=self.causal)
+        bm, bn, nw = TILES[p]
+        return FlashConfig(p, p, bf16=self.bf16, bm=bm, bn=bn, nw=nw, causal=self.causal)
 
     # --------------------------------------------------------------- SIMT
     def simt(self, ex, s) -> None:
@@ -448,7 +457,7 @@ class FlashOp(BlockIntrinsic):
         mx = np.full(rows.size, -np.inf, np.float32)
         ls = np.zeros(rows.size, np.float32)
         o = np.zeros((rows.size, v.shape[-1]), np.float32)
-        bn = self._cfg(max(self.d_opts), max(self.dv_opts)).bn
+        bn = self._cfg(self.dims[0]).bn
         with np.errstate(invalid="ignore", over="ignore"):
             for n0 in range(0, keys.size, bn):
                 xs = x[:, n0:n0 + bn]
@@ -492,19 +501,23 @@ class FlashOp(BlockIntrinsic):
         strides, cargs = rest[:16], rest[16:]
         vals = [kp.expr(e) for e in (bx, by, heads, nq, nk, dd, dv, ce)]
         args = ", ".join([kp._buf(b) for b in (Q, K, V, O)] + [f"(uint16_t*){kp._buf(smem)}"]
-                         + vals[:3] + ["1"] + vals[3:] + [kp.expr(e) for e in strides]
+                         + ["@BX@"] + vals[1:3] + ["1"] + vals[3:] + [kp.expr(e) for e in strides]
                          + [kp.expr(c) for c in cargs])
-        ind = "  " * d
         first = True
-        for D in self.d_opts:
-            for DV in self.dv_opts:
-                fname = f"{self.name}_{D}_{DV}"
-                kp.helpers.setdefault(fname, flash.block_function(
-                    self._cfg(D, DV), fname, score, final, consts))
-                cond = f"{vals[5]} <= {D} && {vals[6]} <= {DV}"
-                kp.emit(d, f"{'' if first else 'else '}if ({cond}) {fname}_block({args});")
-                first = False
-        del ind
+        for p in self.dims:
+            cfg = self._cfg(p)
+            fname = f"{self.name}_{p}"
+            kp.helpers.setdefault(fname, flash.block_function(cfg, fname, score, final, consts))
+            cond = f"{vals[5]} <= {p} && {vals[6]} <= {p}"
+            kp.emit(d, f"{'' if first else 'else '}if ({cond}) {{")
+            rep = self.bm // cfg.bm      # a CTA's rows in calls of cfg.bm rows
+            for r in range(rep):
+                call = args.replace("@BX@", f"({vals[0]}) * {rep} + {r}")
+                kp.emit(d + 1, f"{fname}_block({call});")
+                if r + 1 < rep:
+                    kp.emit(d + 1, "__syncthreads();")
+            kp.emit(d, "}")
+            first = False
 
 
 __all__ = ["FlashOp", "Match", "find", "schedule", "dims", "TILES"]
