@@ -23,6 +23,7 @@ key indices ``i``, ``j``; ``final``: the stored value from the accumulator ``o``
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from .prelude import prelude_for
 
@@ -89,6 +90,14 @@ template <int CH> __device__ __forceinline__ void kd_fl_load(
     }
   }
 }
+// float16 rounding without numpy's NaN payload rules (a NaN stays a NaN): one cvt each way
+__device__ __forceinline__ uint16_t kd_fl_f2h(float f) {
+  uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float kd_fl_h2f(uint16_t h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ float kd_fl_rh(float f) { return kd_fl_h2f(kd_fl_f2h(f)); }
 template <bool BF> __device__ __forceinline__ uint32_t kd_fl_pack(float lo, float hi) {
   uint32_t r;
   if constexpr (BF) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -304,20 +313,22 @@ __device__ __forceinline__ void {name}_block(
       int i = m0 + wrow + mt * 16 + g + hr * 8;
       if (i < Nq) {{
         uint16_t* orow = o + (long long)i * son;
+        uint16_t val[DT][2];
+#pragma unroll
+        for (int t = 0; t < DT; ++t)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) val[t][e] = {name}_final(acc_o[mt][t][hr * 2 + e], l, m{cargs});
         if (ofast) {{
 #pragma unroll
-          for (int t = 0; t < DT; ++t) {{
-            uint32_t w = (uint32_t){name}_final(acc_o[mt][t][hr * 2], l, m{cargs})
-                       | ((uint32_t){name}_final(acc_o[mt][t][hr * 2 + 1], l, m{cargs}) << 16);
-            *(uint32_t*)(orow + t * 8 + tq * 2) = w;
-          }}
+          for (int t = 0; t < DT; ++t)
+            *(uint32_t*)(orow + t * 8 + tq * 2) = (uint32_t)val[t][0] | ((uint32_t)val[t][1] << 16);
         }} else {{
 #pragma unroll
           for (int t = 0; t < DT; ++t)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {{
               long long col = t * 8 + tq * 2 + e;
-              if (col < Dv) orow[col * soc] = {name}_final(acc_o[mt][t][hr * 2 + e], l, m{cargs});
+              if (col < Dv) orow[col * soc] = val[t][e];
             }}
         }}
       }}
@@ -349,9 +360,19 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(
 
 #: the row value and the stored value of ``softmax(q k^T * scale) @ v`` in 16-bit inputs:
 #: numpy rounds the product to the input type and multiplies in it (scale rounded too)
-DEFAULT_SCORE = {False: "kd_rh(kd_rh(acc) * kd_rh(scale))",
+DEFAULT_SCORE = {False: "kd_fl_rh(kd_fl_rh(acc) * kd_fl_rh(scale))",
                  True: "kd_rbf(kd_rbf(acc) * kd_rbf(scale))"}
-DEFAULT_FINAL = {False: "kd_f2h(o / kd_rh(l))", True: "kd_f2bf(o / kd_rbf(l))"}
+DEFAULT_FINAL = {False: "kd_fl_f2h(o / kd_fl_rh(l))", True: "kd_f2bf(o / kd_rbf(l))"}
+
+
+_FAST = re.compile(r"\bkd_(rh|f2h|h2f)\(")
+
+
+def fast_rounding(text: str) -> str:
+    """``text`` (CUDA from kdsl's expression printer) with its float16 conversions in one
+    ``cvt`` each (``kd_fl_*``: no NaN payload rules, a NaN stays a NaN): the row values and
+    the stored results run them per element."""
+    return _FAST.sub(lambda m: f"kd_fl_{m.group(1)}(", text)
 
 
 def block_function(cfg: FlashConfig, name: str, score: str, final: str, consts=()) -> str:
@@ -360,6 +381,7 @@ def block_function(cfg: FlashConfig, name: str, score: str, final: str, consts=(
     ``score`` and ``final`` expressions use (parameters after ``causal_end``).  Needs
     ``COMMON`` and the prelude (``prelude_for``) before it."""
     cfg.check()
+    score, final = fast_rounding(score), fast_rounding(final)
     cparams = "".join(f", {t} {c}" for t, c in consts)
     cargs = "".join(f", {c}" for _, c in consts)
     return BLOCK.format(d=cfg.d, dv=cfg.dv, bm=cfg.bm, bn=cfg.bn, nw=cfg.nw, mt=cfg.mt,

@@ -44,8 +44,11 @@ from . import analysis as A
 
 #: query rows, keys per streamed tile and warps of the block function, by (padded) head
 #: dimension (H100/H200); a CTA runs 128 rows (``ROWS``): a 64-row function twice
-TILES = {16: (128, 64, 4), 32: (128, 64, 4), 64: (128, 64, 4), 128: (128, 64, 4),
+TILES = {16: (64, 16, 4), 32: (64, 32, 4), 64: (128, 64, 4), 128: (128, 64, 4),
          256: (64, 32, 4)}
+#: the tiles of a wider function that covers the rest of a size class (d = 65..127 on the
+#: 128-wide one): less code (NVRTC time), padded sizes are the rare ones
+COVER = (64, 32, 4)
 ROWS = 128
 _SIXTEEN = (dt.float16, dt.bfloat16)
 
@@ -170,7 +173,8 @@ def _match(sched, F, prod, readers):
     if not (isinstance(hv, n.Cast) and hv.dtype is dt.float32 and isinstance(hv.a, n.TensorRead)):
         return None
     v = hv.a.tensor
-    if v.stage is not None or list(hv.a.indices) != ov[:nb] + [j, ov[-1]]:
+    vb = _batch_reads(hv.a.indices, ov, nb, [j, ov[-1]])
+    if v.stage is not None or vb is None:
         return None
     ren = {a.var: b.var for a, b in zip(L.axes, O.axes)}
     ren[L.reduce_axes[0].var] = j
@@ -192,7 +196,7 @@ def _match(sched, F, prod, readers):
     qk = _scores(S, nb)
     if qk is None:
         return None
-    q, k = qk
+    q, k, kb = qk
     if not (q.dtype is k.dtype is v.dtype and q.dtype in _SIXTEEN and F.dtype is q.dtype):
         return None
     if any(id(r) not in (id(L), id(O)) for r in readers.get(id(S.output), ())):
@@ -201,6 +205,7 @@ def _match(sched, F, prod, readers):
     if causal is None:
         return None
     return Match(S=S, L=L, O=O, F=F, fins=list(fins.values()), q=q, k=k, v=v, x=x, j=j,
+                 shared={id(k): kb, id(v): vb},
                  final=final, o=o_var, l=l_var, m=m_var, nb=nb, keys=causal[0],
                  causal_end=causal[1])
 
@@ -233,12 +238,29 @@ def _scores(S, nb):
     d = b.axes[0].var
     if not mk.is_const(b.axes[0].dom.min, 0):
         return None
-    want_q, want_k = sv[:nb + 1] + [d], sv[:nb] + [sv[-1], d]
     for a, c in (ops, ops[::-1]):
-        if list(a.indices) == want_q and list(c.indices) == want_k and \
+        kb = _batch_reads(c.indices, sv, nb, [sv[-1], d])
+        if list(a.indices) == sv[:nb + 1] + [d] and kb is not None and \
                 a.tensor.stage is None and c.tensor.stage is None:
-            return a.tensor, c.tensor
+            return a.tensor, c.tensor, kb
     return None
+
+
+def _batch_reads(indices, axes, nb, tail):
+    """Per batch axis, whether a read at ``indices`` broadcasts it (index 0 of a dim of size
+    1: one k/v head shared by every query head), when the read is ``(batch.., *tail)``; else
+    None."""
+    if len(indices) != nb + len(tail) or list(indices[nb:]) != list(tail):
+        return None
+    out = []
+    for i, a in zip(indices[:nb], axes[:nb]):
+        if i is a:
+            out.append(False)
+        elif mk.is_const(i, 0):
+            out.append(True)
+        else:
+            return None
+    return tuple(out)
 
 
 def _strip_max0(e):
@@ -382,10 +404,10 @@ class FlashOp(BlockIntrinsic):
         from kdsl.errors import InternalCompilerError
         raise InternalCompilerError(f"flash attention: no buffer for {t.name}")
 
-    @staticmethod
-    def _strides(b, nb):
-        """(batch, head, row, column) strides of ``b`` (elements), Exprs; 0 for missing batch
-        axes."""
+    def _strides(self, b, t):
+        """(batch, head, row, column) strides of ``b`` (tensor ``t``; elements), Exprs; 0 for
+        missing and broadcast batch axes."""
+        nb = self.m.nb
         if b.strides is not None:
             st = list(b.strides)
         else:
@@ -394,6 +416,8 @@ class FlashOp(BlockIntrinsic):
                 st.insert(0, acc)
                 acc = mk.mul(acc, e)
         lead = st[:-2]
+        shared = self.m.shared.get(id(t), (False,) * nb)
+        lead = [mk.as_expr(0) if sh else x for x, sh in zip(lead, shared)]
         lead = [mk.as_expr(0)] * (2 - len(lead)) + lead
         return lead + st[-2:]
 
@@ -409,7 +433,8 @@ class FlashOp(BlockIntrinsic):
         d = m.S.reduce_axes[0].dom.extent
         dv = fa[-1].dom.extent
         ce = m.causal_end if self.causal else mk.as_expr(0)
-        strides = [s for b in (Q, K, V, O) for s in self._strides(b, m.nb)]
+        strides = [s for b, t in zip((Q, K, V, O), (m.q, m.k, m.v, m.F.output))
+                   for s in self._strides(b, t)]
         nwords = max(self._cfg(p).smem_bytes for p in self.dims) // 2
         smem = n.Buffer(f"{self.name}_smem", dt.float16, (mk.as_expr(nwords),), scope=n.Scope.SHARED)
         args = (self, smem, Q, K, V, O, loop.var, by, heads, nq, m.keys, d, dv,
@@ -425,7 +450,7 @@ class FlashOp(BlockIntrinsic):
 
     def _cfg(self, p):
         from kdsl_cuda.codegen.flash import FlashConfig
-        bm, bn, nw = TILES[p]
+        bm, bn, nw = TILES[p] if p == self.dims[0] else COVER
         return FlashConfig(p, p, bf16=self.bf16, bm=bm, bn=bn, nw=nw, causal=self.causal)
 
     # --------------------------------------------------------------- SIMT
@@ -436,9 +461,12 @@ class FlashOp(BlockIntrinsic):
         g = lambda e: ex._uniform(e, "a flash attention argument")   # noqa: E731
         bx, by, heads, nq, nk, ce = (g(e) for e in (bx, by, heads, nq, nk, ce))
         lead = (by // heads, by % heads) if self.m.nb == 2 else (by,) if self.m.nb == 1 else ()
+        def at(t):
+            sh = self.m.shared.get(id(t), (False,) * len(lead))
+            return tuple(0 if b else x for x, b in zip(lead, sh))
         q = np.asarray(ex.mem[Q].data[lead], np.float32)
-        k = np.asarray(ex.mem[K].data[lead], np.float32)
-        v = np.asarray(ex.mem[V].data[lead], np.float32)
+        k = np.asarray(ex.mem[K].data[at(self.m.k)], np.float32)
+        v = np.asarray(ex.mem[V].data[at(self.m.v)], np.float32)
         out = ex.mem[O].data[lead]
         rows = np.arange(bx * self.bm, min(bx * self.bm + self.bm, nq))
         if rows.size == 0:
@@ -493,7 +521,9 @@ class FlashOp(BlockIntrinsic):
             raise AssertionError("flash attention expressions read no memory")
 
         pr = ExprPrinter(var_name, no_load)
-        score, final = pr(self.score), pr(self.final)
+        # 16-bit values print as rounded floats: the stored bits are their conversion
+        score = pr(self.score)
+        final = f"{'kd_f2bf' if self.bf16 else 'kd_f2h'}({pr(self.final)})"
         from kdsl_cuda.codegen.types import ctype
         consts = [(ctype(c.dtype), f"c{k}") for k, (c, _) in enumerate(self.consts)]
         kp.helpers.setdefault("kd_flash_common", flash.COMMON)
@@ -511,11 +541,14 @@ class FlashOp(BlockIntrinsic):
             cond = f"{vals[5]} <= {p} && {vals[6]} <= {p}"
             kp.emit(d, f"{'' if first else 'else '}if ({cond}) {{")
             rep = self.bm // cfg.bm      # a CTA's rows in calls of cfg.bm rows
-            for r in range(rep):
-                call = args.replace("@BX@", f"({vals[0]}) * {rep} + {r}")
-                kp.emit(d + 1, f"{fname}_block({call});")
-                if r + 1 < rep:
-                    kp.emit(d + 1, "__syncthreads();")
+            if rep == 1:
+                kp.emit(d + 1, f"{fname}_block({args.replace('@BX@', vals[0])});")
+            else:       # one call site in a loop: the function is inlined once
+                call = args.replace("@BX@", f"({vals[0]}) * {rep} + kd_fl_r")
+                kp.emit(d + 1, f"for (int kd_fl_r = 0; kd_fl_r < {rep}; ++kd_fl_r) {{")
+                kp.emit(d + 2, f"{fname}_block({call});")
+                kp.emit(d + 2, "__syncthreads();")
+                kp.emit(d + 1, "}")
             kp.emit(d, "}")
             first = False
 
