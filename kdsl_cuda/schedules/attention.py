@@ -70,12 +70,22 @@ def _producer(sched):
     return out
 
 
-def _is_online(st) -> bool:
+def _online_combiner():
+    """The online-softmax combiner of float32 states, when a trace has made it (it is made
+    while tracing: outside a trace, none means no stage uses it)."""
+    from kdsl.errors import KdslError
     from kdsl.frontend import online_softmax as osm
+    try:
+        return osm.reducer().combiner((dt.float32, dt.float32))
+    except KdslError:
+        return None
+
+
+def _is_online(st) -> bool:
     b = st.body
     return (st.is_reduction and st.origin == "online_softmax" and isinstance(b, n.Reduce)
-            and len(b.sources) == 2 and len(b.axes) == 1 and b.condition is None
-            and b.combiner is osm.reducer().combiner((dt.float32, dt.float32)))
+            and b.dtype is dt.float32 and len(b.sources) == 2 and len(b.axes) == 1
+            and b.condition is None and b.combiner is _online_combiner())
 
 
 class _Inline(Mutator):

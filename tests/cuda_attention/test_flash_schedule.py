@@ -105,3 +105,20 @@ def test_query_rows_zero():
     k, v = (rand(rng, (1, 2, 5, 16), "float16") for _ in range(2))
     out = ATT(q, k, v, backend="interp-cuda")
     assert out.shape == (1, 2, 0, 16)
+
+
+def test_float64_chain_schedules_without_a_float32_combiner():
+    """Regression: the match compared the online combiner by building the float32 one, which
+    traces (an error outside a trace) when no kernel had made it: a float64 chain (scale
+    ``/ np.sqrt(d)`` promotes) crashed the default schedule.  It takes the generic one."""
+    from kdsl import dtypes as dt
+    from kdsl.frontend import online_softmax as osm
+
+    def att(q, k, v):
+        s = q @ kd.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        p = kd.exp(s - s.max(axis=-1, keepdims=True))
+        return p @ v / p.sum(axis=-1, keepdims=True)
+
+    osm.reducer()._cache.pop((dt.float32, dt.float32), None)    # as in a fresh process
+    spec = kd.TensorSpec((1, 2, None, 16), "float16")
+    assert not _flash(kd.kernel(att), spec, spec, spec)
