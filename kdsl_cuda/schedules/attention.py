@@ -42,13 +42,16 @@ from kdsl.schedule.intrin import BlockIntrinsic
 from . import analysis as A
 
 #: query rows, keys per streamed tile and warps of the block function, by (padded) head
-#: dimension (H100/H200); a CTA runs 128 rows (``ROWS``): a 64-row function twice
-TILES = {16: (64, 16, 4), 32: (64, 32, 4), 64: (128, 64, 4), 128: (128, 64, 4),
+#: dimension (H100/H200).  A CTA runs the rows of the first (exact-size) function; a
+#: covering function of fewer rows runs as many times as that takes.
+#: (ptxas, sm_90: d=64 128x64 244 registers; d=128 128x64 spills 88 bytes, 64x64 174
+#: registers; the device sweep of .devrun/flashgpu/bench.py decides between them)
+TILES = {16: (64, 16, 4), 32: (64, 32, 4), 64: (128, 64, 4), 128: (64, 64, 4),
          256: (64, 32, 4)}
 #: the tiles of a wider function that covers the rest of a size class (d = 65..127 on the
 #: 128-wide one): less code (NVRTC time), padded sizes are the rare ones
 COVER = (64, 32, 4)
-ROWS = 128
+
 _SIXTEEN = (dt.float16, dt.bfloat16)
 
 
@@ -328,7 +331,7 @@ def schedule(sched, m, hd) -> None:
     h = sched[m.F.name]
     axes = list(h.leaf)
     batch, i, e = axes[:m.nb], axes[m.nb], axes[m.nb + 1]
-    bm = ROWS
+    bm = TILES[hd[0]][0]
     io, ii = h.split(i, bm)
     by = None
     if batch:
@@ -546,6 +549,10 @@ class FlashOp(BlockIntrinsic):
             cond = f"{vals[5]} <= {p} && {vals[6]} <= {p}"
             kp.emit(d, f"{'' if first else 'else '}if ({cond}) {{")
             rep = self.bm // cfg.bm      # a CTA's rows in calls of cfg.bm rows
+            if rep * cfg.bm != self.bm:
+                from kdsl.errors import InternalCompilerError
+                raise InternalCompilerError(f"flash attention: {cfg.bm}-row function in "
+                                            f"{self.bm}-row blocks")
             if rep == 1:
                 kp.emit(d + 1, f"{fname}_block({args.replace('@BX@', vals[0])});")
             else:       # one call site in a loop: the function is inlined once
