@@ -38,15 +38,10 @@ def test_flash_matches_float64(nq, nk, d, dtype, causal):
     q = rand(rng, (2, 2, nq, d), dtype)
     k, v = (rand(rng, (2, 2, nk, d), dtype) for _ in range(2))
     kern = CAUSAL if causal else ATT
+    if d == 64:     # exact sizes: only the 64-wide function (NVRTC time of the suite's hook)
+        kern = kd.kernel(causal_attention if causal else attention, specialize=True)
     assert _flash(kern, q, k, v)
     _check(kern(q, k, v, backend="interp-cuda"), reference(q, k, v, causal), TOL[dtype])
-
-
-def test_one_query_one_key():
-    """N=1 (a static size-1 dim: the frontend does not fuse it): still numpy's result."""
-    rng = np.random.default_rng(11)
-    q, k, v = (rand(rng, (2, 2, 1, 16), "float16") for _ in range(3))
-    _check(ATT(q, k, v, backend="interp-cuda"), reference(q, k, v), TOL["float16"])
 
 
 def test_keys_and_queries_differ_and_masked_rows_are_nan():
