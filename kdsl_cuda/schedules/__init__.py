@@ -18,7 +18,9 @@ whose recipe maps it onto blocks and threads by kind (rules.kind):
   hopper.py);
 * elementwise stages reading a tensor transposed (``a.T + 0.0``): through a shared-memory
   tile, coalesced on both sides (transpose.py);
-* other reductions: one output per thread.
+* other reductions: one output per thread;
+* attention (the frontend's fused online-softmax chain, 16-bit q/k/v, head dims up to 256):
+  one kernel, FlashAttention-2's tiles on tensor cores (attention.py), unless hints are given.
 
 Row-wise chains (softmax, layernorm, logsumexp): an intermediate stage read row by row by
 one consumer is computed inside the consumer's block loop over rows, by the block's
