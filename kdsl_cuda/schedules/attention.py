@@ -538,6 +538,8 @@ class FlashOp(BlockIntrinsic):
         (_, smem, Q, K, V, O, bx, by, heads, nq, nk, dd, dv, ce, *rest) = s.args
         strides, cargs = rest[:16], rest[16:]
         vals = [kp.expr(e) for e in (bx, by, heads, nq, nk, dd, dv, ce)]
+        if self.causal:     # the longest rows (most keys) first: no tail of heavy blocks
+            vals[0] = f"(((int)gridDim.x - 1) - {vals[0]})"
         args = ", ".join([kp._buf(b) for b in (Q, K, V, O)] + [f"(uint16_t*){kp._buf(smem)}"]
                          + ["@BX@"] + vals[1:3] + ["1"] + vals[3:] + [kp.expr(e) for e in strides]
                          + [kp.expr(c) for c in cargs])
