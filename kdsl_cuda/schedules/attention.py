@@ -333,11 +333,13 @@ def schedule(sched, m, hd) -> None:
     batch, i, e = axes[:m.nb], axes[m.nb], axes[m.nb + 1]
     bm = TILES[hd[0]][0]
     io, ii = h.split(i, bm)
-    by = None
+    # query blocks along x (consecutive CTAs share a head's K/V in L2), heads along y,
+    # batch along z (each under the 65535 limit of y and z)
     if batch:
-        by = h.fuse(*batch) if len(batch) > 1 else batch[0]
-        h.reorder(by, io, ii, e)
-        h.bind(by, "blockIdx.y")
+        h.reorder(*batch, io, ii, e)
+        for ax, tag in zip(reversed(batch), ("blockIdx.y", "blockIdx.z")):
+            h.bind(ax, tag)
+    by = tuple(batch)
     h.bind(io, "blockIdx.x")
     for st in (m.S, m.L, m.O):
         sched[st.name].compute_at(h, io)
@@ -436,7 +438,9 @@ class FlashOp(BlockIntrinsic):
         heads = fa[m.nb - 1].dom.extent if m.nb >= 1 else mk.as_expr(1)
         if m.nb == 1:       # one batch axis: it is the "head", batch stride 0
             heads = fa[0].dom.extent
-        by = self.by.var if self.by is not None else mk.as_expr(0)
+        by = mk.as_expr(0)      # batch x head, flat: b * heads + h
+        for ax in self.by:
+            by = mk.add(mk.mul(by, ax.dom.extent), ax.var) if by is not None else ax.var
         nq = fa[m.nb].dom.extent
         d = m.S.reduce_axes[0].dom.extent
         dv = fa[-1].dom.extent
