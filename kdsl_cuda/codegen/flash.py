@@ -98,6 +98,9 @@ __device__ __forceinline__ float kd_fl_h2f(uint16_t h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
 }
 __device__ __forceinline__ float kd_fl_rh(float f) { return kd_fl_h2f(kd_fl_f2h(f)); }
+__device__ __forceinline__ float kd_fl_ex2(float x) {
+  float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
+}
 template <bool BF> __device__ __forceinline__ uint32_t kd_fl_pack(float lo, float hi) {
   uint32_t r;
   if constexpr (BF) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -120,6 +123,7 @@ BLOCK = r"""
 #define FMT {mt}
 #define FCAUSAL {causal}
 #define FBF16 {bf16}
+#define FPAIR {pair}
 
 __device__ __forceinline__ float {name}_score(float acc, long long i, long long j{cparams}) {{
   return {score};
@@ -127,6 +131,23 @@ __device__ __forceinline__ float {name}_score(float acc, long long i, long long 
 __device__ __forceinline__ uint16_t {name}_final(float o, float l, float m{cparams}) {{
   return {final};
 }}
+#if FPAIR
+// two row values at once: round both products to the 16-bit type, multiply by the factor in
+// it (one rounding, as numpy's), back to float
+__device__ __forceinline__ void {name}_pair(float a0, float a1, float& x0, float& x1{cparams}) {{
+  const float f = {factor};
+  uint32_t h = kd_fl_pack<FBF16>(a0, a1), c = kd_fl_pack<FBF16>(f, f), r;
+#if FBF16
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(c));
+  x0 = __uint_as_float(r << 16);
+  x1 = __uint_as_float(r & 0xffff0000u);
+#else
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(c));
+  x0 = kd_fl_h2f((uint16_t)(r & 0xffffu));
+  x1 = kd_fl_h2f((uint16_t)(r >> 16));
+#endif
+}}
+#endif
 // one CTA's query block (blockIdx bx) of batch x head by: Q K^T, online softmax, P V, O / l
 __device__ __forceinline__ void {name}_block(
     const uint16_t* __restrict__ Q, const uint16_t* __restrict__ K, const uint16_t* __restrict__ V,
@@ -227,6 +248,8 @@ __device__ __forceinline__ void {name}_block(
     edge = edge || ((long long)n0 + FBN - 1 >= (long long)m0 + causal_end);
 #endif
     uint32_t p[FMT][NT / 2][4];
+    float al[FMT][2];
+    bool resc = false;
 #pragma unroll
     for (int mt = 0; mt < FMT; ++mt) {{
 #pragma unroll
@@ -234,42 +257,48 @@ __device__ __forceinline__ void {name}_block(
         long long i = (long long)m0 + wrow + mt * 16 + g + hr * 8;
         float mx = row_m[mt][hr];
 #pragma unroll
-        for (int t = 0; t < NT; ++t)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {{
-            long long j = (long long)n0 + t * 8 + tq * 2 + e;
-            float x = {name}_score(s[mt][t][hr * 2 + e], i, j{cargs});
-            if (edge) {{
-              bool dead = j >= Nk;
-#if FCAUSAL
-              dead = dead || j >= i + causal_end;
+        for (int t = 0; t < NT; ++t) {{
+          long long j = (long long)n0 + t * 8 + tq * 2;
+          float x0, x1;
+#if FPAIR
+          {name}_pair(s[mt][t][hr * 2], s[mt][t][hr * 2 + 1], x0, x1{cargs});
+#else
+          x0 = {name}_score(s[mt][t][hr * 2], i, j{cargs});
+          x1 = {name}_score(s[mt][t][hr * 2 + 1], i, j + 1{cargs});
 #endif
-              if (dead) x = -__int_as_float(0x7f800000);
-            }}
-            s[mt][t][hr * 2 + e] = x;
-            mx = fmaxf(mx, x);
+          if (edge) {{
+            bool dead0 = j >= Nk, dead1 = j + 1 >= Nk;
+#if FCAUSAL
+            dead0 = dead0 || j >= i + causal_end;
+            dead1 = dead1 || j + 1 >= i + causal_end;
+#endif
+            if (dead0) x0 = -__int_as_float(0x7f800000);
+            if (dead1) x1 = -__int_as_float(0x7f800000);
           }}
+          s[mt][t][hr * 2] = x0;
+          s[mt][t][hr * 2 + 1] = x1;
+          mx = fmaxf(mx, fmaxf(x0, x1));
+        }}
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float mold = row_m[mt][hr];
-        const float alpha = (mold == mx) ? 1.f : __expf(mold - mx);
-        const bool none = mx == -__int_as_float(0x7f800000);
+        // exp(x - mx) = 2^(x log2e - mx log2e): one FFMA and one EX2 per element; a row with
+        // no key yet (mx = -inf) takes 0 for mx: its -inf values give 0, not NaN
+        const float ms = (mx == -__int_as_float(0x7f800000)) ? 0.f : mx * 1.4426950408889634f;
+        const float alpha = (mold == mx) ? 1.f : kd_fl_ex2(fmaf(mold, 1.4426950408889634f, -ms));
         float sum = 0.f;
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {{
-            float pe = none ? 0.f : __expf(s[mt][t][hr * 2 + e] - mx);
+            float pe = kd_fl_ex2(fmaf(s[mt][t][hr * 2 + e], 1.4426950408889634f, -ms));
             s[mt][t][hr * 2 + e] = pe;
             sum += pe;
           }}
         row_m[mt][hr] = mx;
         row_l[mt][hr] = row_l[mt][hr] * alpha + sum;
-#pragma unroll
-        for (int t = 0; t < DT; ++t) {{
-          acc_o[mt][t][hr * 2] *= alpha;
-          acc_o[mt][t][hr * 2 + 1] *= alpha;
-        }}
+        al[mt][hr] = alpha;
+        resc = resc || alpha != 1.f;
       }}
       // the S accumulators of key tiles 2kk, 2kk+1 are P's m16k16 operand
 #pragma unroll
@@ -279,6 +308,19 @@ __device__ __forceinline__ void {name}_block(
         p[mt][kk][2] = kd_fl_pack<FBF16>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
         p[mt][kk][3] = kd_fl_pack<FBF16>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
       }}
+    }}
+    // the running sums of O rescaled where a row's max grew (skipped by the whole warp when
+    // none did: late tiles rarely raise it)
+    if (__any_sync(0xffffffffu, resc)) {{
+#pragma unroll
+      for (int mt = 0; mt < FMT; ++mt)
+#pragma unroll
+        for (int t = 0; t < DT; ++t) {{
+          acc_o[mt][t][0] *= al[mt][0];
+          acc_o[mt][t][1] *= al[mt][0];
+          acc_o[mt][t][2] *= al[mt][1];
+          acc_o[mt][t][3] *= al[mt][1];
+        }}
     }}
 
     // O += P V
@@ -342,6 +384,7 @@ __device__ __forceinline__ void {name}_block(
 #undef FMT
 #undef FCAUSAL
 #undef FBF16
+#undef FPAIR
 """
 
 _WRAPPER = r"""
@@ -375,21 +418,26 @@ def fast_rounding(text: str) -> str:
     return _FAST.sub(lambda m: f"kd_fl_{m.group(1)}(", text)
 
 
-def block_function(cfg: FlashConfig, name: str, score: str, final: str, consts=()) -> str:
+def block_function(cfg: FlashConfig, name: str, score: str, final: str, consts=(),
+                   factor: str | None = None) -> str:
     """The ``__device__`` function ``<name>_block`` (with ``<name>_score``/``<name>_final``) that
     computes one CTA's query block; ``consts``: (C type, name) of loop-invariant values the
-    ``score`` and ``final`` expressions use (parameters after ``causal_end``).  Needs
-    ``COMMON`` and the prelude (``prelude_for``) before it."""
+    ``score`` and ``final`` expressions use (parameters after ``causal_end``).  ``factor``
+    (C text of a float holding a 16-bit value), when given, says that ``score`` is
+    ``float(T(acc) * factor)`` in the input type T (masking aside: the kernel's own causal
+    bound does it): row values are then made two at a time (``mul.rn.f16x2``/``bf16x2``).
+    Needs ``COMMON`` and the prelude (``prelude_for``) before it."""
     cfg.check()
     score, final = fast_rounding(score), fast_rounding(final)
     cparams = "".join(f", {t} {c}" for t, c in consts)
     cargs = "".join(f", {c}" for _, c in consts)
     return BLOCK.format(d=cfg.d, dv=cfg.dv, bm=cfg.bm, bn=cfg.bn, nw=cfg.nw, mt=cfg.mt,
                         causal=int(cfg.causal), bf16=int(cfg.bf16), name=name, score=score,
-                        final=final, cparams=cparams, cargs=cargs)
+                        final=final, cparams=cparams, cargs=cargs, pair=int(factor is not None),
+                        factor=factor or "0.f")
 
 
-def source(cfg: FlashConfig, name: str = "kd_flash_fwd") -> str:
+def source(cfg: FlashConfig, name: str = "kd_flash_fwd", unpaired: bool = False) -> str:
     """A whole CUDA module (prelude included) with one ``__global__`` flash kernel ``name`` for
     ``softmax(q k^T * scale) @ v`` in numpy's 16-bit semantics (the product and the scale
     rounded to the input type; the benchmark's raw kernel).
@@ -400,7 +448,7 @@ def source(cfg: FlashConfig, name: str = "kd_flash_fwd") -> str:
     ``j < i + causal_end``).  Grid ``(ceil(Nq / bm), B * H)``, ``cfg.threads`` threads,
     ``cfg.smem_bytes`` dynamic shared memory."""
     body = COMMON + block_function(cfg, name, DEFAULT_SCORE[cfg.bf16], DEFAULT_FINAL[cfg.bf16],
-                                   (("float", "scale"),))
+                                   (("float", "scale"),), factor=None if unpaired else "scale")
     body += _WRAPPER.format(name=name, threads=cfg.threads, d=cfg.d, dv=cfg.dv)
     return prelude_for(body) + body
 

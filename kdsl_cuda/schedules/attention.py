@@ -346,6 +346,31 @@ def schedule(sched, m, hd) -> None:
     h.tensorize(io, FlashOp(m, hd, bm, by))
 
 
+def _cond_bound(cond, i, j):
+    """``c`` with ``cond`` equivalent to ``j < i + c`` (``i >= j + k``: c = 1 - k, ``>``:
+    -k; written either way round), else None."""
+    if not isinstance(cond, n.Compare):
+        return None
+    flip = {n.CmpOp.LE: n.CmpOp.GE, n.CmpOp.LT: n.CmpOp.GT}
+    op, a, b = (flip[cond.op], cond.b, cond.a) if cond.op in flip else (cond.op, cond.a, cond.b)
+    if op not in (n.CmpOp.GE, n.CmpOp.GT) or a is not i:
+        return None
+    off = simplify(mk.sub(b, j))
+    if uses_var(off, j) or uses_var(off, i):
+        return None
+    c = mk.sub(mk.as_expr(1 if op is n.CmpOp.GE else 0), off)
+    return simplify(c)
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return False
+    a, b = simplify(mk.cast(a, dt.int64)), simplify(mk.cast(b, dt.int64))
+    if mk.is_const(a) and mk.is_const(b):
+        return a.value == b.value
+    return a == b
+
+
 # ----------------------------------------------------------------------- the op
 
 
@@ -398,6 +423,7 @@ class FlashOp(BlockIntrinsic):
         self.score = _hoist(x, {self.acc, self.i, self.j}, consts)
         self.final = _hoist(m.final, {m.o, m.l, m.m}, consts)
         self.consts = consts
+        self.factor = self._pair_factor(m)
         self.name = "kd_flash"     # one chain per graph (find): no clash in a module
 
     def __str__(self) -> str:
@@ -405,6 +431,29 @@ class FlashOp(BlockIntrinsic):
 
     def __repr__(self) -> str:
         return f"FlashOp(rows={self.bm}, head_dims={self.dims}, causal={self.causal})"
+
+    def _pair_factor(self, m):
+        """The factor ``c`` when the row value is ``float32(T(acc) * c)`` (T the inputs'
+        16-bit type), under a causal ``where`` exactly the kernel's key bound (which masks
+        the same keys): the CUDA kernel then makes row values two at a time; else None."""
+        e = self.score
+        if isinstance(e, n.Cast) and e.dtype is dt.float32:
+            e = e.a
+        if isinstance(e, n.Select):
+            if not (self.causal and mk.is_const(e.f) and e.f.value == float("-inf")
+                    and _same(_cond_bound(e.cond, self.i, self.j), m.causal_end)):
+                return None
+            e = e.t
+        t = m.q.dtype
+        if not (isinstance(e, n.Binary) and e.op is n.BinOp.MUL and e.dtype is t):
+            return None
+        for a, c in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(a, n.Cast) and a.dtype is t and a.a is self.acc and c.dtype is t:
+                if isinstance(c, n.Var) and any(c is v for v, _ in self.consts):
+                    return c
+                if isinstance(c, n.Const):
+                    return c
+        return None
 
     # --------------------------------------------------------------- IR
     def _buffer(self, func, t):
@@ -518,6 +567,11 @@ class FlashOp(BlockIntrinsic):
                 env[c] = val
 
     # --------------------------------------------------------------- CUDA
+    def _factor_text(self, pr):
+        if self.factor is None:
+            return None
+        return pr(mk.cast(self.factor, dt.float32))
+
     def cuda(self, kp, s, d) -> None:
         """Print the call of the block function (and add it to the module's helpers)."""
         from kdsl_cuda.codegen import flash
@@ -551,7 +605,8 @@ class FlashOp(BlockIntrinsic):
         for p in self.dims:
             cfg = self._cfg(p)
             fname = f"{self.name}_{p}"
-            kp.helpers.setdefault(fname, flash.block_function(cfg, fname, score, final, consts))
+            kp.helpers.setdefault(fname, flash.block_function(
+                cfg, fname, score, final, consts, factor=self._factor_text(pr)))
             cond = f"{vals[5]} <= {p} && {vals[6]} <= {p}"
             kp.emit(d, f"{'' if first else 'else '}if ({cond}) {{")
             rep = self.bm // cfg.bm      # a CTA's rows in calls of cfg.bm rows
