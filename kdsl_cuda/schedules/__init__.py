@@ -71,9 +71,11 @@ def schedule(sched, hints) -> None:
 
 def _flash_attention(sched, hints) -> tuple:
     """The names of the stages of an attention chain given the flash-attention schedule
-    (attention.py: 16-bit q, k, v, head dims up to 128, no hints), else ()."""
+    (attention.py: 16-bit q, k, v, head dims up to 256, no hints; ``KDSL_CUDA_TENSOR_CORES=0``
+    keeps the generic schedule), else ()."""
+    from kdsl import config
     from . import attention
-    if any(h.hints or h.fn is not None for h in hints):
+    if any(h.hints or h.fn is not None for h in hints) or not config.cuda_tensor_cores():
         return ()
     m = attention.find(sched)
     if m is None:

@@ -94,6 +94,13 @@ def test_not_chosen_for_float32_hints_or_wide_heads():
         assert m is not None and (fa.dims(s, m) is not None) == ok
 
 
+def test_tensor_cores_switched_off(monkeypatch):
+    spec = kd.TensorSpec((1, 2, None, 16), "float16")
+    assert _flash(kd.kernel(attention), spec, spec, spec)
+    monkeypatch.setenv("KDSL_CUDA_TENSOR_CORES", "0")
+    assert not _flash(kd.kernel(attention), spec, spec, spec)
+
+
 def test_query_rows_zero():
     rng = np.random.default_rng(2)
     q = rand(rng, (1, 2, 0, 16), "float16")
