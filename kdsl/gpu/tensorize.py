@@ -38,7 +38,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import simplify
 from ..ir.visitor import Mutator, collect, collect_stmts, free_vars
-from ..schedule.intrin import WGMMA, WMMA
+from ..schedule.intrin import WGMMA, WMMA, BlockIntrinsic
 from . import wgmma_tiles as wg
 from .wmma_padding import covers, loop_ranges, widen
 from .tensor_nests import (FRAG_ROLE, LAYOUT, Fail, Nest, S, check_multiple, const_extent, limits,
@@ -425,6 +425,13 @@ def tensorize(func: n.LoweredFunc) -> n.LoweredFunc:
     """The ``tensorize`` pass (see the module docstring)."""
     if not func.tensorize:
         return func
+    blocks = [r for r in func.tensorize if isinstance(r.intrin, BlockIntrinsic)]
+    if blocks:
+        func = _block_intrinsics(func, blocks)
+        rest = tuple(r for r in func.tensorize if not isinstance(r.intrin, BlockIntrinsic))
+        if not rest:
+            return func
+        func = dataclasses.replace(func, tensorize=rest)
     reqs = {}
     for r in func.tensorize:
         if not isinstance(r.intrin, (WMMA, WGMMA)):
@@ -450,6 +457,36 @@ def tensorize(func: n.LoweredFunc) -> n.LoweredFunc:
     _check_lanes(kernels)
     body = _Rewrite(built, plan.canon, clips).visit(func.body)
     _check_no_scalar_access(body, reqs, plan.canon)
+    return dataclasses.replace(func, body=body)
+
+
+class _BlockBodies(Mutator):
+    """Each loop of a ``BlockIntrinsic`` request keeps its header; its body is the op's."""
+
+    def __init__(self, func, reqs: dict):
+        super().__init__()
+        self.func, self.reqs, self.done = func, reqs, set()
+
+    def visit_For(self, s):
+        r = self.reqs.get(s.var)
+        if r is None:
+            return self.generic(s)
+        if s.thread is None or not s.thread.is_block:
+            raise ScheduleError(f"tensorize with {type(r.intrin).__name__}: loop {r.axis.name} of "
+                                f"stage {r.stage.name} is not bound to a block index", loc=r.loc,
+                                hint="bind the loop to blockIdx.x/y/z before tensorizing it")
+        self.done.add(s.var)
+        return dataclasses.replace(s, body=r.intrin.build(s, self.func))
+
+
+def _block_intrinsics(func: n.LoweredFunc, reqs: list) -> n.LoweredFunc:
+    """The loops of ``BlockIntrinsic`` requests with their bodies replaced (the block's share
+    of the stages attached there, and of the output, comes from the op)."""
+    m = _BlockBodies(func, {r.axis.var: r for r in reqs})
+    body = m.visit(func.body)
+    for r in reqs:
+        if r.axis.var not in m.done:
+            Fail(r)(f"loop {r.axis.name} is not in the lowered kernel")
     return dataclasses.replace(func, body=body)
 
 

@@ -136,3 +136,27 @@ def wmma(m: int = 16, n: int = 16, k: int = 16, *, dtype=dt.float16, acc_dtype=d
          layout_a: str = "row_major", layout_b: str = "row_major", layout_c: str = "row_major") -> WMMA:
     """The WMMA tile for ``tensorize`` (float16/bfloat16 inputs, float32 accumulation)."""
     return WMMA(m, n, k, dtype, acc_dtype, layout_a, layout_b, layout_c)
+
+
+class BlockIntrinsic:
+    """A thread block's whole share of a group of stages, computed by one hand-written device
+    routine (a backend's fused kernel body: flash attention's tiles streamed through shared
+    memory, products on tensor cores, a softmax in registers), for ``tensorize``.
+
+    ``s[out].tensorize(axis, op)`` on a loop bound to a block index keeps that loop and makes
+    the GPU ``tensorize`` pass replace its body (the nests of the stages attached there and the
+    output's own) by ``op.build(loop, func)``: an IR statement, typically a thread loop around
+    an ``n.Intrinsic`` whose first argument is ``op``.  Executors run such an Intrinsic through
+    ``op.simt(executor, stmt)`` (the SIMT interpreter: the block's semantics in numpy) and code
+    generators through their own method (kdsl_cuda: ``op.cuda(printer, stmt, depth)``).
+    Subclasses are made by backends' default schedules from the stage graph's structure.
+    """
+
+    def build(self, loop, func):
+        """The statement replacing ``loop``'s body (``loop``: an ``n.For`` bound to a block
+        index; ``func``: the LoweredFunc being tensorized)."""
+        raise NotImplementedError
+
+    def simt(self, executor, stmt) -> None:
+        """Run ``stmt`` (the Intrinsic ``build`` made) for the executor's current block."""
+        raise NotImplementedError

@@ -469,9 +469,9 @@ class StageSchedule:
     def tensorize(self, axis, intrin):
         """Replace the loop nest below ``axis`` by a tensor intrinsic (``kd.intrin.wmma``,
         ``kd.intrin.wgmma``)."""
-        from .intrin import WGMMA, WMMA
+        from .intrin import WGMMA, WMMA, BlockIntrinsic
         ax = self._leaf(axis, "tensorize")
-        if not isinstance(intrin, (WMMA, WGMMA)):
+        if not isinstance(intrin, (WMMA, WGMMA, BlockIntrinsic)):
             raise ScheduleError(f"tensorize takes an intrinsic such as kd.intrin.wmma(16, 16, 16) or "
                                 f"kd.intrin.wgmma(256), got {intrin!r}",
                                 hint=f"s[{self.name!r}].tensorize(axis, kd.intrin.wmma(16, 16, 16))")

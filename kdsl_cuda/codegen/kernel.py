@@ -477,6 +477,15 @@ class KernelPrinter:
             raise InternalCompilerError(f"cuda codegen: global buffer {b.name} allocated inside "
                                         f"kernel {self.kernel.name} (workspaces are root allocations)")
 
+    def _Intrinsic(self, s, d):
+        """A backend block routine (``kdsl.schedule.intrin.BlockIntrinsic``: flash attention)
+        prints itself (``op.cuda(printer, stmt, depth)``)."""
+        from kdsl.schedule.intrin import BlockIntrinsic
+        op = s.args[0] if s.args else None
+        if not isinstance(op, BlockIntrinsic):
+            raise InternalCompilerError(f"cuda codegen: intrinsic {s.name!r} has no CUDA form")
+        op.cuda(self, s, d)
+
     def _CrossThreadReduce(self, s: n.CrossThreadReduce, d):
         """Warp shuffles plus shared memory (``cross_thread``)."""
         k = self._ctr_count
@@ -493,6 +502,8 @@ def kernel_params(func: n.LoweredFunc, kernel: n.DeviceKernel, namer) -> tuple:
         used.add(id(x.buffer))
     for x in collect(kernel.body, lambda x: type(x) in (n.WmmaLoad, n.WmmaStore)):  # tensor-core tiles
         used.add(id(x.src if type(x) is n.WmmaLoad else x.dst))
+    for x in collect(kernel.body, lambda x: type(x) is n.Intrinsic):     # block routines' operands
+        used.update(id(a) for a in x.args if type(a) is n.Buffer)
     bufs = [b for b in func.buffers + func.workspaces if id(b) in used]
     free = {id(v) for v in collect(kernel.body, lambda x: type(x) is n.Var)}
     for b in bufs:

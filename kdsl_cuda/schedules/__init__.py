@@ -18,7 +18,9 @@ whose recipe maps it onto blocks and threads by kind (rules.kind):
   hopper.py);
 * elementwise stages reading a tensor transposed (``a.T + 0.0``): through a shared-memory
   tile, coalesced on both sides (transpose.py);
-* other reductions: one output per thread.
+* other reductions: one output per thread;
+* attention (the frontend's fused online-softmax chain, 16-bit q/k/v, head dims up to 256):
+  one kernel, FlashAttention-2's tiles on tensor cores (attention.py), unless hints are given.
 
 Row-wise chains (softmax, layernorm, logsumexp): an intermediate stage read row by row by
 one consumer is computed inside the consumer's block loop over rows, by the block's
@@ -54,7 +56,10 @@ def schedule(sched, hints) -> None:
         if "threads" in h.hints:
             check_threads_hint(h.hints["threads"], h.loc)
     record_backend_hints(sched, hints)
+    fused = _flash_attention(sched, hints)
     plans = default_plans(sched)
+    for name in fused:      # scheduled whole by attention.py
+        plans.pop(name, None)
     scans = take_scans(sched, plans)        # kd.scan stages: their own default (below)
     merge_hints(sched, plans, hints)
     attach = attach_rows(sched, plans)
@@ -62,6 +67,24 @@ def schedule(sched, hints) -> None:
     realize(sched, plans, attach, caches)
     for h in scans:
         gpu_scan(sched, h)
+
+
+def _flash_attention(sched, hints) -> tuple:
+    """The names of the stages of an attention chain given the flash-attention schedule
+    (attention.py: 16-bit q, k, v, head dims up to 256, no hints; ``KDSL_CUDA_TENSOR_CORES=0``
+    keeps the generic schedule), else ()."""
+    from kdsl import config
+    from . import attention
+    if any(h.hints or h.fn is not None for h in hints) or not config.cuda_tensor_cores():
+        return ()
+    m = attention.find(sched)
+    if m is None:
+        return ()
+    hd = attention.dims(sched, m)
+    if not hd:
+        return ()
+    attention.schedule(sched, m, hd)
+    return tuple(st.name for st in (m.S, m.L, m.O, m.F, *m.fins))
 
 
 def _accepts(plan, stage) -> bool:

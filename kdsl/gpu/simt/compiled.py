@@ -13,7 +13,9 @@ class SimtCompiled:
     fast = None     # no fast launcher (kdsl.backends.spec.FastLaunch)
 
     def __init__(self, func: n.LoweredFunc):
-        found = collect(func.body, lambda x: isinstance(x, n.Intrinsic))
+        from ...schedule.intrin import BlockIntrinsic
+        found = collect(func.body, lambda x: isinstance(x, n.Intrinsic) and not (
+            x.args and isinstance(x.args[0], BlockIntrinsic)))
         if found:
             raise NotImplementedError(f"the SIMT interpreter cannot execute the intrinsic "
                                       f"{found[0].name!r} of kernel {func.name!r} (tensorize "

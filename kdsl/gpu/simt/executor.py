@@ -286,6 +286,10 @@ class Executor:
         self.ev(s.value)
 
     def _intrinsic(self, s):
+        from ...schedule.intrin import BlockIntrinsic
+        if s.args and isinstance(s.args[0], BlockIntrinsic):   # a backend's block routine
+            s.args[0].simt(self, s)
+            return
         raise NotImplementedError(f"the SIMT executor cannot execute the intrinsic {s.name!r} "
                                   f"of kernel {self.func.name!r}")
 

@@ -1,0 +1,54 @@
+"""The flash-attention schedule on a GPU (mark ``cuda``; skipped without one): the CUDA kernel
+itself against numpy in float64 -- ragged tiles, causal and offset masks (NaN rows), float16
+and bfloat16, head dims 64 and 128 (and 80: the padded 128-wide function), strided views.
+
+    python3 -m pytest -q -m cuda tests/cuda_attention/test_flash_device.py
+"""
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+from attention_cases import TOL, attention, causal_attention, rand, reference, shifted_attention
+
+
+def _device():
+    try:
+        import kdsl_cuda
+        return bool(kdsl_cuda.is_available())
+    except Exception:
+        return False
+
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not _device(), reason="no CUDA device")]
+
+ATT, CAUSAL, SHIFT = (kd.kernel(f) for f in (attention, causal_attention, shifted_attention))
+
+
+def _check(got, want, tol):
+    got = np.asarray(got).astype(np.float64)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.abs(got[ok] - want[ok]).max() <= tol * max(1.0, np.abs(want[ok]).max())
+
+
+@pytest.mark.parametrize("d", [64, 128, 80])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n", [1, 17, 300])
+def test_flash_on_device(n, causal, dtype, d):
+    if dtype == "bfloat16":
+        pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(n + d)
+    q, k, v = (rand(rng, (2, 3, n, d), dtype) for _ in range(3))
+    kern = CAUSAL if causal else ATT
+    _check(kern(q, k, v, backend="cuda"), reference(q, k, v, causal), 2 * TOL[dtype])
+
+
+def test_offset_mask_strided_and_shared_head_on_device():
+    rng = np.random.default_rng(4)
+    q = rand(rng, (1, 200, 4, 64), "float16").transpose(0, 2, 1, 3)
+    k, v = (rand(rng, (1, 1, 230, 64), "float16") for _ in range(2))
+    _check(SHIFT(q, k, v, backend="cuda"),
+           reference(q, k, v, causal=True, scale=0.25, shift=3), 2 * TOL["float16"])
+    _check(ATT(q, k, v, backend="cuda"), reference(q, k, v), 2 * TOL["float16"])
