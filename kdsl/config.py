@@ -26,9 +26,9 @@ that sits on a hot path reads a snapshot once and keeps it.
 |                    | small budget) before it first compiles [4]_ |                  |
 | KDSL_CUDA_DLPACK_READER | ``0``: cuda fast launchers read torch | on [3]_           |
 |                    | tensors' attributes, not DLPack's C API   |                   |
-| KDSL_CUDA_FAST_COMPILE | ``min``/``mid``/``max``: NVRTC's      | ``min`` [5]_      |
-|                    | ``--Ofast-compile`` level, ``0`` off (an  |                   |
-|                    | invalid value is an error)                |                   |
+| KDSL_CUDA_FAST_COMPILE | ``min``/``mid``/``max``: NVRTC's      | off [5]_          |
+|                    | ``--Ofast-compile`` level (an invalid     |                   |
+|                    | value is an error)                        |                   |
 | KDSL_NVRTC_LIBRARY | the ``libnvrtc`` file to load             | searched [6]_     |
 | KDSL_NVRTC_BINDINGS | ``1``: NVRTC through ``cuda.bindings``   | off (ctypes)      |
 
@@ -46,7 +46,7 @@ that sits on a hot path reads a snapshot once and keeps it.
 .. [4] read when a specialisation compiles (kdsl/tune, docs/tuning.md); winners of
    ``kernel.tune`` are used whether it is set or not.
 .. [5] read at each NVRTC compile and part of the cubin cache's key (``kdsl_cuda.build.options``);
-   less NVVM/ptxas optimisation; ``min`` measured no slower on 10 kernels (docs/cuda.md).
+   less NVVM/ptxas optimisation: faster first compiles; see docs/cuda.md before turning it on.
 .. [6] the nvidia wheels on ``sys.path``, ``$CONDA_PREFIX``, the system loader, ``$CUDA_PATH`` /
    ``$CUDA_HOME`` (``kdsl_cuda.nvrtc``); read once per process.
 """
@@ -202,11 +202,11 @@ FAST_COMPILE_LEVELS = ("min", "mid", "max")
 
 def cuda_fast_compile() -> str | None:
     """``KDSL_CUDA_FAST_COMPILE``: NVRTC's ``--Ofast-compile`` level (``min``, ``mid``,
-    ``max``; unset or empty: ``min``), or None (``0``/``off``); ValueError naming the variable
-    otherwise."""
+    ``max``), or None (unset, empty, ``0``/``off``); ValueError naming the variable otherwise.
+    Off by default: at ``min`` NVVM leaves some tensor-core fragments in local memory and some
+    register tiles' loads unvectorised in the PTX (tests/cuda_codegen), though 10 timed kernels
+    ran no slower (docs/cuda.md)."""
     v = os.environ.get("KDSL_CUDA_FAST_COMPILE", "").strip().lower()
-    if not v:
-        return "min"    # measured: no kernel slower, compiles 10-40% sooner (docs/cuda.md)
     if v in _FALSE:
         return None
     if v not in FAST_COMPILE_LEVELS:
