@@ -12,15 +12,7 @@ import kdsl as kd
 from attention_cases import TOL, attention, causal_attention, rand, reference, shifted_attention
 
 
-def _device():
-    try:
-        import kdsl_cuda
-        return bool(kdsl_cuda.is_available())
-    except Exception:
-        return False
-
-
-pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not _device(), reason="no CUDA device")]
+pytestmark = pytest.mark.cuda     # (tests/conftest.py skips it where there is no device)
 
 ATT, CAUSAL, SHIFT = (kd.kernel(f) for f in (attention, causal_attention, shifted_attention))
 
