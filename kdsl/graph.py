@@ -217,6 +217,18 @@ class Graph:
         return env
 
 
+def live_stages(stages: list, outputs) -> list:
+    """The stages of ``stages`` that ``outputs`` (tensors) need, in the order given."""
+    need, todo = set(), [t.stage for t in outputs]
+    while todo:
+        s = todo.pop()
+        if s is None or id(s) in need:
+            continue
+        need.add(id(s))
+        todo += [t.stage for t in s.reads()]
+    return [s for s in stages if id(s) in need]
+
+
 def topological(stages: list, outputs) -> list:
     """Order ``stages`` so that producers come before their readers (stable).
 

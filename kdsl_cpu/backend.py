@@ -223,7 +223,6 @@ class CPUBackend:
         from kdsl.runtime.dispatch import DeferredRequest
         if not isinstance(request, DeferredRequest) or request.scheduled:
             return None
-        from kdsl import config
         mod = sys.modules.get("kdsl_cpu.schedules")
         inputs = {"num_threads": self.num_threads, "cores": config.usable_cores(),
                   "caches": _host_caches(), "generator": getattr(mod, "GENERATOR", True)}
@@ -289,7 +288,6 @@ class CPUBackend:
         cores -- never the runtime setting (kd.set_num_threads, the environment), so that the
         generated code and its cache key do not depend on it and one compile serves any count
         (a reduction split for more threads than run is still exact)."""
-        from kdsl import config
         t = self._threads(sched)
         return max(1, t if t is not None else config.usable_cores())
 

@@ -38,7 +38,8 @@ def _code(plan, compiled):
     (kdsl_cpu.fastcall_store: a fresh process neither generates nor compiles it, no LLVM),
     else generated and compiled by LLVM (and kept); None when the plan needs what the
     launcher does not do."""
-    hit = fastcall_store.load(plan, compiled)
+    k = fastcall_store.key(plan, compiled)      # (once: it fingerprints the plan)
+    hit = fastcall_store.load(k)
     if hit is not None:
         return hit
     try:
@@ -49,7 +50,7 @@ def _code(plan, compiled):
         return None
     obj = jit.compile_glue(text)
     code = jit.load_object(obj, "kdsl_fast")
-    fastcall_store.save(plan, compiled, obj, gen.table)
+    fastcall_store.save(k, obj, gen.table)
     return code, gen.table
 
 

@@ -59,8 +59,11 @@ def address(sym: tuple, abi_: dict, plan, compiled) -> int:
 
 
 def key(plan, compiled) -> str | None:
-    """The disk-cache key of a plan's launcher, or None when the plan cannot be written
-    canonically (kdsl.runtime.fingerprint)."""
+    """The disk-cache key of a plan's launcher, or None when the cache is off or the plan
+    cannot be written canonically (kdsl.runtime.fingerprint)."""
+    from kdsl import config
+    if not config.cache_enabled():
+        return None
     from kdsl.runtime import fingerprint as fp
     try:
         body = fp.fingerprint(plan._replace(key=None, name=""),
@@ -72,12 +75,11 @@ def key(plan, compiled) -> str | None:
     return hashlib.sha256(f"{FORMAT}|{jit.host_id()}|{src}|{body}".encode()).hexdigest()
 
 
-def load(plan, compiled):
-    """``(loaded code, table symbols)`` from the disk cache, or None (a miss; an entry that
-    does not load is dropped)."""
+def load(k: str | None):
+    """``(loaded code, table symbols)`` kept under the key ``k`` (``key``), or None (no key, a
+    miss; an entry that does not load is dropped)."""
     from kdsl.runtime import cache as disk
     store = disk.DiskCache()
-    k = key(plan, compiled) if store.enabled else None
     blob = store.get(k) if k is not None else None
     if blob is None:
         return None
@@ -89,10 +91,8 @@ def load(plan, compiled):
         return None
 
 
-def save(plan, compiled, obj: bytes, syms: list) -> None:
-    """Keep a launcher's object code and table symbols (nothing when there is no key)."""
-    from kdsl.runtime import cache as disk
-    store = disk.DiskCache()
-    k = key(plan, compiled) if store.enabled else None
+def save(k: str | None, obj: bytes, syms: list) -> None:
+    """Keep a launcher's object code and table symbols under ``k`` (nothing when None)."""
     if k is not None:
-        store.put(k, marshal.dumps((syms, obj)))
+        from kdsl.runtime import cache as disk
+        disk.DiskCache().put(k, marshal.dumps((syms, obj)))

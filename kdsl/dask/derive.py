@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..graph import Graph, Stage
+from ..graph import Graph, Stage, live_stages
 from ..ir import nodes as n
 from ..ir.visitor import Mutator
 from ..runtime import dispatch, fori_program
@@ -76,24 +76,13 @@ def parent_graph(kernel, args):
     return kernel._graph(sig), fakes
 
 
-def _live(stages, outputs):
-    need, todo = set(), [t.stage for t in outputs]
-    while todo:
-        s = todo.pop()
-        if s is None or id(s) in need:
-            continue
-        need.add(id(s))
-        todo += [t.stage for t in s.reads()]
-    return [s for s in stages if id(s) in need]
-
-
 def chunk_graph(kernel, rname):
     """The graph-for-a-signature of the chunk step: ``kernel``'s graph cut at stage ``rname``."""
     def build(sig):
         g = kernel._graph(sig)
         r = g.stage(rname)
         outs = tuple(r.values)
-        return Graph(f"{g.name}_chunk", g.params, _live(g.stages, outs), outs,
+        return Graph(f"{g.name}_chunk", g.params, live_stages(g.stages, outs), outs,
                      list(g.constraints), g.loc, list(g.data_checks))
     return build
 
@@ -157,7 +146,7 @@ def aggregate_graph(full_graph, rname, full_env, epilogue: bool):
         tmap = dict(zip(r.values, cs.values))
         sub = _Subst(vmap, tmap)
         stages = [cs]
-        live = _live(full_graph.stages, full_graph.outputs)
+        live = live_stages(full_graph.stages, full_graph.outputs)
         after = live[live.index(r) + 1:]
         for st in after:
             axes = tuple(n.IterVar(a.var, n.Range(sub.visit(a.dom.min), sub.visit(a.dom.extent)),

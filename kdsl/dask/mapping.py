@@ -12,6 +12,7 @@ import string
 from dataclasses import dataclass, field
 
 from ..errors import ArgumentError
+from ..graph import live_stages
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from . import derive
@@ -266,8 +267,8 @@ def _check_tree(plan, cands, lab_letter):
     elif r.scan is not None:
         why = "it is scanned"
     else:
-        live = derive._live(g.stages, g.outputs)
-        before = derive._live(g.stages, r.values)
+        live = live_stages(g.stages, g.outputs)
+        before = live_stages(g.stages, r.values)
         after = [s for s in live if s not in before]
         ok_reads = {id(t) for t in r.values} | {id(t) for s in after for t in s.values}
         out = g.outputs[0]
@@ -307,4 +308,4 @@ def _check_tree(plan, cands, lab_letter):
     plan.lines.append(f"stage {r.name!r}: tree reduction over chunks (chunk: the kernel cut at "
                       f"{r.name!r}; combine and aggregate: {comb} as kdsl kernels"
                       + ("; the stages after it run in the aggregate step)" if
-                         derive._live(g.stages, g.outputs)[-1] is not r else ")"))
+                         live_stages(g.stages, g.outputs)[-1] is not r else ")"))

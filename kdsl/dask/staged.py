@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-from ..graph import Graph, Input, Tensor
+from ..graph import Graph, Input, Tensor, live_stages
 from ..ir import nodes as n
 from ..runtime import fori_program
 from ..runtime.signature import ArraySig
@@ -123,7 +123,7 @@ def staged_graph(st: Staged, sig):
         outs = tuple(next(s for s in new if s.name == st.output).values)
     else:
         outs = tuple(tmap.get(t, t) for t in g.outputs)
-    live = derive._live(new, outs)
+    live = live_stages(new, outs)
     if st.sizes:        # the full sizes where the kernel uses sizes as values
         vmap = {}
         for j, d, value in st.sizes:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ArgumentError, KdslUserError, KernelError, SourceLoc, for_user
-from ..graph import Graph, Input, Tensor
+from ..graph import Graph, Input, Tensor, live_stages
 from ..ir import nodes as n
 from . import context
 from .access import check_accesses
@@ -143,21 +143,9 @@ def _trace(fn, specs, name, constants) -> Graph:
         # softmax-weighted sums stream with a running max (kdsl.frontend.online_softmax)
         from .online_softmax import fuse
         tensors = fuse(ctx, tensors)
-    stages = _live(ctx.stages, tensors)
+    stages = live_stages(ctx.stages, tensors)
     ctx.finalize(stages)
     graph = Graph(ctx.name, tuple(params), stages, tuple(tensors), list(ctx.constraints),
                   loc=_fn_loc(fn))
     check_accesses(graph, ctx)   # every read proven in range, checked per call, or clamped
     return graph
-
-
-def _live(stages: list, outputs: list) -> list:
-    """The stages the outputs need, in creation (topological) order."""
-    need, todo = set(), [t.stage for t in outputs]
-    while todo:
-        s = todo.pop()
-        if id(s) in need:
-            continue
-        need.add(id(s))
-        todo += [t.stage for t in s.reads() if t.stage is not None]
-    return [s for s in stages if id(s) in need]

@@ -30,7 +30,7 @@ import copy
 import dataclasses
 
 from .. import config
-from ..graph import Graph, Input, Tensor
+from ..graph import Graph, Input, Tensor, live_stages
 from ..ir import nodes as n
 from ..ir.evaluate import eval_expr
 from ..ir.visitor import Mutator
@@ -80,17 +80,6 @@ def _rebuild(stages: list, tmap: dict) -> list:
     return out
 
 
-def _live(stages: list, outputs) -> list:
-    need, todo = set(), [t.stage for t in outputs]
-    while todo:
-        s = todo.pop()
-        if s is None or id(s) in need:
-            continue
-        need.add(id(s))
-        todo += [t.stage for t in s.reads()]
-    return [s for s in stages if id(s) in need]
-
-
 def closed_graph(name, stages, outputs, enclosing, lead=(), extra_scalars=(), loc=None):
     """A Graph computing ``outputs`` (tensors of ``stages``) from its parameters: ``lead``
     (Input tensors already read by ``stages``), then every other tensor ``stages`` read,
@@ -120,7 +109,7 @@ def closed_graph(name, stages, outputs, enclosing, lead=(), extra_scalars=(), lo
         sources.append(v)
     new = _rebuild(stages, tmap)
     outs = tuple(tmap[t] for t in outputs)
-    return Graph(name, tuple(params), _live(new, outs), outs, [], loc=loc), sources
+    return Graph(name, tuple(params), live_stages(new, outs), outs, [], loc=loc), sources
 
 
 def body_graph(info, enclosing):
