@@ -26,9 +26,9 @@ that sits on a hot path reads a snapshot once and keeps it.
 |                    | small budget) before it first compiles [4]_ |                  |
 | KDSL_CUDA_DLPACK_READER | ``0``: cuda fast launchers read torch | on [3]_           |
 |                    | tensors' attributes, not DLPack's C API   |                   |
-| KDSL_CUDA_FAST_COMPILE | ``min``/``mid``/``max``: NVRTC's      | off [5]_          |
-|                    | ``--Ofast-compile`` level (an invalid     |                   |
-|                    | value is an error)                        |                   |
+| KDSL_CUDA_FAST_COMPILE | ``min``/``mid``/``max``: NVRTC's      | auto [5]_         |
+|                    | ``--Ofast-compile`` level for every module|                   |
+|                    | (``0``: none; invalid values are errors)  |                   |
 | KDSL_NVRTC_LIBRARY | the ``libnvrtc`` file to load             | searched [6]_     |
 | KDSL_NVRTC_BINDINGS | ``1``: NVRTC through ``cuda.bindings``   | off (ctypes)      |
 
@@ -45,8 +45,10 @@ that sits on a hot path reads a snapshot once and keeps it.
    (``kdsl_cuda.runtime.native``: the helper is compiled with the system C compiler).
 .. [4] read when a specialisation compiles (kdsl/tune, docs/tuning.md); winners of
    ``kernel.tune`` are used whether it is set or not.
-.. [5] read at each NVRTC compile and part of the cubin cache's key (``kdsl_cuda.build.options``);
-   less NVVM/ptxas optimisation: faster first compiles; see docs/cuda.md before turning it on.
+.. [5] read at each NVRTC compile and part of the cubin cache's key (``kdsl_cuda.build.options``).
+   ``auto``: ``min`` (less NVVM/ptxas optimisation, a faster first compile) for the modules the
+   codegen marks memory-bound, full optimisation for tensor-core and register-tiled ones
+   (docs/cuda.md has the measurements).
 .. [6] the nvidia wheels on ``sys.path``, ``$CONDA_PREFIX``, the system loader, ``$CUDA_PATH`` /
    ``$CUDA_HOME`` (``kdsl_cuda.nvrtc``); read once per process.
 """
@@ -201,17 +203,18 @@ FAST_COMPILE_LEVELS = ("min", "mid", "max")
 
 
 def cuda_fast_compile() -> str | None:
-    """``KDSL_CUDA_FAST_COMPILE``: NVRTC's ``--Ofast-compile`` level (``min``, ``mid``,
-    ``max``), or None (unset, empty, ``0``/``off``); ValueError naming the variable otherwise.
-    Off by default: at ``min`` NVVM leaves some tensor-core fragments in local memory and some
-    register tiles' loads unvectorised in the PTX (tests/cuda_codegen), though 10 timed kernels
-    ran no slower (docs/cuda.md)."""
+    """``KDSL_CUDA_FAST_COMPILE``: NVRTC's ``--Ofast-compile`` level for every module (``min``,
+    ``mid``, ``max``), ``"auto"`` (unset or empty: ``min`` for the modules the cuda codegen marks
+    memory-bound -- no tensor cores, small register arrays -- full optimisation for the rest), or
+    None (``0``/``off``: never); ValueError naming the variable otherwise (docs/cuda.md)."""
     v = os.environ.get("KDSL_CUDA_FAST_COMPILE", "").strip().lower()
+    if v in ("", "auto"):
+        return "auto"
     if v in _FALSE:
         return None
     if v not in FAST_COMPILE_LEVELS:
         raise ValueError(f"KDSL_CUDA_FAST_COMPILE={v!r}: use one of {', '.join(FAST_COMPILE_LEVELS)} "
-                         "(NVRTC's --Ofast-compile levels) or 0 to turn it off")
+                         "(NVRTC's --Ofast-compile levels), auto (the default) or 0 to turn it off")
     return v
 
 

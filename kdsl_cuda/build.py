@@ -16,6 +16,10 @@ from kdsl.errors import BackendCompileError, BackendUnavailable
 #: the architecture compiled for when no device says otherwise
 DEFAULT_ARCH = "sm_90"
 
+#: the temp folder's subfolder rejected sources are written to (not an identifier, so that
+#: it can never be imported in place of the package by a script run from the temp folder)
+DUMP_FOLDER = "kdsl-cuda-sources"
+
 
 def options(arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> dict:
     """The ProgramOptions keywords used for every module (part of the cache keys).
@@ -24,13 +28,25 @@ def options(arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.cu") -> dict:
     surfaces, ``cudaDevice*``), which generated modules never use: ~20 ms less front end a
     module, the same cubin byte for byte.  Dropped where NVRTC is older (``_nvrtc_options``).
     ``ofast_compile``: ``$KDSL_CUDA_FAST_COMPILE`` (NVRTC 12.8+'s ``--Ofast-compile``: less
-    NVVM/ptxas optimisation), only when set: off by default until kernel timings show it
-    costs nothing (docs/cuda.md, .devrun/nvrtc/ofc.py)."""
+    NVVM/ptxas optimisation).  ``"auto"`` (the default) resolves per module
+    (``for_source``): ``min`` for memory-bound modules (``codegen.module.LIGHT_MARK``), where
+    kernel timings showed it costs nothing, none for the rest (docs/cuda.md)."""
     opts = {"arch": arch, "std": "c++17", "name": name, "minimal": True}
     fast = config.cuda_fast_compile()
     if fast:
         opts["ofast_compile"] = fast
     return opts
+
+
+def for_source(opts: dict, source: str) -> dict:
+    """``opts`` with an ``"auto"`` fast-compile level resolved for ``source``: ``min`` where the
+    codegen marked the module memory-bound, else no ``--Ofast-compile``."""
+    if opts.get("ofast_compile") != "auto":
+        return opts
+    from .codegen.module import LIGHT_MARK
+    if source.startswith(LIGHT_MARK):
+        return {**opts, "ofast_compile": "min"}
+    return {k: v for k, v in opts.items() if k != "ofast_compile"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,14 +107,17 @@ def nvrtc_args(opts: dict) -> list:
     args = [f"-arch={opts['arch']}".encode(), f"--std={opts['std']}".encode()]
     if opts.get("minimal"):
         args.append(b"--minimal")
-    if opts.get("ofast_compile"):
+    if opts.get("ofast_compile") not in (None, "auto"):    # "auto": resolved by for_source
         args.append(f"--Ofast-compile={opts['ofast_compile']}".encode())
     return args
 
 
 def dump_source(source: str, name: str) -> str:
-    """Write ``source`` where a user can find it (``$KDSL_CUDA_DUMP_DIR`` or a temp folder)."""
-    folder = os.environ.get("KDSL_CUDA_DUMP_DIR") or os.path.join(tempfile.gettempdir(), "kdsl_cuda")
+    """Write ``source`` where a user can find it (``$KDSL_CUDA_DUMP_DIR`` or the temp folder's
+    ``kdsl-cuda-sources``: a name no import can resolve -- a folder ``kdsl_cuda`` in /tmp
+    shadowed the package for scripts run from /tmp)."""
+    folder = os.environ.get("KDSL_CUDA_DUMP_DIR") or os.path.join(tempfile.gettempdir(),
+                                                                   DUMP_FOLDER)
     os.makedirs(folder, exist_ok=True)
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     path = os.path.join(folder, f"{os.path.splitext(name)[0]}-{digest}.cu")
@@ -112,7 +131,7 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kerne
     when NVRTC rejects it."""
     nvrtc = _nvrtc()
     arch = target_arch(source, arch)
-    opts = _nvrtc_options(options(arch, name))
+    opts = _nvrtc_options(for_source(options(arch, name), source))
     cubin, log = _try_compile(nvrtc, source, opts)
     if cubin is None and opts.get("minimal"):    # something -minimal leaves out: full front end
         opts = {k: v for k, v in opts.items() if k != "minimal"}
@@ -146,7 +165,7 @@ def compile_ptx(source: str, arch: str = DEFAULT_ARCH, name: str = "kdsl_kernel.
     on rejection."""
     nvrtc = _nvrtc()
     arch = target_arch(source, arch)
-    opts = _nvrtc_options(options(arch, name))
+    opts = _nvrtc_options(for_source(options(arch, name), source))
     ptx, log = _try_compile(nvrtc, source, opts, "ptx")
     if ptx is None:
         raise BackendCompileError(f"NVRTC rejected {name} (PTX, {arch})", log=log,

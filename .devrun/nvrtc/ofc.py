@@ -8,7 +8,8 @@ call and the first call, then times the kernels on the GPU (CUDA events around b
 calls, the variants interleaved, median of REPS batches) and checks each variant's result
 against the default's.  Variants:
 
-  default      what kdsl does today
+  default      what kdsl does today (KDSL_CUDA_FAST_COMPILE unset: auto, per module)
+  full         KDSL_CUDA_FAST_COMPILE=0: full NVVM/ptxas optimisation for every module
   Ofc=min/mid/max  --Ofast-compile at that level
   lanes=all    the codegen's old per-lane guard tests of vectorized loops
                (kdsl_cuda.codegen.vector.LAST_LANE_GUARDS = False)
@@ -47,7 +48,7 @@ from kdsl_cuda.codegen import vector        # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"     # cpu: --dry only
 #: label, --Ofast-compile level, vector.LAST_LANE_GUARDS, vector.ROLLED_FALLBACK
-VARIANTS = [("default", None, True, False), ("Ofc=min", "min", True, False),
+VARIANTS = [("default", None, True, False), ("full", "0", True, False), ("Ofc=min", "min", True, False),
             ("Ofc=mid", "mid", True, False), ("Ofc=max", "max", True, False),
             ("lanes=all", None, False, False), ("fallback=rolled", None, True, True)]
 

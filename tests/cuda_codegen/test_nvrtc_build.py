@@ -237,3 +237,50 @@ def test_rolled_fallback_option_keeps_the_fast_path(monkeypatch):
     assert all("_rf[" not in body for _, body in loops) and "sum_rf[" in rolled
     assert re.sub(r"\n\s*#pragma unroll 1", "", rolled) == plain
     assert build.compile_cubin(rolled)[:4] == b"\x7fELF"
+
+
+def _cubin_args(monkeypatch, source):
+    """NVRTC's command line ``compile_cubin`` gives for ``source`` (the compile still runs)."""
+    seen = []
+    real = build._try_compile
+
+    def spy(lib, src, opts, output="cubin"):
+        seen.append(build.nvrtc_args(opts))
+        return real(lib, src, opts, output)
+    monkeypatch.setattr(build, "_try_compile", spy)
+    assert build.compile_cubin(source)[:4] == b"\x7fELF"
+    return seen[-1]
+
+
+def test_fast_compile_auto_is_per_module(monkeypatch):
+    """Unset KDSL_CUDA_FAST_COMPILE is ``auto``: memory-bound modules (a softmax, an elementwise
+    chain) carry the codegen's mark and compile with --Ofast-compile=min; a register-tiled
+    matmul keeps full optimisation; ``0`` turns it off everywhere, ``min`` on everywhere."""
+    from kdsl_cuda.codegen.module import LIGHT_MARK
+    monkeypatch.delenv("KDSL_CUDA_FAST_COMPILE", raising=False)
+    if tuple(int(x) for x in build.nvrtc_version().split(".")[:2]) < (12, 8):
+        pytest.skip("NVRTC older than 12.8 has no --Ofast-compile")
+    x = np.zeros((64, 300), np.float32)
+    soft = _softmax.source(x, backend="cuda")
+    axpy = kd.kernel(lambda a, b: 2.0 * a + b).source(x, x, backend="cuda")
+    a = np.zeros((256, 256), np.float32)
+    mm = kd.kernel(lambda a, b: a @ b).source(a, a, backend="cuda")
+    assert soft.startswith(LIGHT_MARK) and axpy.startswith(LIGHT_MARK)
+    assert LIGHT_MARK not in mm
+    assert b"--Ofast-compile=min" in _cubin_args(monkeypatch, soft)
+    assert not any(x.startswith(b"--Ofast") for x in _cubin_args(monkeypatch, mm))
+    monkeypatch.setenv("KDSL_CUDA_FAST_COMPILE", "0")
+    assert not any(x.startswith(b"--Ofast") for x in _cubin_args(monkeypatch, soft))
+    monkeypatch.setenv("KDSL_CUDA_FAST_COMPILE", "min")
+    assert b"--Ofast-compile=min" in _cubin_args(monkeypatch, mm)
+
+
+def test_rejected_sources_are_dumped_where_no_import_finds_them(monkeypatch, tmp_path):
+    """The default dump folder is not a Python identifier: a script run from the temp folder
+    once imported kdsl's own dump folder ``kdsl_cuda`` in place of the package."""
+    monkeypatch.delenv("KDSL_CUDA_DUMP_DIR", raising=False)
+    monkeypatch.setattr(build.tempfile, "gettempdir", lambda: str(tmp_path))
+    path = build.dump_source(BROKEN, "broken.cu")
+    folder = os.path.basename(os.path.dirname(path))
+    assert os.path.dirname(os.path.dirname(path)) == str(tmp_path)
+    assert not folder.isidentifier()

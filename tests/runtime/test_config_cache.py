@@ -40,10 +40,13 @@ def test_cache_dir_honours_xdg_cache_home_after_kdsl_cache_dir(monkeypatch, tmp_
     assert config.cache_dir() == str(tmp_path / "mine")
 
 
-def test_nvrtc_fast_compile_is_opt_in(monkeypatch):
-    """``--Ofast-compile`` only where asked (it leaves fragments in local memory: docs/cuda.md)."""
+def test_nvrtc_fast_compile_levels(monkeypatch):
+    """``--Ofast-compile``: ``auto`` by default (per module: kdsl_cuda.build.for_source), a
+    level for every module, or off; anything else names the variable."""
     from kdsl import config
     monkeypatch.delenv("KDSL_CUDA_FAST_COMPILE", raising=False)
+    assert config.cuda_fast_compile() == "auto"
+    monkeypatch.setenv("KDSL_CUDA_FAST_COMPILE", "off")
     assert config.cuda_fast_compile() is None
     monkeypatch.setenv("KDSL_CUDA_FAST_COMPILE", "min")
     assert config.cuda_fast_compile() == "min"
