@@ -28,11 +28,11 @@ pr.disable()
 tot = time.perf_counter() - t
 print("first call ms %.1f  nvrtc %s" % (tot * 1e3, [(round(a * 1e3, 1), [o.decode() for o in b], c) for a, b, c in nv]))
 if len(sys.argv) > 1:
-    s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats("cumulative").print_stats(30); print(s.getvalue()[:6000])
+    s = io.StringIO(); st = pstats.Stats(pr, stream=s); st.sort_stats("cumulative").print_stats(60); st.sort_stats("tottime").print_stats(40); print(s.getvalue()[:16000])
 '''
 env = dict(os.environ)
 env.pop("PYTHONDONTWRITEBYTECODE", None)
-for i in range(4):
+for i in range(int(sys.argv[1]) if len(sys.argv) > 1 else 4):
     env["KDSL_CACHE_DIR"] = tempfile.mkdtemp()
-    r = subprocess.run([sys.executable, "-c", SRC] + (["p"] if i == 3 else []), env=env, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", SRC] + (["p"] if i == int(sys.argv[1] if len(sys.argv) > 1 else 4) - 1 else []), env=env, capture_output=True, text=True)
     print(r.stdout[-7000:], r.stderr[-1500:])
