@@ -4,6 +4,9 @@ SRC = r'''
 import time, sys, json
 t0 = time.perf_counter()
 import numpy as np, kdsl as kd, kdsl_cuda
+import logging
+logging.basicConfig(level=logging.DEBUG, format="   %(relativeCreated)6.0f %(message)s", stream=sys.stdout)
+t_imp = time.perf_counter() - t0
 from kdsl_cuda.runtime import driver
 from kdsl_cuda import build
 driver.device(0)
@@ -26,7 +29,7 @@ if len(sys.argv) > 1: pr.enable()
 softmax(x, backend="cuda"); kdsl_cuda.synchronize()
 pr.disable()
 tot = time.perf_counter() - t
-print("first call ms %.1f  nvrtc %s" % (tot * 1e3, [(round(a * 1e3, 1), [o.decode() for o in b], c) for a, b, c in nv]))
+print("imports ms %.1f first call ms %.1f  nvrtc %s" % (t_imp * 1e3, tot * 1e3, [(round(a * 1e3, 1), [o.decode() for o in b], c) for a, b, c in nv]))
 if len(sys.argv) > 1:
     s = io.StringIO(); st = pstats.Stats(pr, stream=s); st.sort_stats("cumulative").print_stats(60); st.sort_stats("tottime").print_stats(40); print(s.getvalue()[:16000])
 '''
