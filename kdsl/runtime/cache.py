@@ -10,7 +10,9 @@ object code naming a symbol this process lacks) is deleted too, with a
 ``CacheWarning``, and rebuilt: a bad entry never outlives the process that met it.  ``put``
 writes a temporary file in the same directory and ``os.replace``s it into
 place, so readers see either nothing or a whole entry, and several processes
-may share one directory (the last writer of identical content wins).
+may share one directory (the last writer of identical content wins).  It does
+not fsync: after a power loss an entry may be torn, which ``get``'s checks
+catch like any corrupt entry.
 """
 from __future__ import annotations
 
@@ -131,9 +133,10 @@ class DiskCache:
             return None
         try:
             with os.fdopen(fd, "wb") as f:
+                # no fsync: a crash may leave a torn or empty entry, which ``get`` refuses
+                # (length and sha256) and the caller rebuilds; an fsync here cost a cold first
+                # call 5-100 ms while other files were being written back
                 f.write(_pack(key, bytes(data)))
-                f.flush()
-                os.fsync(f.fileno())
             os.replace(tmp, p)
         except OSError:
             _remove(tmp)
