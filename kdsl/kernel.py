@@ -220,6 +220,7 @@ class Kernel(functools.partial):
                 __tracebackhide__ = True  # noqa: F841
                 raise for_user(e) from None
         version, gen = self._version, _reg.generation
+        asked = backend         # a dask call picks per chunk (CuPy chunks: cuda), not here
         if backend is None:
             backend = _reg.default_backend_name(args)
         if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
@@ -232,7 +233,7 @@ class Kernel(functools.partial):
                               _host_array)
             if (key is FOREIGN or key is None) and foreign.lazy_arrays(args):
                 from .dask import call as dask_call     # dask arrays: a dask array back
-                return dask_call(self, args, backend, out)
+                return dask_call(self, args, asked, out)
             if key is FOREIGN:   # read as numpy once per call (results: the caller's library)
                 return foreign.host_call(self, args, backend, out, stream)
             launch = self._cache.get(key)

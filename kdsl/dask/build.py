@@ -10,11 +10,13 @@ the plan, never Dask's tokenizer run on the kernel.
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 
 import numpy as np
 
 from ..errors import warn_user
+from ..ir import nodes as n
 from . import derive, tokens
 from .mapping import is_dask
 
@@ -112,18 +114,29 @@ class Records:
 
     def pack(self, vals):
         """Values of shape ``(..., 1)`` -> records ``(..., nbytes)``, uint8."""
-        return np.concatenate([np.ascontiguousarray(v).view(np.uint8) for v in vals], axis=-1)
+        xp = _xp(vals[0])
+        return xp.concatenate([xp.ascontiguousarray(v).view(np.uint8) for v in vals], axis=-1)
 
     def unpack(self, x):
         """Records ``(..., k * nbytes)`` -> each value ``(..., k)`` (numpy or CuPy)."""
-        x = np.ascontiguousarray(x)
+        xp = _xp(x)
+        x = xp.ascontiguousarray(x)
         x = x.reshape(x.shape[:-1] + (x.shape[-1] // self.nbytes, self.nbytes))
         out, off = [], 0
         for d in self.dtypes:
-            v = np.ascontiguousarray(x[..., off:off + d.itemsize]).view(d)
+            v = xp.ascontiguousarray(x[..., off:off + d.itemsize]).view(d)
             out.append(v.reshape(v.shape[:-1]))
             off += d.itemsize
         return out
+
+
+def _xp(x):
+    """The array module of chunk ``x``: CuPy for CuPy chunks (numpy's creation functions
+    refuse them: no implicit device-to-host copy), else numpy."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(x, cupy.ndarray):
+        return cupy
+    return np
 
 
 def _fields(x, packed):
@@ -158,8 +171,8 @@ class ChunkTask:
         vals = [v.reshape(v.shape + (1,) * self.nred) for v in vals]   # numpy or CuPy
         if self.index_value is not None:
             v = vals[self.index_value]
-            off = int(np.asarray(start).reshape(-1)[0])
-            vals[self.index_value] = np.where(v == self.identity, v, v + off)
+            off = int(start.reshape(-1)[0])
+            vals[self.index_value] = _xp(v).where(v == self.identity, v, v + off)
         return _pack(vals, self.packed)
 
 
@@ -323,8 +336,8 @@ def _tree(plan, args, backend, dtype, meta):
     index_value = None
     identity = None
     kind = body.combiner.kind
-    if kind is not None and kind.value in ("argmax", "argmin"):
-        index_value = next(j for j, s in enumerate(body.sources) if type(s).__name__ == "Var")
+    if kind in (n.CombinerKind.ARGMAX, n.CombinerKind.ARGMIN):
+        index_value = next(j for j, s in enumerate(body.sources) if type(s) is n.Var)
         identity = body.combiner.identity[index_value].value
     # empty chunks along the reduced axes are dropped (max/argmax have no identity to give)
     args = list(args)

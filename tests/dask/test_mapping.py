@@ -233,6 +233,51 @@ def test_records_pack_and_unpack():
             assert b.dtype == v.dtype and b.shape == v.shape and (b == v).all()
 
 
+def test_records_use_the_chunks_array_module(monkeypatch):
+    """Records of CuPy chunks are built with CuPy (numpy's creation functions refuse device
+    arrays: this failed on 2 GPUs); a stand-in module checks which functions run."""
+    import sys
+    import types
+
+    from kdsl.dask.build import Records
+
+    class Dev(np.ndarray):
+        """A chunk type numpy must not convert (like cupy.ndarray)."""
+
+    calls = []
+
+    def track(fn):
+        def wrapped(*a, **kw):
+            calls.append(fn.__name__)
+            return fn(*a, **kw).view(Dev)
+        return wrapped
+    fake = types.ModuleType("cupy")
+    fake.ndarray = Dev
+    fake.concatenate, fake.ascontiguousarray = track(np.concatenate), track(np.ascontiguousarray)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    rec = Records([np.float32, np.int64])
+    vals = [np.ones((3, 1), np.float32).view(Dev), np.arange(3).reshape(3, 1).view(Dev)]
+    packed = rec.pack(vals)
+    assert type(packed) is Dev and "concatenate" in calls
+    calls.clear()
+    back = rec.unpack(packed)
+    assert calls and set(calls) == {"ascontiguousarray"}
+    assert (np.asarray(back[1]) == np.arange(3).reshape(3, 1)).all()
+
+
+def test_dask_call_leaves_the_backend_to_the_chunks(rng, monkeypatch):
+    """Without backend=, a dask call is built with backend None: each task's kernel picks from
+    its chunk (CuPy chunks: cuda), not the client's default for a dask array (cpu)."""
+    import kdsl.dask as kdask
+    seen = []
+    real = kdask.call
+    monkeypatch.setattr(kdask, "call", lambda k, args, backend=None, out=None:
+                        seen.append(backend) or real(k, args, NP, out))
+    x = rng.standard_normal((6, 4))
+    _close(axpy(2.0, da.from_array(x, chunks=3), da.from_array(x, chunks=3)), 3 * x)
+    assert seen == [None]
+
+
 def test_stencil_halos_split_by_chunks(rng):
     x = rng.standard_normal((17, 12))
     ref = x[:-2, :-2] + 2 * x[1:-1, 1:-1] + x[2:, 2:] - x[:-2, 2:] + x[1:-1, :-2]
