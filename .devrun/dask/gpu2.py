@@ -383,6 +383,9 @@ def main():
     ap.add_argument("--skip", default="", help="parts to skip: correctness,speed,big")
     ap.add_argument("--nannies", action="store_true", help="with --dry-run: the per-GPU "
                     "nannies cluster (what runs when LocalCUDACluster fails)")
+    ap.add_argument("--mm-k", type=int, default=4096, help="the matmul's K (and N): 16384 makes "
+                    "each task ~4 TFLOP, so that the GPUs, not Dask, set the time")
+    ap.add_argument("--mm-blocks", type=int, default=64, help="row blocks of 8192 in the matmul")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     skip = set(args.skip.split(",")) - {""}
@@ -430,7 +433,7 @@ def main():
                 return gpu_nannies(n)
         # matmul: 64 row blocks of 8192 x 4096 (8.6 GB) times 4096 x 4096; softmax and box:
         # 8.6 GB each in 1 GB chunks
-        sz = dict(mm_rows=64 * 8192, mm_k=4096, mm_chunk=8192, rows=131072, cols=16384,
+        sz = dict(mm_rows=args.mm_blocks * 8192, mm_k=args.mm_k, mm_chunk=8192, rows=131072, cols=16384,
                   row_chunk=16384, box=46080, box_chunk=15360)
     sz.update(gpu_bytes=gpu_bytes, big_bytes=args.big_frac * gpu_bytes, big_cols=sz["cols"],
               big_row_chunk=sz["row_chunk"])

@@ -23,5 +23,5 @@ export KDSL_CACHE_DIR=${KDSL_CACHE_DIR:-/tmp/kdsl-cache-gpu2}     # shared by th
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; nproc
   python3 -c "import dask, distributed, dask_cuda, cupy; print('dask', dask.__version__, 'distributed', distributed.__version__, 'dask_cuda', dask_cuda.__version__, 'cupy', cupy.__version__)"
   python3 -c "import kdsl as kd; print('kdsl backends', kd.backends())"; } 2>&1 | tee "$OUT/host.txt"
-timeout 500 python3 .devrun/dask/gpu2.py --repeat 3 --json "$OUT/gpu2.json" 2>&1 \
+timeout 500 python3 .devrun/dask/gpu2.py --repeat 3 ${GPU2_ARGS:-} --json "$OUT/gpu2.json" 2>&1 \
     | tee "$OUT/gpu2.txt"
