@@ -5,8 +5,9 @@ tokenizer, which walks partials through their ``func``, would loop on it (Recurs
 ``register(Kernel)`` gives ``dask.base.normalize_token`` a rule for kernels:
 ``kernel_token`` (module, qualified name, the function's code, constants, defaults, closure
 values and the schedules attached).  It runs when ``kdsl.kernel`` is imported after Dask's
-tokenizer, and through the ``dask.sizeof`` entry point (which Dask loads with ``dask.base``)
-when Dask comes second; ``kdsl.dask`` registers it too.
+tokenizer, and through the ``dask.sizeof`` entry point (the top-level ``kdsl_dask_plugin``,
+which Dask loads with ``dask.base`` without importing kdsl) when Dask comes second;
+``kdsl.dask`` registers it too.
 
 Kernels defined inside a function cannot be pickled by reference;
 ``reduce_by_value`` pickles them as their function (cloudpickle, which Dask uses, sends it
@@ -83,48 +84,9 @@ def register(kernel_class=None) -> None:
     tok.normalize_token.register(_KERNEL[0], _normalize)
 
 
-def _lazy() -> None:
-    mod = sys.modules.get("kdsl.kernel")
-    if mod is not None:
-        register(mod.Kernel)
-
-
-def _tokenizer_loaded(module) -> None:
-    """Dask's tokenizer module has run: kernels get their rule when Dask first meets one."""
-    module.normalize_token.register_lazy("kdsl", _lazy)
-
-
-class _AfterTokenizer:
-    """A meta path finder waiting for ``dask.tokenize`` (Dask loads its sizeof plugins
-    before its tokenizer): it runs ``_tokenizer_loaded`` right after that module, once."""
-
-    def find_spec(self, name, path, target=None):
-        if name != "dask.tokenize":
-            return None
-        sys.meta_path.remove(self)
-        import importlib.util
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        run = spec.loader.exec_module
-
-        def exec_module(module):
-            run(module)
-            _tokenizer_loaded(module)
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-def dask_plugin(sizeof) -> None:
-    """The ``dask.sizeof`` entry point, which Dask runs while it is imported (before its
-    tokenizer exists: nothing of Dask is imported here): kernels get their token rule as soon
-    as ``dask.tokenize`` has loaded."""
-    tok = sys.modules.get("dask.tokenize")
-    if tok is not None and hasattr(tok, "normalize_token"):
-        _tokenizer_loaded(tok)
-        _lazy()
-    elif not any(isinstance(f, _AfterTokenizer) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterTokenizer())
+# the dask.sizeof entry point lives outside the package (kdsl_dask_plugin: importing it loads
+# nothing of kdsl); its name here is the one earlier installs' metadata may still name
+from kdsl_dask_plugin import dask_plugin  # noqa: E402,F401
 
 
 def reduce_by_value(k):

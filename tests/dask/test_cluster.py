@@ -116,7 +116,27 @@ def test_tokenize_when_dask_comes_second():
     assert normalize_token.dispatch(Kernel) is not normalize_token.dispatch(functools.partial)
     assert tokenize(rowsum) == tokenize(rowsum)
     text = open(os.path.join(ROOT, "pyproject.toml")).read()
-    assert 'kdsl = "kdsl.dask.tokens:dask_plugin"' in text
+    assert 'kdsl = "kdsl_dask_plugin:dask_plugin"' in text
+
+
+def test_entry_point_imports_no_kdsl_until_a_kernel_meets_dask(tmp_path):
+    # Dask runs the plugin in every process that imports it; it must not load kdsl there
+    # (a worker that never calls a kernel); tokens still work once kdsl comes
+    info = tmp_path / "kdslhook-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kdslhook\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[dask.sizeof]\nkdsl = kdsl_dask_plugin:dask_plugin\n")
+    src = ("import sys\nimport dask.base, dask.array\n"
+           "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kdsl'))\n"
+           "import kdsl as kd\n"
+           "@kd.kernel\n"
+           "def f(a):\n    return a + 1\n"
+           "print(dask.base.tokenize(f) == dask.base.tokenize(f))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+    out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.stdout.split("\n")[:2] == ["[]", "True"], out.stdout + out.stderr[-3000:]
 
 
 def test_entry_point_when_kdsl_comes_first(tmp_path):
@@ -125,7 +145,7 @@ def test_entry_point_when_kdsl_comes_first(tmp_path):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kdslhook\nVersion: 0\n")
     (info / "entry_points.txt").write_text(
-        "[dask.sizeof]\nkdsl = kdsl.dask.tokens:dask_plugin\n")
+        "[dask.sizeof]\nkdsl = kdsl_dask_plugin:dask_plugin\n")
     src = ("import kdsl as kd\n"
            "@kd.kernel\n"
            "def f(a):\n    return a + 1\n"
