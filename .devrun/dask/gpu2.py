@@ -246,6 +246,8 @@ def speed(client, xp, backend, sz, repeat, res, key):
     W = placed(client, (K, K), (K, K), 2, xn)
     wait(client.futures_of(W))
     client.replicate(client.futures_of(W))          # every worker holds W (no transfer timed)
+    print(f"  {key} W held by: {sorted(sum(client.who_has(client.futures_of(W)).values(), ()))}",
+          flush=True)
     S = placed(client, (sz["rows"], sz["cols"]), (sz["row_chunk"], sz["cols"]), 3, xn)
     Q = placed(client, (sz["box"], sz["box"]), (sz["box_chunk"],) * 2, 4, xn)
     wait(client.futures_of(X) + client.futures_of(S) + client.futures_of(Q))
@@ -257,9 +259,20 @@ def speed(client, xp, backend, sz, repeat, res, key):
         "box3x3": (lambda: box3x3(Q, backend=be).sum().compute(),
                    lambda: _box_graph(Q, _np_box, np.float32).sum().compute(), None),
     }
+    from distributed import get_task_stream
     for name, (fk, fc, flop) in cases.items():
         try:
-            tk, vk = _time(fk, repeat)
+            with get_task_stream() as ts:
+                tk, vk = _time(fk, repeat)
+            per = {}
+            for t in ts.data:
+                w = t.get("worker")
+                busy = sum(s["stop"] - s["start"] for s in t.get("startstops", ())
+                           if s.get("action") == "compute")
+                n, b = per.get(w, (0, 0.0))
+                per[w] = (n + 1, b + busy)
+            print(f"  {key} {name}: kdsl tasks and compute seconds per worker "
+                  f"{ {str(w)[-6:]: (n, round(b, 2)) for w, (n, b) in per.items()} }", flush=True)
             tc, vc = _time(fc, repeat)
             ok = abs(vk - vc) <= 1e-3 * max(abs(vk), abs(vc), 1.0)
             out[name] = {"kdsl_s": tk, "xp_s": tc, "kdsl_value": vk, "xp_value": vc, "ok": ok}
