@@ -246,8 +246,16 @@ def speed(client, xp, backend, sz, repeat, res, key):
     W = placed(client, (K, K), (K, K), 2, xn)
     wait(client.futures_of(W))
     client.replicate(client.futures_of(W))          # every worker holds W (no transfer timed)
-    print(f"  {key} W held by: {sorted(sum(client.who_has(client.futures_of(W)).values(), ()))}",
-          flush=True)
+    nw = len(client.scheduler_info()["workers"])
+    held = set(sum(client.who_has(client.futures_of(W)).values(), ()))
+    if len(held) < nw:      # replicate left it on fewer workers: broadcast a scattered copy
+        import dask.array as da
+        w = W.compute()
+        fut = client.scatter(w, broadcast=True)
+        W = da.from_delayed(fut, shape=w.shape, dtype=w.dtype, meta=w[:0, :0])
+        wait(fut)
+        held = set(sum(client.who_has([fut]).values(), ()))
+    print(f"  {key} W held by {len(held)} of {nw} workers", flush=True)
     S = placed(client, (sz["rows"], sz["cols"]), (sz["row_chunk"], sz["cols"]), 3, xn)
     Q = placed(client, (sz["box"], sz["box"]), (sz["box_chunk"],) * 2, 4, xn)
     wait(client.futures_of(X) + client.futures_of(S) + client.futures_of(Q))
