@@ -85,14 +85,12 @@ def install_fake_driver():
             if so is not None:
                 self.raw_launch = ctypes.CDLL(so).noop
                 self.raw_launch.restype = ctypes.c_int
-                self.raw_launch_ex = ctypes.CDLL(so).noop
-                self.raw_launch_ex.restype = ctypes.c_int
                 typed = ctypes.CDLL(so).noop
                 typed.argtypes = driver._SIGNATURES["cuLaunchKernel"]
                 typed.restype = ctypes.c_int
                 self.cuLaunchKernel = typed
             else:
-                self.raw_launch = self.cuLaunchKernel = self.raw_launch_ex = lambda *a: 0
+                self.raw_launch = self.cuLaunchKernel = lambda *a: 0
 
         def check(self, code, what):
             if code:
@@ -276,9 +274,7 @@ def main(argv=None) -> int:
     fo, fa = add._fast_out, add._fast
     assert fo is not None and fa is not None, "no fast launchers were promoted"
     src = fo[2].__kdsl_source__
-    launch = ("compiled helper" if "_L0(" in src or "_nl(" in src else
-              "ctypes cuLaunchKernelEx" if "_lx(" in fo[2].__kdsl_source__ else
-              "ctypes cuLaunchKernel")
+    launch = "compiled helper" if "_L0(" in src else "ctypes cuLaunchKernel"
     print(f"# fast launchers launch through: {launch}" +
           (f" (helper: {native.error})" if native is not None and native.error else ""))
     if args.real_torch or args.real_cupy:       # the results, before anything is timed

@@ -11,9 +11,7 @@ in one ``if``, a size class as one shift), computes the kernels' scalar paramete
 (constants where the checked size classes fix them), workspace sizes and dynamic shared
 memory inline, allocates results with the input's library and launches each kernel: through
 the compiled helper (``native.py``: a ``Launcher`` per kernel, one C call) where this
-machine could build it, else through ctypes, ``cuLaunchKernelEx`` with the grid, block and
-stream packed beside the parameters in the kernel's prebuilt buffer (``launch.CONFIG``; 4
-ctypes arguments), else ``cuLaunchKernel``.  Anything else -- another array type, a tensor on
+machine could build it, else ``cuLaunchKernel`` through ctypes.  Anything else -- another array type, a tensor on
 the CPU, a wrong number of arguments, a failed check, a value no slot holds, a launch error --
 answers ``NotImplemented``, and the call takes the normal path, which keeps every error
 message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
@@ -39,7 +37,7 @@ from kdsl.runtime.signature import size_range
 from kdsl.runtime.slots import bf16_bits
 
 from . import driver, interop, native, torch_reader
-from .launch import _MAX_GRID, CONFIG, _span, launch_exprs
+from .launch import _MAX_GRID, _span, launch_exprs
 from .memory import Allocation, DeviceArray
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -407,25 +405,18 @@ class _Gen:
         for w, nbytes in enumerate(sizes):
             e(f"w{w} = _Alloc({nbytes}, {self.ordinal}, stream)")
             ptrs.append(f"w{w}.ptr")
-        L = driver.lib()
-        # 1. the compiled helper (native.py): one C call packs the slots and launches;
-        # 2. cuLaunchKernelEx: 4 arguments, prebuilt c_void_p objects (launch.CONFIG holds the
-        # grid, block, shared bytes and stream, packed with the parameters); 3. cuLaunchKernel
-        # without ctypes argument conversion: handles as prebuilt c_void_p objects, ints as C
-        # ints (grids are checked < 2**31 below).  2 and 3 share buffers: under the lock
-        nat = _native_launch(L)
-        ex = None if nat else getattr(L, "raw_launch_ex", None)
-        acq, rel = c._lock.acquire, c._lock.release
-        self.ns.update(_Alloc=Allocation, _acq=acq, _rel=rel, _PackError=(struct.error,
-                                                                            OverflowError))
-        if nat:
-            self.ns["_nl"], self.ns["_cu"] = nat[0].launch, nat[1]
-        elif ex is not None:
-            self.ns["_lx"] = ex
-        else:
-            raw = getattr(L, "raw_launch", None)
-            self.ns.update(_launch=raw or L.cuLaunchKernel, _cstream=_stream_objects(),
-                           _c_void_p=ctypes.c_void_p)
+        # the compiled helper (native.py): one C call packs the slots and launches; else
+        # cuLaunchKernel through ctypes without argument conversion (handles as prebuilt
+        # c_void_p objects, ints as C ints: grids are checked < 2**31 below), the slots packed
+        # into the kernel's shared buffer under its lock
+        nat = _native_launch(driver.lib())
+        self.ns.update(_Alloc=Allocation, _PackError=(struct.error, OverflowError))
+        self.native = bool(nat)
+        if not nat:
+            L = driver.lib()
+            self.ns.update(_launch=getattr(L, "raw_launch", None) or L.cuLaunchKernel,
+                           _cstream=_STREAMS, _c_void_p=ctypes.c_void_p,
+                           _acq=c._lock.acquire, _rel=c._lock.release)
             e("cs = _cstream.get(stream)")
             e("if cs is None: cs = _cstream.setdefault(stream, _c_void_p(stream))")
         fns = c.functions(self.ordinal)
@@ -455,37 +446,27 @@ class _Gen:
                 self.ns[f"_smok{k}"] = plan.smem_ok.setdefault(self.ordinal, [0])
                 e(f"m{k} = {smems[k]}")
                 e(f"if m{k} > _smok{k}[0]: return NotImplemented")
-            positive = " and ".join(positive) or "True"
             args = "".join(", " + (ptrs[i] if kind == "buf" else snames[func.scalars[i]])
                            for kind, i in plan.slots)
-            self.ns[f"_buf{k}"] = plan.buffer
-            self.ns[f"_par{k}"] = plan.params
-            self.ns[f"_fn{k}"] = ctypes.c_void_p(fn)
-            bx, by, bz = plan.block
             if nat:
                 # the helper's Launcher: the driver's function, slot codes, kernel, block and
                 # (constant: tiny arrays) grid and shared bytes bound once
-                codes = self.ns[f"_codes{k}"] = native.codes(plan.format)
-                self.ns[f"_fnp{k}"] = fn
-                pack = None
                 fixed = all(x.isdigit() for x in g) and shm.isdigit()
                 self.ns[f"_L{k}"] = nat[0].Launcher(
-                    nat[1], codes, fn, bx, by, bz,
+                    nat[1], native.codes(plan.format), fn, *plan.block,
                     (int(g[0]), int(g[1]), int(g[2]), int(shm)) if fixed else None)
                 head = "" if fixed else f", {g[0]}, {g[1]}, {g[2]}, {shm}"
-                launch = f"if _L{k}(stream{head}{args}): return NotImplemented"
-            elif ex is not None:
-                self.ns[f"_pk{k}"] = plan.pack_config
-                self.ns[f"_cfg{k}"] = plan.config
-                pack = (f"_pk{k}(_buf{k}, 0, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
-                        f"stream{args})")
-                launch = f"if _lx(_cfg{k}, _fn{k}, _par{k}, None): return NotImplemented"
+                run = [f"if _L{k}(stream{head}{args}): return NotImplemented"]
             else:
-                self.ns[f"_pack{k}"] = plan.pack_into
-                pack = f"_pack{k}(_buf{k}, {CONFIG.size}{args})"
-                launch = (f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
-                          f"cs, _par{k}, None): return NotImplemented")
-            launches.append((positive, pack, launch))
+                self.ns.update({f"_pack{k}": plan.pack_into, f"_buf{k}": plan.buffer,
+                                f"_par{k}": plan.params, f"_fn{k}": ctypes.c_void_p(fn)})
+                bx, by, bz = plan.block
+                run = [f"_pack{k}(_buf{k}, 0{args})",
+                       f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
+                       f"cs, _par{k}, None): return NotImplemented"]
+            if positive:
+                run = [f"if {' and '.join(positive)}:"] + ["    " + x for x in run]
+            launches += run
         # the lock: the buffers are shared by the threads calling this specialisation (acquire
         # and release: half the cost of a `with` block; the helper packs on its C stack).  A
         # value the slots cannot hold (an int scalar beyond 64 bits): declined, the normal
@@ -493,14 +474,8 @@ class _Gen:
         if not nat:
             e("_acq()")
         e("try:")
-        for positive, pack, launch in launches:
-            ind = "    "
-            if positive != "True":
-                e(f"    if {positive}:")
-                ind = "        "
-            if pack is not None:
-                e(ind + pack)
-            e(ind + launch)
+        for x in launches:
+            e("    " + x)
         e("except _PackError:")
         e("    return NotImplemented")
         if not nat:
@@ -577,11 +552,7 @@ def _native_launch(L):
     return mod, ctypes.cast(raw, ctypes.c_void_p).value
 
 
-def _stream_objects() -> dict:
-    """Stream handle -> its c_void_p (made once per stream, shared by the fast launchers)."""
-    return _STREAMS
-
-
+#: stream handle -> its c_void_p (made once per stream, shared by the ctypes launches)
 _STREAMS: dict = {}
 
 
@@ -602,5 +573,5 @@ def build(compiled, plan):
     # packed: the same launcher taking (args, out), which Kernel._call calls; where the compiled
     # helper is there, its C entry serves the kernel's calls
     return FastLauncher(fn, device_arrays=True, packed=g.ns["packed"],
-                        entry=native.entry if "_nl" in g.ns else None)
+                        entry=native.entry if g.native else None)
 

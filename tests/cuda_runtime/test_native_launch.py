@@ -109,7 +109,7 @@ def test_fast_launcher_through_the_helper(fake_driver, monkeypatch, helper, reco
     assert fast is not None and fast[4] is not None
     src = fast[2].__kdsl_source__
     if recorder is None:
-        assert "_L0(" not in src and "_lx(" in src
+        assert "_L0(" not in src and "_launch(" in src
         return
     assert "_L0(stream, " in src and "_acq()" not in src     # no lock: slots on the C stack
     before = ctypes.c_int.in_dll(recorder, "rec_count").value
@@ -140,7 +140,15 @@ def test_no_compiler_keeps_the_ctypes_path(fake_driver, monkeypatch, tmp_path):
     monkeypatch.setattr(native, "error", None)
     assert native.module() is None and "no C compiler" in native.error
     torch = fake_torch.install(monkeypatch)
-    recorder = ctypes.CDLL(None).abs          # a C function: the helper would be used if built
+    calls = []
+
+    def rec(fn, gx, gy, gz, bx, by, bz, shm, stream, params, extra):
+        slot = [ctypes.c_void_p.from_address(params + 8 * i).value for i in range(3)]
+        calls.append([ctypes.c_uint64.from_address(p).value for p in slot])
+        return 0
+    # a C function (the helper would be used if built), called by ctypes with 11 arguments
+    recorder = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7,
+                                *[ctypes.c_void_p] * 3)(rec)
     fake_driver.raw_launch = recorder
 
     @kd.kernel
@@ -150,11 +158,10 @@ def test_no_compiler_keeps_the_ctypes_path(fake_driver, monkeypatch, tmp_path):
     for _ in range(4):
         add(x, y, out=z)
     src = add._fast_out[2].__kdsl_source__
-    assert "_L0(" not in src and "_lx(" in src
+    assert "_L0(" not in src and "_launch(" in src
     n = len(fake_driver.launches)
     add(x, y, out=z)
-    assert len(fake_driver.launches) == n + 1 and fake_driver.launches[-1]["params"][:3] == [
-        x.data_ptr(), y.data_ptr(), z.data_ptr()]
+    assert len(fake_driver.launches) == n and calls[-1] == [x.data_ptr(), y.data_ptr(), z.data_ptr()]
 
 
 def test_launcher_binds_a_kernels_constants(helper, recorder):
