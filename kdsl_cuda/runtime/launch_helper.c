@@ -9,7 +9,6 @@ typedef int (*launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned
                         unsigned, void *, void **, void **);
 
 #define MAX_SLOTS 256
-#define FIXED 11   /* cu, codes, fn, gx, gy, gz, bx, by, bz, shared, stream */
 
 static int slot(char code, PyObject *o, uint64_t *s)
 {
@@ -64,48 +63,9 @@ static int slot(char code, PyObject *o, uint64_t *s)
     return -1;
 }
 
-static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t n)
-{
-    if (n < FIXED) {
-        PyErr_SetString(PyExc_TypeError, "launch() takes at least 11 arguments"); return NULL; }
-    void *cu = PyLong_AsVoidPtr(args[0]);
-    if (cu == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "launch(): NULL cuLaunchKernel");
-        return NULL; }
-    if (!PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "launch(): slot codes must be bytes"); return NULL; }
-    Py_ssize_t ns = n - FIXED;
-    if (PyBytes_GET_SIZE(args[1]) != ns || ns > MAX_SLOTS) {
-        PyErr_SetString(PyExc_TypeError, "launch(): one value per slot code"); return NULL; }
-    const char *codes = PyBytes_AS_STRING(args[1]);
-    void *fn = PyLong_AsVoidPtr(args[2]);
-    if (fn == NULL && PyErr_Occurred()) return NULL;
-    unsigned dims[7];
-    for (int i = 0; i < 7; i++) {
-        unsigned long v = PyLong_AsUnsignedLong(args[3 + i]);
-        if (v == (unsigned long)-1 && PyErr_Occurred()) return NULL;
-        if (v > 0xffffffffUL) {
-            PyErr_SetString(PyExc_OverflowError, "launch(): grid, block or shared size"); return NULL; }
-        dims[i] = (unsigned)v;
-    }
-    void *stream = PyLong_AsVoidPtr(args[10]);
-    if (stream == NULL && PyErr_Occurred()) return NULL;
-    uint64_t slots[MAX_SLOTS];
-    void *params[MAX_SLOTS];
-    for (Py_ssize_t i = 0; i < ns; i++) {
-        if (slot(codes[i], args[FIXED + i], &slots[i]) < 0) return NULL;
-        params[i] = &slots[i];
-    }
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ((launch_t)cu)(fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], stream,
-                        params, NULL);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(rc);
-}
-
-/* Launcher(cu, codes, fn, bx, by, bz, grid): launch() with what one kernel's launches share
-   bound once.  grid: (gx, gy, gz, shared), constants: calls are L(stream, *slots); None: calls
+/* Launcher(cu, codes, fn, bx, by, bz, grid): one kernel's launch through cuLaunchKernel (its
+   address: cu), its slot values converted by their codes (slot()) onto the C stack, the GIL
+   released around the driver call; what the kernel's launches share is bound once.  grid: (gx, gy, gz, shared), constants: calls are L(stream, *slots); None: calls
    are L(stream, gx, gy, gz, shared, *slots). */
 typedef struct {
     PyObject_HEAD
@@ -533,8 +493,6 @@ static PyTypeObject ReaderType = {
 };
 
 static PyMethodDef methods[] = {
-    {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
-     "launch(cu, codes, fn, gx, gy, gz, bx, by, bz, shared, stream, *slots) -> CUresult"},
     {"dl_dtype", (PyCFunction)(void (*)(void))dl_dtype, METH_FASTCALL,
      "dl_dtype(api, array) -> (code, bits, lanes)"},
     {NULL, NULL, 0, NULL}};
@@ -543,8 +501,6 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_kdsl_launch", NULL,
 
 PyMODINIT_FUNC PyInit__kdsl_launch(void)
 {
-    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EntryType) < 0 ||
-            PyType_Ready(&ReaderType) < 0) return NULL;
     s_out = PyUnicode_InternFromString("out");
     s_backend = PyUnicode_InternFromString("backend");
     s_fast = PyUnicode_InternFromString("_fast");
@@ -554,14 +510,8 @@ PyMODINIT_FUNC PyInit__kdsl_launch(void)
     if (!s_out || !s_backend || !s_fast || !s_fast_out || !s_gen || !s_auto) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (m == NULL) return NULL;
-    Py_INCREF(&LauncherType);
-    if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
-        Py_DECREF(&LauncherType); Py_DECREF(m); return NULL; }
-    Py_INCREF(&EntryType);
-    if (PyModule_AddObject(m, "Entry", (PyObject *)&EntryType) < 0) {
-        Py_DECREF(&EntryType); Py_DECREF(m); return NULL; }
-    Py_INCREF(&ReaderType);
-    if (PyModule_AddObject(m, "Reader", (PyObject *)&ReaderType) < 0) {
-        Py_DECREF(&ReaderType); Py_DECREF(m); return NULL; }
+    if (PyModule_AddType(m, &LauncherType) < 0 || PyModule_AddType(m, &EntryType) < 0 ||
+            PyModule_AddType(m, &ReaderType) < 0) {
+        Py_DECREF(m); return NULL; }
     return m;
 }

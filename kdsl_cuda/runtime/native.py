@@ -3,17 +3,15 @@ calls ``cuLaunchKernel``.
 
 Through ctypes a launch costs a ``struct`` pack into a shared buffer, a lock around it (threads
 share the buffer) and ctypes' per-argument conversion: ~1.5 us of Python per launch on the
-session-13 H100 host, above the driver's own cost.  ``launch(cu, codes, fn, gx, gy, gz, bx, by,
-bz, shared, stream, *slots)`` does the same in C: each slot value converted by its code (the
-first letter of its ``kdsl.runtime.slots.SLOT`` format: ``Q`` pointer, ``q`` int64, ``d``
-float64, ``f`` float32, ``e`` float16, ``i``/``h``/``b`` signed, ``I``/``H``/``B`` unsigned,
-``?`` bool) into 8-byte slots on the C stack (no lock), the GIL released around the driver call
-(``cu``: the address of ``cuLaunchKernel``); it returns the CUresult, and raises OverflowError
-(a value its slot cannot hold) or TypeError like ``struct`` would.  ``Launcher(cu, codes, fn,
-bx, by, bz, grid)`` is that launch with one kernel's constants bound once (the fast launchers'):
-called ``L(stream, *slots)`` when ``grid`` is ``(gx, gy, gz, shared)``, ``L(stream, gx, gy,
-gz, shared, *slots)`` when it is None; a vectorcall object, so a launch passes only what
-changes per call.
+session-13 H100 host, above the driver's own cost.  ``Launcher(cu, codes, fn, bx, by, bz,
+grid)`` does it in C for one kernel, its constants bound once: called ``L(stream, *slots)``
+when ``grid`` is ``(gx, gy, gz, shared)``, ``L(stream, gx, gy, gz, shared, *slots)`` when it is
+None (a vectorcall object: a launch passes only what changes per call).  Each slot value is
+converted by its code (the first letter of its ``kdsl.runtime.slots.SLOT`` format: ``Q``
+pointer, ``q`` int64, ``d`` float64, ``f`` float32, ``e`` float16, ``i``/``h``/``b`` signed,
+``I``/``H``/``B`` unsigned, ``?`` bool) into 8-byte slots on the C stack (no lock), the GIL
+released around the driver call (``cu``: the address of ``cuLaunchKernel``); it returns the
+CUresult, and raises OverflowError (a value its slot cannot hold) or TypeError like ``struct``.
 
 The helper is built once per Python version with the C compiler Python was built with (``cc``
 otherwise) and Python's headers, into ``$KDSL_CACHE_DIR/native`` (a temporary folder when
