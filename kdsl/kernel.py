@@ -49,10 +49,7 @@ _env_get, _ENV_KEY = _reg.env_backend_reader()
 
 
 def _hint(target, fn, loc):
-    try:
-        from .schedule.hints import Hint
-    except ImportError:  # schedules not there yet: a stand-in with the same fields
-        from types import SimpleNamespace as Hint
+    from .schedule.hints import Hint
     return Hint(target=target, hints={}, fn=fn, loc=loc)
 
 
@@ -223,7 +220,7 @@ class Kernel(functools.partial):
         if backend is None:
             backend = _reg.default_backend_name(args)
         if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
-                and self._host_backend(backend):      # out= a torch tensor: written in place
+                and _reg.runs_on_host(backend):      # out= a torch tensor: written in place
             return foreign.host_call(self, args, backend, out, stream)
         # 3. the launcher of this call's key (callplan.key_function; None: the miss says why)
         launch = None
@@ -307,13 +304,7 @@ class Kernel(functools.partial):
             return False
         # the backend first: a device backend converts nothing, and asking a torch tensor for
         # __cuda_array_interface__ builds the whole dict (microseconds, per argument and call)
-        return Kernel._host_backend(backend) and foreign.host_readable(a)
-
-    @staticmethod
-    def _host_backend(backend) -> bool:
-        """Does ``backend`` run on host (numpy) arrays?  (Not installed: assumed so, and the
-        normal path reports it.)"""
-        return _reg.runs_on_host(backend)
+        return _reg.runs_on_host(backend) and foreign.host_readable(a)
 
     def _as_ndarrays(self, args, backend) -> tuple:
         """``args`` with host array-likes and foreign arrays read as numpy (runtime.foreign)."""
@@ -533,10 +524,7 @@ class Kernel(functools.partial):
         """Add a Hint (declarative or explicit); compiled specialisations are dropped."""
         with self._lock:
             self._hints.append(hint)
-            self._version += 1
-            self._cache = {}
-            self._slots = {}
-            self._fast = self._fast_out = None
+        self._forget_compiled()
 
     def _forget_compiled(self):
         """Drop the compiled specialisations (kernel.tune persisted a winner: recompile)."""

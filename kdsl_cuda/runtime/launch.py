@@ -279,16 +279,14 @@ def _scalar(v, d):
 def _stage_out(d: DeviceArray, out: np.ndarray, stream: int) -> None:
     if not out.size:
         return
-    L = driver.lib()
-    if out.flags.c_contiguous and out.flags.writeable:
-        L.check(L.cuMemcpyDtoHAsync_v2(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(d.ptr),
-                                       out.nbytes, ctypes.c_void_p(stream)), "cuMemcpyDtoH")
-        return
-    tmp = np.empty(out.shape, out.dtype)
-    L.check(L.cuMemcpyDtoHAsync_v2(ctypes.c_void_p(tmp.ctypes.data), ctypes.c_void_p(d.ptr),
-                                   tmp.nbytes, ctypes.c_void_p(stream)), "cuMemcpyDtoH")
-    sync_stream(stream)
-    np.copyto(out, tmp)
+    direct = out.flags.c_contiguous and out.flags.writeable
+    host = out if direct else np.empty(out.shape, out.dtype)
+    driver.lib().check(driver.lib().cuMemcpyDtoHAsync_v2(
+        ctypes.c_void_p(host.ctypes.data), ctypes.c_void_p(d.ptr), host.nbytes,
+        ctypes.c_void_p(stream)), "cuMemcpyDtoH")
+    if not direct:
+        sync_stream(stream)
+        np.copyto(out, host)
 
 
 def _span(p: int, shape, strides, itemsize: int, elements: bool) -> tuple:

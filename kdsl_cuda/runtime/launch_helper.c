@@ -340,16 +340,14 @@ typedef struct {
 
 static int c_contiguous(const KdDLTensor *t)
 {
-    if (t->strides == NULL) return 1;
+    int ok = 1;     /* no elements (a size 0): any strides */
     int64_t want = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] == 0) return 1;      /* no elements: any strides */
-    }
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] != 1 && t->strides[d] != want) return 0;
+        if (t->shape[d] == 0) return 1;
+        if (t->strides != NULL && t->shape[d] != 1 && t->strides[d] != want) ok = 0;
         want *= t->shape[d];
     }
-    return 1;
+    return ok;
 }
 
 static PyObject *reader_call(Reader *self, PyObject *const *args, size_t nargsf,

@@ -31,26 +31,14 @@ import threading
 # subprocess, shutil, sysconfig and tempfile are imported where the helper is built: a process
 # whose helper is already built (the usual case) does not pay ~5-10 ms to import them
 
+#: the helper's C source, beside this module
 _C_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_helper.c")
-
-
-def source() -> str:
-    """The helper's C source (``launch_helper.c`` beside this module)."""
-    with open(_C_FILE, encoding="utf-8") as f:
-        return f.read()
-
 _NAME = "_kdsl_launch"
 _lock = threading.Lock()
 _module = None
 #: why there is no helper (None: not tried yet, or built)
 error: str | None = None
 _tried = False
-
-
-def enabled() -> bool:
-    """``KDSL_CUDA_NATIVE_LAUNCH``: the compiled launch helper is used unless 0/false/off."""
-    from kdsl import config
-    return config.cuda_native_launch()
 
 
 def module():
@@ -60,7 +48,8 @@ def module():
         return _module
     with _lock:
         if not _tried:
-            if not enabled():
+            from kdsl import config
+            if not config.cuda_native_launch():       # KDSL_CUDA_NATIVE_LAUNCH=0
                 error = "KDSL_CUDA_NATIVE_LAUNCH is off"
             else:
                 try:
@@ -87,7 +76,8 @@ def _directory() -> str:
 def _load():
     # (EXT_SUFFIX without importing sysconfig: the first suffix the import system accepts)
     suffix = (importlib.machinery.EXTENSION_SUFFIXES or [".so"])[0]
-    text = source()
+    with open(_C_FILE, encoding="utf-8") as f:
+        text = f.read()
     key = hashlib.sha256((text + sys.version + suffix).encode()).hexdigest()[:16]
     d = _directory()
     path = os.path.join(d, f"{_NAME}_{key}{suffix}")
