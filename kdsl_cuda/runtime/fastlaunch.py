@@ -325,10 +325,14 @@ class _Gen:
                 + checks + rest)
 
     def grid_range(self, ex, snames) -> tuple:
-        """(lo, hi) of grid expression ``ex`` once the sizes' checks passed (``self.ranges``),
-        or (None, None) where it cannot say (``_interval``)."""
-        r = _interval(ex, {v: self.ranges.get(nm) for v, nm in snames.items()})
-        return r if r is not None else (None, None)
+        """(lo, hi) of grid expression ``ex`` once the sizes' checks passed (``self.ranges``;
+        interval analysis, kdsl.ir.bounds), a side None where it is not a constant."""
+        from kdsl.ir.bounds import Unbounded, bound
+        try:
+            r = bound(ex, {v: self.ranges[nm] for v, nm in snames.items() if nm in self.ranges})
+        except Unbounded:
+            return None, None
+        return tuple(int(x.value) if type(x) is n.Const else None for x in r)
 
     def overlap_checks(self, plan, kinds, bufs) -> None:
         """out= arrays must not share memory with inputs (the kernels assume so): decline
@@ -481,44 +485,6 @@ class _Gen:
         if not nat:
             e("finally:")
             e("    _rel()")
-
-
-def _interval(e, ranges: dict):
-    """Inclusive (lo, hi) of integer expression ``e`` with each Var within ``ranges`` (Var ->
-    (lo, hi) or None), by interval arithmetic over what grids are made of (+, -, *, floor
-    division by a positive constant, min, max); None where a Var has no range or another
-    operation appears."""
-    t = type(e)
-    if not e.dtype.is_int:
-        return None
-    if t is n.Const:
-        return int(e.value), int(e.value)
-    if t is n.Var:
-        return ranges.get(e)
-    if t is not n.Binary:
-        return None
-    op = e.op
-    a = _interval(e.a, ranges)
-    if op is n.BinOp.FLOORDIV:
-        c = e.b
-        if a is None or type(c) is not n.Const or not c.value > 0:
-            return None
-        return a[0] // c.value, a[1] // c.value        # floor division: monotone for c > 0
-    b = _interval(e.b, ranges)
-    if a is None or b is None:
-        return None
-    if op is n.BinOp.ADD:
-        return a[0] + b[0], a[1] + b[1]
-    if op is n.BinOp.SUB:
-        return a[0] - b[1], a[1] - b[0]
-    if op is n.BinOp.MUL:
-        ends = [x * y for x in a for y in b]
-        return min(ends), max(ends)
-    if op is n.BinOp.MIN:
-        return min(a[0], b[0]), min(a[1], b[1])
-    if op is n.BinOp.MAX:
-        return max(a[0], b[0]), max(a[1], b[1])
-    return None
 
 
 def _takes_device(get_current_stream, ordinal) -> bool:
