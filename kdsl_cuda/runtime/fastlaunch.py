@@ -47,6 +47,13 @@ class Unsupported(Exception):
     """This plan gets no fast launcher."""
 
 
+#: per library: the expressions of an array's device address, its strides (torch's: in
+#: elements) and its C-contiguity (CuPy's: ``_cupy_contiguity``)
+_LIB = {"torch": ("{v}.data_ptr()", "{v}.stride()", "{v}.is_contiguous()"),
+        "cupy": ("{v}.data.ptr", "{v}.strides", None),
+        "kdsl": ("{v}.ptr", "{v}.strides", "{v}.is_c_contiguous")}
+
+
 def _kind_of(kind) -> str:
     if kind is DeviceArray:
         return "kdsl"
@@ -64,7 +71,7 @@ class _Gen:
         self.c, self.plan, self.ordinal = compiled, plan, ordinal
         self.lines, self.ns, self.k = [], {"NotImplemented": NotImplemented}, 0
         self.stride_src: dict = {}       # "st<tag>" -> the expression reading those strides
-        self.mem: dict = {}              # tag -> the expression of a CuPy array's memory pointer
+        self.mem: dict = {}              # tag -> the local holding a CuPy array's memory pointer
         self.ranges: dict = {}           # size name -> (lo, hi) it has once its checks passed
         self.alias: dict = {}            # size name -> the first size name it is checked equal to
         self.several = driver.device_count() > 1
@@ -99,7 +106,7 @@ class _Gen:
                 for d, want in enumerate(spec.dims)]
         if self.reader is not None:      # type, device, dtype, rank, contiguity: checked in C
             self.reader.append((var, spec, tag, dims))
-            self.stride_src[f"st{tag}"] = f"{var}.stride()"
+            self.stride_src[f"st{tag}"] = _LIB[kind][1].format(v=var)
             return kind, dims, info
         # few bytecodes per check: one `if` per group of conditions.  dtypes by identity (the
         # plan's contract, as numpy's fast launchers): torch's are singletons, CuPy's are
@@ -111,7 +118,6 @@ class _Gen:
         # CUDA one, so torch's is checked with one GPU too (is_cuda: that GPU; get_device()
         # where there are several); CuPy and kdsl arrays are always on a GPU (CuPy's memory
         # pointer, read once: `m<tag>`, holds the device and the address)
-        self.mem[tag] = f"{var}.data"
         if kind == "torch":
             cond.append(f"{var}.get_device() != {self.ordinal}" if self.several else
                         f"not {var}.is_cuda")
@@ -122,15 +128,14 @@ class _Gen:
             else:
                 cond.append(f"{var}.device != {self.ordinal}")
         if spec.contiguous:
-            cond.append({"torch": f"not {var}.is_contiguous()",
-                         "cupy": f"not {var}.{_cupy_contiguity(spec.kind)}",
-                         "kdsl": f"not {var}.is_c_contiguous"}[kind])
+            contiguous = _LIB[kind][2] or "{v}." + _cupy_contiguity(spec.kind)
+            cond.append("not " + contiguous.format(v=var))
         e(f"if {' or '.join(cond)}: return NotImplemented")
         # the rank and the sizes in one unpacking (ValueError: another rank)
         e(f"{', '.join(dims)}, = {var}.shape" if dims else
           f"if len({var}.shape): return NotImplemented")
         # strides are read where they are used (a stride parameter, a strided overlap check)
-        self.stride_src[f"st{tag}"] = f"{var}.stride()" if kind == "torch" else f"{var}.strides"
+        self.stride_src[f"st{tag}"] = _LIB[kind][1].format(v=var)
         return kind, dims, info
 
     def read_all(self) -> None:
@@ -149,8 +154,8 @@ class _Gen:
         """``p{tag} = `` the device address of array ``var`` (after its checks passed)."""
         if self.reader is not None:     # read by ``read_all``
             return
-        self.emit(f"p{tag} = " + {"torch": f"{var}.data_ptr()", "cupy": f"{self.mem[tag]}.ptr",
-                                  "kdsl": f"{var}.ptr"}[kind])
+        ptr = f"{self.mem[tag]}.ptr" if tag in self.mem else _LIB[kind][0].format(v=var)
+        self.emit(f"p{tag} = {ptr}")
 
     def size_check(self, dn: str, want, cls, same=None) -> str | None:
         """The condition declining size ``dn`` (fixed ``want``, or of size class ``cls``),
@@ -287,25 +292,19 @@ class _Gen:
                     tdt = self.const(interop._torch_dtypes()[kd], "_TD")
                     e(f"o{j} = _torch_empty({shp}, dtype={tdt}, device={self.ordinal})")
                     self.ns["_torch_empty"] = sys.modules["torch"].empty
-                    e(f"po{j} = o{j}.data_ptr()")
-                    self.stride_src[f"sto{j}"] = f"o{j}.stride()"
                 elif lib == "cupy" and not self.several:
                     # CuPy's documented constructor (cupy.empty calls it): C order, on the
                     # current device, which is the only one
                     e(f"o{j} = _cupy_nd({shp}, {self.const(kd.np, '_ND')})")
                     self.ns["_cupy_nd"] = sys.modules["cupy"].ndarray
-                    e(f"po{j} = o{j}.data.ptr")
-                    self.stride_src[f"sto{j}"] = f"o{j}.strides"
                 elif lib == "cupy":      # on the input's device (the library's `with device`)
                     e(f"o{j} = _empty_like({shp}, {self.const(kd)}, {like})")
                     self.ns["_empty_like"] = interop._LIBS["cupy"].empty
-                    e(f"po{j} = o{j}.data.ptr")
-                    self.stride_src[f"sto{j}"] = f"o{j}.strides"
                 else:
                     e(f"o{j} = _DA({shp}, {self.const(kd)}, device={self.ordinal}, stream=stream)")
                     self.ns["_DA"] = DeviceArray
-                    e(f"po{j} = o{j}.ptr")
-                    self.stride_src[f"sto{j}"] = f"o{j}.strides"
+                e(f"po{j} = " + _LIB[lib][0].format(v=f"o{j}"))
+                self.stride_src[f"sto{j}"] = _LIB[lib][1].format(v=f"o{j}")
                 bufs.append((f"po{j}", od, f"sto{j}", lib))
         self.scalars_and_launch(bufs)
         if plan.out_mode is not None:
