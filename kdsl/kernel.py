@@ -142,13 +142,8 @@ class Kernel(functools.partial):
     # ------------------------------------------------------------- calling
     def _call(self, *args, backend=None, out=None, stream=None, **kw):
         """``kernel(*args, backend=, out=, stream=, **kw)``: the call (entered through
-        functools.partial's C entry, see the class)."""
-        if kw:      # keywords: bind like a Python call
-            try:
-                return self._general(args, kw, backend, out, stream)
-            except KdslUserError as e:
-                __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
-                raise for_user(e) from None
+        functools.partial's C entry, see the class).  User errors of every later step are
+        re-raised here, so that only this frame of kdsl stays in the user's traceback."""
         # 1. the fast launcher of the specialisation run last (kdsl.runtime.fastpath): it
         # checks the arguments against that specialisation itself and answers NotImplemented
         # when they do not match, so only the backend choice is checked here.  The default
@@ -157,7 +152,7 @@ class Kernel(functools.partial):
         # launcher takes plain numpy arguments: the automatic default's.  A launcher's
         # packed form (args, out) checks out= overlaps itself; otherwise the host rule below
         fast = self._fast if out is None else self._fast_out
-        if fast is not None and stream is None:
+        if fast is not None and stream is None and not kw:
             name, gen, fn, dev, packed = fast
             if gen == _reg.generation:
                 b = backend
@@ -180,26 +175,22 @@ class Kernel(functools.partial):
                         r = fn(*args, out)
                         if r is not NotImplemented:
                             return r
-        if out is not None and _overlaps(out, args):
+        if out is not None and not kw and _overlaps(out, args):
             return self._into(args, backend, out, stream)
         try:
-            if _TRACING[0]:     # a trace in progress (somewhere): maybe a nested call
+            if kw or _TRACING[0]:   # keywords, or a trace in progress (maybe a nested call)
                 return self._general(args, kw, backend, out, stream)
             return self._call_bound(args, backend, out, stream, False)
         except KdslUserError as e:
-            # re-raised here so that only this frame of kdsl stays in the user's traceback
             __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
             raise for_user(e) from None
 
     def _general(self, args, kw, backend, out, stream):
-        """A call with keywords or during a trace: bind, trace inline or run."""
-        try:
-            args = self._bind(args, kw)
-            if _ctx.active() is not None:   # called inside another kernel: trace inline
-                return self._inline(args, backend, out, stream)
-        except KdslUserError as e:
-            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
-            raise for_user(e) from None
+        """A call with keywords or during a trace: bind (like a Python call), trace inline or
+        run."""
+        args = self._bind(args, kw)
+        if _ctx.active() is not None:   # called inside another kernel: trace inline
+            return self._inline(args, backend, out, stream)
         return self._call_bound(args, backend, out, stream, True)
 
     def _call_bound(self, args, backend, out, stream, bound):
@@ -211,11 +202,7 @@ class Kernel(functools.partial):
             return self._into(args, backend, out, stream)
         # 2. the launcher of this call's key (omitted defaults: the fast launcher declined)
         if not bound and len(args) != self._nfast:
-            try:
-                args = self._bind(args, {})
-            except KdslUserError as e:
-                __tracebackhide__ = True  # noqa: F841
-                raise for_user(e) from None
+            args = self._bind(args, {})
         version, gen = self._version, _reg.generation
         if backend is None:
             backend = _reg.default_backend_name(args)
@@ -237,16 +224,11 @@ class Kernel(functools.partial):
             if launch is None:
                 launch = self._miss(args, backend, out)
             result = launch(args, out, stream)
-        except KdslUserError as e:
-            # re-raised here so that only this frame of kdsl stays in the user's traceback
-            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
-            raise for_user(e) from None
         except (OverflowError, struct.error):
             err = self._scalar_out_of_range(args)
             if err is None:
                 raise
-            __tracebackhide__ = True  # noqa: F841
-            raise for_user(err) from None
+            raise err from None
         slot = self._slots.get(launch)
         if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
             fast = slot.get()       # a kdsl.backends.spec.FastLauncher
