@@ -396,20 +396,6 @@ fail:
     return NULL;
 }
 
-/* The exchange API of a `dlpack_exchange_api` capsule, or NULL with ValueError where it lacks
-   what the readers call (the DLTensor export and the current stream: DLPack >= 1.2). */
-static const KdExchangeApi *exchange_api(PyObject *capsule)
-{
-    const KdExchangeApi *api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
-    if (api == NULL) return NULL;
-    if (api->header.version.major != 1 || api->header.version.minor < 2 ||
-            api->dltensor_from_py == NULL || api->current_stream == NULL) {
-        PyErr_SetString(PyExc_ValueError, "a DLPack exchange API without the DLTensor export "
-                        "or the current stream (needs DLPack >= 1.2)");
-        return NULL; }
-    return api;
-}
-
 static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     PyObject *capsule, *ttype, *specs;
@@ -419,8 +405,14 @@ static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTuple(args, "OOiiO!p", &capsule, &ttype, &device_type, &device_id,
                           &PyTuple_Type, &specs, &stream))
         return NULL;
-    const KdExchangeApi *api = exchange_api(capsule);
+    /* the exchange API must have what the readers call (DLPack >= 1.2) */
+    const KdExchangeApi *api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
     if (api == NULL) return NULL;
+    if (api->header.version.major != 1 || api->header.version.minor < 2 ||
+            api->dltensor_from_py == NULL || api->current_stream == NULL) {
+        PyErr_SetString(PyExc_ValueError, "a DLPack exchange API without the DLTensor export "
+                        "or the current stream (needs DLPack >= 1.2)");
+        return NULL; }
     if (!PyType_Check(ttype)) {
         PyErr_SetString(PyExc_TypeError, "Reader(): the array type"); return NULL; }
     Py_ssize_t n = PyTuple_GET_SIZE(specs);
@@ -464,20 +456,6 @@ static void reader_dealloc(Reader *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* dl_dtype(api, array): (code, bits, lanes) of one array as the exchange API exports it (how
-   the launchers learn the DLPack code of each library dtype, e.g. torch.bfloat16, from the
-   library itself). */
-static PyObject *dl_dtype(PyObject *self, PyObject *const *args, Py_ssize_t n)
-{
-    if (n != 2) {
-        PyErr_SetString(PyExc_TypeError, "dl_dtype(api, array)"); return NULL; }
-    const KdExchangeApi *api = exchange_api(args[0]);
-    if (api == NULL) return NULL;
-    KdDLTensor t;
-    if (api->dltensor_from_py(args[1], &t) != 0) return NULL;
-    return Py_BuildValue("(iii)", t.dtype.code, t.dtype.bits, t.dtype.lanes);
-}
-
 static PyTypeObject ReaderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "_kdsl_launch.Reader",
@@ -490,12 +468,7 @@ static PyTypeObject ReaderType = {
     .tp_new = reader_new,
 };
 
-static PyMethodDef methods[] = {
-    {"dl_dtype", (PyCFunction)(void (*)(void))dl_dtype, METH_FASTCALL,
-     "dl_dtype(api, array) -> (code, bits, lanes)"},
-    {NULL, NULL, 0, NULL}};
-
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_kdsl_launch", NULL, -1, methods};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_kdsl_launch", NULL, -1, NULL};
 
 PyMODINIT_FUNC PyInit__kdsl_launch(void)
 {
