@@ -178,6 +178,23 @@ def test_out_tuples_of_two_results(torch, fake_driver):
         assert fast[2](a, b, bad) is NotImplemented, bad
 
 
+def test_tiny_arrays_get_a_constant_grid(torch, fake_driver):
+    """Every size of a small size class needs the same grid: the launcher passes it as
+    constants (its range by kdsl.ir.bounds over the class's sizes) and launches what the
+    normal path launches."""
+    add = add_kernel()
+    n = int(np.random.default_rng().integers(8, 16))
+    a, b, c = (torch.Tensor((n,), torch.float32) for _ in range(3))
+    add(a, b, out=c)
+    slow = fake_driver.launches[-1]
+    fast = promoted(add, a, b, out=c)
+    src = fast[2].__kdsl_source__
+    gx, gy, gz = slow["grid"]
+    assert "g00" not in src and f"_launch(_fn0, {gx}, {gy}, {gz}, " in src, src
+    fake_driver.launches.clear()
+    assert add(a, b, out=c) is c and fake_driver.launches == [slow]
+
+
 def test_a_2d_kernel_with_a_scalar_gets_a_fast_launcher(torch, fake_driver):
     """Its grid (the sizes' product) is computed per call, within bounds its size classes
     prove (no limit test), and matches the normal path's for every size of the classes."""
