@@ -37,6 +37,12 @@ tail -3 "$OUT/tests_new.txt"
 # 2. benchmarks, alternating
 trees=(new)
 [ -f "$OLD/benchmarks/cuda.py" ] && trees=(old new) || echo "no old tree at $OLD: new only"
+for name in "${trees[@]}"; do      # which kdsl each tree's runs import (must be its own)
+  t=$([ "$name" = new ] && echo "$NEW" || echo "$OLD")
+  (cd "$t" && PYTHONPATH="$t" python3 -c "import kdsl, kdsl_cuda; print(kdsl.__file__, kdsl_cuda.__file__)") \
+      > "$OUT/which_${name}.txt" 2>&1
+  echo "$name imports: $(cat "$OUT/which_${name}.txt")"
+done
 for round in 1 2 3; do
   for name in "${trees[@]}"; do
     t=$([ "$name" = new ] && echo "$NEW" || echo "$OLD")
