@@ -85,14 +85,12 @@ def install_fake_driver():
             if so is not None:
                 self.raw_launch = ctypes.CDLL(so).noop
                 self.raw_launch.restype = ctypes.c_int
-                self.raw_launch_ex = ctypes.CDLL(so).noop
-                self.raw_launch_ex.restype = ctypes.c_int
                 typed = ctypes.CDLL(so).noop
                 typed.argtypes = driver._SIGNATURES["cuLaunchKernel"]
                 typed.restype = ctypes.c_int
                 self.cuLaunchKernel = typed
             else:
-                self.raw_launch = self.cuLaunchKernel = self.raw_launch_ex = lambda *a: 0
+                self.raw_launch = self.cuLaunchKernel = lambda *a: 0
 
         def check(self, code, what):
             if code:
@@ -149,9 +147,6 @@ def per_call_us(fn, batch=2000, batches=25, sync=None) -> tuple:
 
 def _real_extras(torch, a, b, c, fo):
     """Rows that split a real call's cost: torch's getters and allocators, the launch alone."""
-    import ctypes
-
-    from kdsl_cuda.runtime import driver, native
     ns = fo[2].__globals__        # the generated launcher's namespace (its codes, function handle)
     dev = torch.device("cuda", 0)
     rows = [("  a.dtype, a.shape, a.data_ptr()", lambda: (a.dtype, a.shape, a.data_ptr())),
@@ -163,16 +158,11 @@ def _real_extras(torch, a, b, c, fo):
             ("  a.new_empty((8,))", lambda: a.new_empty((N,))),
             ("  torch.empty_like(a)", lambda: torch.empty_like(a)),
             ("  torch.add(a, b, out=c)", lambda: torch.add(a, b, out=c))]
-    L = driver.lib()
-    fn = ns.get("_fnp0") or ns["_fn0"].value
     vals = (a.data_ptr(), b.data_ptr(), c.data_ptr(), N, N)
     stream = torch._C._cuda_getCurrentRawStream(0)
-    mod = native.module()
-    if mod is not None and "_codes0" in ns:
-        cu = ctypes.cast(L.raw_launch, ctypes.c_void_p).value
-        codes = ns["_codes0"]
-        rows.append(("  launch: compiled helper", lambda: mod.launch(cu, codes, fn, 1, 1, 1, 256, 1,
-                                                                     1, 0, stream, *vals)))
+    launcher = ns.get("_L0")       # the compiled helper's Launcher (grid bound: 8 elements)
+    if launcher is not None and "_L0(stream, p" in fo[2].__kdsl_source__:
+        rows.append(("  launch: compiled helper", lambda: launcher(stream, *vals)))
     try:
         import cupy as cp
         import numpy as np
@@ -276,9 +266,7 @@ def main(argv=None) -> int:
     fo, fa = add._fast_out, add._fast
     assert fo is not None and fa is not None, "no fast launchers were promoted"
     src = fo[2].__kdsl_source__
-    launch = ("compiled helper" if "_L0(" in src or "_nl(" in src else
-              "ctypes cuLaunchKernelEx" if "_lx(" in fo[2].__kdsl_source__ else
-              "ctypes cuLaunchKernel")
+    launch = "compiled helper" if "_L0(" in src else "ctypes cuLaunchKernel"
     print(f"# fast launchers launch through: {launch}" +
           (f" (helper: {native.error})" if native is not None and native.error else ""))
     if args.real_torch or args.real_cupy:       # the results, before anything is timed

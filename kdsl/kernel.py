@@ -49,10 +49,7 @@ _env_get, _ENV_KEY = _reg.env_backend_reader()
 
 
 def _hint(target, fn, loc):
-    try:
-        from .schedule.hints import Hint
-    except ImportError:  # schedules not there yet: a stand-in with the same fields
-        from types import SimpleNamespace as Hint
+    from .schedule.hints import Hint
     return Hint(target=target, hints={}, fn=fn, loc=loc)
 
 
@@ -145,13 +142,8 @@ class Kernel(functools.partial):
     # ------------------------------------------------------------- calling
     def _call(self, *args, backend=None, out=None, stream=None, **kw):
         """``kernel(*args, backend=, out=, stream=, **kw)``: the call (entered through
-        functools.partial's C entry, see the class)."""
-        if kw:      # keywords: bind like a Python call
-            try:
-                return self._general(args, kw, backend, out, stream)
-            except KdslUserError as e:
-                __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
-                raise for_user(e) from None
+        functools.partial's C entry, see the class).  User errors of every later step are
+        re-raised here, so that only this frame of kdsl stays in the user's traceback."""
         # 1. the fast launcher of the specialisation run last (kdsl.runtime.fastpath): it
         # checks the arguments against that specialisation itself and answers NotImplemented
         # when they do not match, so only the backend choice is checked here.  The default
@@ -160,7 +152,7 @@ class Kernel(functools.partial):
         # launcher takes plain numpy arguments: the automatic default's.  A launcher's
         # packed form (args, out) checks out= overlaps itself; otherwise the host rule below
         fast = self._fast if out is None else self._fast_out
-        if fast is not None and stream is None:
+        if fast is not None and stream is None and not kw:
             name, gen, fn, dev, packed = fast
             if gen == _reg.generation:
                 b = backend
@@ -183,26 +175,22 @@ class Kernel(functools.partial):
                         r = fn(*args, out)
                         if r is not NotImplemented:
                             return r
-        if out is not None and _overlaps(out, args):
+        if out is not None and not kw and _overlaps(out, args):
             return self._into(args, backend, out, stream)
         try:
-            if _TRACING[0]:     # a trace in progress (somewhere): maybe a nested call
+            if kw or _TRACING[0]:   # keywords, or a trace in progress (maybe a nested call)
                 return self._general(args, kw, backend, out, stream)
             return self._call_bound(args, backend, out, stream, False)
         except KdslUserError as e:
-            # re-raised here so that only this frame of kdsl stays in the user's traceback
             __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
             raise for_user(e) from None
 
     def _general(self, args, kw, backend, out, stream):
-        """A call with keywords or during a trace: bind, trace inline or run."""
-        try:
-            args = self._bind(args, kw)
-            if _ctx.active() is not None:   # called inside another kernel: trace inline
-                return self._inline(args, backend, out, stream)
-        except KdslUserError as e:
-            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
-            raise for_user(e) from None
+        """A call with keywords or during a trace: bind (like a Python call), trace inline or
+        run."""
+        args = self._bind(args, kw)
+        if _ctx.active() is not None:   # called inside another kernel: trace inline
+            return self._inline(args, backend, out, stream)
         return self._call_bound(args, backend, out, stream, True)
 
     def _call_bound(self, args, backend, out, stream, bound):
@@ -214,17 +202,13 @@ class Kernel(functools.partial):
             return self._into(args, backend, out, stream)
         # 2. the launcher of this call's key (omitted defaults: the fast launcher declined)
         if not bound and len(args) != self._nfast:
-            try:
-                args = self._bind(args, {})
-            except KdslUserError as e:
-                __tracebackhide__ = True  # noqa: F841
-                raise for_user(e) from None
+            args = self._bind(args, {})
         version, gen = self._version, _reg.generation
         asked = backend         # a dask call picks per chunk (CuPy chunks: cuda), not here
         if backend is None:
             backend = _reg.default_backend_name(args)
         if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
-                and self._host_backend(backend):      # out= a torch tensor: written in place
+                and _reg.runs_on_host(backend):      # out= a torch tensor: written in place
             return foreign.host_call(self, args, backend, out, stream)
         # 3. the launcher of this call's key (callplan.key_function; None: the miss says why)
         launch = None
@@ -241,16 +225,11 @@ class Kernel(functools.partial):
             if launch is None:
                 launch = self._miss(args, backend, out)
             result = launch(args, out, stream)
-        except KdslUserError as e:
-            # re-raised here so that only this frame of kdsl stays in the user's traceback
-            __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
-            raise for_user(e) from None
         except (OverflowError, struct.error):
             err = self._scalar_out_of_range(args)
             if err is None:
                 raise
-            __tracebackhide__ = True  # noqa: F841
-            raise for_user(err) from None
+            raise err from None
         slot = self._slots.get(launch)
         if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
             fast = slot.get()       # a kdsl.backends.spec.FastLauncher
@@ -308,13 +287,7 @@ class Kernel(functools.partial):
             return False
         # the backend first: a device backend converts nothing, and asking a torch tensor for
         # __cuda_array_interface__ builds the whole dict (microseconds, per argument and call)
-        return Kernel._host_backend(backend) and foreign.host_readable(a)
-
-    @staticmethod
-    def _host_backend(backend) -> bool:
-        """Does ``backend`` run on host (numpy) arrays?  (Not installed: assumed so, and the
-        normal path reports it.)"""
-        return _reg.runs_on_host(backend)
+        return _reg.runs_on_host(backend) and foreign.host_readable(a)
 
     def _as_ndarrays(self, args, backend) -> tuple:
         """``args`` with host array-likes and foreign arrays read as numpy (runtime.foreign)."""
@@ -534,10 +507,7 @@ class Kernel(functools.partial):
         """Add a Hint (declarative or explicit); compiled specialisations are dropped."""
         with self._lock:
             self._hints.append(hint)
-            self._version += 1
-            self._cache = {}
-            self._slots = {}
-            self._fast = self._fast_out = None
+        self._forget_compiled()
 
     def _forget_compiled(self):
         """Drop the compiled specialisations (kernel.tune persisted a winner: recompile)."""

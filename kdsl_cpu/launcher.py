@@ -52,19 +52,16 @@ def _pointer_reader():
     """Source of an expression giving array ``x``'s data pointer, and its namespace.
 
     numpy keeps the data pointer right after the object header (PyArrayObject_fields.data,
-    offset 16 on 64-bit CPython); that is checked on live arrays (views, offsets, 0-d)
-    before it is relied on (``fastcall.abi()`` checks the whole layout, but costs more
-    than a first call should pay)."""
+    offset 16 on 64-bit CPython): read from the object where the native launchers' layout
+    check (``fastcall_abi._check_array``) passes on live arrays (views, offsets, 0-d)."""
     import numpy as np
-    word = ctypes.c_uint64.from_address
+    from .fastcall_abi import OFF_DATA, _check_array
     base = np.arange(24, dtype=np.float64).reshape(4, 6)
     samples = (base, base[1:, 2:], base[::-1, ::-2], np.zeros(()), np.empty(3, np.int8))
-    ok = ctypes.sizeof(ctypes.c_void_p) == 8 and all(
-        word(id(a) + 8).value == id(np.ndarray) and word(id(a) + 16).value == a.ctypes.data
-        for a in samples)
-    if ok:
-        return ("(_word(_id({x}) + 16).value if type({x}) is _ndarray else {x}.ctypes.data)",
-                {"_word": word, "_id": id, "_ndarray": np.ndarray})
+    if ctypes.sizeof(ctypes.c_void_p) == 8 and not any(_check_array(a) for a in samples):
+        return (f"(_word(_id({{x}}) + {OFF_DATA}).value if type({{x}}) is _ndarray "
+                "else {x}.ctypes.data)",
+                {"_word": ctypes.c_uint64.from_address, "_id": id, "_ndarray": np.ndarray})
     return "{x}.ctypes.data", {}
 
 

@@ -90,17 +90,11 @@ class _Lib:
                                      f"which this machine does not have ({e}); kernels can still be "
                                      "inspected with kernel.source(..., backend=\"cuda\") and run on "
                                      "backend=\"interp-cuda\" (the SIMT interpreter)") from None
-        # the launches of the fast launchers: no argtypes, so no per-call argument conversion.
-        # cuLaunchKernelEx (CUDA 11.8+) takes 4 arguments, the grid, block and stream in a
-        # config struct the fast launcher packs with the parameters (launch.CONFIG): ~1 us less
-        # per launch than cuLaunchKernel's 11 through ctypes (H100 host, session 13)
-        raw_dll = ctypes.CDLL("libcuda.so.1")
-        raw = raw_dll.cuLaunchKernel
+        # the launches of the fast launchers: no argtypes, so no per-call argument conversion
+        # (the compiled helper calls its address; without the helper, ctypes calls it)
+        raw = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
         raw.restype = _I
         self.raw_launch = raw
-        self.raw_launch_ex = getattr(raw_dll, "cuLaunchKernelEx", None)
-        if self.raw_launch_ex is not None:
-            self.raw_launch_ex.restype = _I
         for name, argtypes in _SIGNATURES.items():
             fn = getattr(self.dll, name, None)
             if fn is None:

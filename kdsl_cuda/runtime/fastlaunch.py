@@ -11,9 +11,7 @@ in one ``if``, a size class as one shift), computes the kernels' scalar paramete
 (constants where the checked size classes fix them), workspace sizes and dynamic shared
 memory inline, allocates results with the input's library and launches each kernel: through
 the compiled helper (``native.py``: a ``Launcher`` per kernel, one C call) where this
-machine could build it, else through ctypes, ``cuLaunchKernelEx`` with the grid, block and
-stream packed beside the parameters in the kernel's prebuilt buffer (``launch.CONFIG``; 4
-ctypes arguments), else ``cuLaunchKernel``.  Anything else -- another array type, a tensor on
+machine could build it, else ``cuLaunchKernel`` through ctypes.  Anything else -- another array type, a tensor on
 the CPU, a wrong number of arguments, a failed check, a value no slot holds, a launch error --
 answers ``NotImplemented``, and the call takes the normal path, which keeps every error
 message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
@@ -39,7 +37,7 @@ from kdsl.runtime.signature import size_range
 from kdsl.runtime.slots import bf16_bits
 
 from . import driver, interop, native, torch_reader
-from .launch import _MAX_GRID, CONFIG, _span, launch_exprs
+from .launch import _MAX_GRID, _span, launch_exprs
 from .memory import Allocation, DeviceArray
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,6 +45,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 class Unsupported(Exception):
     """This plan gets no fast launcher."""
+
+
+#: per library: the expressions of an array's device address, its strides (torch's: in
+#: elements) and its C-contiguity (CuPy's: ``_cupy_contiguity``)
+_LIB = {"torch": ("{v}.data_ptr()", "{v}.stride()", "{v}.is_contiguous()"),
+        "cupy": ("{v}.data.ptr", "{v}.strides", None),
+        "kdsl": ("{v}.ptr", "{v}.strides", "{v}.is_c_contiguous")}
 
 
 def _kind_of(kind) -> str:
@@ -66,7 +71,7 @@ class _Gen:
         self.c, self.plan, self.ordinal = compiled, plan, ordinal
         self.lines, self.ns, self.k = [], {"NotImplemented": NotImplemented}, 0
         self.stride_src: dict = {}       # "st<tag>" -> the expression reading those strides
-        self.mem: dict = {}              # tag -> the expression of a CuPy array's memory pointer
+        self.mem: dict = {}              # tag -> the local holding a CuPy array's memory pointer
         self.ranges: dict = {}           # size name -> (lo, hi) it has once its checks passed
         self.alias: dict = {}            # size name -> the first size name it is checked equal to
         self.several = driver.device_count() > 1
@@ -101,7 +106,7 @@ class _Gen:
                 for d, want in enumerate(spec.dims)]
         if self.reader is not None:      # type, device, dtype, rank, contiguity: checked in C
             self.reader.append((var, spec, tag, dims))
-            self.stride_src[f"st{tag}"] = f"{var}.stride()"
+            self.stride_src[f"st{tag}"] = _LIB[kind][1].format(v=var)
             return kind, dims, info
         # few bytecodes per check: one `if` per group of conditions.  dtypes by identity (the
         # plan's contract, as numpy's fast launchers): torch's are singletons, CuPy's are
@@ -113,7 +118,6 @@ class _Gen:
         # CUDA one, so torch's is checked with one GPU too (is_cuda: that GPU; get_device()
         # where there are several); CuPy and kdsl arrays are always on a GPU (CuPy's memory
         # pointer, read once: `m<tag>`, holds the device and the address)
-        self.mem[tag] = f"{var}.data"
         if kind == "torch":
             cond.append(f"{var}.get_device() != {self.ordinal}" if self.several else
                         f"not {var}.is_cuda")
@@ -124,15 +128,14 @@ class _Gen:
             else:
                 cond.append(f"{var}.device != {self.ordinal}")
         if spec.contiguous:
-            cond.append({"torch": f"not {var}.is_contiguous()",
-                         "cupy": f"not {var}.{_cupy_contiguity(spec.kind)}",
-                         "kdsl": f"not {var}.is_c_contiguous"}[kind])
+            contiguous = _LIB[kind][2] or "{v}." + _cupy_contiguity(spec.kind)
+            cond.append("not " + contiguous.format(v=var))
         e(f"if {' or '.join(cond)}: return NotImplemented")
         # the rank and the sizes in one unpacking (ValueError: another rank)
         e(f"{', '.join(dims)}, = {var}.shape" if dims else
           f"if len({var}.shape): return NotImplemented")
         # strides are read where they are used (a stride parameter, a strided overlap check)
-        self.stride_src[f"st{tag}"] = f"{var}.stride()" if kind == "torch" else f"{var}.strides"
+        self.stride_src[f"st{tag}"] = _LIB[kind][1].format(v=var)
         return kind, dims, info
 
     def read_all(self) -> None:
@@ -151,8 +154,8 @@ class _Gen:
         """``p{tag} = `` the device address of array ``var`` (after its checks passed)."""
         if self.reader is not None:     # read by ``read_all``
             return
-        self.emit(f"p{tag} = " + {"torch": f"{var}.data_ptr()", "cupy": f"{self.mem[tag]}.ptr",
-                                  "kdsl": f"{var}.ptr"}[kind])
+        ptr = f"{self.mem[tag]}.ptr" if tag in self.mem else _LIB[kind][0].format(v=var)
+        self.emit(f"p{tag} = {ptr}")
 
     def size_check(self, dn: str, want, cls, same=None) -> str | None:
         """The condition declining size ``dn`` (fixed ``want``, or of size class ``cls``),
@@ -289,25 +292,19 @@ class _Gen:
                     tdt = self.const(interop._torch_dtypes()[kd], "_TD")
                     e(f"o{j} = _torch_empty({shp}, dtype={tdt}, device={self.ordinal})")
                     self.ns["_torch_empty"] = sys.modules["torch"].empty
-                    e(f"po{j} = o{j}.data_ptr()")
-                    self.stride_src[f"sto{j}"] = f"o{j}.stride()"
                 elif lib == "cupy" and not self.several:
                     # CuPy's documented constructor (cupy.empty calls it): C order, on the
                     # current device, which is the only one
                     e(f"o{j} = _cupy_nd({shp}, {self.const(kd.np, '_ND')})")
                     self.ns["_cupy_nd"] = sys.modules["cupy"].ndarray
-                    e(f"po{j} = o{j}.data.ptr")
-                    self.stride_src[f"sto{j}"] = f"o{j}.strides"
                 elif lib == "cupy":      # on the input's device (the library's `with device`)
                     e(f"o{j} = _empty_like({shp}, {self.const(kd)}, {like})")
                     self.ns["_empty_like"] = interop._LIBS["cupy"].empty
-                    e(f"po{j} = o{j}.data.ptr")
-                    self.stride_src[f"sto{j}"] = f"o{j}.strides"
                 else:
                     e(f"o{j} = _DA({shp}, {self.const(kd)}, device={self.ordinal}, stream=stream)")
                     self.ns["_DA"] = DeviceArray
-                    e(f"po{j} = o{j}.ptr")
-                    self.stride_src[f"sto{j}"] = f"o{j}.strides"
+                e(f"po{j} = " + _LIB[lib][0].format(v=f"o{j}"))
+                self.stride_src[f"sto{j}"] = _LIB[lib][1].format(v=f"o{j}")
                 bufs.append((f"po{j}", od, f"sto{j}", lib))
         self.scalars_and_launch(bufs)
         if plan.out_mode is not None:
@@ -327,10 +324,14 @@ class _Gen:
                 + checks + rest)
 
     def grid_range(self, ex, snames) -> tuple:
-        """(lo, hi) of grid expression ``ex`` once the sizes' checks passed (``self.ranges``),
-        or (None, None) where it cannot say (``_interval``)."""
-        r = _interval(ex, {v: self.ranges.get(nm) for v, nm in snames.items()})
-        return r if r is not None else (None, None)
+        """(lo, hi) of grid expression ``ex`` once the sizes' checks passed (``self.ranges``;
+        interval analysis, kdsl.ir.bounds), a side None where it is not a constant."""
+        from kdsl.ir.bounds import bound
+        try:
+            r = bound(ex, {v: self.ranges[nm] for v, nm in snames.items() if nm in self.ranges})
+        except Exception:       # noqa: BLE001  (unbounded, or beyond the analysis: per call)
+            return None, None
+        return tuple(int(x.value) if type(x) is n.Const else None for x in r)
 
     def overlap_checks(self, plan, kinds, bufs) -> None:
         """out= arrays must not share memory with inputs (the kernels assume so): decline
@@ -407,25 +408,18 @@ class _Gen:
         for w, nbytes in enumerate(sizes):
             e(f"w{w} = _Alloc({nbytes}, {self.ordinal}, stream)")
             ptrs.append(f"w{w}.ptr")
-        L = driver.lib()
-        # 1. the compiled helper (native.py): one C call packs the slots and launches;
-        # 2. cuLaunchKernelEx: 4 arguments, prebuilt c_void_p objects (launch.CONFIG holds the
-        # grid, block, shared bytes and stream, packed with the parameters); 3. cuLaunchKernel
-        # without ctypes argument conversion: handles as prebuilt c_void_p objects, ints as C
-        # ints (grids are checked < 2**31 below).  2 and 3 share buffers: under the lock
-        nat = _native_launch(L)
-        ex = None if nat else getattr(L, "raw_launch_ex", None)
-        acq, rel = c._lock.acquire, c._lock.release
-        self.ns.update(_Alloc=Allocation, _acq=acq, _rel=rel, _PackError=(struct.error,
-                                                                            OverflowError))
-        if nat:
-            self.ns["_nl"], self.ns["_cu"] = nat[0].launch, nat[1]
-        elif ex is not None:
-            self.ns["_lx"] = ex
-        else:
-            raw = getattr(L, "raw_launch", None)
-            self.ns.update(_launch=raw or L.cuLaunchKernel, _cstream=_stream_objects(),
-                           _c_void_p=ctypes.c_void_p)
+        # the compiled helper (native.py): one C call packs the slots and launches; else
+        # cuLaunchKernel through ctypes without argument conversion (handles as prebuilt
+        # c_void_p objects, ints as C ints: grids are checked < 2**31 below), the slots packed
+        # into the kernel's shared buffer under its lock
+        nat = _native_launch(driver.lib())
+        self.ns.update(_Alloc=Allocation, _PackError=(struct.error, OverflowError))
+        self.native = bool(nat)
+        if not nat:
+            L = driver.lib()
+            self.ns.update(_launch=getattr(L, "raw_launch", None) or L.cuLaunchKernel,
+                           _cstream=_STREAMS, _c_void_p=ctypes.c_void_p,
+                           _acq=c._lock.acquire, _rel=c._lock.release)
             e("cs = _cstream.get(stream)")
             e("if cs is None: cs = _cstream.setdefault(stream, _c_void_p(stream))")
         fns = c.functions(self.ordinal)
@@ -455,37 +449,27 @@ class _Gen:
                 self.ns[f"_smok{k}"] = plan.smem_ok.setdefault(self.ordinal, [0])
                 e(f"m{k} = {smems[k]}")
                 e(f"if m{k} > _smok{k}[0]: return NotImplemented")
-            positive = " and ".join(positive) or "True"
             args = "".join(", " + (ptrs[i] if kind == "buf" else snames[func.scalars[i]])
                            for kind, i in plan.slots)
-            self.ns[f"_buf{k}"] = plan.buffer
-            self.ns[f"_par{k}"] = plan.params
-            self.ns[f"_fn{k}"] = ctypes.c_void_p(fn)
-            bx, by, bz = plan.block
             if nat:
                 # the helper's Launcher: the driver's function, slot codes, kernel, block and
                 # (constant: tiny arrays) grid and shared bytes bound once
-                codes = self.ns[f"_codes{k}"] = native.codes(plan.format)
-                self.ns[f"_fnp{k}"] = fn
-                pack = None
                 fixed = all(x.isdigit() for x in g) and shm.isdigit()
                 self.ns[f"_L{k}"] = nat[0].Launcher(
-                    nat[1], codes, fn, bx, by, bz,
+                    nat[1], native.codes(plan.format), fn, *plan.block,
                     (int(g[0]), int(g[1]), int(g[2]), int(shm)) if fixed else None)
                 head = "" if fixed else f", {g[0]}, {g[1]}, {g[2]}, {shm}"
-                launch = f"if _L{k}(stream{head}{args}): return NotImplemented"
-            elif ex is not None:
-                self.ns[f"_pk{k}"] = plan.pack_config
-                self.ns[f"_cfg{k}"] = plan.config
-                pack = (f"_pk{k}(_buf{k}, 0, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
-                        f"stream{args})")
-                launch = f"if _lx(_cfg{k}, _fn{k}, _par{k}, None): return NotImplemented"
+                run = [f"if _L{k}(stream{head}{args}): return NotImplemented"]
             else:
-                self.ns[f"_pack{k}"] = plan.pack_into
-                pack = f"_pack{k}(_buf{k}, {CONFIG.size}{args})"
-                launch = (f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
-                          f"cs, _par{k}, None): return NotImplemented")
-            launches.append((positive, pack, launch))
+                self.ns.update({f"_pack{k}": plan.pack_into, f"_buf{k}": plan.buffer,
+                                f"_par{k}": plan.params, f"_fn{k}": ctypes.c_void_p(fn)})
+                bx, by, bz = plan.block
+                run = [f"_pack{k}(_buf{k}, 0{args})",
+                       f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
+                       f"cs, _par{k}, None): return NotImplemented"]
+            if positive:
+                run = [f"if {' and '.join(positive)}:"] + ["    " + x for x in run]
+            launches += run
         # the lock: the buffers are shared by the threads calling this specialisation (acquire
         # and release: half the cost of a `with` block; the helper packs on its C stack).  A
         # value the slots cannot hold (an int scalar beyond 64 bits): declined, the normal
@@ -493,57 +477,13 @@ class _Gen:
         if not nat:
             e("_acq()")
         e("try:")
-        for positive, pack, launch in launches:
-            ind = "    "
-            if positive != "True":
-                e(f"    if {positive}:")
-                ind = "        "
-            if pack is not None:
-                e(ind + pack)
-            e(ind + launch)
+        for x in launches:
+            e("    " + x)
         e("except _PackError:")
         e("    return NotImplemented")
         if not nat:
             e("finally:")
             e("    _rel()")
-
-
-def _interval(e, ranges: dict):
-    """Inclusive (lo, hi) of integer expression ``e`` with each Var within ``ranges`` (Var ->
-    (lo, hi) or None), by interval arithmetic over what grids are made of (+, -, *, floor
-    division by a positive constant, min, max); None where a Var has no range or another
-    operation appears."""
-    t = type(e)
-    if not e.dtype.is_int:
-        return None
-    if t is n.Const:
-        return int(e.value), int(e.value)
-    if t is n.Var:
-        return ranges.get(e)
-    if t is not n.Binary:
-        return None
-    op = e.op
-    a = _interval(e.a, ranges)
-    if op is n.BinOp.FLOORDIV:
-        c = e.b
-        if a is None or type(c) is not n.Const or not c.value > 0:
-            return None
-        return a[0] // c.value, a[1] // c.value        # floor division: monotone for c > 0
-    b = _interval(e.b, ranges)
-    if a is None or b is None:
-        return None
-    if op is n.BinOp.ADD:
-        return a[0] + b[0], a[1] + b[1]
-    if op is n.BinOp.SUB:
-        return a[0] - b[1], a[1] - b[0]
-    if op is n.BinOp.MUL:
-        ends = [x * y for x in a for y in b]
-        return min(ends), max(ends)
-    if op is n.BinOp.MIN:
-        return min(a[0], b[0]), min(a[1], b[1])
-    if op is n.BinOp.MAX:
-        return max(a[0], b[0]), max(a[1], b[1])
-    return None
 
 
 def _takes_device(get_current_stream, ordinal) -> bool:
@@ -577,11 +517,7 @@ def _native_launch(L):
     return mod, ctypes.cast(raw, ctypes.c_void_p).value
 
 
-def _stream_objects() -> dict:
-    """Stream handle -> its c_void_p (made once per stream, shared by the fast launchers)."""
-    return _STREAMS
-
-
+#: stream handle -> its c_void_p (made once per stream, shared by the ctypes launches)
 _STREAMS: dict = {}
 
 
@@ -602,5 +538,5 @@ def build(compiled, plan):
     # packed: the same launcher taking (args, out), which Kernel._call calls; where the compiled
     # helper is there, its C entry serves the kernel's calls
     return FastLauncher(fn, device_arrays=True, packed=g.ns["packed"],
-                        entry=native.entry if "_nl" in g.ns else None)
+                        entry=native.entry if g.native else None)
 

@@ -7,9 +7,7 @@ in order, on one stream).  What a call computes from its arguments -- the scalar
 kernel's grid and the workspace sizes -- is one generated Python function (``geometry``), made
 once from the IR's expressions with the same printer the dispatch launcher uses.  Each kernel's
 parameters are packed into one prebuilt ctypes buffer (8-byte slots) whose slot addresses are
-the ``kernelParams`` of ``cuLaunchKernel``; in front of the slots the buffer holds a
-``CUlaunchConfig`` (``CONFIG``) that the fast launchers pack with them for
-``cuLaunchKernelEx`` (fastlaunch.py).  A kernel with shared buffers sized at launch gets
+the ``kernelParams`` of ``cuLaunchKernel``.  A kernel with shared buffers sized at launch gets
 their bytes (``Launch.dynamic_shared``) as ``sharedMemBytes``; above 48 KB per block the
 function's attribute is raised first (``allow_shared``), above the device's limit the call is
 refused.
@@ -41,10 +39,6 @@ from .memory import Allocation, DeviceArray, sync_stream, to_device
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 _MAX_GRID = (2 ** 31 - 1, 65535, 65535)
-#: CUlaunchConfig (cuda.h) as the fast launchers pack it in front of a kernel's parameter slots:
-#: gridDim x, y, z, blockDim x, y, z, sharedMemBytes, hStream, then attrs (NULL) and numAttrs
-#: (0) written as zero padding; 56 bytes, so the slots after it stay 8-byte aligned
-CONFIG = struct.Struct("<7I4xQ16x")
 #: shared memory per block (static + dynamic) a launch gets without the opt-in attribute
 DEFAULT_SHARED = 48 * 1024
 
@@ -76,16 +70,12 @@ class KernelPlan:
                                             "neither a buffer nor a scalar")
         #: the struct format of the parameter slots
         self.format = fmt
-        #: the parameter slots, packed at offset CONFIG.size of ``buffer``
+        #: the parameter slots, packed into ``buffer`` (its slot addresses: ``params``)
         self.pack_into = struct.Struct(fmt).pack_into
-        #: the launch config and the parameter slots in one call (``pack_config``, module doc)
-        self.pack_config = struct.Struct(CONFIG.format + fmt[1:]).pack_into
         nslots = max(len(self.slots), 1)
-        self.buffer = ctypes.create_string_buffer(CONFIG.size + 8 * nslots)
+        self.buffer = ctypes.create_string_buffer(8 * nslots)
         base = ctypes.addressof(self.buffer)
-        self.config = ctypes.c_void_p(base)       # the CUlaunchConfig of cuLaunchKernelEx
-        self.params = (ctypes.c_void_p * nslots)(*[base + CONFIG.size + 8 * i
-                                                   for i in range(nslots)])
+        self.params = (ctypes.c_void_p * nslots)(*[base + 8 * i for i in range(nslots)])
         self.grid = ks.launch.grid
         #: dynamic shared memory (bytes) as an Expr of the scalars, or None
         self.smem = ks.launch.dynamic_shared
@@ -274,7 +264,7 @@ class CudaCompiled:
             args = [ptrs[i] if kind == "buf" else _scalar(values[i], self.func.scalars[i].dtype)
                     for kind, i in plan.slots]
             with self._lock:
-                plan.pack_into(plan.buffer, CONFIG.size, *args)
+                plan.pack_into(plan.buffer, 0, *args)
                 code = L.cuLaunchKernel(fn, grid[0], grid[1], grid[2], plan.block[0],
                                         plan.block[1], plan.block[2], shm, sv, plan.params, None)
             if code:
@@ -289,16 +279,14 @@ def _scalar(v, d):
 def _stage_out(d: DeviceArray, out: np.ndarray, stream: int) -> None:
     if not out.size:
         return
-    L = driver.lib()
-    if out.flags.c_contiguous and out.flags.writeable:
-        L.check(L.cuMemcpyDtoHAsync_v2(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(d.ptr),
-                                       out.nbytes, ctypes.c_void_p(stream)), "cuMemcpyDtoH")
-        return
-    tmp = np.empty(out.shape, out.dtype)
-    L.check(L.cuMemcpyDtoHAsync_v2(ctypes.c_void_p(tmp.ctypes.data), ctypes.c_void_p(d.ptr),
-                                   tmp.nbytes, ctypes.c_void_p(stream)), "cuMemcpyDtoH")
-    sync_stream(stream)
-    np.copyto(out, tmp)
+    direct = out.flags.c_contiguous and out.flags.writeable
+    host = out if direct else np.empty(out.shape, out.dtype)
+    driver.lib().check(driver.lib().cuMemcpyDtoHAsync_v2(
+        ctypes.c_void_p(host.ctypes.data), ctypes.c_void_p(d.ptr), host.nbytes,
+        ctypes.c_void_p(stream)), "cuMemcpyDtoH")
+    if not direct:
+        sync_stream(stream)
+        np.copyto(out, host)
 
 
 def _span(p: int, shape, strides, itemsize: int, elements: bool) -> tuple:

@@ -9,7 +9,6 @@ typedef int (*launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned
                         unsigned, void *, void **, void **);
 
 #define MAX_SLOTS 256
-#define FIXED 11   /* cu, codes, fn, gx, gy, gz, bx, by, bz, shared, stream */
 
 static int slot(char code, PyObject *o, uint64_t *s)
 {
@@ -64,48 +63,9 @@ static int slot(char code, PyObject *o, uint64_t *s)
     return -1;
 }
 
-static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t n)
-{
-    if (n < FIXED) {
-        PyErr_SetString(PyExc_TypeError, "launch() takes at least 11 arguments"); return NULL; }
-    void *cu = PyLong_AsVoidPtr(args[0]);
-    if (cu == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "launch(): NULL cuLaunchKernel");
-        return NULL; }
-    if (!PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "launch(): slot codes must be bytes"); return NULL; }
-    Py_ssize_t ns = n - FIXED;
-    if (PyBytes_GET_SIZE(args[1]) != ns || ns > MAX_SLOTS) {
-        PyErr_SetString(PyExc_TypeError, "launch(): one value per slot code"); return NULL; }
-    const char *codes = PyBytes_AS_STRING(args[1]);
-    void *fn = PyLong_AsVoidPtr(args[2]);
-    if (fn == NULL && PyErr_Occurred()) return NULL;
-    unsigned dims[7];
-    for (int i = 0; i < 7; i++) {
-        unsigned long v = PyLong_AsUnsignedLong(args[3 + i]);
-        if (v == (unsigned long)-1 && PyErr_Occurred()) return NULL;
-        if (v > 0xffffffffUL) {
-            PyErr_SetString(PyExc_OverflowError, "launch(): grid, block or shared size"); return NULL; }
-        dims[i] = (unsigned)v;
-    }
-    void *stream = PyLong_AsVoidPtr(args[10]);
-    if (stream == NULL && PyErr_Occurred()) return NULL;
-    uint64_t slots[MAX_SLOTS];
-    void *params[MAX_SLOTS];
-    for (Py_ssize_t i = 0; i < ns; i++) {
-        if (slot(codes[i], args[FIXED + i], &slots[i]) < 0) return NULL;
-        params[i] = &slots[i];
-    }
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ((launch_t)cu)(fn, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], stream,
-                        params, NULL);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(rc);
-}
-
-/* Launcher(cu, codes, fn, bx, by, bz, grid): launch() with what one kernel's launches share
-   bound once.  grid: (gx, gy, gz, shared), constants: calls are L(stream, *slots); None: calls
+/* Launcher(cu, codes, fn, bx, by, bz, grid): one kernel's launch through cuLaunchKernel (its
+   address: cu), its slot values converted by their codes (slot()) onto the C stack, the GIL
+   released around the driver call; what the kernel's launches share is bound once.  grid: (gx, gy, gz, shared), constants: calls are L(stream, *slots); None: calls
    are L(stream, gx, gy, gz, shared, *slots). */
 typedef struct {
     PyObject_HEAD
@@ -380,16 +340,14 @@ typedef struct {
 
 static int c_contiguous(const KdDLTensor *t)
 {
-    if (t->strides == NULL) return 1;
+    int ok = 1;     /* no elements (a size 0): any strides */
     int64_t want = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] == 0) return 1;      /* no elements: any strides */
-    }
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] != 1 && t->strides[d] != want) return 0;
+        if (t->shape[d] == 0) return 1;
+        if (t->strides != NULL && t->shape[d] != 1 && t->strides[d] != want) ok = 0;
         want *= t->shape[d];
     }
-    return 1;
+    return ok;
 }
 
 static PyObject *reader_call(Reader *self, PyObject *const *args, size_t nargsf,
@@ -438,20 +396,6 @@ fail:
     return NULL;
 }
 
-/* The exchange API of a `dlpack_exchange_api` capsule, or NULL with ValueError where it lacks
-   what the readers call (the DLTensor export and the current stream: DLPack >= 1.2). */
-static const KdExchangeApi *exchange_api(PyObject *capsule)
-{
-    const KdExchangeApi *api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
-    if (api == NULL) return NULL;
-    if (api->header.version.major != 1 || api->header.version.minor < 2 ||
-            api->dltensor_from_py == NULL || api->current_stream == NULL) {
-        PyErr_SetString(PyExc_ValueError, "a DLPack exchange API without the DLTensor export "
-                        "or the current stream (needs DLPack >= 1.2)");
-        return NULL; }
-    return api;
-}
-
 static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     PyObject *capsule, *ttype, *specs;
@@ -461,8 +405,14 @@ static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTuple(args, "OOiiO!p", &capsule, &ttype, &device_type, &device_id,
                           &PyTuple_Type, &specs, &stream))
         return NULL;
-    const KdExchangeApi *api = exchange_api(capsule);
+    /* the exchange API must have what the readers call (DLPack >= 1.2) */
+    const KdExchangeApi *api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
     if (api == NULL) return NULL;
+    if (api->header.version.major != 1 || api->header.version.minor < 2 ||
+            api->dltensor_from_py == NULL || api->current_stream == NULL) {
+        PyErr_SetString(PyExc_ValueError, "a DLPack exchange API without the DLTensor export "
+                        "or the current stream (needs DLPack >= 1.2)");
+        return NULL; }
     if (!PyType_Check(ttype)) {
         PyErr_SetString(PyExc_TypeError, "Reader(): the array type"); return NULL; }
     Py_ssize_t n = PyTuple_GET_SIZE(specs);
@@ -506,20 +456,6 @@ static void reader_dealloc(Reader *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* dl_dtype(api, array): (code, bits, lanes) of one array as the exchange API exports it (how
-   the launchers learn the DLPack code of each library dtype, e.g. torch.bfloat16, from the
-   library itself). */
-static PyObject *dl_dtype(PyObject *self, PyObject *const *args, Py_ssize_t n)
-{
-    if (n != 2) {
-        PyErr_SetString(PyExc_TypeError, "dl_dtype(api, array)"); return NULL; }
-    const KdExchangeApi *api = exchange_api(args[0]);
-    if (api == NULL) return NULL;
-    KdDLTensor t;
-    if (api->dltensor_from_py(args[1], &t) != 0) return NULL;
-    return Py_BuildValue("(iii)", t.dtype.code, t.dtype.bits, t.dtype.lanes);
-}
-
 static PyTypeObject ReaderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "_kdsl_launch.Reader",
@@ -532,19 +468,10 @@ static PyTypeObject ReaderType = {
     .tp_new = reader_new,
 };
 
-static PyMethodDef methods[] = {
-    {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
-     "launch(cu, codes, fn, gx, gy, gz, bx, by, bz, shared, stream, *slots) -> CUresult"},
-    {"dl_dtype", (PyCFunction)(void (*)(void))dl_dtype, METH_FASTCALL,
-     "dl_dtype(api, array) -> (code, bits, lanes)"},
-    {NULL, NULL, 0, NULL}};
-
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_kdsl_launch", NULL, -1, methods};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_kdsl_launch", NULL, -1, NULL};
 
 PyMODINIT_FUNC PyInit__kdsl_launch(void)
 {
-    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EntryType) < 0 ||
-            PyType_Ready(&ReaderType) < 0) return NULL;
     s_out = PyUnicode_InternFromString("out");
     s_backend = PyUnicode_InternFromString("backend");
     s_fast = PyUnicode_InternFromString("_fast");
@@ -554,14 +481,8 @@ PyMODINIT_FUNC PyInit__kdsl_launch(void)
     if (!s_out || !s_backend || !s_fast || !s_fast_out || !s_gen || !s_auto) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (m == NULL) return NULL;
-    Py_INCREF(&LauncherType);
-    if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
-        Py_DECREF(&LauncherType); Py_DECREF(m); return NULL; }
-    Py_INCREF(&EntryType);
-    if (PyModule_AddObject(m, "Entry", (PyObject *)&EntryType) < 0) {
-        Py_DECREF(&EntryType); Py_DECREF(m); return NULL; }
-    Py_INCREF(&ReaderType);
-    if (PyModule_AddObject(m, "Reader", (PyObject *)&ReaderType) < 0) {
-        Py_DECREF(&ReaderType); Py_DECREF(m); return NULL; }
+    if (PyModule_AddType(m, &LauncherType) < 0 || PyModule_AddType(m, &EntryType) < 0 ||
+            PyModule_AddType(m, &ReaderType) < 0) {
+        Py_DECREF(m); return NULL; }
     return m;
 }

@@ -3,17 +3,15 @@ calls ``cuLaunchKernel``.
 
 Through ctypes a launch costs a ``struct`` pack into a shared buffer, a lock around it (threads
 share the buffer) and ctypes' per-argument conversion: ~1.5 us of Python per launch on the
-session-13 H100 host, above the driver's own cost.  ``launch(cu, codes, fn, gx, gy, gz, bx, by,
-bz, shared, stream, *slots)`` does the same in C: each slot value converted by its code (the
-first letter of its ``kdsl.runtime.slots.SLOT`` format: ``Q`` pointer, ``q`` int64, ``d``
-float64, ``f`` float32, ``e`` float16, ``i``/``h``/``b`` signed, ``I``/``H``/``B`` unsigned,
-``?`` bool) into 8-byte slots on the C stack (no lock), the GIL released around the driver call
-(``cu``: the address of ``cuLaunchKernel``); it returns the CUresult, and raises OverflowError
-(a value its slot cannot hold) or TypeError like ``struct`` would.  ``Launcher(cu, codes, fn,
-bx, by, bz, grid)`` is that launch with one kernel's constants bound once (the fast launchers'):
-called ``L(stream, *slots)`` when ``grid`` is ``(gx, gy, gz, shared)``, ``L(stream, gx, gy,
-gz, shared, *slots)`` when it is None; a vectorcall object, so a launch passes only what
-changes per call.
+session-13 H100 host, above the driver's own cost.  ``Launcher(cu, codes, fn, bx, by, bz,
+grid)`` does it in C for one kernel, its constants bound once: called ``L(stream, *slots)``
+when ``grid`` is ``(gx, gy, gz, shared)``, ``L(stream, gx, gy, gz, shared, *slots)`` when it is
+None (a vectorcall object: a launch passes only what changes per call).  Each slot value is
+converted by its code (the first letter of its ``kdsl.runtime.slots.SLOT`` format: ``Q``
+pointer, ``q`` int64, ``d`` float64, ``f`` float32, ``e`` float16, ``i``/``h``/``b`` signed,
+``I``/``H``/``B`` unsigned, ``?`` bool) into 8-byte slots on the C stack (no lock), the GIL
+released around the driver call (``cu``: the address of ``cuLaunchKernel``); it returns the
+CUresult, and raises OverflowError (a value its slot cannot hold) or TypeError like ``struct``.
 
 The helper is built once per Python version with the C compiler Python was built with (``cc``
 otherwise) and Python's headers, into ``$KDSL_CACHE_DIR/native`` (a temporary folder when
@@ -33,26 +31,14 @@ import threading
 # subprocess, shutil, sysconfig and tempfile are imported where the helper is built: a process
 # whose helper is already built (the usual case) does not pay ~5-10 ms to import them
 
+#: the helper's C source, beside this module
 _C_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_helper.c")
-
-
-def source() -> str:
-    """The helper's C source (``launch_helper.c`` beside this module)."""
-    with open(_C_FILE, encoding="utf-8") as f:
-        return f.read()
-
 _NAME = "_kdsl_launch"
 _lock = threading.Lock()
 _module = None
 #: why there is no helper (None: not tried yet, or built)
 error: str | None = None
 _tried = False
-
-
-def enabled() -> bool:
-    """``KDSL_CUDA_NATIVE_LAUNCH``: the compiled launch helper is used unless 0/false/off."""
-    from kdsl import config
-    return config.cuda_native_launch()
 
 
 def module():
@@ -62,7 +48,8 @@ def module():
         return _module
     with _lock:
         if not _tried:
-            if not enabled():
+            from kdsl import config
+            if not config.cuda_native_launch():       # KDSL_CUDA_NATIVE_LAUNCH=0
                 error = "KDSL_CUDA_NATIVE_LAUNCH is off"
             else:
                 try:
@@ -89,7 +76,8 @@ def _directory() -> str:
 def _load():
     # (EXT_SUFFIX without importing sysconfig: the first suffix the import system accepts)
     suffix = (importlib.machinery.EXTENSION_SUFFIXES or [".so"])[0]
-    text = source()
+    with open(_C_FILE, encoding="utf-8") as f:
+        text = f.read()
     key = hashlib.sha256((text + sys.version + suffix).encode()).hexdigest()[:16]
     d = _directory()
     path = os.path.join(d, f"{_NAME}_{key}{suffix}")

@@ -11,8 +11,6 @@ from . import native
 #: DLPack's device type of CUDA memory (dlpack.h ``kDLCUDA``)
 KDL_CUDA = 2
 
-_DL_DTYPES: dict = {}
-
 
 def available() -> bool:
     """Whether torch tensors can be read by the compiled helper's ``Reader``: torch exports
@@ -29,14 +27,13 @@ def available() -> bool:
 
 
 def dl_spec(spec) -> tuple:
-    """``(code, bits, lanes, ndim, contiguous)`` of an array spec of a torch plan: the DLPack
-    dtype as torch itself exports it (read once per dtype from an empty tensor)."""
-    code = _DL_DTYPES.get(spec.dtype)
-    if code is None:
-        torch = sys.modules["torch"]
-        code = _DL_DTYPES[spec.dtype] = native.module().dl_dtype(
-            torch.Tensor.__dlpack_c_exchange_api__, torch.empty(0, dtype=spec.dtype))
-    return code + (len(spec.dims), bool(spec.contiguous))
+    """``(code, bits, lanes, ndim, contiguous)`` of an array spec of a torch plan: its dtype's
+    DLPack code (dlpack.h: kDLBool 6, kDLBfloat 4, kDLFloat 2, kDLInt 0, kDLUInt 1; a code torch
+    exports otherwise only makes the reader decline)."""
+    d, torch = spec.dtype, sys.modules["torch"]
+    code = (6 if d is torch.bool else 4 if d is torch.bfloat16 else 2 if d.is_floating_point
+            else 0 if d.is_signed else 1)
+    return code, 8 * d.itemsize, 1, len(spec.dims), bool(spec.contiguous)
 
 
 def reader(specs, ordinal: int):

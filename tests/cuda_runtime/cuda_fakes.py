@@ -22,16 +22,6 @@ class FakeLib:
                                   params=vals, shared=shmem))
         return 0
 
-    def raw_launch_ex(self, config, fn, params, extra):
-        """cuLaunchKernelEx as the fast launchers call it: the grid, block, shared bytes and
-        stream read back from the CUlaunchConfig they packed (launch.CONFIG)."""
-        from kdsl_cuda.runtime.launch import CONFIG
-        (gx, gy, gz, bx, by, bz, shmem, stream) = CONFIG.unpack(
-            ctypes.string_at(config.value, CONFIG.size))
-        attrs = ctypes.string_at(config.value + 40, 16)
-        assert attrs == bytes(16), "attrs and numAttrs must be zero"
-        return self.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
-
     #: static shared bytes every fake function reports (cuFuncGetAttribute)
     static_shared = 64
 

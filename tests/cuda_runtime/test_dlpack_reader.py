@@ -25,7 +25,9 @@ KDL_CPU = 1
 
 
 def spec(dtype, ndim, contiguous=True):
-    return MOD.dl_dtype(API, torch.empty(0, dtype=dtype)) + (ndim, contiguous)
+    from types import SimpleNamespace
+    from kdsl_cuda.runtime.torch_reader import dl_spec
+    return dl_spec(SimpleNamespace(dtype=dtype, dims=(None,) * ndim, contiguous=contiguous))
 
 
 def test_reads_pointers_and_sizes():
@@ -38,12 +40,16 @@ def test_reads_pointers_and_sizes():
     assert r(v, b)[0] == v.data_ptr() == a.data_ptr() + 16
 
 
-def test_dtypes_as_torch_exports_them():
-    codes = {d: MOD.dl_dtype(API, torch.empty(0, dtype=d))
-             for d in (torch.float32, torch.float16, torch.bfloat16, torch.bool, torch.uint8,
-                       torch.int32)}
-    assert codes[torch.float32] == (2, 32, 1) and codes[torch.int32] == (0, 32, 1)
-    assert len(set(codes.values())) == len(codes)     # bfloat16 is not float16, bool not uint8
+def test_dtype_codes_are_what_torch_exports():
+    """Each kdsl dtype's DLPack code (torch_reader.dl_spec) reads a tensor of that dtype and
+    declines every other dtype (bfloat16 is not float16, bool not uint8)."""
+    dtypes = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.bool,
+              torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.int16,
+              torch.int32, torch.int64)
+    tensors = [torch.zeros(3, dtype=d) for d in dtypes]
+    for d in dtypes:
+        r = MOD.Reader(API, torch.Tensor, KDL_CPU, 0, (spec(d, 1),), False)
+        assert [r(t) is not None for t in tensors] == [e is d for e in dtypes], d
 
 
 @pytest.mark.parametrize("bad", ["dtype", "rank", "strided", "transposed", "subclass",

@@ -31,7 +31,7 @@ def test_fast_launch_matches_the_normal_path(torch, fake_driver):
     (got,) = fake_driver.launches
     assert got == slow and got["stream"] == torch._C.streams[0]
     assert got["params"][:3] == [a.data_ptr(), b.data_ptr(), c.data_ptr()]
-    assert "_lx(" in fast[2].__kdsl_source__            # cuLaunchKernelEx
+    assert "_launch(" in fast[2].__kdsl_source__        # cuLaunchKernel through ctypes
     # the allocating form: a torch tensor of the input's size, launched the same way
     promoted(add, a, b)
     fake_driver.launches.clear()
@@ -39,19 +39,6 @@ def test_fast_launch_matches_the_normal_path(torch, fake_driver):
     assert type(r) is torch.Tensor and r.shape == (n,) and r.dtype is torch.float32
     assert fake_driver.launches[-1]["params"][:3] == [a.data_ptr(), b.data_ptr(), r.data_ptr()]
     assert fake_driver.launches[-1]["grid"] == slow["grid"]
-
-
-def test_fast_launch_without_cuLaunchKernelEx(torch, fake_driver):
-    fake_driver.raw_launch_ex = None        # an old driver: cuLaunchKernel, 11 arguments
-    add = add_kernel()
-    a, b, c = (torch.Tensor((300,), torch.float32) for _ in range(3))
-    add(a, b, out=c)
-    slow = fake_driver.launches[-1]
-    fast = promoted(add, a, b, out=c)
-    assert "_lx(" not in fast[2].__kdsl_source__ and "_launch(" in fast[2].__kdsl_source__
-    fake_driver.launches.clear()
-    add(a, b, out=c)
-    assert fake_driver.launches == [slow]
 
 
 def test_cpu_tensors_are_declined(torch, fake_driver):
@@ -189,6 +176,23 @@ def test_out_tuples_of_two_results(torch, fake_driver):
     for bad in ((c,), (c, d, d), [c, d], c, (c, torch.Tensor((299,), torch.float32)),
                 (c, torch.Tensor((300,), torch.float64)), (c, a)):
         assert fast[2](a, b, bad) is NotImplemented, bad
+
+
+def test_tiny_arrays_get_a_constant_grid(torch, fake_driver):
+    """Every size of a small size class needs the same grid: the launcher passes it as
+    constants (its range by kdsl.ir.bounds over the class's sizes) and launches what the
+    normal path launches."""
+    add = add_kernel()
+    n = int(np.random.default_rng().integers(8, 16))
+    a, b, c = (torch.Tensor((n,), torch.float32) for _ in range(3))
+    add(a, b, out=c)
+    slow = fake_driver.launches[-1]
+    fast = promoted(add, a, b, out=c)
+    src = fast[2].__kdsl_source__
+    gx, gy, gz = slow["grid"]
+    assert "g00" not in src and f"_launch(_fn0, {gx}, {gy}, {gz}, " in src, src
+    fake_driver.launches.clear()
+    assert add(a, b, out=c) is c and fake_driver.launches == [slow]
 
 
 def test_a_2d_kernel_with_a_scalar_gets_a_fast_launcher(torch, fake_driver):

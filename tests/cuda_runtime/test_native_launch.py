@@ -68,24 +68,27 @@ def test_slot_codes_pack_like_struct(helper, recorder):
     assert codes(fmt) == b"QqdfeihbIHB?"
     ctypes.c_int.in_dll(recorder, "rec_n").value = len(vals)
     cu = ctypes.cast(recorder.rec, ctypes.c_void_p).value
-    rc = helper.launch(cu, codes(fmt), 0x1234, 7, 2, 1, 256, 1, 1, 4096, 0xABC0, *vals)
+    rc = helper.Launcher(cu, codes(fmt), 0x1234, 256, 1, 1, None)(0xABC0, 7, 2, 1, 4096, *vals)
     assert rc == 0
     assert _vals(recorder, len(vals)) == struct.pack(fmt, *vals)
     assert list((ctypes.c_uint * 7).in_dll(recorder, "rec_dims")) == [7, 2, 1, 256, 1, 1, 4096]
     assert ctypes.c_void_p.in_dll(recorder, "rec_fn").value == 0x1234
     assert ctypes.c_void_p.in_dll(recorder, "rec_stream").value == 0xABC0
+
+    def one(code):
+        return helper.Launcher(cu, code, 1, 1, 1, 1, (1, 1, 1, 0))
     ctypes.c_int.in_dll(recorder, "rec_result").value = 719      # a launch error comes back
     ctypes.c_int.in_dll(recorder, "rec_n").value = 1
-    assert helper.launch(cu, b"Q", 1, 1, 1, 1, 1, 1, 1, 0, 0, 5) == 719
+    assert one(b"Q")(0, 5) == 719
     n = ctypes.c_int.in_dll(recorder, "rec_count").value
     for code, bad in ((b"q", 2 ** 63), (b"i", 2 ** 31), (b"B", -1), (b"Q", -1), (b"f", 1e300),
                       (b"H", 65536)):
         with pytest.raises(OverflowError):
-            helper.launch(cu, code, 1, 1, 1, 1, 1, 1, 1, 0, 0, bad)
+            one(code)(0, bad)
     with pytest.raises(TypeError):
-        helper.launch(cu, b"q", 1, 1, 1, 1, 1, 1, 1, 0, 0, 1.5)
+        one(b"q")(0, 1.5)
     with pytest.raises(TypeError):
-        helper.launch(cu, b"qq", 1, 1, 1, 1, 1, 1, 1, 0, 0, 1)        # one value per code
+        one(b"qq")(0, 1)        # one value per code
     assert ctypes.c_int.in_dll(recorder, "rec_count").value == n      # nothing launched
 
 
@@ -109,7 +112,7 @@ def test_fast_launcher_through_the_helper(fake_driver, monkeypatch, helper, reco
     assert fast is not None and fast[4] is not None
     src = fast[2].__kdsl_source__
     if recorder is None:
-        assert "_L0(" not in src and "_lx(" in src
+        assert "_L0(" not in src and "_launch(" in src
         return
     assert "_L0(stream, " in src and "_acq()" not in src     # no lock: slots on the C stack
     before = ctypes.c_int.in_dll(recorder, "rec_count").value
@@ -140,7 +143,15 @@ def test_no_compiler_keeps_the_ctypes_path(fake_driver, monkeypatch, tmp_path):
     monkeypatch.setattr(native, "error", None)
     assert native.module() is None and "no C compiler" in native.error
     torch = fake_torch.install(monkeypatch)
-    recorder = ctypes.CDLL(None).abs          # a C function: the helper would be used if built
+    calls = []
+
+    def rec(fn, gx, gy, gz, bx, by, bz, shm, stream, params, extra):
+        slot = [ctypes.c_void_p.from_address(params + 8 * i).value for i in range(3)]
+        calls.append([ctypes.c_uint64.from_address(p).value for p in slot])
+        return 0
+    # a C function (the helper would be used if built), called by ctypes with 11 arguments
+    recorder = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7,
+                                *[ctypes.c_void_p] * 3)(rec)
     fake_driver.raw_launch = recorder
 
     @kd.kernel
@@ -150,16 +161,15 @@ def test_no_compiler_keeps_the_ctypes_path(fake_driver, monkeypatch, tmp_path):
     for _ in range(4):
         add(x, y, out=z)
     src = add._fast_out[2].__kdsl_source__
-    assert "_L0(" not in src and "_lx(" in src
+    assert "_L0(" not in src and "_launch(" in src
     n = len(fake_driver.launches)
     add(x, y, out=z)
-    assert len(fake_driver.launches) == n + 1 and fake_driver.launches[-1]["params"][:3] == [
-        x.data_ptr(), y.data_ptr(), z.data_ptr()]
+    assert len(fake_driver.launches) == n and calls[-1] == [x.data_ptr(), y.data_ptr(), z.data_ptr()]
 
 
 def test_launcher_binds_a_kernels_constants(helper, recorder):
-    """``Launcher(cu, codes, fn, bx, by, bz, grid)``: the same launch as ``launch`` with the
-    driver's function, slot codes, kernel, block and (a tuple) grid and shared bytes bound."""
+    """``Launcher(cu, codes, fn, bx, by, bz, grid)``: the driver's function, slot codes, kernel,
+    block and (a tuple) grid and shared bytes bound."""
     if helper is None:
         return
     from kdsl_cuda.runtime.native import codes
