@@ -235,9 +235,14 @@ def tiled(sched, h, p: Params, parallel: bool = True) -> None:
     """Apply the tiled sketch with parameters ``p`` to stage ``h`` (see the module docstring)."""
     st = h.stage
     sk = sketch(st)
-    if sk is None:
-        from ..errors import InternalCompilerError
-        raise InternalCompilerError(f"stage {h.name}: the tiled schedule needs a contraction")
+    if sk is None:      # e.g. a convolution with one output channel is a stencil here
+        from ..errors import ScheduleError
+        raise ScheduleError(
+            f"stage {h.name}: the generator's tiled schedule needs a contraction with reuse "
+            "(a long reduce axis, or an output axis that only the non-streamed operand reads), "
+            "which this specialisation of the stage is not",
+            hint="pick the parameters from generator.candidates() of the stage as the call "
+                 "specialises it (an empty list: it has no tiled form), or keep the default")
     ko, _ = h.split(sk.main, factor=p.kc)
     rf = sched.rfactor(h, ko)
     (kv,) = h.reduce_axes

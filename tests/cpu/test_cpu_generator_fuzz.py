@@ -66,11 +66,37 @@ def test_random_generator_candidates_on_cpu(draw):
                     vector_registers=int(rng.choice([16, 32])))
     cands = G.candidates(Schedule(trace(fn, specs)).stages[-1].stage, target)
     assert cands, f"seed {seed}: no candidate"
-    p = cands[int(rng.integers(len(cands)))].params
+    pick, chosen = int(rng.integers(1 << 30)), []
+
+    def tile(s):
+        # the candidates of the stage as this call specialises it (one output channel makes a
+        # 3x3 convolution a stencil: no tiled form, the default schedule stays; seed 126)
+        here = G.candidates(s.stages[-1].stage, target)
+        if here:
+            chosen.append(here[pick % len(here)].params)
+            G.tiled(s, s.stages[-1], chosen[0])
     k = kd.kernel(fn)
-    k.schedule("cpu")(lambda s: G.tiled(s, s.stages[-1], p))
+    k.schedule("cpu")(tile)
     got = k(*args, backend="cpu")
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"seed {seed}, {fn.__name__}, {p}")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4,
+                               err_msg=f"seed {seed}, {fn.__name__}, {chosen}")
+
+
+def test_tiled_on_a_specialisation_without_reuse_is_a_schedule_error():
+    """One output channel: the 3x3 convolution is a stencil at this specialisation, so the
+    tiled sketch does not apply -- a ScheduleError naming the stage, not an internal error
+    (the fuzz above met it with seed 126)."""
+    rng = np.random.default_rng(126)
+    X = rng.standard_normal((1, 1, 6, 28)).astype(np.float32)
+    W = rng.standard_normal((1, 1, 3, 3)).astype(np.float32)
+    specs = [TensorSpec((None,) * 4, kd.float32)] * 2
+    p = G.candidates(Schedule(trace(conv3, specs)).stages[-1].stage, Target(cores=2))[0].params
+    k = kd.kernel(conv3)
+    k.schedule("cpu")(lambda s: G.tiled(s, s.stages[-1], p))
+    with pytest.raises(kd.ScheduleError, match="stage O: the generator's tiled schedule"):
+        k(X, W, backend="cpu")
+    np.testing.assert_allclose(kd.kernel(conv3)(X, W, backend="cpu"), ref_conv3(X, W),
+                               rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("k,n", [(300, 70), (0, 5)])
