@@ -257,10 +257,15 @@ class Kernel(functools.partial):
     def _into(self, args, backend, out, stream):
         """An ``out=`` that shares memory with the arguments: numpy's rule is that the inputs
         are read before out is written, and backends may assume outputs and inputs never
-        overlap (the cpu backend gives LLVM that promise): computed into fresh arrays, copied."""
-        fresh = self._recall(args, backend, None, stream)
-        for o, r in zip(out if isinstance(out, tuple) else (out,),
-                        fresh if isinstance(out, tuple) else (fresh,)):
+        overlap (the cpu backend gives LLVM that promise): computed into fresh arrays, copied.
+        Fresh numpy arrays like ``out`` go through the usual out= checks (a wrong shape is the
+        same ArgumentError as without the overlap)."""
+        outs = out if isinstance(out, tuple) else (out,)
+        like = all(type(o) is np.ndarray for o in outs)
+        tmp = tuple(np.empty(o.shape, o.dtype) for o in outs) if like else None
+        fresh = self._recall(args, backend, (tmp if isinstance(out, tuple) else tmp[0])
+                             if like else None, stream)
+        for o, r in zip(outs, fresh if isinstance(out, tuple) else (fresh,)):
             np.copyto(o, r)
         return out
 

@@ -56,3 +56,16 @@ def test_in_place_elementwise_and_disjoint_out(rng):
         o = np.empty_like(a)
         assert scale(a, out=o) is o
         np.testing.assert_allclose(o, a * 2.0)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "numpy"])
+def test_overlapping_out_of_the_wrong_shape_is_kdsl_s_error(backend):
+    """An out= that overlaps an input and has the wrong shape gets the same ArgumentError as
+    one that does not overlap (it was numpy's broadcast ValueError)."""
+    @kd.kernel
+    def inc(a):
+        return a + 1
+    a = np.zeros(8, np.float32)
+    with pytest.raises(kd.ArgumentError, match=r"out= array 0 has shape \(5,\), but the result"):
+        inc(a, out=a[:5], backend=backend)
+    assert not a.any()      # nothing written
