@@ -52,6 +52,9 @@ VECTOR_WEIGHTS = True
 PV_TILE = None
 #: the scores' key panels outside their row groups
 PANEL_OUTER = True
+#: under a causal tail, the block's scores and weights loop to the block's last key only
+#: (``StageSchedule.loops_per_iteration``); False: over the hull of every block's keys
+LOOPS_PER_BLOCK = True
 #: query rows per work item
 BQ = 64
 #: rows of the scores' register tile (x ``SCORE_VECTORS`` SIMD registers of keys)
@@ -96,6 +99,11 @@ def prepare(sched, target) -> tuple:
             # rows' key ranges, clipped by a guard that keeps the loop from vector code)
             made += [(w, lanes, _vector_weights) for w, o in weights if id(o) not in ragged]
         made = [m for m in made if m is not None]
+        if ragged and LOOPS_PER_BLOCK:
+            # a causal tail: the block's scores and weights end at its last row's last key
+            # (the key panels past the block's diagonal are never computed)
+            for g in [sched[s.name] for s in c.producers] + [w for w, _ in weights]:
+                g.loops_per_iteration = True
         weights = [w for w, _ in weights]
         todo.append((c, made, [w.stage for w in weights + maxes]))
         owned |= {w.name for w in weights + maxes}
