@@ -34,10 +34,15 @@ causal runs about as long as non-causal.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from kdsl.frontend import online_softmax as osm
 from kdsl.frontend import online_weights as ow
+from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
-from kdsl.ir.visitor import collect, uses_var
+from kdsl.ir.simplify import linear
+from kdsl.ir.visitor import collect, substitute, uses_var
+from kdsl.schedule.records import Fuse, Split
 
 #: the blocked schedule (False: one query row per work item, online_softmax.place_rows;
 #: benchmarks/attention.py --compare measures both)
@@ -55,6 +60,10 @@ PANEL_OUTER = True
 #: under a causal tail, the block's scores and weights loop to the block's last key only
 #: (``StageSchedule.loops_per_iteration``); False: over the hull of every block's keys
 LOOPS_PER_BLOCK = True
+#: under a causal tail, P V runs each block's rows over the keys of the block's last row on
+#: the full register tile (the weights are zero past each row's keys); False: each row over
+#: its own keys on a tile of one row
+BLOCK_KEYS = True
 #: query rows per work item
 BQ = 64
 #: rows of the scores' register tile (x ``SCORE_VECTORS`` SIMD registers of keys)
@@ -88,16 +97,26 @@ def prepare(sched, target) -> tuple:
         # the scores' tile: SCORE_ROWS x SCORE_VECTORS registers (half the vectors with 16)
         sv = SCORE_VECTORS if target.vector_registers >= 32 else max(1, SCORE_VECTORS // 2)
         made = [_prepare_scores(sched, sched[s.name], sv * lanes) for s in c.producers]
-        weights = ow.materialize_weights(sched, c)
+        # (the weights keep a causal mask as zeros: P V may then run a block's rows over
+        # the keys of its last row)
+        weights = ow.materialize_weights(sched, c, masked=BLOCK_KEYS)
         ragged = {id(o) for _, o in weights if _ragged(o)}
         maxes = ow.max_then_sum(sched, c, weights)
-        # (under a causal tail each row runs its own keys: a tile of one row)
-        made += [_prepare_pv(sched, sched[o.name], (1, tile[1]) if id(o) in ragged else tile)
-                 for _, o in weights]
+        for _, o in weights:
+            # under a causal tail: every row of a block over the keys of the block's last row
+            # (the weights past a row's own keys are zeros), else each row over its own keys
+            # (a tile of one row)
+            block = BLOCK_KEYS and id(o) in ragged and _block_keys_ok(o, c.F.axes[c.k])
+            m = _prepare_pv(sched, sched[o.name], tile if block or id(o) not in ragged
+                            else (1, tile[1]))
+            if m is not None and block:
+                m = m[:-1] + (_tile_pv_block,)
+            made.append(m)
         if VECTOR_WEIGHTS:
-            # (not under a causal tail: the weights' region is then the block's hull of the
-            # rows' key ranges, clipped by a guard that keeps the loop from vector code)
-            made += [(w, lanes, _vector_weights) for w, o in weights if id(o) not in ragged]
+            # (under a causal tail only with loops per block: else the weights' region is the
+            # hull of every block's keys, clipped by a guard that keeps the loop from vector code)
+            made += [(w, lanes, _vector_weights) for w, o in weights
+                     if id(o) not in ragged or LOOPS_PER_BLOCK]
         made = [m for m in made if m is not None]
         if ragged and LOOPS_PER_BLOCK:
             # a causal tail: the block's scores and weights end at its last row's last key
@@ -141,7 +160,7 @@ def place(sched, todo) -> None:
         blk = h.fuse(*lead[:-1], ro)
         h.parallel(blk)
         extra = weights
-        nested = [m[1].stage for m in made if m[-1] is _tile_pv]
+        nested = [m[1].stage for m in made if m[-1] in (_tile_pv, _tile_pv_block)]
         done = osm.attach_chain(sched, c, h, blk, extra, nested)
         for m in made:
             if m is not None and m[0] in done:
@@ -219,6 +238,59 @@ def _tile_pv(g, loc, tile, h, blk) -> None:
         loc.reorder(r, li, ld)
         loc.unroll(li)
     loc.vectorize(ld)
+
+
+def _block_keys_ok(o, frow) -> bool:
+    """Can ``o``'s rows of one block share the key range of the block's last row?  Its
+    ragged key bound must grow with its row (a causal tail does: ``min(M, max(i + 1 - c -
+    lo, 0))``), use no other own axis, and its rows be numbered as the output's (``frow``)."""
+    i = o.axes[-2]
+    if len(o.reduce_axes) != 1 or not (mk.is_const(i.dom.min, 0) and mk.is_const(frow.dom.min, 0)
+                                       and i.dom.extent == frow.dom.extent):
+        return False
+    r = o.reduce_axes[0]
+    others = [a.var for a in o.axes if a is not i]
+    if any(uses_var(r.dom.extent, v) or uses_var(r.dom.min, v) for v in others):
+        return False
+    return not uses_var(r.dom.min, i.var) and _nondecreasing(r.dom.extent, i.var)
+
+
+def _nondecreasing(e, v) -> bool:
+    """Is the index expression ``e`` nondecreasing in the variable ``v`` (min, max, casts
+    and sums of terms linear in ``v`` with a coefficient >= 0)?"""
+    if not uses_var(e, v):
+        return True
+    if isinstance(e, n.Cast):
+        return _nondecreasing(e.a, v)
+    if isinstance(e, n.Binary) and e.op in (n.BinOp.MIN, n.BinOp.MAX, n.BinOp.ADD):
+        return _nondecreasing(e.a, v) and _nondecreasing(e.b, v)
+    if isinstance(e, n.Binary) and e.op is n.BinOp.SUB:
+        return _nondecreasing(e.a, v) and not uses_var(e.b, v)
+    lin = linear(e)
+    return all(k >= 0 if t is v else not uses_var(t, v) for t, k in lin.terms.items())
+
+
+def _tile_pv_block(g, loc, tile, h, blk) -> None:
+    """P V under a causal tail, on the full tile: the cache's key bound becomes that of the
+    block's last row (``_block_keys_ok``: the bound grows with the row), a function of the
+    block loop ``blk`` alone, so the tile's rows share one key loop; the weights past a row's
+    own keys are zeros (``materialize_weights(masked=True)``), which add nothing."""
+    st = loc.stage
+    r, i = st.reduce_axes[0], st.axes[-2]
+    fuse = [rel for rel in h.relations if isinstance(rel, Fuse) and rel.fused is blk]
+    ro = fuse[0].inner if fuse else blk
+    split = [rel for rel in h.relations if isinstance(rel, Split) and rel.outer is ro]
+    if not split or r not in loc.leaf:
+        return _tile_pv(g, loc, (1, tile[1]), h, blk)
+    row_block = mk.mod(blk.var, ro.dom.extent) if fuse else blk.var
+    last = mk.min_(mk.sub(i.dom.extent, mk.as_expr(1)),
+                   mk.add(mk.mul(row_block, mk.as_expr(BQ)), mk.as_expr(BQ - 1)))
+    ext = substitute(r.dom.extent, {i.var: last})
+    r2 = n.IterVar(r.var, n.Range(r.dom.min, ext), r.kind)
+    st.reduce_axes = (r2,)
+    st.body = dataclasses.replace(st.body, axes=(r2,))
+    loc.leaf[loc.leaf.index(r)] = r2
+    _tile_pv(g, loc, tile, h, blk)
 
 
 def _vector_weights(w, lanes, h, blk) -> None:
