@@ -2,7 +2,7 @@
 the weights as a stage of their own, the row sums as a max and a plain sum.
 
 Used by the cpu backend's blocked schedule (kdsl_cpu/schedules/attention.py) after
-``online_softmax._final_max`` has weighted the contraction by the row's final max.  Both
+``online_placement._final_max`` has weighted the contraction by the row's final max.  Both
 functions mutate the *schedule's* copies of the stages (the traced graph, which GPU
 schedules read, keeps the one-pass online form) and keep every result numpy's: the weights
 are ``exp(x - max)`` of the same row values, the sums plain float sums of them.
@@ -14,7 +14,8 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import collect, substitute, uses_var
 from .context import MemoMutator
-from .online_softmax import _TWO_PASS, Chain, _Retarget, reducer, unmasked
+from .online_placement import _TWO_PASS, Chain
+from .online_softmax import FUSED, _Retarget, reducer, unmasked
 
 
 class _MaxRead(MemoMutator):
@@ -135,7 +136,7 @@ def max_then_sum(sched, c: Chain, weights: list) -> list:
         body = n.Reduce(L.dtype, builtin("max", L.dtype), (subst(unmasked(x, rax), ren),),
                         (red,), None, 0)
         M = Stage(sched._unique(f"{L.name}.max"), ax, (red,), body, L.dtype, L.loc,
-                  origin="online_softmax")
+                  origin=FUSED)
         mh = sched._insert_before(M, [L] + ps)
         # the weights and the finishing stages read the max stage; L sums the weights
         re = _Retarget({L.values[0]: M.output})

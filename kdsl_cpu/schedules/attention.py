@@ -1,7 +1,7 @@
 """The cpu default of a fused attention chain (kdsl/frontend/online_softmax.py): blocked.
 
 One parallel work item is a block of ``BQ`` query rows of one (batch, head): the chain's
-stages are computed inside it (``online_softmax.attach_chain``), so K and V are streamed
+stages are computed inside it (``online_placement.attach_chain``), so K and V are streamed
 once per block, not once per row, and the workspace is ``BQ`` rows of scores and weights
 (O(N) per thread, never N x N), plus K packed once (the size of K).  Inside the block, with
 the whole key row of the block's scores at hand (exact, no rescaling):
@@ -22,7 +22,7 @@ the whole key row of the block's scores at hand (exact, no rescaling):
 
 The stage rewrites are made on the schedule's copies of the stages (the traced graph, which
 GPU schedules read, keeps the one-pass online form).  A chain read outside itself (a
-logsumexp output reading the row max) or given hints keeps ``online_softmax.place_rows``
+logsumexp output reading the row max) or given hints keeps ``online_placement.place_rows``
 (one row per work item).  Semantics come from the stage objects (which read uses which
 axis), never from names.
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kdsl.frontend import online_softmax as osm
+from kdsl.frontend import online_placement as osm
 from kdsl.frontend import online_weights as ow
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
@@ -44,7 +44,7 @@ from kdsl.ir.simplify import linear
 from kdsl.ir.visitor import collect, substitute, uses_var
 from kdsl.schedule.records import Fuse, Split
 
-#: the blocked schedule (False: one query row per work item, online_softmax.place_rows;
+#: the blocked schedule (False: one query row per work item, online_placement.place_rows;
 #: benchmarks/attention.py --compare measures both)
 BLOCKED = True
 #: K is packed once, before the blocks (O(size of K) workspace), in parallel; False: by each
@@ -86,7 +86,7 @@ def prepare(sched, target) -> tuple:
     for c in osm.chains(sched):
         h = sched[c.F.name]
         if h.relations or h.attrs or h.attach.value != "root" or not _closed(c, stages, taken):
-            continue        # (the row placement, online_softmax.place_rows, takes it)
+            continue        # (the row placement, online_placement.place_rows, takes it)
         taken |= {id(s) for s in [c.F] + c.group + c.producers}
         osm._final_max(c.online, stages)
         lanes = target.lanes(c.F.dtype.itemsize)
