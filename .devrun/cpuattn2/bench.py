@@ -70,10 +70,10 @@ def kernel(causal, variant):
     return _KERNELS[key]
 
 
-def run_row(n, d, causal, variant, reps, with_torch=True):
+def run_row(n, d, causal, variant, reps, with_torch=True, bh=(4, 8)):
     F = torch.nn.functional
     g = torch.Generator().manual_seed(n * 7 + d)
-    q, k, v = (torch.randn(4, 8, n, d, generator=g) for _ in range(3))
+    q, k, v = (torch.randn(*bh, n, d, generator=g) for _ in range(3))
     qn, kn, vn = (x.numpy() for x in (q, k, v))
     old = {a: getattr(A, a) for a in variant}
     for a, x in variant.items():
@@ -84,7 +84,7 @@ def run_row(n, d, causal, variant, reps, with_torch=True):
         out = fn(qn, kn, vn, backend="cpu")
         compile_s = time.perf_counter() - t
         err = 0.0
-        for b, h in ((0, 0), (3, 7)):
+        for b, h in ((0, 0), (bh[0] - 1, bh[1] - 1)):
             want = reference(qn[b, h], kn[b, h], vn[b, h], causal)
             err = max(err, float(np.abs(out[b, h] - want).max()))
         th = F.scaled_dot_product_attention(q, k, v, is_causal=causal).numpy()
@@ -96,8 +96,8 @@ def run_row(n, d, causal, variant, reps, with_torch=True):
             setattr(A, a, x)
     t_th = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), reps) \
         if with_torch else (None, None)
-    flops = 4.0 * 32 * n * n * d * (0.5 if causal else 1.0)
-    return dict(n=n, d=d, causal=causal, variant=variant, ok=ok, max_err_f64=err,
+    flops = 4.0 * bh[0] * bh[1] * n * n * d * (0.5 if causal else 1.0)
+    return dict(n=n, d=d, causal=causal, variant=variant, bh=bh[0] * bh[1], threads=None, ok=ok, max_err_f64=err,
                 max_err_torch=err_t, kdsl_min_ms=t_kd[0] * 1e3, kdsl_med_ms=t_kd[1] * 1e3,
                 torch_min_ms=None if t_th[0] is None else t_th[0] * 1e3,
                 torch_med_ms=None if t_th[1] is None else t_th[1] * 1e3,
@@ -107,14 +107,28 @@ def run_row(n, d, causal, variant, reps, with_torch=True):
 
 def show(r):
     tm = "" if r["torch_min_ms"] is None else f"{r['torch_min_ms']:9.2f} {r['ratio']:6.3f}"
-    print(f"{r['n']:6d} {r['d']:4d} {str(r['causal']):>6} {str(r['variant'] or 'default'):<34} "
+    var = str(r["variant"] or "default") + (" 1 thread bh=4" if r["threads"] == 1 else "")
+    print(f"{r['n']:6d} {r['d']:4d} {str(r['causal']):>6} {var:<34} "
           f"{r['kdsl_min_ms']:9.2f} {r['kdsl_med_ms']:9.2f} {tm:>16} {r['kdsl_gflops']:7.1f} "
           f"{r['max_err_f64']:8.1e} {'ok' if r['ok'] else 'WRONG'}", flush=True)
 
 
-#: the issue's row again under switches of kdsl_cpu/schedules/attention.py (old behaviours)
+#: the issue's row again under switches of kdsl_cpu/schedules/attention.py: the old
+#: behaviours (before/after) and block/tile sizes; (switches, causal values to run)
 VARIANTS = [
-    dict(LOOPS_PER_BLOCK=False),
+    (dict(LOOPS_PER_BLOCK=False, BLOCK_KEYS=False), (True,)),   # causal as in session 19
+    (dict(BLOCK_KEYS=False), (True,)),
+    (dict(BQ=32), (False, True)),
+    (dict(BQ=128), (False, True)),
+    (dict(PV_TILE=(6, 4)), (False, True)),
+    (dict(PV_TILE=(8, 2)), (False, True)),
+    (dict(PV_TILE=(2, 4)), (False,)),
+    (dict(SCORE_ROWS=6), (False,)),
+    (dict(SCORE_ROWS=8, SCORE_VECTORS=2), (False,)),
+    (dict(SCORE_ROWS=2), (False,)),
+    (dict(PANEL_OUTER=False), (False,)),
+    (dict(VECTOR_WEIGHTS=False), (False,)),
+    (dict(PACK_ONCE=False), (False,)),
 ]
 
 
@@ -137,13 +151,23 @@ def main():
                 break
             rows.append(run_row(n, d, causal, {}, reps))
             show(rows[-1])
-        if n == 2048:
-            for var in VARIANTS:
-                for causal in (False, True):
+        if n == 2048 and not quick:
+            for var, causals in VARIANTS:
+                for causal in causals:
                     if time.perf_counter() - T0 > BUDGET:
                         break
                     rows.append(run_row(n, d, causal, var, reps, with_torch=False))
                     show(rows[-1])
+            # one thread, B*H=4 (per-core efficiency, kdsl and torch)
+            kd.set_num_threads(1)
+            torch.set_num_threads(1)
+            for causal in (False, True):
+                if time.perf_counter() - T0 < BUDGET:
+                    rows.append(run_row(n, d, causal, {}, 3, bh=(1, 4)))
+                    rows[-1]["threads"] = 1
+                    show(rows[-1])
+            kd.set_num_threads(threads)
+            torch.set_num_threads(threads)
     with open(os.path.join(out, "cpuattn2.json"), "w") as f:
         json.dump(dict(cpus=os.cpu_count(), threads=threads, torch=torch.__version__,
                        cpu=open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0],

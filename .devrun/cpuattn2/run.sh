@@ -4,7 +4,7 @@
 # Installs the checkout (no deps), then one process: the issue's row f32 B*H=32 N=2048 D=64
 # (causal and not), N=1024/4096 x D=64/128, and the issue's row under the schedule's old
 # switches (before/after in the same run).  Every row is checked against numpy float64 and
-# torch first.  About 1-2 minutes on 16 cores (a 150 s budget leaves rows out past it).
+# torch first.  About 1-2 minutes on 16 cores (a 150 s budget leaves rows out past it); a one-thread pair at the end.
 set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp}
