@@ -275,13 +275,23 @@ def _tile_pv_block(g, loc, tile, h, blk) -> None:
     block's last row (``_block_keys_ok``: the bound grows with the row), a function of the
     block loop ``blk`` alone, so the tile's rows share one key loop; the weights past a row's
     own keys are zeros (``materialize_weights(masked=True)``), which add nothing."""
-    st = loc.stage
+    if not _block_range(loc, h, blk):
+        return _tile_pv(g, loc, (1, tile[1]), h, blk)
+    _tile_pv(g, loc, tile, h, blk)
+
+
+def _block_range(g, h, blk) -> bool:
+    """The key bound of ``g`` (P V or its cache; rows at ``axes[-2]``, the bound a
+    nondecreasing function of the row) becomes that of the last row of the block that the
+    loop ``blk`` of the output ``h`` runs (rows ``BQ * (blk % blocks)`` on): a function of
+    ``blk`` alone.  False (nothing changed) where ``h``'s loops are not the blocked ones."""
+    st = g.stage
     r, i = st.reduce_axes[0], st.axes[-2]
     fuse = [rel for rel in h.relations if isinstance(rel, Fuse) and rel.fused is blk]
     ro = fuse[0].inner if fuse else blk
     split = [rel for rel in h.relations if isinstance(rel, Split) and rel.outer is ro]
-    if not split or r not in loc.leaf:
-        return _tile_pv(g, loc, (1, tile[1]), h, blk)
+    if not split or r not in g.leaf:
+        return False
     row_block = mk.mod(blk.var, ro.dom.extent) if fuse else blk.var
     last = mk.min_(mk.sub(i.dom.extent, mk.as_expr(1)),
                    mk.add(mk.mul(row_block, mk.as_expr(BQ)), mk.as_expr(BQ - 1)))
@@ -289,8 +299,8 @@ def _tile_pv_block(g, loc, tile, h, blk) -> None:
     r2 = n.IterVar(r.var, n.Range(r.dom.min, ext), r.kind)
     st.reduce_axes = (r2,)
     st.body = dataclasses.replace(st.body, axes=(r2,))
-    loc.leaf[loc.leaf.index(r)] = r2
-    _tile_pv(g, loc, tile, h, blk)
+    g.leaf[g.leaf.index(r)] = r2
+    return True
 
 
 def _vector_weights(w, lanes, h, blk) -> None:
