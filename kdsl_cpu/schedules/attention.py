@@ -48,7 +48,7 @@ from kdsl.frontend import online_weights as ow
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.simplify import linear
-from kdsl.ir.visitor import collect, substitute, uses_var
+from kdsl.ir.visitor import Mutator, collect, substitute, uses_var
 from kdsl.schedule.records import Fuse, Split
 
 #: the blocked schedule (False: one query row per work item, online_placement.place_rows;
@@ -71,6 +71,8 @@ LOOPS_PER_BLOCK = True
 #: the full register tile (the weights are zero past each row's keys); False: each row over
 #: its own keys on a tile of one row
 BLOCK_KEYS = True
+#: the scores' scale applied where their register tile is stored, not by each reader
+FOLD_SCALE = True
 #: query rows per work item
 BQ = 64
 #: rows of the scores' register tile (x ``SCORE_VECTORS`` SIMD registers of keys)
@@ -109,6 +111,9 @@ def prepare(sched, target) -> tuple:
         weights = ow.materialize_weights(sched, c, masked=BLOCK_KEYS)
         ragged = {id(o) for _, o in weights if _ragged(o)}
         maxes = ow.max_then_sum(sched, c, weights)
+        if FOLD_SCALE:
+            for p in c.producers:
+                _fold_scale(sched, p)
         for _, o in weights:
             # under a causal tail: every row of a block over the keys of the block's last row
             # (the weights past a row's own keys are zeros), else each row over its own keys
@@ -136,6 +141,62 @@ def prepare(sched, target) -> tuple:
         owned |= {s.name for s in [c.F] + c.group + c.producers}
         owned |= {x.name for m in made for x in m[1:-1] if hasattr(x, "stage")}
     return todo, owned
+
+
+class _Unscale(Mutator):
+    """Reads ``S[idx] * c`` of the scores become ``S[idx]`` (``_fold_scale``); counts them."""
+
+    def __init__(self, S, c):
+        super().__init__()
+        self.S, self.c, self.hits = S, c, 0
+
+    def visit_Binary(self, e):
+        if e.op is n.BinOp.MUL:
+            for a, b in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(a, n.TensorRead) and a.tensor is self.S and b == self.c:
+                    self.hits += 1
+                    return a
+        return self.generic(e)
+
+
+def _scale_of(e, S):
+    """The factors ``c`` of the products ``S[idx] * c`` in ``e`` (``c`` reads no tensor and
+    uses no loop: a scale like ``d ** -0.5``)."""
+    out = []
+    for m in collect(e, lambda x: isinstance(x, n.Binary) and x.op is n.BinOp.MUL):
+        for a, b in ((m.a, m.b), (m.b, m.a)):
+            if isinstance(a, n.TensorRead) and a.tensor is S and b.dtype is a.dtype \
+                    and not collect(b, lambda x: isinstance(x, (n.TensorRead, n.Load))):
+                out.append(b)
+    return out
+
+
+def _fold_scale(sched, S) -> None:
+    """The scale of the scores (``q @ k.T * d ** -0.5``) applied once, where the scores'
+    register tile is stored, instead of in every reader (the row max, the weights): when
+    every read of ``S`` is a product ``S[idx] * c`` with one ``c`` free of loops and
+    tensors.  The product is the same float operation on the same values (numpy's)."""
+    readers = [h.stage for h in sched.stages if S.output in h.stage.reads()]
+    if S.is_reduction or not readers or len(S.values) != 1:
+        return
+    shape = set(sched.graph.shape_vars()) | set(sched.graph.scalars)
+    cs = [c for r in readers for c in _scale_of(r.body, S.output)]
+    if not cs or any(c != cs[0] for c in cs):
+        return
+    c = cs[0]
+    if not all(v in shape for v in collect(c, lambda x: isinstance(x, n.Var))):
+        return
+    new = {}
+    for r in readers:
+        u = _Unscale(S.output, c)
+        body = u.visit(r.body)
+        if u.hits != len(collect(r.body, lambda x: isinstance(x, n.TensorRead)
+                                 and x.tensor is S.output)):
+            return      # (a read of S without the scale: the fold would change it)
+        new[id(r)] = body
+    for r in readers:
+        r.body = new[id(r)]
+    S.body = mk.mul(S.body, c)
 
 
 def _ragged(st) -> bool:
