@@ -131,6 +131,7 @@ VARIANTS = [
     (dict(SCORE_ROWS=6, SCORE_VECTORS=2, BQ=48), (False,)),
     (dict(PANEL_OUTER=False), (False,)),
     (dict(VECTOR_WEIGHTS=False), (False,)),
+    (dict(FOLD_SCALE=False), (False,)),
     (dict(PACK_ONCE=False), (False,)),
 ]
 
