@@ -154,6 +154,11 @@ def main():
                 break
             rows.append(run_row(n, d, causal, {}, reps))
             show(rows[-1])
+        if (n, d) == (4096, 64) and not quick:
+            for var in (dict(BQ=32), dict(BQ=128)):
+                if time.perf_counter() - T0 < BUDGET:
+                    rows.append(run_row(n, d, False, var, reps, with_torch=False))
+                    show(rows[-1])
         if n == 2048 and not quick:
             for var, causals in VARIANTS:
                 for causal in causals:
