@@ -119,6 +119,7 @@ def show(r):
 VARIANTS = [
     (dict(LOOPS_PER_BLOCK=False, BLOCK_KEYS=False), (True,)),   # causal as in session 19
     (dict(BLOCK_KEYS=False), (True,)),
+    (dict(WEIGHT_VECTORS=4), (False, True)),
     (dict(BQ=96, SCORE_ROWS=6, PV_TILE=(6, 4)), (False, True)),
     (dict(BQ=48, SCORE_ROWS=6, PV_TILE=(6, 4)), (False,)),
     (dict(BQ=32), (False, True)),

@@ -71,6 +71,8 @@ LOOPS_PER_BLOCK = True
 #: the full register tile (the weights are zero past each row's keys); False: each row over
 #: its own keys on a tile of one row
 BLOCK_KEYS = True
+#: SIMD registers of keys per step of the weights' loop (one lane mask per step)
+WEIGHT_VECTORS = 1
 #: the scores' scale applied where their register tile is stored, not by each reader
 FOLD_SCALE = True
 #: query rows per work item
@@ -127,7 +129,7 @@ def prepare(sched, target) -> tuple:
         if VECTOR_WEIGHTS:
             # (under a causal tail only with loops per block: else the weights' region is the
             # hull of every block's keys, clipped by a guard that keeps the loop from vector code)
-            made += [(w, lanes, _vector_weights) for w, o in weights
+            made += [(w, lanes * WEIGHT_VECTORS, _vector_weights) for w, o in weights
                      if id(o) not in ragged or LOOPS_PER_BLOCK]
         made = [m for m in made if m is not None]
         if ragged and LOOPS_PER_BLOCK:
