@@ -156,7 +156,8 @@ def main():
             rows.append(run_row(n, d, causal, {}, reps))
             show(rows[-1])
         if (n, d) == (4096, 64) and not quick:
-            for var in (dict(BQ=32), dict(BQ=128)):
+            for var in (dict(BQ=96, SCORE_ROWS=6, PV_TILE=(6, 4)),
+                        dict(BQ=48, SCORE_ROWS=6, PV_TILE=(6, 4)), dict(BQ=32)):
                 if time.perf_counter() - T0 < BUDGET:
                     rows.append(run_row(n, d, False, var, reps, with_torch=False))
                     show(rows[-1])
