@@ -117,23 +117,12 @@ def show(r):
 #: behaviours (before/after) and block/tile sizes; (switches, causal values to run).
 #: (No tiles of 8+ rows: kdsl_cpu's unroll cap unrolls them partly, ScheduleWarning.)
 VARIANTS = [
-    (dict(LOOPS_PER_BLOCK=False, BLOCK_KEYS=False), (True,)),   # causal as in session 19
-    (dict(BLOCK_KEYS=False), (True,)),
+    (dict(LOOPS_PER_BLOCK=False, BLOCK_KEYS=False, BQ=64, SCORE_ROWS=4, PV_TILE=(4, 4),
+          FOLD_SCALE=False), (False, True)),                   # as in session 19
+    (dict(BQ=64, SCORE_ROWS=4, PV_TILE=(4, 4)), (False, True)),  # results1's default tiles
     (dict(WEIGHT_VECTORS=4), (False, True)),
-    (dict(BQ=96, SCORE_ROWS=6, PV_TILE=(6, 4)), (False, True)),
-    (dict(BQ=48, SCORE_ROWS=6, PV_TILE=(6, 4)), (False,)),
-    (dict(BQ=32), (False, True)),
-    (dict(BQ=128), (False, True)),
-    (dict(PV_TILE=(6, 4)), (False, True)),
-    (dict(PV_TILE=(2, 4)), (False,)),
-    (dict(SCORE_ROWS=6), (False,)),
-    (dict(SCORE_ROWS=2), (False,)),
-    (dict(SCORE_VECTORS=2), (False,)),
-    (dict(SCORE_ROWS=6, SCORE_VECTORS=2, BQ=48), (False,)),
-    (dict(PANEL_OUTER=False), (False,)),
-    (dict(VECTOR_WEIGHTS=False), (False,)),
     (dict(FOLD_SCALE=False), (False,)),
-    (dict(PACK_ONCE=False), (False,)),
+    (dict(BQ=48), (False, True)),
 ]
 
 
@@ -156,8 +145,7 @@ def main():
             rows.append(run_row(n, d, causal, {}, reps))
             show(rows[-1])
         if (n, d) == (4096, 64) and not quick:
-            for var in (dict(BQ=96, SCORE_ROWS=6, PV_TILE=(6, 4)),
-                        dict(BQ=48, SCORE_ROWS=6, PV_TILE=(6, 4)), dict(BQ=32)):
+            for var in (dict(BQ=48), dict(BQ=64, SCORE_ROWS=4, PV_TILE=(4, 4))):
                 if time.perf_counter() - T0 < BUDGET:
                     rows.append(run_row(n, d, False, var, reps, with_torch=False))
                     show(rows[-1])
