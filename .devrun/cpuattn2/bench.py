@@ -144,8 +144,9 @@ def main():
                 break
             rows.append(run_row(n, d, causal, {}, reps))
             show(rows[-1])
-        if (n, d) == (4096, 64) and not quick:
-            for var in (dict(BQ=48), dict(BQ=64, SCORE_ROWS=4, PV_TILE=(4, 4))):
+        if n == 4096 and not quick:
+            for var in ((dict(BQ=48), dict(BQ=64, SCORE_ROWS=4, PV_TILE=(4, 4))) if d == 64
+                        else (dict(BQ=48), dict(SCORE_VECTORS=2))):
                 if time.perf_counter() - T0 < BUDGET:
                     rows.append(run_row(n, d, False, var, reps, with_torch=False))
                     show(rows[-1])
