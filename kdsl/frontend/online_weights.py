@@ -2,7 +2,7 @@
 the weights as a stage of their own, the row sums as a max and a plain sum.
 
 Used by the cpu backend's blocked schedule (kdsl_cpu/schedules/attention.py) after
-``online_softmax._final_max`` has weighted the contraction by the row's final max.  Both
+``online_placement._final_max`` has weighted the contraction by the row's final max.  Both
 functions mutate the *schedule's* copies of the stages (the traced graph, which GPU
 schedules read, keeps the one-pass online form) and keep every result numpy's: the weights
 are ``exp(x - max)`` of the same row values, the sums plain float sums of them.
@@ -14,7 +14,8 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.visitor import collect, substitute, uses_var
 from .context import MemoMutator
-from .online_softmax import _TWO_PASS, Chain, _Retarget, reducer, unmasked
+from .online_placement import _TWO_PASS, Chain
+from .online_softmax import FUSED, _Retarget, reducer, unmasked
 
 
 class _MaxRead(MemoMutator):
@@ -34,13 +35,23 @@ class _MaxRead(MemoMutator):
                             tuple(substitute(i, mapping) for i in self.final.indices))
 
 
-def materialize_weights(sched, c: Chain) -> list:
+def _weight(x, m, rax, masked):
+    """``exp(x - m)``: without the causal mask where ``rax`` ends at it (``unmasked``), or
+    (``masked``) ``where(mask, exp(s - m), 0)``: zero past the mask, so a reader may sum over
+    more keys than the row's (a block's) and add exact zeros."""
+    if masked and unmasked(x, rax) is not x:
+        return mk.select(x.cond, mk.unary(n.UnOp.EXP, mk.sub(x.t, m)), mk.as_expr(0.0, m.dtype))
+    return mk.unary(n.UnOp.EXP, mk.sub(unmasked(x, rax), m))
+
+
+def materialize_weights(sched, c: Chain, masked: bool = False) -> list:
     """On a sequential host, after ``_final_max``: a contraction's weights ``exp(x - m)``
     (``m`` the row's final max) become a stage of their own, computed once per score
     (``P``, a ``cache_read`` of the scores whose body is the weight), and the contraction a
     plain sum ``sum_j P[.., j] * h_j`` (one value: its running max, read only by the NaN
     rule of the finishing stages, is the final max itself, which they read instead).  The
     contraction is then an ordinary product (``P @ v``) any matmul schedule can tile.
+    ``masked``: the weights keep a causal mask as zeros (``_weight``).
     Returns (the schedule of the weight stage, the contraction) pairs.  Mutates the schedule's copies of the
     stages (the traced graph is shared); a stage not of that form is left as it is."""
     from .reduce import combiner as builtin
@@ -67,7 +78,7 @@ def materialize_weights(sched, c: Chain) -> list:
         if (sc.tensor.dtype is not o.dtype or not all(isinstance(i, n.Var) for i in idx)
                 or len(set(idx)) != len(idx)):
             continue
-        weight = mk.unary(n.UnOp.EXP, mk.sub(unmasked(x, b.axes[0]), m))
+        weight = _weight(x, m, b.axes[0], masked)
         if any(uses_var(weight, v) and v not in idx for v in own):
             continue
         readers = [g.stage for g in sched.stages if o.values[0] in g.stage.reads()]
@@ -125,7 +136,7 @@ def max_then_sum(sched, c: Chain, weights: list) -> list:
         body = n.Reduce(L.dtype, builtin("max", L.dtype), (subst(unmasked(x, rax), ren),),
                         (red,), None, 0)
         M = Stage(sched._unique(f"{L.name}.max"), ax, (red,), body, L.dtype, L.loc,
-                  origin="online_softmax")
+                  origin=FUSED)
         mh = sched._insert_before(M, [L] + ps)
         # the weights and the finishing stages read the max stage; L sums the weights
         re = _Retarget({L.values[0]: M.output})

@@ -286,6 +286,10 @@ class _Iv:
             return zero, self.c(c - 1, d)
         if not self.nonneg(bl):   # as in _floordiv: a divisor >= 0 is >= 1 where it runs
             return None, None
+        if al is not None and al == ah and bl == bh:
+            # a fixed value (a fused loop outside the range asked about): itself, exactly
+            v = m(B.MOD, al, bl)
+            return v, v
         top = m(B.SUB, bh, self.c(1, d))
         if self.nonneg(al):
             return zero, self._one_sided(B.MIN, ah, top)

@@ -115,6 +115,7 @@ class BoundInference:
         self.attrs = attr_table(handles)
         self.result: dict = {}
         self._busy: set = set()
+        self._loop_ext: dict = {}       # handle -> root axis -> per-iteration loop extent
         #: array extents are >= 0 (and stay symbolic above)
         # one RangeMap for every query (bound() would rebuild it from a dict each time)
         self.shapes = RangeMap.of({v: (0, None) for v in sched.graph.shape_vars()})
@@ -150,6 +151,10 @@ class BoundInference:
             exts = {a: a.dom.extent for a in h.stage.axes}
             restricted = False
         root_ext = dict(exts)
+        # a producer whose loops run over the region of this iteration of the enclosing loops
+        # (``StageSchedule.loops_per_iteration``: a causal chain's scores end at the block's
+        # diagonal); its buffer keeps the loop-invariant extent
+        root_ext.update(self._loop_ext.get(h, {}))
         # a reduction whose bounds use other axes (``kd.reduce_axis((0, i + 1))``): its
         # range is over their values at this point of the nest (kdsl.passes.ragged)
         red_min = ragged_reduce_ranges(h, mins, root_ext)
@@ -289,6 +294,11 @@ class BoundInference:
             # clipped by the tensor statements), even past a small constant dimension; so does a
             # padded cache a tensorized stage reads (its zeros fill the tile the intrinsic loads)
             mins[a], exts[a] = self._region(lo, hi, outer, a, widen=True, clamp=not whole)
+            if getattr(h, "loops_per_iteration", False):
+                # this iteration's extent for the loops (the buffer keeps the invariant one)
+                span = simplify(mk.add(mk.sub(hi, mins[a]), 1))
+                self._loop_ext.setdefault(h, {})[a] = simplify(
+                    mk.max_(mk.min_(exts[a], span), mk.as_expr(0)))
         return mins, exts
 
     def _region(self, lo, hi, outer, a, widen=False, clamp=True):

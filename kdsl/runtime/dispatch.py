@@ -113,7 +113,7 @@ def schedule_for(kernel, backend, sig, graph):
         spec = backend.spec     # host backends with schedules of their own (not a GPU's)
         if spec.device == "host" and spec.target is None and any(
                 st.origin == "online_softmax" for st in graph.stages):
-            from ..frontend.online_softmax import place_rows
+            from ..frontend.online_placement import place_rows
             place_rows(sched)   # fused softmax chains stream one query row at a time
     sched.finish()      # placements left illegal by the schedule, at the user's primitive line
     return sched

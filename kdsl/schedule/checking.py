@@ -119,7 +119,8 @@ def finish(sched, where: str = "schedule") -> None:
 
 _HANDLE_FIELDS = ("relations", "leaf", "attrs", "bind_locs", "attach", "attach_stage", "attach_axis", "attach_loc",
                   "store_predicate_loc",
-                  "scope", "store_predicate", "buffer_stages", "pipeline_loc", "tensorized", "pad")
+                  "scope", "store_predicate", "buffer_stages", "pipeline_loc", "tensorized", "pad",
+                  "loops_per_iteration")
 _STAGE_FIELDS = ("axes", "reduce_axes", "body", "values")
 
 

@@ -54,6 +54,11 @@ class StageSchedule:
         self.tensorized: Tensorize | None = None
         #: a cache_read(..., pad=True): its whole region is written, zeros beyond the array
         self.pad = False
+        #: a producer attached with compute_at whose loops run over the region the current
+        #: iteration of the enclosing loops needs (it may change with them: a causal chain's
+        #: scores end at the query block's diagonal), not over the hull of every iteration;
+        #: its buffer keeps the loop-invariant size (kdsl/passes/bound.py)
+        self.loops_per_iteration = False
 
     # ------------------------------------------------------------ introspection
     @property

@@ -31,6 +31,7 @@ schedule (no float32 tensor-core path yet).
 from __future__ import annotations
 
 from kdsl import dtypes as dt
+from kdsl.frontend.online_softmax import FUSED
 from kdsl.ir import make as mk
 from kdsl.ir import nodes as n
 from kdsl.ir.simplify import simplify
@@ -73,7 +74,7 @@ def _online_combiner():
 
 def _is_online(st) -> bool:
     b = st.body
-    return (st.is_reduction and st.origin == "online_softmax" and isinstance(b, n.Reduce)
+    return (st.is_reduction and st.origin is FUSED and isinstance(b, n.Reduce)
             and b.dtype is dt.float32 and len(b.sources) == 2 and len(b.axes) == 1
             and b.condition is None and b.combiner is _online_combiner())
 
@@ -117,7 +118,7 @@ def _match(sched, F, prod, readers):
         s = todo.pop()
         for t in s.reads():
             p = prod.get(id(t))
-            if p is not None and not p.is_reduction and p.origin == "online_softmax" \
+            if p is not None and not p.is_reduction and p.origin is FUSED \
                     and id(t) not in fins:
                 fins[id(t)] = p
                 todo.append(p)

@@ -147,3 +147,26 @@ def test_pack_lanes_last(backend):
     _close(qkt(q, k, backend=backend), q.astype(np.float64) @ k.T, 1e-5)
     text = str(qkt.lower(q, k, backend=backend))
     assert "k.packed[" in text and "% 4]" in text, text
+
+
+def test_scale_folded_into_the_scores():
+    """The scores' scale (``d ** -0.5``, or a scalar argument) is applied once where the
+    scores' register tile is stored; the row max and the weights read scaled scores; the
+    results stay numpy's."""
+    @kd.kernel
+    def scaled(q, k, v, a):
+        s = q @ kd.swapaxes(k, -1, -2) * a
+        p = kd.exp(s - s.max(axis=-1, keepdims=True))
+        return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+    rng = np.random.default_rng()
+    q, k, v = _rand(rng, 1, 2, BQ + 3, 16), _rand(rng, 1, 2, 70, 16), _rand(rng, 1, 2, 70, 16)
+    got = scaled(q, k, v, np.float32(0.3), backend="cpu")
+    _close(got, ref(q * np.float32(0.3 / 0.25), k, v), 2e-5)
+    for fn, args in ((attention, (q, k, v)), (scaled, (q, k, v, np.float32(0.3)))):
+        text = str(fn.lower(*args, backend="cpu"))
+        stores = [ln for ln in text.splitlines() if ln.lstrip().startswith("matmul[")]
+        assert stores and all("*" in ln.split("=", 1)[1] for ln in stores), stores
+        # the max and the weights read the stored scores as they are
+        reads = [ln for ln in text.splitlines() if "= max(" in ln or "exp(" in ln]
+        assert reads and not any("**" in ln or "a)" in ln for ln in reads), reads

@@ -6,6 +6,7 @@ import pytest
 
 import kdsl as kd
 online_softmax = kd.online_softmax
+from kdsl.frontend.online_softmax import FUSED
 from kdsl.frontend.spec import TensorSpec
 from kdsl.frontend.trace import trace
 
@@ -79,7 +80,7 @@ def test_rewrite_applies_and_drops_the_max():
     kinds = [s.body.combiner.kind for s in g.stages if s.is_reduction]
     from kdsl.ir import nodes as n
     assert n.CombinerKind.MAX not in kinds                  # the max pass is gone
-    online = [s for s in g.stages if s.origin == "online_softmax" and s.is_reduction]
+    online = [s for s in g.stages if s.origin is FUSED and s.is_reduction]
     assert len(online) == 2                                  # p.sum() and p @ v stream
     assert all(s.body.combiner is online[0].body.combiner for s in online)
 
@@ -197,7 +198,7 @@ def test_hand_written_online_form(backend):
     g = _stages(by_hand.fn, (6, 3), (8, 3), (8, 2))
     fused = _stages(attention.fn, (6, 3), (8, 3), (8, 2))
     hand = [s.body.combiner for s in g.stages if s.is_reduction and s.body.combiner.kind is None]
-    auto = [s.body.combiner for s in fused.stages if s.origin == "online_softmax"
+    auto = [s.body.combiner for s in fused.stages if s.origin is FUSED
             and s.is_reduction]
     assert hand and auto and all(c is auto[0] for c in hand)
 
@@ -284,3 +285,26 @@ def test_causal_keys_past_the_row_are_not_visited():
     backends = BACKENDS + (["interp-cuda"] if "interp-cuda" in kd.backends() else [])
     for b in backends:
         _close(causal_np(q, k, v, backend=b), ref_attention(q, k, v, causal=True), 2e-5)
+
+
+def test_fused_origin_is_one_object():
+    """Schedules find the fused stages by ``st.origin is FUSED``: the marker survives the
+    trace cache's pickling and copies (one object), and still prints as its name."""
+    import copy
+    import pickle
+
+    from kdsl.frontend.online_softmax import FusedOrigin
+
+    assert pickle.loads(pickle.dumps(FUSED)) is FUSED
+    assert copy.deepcopy(FUSED) is FUSED and copy.copy(FUSED) is FUSED
+    assert FusedOrigin() is FUSED and FUSED == "online_softmax" and str(FUSED) == "online_softmax"
+
+    def att(q, k, v):
+        s = q @ k.T
+        p = kd.exp(s - s.max(axis=-1, keepdims=True))
+        return p @ v / p.sum(axis=-1, keepdims=True)
+
+    g = trace(att, [TensorSpec((4, 3), "float32"), TensorSpec((5, 3), "float32"),
+                    TensorSpec((5, 2), "float32")])
+    fused = [s for s in pickle.loads(pickle.dumps(g)).stages if s.origin is FUSED]
+    assert len(fused) == sum(s.origin is FUSED for s in g.stages) >= 2
