@@ -125,7 +125,9 @@ class FlashOp(BlockIntrinsic):
     def _pair_factor(self, m):
         """The factor ``c`` when the row value is ``float32(T(acc) * c)`` (T the inputs'
         16-bit type), under a causal ``where`` exactly the kernel's key bound (which masks
-        the same keys): the CUDA kernel then makes row values two at a time; else None."""
+        the same keys): the kernel (and the SIMT form) then computes it as FlashAttention-2
+        does, ``acc * c`` in float32 folded into the exponent's FFMA, without numpy's 16-bit
+        rounding of the product (closer to the exact result); else None."""
         e = self.score
         if isinstance(e, n.Cast) and e.dtype is dt.float32:
             e = e.a
@@ -229,24 +231,33 @@ class FlashOp(BlockIntrinsic):
         saved = {c: env.get(c) for c, _ in self.consts}
         env.update({self.acc: acc.astype(np.float32), self.i: rows[:, None].astype(np.int64),
                     self.j: keys[None, :].astype(np.int64)})
-        x = np.broadcast_to(np.asarray(ex.ev(self.score), np.float32), acc.shape).copy()
+        if self.factor is not None:     # as the kernel: the float32 product times the factor
+            f = np.float32(ex.ev(mk.cast(self.factor, dt.float32)))
+            x = (acc * f).astype(np.float32)
+        else:
+            x = np.broadcast_to(np.asarray(ex.ev(self.score), np.float32), acc.shape).copy()
         if self.causal:
             x[keys[None, :] >= rows[:, None] + ce] = -np.inf
         rnd = round_bf16 if self.bf16 else (lambda a: a.astype(np.float16).astype(np.float32))
-        mx = np.full(rows.size, -np.inf, np.float32)
+        mx = np.full(rows.size, -np.inf, np.float32)      # the running max
+        ref = mx.copy()         # the exponents' reference: raised past the max by > 2^8 only
         ls = np.zeros(rows.size, np.float32)
         o = np.zeros((rows.size, v.shape[-1]), np.float32)
         bn = self._cfg(self.dims[0]).bn
         with np.errstate(invalid="ignore", over="ignore"):
             for n0 in range(0, keys.size, bn):
                 xs = x[:, n0:n0 + bn]
-                new = np.maximum(mx, xs.max(axis=1))
-                alpha = np.where(mx == new, np.float32(1), np.exp(mx - new)).astype(np.float32)
+                mx = np.maximum(mx, xs.max(axis=1))
+                up = (mx - ref) * np.float32(np.log2(np.e)) > 8
+                new = np.where(up, mx, ref)
+                alpha = np.where(up, np.exp(ref - new), np.float32(1)).astype(np.float32)
                 p = np.where((new == -np.inf)[:, None], np.float32(0),
                              np.exp(xs - new[:, None])).astype(np.float32)
                 ls = ls * alpha + p.sum(axis=1, dtype=np.float32)
                 o = o * alpha[:, None] + rnd(p) @ v[n0:n0 + xs.shape[1]]
-                mx = new
+                ref = new
+            f = np.where(ref == mx, np.float32(1), np.exp(ref - mx)).astype(np.float32)
+            ls, o = ls * f, o * f[:, None]
             env.update({self.m.o: o, self.m.l: ls[:, None], self.m.m: mx[:, None]})
             res = np.broadcast_to(np.asarray(ex.ev(self.final)), o.shape)
         out[rows] = res
