@@ -281,6 +281,23 @@ def checks(variants):
             bad += err > 4e-3
             if err > 4e-3:
                 log(f"FAIL strided d={d} scale={scale}: err {err}")
+    # scores growing by ~10 (natural units) per 64 keys: the lazy rescale raises its reference
+    for d, tiles in [x for x in variants if x[1][0] != "before"]:
+        for causal in (False, True):
+            torch.manual_seed(5)
+            q = torch.rand(2, 4, 700, d, device=DEV).add(0.5).half()
+            k = (torch.rand(2, 4, 700, d, device=DEV) * 0.1
+                 * torch.linspace(0, 40, 700, device=DEV)[None, None, :, None]).half()
+            v = torch.randn(2, 4, 700, d, device=DEV).half()
+            cfg = cfg_of(d, False, causal, tiles)
+            got = run(cfg, q, k, v).double()
+            want = reference(q, k, v, causal)
+            err = (got - want).abs().max().item()
+            RES["checks"].append(dict(d=d, tiles=tiles, growing=True, causal=causal, err=err,
+                                      ok=err <= 8e-3))
+            bad += not err <= 8e-3
+            if not err <= 8e-3:
+                log(f"FAIL growing d={d} tiles={tiles} causal={causal}: err {err}")
     errs = [c["err"] for c in RES["checks"] if c["err"] == c["err"]]
     log(f"checks: {len(RES['checks'])} cases, {bad} failed (max err {max(errs):.3g})")
     RES["failed_checks"] = bad

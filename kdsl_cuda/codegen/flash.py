@@ -514,7 +514,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(
     long long svb, long long svh, long long svn, long long sob, long long soh, long long son,
     float scale, long long causal_end) {{
   extern __shared__ __align__(128) uint16_t kd_fl_smem[];
-  {name}_block(Q, K, V, O, kd_fl_smem, blockIdx.x, blockIdx.y, H, group, Nq, Nk, {d}, {dv},
+  {name}_block(Q, K, V, O, kd_fl_smem, {bx}, blockIdx.y, H, group, Nq, Nk, {d}, {dv},
                causal_end, sqb, sqh, sqn, 1, skb, skh, skn, 1, svb, svh, svn, 1, sob, soh, son, 1,
                scale);
 }}
@@ -571,7 +571,9 @@ def source(cfg: FlashConfig, name: str = "kd_flash_fwd", unpaired: bool = False)
     ``cfg.smem_bytes`` dynamic shared memory."""
     body = COMMON + block_function(cfg, name, DEFAULT_SCORE[cfg.bf16], DEFAULT_FINAL[cfg.bf16],
                                    (("float", "scale"),), factor=None if unpaired else "scale")
-    body += _WRAPPER.format(name=name, threads=cfg.threads, d=cfg.d, dv=cfg.dv)
+    # causal: the longest rows (most keys) first, as the schedule's call does: no tail of heavy blocks
+    bx = "(gridDim.x - 1 - blockIdx.x)" if cfg.causal else "blockIdx.x"
+    body += _WRAPPER.format(name=name, threads=cfg.threads, d=cfg.d, dv=cfg.dv, bx=bx)
     return prelude_for(body) + body
 
 

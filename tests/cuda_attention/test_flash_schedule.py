@@ -124,3 +124,27 @@ def test_float64_chain_schedules_without_a_float32_combiner():
     osm.reducer()._cache.pop((dt.float32, dt.float32), None)    # as in a fresh process
     spec = kd.TensorSpec((1, 2, None, 16), "float16")
     assert not _flash(kd.kernel(att), spec, spec, spec)
+
+
+def test_growing_row_max_rescales_and_negative_scale():
+    """Scores that grow along the keys by far more than 2^8 from one 16-key tile to the next
+    (the kernel's lazy rescale must raise its reference and rescale O and the sums), and a
+    negative scale (the largest product gives the smallest score), against float64."""
+    rng = np.random.default_rng(11)
+    q = (np.abs(rand(rng, (1, 2, 20, 16), "float32")) + 0.5).astype(np.float16)
+    k = (np.abs(rand(rng, (1, 2, 70, 16), "float32")) * 0.1).astype(np.float32)
+    k *= np.linspace(0.0, 80.0, 70, dtype=np.float32)[None, None, :, None]  # scores 0 .. ~40
+    k = k.astype(np.float16)
+    v = rand(rng, (1, 2, 70, 16), "float16")
+    att = kd.kernel(attention)      # traced here (a test above drops the combiner's cache)
+    assert _flash(att, q, k, v)
+    _check(att(q, k, v, backend="interp-cuda"), reference(q, k, v), TOL["float16"])
+
+    def neg(q, k, v):
+        s = q @ kd.swapaxes(k, -1, -2) * -0.5
+        p = kd.exp(s - s.max(axis=-1, keepdims=True))
+        return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+    kn = kd.kernel(neg)
+    assert _flash(kn, q, k, v)
+    _check(kn(q, k, v, backend="interp-cuda"), reference(q, k, v, scale=-0.5), TOL["float16"])
