@@ -21,8 +21,11 @@ if [ "${1:-}" = "racecheck" ]; then
   if [ -z "$san" ]; then echo "no compute-sanitizer found" | tee "$out/racecheck.log"; exit 1; fi
   for tool in racecheck memcheck; do
     echo "== $tool ==" | tee -a "$out/racecheck.log"
-    timeout 250 "$san" --tool $tool $([ $tool = racecheck ] && echo --racecheck-report all) \
-        python3 .devrun/flash/bench.py --racecheck-case 2>&1 | grep -v "^========= *$" | tail -25 \
+    extra=""; [ $tool = racecheck ] && extra="--racecheck-report all"
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 250 "$san" --tool $tool $extra --error-exitcode 1 \
+        python3 .devrun/flash/bench.py --racecheck-case > "$out/$tool.txt" 2>&1
+    echo "$tool rc=$?" | tee -a "$out/racecheck.log"
+    grep -E "SUMMARY|racecheck case|Error|error|Hazard" "$out/$tool.txt" | sort | uniq -c | head -30 \
         | tee -a "$out/racecheck.log"
   done
   exit 0

@@ -18,13 +18,29 @@ from kdsl.schedule.intrin import BlockIntrinsic
 #: query rows, keys per streamed tile and warps of the block function, by (padded) head
 #: dimension (H100/H200).  A CTA runs the rows of the first (exact-size) function; a
 #: covering function of fewer rows runs as many times as that takes.
-#: (ptxas, sm_90: d=64 128x64 244 registers; d=128 128x64 spills 88 bytes, 64x64 174
-#: registers; the device sweep of .devrun/flashgpu/bench.py decides between them)
+#: (ptxas, sm_90, none spills: d=64 128x64x4 ~240 registers (2 CTAs an SM); d=128 64x64x4 168;
+#: the device sweep of .devrun/flash/bench.py decides between the candidates)
 TILES = {16: (64, 16, 4), 32: (64, 32, 4), 64: (128, 64, 4), 128: (64, 64, 4),
          256: (64, 32, 4)}
+#: the tiles when a 128-row block would leave the GPU short of CTAs (``tiles``)
+FEW_ROWS = {64: (64, 64, 4)}
+#: fewer CTAs than this (batch x heads x query blocks, at the sizes' lower bounds) take
+#: FEW_ROWS: one wave of two 128-row CTAs per SM on an H100/H200's 132 SMs
+FEW_CTAS = 2 * 132
 #: the tiles of a wider function that covers the rest of a size class (d = 65..127 on the
 #: 128-wide one): less code (NVRTC time), padded sizes are the rare ones
 COVER = (64, 32, 4)
+
+
+def tiles(d: int, rows: int | None, blocks: int | None) -> tuple:
+    """(bm, bn, warps) of the exact-size function for head dim ``d``: ``TILES[d]``, or
+    ``FEW_ROWS[d]`` when ``blocks`` (batch x heads) times the query blocks of ``rows`` (lower
+    bounds; None: unknown) is under ``FEW_CTAS`` -- half the rows a CTA, twice the CTAs."""
+    t = TILES[d]
+    if d in FEW_ROWS and rows is not None and blocks is not None \
+            and blocks * -(-rows // t[0]) < FEW_CTAS:
+        return FEW_ROWS[d]
+    return t
 
 
 class _ReplaceReads(Mutator):
@@ -98,8 +114,9 @@ class _Rebuild(Mutator):
 class FlashOp(BlockIntrinsic):
     """The flash-attention block (see the module docstring): built per schedule from a Match."""
 
-    def __init__(self, m, hd, bm, by):
-        self.m, self.bm, self.by = m, bm, by
+    def __init__(self, m, hd, tiles, by):
+        self.m, self.tile, self.by = m, tuple(tiles), by
+        self.bm = self.tile[0]
         self.dims = hd
         self.causal = m.causal_end is not None
         self.bf16 = m.q.dtype is dt.bfloat16
@@ -203,7 +220,7 @@ class FlashOp(BlockIntrinsic):
 
     def _cfg(self, p):
         from kdsl_cuda.codegen.flash import FlashConfig
-        bm, bn, nw = TILES[p] if p == self.dims[0] else COVER
+        bm, bn, nw = self.tile if p == self.dims[0] else COVER
         return FlashConfig(p, p, bf16=self.bf16, bm=bm, bn=bn, nw=nw, causal=self.causal)
 
     # --------------------------------------------------------------- SIMT
@@ -327,4 +344,4 @@ class FlashOp(BlockIntrinsic):
             first = False
 
 
-__all__ = ["COVER", "FlashOp", "TILES"]
+__all__ = ["COVER", "FEW_CTAS", "FEW_ROWS", "FlashOp", "TILES", "tiles"]

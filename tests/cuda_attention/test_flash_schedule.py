@@ -148,3 +148,22 @@ def test_growing_row_max_rescales_and_negative_scale():
     kn = kd.kernel(neg)
     assert _flash(kn, q, k, v)
     _check(kn(q, k, v, backend="interp-cuda"), reference(q, k, v, scale=-0.5), TOL["float16"])
+
+
+def test_tiles_by_head_dim_and_ctas():
+    """128-row blocks at d=64 where the grid is large; 64-row ones where batch x heads x
+    blocks would be under one wave (FEW_CTAS), and by the sizes' lower bounds when not exact."""
+    from kdsl_cuda.schedules.attention_op import FEW_CTAS, FEW_ROWS, TILES, tiles
+    assert tiles(64, 4096, 32) == TILES[64]
+    assert tiles(64, 1024, 32) == FEW_ROWS[64]          # 32 * 8 = 256 CTAs of 128 rows
+    assert tiles(64, None, 32) == TILES[64] and tiles(64, 1024, None) == TILES[64]
+    assert tiles(64, FEW_CTAS * 128, 1) == TILES[64]
+    k = kd.kernel(attention, specialize=True)
+
+    def rows_of(shape):
+        spec = kd.TensorSpec(shape, "float16")
+        txt = str(k.lower(spec, spec, spec, backend="interp-cuda"))
+        return int(txt.split("FlashOp(rows=")[1].split(",")[0])
+
+    assert rows_of((4, 8, 4096, 64)) == TILES[64][0]
+    assert rows_of((4, 8, 1024, 64)) == FEW_ROWS[64][0]
