@@ -42,6 +42,7 @@ class FlashConfig:
     bn: int = 64            # keys per streamed tile
     nw: int = 4             # warps per CTA
     causal: bool = False    # a key bound j < i + causal_end (runtime offset)
+    stages: int = 2         # K/V tiles in shared memory (stages - 1 in flight)
 
     @property
     def mt(self) -> int:
@@ -54,14 +55,15 @@ class FlashConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return 2 * (self.bm * self.d + 2 * self.bn * self.d + 2 * self.bn * self.dv)
+        return 2 * (self.bm * self.d + self.stages * self.bn * (self.d + self.dv))
 
     def check(self) -> None:
         """Raise ValueError when the kernel cannot tile this shape."""
         if self.d not in HEAD_DIMS or self.dv not in HEAD_DIMS:
             raise ValueError(f"head dims {self.d}/{self.dv}: the flash kernel tiles {HEAD_DIMS}")
-        if self.bm % (16 * self.nw) or self.mt < 1 or self.bn % 16 or self.bn < 16:
-            raise ValueError(f"tiles bm={self.bm} bn={self.bn} nw={self.nw}")
+        if self.bm % (16 * self.nw) or self.mt < 1 or self.bn % 16 or self.bn < 16 \
+                or not 2 <= self.stages <= 4:
+            raise ValueError(f"tiles bm={self.bm} bn={self.bn} nw={self.nw} stages={self.stages}")
 
 
 COMMON = r"""
@@ -192,6 +194,7 @@ BLOCK = r"""
 #define FCAUSAL {causal}
 #define FBF16 {bf16}
 #define FFAST {fast}
+#define FST {stages}
 
 __device__ __forceinline__ float {name}_score(float acc, long long i, long long j{cparams}) {{
   return {score};
@@ -213,7 +216,7 @@ __device__ __forceinline__ void {name}_block(
   const float NINF = -__int_as_float(0x7f800000);
   uint16_t* sQ = smem;
   uint16_t* sK = sQ + FBM * FD;
-  uint16_t* sV = sK + 2 * FBN * FD;
+  uint16_t* sV = sK + FST * FBN * FD;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int m0 = (int)bx * FBM;
   const long long bh = by, b = bh / H, h = bh % H, hk = h / group;
@@ -247,8 +250,12 @@ __device__ __forceinline__ void {name}_block(
       kd_fl_load<CV>(sV + buf * FBN * FDV, v, svn, svc, n0, Nk, Dv, FBN, false, tid, NTH);
     }}
   }};
-  if (nblocks > 0) load_kv(0, 0);
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  // the first FST - 1 key tiles in flight (one commit group each, empty past the last)
+#pragma unroll
+  for (int st = 0; st < FST - 1; ++st) {{
+    if (st < nblocks) load_kv(st, st * FBN);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }}
 
   // p = 2^(s cs - m cs): s the row value (FFAST: the raw product Q K^T, sign-flipped for a
   // negative factor) and cs its factor times log2(e) -- one FFMA and one EX2 per score, as
@@ -287,23 +294,23 @@ __device__ __forceinline__ void {name}_block(
     kd_fl_swz_lane<CQ>(oq, s0 + (wrow + (lane & 15)) * CQ * 16, (lane >> 4) ^ (lane & mq));
     kd_fl_swz_lane<CQ>(ok, s0 + FBM * FD * 2 + ((lane >> 4) * 8 + (lane & 7)) * CQ * 16,
                        ((lane >> 3) & 1) ^ (lane & mq));
-    kd_fl_swz_lane<CV>(ov, s0 + (FBM * FD + 2 * FBN * FD) * 2 + (((lane >> 3) & 1) * 8 + (lane & 7)) * CV * 16,
+    kd_fl_swz_lane<CV>(ov, s0 + (FBM * FD + FST * FBN * FD) * 2 + (((lane >> 3) & 1) * 8 + (lane & 7)) * CV * 16,
                        (lane >> 4) ^ (lane & mv));
   }}
 
+  int cur = 0, nxt = FST - 1;       // the ring's buffers: this tile's, the one loaded now
   for (int it = 0; it < nblocks; ++it) {{
-    const int cur = it & 1, n0 = it * FBN;
-    if (it + 1 < nblocks) {{
-      load_kv(cur ^ 1, n0 + FBN);
-      asm volatile("cp.async.commit_group;\n" ::: "memory");
-      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-    }} else {{
-      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    }}
+    const int n0 = it * FBN;
+    // tile it + FST - 1 into the buffer tile it - 1 used (every thread is past it: the
+    // barrier ending the last iteration), then wait for tile it: all groups but the last
+    // FST - 1 complete
+    if (it + FST - 1 < nblocks) load_kv(nxt, n0 + (FST - 1) * FBN);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(FST - 1) : "memory");
     __syncthreads();
 
     // S = Q K^T for this warp's rows and the tile's keys
-    const uint32_t kb = cur ? FBN * FD * 2 : 0, vb = cur ? FBN * FDV * 2 : 0;
+    const uint32_t kb = cur * (FBN * FD * 2), vb = cur * (FBN * FDV * 2);
     float s[FMT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < FMT; ++mt)
@@ -451,7 +458,10 @@ __device__ __forceinline__ void {name}_block(
       }}
     }}
     __syncthreads();
+    cur = cur + 1 == FST ? 0 : cur + 1;
+    nxt = nxt + 1 == FST ? 0 : nxt + 1;
   }}
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 
   // O / l, stored as the output's 16-bit type (two per 32-bit store where aligned)
   const bool ofast = (((unsigned long long)O & 3ull) == 0) && Dv == FDV && soc == 1
@@ -504,6 +514,7 @@ __device__ __forceinline__ void {name}_block(
 #undef FCAUSAL
 #undef FBF16
 #undef FFAST
+#undef FST
 """
 
 _WRAPPER = r"""
@@ -553,7 +564,7 @@ def block_function(cfg: FlashConfig, name: str, score: str, final: str, consts=(
     score, final = fast_rounding(score), fast_rounding(final)
     cparams = "".join(f", {t} {c}" for t, c in consts)
     cargs = "".join(f", {c}" for _, c in consts)
-    return BLOCK.format(d=cfg.d, dv=cfg.dv, bm=cfg.bm, bn=cfg.bn, nw=cfg.nw, mt=cfg.mt,
+    return BLOCK.format(d=cfg.d, dv=cfg.dv, bm=cfg.bm, bn=cfg.bn, nw=cfg.nw, mt=cfg.mt, stages=cfg.stages,
                         causal=int(cfg.causal), bf16=int(cfg.bf16), name=name, score=score,
                         final=final, cparams=cparams, cargs=cargs, fast=int(factor is not None),
                         factor=factor or "0.f")

@@ -220,8 +220,9 @@ class FlashOp(BlockIntrinsic):
 
     def _cfg(self, p):
         from kdsl_cuda.codegen.flash import FlashConfig
-        bm, bn, nw = self.tile if p == self.dims[0] else COVER
-        return FlashConfig(p, p, bf16=self.bf16, bm=bm, bn=bn, nw=nw, causal=self.causal)
+        t = self.tile if p == self.dims[0] else COVER      # (bm, bn, warps[, stages])
+        return FlashConfig(p, p, bf16=self.bf16, bm=t[0], bn=t[1], nw=t[2], causal=self.causal,
+                           stages=t[3] if len(t) > 3 else 2)
 
     # --------------------------------------------------------------- SIMT
     def simt(self, ex, s) -> None:
