@@ -4,8 +4,8 @@ H100/H200 against torch SDPA (flash backend).  See run.sh for the modes.
     python3 .devrun/flash/bench.py [--variants SPEC] [--quick] [--no-e2e]
     python3 .devrun/flash/bench.py --racecheck-case     # one small run (under compute-sanitizer)
 
-SPEC: variants of tile choices, ``;``-separated ``D:bm,bn,warps[,stages]`` (``bD:...``: the kernel
-before this session; default: VARIANTS below);
+SPEC: variants of tile choices, ``;``-separated ``D:bm,bn,warps[,stages[,mma_sum]]`` (``bD:...``: the
+kernel before this session; mma_sum 1: row sums on the tensor cores; default: VARIANTS below);
 each is compiled, its registers/spills (ptxas -v through NVRTC) recorded, checked and timed.
 1. checks: every variant against a float64 reference (torch on the GPU) at N = 1, 100, 1000
    (and Nq != Nk, GQA, a strided view), causal and not, f16 and bf16: FAIL lines on error.
@@ -47,9 +47,9 @@ OUT = os.environ.get("OUT") or "."
 T0 = time.time()
 RES = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "variants": {},
        "checks": [], "timing": [], "e2e": [], "errors": []}
-VARIANTS = ("b64:128,64,4;64:128,64,4;64:128,64,4,3;64:128,128,4;64:64,64,4;64:128,128,8;"
-            "64:64,128,4;b128:64,64,4;128:64,64,4;128:128,32,4;128:128,64,8;128:128,32,8;"
-            "128:64,32,4;128:64,64,4,3")
+VARIANTS = ("b64:128,64,4;64:128,64,4;64:128,64,4,3;64:128,64,4,2,1;64:128,128,4;64:64,64,4;"
+            "64:128,128,8;64:256,64,8;b128:64,64,4;128:64,64,4;128:128,32,4;128:128,32,4,3;"
+            "128:128,32,4,2,1;128:256,32,8;128:128,32,8;128:64,32,4")
 TABLE = []
 
 
@@ -109,7 +109,8 @@ def cfg_of(d, bf16, causal, tiles):
                                                           causal=causal))
     bm, bn, nw, *st = tiles
     return Cfg(flash_now, flash_now.FlashConfig(d, d, bf16=bf16, bm=bm, bn=bn, nw=nw,
-                                                causal=causal, stages=st[0] if st else 2))
+                                                causal=causal, stages=st[0] if st else 2,
+                                                mma_sum=bool(st[1]) if len(st) > 1 else False))
 
 
 # ------------------------------------------------------------------ compile, ptxas -v, load
@@ -227,9 +228,9 @@ def reference(q, k, v, causal, scale=None):
 
 
 def vname(c):
-    st = getattr(c.cfg, "stages", 2)
+    st, ms = getattr(c.cfg, "stages", 2), getattr(c.cfg, "mma_sum", False)
     return ("before " if c.mod is flash_before else "") + f"{c.bm},{c.bn},{c.nw}" + \
-        (f",{st}" if st != 2 else "")
+        (f",{st},1" if ms else f",{st}" if st != 2 else "")
 
 
 def tname(t):

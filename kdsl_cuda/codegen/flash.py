@@ -43,6 +43,7 @@ class FlashConfig:
     nw: int = 4             # warps per CTA
     causal: bool = False    # a key bound j < i + causal_end (runtime offset)
     stages: int = 2         # K/V tiles in shared memory (stages - 1 in flight)
+    mma_sum: bool = False   # row sums by the tensor cores (P times a ones column) not FADDs
 
     @property
     def mt(self) -> int:
@@ -195,6 +196,7 @@ BLOCK = r"""
 #define FBF16 {bf16}
 #define FFAST {fast}
 #define FST {stages}
+#define FMMASUM {mma_sum}
 
 __device__ __forceinline__ float {name}_score(float acc, long long i, long long j{cparams}) {{
   return {score};
@@ -275,12 +277,21 @@ __device__ __forceinline__ void {name}_block(
   // to the max only when the max passes it by more than 2^8 -- FlashAttention-4's lazy rescale:
   // p stays <= 256, and O is rescaled on few tiles); row_l: the lane's partial sum
   float row_m[FMT][2], row_x[FMT][2], row_l[FMT][2];
+#if FMMASUM
+  // the row sums of the rounded P, as P times a column of ones (every column of an m16n8
+  // accumulator holds its row's sum: no quad reduction)
+  float lacc[FMT][4];
+  const uint32_t ONE2 = FBF16 ? 0x3f803f80u : 0x3c003c00u;
+#endif
 #pragma unroll
   for (int mt = 0; mt < FMT; ++mt) {{
 #pragma unroll
     for (int t = 0; t < DT; ++t) acc_o[mt][t][0] = acc_o[mt][t][1] = acc_o[mt][t][2] = acc_o[mt][t][3] = 0.f;
     row_m[mt][0] = row_m[mt][1] = row_x[mt][0] = row_x[mt][1] = NINF;
     row_l[mt][0] = row_l[mt][1] = 0.f;
+#if FMMASUM
+    lacc[mt][0] = lacc[mt][1] = lacc[mt][2] = lacc[mt][3] = 0.f;
+#endif
   }}
   const int g = lane >> 2, tq = lane & 3;
   const int wrow = warp * (FMT * 16);
@@ -413,7 +424,9 @@ __device__ __forceinline__ void {name}_block(
           for (int e = 0; e < 2; ++e) {{
             float pe = kd_fl_ex2(fmaf(s[mt][t][hr * 2 + e], cs, -ms));
             s[mt][t][hr * 2 + e] = pe;
+#if !FMMASUM
             sum += pe;
+#endif
           }}
         row_m[mt][hr] = mref;
         row_l[mt][hr] = row_l[mt][hr] * alpha + sum;
@@ -441,6 +454,15 @@ __device__ __forceinline__ void {name}_block(
           acc_o[mt][t][2] *= al[mt][1];
           acc_o[mt][t][3] *= al[mt][1];
         }}
+#if FMMASUM
+#pragma unroll
+      for (int mt = 0; mt < FMT; ++mt) {{
+        lacc[mt][0] *= al[mt][0];
+        lacc[mt][1] *= al[mt][0];
+        lacc[mt][2] *= al[mt][1];
+        lacc[mt][3] *= al[mt][1];
+      }}
+#endif
     }}
 
     // O += P V
@@ -456,6 +478,11 @@ __device__ __forceinline__ void {name}_block(
           kd_fl_mma<FBF16>(acc_o[mt][t + 1], p[mt][kk][0], p[mt][kk][1], p[mt][kk][2], p[mt][kk][3], b2, b3);
         }}
       }}
+#if FMMASUM
+#pragma unroll
+      for (int mt = 0; mt < FMT; ++mt)
+        kd_fl_mma<FBF16>(lacc[mt], p[mt][kk][0], p[mt][kk][1], p[mt][kk][2], p[mt][kk][3], ONE2, ONE2);
+#endif
     }}
     __syncthreads();
     cur = cur + 1 == FST ? 0 : cur + 1;
@@ -473,9 +500,13 @@ __device__ __forceinline__ void {name}_block(
       // the sums and O against the row's max (the final expression may read m and l)
       const float mref = row_m[mt][hr], mx = row_x[mt][hr];
       const float f = (mref == mx) ? 1.f : kd_fl_ex2((mref - mx) * cs);
+#if FMMASUM
+      const float l = lacc[mt][hr * 2] * f, m = mx * mscale;
+#else
       float l = row_l[mt][hr] * f, m = mx * mscale;
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
+#endif
 #pragma unroll
       for (int t = 0; t < DT; ++t) {{
         acc_o[mt][t][hr * 2] *= f;
@@ -515,6 +546,7 @@ __device__ __forceinline__ void {name}_block(
 #undef FBF16
 #undef FFAST
 #undef FST
+#undef FMMASUM
 """
 
 _WRAPPER = r"""
@@ -565,6 +597,7 @@ def block_function(cfg: FlashConfig, name: str, score: str, final: str, consts=(
     cparams = "".join(f", {t} {c}" for t, c in consts)
     cargs = "".join(f", {c}" for _, c in consts)
     return BLOCK.format(d=cfg.d, dv=cfg.dv, bm=cfg.bm, bn=cfg.bn, nw=cfg.nw, mt=cfg.mt, stages=cfg.stages,
+                        mma_sum=int(cfg.mma_sum),
                         causal=int(cfg.causal), bf16=int(cfg.bf16), name=name, score=score,
                         final=final, cparams=cparams, cargs=cargs, fast=int(factor is not None),
                         factor=factor or "0.f")
