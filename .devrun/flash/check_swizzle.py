@@ -22,7 +22,7 @@ def main():
     for D in (16, 32, 64, 128, 256):
         CH = D // 8
         m = min(CH, 8) - 1
-        for bm, nw in ((64, 4), (128, 4), (128, 8)):
+        for bm, nw in ((64, 2), (64, 4), (128, 4), (128, 8), (256, 8)):
             mt_n = bm // (16 * nw)
             for bn in (16, 32, 64, 128):
                 NT, DT = bn // 8, D // 8
@@ -61,7 +61,7 @@ def copy_cover():
     for D in (16, 32, 64, 128, 256):
         CH = D // 8
         m = min(CH, 8) - 1
-        for NTH in (128, 256):
+        for NTH in (64, 128, 256):
             for ROWS in (16, 32, 64, 128):
                 RSTEP, PASSES = NTH // CH, (ROWS * CH + NTH - 1) // NTH
                 same = RSTEP % (min(CH, 8)) == 0
