@@ -51,6 +51,8 @@ VARIANTS = ("b64:128,64,4;64:128,64,4;64:128,64,4,3;64:128,64,4,2,1;64:128,128,4
             "64:64,64,4;64:64,64,2;64:256,64,8;"
             "b128:64,64,4;128:64,64,4;128:128,32,4;128:128,32,4,3;128:128,32,4,2,1;128:128,48,4;"
             "128:128,48,4,2,1;128:256,32,8;128:64,32,4;128:64,48,2")
+#: checked only (the other head dims' tiles of the schedule)
+CHECK_ONLY = "16:64,16,4;32:64,32,4;256:64,32,4"
 TABLE = []
 
 
@@ -287,11 +289,13 @@ def checks(variants):
         for scale in (None, -0.3):
             cfg = cfg_of(d, False, False, tiles)
             got = run(cfg, q, k, v, scale=scale).double()
-            err = (got - reference(q, k, v, False, scale)).abs().max().item()
+            want = reference(q, k, v, False, scale)
+            err = (got - want).abs().max().item()
+            tol = 8e-3 * max(1.0, want.abs().max().item())
             RES["checks"].append(dict(d=d, tiles=tiles, strided=True, scale=scale, err=err,
-                                      ok=err <= 4e-3))
-            bad += err > 4e-3
-            if err > 4e-3:
+                                      ok=err <= tol))
+            bad += not err <= tol
+            if not err <= tol:
                 log(f"FAIL strided d={d} scale={scale}: err {err}")
     # scores growing by ~10 (natural units) per 64 keys: the lazy rescale raises its reference
     for d, tiles in [x for x in variants if x[1][0] != "before"]:
@@ -499,7 +503,8 @@ def main():
         return
     variants = parse(a.variants)
     log("device:", RES["device"], "torch", torch.__version__, "variants:", variants)
-    cfgs = [cfg_of(d, bf16, causal, t) for d, t in variants for bf16 in (False, True)
+    extra = parse(CHECK_ONLY)
+    cfgs = [cfg_of(d, bf16, causal, t) for d, t in variants + extra for bf16 in (False, True)
             for causal in (False, True)]
     precompile(cfgs)
     for c in cfgs:
@@ -512,7 +517,7 @@ def main():
             log(line)
     save()
     try:
-        checks(variants)
+        checks(variants + extra)
     except Exception as e:      # noqa: BLE001
         traceback.print_exc()
         RES["errors"].append(f"checks: {e!r}"[:300])
