@@ -18,15 +18,18 @@ from kdsl.schedule.intrin import BlockIntrinsic
 #: query rows, keys per streamed tile and warps of the block function, by (padded) head
 #: dimension (H100/H200).  A CTA runs the rows of the first (exact-size) function; a
 #: covering function of fewer rows runs as many times as that takes.
-#: (ptxas, sm_90, none spills: d=64 128x64x4 ~240 registers (2 CTAs an SM); d=128 64x64x4 168;
-#: the device sweep of .devrun/flash/bench.py decides between the candidates)
-TILES = {16: (64, 16, 4), 32: (64, 32, 4), 64: (128, 64, 4), 128: (64, 64, 4),
+#: (ptxas, sm_90, none spills: d=64 128x64x4 ~244 registers (2 CTAs an SM); d=128 128x32x4 ~244:
+#: two 16-row m-tiles a warp, each K/V fragment feeding two products -- 64x64x4 (one m-tile)
+#: is bound by shared-memory bandwidth (.devrun/flash/NOTES.md); the device sweep of
+#: .devrun/flash/bench.py decides between the candidates)
+TILES = {16: (64, 16, 4), 32: (64, 32, 4), 64: (128, 64, 4), 128: (128, 32, 4),
          256: (64, 32, 4)}
-#: the tiles when a 128-row block would leave the GPU short of CTAs (``tiles``)
-FEW_ROWS = {64: (64, 64, 4)}
+#: the tiles when 128-row blocks would leave SMs idle (``tiles``): half the rows, as many
+#: m-tiles a warp (two warps)
+FEW_ROWS = {64: (64, 64, 2), 128: (64, 32, 2)}
 #: fewer CTAs than this (batch x heads x query blocks, at the sizes' lower bounds) take
-#: FEW_ROWS: one wave of two 128-row CTAs per SM on an H100/H200's 132 SMs
-FEW_CTAS = 2 * 132
+#: FEW_ROWS: an H100/H200 has 132 SMs
+FEW_CTAS = 132
 #: the tiles of a wider function that covers the rest of a size class (d = 65..127 on the
 #: 128-wide one): less code (NVRTC time), padded sizes are the rare ones
 COVER = (64, 32, 4)
@@ -220,7 +223,10 @@ class FlashOp(BlockIntrinsic):
 
     def _cfg(self, p):
         from kdsl_cuda.codegen.flash import FlashConfig
-        t = self.tile if p == self.dims[0] else COVER      # (bm, bn, warps[, stages])
+        # (bm, bn, warps[, stages]); a covering function runs with the CTA's warps (every
+        # thread of the block calls it: its barriers), rows a multiple of theirs
+        nw = self.tile[2]
+        t = self.tile if p == self.dims[0] else (max(COVER[0], 16 * nw), COVER[1], nw)
         return FlashConfig(p, p, bf16=self.bf16, bm=t[0], bn=t[1], nw=t[2], causal=self.causal,
                            stages=t[3] if len(t) > 3 else 2)
 

@@ -155,8 +155,8 @@ def test_tiles_by_head_dim_and_ctas():
     blocks would be under one wave (FEW_CTAS), and by the sizes' lower bounds when not exact."""
     from kdsl_cuda.schedules.attention_op import FEW_CTAS, FEW_ROWS, TILES, tiles
     assert tiles(64, 4096, 32) == TILES[64]
-    assert tiles(64, 1024, 32) == FEW_ROWS[64]          # 32 * 8 = 256 CTAs of 128 rows
-    assert tiles(64, None, 32) == TILES[64] and tiles(64, 1024, None) == TILES[64]
+    assert tiles(64, 1024, 8) == FEW_ROWS[64]           # 8 * 8 = 64 CTAs of 128 rows
+    assert tiles(64, None, 8) == TILES[64] and tiles(64, 1024, None) == TILES[64]
     assert tiles(64, FEW_CTAS * 128, 1) == TILES[64]
     k = kd.kernel(attention, specialize=True)
 
@@ -166,4 +166,23 @@ def test_tiles_by_head_dim_and_ctas():
         return int(txt.split("FlashOp(rows=")[1].split(",")[0])
 
     assert rows_of((4, 8, 4096, 64)) == TILES[64][0]
-    assert rows_of((4, 8, 1024, 64)) == FEW_ROWS[64][0]
+    assert rows_of((1, 8, 1024, 64)) == FEW_ROWS[64][0]
+
+
+def test_covering_function_runs_with_the_blocks_warps():
+    """Regression: a 2-warp exact-size function (few CTAs) with a 4-warp covering one made a
+    128-thread block whose upper warps ran the 2-warp function past its rows."""
+    from kdsl.frontend.spec import TensorSpec
+    from kdsl.frontend.trace import trace
+    from kdsl.schedule import Schedule
+    from kdsl_cuda.schedules import attention as fa
+    from kdsl_cuda.schedules import attention_op as ao
+    s = Schedule(trace(attention, [TensorSpec((1, 2, 8, 64), kd.float16)] * 3))
+    m = fa.find(s)
+    for tile in (ao.FEW_ROWS[64], ao.TILES[64], (64, 64, 4)):
+        op = ao.FlashOp(m, (64, 128), tile, ())
+        cfgs = [op._cfg(p) for p in op.dims]
+        assert len({c.threads for c in cfgs}) == 1
+        assert all(op.bm % c.bm == 0 for c in cfgs)
+        for c in cfgs:
+            c.check()
