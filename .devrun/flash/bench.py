@@ -355,16 +355,17 @@ def sdpa(q, k, v, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def timing(variants, ns, quick=False):
+def timing(variants, ns, quick=False, heads=(4, 8), bf16_rows=True, summary=True):
     hdr = (f"{'dtype':5s} {'N':>6s} {'D':>4s} {'causal':6s} {'tiles':>13s} {'regs':>4s} "
            f"{'spill':>5s} {'kdsl ms':>8s} {'sdpa ms':>8s} {'kdsl TF':>7s} {'ratio':>6s} {'err':>7s}")
     TABLE.append(hdr)
     log(hdr)
-    rows = [(False, n) for n in ns] + [(True, 4096)]
+    rows = [(False, n) for n in ns] + ([(True, 4096)] if bf16_rows else [])
+    bh = heads[0] * heads[1]
     for bf16, n in rows:
         dt = torch.bfloat16 if bf16 else torch.float16
         for d in sorted({d for d, _ in variants}):
-            q, k, v = (torch.randn(4, 8, n, d, dtype=dt, device=DEV) for _ in range(3))
+            q, k, v = (torch.randn(*heads, n, d, dtype=dt, device=DEV) for _ in range(3))
             o = torch.empty_like(q)
             for causal in (False, True):
                 try:
@@ -387,23 +388,26 @@ def timing(variants, ns, quick=False):
                         RES["errors"].append(f"time {cfg}: {e!r}"[:300])
                         continue
                     info = RES["variants"].get(vkey(cfg), {})
-                    row = dict(dtype=str(dt)[6:], n=n, d=d, causal=causal, tiles=tiles,
+                    row = dict(dtype=str(dt)[6:], n=n, d=d, causal=causal, tiles=tiles, bh=bh,
                                kdsl_ms=t, sdpa_ms=t_ref, ratio=t_ref / t,
-                               kdsl_tflops=flops(n, d, causal) / t / 1e9,
-                               sdpa_tflops=flops(n, d, causal) / t_ref / 1e9, err_vs_sdpa=err,
+                               kdsl_tflops=flops(n, d, causal, bh) / t / 1e9,
+                               sdpa_tflops=flops(n, d, causal, bh) / t_ref / 1e9, err_vs_sdpa=err,
                                regs=info.get("regs"), spill=info.get("spill_stores"))
                     RES["timing"].append(row)
                     line = (f"{row['dtype']:5s} {n:6d} {d:4d} {causal!s:6s} {tname(tiles):>13s} "
+                            + (f"B*H={bh} " if bh != 32 else "") +
                             f"{str(row['regs']):>4s} {str(row['spill']):>5s} {t:8.3f} {t_ref:8.3f} "
                             f"{row['kdsl_tflops']:7.1f} {row['ratio']:6.2f} {err:7.1e}")
                     TABLE.append(line)
                     log(line)
             del q, k, v, o
             save()
+    if not summary:
+        return
     # the best variant per (dtype, n, d, causal), and the kernel before this session
     best, before = {}, {}
     for r in RES["timing"]:
-        key = (r["dtype"], r["n"], r["d"], r["causal"])
+        key = (r["dtype"], r["n"], r["d"], r["causal"], r["bh"])
         tab = before if r["tiles"][0] == "before" else best
         if key not in tab or r["kdsl_ms"] < tab[key]["kdsl_ms"]:
             tab[key] = r
@@ -412,7 +416,7 @@ def timing(variants, ns, quick=False):
     for key, r in sorted(best.items()):
         b = before.get(key)
         line = (f"{r['dtype']:5s} {r['n']:6d} {r['d']:4d} {r['causal']!s:6s} {tname(r['tiles']):>13s} "
-                f"ratio {r['ratio']:.2f} ({r['kdsl_tflops']:.0f} vs {r['sdpa_tflops']:.0f} TFLOP/s)"
+                + (f"B*H={r['bh']} " if r["bh"] != 32 else "") + f"ratio {r['ratio']:.2f} ({r['kdsl_tflops']:.0f} vs {r['sdpa_tflops']:.0f} TFLOP/s)"
                 + (f"  before {b['ratio']:.2f} ({tname(b['tiles'])})" if b else ""))
         TABLE.append(line)
         log(line)
@@ -491,16 +495,72 @@ def racecheck_case():
     sys.exit(1 if bad else 0)
 
 
+def default_mode():
+    """The tiles kdsl's default schedule picks (kdsl_cuda/schedules/attention_op.tiles) only:
+    checked, timed against SDPA on the table's rows (B*H = 32) and on a small grid (B*H = 4:
+    fewer CTAs than SMs, where the rule takes FEW_ROWS; TILES timed there too), then the user's
+    kernels end to end."""
+    from kdsl_cuda.schedules import attention_op as ao
+    log("device:", RES["device"], "torch", torch.__version__, "default schedule tiles:",
+        ao.TILES, "few rows:", ao.FEW_ROWS, "few ctas <", ao.FEW_CTAS)
+    RES["mode"] = "default"
+    big = sorted({(d, ao.tiles(d, n, 32)) for d in (64, 128) for n in (1024, 4096, 16384)})
+    small = sorted({(d, ao.tiles(d, n, 4)) for d in (64, 128) for n in (1024,)} |
+                   {(d, ao.TILES[d]) for d in (64, 128)})
+    extra = parse(CHECK_ONLY)
+    allv = sorted(set(big) | set(small))
+    cfgs = [cfg_of(d, bf16, causal, t) for d, t in allv + extra for bf16 in (False, True)
+            for causal in (False, True)]
+    precompile(cfgs)
+    for c in cfgs:
+        info = INFO.get(c, {})
+        RES["variants"][vkey(c)] = info
+        line = (f"ptxas d={c.d} tiles={vname(c)} {'bf16' if c.bf16 else 'f16'} "
+                f"{'causal' if c.causal else ''}: {info.get('regs')} registers, "
+                f"{info.get('spill_stores')} bytes spill stores, smem {c.smem_bytes} B")
+        TABLE.append(line)
+        log(line)
+    save()
+    try:
+        checks(allv + extra)
+    except Exception as e:      # noqa: BLE001
+        traceback.print_exc()
+        RES["errors"].append(f"checks: {e!r}"[:300])
+    save()
+    try:
+        timing(big, (1024, 4096, 16384), summary=False)
+        TABLE.append("")
+        TABLE.append("small grid (B*H = 4): the rule's FEW_ROWS against TILES")
+        timing(small, (1024, 4096), heads=(1, 4), bf16_rows=False)
+    except Exception as e:      # noqa: BLE001
+        traceback.print_exc()
+        RES["errors"].append(f"timing: {e!r}"[:300])
+    save()
+    try:
+        e2e([(torch.float16, 64, False, (1000, 4096)), (torch.float16, 64, True, (4096,)),
+             (torch.float16, 128, False, (4096,)), (torch.float16, 128, True, (4096,)),
+             (torch.bfloat16, 128, False, (4096,))])
+    except Exception as e:      # noqa: BLE001
+        traceback.print_exc()
+        RES["errors"].append(f"e2e: {e!r}"[:300])
+    save()
+    log("done", "errors:", len(RES["errors"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", default=os.environ.get("FLASH_VARIANTS", VARIANTS))
     ap.add_argument("--quick", action="store_true", help="N 1024/4096 only, fewer samples")
     ap.add_argument("--no-e2e", action="store_true")
     ap.add_argument("--racecheck-case", action="store_true")
+    ap.add_argument("--default", action="store_true",
+                    help="only the tiles the default schedule picks (attention_op.tiles), < 90 s")
     a = ap.parse_args()
     if a.racecheck_case:
         racecheck_case()
         return
+    if a.default:
+        return default_mode()
     variants = parse(a.variants)
     log("device:", RES["device"], "torch", torch.__version__, "variants:", variants)
     extra = parse(CHECK_ONLY)

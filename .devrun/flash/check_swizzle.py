@@ -24,7 +24,7 @@ def main():
         m = min(CH, 8) - 1
         for bm, nw in ((64, 2), (64, 4), (128, 4), (128, 8), (256, 8)):
             mt_n = bm // (16 * nw)
-            for bn in (16, 32, 64, 128):
+            for bn in (16, 32, 48, 64, 96, 128):
                 NT, DT = bn // 8, D // 8
                 for warp in range(nw):
                     wrow = warp * mt_n * 16
@@ -62,7 +62,7 @@ def copy_cover():
         CH = D // 8
         m = min(CH, 8) - 1
         for NTH in (64, 128, 256):
-            for ROWS in (16, 32, 64, 128):
+            for ROWS in (16, 32, 48, 64, 96, 128, 256):
                 RSTEP, PASSES = NTH // CH, (ROWS * CH + NTH - 1) // NTH
                 same = RSTEP % (min(CH, 8)) == 0
                 seen = {}

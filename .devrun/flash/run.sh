@@ -3,6 +3,7 @@
 # Run from anywhere on the device machine (torch + cupy there); < 3 min.
 #   bash .devrun/flash/run.sh                 # compile + ptxas -v, checks, timing, 2 e2e rows
 #   bash .devrun/flash/run.sh --quick         # N 1024/4096 only, no e2e
+#   bash .devrun/flash/run.sh --default       # only the tiles the default schedule picks (< 90 s)
 #   FLASH_VARIANTS="64:128,64,4;128:128,64,8" bash .devrun/flash/run.sh   # other tiles
 #   bash .devrun/flash/run.sh racecheck       # compute-sanitizer racecheck + memcheck, N=200
 # Writes $OUT/flash.json, $OUT/flash_table.txt, $OUT/flash.log (racecheck: $OUT/racecheck.log).

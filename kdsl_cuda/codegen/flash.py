@@ -515,23 +515,18 @@ __device__ __forceinline__ void {name}_block(
       int i = m0 + wrow + mt * 16 + g + hr * 8;
       if (i < Nq) {{
         uint16_t* orow = o + (long long)i * son;
-        uint16_t val[DT][2];
+        // each pair stored as soon as made (no row of results held: the epilogue's registers)
 #pragma unroll
-        for (int t = 0; t < DT; ++t)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) val[t][e] = {name}_final(acc_o[mt][t][hr * 2 + e], l, m{cargs});
-        if (ofast) {{
-#pragma unroll
-          for (int t = 0; t < DT; ++t)
-            *(uint32_t*)(orow + t * 8 + tq * 2) = (uint32_t)val[t][0] | ((uint32_t)val[t][1] << 16);
-        }} else {{
-#pragma unroll
-          for (int t = 0; t < DT; ++t)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {{
-              long long col = t * 8 + tq * 2 + e;
-              if (col < Dv) orow[col * soc] = val[t][e];
-            }}
+        for (int t = 0; t < DT; ++t) {{
+          const uint16_t v0 = {name}_final(acc_o[mt][t][hr * 2], l, m{cargs});
+          const uint16_t v1 = {name}_final(acc_o[mt][t][hr * 2 + 1], l, m{cargs});
+          if (ofast) {{
+            *(uint32_t*)(orow + t * 8 + tq * 2) = (uint32_t)v0 | ((uint32_t)v1 << 16);
+          }} else {{
+            const long long col = t * 8 + tq * 2;
+            if (col < Dv) orow[col * soc] = v0;
+            if (col + 1 < Dv) orow[(col + 1) * soc] = v1;
+          }}
         }}
       }}
     }}

@@ -17,12 +17,13 @@ from kdsl.schedule.intrin import BlockIntrinsic
 
 #: query rows, keys per streamed tile and warps of the block function, by (padded) head
 #: dimension (H100/H200).  A CTA runs the rows of the first (exact-size) function; a
-#: covering function of fewer rows runs as many times as that takes.
-#: (ptxas, sm_90, none spills: d=64 128x64x4 ~244 registers (2 CTAs an SM); d=128 128x32x4 ~244:
-#: two 16-row m-tiles a warp, each K/V fragment feeding two products -- 64x64x4 (one m-tile)
-#: is bound by shared-memory bandwidth (.devrun/flash/NOTES.md); the device sweep of
-#: .devrun/flash/bench.py decides between the candidates)
-TILES = {16: (64, 16, 4), 32: (64, 32, 4), 64: (128, 64, 4), 128: (128, 32, 4),
+#: covering function of fewer rows runs as many times as that takes.  Two 16-row m-tiles a
+#: warp (each K/V fragment feeds two products: one is bound by shared-memory bandwidth), the
+#: widest key tile that fits the registers without spilling (ptxas, sm_90: ~255 registers).
+#: Measured on an H200 (.devrun/flash/results1, B*H = 32, N 1024..16384, 17 candidates):
+#: d=64 128x96x4 1.01-1.09x SDPA (flash), 128x64x4 0.94-1.03x; d=128 128x48x4 0.90-1.05x,
+#: 128x32x4 0.93-0.96x, 64x64x4 (the last session's) 0.81-0.94x
+TILES = {16: (64, 16, 4), 32: (64, 32, 4), 64: (128, 96, 4), 128: (128, 48, 4),
          256: (64, 32, 4)}
 #: the tiles when 128-row blocks would leave SMs idle (``tiles``): half the rows, as many
 #: m-tiles a warp (two warps)
