@@ -45,7 +45,8 @@ import flash_before  # noqa: E402  (the kernel before this session: the baseline
 DEV = "cuda"
 OUT = os.environ.get("OUT") or "."
 T0 = time.time()
-RES = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "variants": {},
+RES = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+       "nvrtc": build.nvrtc_version(), "variants": {},
        "checks": [], "timing": [], "e2e": [], "errors": []}
 VARIANTS = ("b64:128,64,4;64:128,64,4;64:128,64,4,3;64:128,64,4,2,1;64:128,128,4;64:128,96,4;"
             "64:64,64,4;64:64,64,2;64:256,64,8;"
@@ -501,7 +502,7 @@ def default_mode():
     fewer CTAs than SMs, where the rule takes FEW_ROWS; TILES timed there too), then the user's
     kernels end to end."""
     from kdsl_cuda.schedules import attention_op as ao
-    log("device:", RES["device"], "torch", torch.__version__, "default schedule tiles:",
+    log("device:", RES["device"], "torch", torch.__version__, "nvrtc", RES["nvrtc"], "default schedule tiles:",
         ao.TILES, "few rows:", ao.FEW_ROWS, "few ctas <", ao.FEW_CTAS)
     RES["mode"] = "default"
     big = sorted({(d, ao.tiles(d, n, 32)) for d in (64, 128) for n in (1024, 4096, 16384)})
@@ -562,7 +563,7 @@ def main():
     if a.default:
         return default_mode()
     variants = parse(a.variants)
-    log("device:", RES["device"], "torch", torch.__version__, "variants:", variants)
+    log("device:", RES["device"], "torch", torch.__version__, "nvrtc", RES["nvrtc"], "variants:", variants)
     extra = parse(CHECK_ONLY)
     cfgs = [cfg_of(d, bf16, causal, t) for d, t in variants + extra for bf16 in (False, True)
             for causal in (False, True)]
