@@ -477,21 +477,24 @@ def e2e(rows):
 
 
 def racecheck_case():
-    """Small attentions under compute-sanitizer: N=200, D=64, f16, causal and not, the default
-    tiles (partial tiles: the last-tile row checks), plus Nq != Nk and a strided view."""
+    """Small attentions under compute-sanitizer: N=200, f16, causal and not, the default
+    schedule's tiles for d=64 and d=128 and the few-CTA ones (partial tiles: the last-tile row
+    checks), plus Nq != Nk with a strided view."""
+    from kdsl_cuda.schedules import attention_op as ao
     bad = 0
-    for causal in (False, True):
-        cfg = cfg_of(64, False, causal, (128, 64, 4))
-        q, k, v = (torch.randn(1, 2, 200, 64, dtype=torch.float16, device=DEV) for _ in range(3))
-        got = run(cfg, q, k, v).double()
-        err = (got - reference(q, k, v, causal)).abs().max().item()
-        q2 = torch.randn(1, 130, 2, 64, dtype=torch.float16, device=DEV).transpose(1, 2)
-        got2 = run(cfg, q2, k, v).double()
-        err2 = (got2 - reference(q2, k, v, causal)).abs().max().item()
-        ok = err < 4e-3 and err2 < 4e-3
-        bad += not ok
-        print(f"racecheck case causal={causal}: max err {err:.2e} (Nq=130 strided: {err2:.2e})",
-              "ok" if ok else "FAIL")
+    for d, tiles in ((64, ao.TILES[64]), (128, ao.TILES[128]), (64, ao.FEW_ROWS[64])):
+        for causal in (False, True):
+            cfg = cfg_of(d, False, causal, tiles)
+            q, k, v = (torch.randn(1, 2, 200, d, dtype=torch.float16, device=DEV) for _ in range(3))
+            got = run(cfg, q, k, v).double()
+            err = (got - reference(q, k, v, causal)).abs().max().item()
+            q2 = torch.randn(1, 130, 2, d, dtype=torch.float16, device=DEV).transpose(1, 2)
+            got2 = run(cfg, q2, k, v).double()
+            err2 = (got2 - reference(q2, k, v, causal)).abs().max().item()
+            ok = err < 8e-3 and err2 < 8e-3
+            bad += not ok
+            print(f"racecheck case d={d} tiles={tiles} causal={causal}: max err {err:.2e} "
+                  f"(Nq=130 strided: {err2:.2e})", "ok" if ok else "FAIL")
     torch.cuda.synchronize()
     sys.exit(1 if bad else 0)
 
