@@ -38,7 +38,7 @@ from kdsl.ir.simplify import simplify
 from kdsl.ir.visitor import Mutator, collect, substitute, uses_var
 
 from . import analysis as A
-from .attention_op import TILES, FlashOp, _ReplaceReads
+from .attention_op import TILES, FlashOp, _ReplaceReads, tiles
 
 _SIXTEEN = (dt.float16, dt.bfloat16)
 
@@ -310,7 +310,14 @@ def schedule(sched, m, hd) -> None:
     h = sched[m.F.name]
     axes = list(h.leaf)
     batch, i, e = axes[:m.nb], axes[m.nb], axes[m.nb + 1]
-    bm = TILES[hd[0]][0]
+    # the tiles by head dim, and half the rows a CTA when the GPU would be short of CTAs
+    rows = A.extent_range(sched, m.F.axes[m.nb])
+    blocks = 1
+    for ax in m.F.axes[:m.nb]:
+        r = A.extent_range(sched, ax)
+        blocks = None if r is None or blocks is None else blocks * r[0]
+    tl = tiles(hd[0], None if rows is None else rows[0], blocks)
+    bm = tl[0]
     io, ii = h.split(i, bm)
     # query blocks along x (consecutive CTAs share a head's K/V in L2), heads along y,
     # batch along z (each under the 65535 limit of y and z)
@@ -322,7 +329,7 @@ def schedule(sched, m, hd) -> None:
     h.bind(io, "blockIdx.x")
     for st in (m.S, m.L, m.O):
         sched[st.name].compute_at(h, io)
-    h.tensorize(io, FlashOp(m, hd, bm, by))
+    h.tensorize(io, FlashOp(m, hd, tl, by))
 
 
 __all__ = ["Match", "find", "schedule", "dims", "FlashOp", "TILES"]

@@ -17,14 +17,34 @@ from kdsl.schedule.intrin import BlockIntrinsic
 
 #: query rows, keys per streamed tile and warps of the block function, by (padded) head
 #: dimension (H100/H200).  A CTA runs the rows of the first (exact-size) function; a
-#: covering function of fewer rows runs as many times as that takes.
-#: (ptxas, sm_90: d=64 128x64 244 registers; d=128 128x64 spills 88 bytes, 64x64 174
-#: registers; the device sweep of .devrun/flashgpu/bench.py decides between them)
-TILES = {16: (64, 16, 4), 32: (64, 32, 4), 64: (128, 64, 4), 128: (64, 64, 4),
+#: covering function of fewer rows runs as many times as that takes.  Two 16-row m-tiles a
+#: warp (each K/V fragment feeds two products: one is bound by shared-memory bandwidth), the
+#: widest key tile that fits the registers without spilling (ptxas, sm_90: ~255 registers).
+#: Measured on an H200 (.devrun/flash/results1, B*H = 32, N 1024..16384, 17 candidates):
+#: d=64 128x96x4 1.01-1.09x SDPA (flash), 128x64x4 0.94-1.03x; d=128 128x48x4 0.90-1.05x,
+#: 128x32x4 0.93-0.96x, 64x64x4 (the last session's) 0.81-0.94x
+TILES = {16: (64, 16, 4), 32: (64, 32, 4), 64: (128, 96, 4), 128: (128, 48, 4),
          256: (64, 32, 4)}
+#: the tiles when 128-row blocks would leave SMs idle (``tiles``): half the rows, as many
+#: m-tiles a warp (two warps)
+FEW_ROWS = {64: (64, 64, 2), 128: (64, 32, 2)}
+#: fewer CTAs than this (batch x heads x query blocks, at the sizes' lower bounds) take
+#: FEW_ROWS: an H100/H200 has 132 SMs
+FEW_CTAS = 132
 #: the tiles of a wider function that covers the rest of a size class (d = 65..127 on the
 #: 128-wide one): less code (NVRTC time), padded sizes are the rare ones
 COVER = (64, 32, 4)
+
+
+def tiles(d: int, rows: int | None, blocks: int | None) -> tuple:
+    """(bm, bn, warps) of the exact-size function for head dim ``d``: ``TILES[d]``, or
+    ``FEW_ROWS[d]`` when ``blocks`` (batch x heads) times the query blocks of ``rows`` (lower
+    bounds; None: unknown) is under ``FEW_CTAS`` -- half the rows a CTA, twice the CTAs."""
+    t = TILES[d]
+    if d in FEW_ROWS and rows is not None and blocks is not None \
+            and blocks * -(-rows // t[0]) < FEW_CTAS:
+        return FEW_ROWS[d]
+    return t
 
 
 class _ReplaceReads(Mutator):
@@ -98,8 +118,9 @@ class _Rebuild(Mutator):
 class FlashOp(BlockIntrinsic):
     """The flash-attention block (see the module docstring): built per schedule from a Match."""
 
-    def __init__(self, m, hd, bm, by):
-        self.m, self.bm, self.by = m, bm, by
+    def __init__(self, m, hd, tiles, by):
+        self.m, self.tile, self.by = m, tuple(tiles), by
+        self.bm = self.tile[0]
         self.dims = hd
         self.causal = m.causal_end is not None
         self.bf16 = m.q.dtype is dt.bfloat16
@@ -125,7 +146,9 @@ class FlashOp(BlockIntrinsic):
     def _pair_factor(self, m):
         """The factor ``c`` when the row value is ``float32(T(acc) * c)`` (T the inputs'
         16-bit type), under a causal ``where`` exactly the kernel's key bound (which masks
-        the same keys): the CUDA kernel then makes row values two at a time; else None."""
+        the same keys): the kernel (and the SIMT form) then computes it as FlashAttention-2
+        does, ``acc * c`` in float32 folded into the exponent's FFMA, without numpy's 16-bit
+        rounding of the product (closer to the exact result); else None."""
         e = self.score
         if isinstance(e, n.Cast) and e.dtype is dt.float32:
             e = e.a
@@ -201,8 +224,12 @@ class FlashOp(BlockIntrinsic):
 
     def _cfg(self, p):
         from kdsl_cuda.codegen.flash import FlashConfig
-        bm, bn, nw = TILES[p] if p == self.dims[0] else COVER
-        return FlashConfig(p, p, bf16=self.bf16, bm=bm, bn=bn, nw=nw, causal=self.causal)
+        # (bm, bn, warps[, stages]); a covering function runs with the CTA's warps (every
+        # thread of the block calls it: its barriers), rows a multiple of theirs
+        nw = self.tile[2]
+        t = self.tile if p == self.dims[0] else (max(COVER[0], 16 * nw), COVER[1], nw)
+        return FlashConfig(p, p, bf16=self.bf16, bm=t[0], bn=t[1], nw=t[2], causal=self.causal,
+                           stages=t[3] if len(t) > 3 else 2)
 
     # --------------------------------------------------------------- SIMT
     def simt(self, ex, s) -> None:
@@ -229,24 +256,33 @@ class FlashOp(BlockIntrinsic):
         saved = {c: env.get(c) for c, _ in self.consts}
         env.update({self.acc: acc.astype(np.float32), self.i: rows[:, None].astype(np.int64),
                     self.j: keys[None, :].astype(np.int64)})
-        x = np.broadcast_to(np.asarray(ex.ev(self.score), np.float32), acc.shape).copy()
+        if self.factor is not None:     # as the kernel: the float32 product times the factor
+            f = np.float32(ex.ev(mk.cast(self.factor, dt.float32)))
+            x = (acc * f).astype(np.float32)
+        else:
+            x = np.broadcast_to(np.asarray(ex.ev(self.score), np.float32), acc.shape).copy()
         if self.causal:
             x[keys[None, :] >= rows[:, None] + ce] = -np.inf
         rnd = round_bf16 if self.bf16 else (lambda a: a.astype(np.float16).astype(np.float32))
-        mx = np.full(rows.size, -np.inf, np.float32)
+        mx = np.full(rows.size, -np.inf, np.float32)      # the running max
+        ref = mx.copy()         # the exponents' reference: raised past the max by > 2^8 only
         ls = np.zeros(rows.size, np.float32)
         o = np.zeros((rows.size, v.shape[-1]), np.float32)
         bn = self._cfg(self.dims[0]).bn
         with np.errstate(invalid="ignore", over="ignore"):
             for n0 in range(0, keys.size, bn):
                 xs = x[:, n0:n0 + bn]
-                new = np.maximum(mx, xs.max(axis=1))
-                alpha = np.where(mx == new, np.float32(1), np.exp(mx - new)).astype(np.float32)
+                mx = np.maximum(mx, xs.max(axis=1))
+                up = (mx - ref) * np.float32(np.log2(np.e)) > 8
+                new = np.where(up, mx, ref)
+                alpha = np.where(up, np.exp(ref - new), np.float32(1)).astype(np.float32)
                 p = np.where((new == -np.inf)[:, None], np.float32(0),
                              np.exp(xs - new[:, None])).astype(np.float32)
                 ls = ls * alpha + p.sum(axis=1, dtype=np.float32)
                 o = o * alpha[:, None] + rnd(p) @ v[n0:n0 + xs.shape[1]]
-                mx = new
+                ref = new
+            f = np.where(ref == mx, np.float32(1), np.exp(ref - mx)).astype(np.float32)
+            ls, o = ls * f, o * f[:, None]
             env.update({self.m.o: o, self.m.l: ls[:, None], self.m.m: mx[:, None]})
             res = np.broadcast_to(np.asarray(ex.ev(self.final)), o.shape)
         out[rows] = res
@@ -316,4 +352,4 @@ class FlashOp(BlockIntrinsic):
             first = False
 
 
-__all__ = ["COVER", "FlashOp", "TILES"]
+__all__ = ["COVER", "FEW_CTAS", "FEW_ROWS", "FlashOp", "TILES", "tiles"]

@@ -44,3 +44,22 @@ def test_offset_mask_strided_and_shared_head_on_device():
     _check(SHIFT(q, k, v, backend="cuda"),
            reference(q, k, v, causal=True, scale=0.25, shift=3), 2 * TOL["float16"])
     _check(ATT(q, k, v, backend="cuda"), reference(q, k, v), 2 * TOL["float16"])
+
+
+def test_growing_row_max_and_negative_scale_on_device():
+    """Scores growing by far more than 2^8 from one 64-key tile to the next (the lazy rescale
+    raises its reference), a negative scale (the kernel's sign-flip branch), Nq != Nk."""
+    rng = np.random.default_rng(12)
+    q = (np.abs(rand(rng, (1, 2, 150, 64), "float32")) + 0.5).astype(np.float16)
+    k = np.abs(rand(rng, (1, 2, 300, 64), "float32")) * 0.1
+    k = (k * np.linspace(0.0, 40.0, 300, dtype=np.float32)[None, None, :, None]).astype(np.float16)
+    v = rand(rng, (1, 2, 300, 64), "float16")
+    _check(ATT(q, k, v, backend="cuda"), reference(q, k, v), 2 * TOL["float16"])
+
+    def neg(q, k, v):
+        s = q @ kd.swapaxes(k, -1, -2) * -0.5
+        p = kd.exp(s - s.max(axis=-1, keepdims=True))
+        return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+    _check(kd.kernel(neg)(q, k, v, backend="cuda"), reference(q, k, v, scale=-0.5),
+           2 * TOL["float16"])

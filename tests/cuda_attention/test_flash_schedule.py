@@ -124,3 +124,65 @@ def test_float64_chain_schedules_without_a_float32_combiner():
     osm.reducer()._cache.pop((dt.float32, dt.float32), None)    # as in a fresh process
     spec = kd.TensorSpec((1, 2, None, 16), "float16")
     assert not _flash(kd.kernel(att), spec, spec, spec)
+
+
+def test_growing_row_max_rescales_and_negative_scale():
+    """Scores that grow along the keys by far more than 2^8 from one 16-key tile to the next
+    (the kernel's lazy rescale must raise its reference and rescale O and the sums), and a
+    negative scale (the largest product gives the smallest score), against float64."""
+    rng = np.random.default_rng(11)
+    q = (np.abs(rand(rng, (1, 2, 20, 16), "float32")) + 0.5).astype(np.float16)
+    k = (np.abs(rand(rng, (1, 2, 70, 16), "float32")) * 0.1).astype(np.float32)
+    k *= np.linspace(0.0, 80.0, 70, dtype=np.float32)[None, None, :, None]  # scores 0 .. ~40
+    k = k.astype(np.float16)
+    v = rand(rng, (1, 2, 70, 16), "float16")
+    att = kd.kernel(attention)      # traced here (a test above drops the combiner's cache)
+    assert _flash(att, q, k, v)
+    _check(att(q, k, v, backend="interp-cuda"), reference(q, k, v), TOL["float16"])
+
+    def neg(q, k, v):
+        s = q @ kd.swapaxes(k, -1, -2) * -0.5
+        p = kd.exp(s - s.max(axis=-1, keepdims=True))
+        return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+    kn = kd.kernel(neg)
+    assert _flash(kn, q, k, v)
+    _check(kn(q, k, v, backend="interp-cuda"), reference(q, k, v, scale=-0.5), TOL["float16"])
+
+
+def test_tiles_by_head_dim_and_ctas():
+    """128-row blocks at d=64 where the grid is large; 64-row ones where batch x heads x
+    blocks would be under one wave (FEW_CTAS), and by the sizes' lower bounds when not exact."""
+    from kdsl_cuda.schedules.attention_op import FEW_CTAS, FEW_ROWS, TILES, tiles
+    assert tiles(64, 4096, 32) == TILES[64]
+    assert tiles(64, 1024, 8) == FEW_ROWS[64]           # 8 * 8 = 64 CTAs of 128 rows
+    assert tiles(64, None, 8) == TILES[64] and tiles(64, 1024, None) == TILES[64]
+    assert tiles(64, FEW_CTAS * 128, 1) == TILES[64]
+    k = kd.kernel(attention, specialize=True)
+
+    def rows_of(shape):
+        spec = kd.TensorSpec(shape, "float16")
+        txt = str(k.lower(spec, spec, spec, backend="interp-cuda"))
+        return int(txt.split("FlashOp(rows=")[1].split(",")[0])
+
+    assert rows_of((4, 8, 4096, 64)) == TILES[64][0]
+    assert rows_of((1, 8, 1024, 64)) == FEW_ROWS[64][0]
+
+
+def test_covering_function_runs_with_the_blocks_warps():
+    """Regression: a 2-warp exact-size function (few CTAs) with a 4-warp covering one made a
+    128-thread block whose upper warps ran the 2-warp function past its rows."""
+    from kdsl.frontend.spec import TensorSpec
+    from kdsl.frontend.trace import trace
+    from kdsl.schedule import Schedule
+    from kdsl_cuda.schedules import attention as fa
+    from kdsl_cuda.schedules import attention_op as ao
+    s = Schedule(trace(attention, [TensorSpec((1, 2, 8, 64), kd.float16)] * 3))
+    m = fa.find(s)
+    for tile in (ao.FEW_ROWS[64], ao.TILES[64], (64, 64, 4)):
+        op = ao.FlashOp(m, (64, 128), tile, ())
+        cfgs = [op._cfg(p) for p in op.dims]
+        assert len({c.threads for c in cfgs}) == 1
+        assert all(op.bm % c.bm == 0 for c in cfgs)
+        for c in cfgs:
+            c.check()
