@@ -5,7 +5,7 @@
 set -u
 NEW=$PWD; OLD=$PWD/.devrun/b_old; LOG=${OUT:-/tmp}/ab_overhead.log
 export KDSL_CACHE_DIR=/tmp/ab_cache
-for round in 1 2 3; do
+for round in 1 2; do
   order="old new"; [ $round = 2 ] && order="new old"
   for name in $order; do
     t=$([ $name = new ] && echo $NEW || echo $OLD)
