@@ -119,39 +119,37 @@ def test_tokenize_when_dask_comes_second():
     assert 'kdsl = "kdsl_dask_plugin:dask_plugin"' in text
 
 
-def test_entry_point_imports_no_kdsl_until_a_kernel_meets_dask(tmp_path):
-    # Dask runs the plugin in every process that imports it; it must not load kdsl there
-    # (a worker that never calls a kernel); tokens still work once kdsl comes
+def _with_entry_point(tmp_path, src):
+    """Run ``src`` in a fresh process where an installed distribution declares kdsl's
+    dask.sizeof entry point (as an installed kdsl does); its stdout lines and stderr."""
     info = tmp_path / "kdslhook-0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kdslhook\nVersion: 0\n")
     (info / "entry_points.txt").write_text(
         "[dask.sizeof]\nkdsl = kdsl_dask_plugin:dask_plugin\n")
-    src = ("import sys\nimport dask.base, dask.array\n"
-           "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kdsl'))\n"
-           "import kdsl as kd\n"
-           "@kd.kernel\n"
-           "def f(a):\n    return a + 1\n"
-           "print(dask.base.tokenize(f) == dask.base.tokenize(f))\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
     out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True,
                          env=env, timeout=120)
-    assert out.stdout.split("\n")[:2] == ["[]", "True"], out.stdout + out.stderr[-3000:]
+    return out.stdout.split("\n"), out.stdout + out.stderr[-3000:]
+
+
+_KERNEL_TOKENS = ("import kdsl as kd\n"
+                  "@kd.kernel\n"
+                  "def f(a):\n    return a + 1\n")
+
+
+def test_entry_point_imports_no_kdsl_until_a_kernel_meets_dask(tmp_path):
+    # Dask runs the plugin in every process that imports it; it must not load kdsl there
+    # (a worker that never calls a kernel); tokens still work once kdsl comes
+    lines, log = _with_entry_point(tmp_path, (
+        "import sys\nimport dask.base, dask.array\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kdsl'))\n" + _KERNEL_TOKENS +
+        "print(dask.base.tokenize(f) == dask.base.tokenize(f))\n"))
+    assert lines[:2] == ["[]", "True"], log
 
 
 def test_entry_point_when_kdsl_comes_first(tmp_path):
     # an installed kdsl's dask.sizeof entry point, as Dask loads it: before its tokenizer
-    info = tmp_path / "kdslhook-0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kdslhook\nVersion: 0\n")
-    (info / "entry_points.txt").write_text(
-        "[dask.sizeof]\nkdsl = kdsl_dask_plugin:dask_plugin\n")
-    src = ("import kdsl as kd\n"
-           "@kd.kernel\n"
-           "def f(a):\n    return a + 1\n"
-           "import dask.base\n"
-           "print(dask.base.tokenize(f) == dask.base.tokenize(f))\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
-    out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True,
-                         env=env, timeout=120)
-    assert out.stdout.strip() == "True", out.stderr[-3000:]
+    lines, log = _with_entry_point(tmp_path, _KERNEL_TOKENS + (
+        "import dask.base\nprint(dask.base.tokenize(f) == dask.base.tokenize(f))\n"))
+    assert lines[0] == "True", log
