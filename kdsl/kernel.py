@@ -260,12 +260,14 @@ class Kernel(functools.partial):
         overlap (the cpu backend gives LLVM that promise): computed into fresh arrays, copied.
         Fresh numpy arrays like ``out`` go through the usual out= checks (a wrong shape is the
         same ArgumentError as without the overlap)."""
-        outs = out if isinstance(out, tuple) else (out,)
-        like = all(type(o) is np.ndarray for o in outs)
-        tmp = tuple(np.empty(o.shape, o.dtype) for o in outs) if like else None
-        fresh = self._recall(args, backend, (tmp if isinstance(out, tuple) else tmp[0])
-                             if like else None, stream)
-        for o, r in zip(outs, fresh if isinstance(out, tuple) else (fresh,)):
+        several = isinstance(out, tuple)
+        outs = out if several else (out,)
+        tmp = None
+        if all(type(o) is np.ndarray for o in outs):
+            tmp = tuple(np.empty(o.shape, o.dtype) for o in outs)
+            tmp = tmp if several else tmp[0]
+        fresh = self._recall(args, backend, tmp, stream)
+        for o, r in zip(outs, fresh if several else (fresh,)):
             np.copyto(o, r)
         return out
 

@@ -294,7 +294,7 @@ class BoundInference:
             # clipped by the tensor statements), even past a small constant dimension; so does a
             # padded cache a tensorized stage reads (its zeros fill the tile the intrinsic loads)
             mins[a], exts[a] = self._region(lo, hi, outer, a, widen=True, clamp=not whole)
-            if getattr(h, "loops_per_iteration", False):
+            if h.loops_per_iteration:
                 # this iteration's extent for the loops (the buffer keeps the invariant one)
                 span = simplify(mk.add(mk.sub(hi, mins[a]), 1))
                 self._loop_ext.setdefault(h, {})[a] = simplify(

@@ -111,10 +111,10 @@ def schedule_for(kernel, backend, sig, graph):
             declarative = declarative + tuned_hints(kernel, backend, sig, graph, sched, declarative)
         backend.schedule(sched, declarative)
         spec = backend.spec     # host backends with schedules of their own (not a GPU's)
-        if spec.device == "host" and spec.target is None and any(
-                st.origin == "online_softmax" for st in graph.stages):
-            from ..frontend.online_placement import place_rows
-            place_rows(sched)   # fused softmax chains stream one query row at a time
+        if spec.device == "host" and spec.target is None and any(st.origin for st in graph.stages):
+            from ..frontend.online_placement import FUSED, place_rows
+            if any(st.origin is FUSED for st in graph.stages):
+                place_rows(sched)   # fused softmax chains stream one query row at a time
     sched.finish()      # placements left illegal by the schedule, at the user's primitive line
     return sched
 

@@ -25,8 +25,6 @@ class CudaModule:
     workspaces: tuple
     #: the source needs the sm_90a target (Hopper's wgmma): ``kdsl_cuda.build.target_arch``
     sm90a: bool = False
-    #: memory-bound (``light``): the source carries ``LIGHT_MARK``
-    light: bool = False
 
 
 #: the line that marks a memory-bound module: ``kdsl_cuda.build`` compiles it with NVRTC's
@@ -88,10 +86,9 @@ def generate(func: n.LoweredFunc) -> CudaModule:
     extra = (SWIZZLE_HELPERS if sm90a else "") + "".join(helpers.values())
     body = extra + "\n" + "\n\n".join(ks.text for ks in kernels) + "\n"
     text = prelude_for(body) + body            # only the helpers the kernels call
-    light = light and not sm90a
-    if light:
+    if light:       # (wgmma modules hold WMMA_STMTS: never light)
         text = LIGHT_MARK + text
-    return CudaModule(text, tuple(kernels), func.workspaces, sm90a, light)
+    return CudaModule(text, tuple(kernels), func.workspaces, sm90a)
 
 
 __all__ = ["LIGHT_MARK", "CudaModule", "KernelSource", "generate", "host_kernels", "is_light"]
