@@ -1,36 +1,24 @@
 """``kd.kernel``: the decorator and the Kernel object users call.
 
-A call first offers its arguments to the fast launcher of the specialisation
-run last, where the backend builds one (kdsl.runtime.fastpath: it checks them
-natively and declines anything else).  Otherwise it builds a cheap key from
-its arguments (dtypes, ranks, size-1 dims, layout classes, scalar kinds),
-looks up the launcher compiled for (backend, key) and runs it.  A miss
-validates the arguments, traces, schedules and compiles once per key under a
-lock of its own; calls themselves take no lock.  Kernels pickle by reference
-(module + qualified name).
-
-Arguments bind like a Python call (keywords, defaults; ``backend=``, ``out=``
-and ``stream=`` are the call's own keywords); the positional call with every
-argument stays the fast one.  A kernel called while another kernel is traced
-is traced inline into it (its own hints do not apply).  On host backends, torch,
-JAX and DLPack arrays and other array-likes are read as numpy once per call and
-the results given back as the first array argument's library
-(kdsl.runtime.foreign); ``None`` arguments are compile-time constants.
+A call first offers its arguments to the fast launcher of the specialisation run last
+(kdsl.runtime.fastpath), else looks the launcher of its key (``callplan.key_function``) up
+and runs it; a miss validates, traces, schedules and compiles once per key under a lock of
+its own.  Arguments bind like a Python call; a kernel called while another is traced is
+traced inline; on host backends foreign arrays are read as numpy (kdsl.runtime.foreign).
 """
 from __future__ import annotations
 
 import functools
 import inspect
 import os
-import struct
 import threading
 
 import numpy as np
 
 from .backends import registry as _reg
 from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
-                     ScheduleError, StaleGlobalWarning, for_user,
-                     user_location, warn_user, warnings_issued)
+                     ScheduleError, StaleGlobalWarning, for_user, user_location, warn_user,
+                     warnings_issued)
 from .frontend import context as _ctx
 from . import compile_log, config
 from .runtime import callplan, dispatch, fastpath, foreign, fori_program, globals_watch
@@ -48,11 +36,6 @@ _cur_backend = _reg.current_backend_var().get
 _env_get, _ENV_KEY = _reg.env_backend_reader()
 
 
-def _hint(target, fn, loc):
-    from .schedule.hints import Hint
-    return Hint(target=target, hints={}, fn=fn, loc=loc)
-
-
 def _no_entry(*args, **kw):
     """The callable functools.partial's constructor needs; Kernel.__init__ replaces it."""
     raise InternalCompilerError("a kernel was called before its __init__ ran")
@@ -61,14 +44,10 @@ def _no_entry(*args, **kw):
 class Kernel(functools.partial):
     """A traced-and-compiled-on-demand kernel; call it like the function it wraps.
 
-    A call enters through functools.partial's C entry, which forwards it to ``self._call``
-    as it came (``kernel(a, b, out=c)``: no argument tuple and keyword dict built on the
-    way): since CPython 3.12 a subclass that defines no ``__call__`` keeps the vectorcall
-    entry of its base, where a class of its own with ``__call__`` pays CPython's generic
-    slot (~0.2-0.3 us a call with ``out=``).  The partial's ``func``/``args``/``keywords``
-    are that plumbing (``self._call``, ``()``, ``{}``: a reference cycle, so a dropped kernel
-    is freed by the cycle collector); nothing else of functools.partial is used (pickling,
-    repr and binding as a method are Kernel's own)."""
+    A call enters through functools.partial's C entry, which forwards it to ``self._call`` as
+    it came: since CPython 3.12 a subclass without ``__call__`` keeps its base's vectorcall
+    entry (a ``__call__`` of its own costs ~0.2-0.3 us a call with ``out=``).  Nothing else of
+    functools.partial is used."""
 
     def __new__(cls, *args, **kw):
         return super().__new__(cls, _no_entry)
@@ -132,28 +111,23 @@ class Kernel(functools.partial):
         self._locks = {}
         self._lock = threading.Lock()
         self._version = 0
-        self._fast = None      # (backend name, registry generation, fast launcher, takes device
-        #                       arrays: also tried when the device rule chooses, the same
-        #                       launcher taking (args, out) or None) or None
+        self._fast = None      # (backend name, registry generation, packed(args, out), takes
+        #                        device arrays) of the last fast launcher, or None
         self._fast_out = None  # the same for calls with out=
         self._frozen = ()      # the globals the traced code read (kdsl.runtime.globals_watch)
         self._native = None    # the bound _call a native entry replaced as the partial's function
 
     # ------------------------------------------------------------- calling
     def _call(self, *args, backend=None, out=None, stream=None, **kw):
-        """``kernel(*args, backend=, out=, stream=, **kw)``: the call (entered through
-        functools.partial's C entry, see the class).  User errors of every later step are
-        re-raised here, so that only this frame of kdsl stays in the user's traceback."""
-        # 1. the fast launcher of the specialisation run last (kdsl.runtime.fastpath): it
-        # checks the arguments against that specialisation itself and answers NotImplemented
-        # when they do not match, so only the backend choice is checked here.  The default
-        # rule is inlined: use_backend's, else (KDSL_BACKEND set: the normal path decides)
-        # the arguments' device: a launcher made for device arrays serves those calls, a host
-        # launcher takes plain numpy arguments: the automatic default's.  A launcher's
-        # packed form (args, out) checks out= overlaps itself; otherwise the host rule below
+        """``kernel(*args, backend=, out=, stream=, **kw)``: the call.  User errors of every
+        later step are re-raised here: only this frame of kdsl stays in the traceback."""
+        # 1. the fast launcher of the specialisation run last checks the arguments itself
+        # (NotImplemented: not its own, traced values included), so only the backend choice is
+        # checked here, the default rule inlined: use_backend's, else (KDSL_BACKEND unset) a
+        # device launcher serves device arrays, a host one the automatic default's calls
         fast = self._fast if out is None else self._fast_out
         if fast is not None and stream is None and not kw:
-            name, gen, fn, dev, packed = fast
+            name, gen, packed, dev = fast
             if gen == _reg.generation:
                 b = backend
                 if b is None:
@@ -161,20 +135,9 @@ class Kernel(functools.partial):
                     if b is None and _env_get(_ENV_KEY) is None:
                         b = name if dev else _reg.auto_default
                 if b is name or (type(b) is str and b == name):
-                    # a fast launcher takes only numpy arrays and Python scalars, never the
-                    # traced values of a kernel calling this one (those go to _general, below)
-                    if packed is not None:       # it takes the tuple as it is: (args, out)
-                        r = packed(args, out)
-                        if r is not NotImplemented:
-                            return r
-                    elif out is None:
-                        r = fn(*args)
-                        if r is not NotImplemented:
-                            return r
-                    elif dev or not _overlaps(out, args):
-                        r = fn(*args, out)
-                        if r is not NotImplemented:
-                            return r
+                    r = packed(args, out)
+                    if r is not NotImplemented:
+                        return r
         if out is not None and not kw and _overlaps(out, args):
             return self._into(args, backend, out, stream)
         try:
@@ -221,22 +184,15 @@ class Kernel(functools.partial):
             if key is FOREIGN:   # read as numpy once per call (results: the caller's library)
                 return foreign.host_call(self, args, backend, out, stream)
             launch = self._cache.get(key)
-        try:
-            if launch is None:
-                launch = self._miss(args, backend, out)
-            result = launch(args, out, stream)
-        except (OverflowError, struct.error):
-            err = self._scalar_out_of_range(args)
-            if err is None:
-                raise
-            raise err from None
+        if launch is None:
+            launch = self._miss(args, backend, out)
+        result = launch(args, out, stream)
         slot = self._slots.get(launch)
         if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
-            fast = slot.get()       # a kdsl.backends.spec.FastLauncher
+            fast = slot.get()       # a FastLauncher with its packed(args, out)
             if fast is not None:
-                # packed: the same launcher taking (args, out); it checks out= overlaps
-                self._promote(out is None, (backend, gen, fast.call, fast.device_arrays,
-                                            fast.packed), version, fast.entry)
+                self._promote(out is None, (backend, gen, fast.packed, fast.device_arrays),
+                              version, fast.entry)
         return result
 
     def _bind(self, args, kw) -> tuple:
@@ -296,10 +252,6 @@ class Kernel(functools.partial):
         # __cuda_array_interface__ builds the whole dict (microseconds, per argument and call)
         return _reg.runs_on_host(backend) and foreign.host_readable(a)
 
-    def _as_ndarrays(self, args, backend) -> tuple:
-        """``args`` with host array-likes and foreign arrays read as numpy (runtime.foreign)."""
-        return foreign.host_arrays(self, args)[0]
-
     def _check_globals(self):
         """Warn (once per change) about globals read by the traced code that were rebound since."""
         names = globals_watch.changed(self._frozen)
@@ -312,45 +264,30 @@ class Kernel(functools.partial):
                       "new one)", StaleGlobalWarning)
 
     def _promote(self, plain, entry, version, make=None):
-        """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first.
-        A packed launcher may bring a native call entry (``make(kernel)``: its
-        ``FastLauncher.entry``, the cuda backend's C helper): it does this step of ``_call`` in
-        C and calls ``_call`` otherwise, and becomes the partial's function (the C entry of
-        every later call)."""
+        """Make ``entry`` (``_fast``'s form) the one tried first.  ``make(kernel)`` (a
+        ``FastLauncher.entry``: the cuda helper's) may give a native call entry doing step 1 of
+        ``_call`` in C: it becomes the partial's function."""
         with self._lock:
             if version == self._version:  # no schedule was added since its launcher was looked up
                 if plain:
                     self._fast = entry
                 else:
                     self._fast_out = entry
-                if make is not None and entry[4] is not None and not self._native:
+                if make is not None and not self._native:
                     native = make(self)
                     if native is not None:
                         self._native = self.func        # (the bound _call, kept alive)
                         functools.partial.__setstate__(self, (native, (), None, self.__dict__))
 
-    def _scalar_out_of_range(self, args):
-        """An ArgumentError for the first Python int that no 64-bit integer holds, else None."""
-        for a, name in zip(args, self.arg_names):
-            if type(a) is int and not -2 ** 63 <= a < 2 ** 63:
-                return ArgumentError(f"{self.__name__}: Python integer {a} (argument {name!r}) is out "
-                                     "of bounds for int64",
-                                     hint="pass a value within [-2**63, 2**63), or a float "
-                                     f"(float({name})) if the kernel computes in floating point")
-        return None
-
     def _miss(self, args, backend, out):
         """Validate the arguments, then compile (once per key) and return the launcher."""
         key = self._key(args, backend, out)
-        launch = self._cache.get(key)
-        if launch is None:
-            with compile_log.compiling(self, key, backend):   # logs stage times and the reason
-                launch = self._build(key, args, backend, out)
-        return launch
+        with compile_log.compiling(self, key, backend):   # logs stage times and the reason
+            return self._build(key, args, backend, out)
 
     def _key(self, args, backend, out):
-        """The key of a call (``callplan.key_function``), or the ArgumentError saying why it
-        has none."""
+        """The key of a call with ``backend`` loaded, or the ArgumentError saying why it has
+        none."""
         if len(args) != self._nargs:
             raise ArgumentError(
                 f"{self.__name__}() takes {self._nargs} argument(s) "
@@ -364,13 +301,6 @@ class Kernel(functools.partial):
                                 user_location())
             raise InternalCompilerError(f"{self.__name__}: no key for these arguments")
         return key
-
-    def _lock_for(self, key):
-        with self._lock:
-            lk = self._locks.get(key)
-            if lk is None:
-                lk = self._locks[key] = threading.Lock()
-            return lk
 
     def _graph(self, sig):
         gkey = (sig.params, sig.specialize)
@@ -412,7 +342,9 @@ class Kernel(functools.partial):
     def _build(self, key, args, backend, out):
         be = _reg.get_backend(backend)
         version = self._version
-        with self._lock_for(key):
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
             launch = self._cache.get(key)
             if launch is not None:
                 return launch
@@ -492,7 +424,7 @@ class Kernel(functools.partial):
         """Decorator: ``kernel.schedule("cpu")(fn, ...)`` adds explicit schedule functions
         ``fn(s)`` for one target (``None``: every target).  An unknown target is an error that
         lists the known ones."""
-        from .schedule.hints import check_target
+        from .schedule.hints import Hint, check_target
         try:
             check_target(target, user_location(), f"{self.__name__}.schedule:")
         except KdslUserError as e:
@@ -506,7 +438,7 @@ class Kernel(functools.partial):
                         f"{self.__name__}.schedule({target!r}) decorates a function of the "
                         f"schedule, got {type(f).__name__}",
                         hint="def my_schedule(s): s['B'].split(s['B'].axes[0], 8)", loc=where))
-                self._add_schedule(_hint(target, f, where))
+                self._add_schedule(Hint(target=target, hints={}, fn=f, loc=where))
             return fns[0] if len(fns) == 1 else fns
         return add
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 import ctypes
 import struct
 
+from kdsl.runtime.outputs import overlaps
+
 from . import fastcall_store, jit
 from .fastcall_abi import METH_FASTCALL, Unsupported, _api_fn, _PyMethodDef, abi
 from .fastcall_abi import _check_array  # noqa: F401  (the tests check layouts through it)
@@ -62,13 +64,11 @@ class _Holder:
 
 
 def build(compiled, plan):
-    """The fast launcher ``f(*args[, out])`` of ``plan`` (see the module docstring), or None
-    when this interpreter's layouts are not the ones verified or the plan needs what it lacks.
-    Returns a kdsl.backends.spec.FastLauncher: its ``call`` is ``f``; the machine code is the
-    builtin ``packed(args, out)`` (the argument tuple as
-    the kernel got it), which also declines an out= that meets an input; it is offered to the
-    kernel where that is the whole overlap rule (every out= array C-contiguous: none can
-    overlap itself), else the kernel checks overlaps first and calls ``f``."""
+    """The fast launcher of ``plan`` (see the module docstring): a kdsl.backends.spec.FastLauncher
+    whose ``packed(args, out)`` is the machine code, called as a builtin with the kernel's
+    argument tuple; it declines an out= that meets an input, and where an out= array is not
+    C-contiguous (it may overlap itself) numpy's overlap test runs first.  None when this
+    interpreter's layouts are not the ones verified or the plan needs what it lacks."""
     a = abi()
     if not isinstance(a, dict):
         return None
@@ -90,14 +90,13 @@ def build(compiled, plan):
     # table, code and kernel alive
     table = struct.pack(f"<{len(addresses)}Q", *addresses)
     packed = new(ctypes.addressof(h.method), (table, h), None)
-    n, with_out = plan.nargs, plan.out_mode is not None
+    if not all(a.contiguous for a in plan.out_args):
+        native = packed
 
-    def fast(*args):
-        if len(args) != n + with_out:
-            return NotImplemented
-        return packed(args[:n], args[n] if with_out else None)
+        def packed(args, out):
+            return NotImplemented if overlaps(out, args) else native(args, out)
     from kdsl.backends.spec import FastLauncher
-    return FastLauncher(fast, packed=packed if all(a.contiguous for a in plan.out_args) else None)
+    return FastLauncher(None, packed=packed)
 
 
 __all__ = ["abi", "build", "Unsupported"]

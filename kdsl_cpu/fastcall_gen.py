@@ -163,7 +163,7 @@ class _Gen:
         self.guard(b.icmp_unsigned("==", self.field(o, OFF_TYPE, PTR),
                                    self.ptr(("obj", "ndarray"))))
         self.guard(b.icmp_unsigned("==", self.field(o, OFF_DESCR, PTR), self.ptr(("dtype", fastcall_store.dtype_index(self.plan, spec.dtype)))))
-        self.guard(b.icmp_signed("==", self.field(o, OFF_ND, I32), ir.Constant(I32, spec.ndim)))
+        self.guard(b.icmp_signed("==", self.field(o, OFF_ND, I32), ir.Constant(I32, len(spec.dims))))
         flags = self.field(o, OFF_FLAGS, I32)
         c = b.icmp_signed("!=", b.and_(flags, ir.Constant(I32, NPY_C_CONTIGUOUS)), ir.Constant(I32, 0))
         self.guard(c if spec.contiguous else b.not_(c))
@@ -296,7 +296,7 @@ class _Gen:
         dims, isz = self.field(o, OFF_DIMS, PTR), spec.dtype.itemsize
         strides = None if spec.contiguous else self.field(o, OFF_STRIDES, PTR)
         hi, count, empty = b.add(lo, _c64(isz)), _c64(isz), ir.Constant(I1, 0)
-        for d in range(spec.ndim):
+        for d in range(len(spec.dims)):
             size = self.item(dims, d, I64)
             empty = b.or_(empty, b.icmp_signed("==", size, _c64(0)))
             if strides is None:

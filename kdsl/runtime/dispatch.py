@@ -310,6 +310,13 @@ class _Fail:
                             f"but the result has shape {tuple(want)}",
                             hint="allocate out with the result's shape", loc=user_location())
 
+    def scalar(self, pos, v, lo, hi):
+        name, d = self.names[pos], self.plan.scalar_dtypes[self.plan.scalars.index(pos)]
+        raise ArgumentError(f"{self.plan.name}: Python integer {v} (argument {name!r}) is out of "
+                            f"bounds for {d.name}", loc=user_location(), hint=f"pass a value "
+                            f"within [{lo}, {hi}], or a float (float({name})) if the kernel "
+                            "computes in floating point")
+
 
 def build_launcher(plan, backend, compiled, arg_names, like_kind=None):
     """The reference emitter of a ``callplan.CallPlan``: one generated Python function
@@ -323,7 +330,7 @@ def build_launcher(plan, backend, compiled, arg_names, like_kind=None):
     names, lines, ns = {}, [], {"_fdiv": _fdiv, "_fmod": _fmod, "_run": compiled,
                                 "_empty": backend.empty}
     fail = _Fail(plan, arg_names)
-    ns.update(_dim_fail=fail.dim, _cfail=fail.constraint, _ofail=fail.out)
+    ns.update(_dim_fail=fail.dim, _cfail=fail.constraint, _ofail=fail.out, _sfail=fail.scalar)
     scalars = [f"s{pos}" for pos in plan.scalars]
     inputs = [f"args[{pos}]" for pos in plan.inputs]
     like = inputs[0] if inputs else None
@@ -331,7 +338,7 @@ def build_launcher(plan, backend, compiled, arg_names, like_kind=None):
         lines.append(f"s{pos} = args[{pos}]")
         if d.is_int:   # a Python int the scalar cannot hold: the same error everywhere
             lo, hi = int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)
-            lines.append(f"if not {lo} <= s{pos} <= {hi}: raise OverflowError(s{pos})")
+            lines.append(f"if not {lo} <= s{pos} <= {hi}: _sfail({pos}, s{pos}, {lo}, {hi})")
     for e, src in plan.sources:
         if src[0] == "scalar":
             names[e] = f"s{src[1]}"

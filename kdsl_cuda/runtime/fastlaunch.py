@@ -16,9 +16,9 @@ the CPU, a wrong number of arguments, a failed check, a value no slot holds, a l
 answers ``NotImplemented``, and the call takes the normal path, which keeps every error
 message.  Plans with numpy arrays or other libraries' arrays get no fast launcher (None).
 
-Each launcher is generated twice over one body: ``fast(a0, .., [out])`` (the protocol's) and
-``packed(args, out)`` (``FastLauncher.packed``), which ``Kernel._call`` calls with its
-argument tuple as it is.  The benchmark of this path without a GPU: benchmarks/launch_host.py.
+The launcher is ``packed(args, out)`` (``FastLauncher.packed``): ``Kernel._call`` calls it
+with its argument tuple as it is.  The benchmark of this path without a GPU:
+benchmarks/launch_host.py.
 """
 from __future__ import annotations
 
@@ -312,16 +312,12 @@ class _Gen:
         else:
             outs = [f"o{j}" for j in range(len(plan.outputs))]
             e(f"return {outs[0]}" if len(outs) == 1 else f"return ({', '.join(outs)},)")
-        # two entries to one body: fast(a0, ..., [out]) (the protocol of kdsl.runtime.fastpath)
-        # and packed(args, out), which Kernel._call calls without unpacking its tuple
-        params = [f"a{i}" for i in range(plan.nargs)] + (["out"] if plan.out_mode else [])
-        checks = "".join("    " + ln + "\n" for ln in try_lines)
-        rest = ("    except (TypeError, ValueError):\n        return NotImplemented\n"
+        # packed(args, out): Kernel._call's argument tuple as it is (FastLauncher.packed)
+        unpack = "".join(f"a{i}, " for i in range(plan.nargs))
+        return (f"def packed(args, out=None):\n    try:\n        {unpack}= args\n"
+                + "".join("    " + ln + "\n" for ln in try_lines)
+                + "    except (TypeError, ValueError):\n        return NotImplemented\n"
                 + "\n".join(self.lines) + "\n")
-        unpack = ", ".join(f"a{i}" for i in range(plan.nargs)) + ("," if plan.nargs == 1 else "")
-        return (f"def fast({', '.join(params)}):\n    try:\n" + checks + rest +
-                f"\n\ndef packed(args, out=None):\n    try:\n        {unpack} = args\n"
-                + checks + rest)
 
     def grid_range(self, ex, snames) -> tuple:
         """(lo, hi) of grid expression ``ex`` once the sizes' checks passed (``self.ranges``;
@@ -533,10 +529,9 @@ def build(compiled, plan):
         return None
     code = compile(src, os.path.join(_HERE, f"<cuda fast launcher {compiled.func.name}>"), "exec")
     exec(code, g.ns)
-    fn = g.ns["fast"]
+    fn = g.ns["packed"]
     fn.__kdsl_source__ = src       # for tests and benchmarks/launch_host.py
-    # packed: the same launcher taking (args, out), which Kernel._call calls; where the compiled
-    # helper is there, its C entry serves the kernel's calls
-    return FastLauncher(fn, device_arrays=True, packed=g.ns["packed"],
+    # where the compiled helper is there, its C entry serves the kernel's calls
+    return FastLauncher(None, device_arrays=True, packed=fn,
                         entry=native.entry if g.native else None)
 

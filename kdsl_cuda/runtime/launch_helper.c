@@ -179,11 +179,11 @@ static PyTypeObject LauncherType = {
 
 /* Entry(call, kdict, regdict, current, env, envkey): a kernel's call entry (its functools.partial
    function) doing in C what Kernel._call does first: find the fast launcher of the specialisation
-   run last (kdict["_fast"] / ["_fast_out"]: (backend, generation, fn, device, packed)), check the
+   run last (kdict["_fast"] / ["_fast_out"]: (backend, generation, packed, device)), check the
    registry generation and the backend choice (backend=, use_backend's context variable, else
    KDSL_BACKEND unset: the launcher's backend for device launchers, the automatic default for host
-   ones) and call packed(args, out).  Anything else -- other keywords, stream=, no packed
-   launcher, NotImplemented -- is the same call of `call` (Kernel._call). */
+   ones) and call packed(args, out).  Anything else -- other keywords, stream=, NotImplemented --
+   is the same call of `call` (Kernel._call). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -210,10 +210,8 @@ static PyObject *entry_call(Entry *self, PyObject *const *args, size_t nargsf, P
         }
     }
     PyObject *fast = PyDict_GetItemWithError(self->kdict, out == Py_None ? s_fast : s_fast_out);
-    if (fast == NULL || !PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 5 ||
-            PyTuple_GET_ITEM(fast, 4) == Py_None)
-        goto slow;
-    PyObject *name = PyTuple_GET_ITEM(fast, 0), *packed = PyTuple_GET_ITEM(fast, 4);
+    if (fast == NULL || !PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 4) goto slow;
+    PyObject *name = PyTuple_GET_ITEM(fast, 0), *packed = PyTuple_GET_ITEM(fast, 2);
     PyObject *gen = PyDict_GetItemWithError(self->regdict, s_gen);
     if (gen == NULL || PyObject_RichCompareBool(gen, PyTuple_GET_ITEM(fast, 1), Py_EQ) != 1)
         goto slow;

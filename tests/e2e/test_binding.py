@@ -213,7 +213,8 @@ def test_array_likes_are_accepted_on_host_backends(backend, rng):
 
 def test_array_interface_objects_are_not_copied():
     y = np.arange(6.0).reshape(2, 3)
-    (conv,) = axpy._as_ndarrays((WithInterface(y),) + (None,) * 3, "numpy")[:1]
+    from kdsl.runtime import foreign
+    (conv,) = foreign.host_arrays(axpy, (WithInterface(y),) + (None,) * 3)[0][:1]
     assert np.shares_memory(conv, y)
 
 
