@@ -102,8 +102,6 @@ class Kernel(functools.partial):
         self._const = tuple(a in constants for a in self.arg_names)
         # the cache key of a call of every argument (callplan.key_function)
         self._keyfn = callplan.key_function(self._nargs, self._const, self.specialize)
-        # graph.params are the non-constant arguments, in call order
-        self._param_pos = tuple(i for i, c in enumerate(self._const) if not c)
         self._hints = list(getattr(fn, "__kdsl_schedules__", ()))
         self._cache = {}       # (backend, gen, arg keys..., out key) -> launcher
         self._slots = {}       # launcher -> its fastpath.FastSlot (specialisations that have one)
@@ -163,8 +161,7 @@ class Kernel(functools.partial):
             self._check_globals()
         if bound and out is not None and _overlaps(out, args):
             return self._into(args, backend, out, stream)
-        # 2. the launcher of this call's key (omitted defaults: the fast launcher declined)
-        if not bound and len(args) != self._nfast:
+        if not bound and len(args) != self._nfast:     # omitted defaults: bound here
             args = self._bind(args, {})
         version, gen = self._version, _reg.generation
         asked = backend         # a dask call picks per chunk (CuPy chunks: cuda), not here
@@ -173,7 +170,7 @@ class Kernel(functools.partial):
         if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
                 and _reg.runs_on_host(backend):      # out= a torch tensor: written in place
             return foreign.host_call(self, args, backend, out, stream)
-        # 3. the launcher of this call's key (callplan.key_function; None: the miss says why)
+        # 2. the launcher of this call's key (callplan.key_function; None: the miss says why)
         launch = None
         if len(args) == self._nargs:
             key = self._keyfn(args, backend, gen, out, backend in _reg.size_classed,
@@ -200,22 +197,22 @@ class Kernel(functools.partial):
         try:
             ba = self._signature.bind(*args, **kw)
         except TypeError as e:
-            raise ArgumentError(f"{self.__name__}(): {e}", hint=self._call_hint()) from None
+            raise ArgumentError(f"{self.__name__}(): {e}", hint=f"call it as {self.__name__}"
+                                f"{self._signature}; backend, out and stream are the keywords "
+                                "of the call itself") from None
         ba.apply_defaults()
         return tuple(ba.arguments[a] for a in self.arg_names)
 
     def _recall(self, args, backend, out, stream):
         """Call again with bound ``args`` (keyword-only parameters passed by name)."""
-        npos = self._npos
-        kw = dict(zip(self.arg_names[npos:], args[npos:]))
-        return self(*args[:npos], backend=backend, out=out, stream=stream, **kw)
+        n = self._npos
+        return self(*args[:n], backend=backend, out=out, stream=stream,
+                    **dict(zip(self.arg_names[n:], args[n:])))
 
     def _into(self, args, backend, out, stream):
-        """An ``out=`` that shares memory with the arguments: numpy's rule is that the inputs
-        are read before out is written, and backends may assume outputs and inputs never
-        overlap (the cpu backend gives LLVM that promise): computed into fresh arrays, copied.
-        Fresh numpy arrays like ``out`` go through the usual out= checks (a wrong shape is the
-        same ArgumentError as without the overlap)."""
+        """An ``out=`` that shares memory with the arguments (backends may assume it never
+        does; numpy reads the inputs first): computed into fresh arrays like ``out`` (checked
+        as usual), then copied."""
         several = isinstance(out, tuple)
         outs = out if several else (out,)
         tmp = None
@@ -226,10 +223,6 @@ class Kernel(functools.partial):
         for o, r in zip(outs, fresh if several else (fresh,)):
             np.copyto(o, r)
         return out
-
-    def _call_hint(self) -> str:
-        return (f"call it as {self.__name__}{self._signature}; {', '.join(_RESERVED[:-1])} and "
-                f"{_RESERVED[-1]} are the keywords of the call itself")
 
     def _inline(self, args, backend, out, stream):
         """Trace this kernel's function into the kernel being traced (a nested call)."""
@@ -294,8 +287,7 @@ class Kernel(functools.partial):
                 f"({', '.join(self.arg_names)}) but {len(args)} were given",
                 hint="pass one array or scalar per parameter, positionally")
         be = _reg.get_backend(backend)   # loaded first: it may register array readers
-        classed = be.spec.size_classes    # (the registry lists the name: _call_bound agrees)
-        key = self._keyfn(args, backend, _reg.generation, out, classed, None)
+        key = self._keyfn(args, backend, _reg.generation, out, be.spec.size_classes, None)
         if key is None:     # an argument with no key: the signature says which, and why
             signature_from_args(args, self.arg_names, self.constants, self.specialize, out,
                                 user_location())
@@ -306,8 +298,7 @@ class Kernel(functools.partial):
         gkey = (sig.params, sig.specialize)
         g = self._graphs.get(gkey)
         if g is None:
-            g = self._trace(sig)
-            self._graphs[gkey] = g
+            g = self._graphs[gkey] = self._trace(sig)
         return g
 
     def _trace(self, sig):
@@ -348,32 +339,29 @@ class Kernel(functools.partial):
             launch = self._cache.get(key)
             if launch is not None:
                 return launch
-            loc = user_location()
             sig = signature_from_args(args, self.arg_names, self.constants, self.specialize,
-                                      out, loc, be.spec.size_classes)
-            graph = self._graph(sig)
+                                      out, user_location(), be.spec.size_classes)
+            graph, slot = self._graph(sig), None
             if out is not None and any(check_out(self.__name__, graph, out)):
                 # numpy's same_kind cast into an out= of another dtype: computed, then copied
-                plain = self._miss(args, backend, None)
-                launch = casting_launcher(self.__name__, plain, isinstance(out, tuple))
-                if version == self._version:
-                    self._cache[key] = launch
-                return launch
-            if _tune_store.autotune_on():   # KDSL_AUTOTUNE=1: tune first (once per key)
-                from .tune.search import autotune
-                autotune(self, args, backend, be, sig, graph)
-            _req, compiled = dispatch.compile_for(self, be, sig, graph)
-            from .backends.spec import check_compiled   # (loaded with the backend)
-            compiled = check_compiled(be, compiled)     # callable, with its `fast` capability
-            mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
-            like = next((p.kind for p in sig.params if hasattr(p, "kind")), None)
-            plan = callplan.make(self.__name__, graph, sig, mode, args, out, compiled, key)
-            launch = dispatch.build_launcher(plan, be, compiled, self.arg_names, like)
-            slot = fastpath.slot_for(compiled, plan)
-            if slot is not None and version == self._version:
-                self._slots[launch] = slot
-            if version == self._version:
+                launch = casting_launcher(self.__name__, self._miss(args, backend, None),
+                                          isinstance(out, tuple))
+            else:
+                if _tune_store.autotune_on():   # KDSL_AUTOTUNE=1: tune first (once per key)
+                    from .tune.search import autotune
+                    autotune(self, args, backend, be, sig, graph)
+                _req, compiled = dispatch.compile_for(self, be, sig, graph)
+                from .backends.spec import check_compiled   # (loaded with the backend)
+                compiled = check_compiled(be, compiled)     # callable, with its `fast` capability
+                mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
+                like = next((p.kind for p in sig.params if hasattr(p, "kind")), None)
+                plan = callplan.make(self.__name__, graph, sig, mode, args, out, compiled, key)
+                launch = dispatch.build_launcher(plan, be, compiled, self.arg_names, like)
+                slot = fastpath.slot_for(compiled, plan)
+            if version == self._version:    # no schedule was added meanwhile
                 self._cache[key] = launch
+                if slot is not None:
+                    self._slots[launch] = slot
             return launch
 
     # ------------------------------------------------------------- looking inside
