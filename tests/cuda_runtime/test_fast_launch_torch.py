@@ -246,3 +246,36 @@ def test_devices_are_checked(torch, fake_driver, monkeypatch):
         args[pos] = on1
         assert fast2[2](tuple(args[:2]), args[2]) is NotImplemented
     assert fast2[2]((a, b), c) is c
+
+
+def test_the_dlpack_reader_form_reads_every_array_in_one_call(torch, fake_driver, monkeypatch):
+    """Where the compiled helper reads torch tensors (torch >= 2.10: native.reader), the
+    launcher checks and reads all arrays -- out= included -- in that one call (here a stand-in
+    with the Reader's contract: the stream, then each pointer and sizes; None declines), and
+    launches what the attribute-reading form launches."""
+    from kdsl_cuda.runtime import native
+    calls = []
+
+    def reader(specs, ordinal):
+        def rd(*arrays):
+            calls.append(arrays)
+            if any(type(a) is not torch.Tensor or a.dtype is not s.dtype or len(a.shape)
+                   != len(s.dims) or a.get_device() != ordinal for a, s in zip(arrays, specs)):
+                return None
+            return (torch._C._cuda_getCurrentRawStream(ordinal),) + sum(((a.data_ptr(),) + tuple(a.shape)
+                                                 for a in arrays), ())
+        return rd
+    add = add_kernel()
+    a, b, c = (torch.Tensor((300,), torch.float32) for _ in range(3))
+    add(a, b, out=c)
+    slow = fake_driver.launches[-1]
+    monkeypatch.setattr(native, "reads_torch", lambda: True)
+    monkeypatch.setattr(native, "reader", reader)
+    fast = promoted(add, a, b, out=c)
+    src = fast[2].__kdsl_source__
+    assert "_rd(a0, a1, out)" in src and "data_ptr" not in src and "_raw_stream" not in src, src
+    fake_driver.launches.clear()
+    n = len(calls)
+    assert add(a, b, out=c) is c and len(calls) == n + 1 and fake_driver.launches == [slow]
+    cpu = torch.Tensor((300,), torch.float32, dev=-1)
+    assert fast[2]((a, b), cpu) is NotImplemented and fast[2]((a, b, c), c) is NotImplemented
