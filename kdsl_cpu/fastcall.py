@@ -1,26 +1,15 @@
 """Native fast launchers: one machine-code function per specialisation, called as a builtin.
 
-``build(compiled, plan)`` turns a ``kdsl.runtime.callplan.CallPlan`` into an
-LLVM function ``PyObject *f(PyObject *self, PyObject *const *args, Py_ssize_t n)``
-(METH_FASTCALL) and wraps it with ``PyCFunction_NewEx``, so that calling it
-costs what calling any builtin costs.  It reads arrays through the CPython and
-numpy C layouts directly:
-
-- arguments are checked exactly: ``Py_TYPE(o) == &PyArray_Type``, the dtype
-  object identical to the one the specialisation was built with, rank,
-  C-contiguity, which dims are 1; ``int``/``float``/``bool`` exactly;
-- shapes are bound, the graph's checks and constraints (index checks of
-  kdsl.frontend.access included: the same expressions the Python launcher
-  evaluates) and the output shapes computed with overflow-checked 64-bit arithmetic;
-- outputs are allocated with ``PyArray_NewFromDescr`` from numpy's C-API table
-  (what ``np.empty`` does), the kernel runs with the GIL released
-  (``PyEval_SaveThread``/``PyEval_RestoreThread``).
-
-Anything unexpected -- a mismatch, a failed check, an int that overflows, a
-failed allocation, a kernel status -- releases what was allocated and returns
-``NotImplemented``, and the kernel takes its normal path, which reports
-errors.  The layouts are verified at first use against live objects
-(``abi()``); where anything differs, no fast launcher is built at all.
+``build(compiled, plan)`` turns a ``kdsl.runtime.callplan.CallPlan`` into an LLVM function
+``PyObject *f(PyObject *self, PyObject *const *args, Py_ssize_t n)`` (METH_FASTCALL, wrapped by
+``PyCFunction_NewEx``: it costs what any builtin call costs; kdsl_cpu.fastcall_gen).  It reads
+the CPython and numpy C layouts directly: arguments checked exactly (``PyArray_Type``, the
+dtype object, rank, C-contiguity, size-1 dims; ``int``/``float``/``bool``), shapes bound, the
+plan's checks and constraints and the outputs' shapes computed in overflow-checked 64-bit
+arithmetic, outputs made by ``PyArray_NewFromDescr``, the kernel run without the GIL.
+Anything unexpected releases what was allocated and returns ``NotImplemented`` (the normal
+path reports errors).  The layouts are verified at first use on live objects (``abi()``);
+where anything differs, no fast launcher is built.
 """
 from __future__ import annotations
 
@@ -34,7 +23,6 @@ from .fastcall_abi import METH_FASTCALL, Unsupported, _api_fn, _PyMethodDef, abi
 from .fastcall_abi import _check_array  # noqa: F401  (the tests check layouts through it)
 
 
-# ----------------------------------------------------------------- object code
 def _code(plan, compiled):
     """``(loaded code, table symbols)`` of the plan's launcher: from the disk cache
     (kdsl_cpu.fastcall_store: a fresh process neither generates nor compiles it, no LLVM),
@@ -56,7 +44,6 @@ def _code(plan, compiled):
     return code, gen.table
 
 
-# ----------------------------------------------------------------- wrapping as a builtin
 class _Holder:
     """What a fast launcher needs alive: its code, the kernel, the dtypes it compares against."""
 
@@ -98,5 +85,3 @@ def build(compiled, plan):
     from kdsl.backends.spec import FastLauncher
     return FastLauncher(None, packed=packed)
 
-
-__all__ = ["abi", "build", "Unsupported"]
