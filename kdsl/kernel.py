@@ -36,6 +36,13 @@ _cur_backend = _reg.current_backend_var().get
 _env_get, _ENV_KEY = _reg.env_backend_reader()
 
 
+def _host_array(a, backend) -> bool:
+    """Is ``a`` an array-like to convert with np.asarray for this (host) backend (the key's
+    probe)?  The backend first: asking a torch tensor for __cuda_array_interface__ costs us."""
+    return (not isinstance(a, (np.generic, np.ndarray)) and _reg.runs_on_host(backend)
+            and foreign.host_readable(a))
+
+
 def _no_entry(*args, **kw):
     """The callable functools.partial's constructor needs; Kernel.__init__ replaces it."""
     raise InternalCompilerError("a kernel was called before its __init__ ran")
@@ -136,33 +143,23 @@ class Kernel(functools.partial):
                     r = packed(args, out)
                     if r is not NotImplemented:
                         return r
-        if out is not None and not kw and _overlaps(out, args):
-            return self._into(args, backend, out, stream)
         try:
-            if kw or _TRACING[0]:   # keywords, or a trace in progress (maybe a nested call)
-                return self._general(args, kw, backend, out, stream)
-            return self._call_bound(args, backend, out, stream, False)
+            # keywords, omitted defaults, or a trace in progress (maybe a nested call): bound
+            if kw or _TRACING[0] or len(args) != self._nfast:
+                args = self._bind(args, kw)
+                if _ctx.active() is not None:   # called inside another kernel: traced inline
+                    return self._inline(args, backend, out, stream)
+            if out is None or not _overlaps(out, args):
+                return self._call_bound(args, backend, out, stream)
         except KdslUserError as e:
             __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
             raise for_user(e) from None
+        return self._into(args, backend, out, stream)
 
-    def _general(self, args, kw, backend, out, stream):
-        """A call with keywords or during a trace: bind (like a Python call), trace inline or
-        run."""
-        args = self._bind(args, kw)
-        if _ctx.active() is not None:   # called inside another kernel: trace inline
-            return self._inline(args, backend, out, stream)
-        return self._call_bound(args, backend, out, stream, True)
-
-    def _call_bound(self, args, backend, out, stream, bound):
-        """The call past the fast launcher: the launcher of this call's key (a miss compiles).
-        ``bound``: the arguments were bound by ``_general`` (which skipped __call__'s checks)."""
+    def _call_bound(self, args, backend, out, stream):
+        """The call past the fast launcher: the launcher of this call's key (a miss compiles)."""
         if self._frozen:
             self._check_globals()
-        if bound and out is not None and _overlaps(out, args):
-            return self._into(args, backend, out, stream)
-        if not bound and len(args) != self._nfast:     # omitted defaults: bound here
-            args = self._bind(args, {})
         version, gen = self._version, _reg.generation
         asked = backend         # a dask call picks per chunk (CuPy chunks: cuda), not here
         if backend is None:
@@ -235,15 +232,6 @@ class Kernel(functools.partial):
         npos = self._npos
         with tracing_kernel(self):
             return self.fn(*args[:npos], **dict(zip(self.arg_names[npos:], args[npos:])))
-
-    @staticmethod
-    def _host_array(a, backend) -> bool:
-        """Is ``a`` an array-like to convert with np.asarray for this (host) backend?"""
-        if isinstance(a, (np.generic, np.ndarray)):
-            return False
-        # the backend first: a device backend converts nothing, and asking a torch tensor for
-        # __cuda_array_interface__ builds the whole dict (microseconds, per argument and call)
-        return _reg.runs_on_host(backend) and foreign.host_readable(a)
 
     def _check_globals(self):
         """Warn (once per change) about globals read by the traced code that were rebound since."""
@@ -484,7 +472,6 @@ def kernel(fn=None, *, specialize=False, constants=()):
     return Kernel(fn, specialize=specialize, constants=constants)
 
 
-_host_array = Kernel._host_array     # the key's probe of foreign arrays, bound once
 fori_program.make_kernel = kernel     # kd.fori_loop's copies (the runtime cannot import this module)
 dispatch.tuned_hints = _tune_store.tuned_hints   # kernel.tune's persisted winners (kdsl/tune)
 if "dask.tokenize" in __import__("sys").modules:   # Dask first: its tokenizer learns kernels now
