@@ -277,13 +277,7 @@ class _Gen:
             o = b.call(self.c["new_array"], [self.ptr(("obj", "ndarray")), descr,
                                              ir.Constant(I32, len(shape)), sizes, null, null,
                                              ir.Constant(I32, 0), null])
-            ok = b.icmp_unsigned("!=", o, null)
-            good, bad = self.fn.append_basic_block(), self.fn.append_basic_block()
-            b.cbranch(ok, good, bad)
-            b.position_at_end(bad)
-            b.call(self.c["clear"], [])                # np.empty in the normal path says why
-            b.branch(self.decline_bb)
-            b.position_at_end(good)
+            self.guard(b.icmp_unsigned("!=", o, null))   # (np.empty in the normal path says why)
             b.store(o, b.gep(outs, [_c64(j)], source_etype=PTR))
             made.append(o)
         return made
