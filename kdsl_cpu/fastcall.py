@@ -44,12 +44,6 @@ def _code(plan, compiled):
     return code, gen.table
 
 
-class _Holder:
-    """What a fast launcher needs alive: its code, the kernel, the dtypes it compares against."""
-
-    __slots__ = ("code", "compiled", "plan", "method", "name", "__weakref__")
-
-
 def build(compiled, plan):
     """The fast launcher of ``plan`` (see the module docstring): a kdsl.backends.spec.FastLauncher
     whose ``packed(args, out)`` is the machine code, called as a builtin with the kernel's
@@ -67,16 +61,14 @@ def build(compiled, plan):
         addresses = [fastcall_store.address(sym, a, plan, compiled) for sym in syms]
     except (fastcall_store.Missing, IndexError, KeyError):
         return None
-    h = _Holder()
-    h.code, h.compiled, h.plan = code, compiled, plan   # plan holds the dtype objects compared
-    h.name = f"kdsl fast launcher of {compiled.func.name}".encode()
-    h.method = _PyMethodDef(h.name, code.address, METH_FASTCALL, None)
+    name = f"kdsl fast launcher of {compiled.func.name}".encode()
+    method = _PyMethodDef(name, code.address, METH_FASTCALL, None)
     new = _api_fn("PyCFunction_NewEx", ctypes.py_object, ctypes.c_void_p, ctypes.py_object,
                   ctypes.c_void_p)
-    # m_self = (address table, h): the code reads the table; the builtin keeps its method
-    # table, code and kernel alive
+    # m_self: the address table (the code reads it), then what the builtin keeps alive: its
+    # method table, code, kernel and plan (the dtype objects compared)
     table = struct.pack(f"<{len(addresses)}Q", *addresses)
-    packed = new(ctypes.addressof(h.method), (table, h), None)
+    packed = new(ctypes.addressof(method), (table, method, name, code, compiled, plan), None)
     if not all(a.contiguous for a in plan.out_args):
         native = packed
 

@@ -42,10 +42,8 @@ def dtype_index(plan, dtype) -> int:
 def address(sym: tuple, abi_: dict, plan, compiled) -> int:
     """The address a table symbol names in this process (``abi_``: kdsl_cpu.fastcall.abi())."""
     kind = sym[0]
-    if kind == "fn":
-        return abi_["fn"][sym[1]]
-    if kind == "obj":
-        return abi_["obj"][sym[1]]
+    if kind in ("fn", "obj"):
+        return abi_[kind][sym[1]]
     if kind == "kernel":
         return compiled._code.address
     if kind == "runtime":

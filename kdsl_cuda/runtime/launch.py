@@ -120,8 +120,8 @@ def geometry_function(func, plans):
 
 
 class CudaCompiled:
-    """A loaded specialisation (see the module docstring).  ``cubin(arch)`` gives the cubin for
-    a device's architecture (compiled on demand for a device other than the first)."""
+    """A loaded specialisation (see the module docstring).  ``cubin_for(arch, fresh=False)``
+    gives the cubin of a device's architecture (compiled on demand for another device)."""
 
     def __init__(self, func: n.LoweredFunc, module, cubin_for, source: str):
         self.func = func
@@ -145,26 +145,22 @@ class CudaCompiled:
 
     # ----------------------------------------------------------------- loading
     def functions(self, ordinal: int) -> list:
-        fns = self._functions.get(ordinal)
-        if fns is None:
-            with self._lock:
-                fns = self._functions.get(ordinal)
-                if fns is None:
-                    d = driver.device(ordinal)
-                    L = driver.lib()
-                    mod = ctypes.c_void_p()
-                    code = L.cuModuleLoadData(ctypes.byref(mod), self._cubin_for(d.arch))
-                    if code:    # a cached cubin the driver refuses: discarded, rebuilt once
-                        code = L.cuModuleLoadData(ctypes.byref(mod),
-                                                  self._cubin_for(d.arch, fresh=True))
-                    L.check(code, "cuModuleLoadData")
-                    fns = []
-                    for p in self.plans:
-                        f = ctypes.c_void_p()
-                        L.check(L.cuModuleGetFunction(ctypes.byref(f), mod, p.name.encode()),
-                                f"cuModuleGetFunction({p.name})")
-                        fns.append(f.value)
-                    self._functions[ordinal] = fns
+        """The kernels' CUfunctions on GPU ``ordinal`` (its module loaded on first use)."""
+        with self._lock:
+            fns = self._functions.get(ordinal)
+            if fns is None:
+                arch, L, mod = driver.device(ordinal).arch, driver.lib(), ctypes.c_void_p()
+                code = L.cuModuleLoadData(ctypes.byref(mod), self._cubin_for(arch))
+                if code:    # a cached cubin the driver refuses: discarded, rebuilt once
+                    code = L.cuModuleLoadData(ctypes.byref(mod), self._cubin_for(arch, fresh=True))
+                L.check(code, "cuModuleLoadData")
+                fns = []
+                for p in self.plans:
+                    f = ctypes.c_void_p()
+                    L.check(L.cuModuleGetFunction(ctypes.byref(f), mod, p.name.encode()),
+                            f"cuModuleGetFunction({p.name})")
+                    fns.append(f.value)
+                self._functions[ordinal] = fns      # (complete: a failed lookup keeps none)
         return fns
 
     def allow_shared(self, plan, fn, nbytes: int, ordinal: int) -> None:
