@@ -131,7 +131,6 @@ class CudaCompiled:
         self.plans = [KernelPlan(ks, func) for ks in module.kernels]
         self.geometry = geometry_function(func, self.plans)
         self._functions: dict = {}       # device ordinal -> [CUfunction]
-        self._runs: dict = {}            # device ordinal -> [the normal path's launches]
         self._lock = threading.Lock()
         self._nin = len(func.inputs)
         self._last_device = None         # the device of the last call (fast launchers serve it)
@@ -230,10 +229,9 @@ class CudaCompiled:
         ptrs = [v.ptr for v in views]
         keep = [Allocation(sz, ordinal, stream) for sz in sizes]
         ptrs += [w.ptr for w in keep]
-        fns, L = self.functions(ordinal), driver.lib()
-        runs = self._runs.get(ordinal) or self._runs.setdefault(ordinal, [
-            p.ctypes_launcher(fn, L.cuLaunchKernel) for p, fn in zip(self.plans, fns)])
-        for plan, fn, run, grid, shm in zip(self.plans, fns, runs, grids, smem):
+        fns = self.functions(ordinal)
+        L = driver.lib()
+        for plan, fn, grid, shm in zip(self.plans, fns, grids, smem):
             if 0 in grid:
                 continue
             if shm:
@@ -247,7 +245,7 @@ class CudaCompiled:
             args = [ptrs[i] if kind == "buf" else bf16_bits(values[i])
                     if self.func.scalars[i].dtype is dt.bfloat16 else values[i]
                     for kind, i in plan.slots]
-            code = run(stream, *grid, shm, *args)
+            code = plan.ctypes_launcher(fn, L.cuLaunchKernel)(stream, *grid, shm, *args)
             if code:
                 L.check(code, f"cuLaunchKernel({plan.name}, grid={grid}, block={plan.block})")
         del keep      # freed on the stream, after the launches that use them
