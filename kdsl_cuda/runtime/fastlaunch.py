@@ -15,6 +15,7 @@ other libraries' arrays get none.  Measured without a GPU by benchmarks/launch_h
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import struct
 import sys
@@ -337,14 +338,20 @@ class _Gen:
         for w, nbytes in enumerate(sizes):
             e(f"w{w} = _Alloc({nbytes}, {self.ordinal}, stream)")
             ptrs.append(f"w{w}.ptr")
-        # each kernel's launch: the compiled helper's Launcher (native.py: one C call packs the
-        # slots and launches), else the same call through ctypes (cuLaunchKernel without
-        # argument conversion: ints as C ints, grids are checked < 2**31 below)
+        # the compiled helper (native.py): one C call packs the slots and launches; else
+        # cuLaunchKernel through ctypes without argument conversion (handles as prebuilt
+        # c_void_p objects, ints as C ints: grids are checked < 2**31 below), the slots packed
+        # into the kernel's shared buffer under its lock
         L = driver.lib()
-        raw = getattr(L, "raw_launch", None)
-        nat = native.cu_launch(raw)
+        nat = native.cu_launch(getattr(L, "raw_launch", None))
         self.ns.update(_Alloc=Allocation, _PackError=(struct.error, OverflowError))
         self.native = bool(nat)
+        if not nat:
+            self.ns.update(_launch=getattr(L, "raw_launch", None) or L.cuLaunchKernel,
+                           _cstream=_STREAMS, _c_void_p=ctypes.c_void_p,
+                           _acq=c._lock.acquire, _rel=c._lock.release)
+            e("cs = _cstream.get(stream)")
+            e("if cs is None: cs = _cstream.setdefault(stream, _c_void_p(stream))")
         launches = []
         for k, (plan, fn) in enumerate(zip(c.plans, c.functions(self.ordinal))):
             g, positive = grids[k], []
@@ -372,20 +379,35 @@ class _Gen:
                 e(f"if m{k} > _smok{k}[0]: return NotImplemented")
             args = "".join(", " + (ptrs[i] if kind == "buf" else snames[func.scalars[i]])
                            for kind, i in plan.slots)
-            # grid and shared bytes bound in the launcher where they are constants
-            fixed = all(x.isdigit() for x in g) and shm.isdigit()
-            bound = (int(g[0]), int(g[1]), int(g[2]), int(shm)) if fixed else None
-            self.ns[f"_L{k}"] = (nat[0].Launcher(nat[1], native.codes(plan.format), fn,
-                                                 *plan.block, bound) if nat else
-                                 plan.ctypes_launcher(fn, raw or L.cuLaunchKernel, bound))
-            head = "" if fixed else f", {g[0]}, {g[1]}, {g[2]}, {shm}"
-            launches.append(f"if {' and '.join(positive + [f'_L{k}(stream{head}{args})'])}: "
-                            "return NotImplemented")
-        e("try:")        # a value the slots cannot hold: declined
+            if nat:     # the helper's Launcher: grid and shared bytes bound when constant
+                fixed = all(x.isdigit() for x in g) and shm.isdigit()
+                self.ns[f"_L{k}"] = nat[0].Launcher(
+                    nat[1], native.codes(plan.format), fn, *plan.block,
+                    (int(g[0]), int(g[1]), int(g[2]), int(shm)) if fixed else None)
+                head = "" if fixed else f", {g[0]}, {g[1]}, {g[2]}, {shm}"
+                run = [f"if _L{k}(stream{head}{args}): return NotImplemented"]
+            else:
+                self.ns.update({f"_pack{k}": plan.pack_into, f"_buf{k}": plan.buffer,
+                                f"_par{k}": plan.params, f"_fn{k}": ctypes.c_void_p(fn)})
+                bx, by, bz = plan.block
+                run = [f"_pack{k}(_buf{k}, 0{args})",
+                       f"if _launch(_fn{k}, {g[0]}, {g[1]}, {g[2]}, {bx}, {by}, {bz}, {shm}, "
+                       f"cs, _par{k}, None): return NotImplemented"]
+            if positive:
+                run = [f"if {' and '.join(positive)}:"] + ["    " + x for x in run]
+            launches += run
+        # ctypes: the buffers are shared by the threads calling this specialisation (acquire
+        # and release: half the cost of a `with`).  A value the slots cannot hold: declined
+        if not nat:
+            e("_acq()")
+        e("try:")
         for x in launches:
             e("    " + x)
         e("except _PackError:")
         e("    return NotImplemented")
+        if not nat:
+            e("finally:")
+            e("    _rel()")
 
 
 def _takes_device(get_current_stream, ordinal) -> bool:
@@ -405,6 +427,10 @@ def _cupy_contiguity(kind) -> str:
                                                          types.MemberDescriptorType)):
         return "_c_contiguous"
     return "flags.c_contiguous"
+
+
+#: stream handle -> its c_void_p (made once per stream, shared by the ctypes launches)
+_STREAMS: dict = {}
 
 
 def build(compiled, plan):

@@ -57,9 +57,8 @@ class KernelPlan:
                 raise InternalCompilerError(f"cuda launch: parameter {p.name} of {ks.name} is "
                                             "no buffer or scalar of the function")
         self.format = fmt
-        #: the parameter slots, packed into ``buffer`` under ``lock`` (its slot addresses:
-        #: ``params``) by the ctypes launches
-        self.pack_into, self.lock = struct.Struct(fmt).pack_into, threading.Lock()
+        #: the parameter slots, packed into ``buffer`` (its slot addresses: ``params``)
+        self.pack_into = struct.Struct(fmt).pack_into
         nslots = max(len(self.slots), 1)
         self.buffer = ctypes.create_string_buffer(8 * nslots)
         base = ctypes.addressof(self.buffer)
@@ -70,23 +69,6 @@ class KernelPlan:
         #: device ordinal -> the dynamic bytes a launch may ask for without setting the
         #: function's attribute (a list: the fast launchers read the same cell)
         self.smem_ok: dict = {}
-
-    def ctypes_launcher(self, fn, launch, grid=None):
-        """The compiled helper's ``Launcher`` protocol (native.py) through the ctypes function
-        ``launch`` (cuLaunchKernel): ``L(stream, [gx, gy, gz, shared,] *slots)`` -> CUresult
-        (``grid``: those bound), the slots packed into ``buffer`` under ``lock``."""
-        f, (bx, by, bz), streams = ctypes.c_void_p(fn), self.block, {}
-        pack, buf, par, lock = self.pack_into, self.buffer, self.params, self.lock
-
-        def ctypes_launch(stream, *a):
-            a = a if grid is None else grid + a
-            cs = streams.get(stream)    # handles as prebuilt c_void_p: no conversion
-            if cs is None:
-                cs = streams.setdefault(stream, ctypes.c_void_p(stream))
-            with lock:
-                pack(buf, 0, *a[4:])
-                return launch(f, a[0], a[1], a[2], bx, by, bz, a[3], cs, par, None)
-        return ctypes_launch
 
 
 def launch_exprs(func, plans, names) -> tuple:
@@ -231,6 +213,7 @@ class CudaCompiled:
         ptrs += [w.ptr for w in keep]
         fns = self.functions(ordinal)
         L = driver.lib()
+        sv = ctypes.c_void_p(stream)
         for plan, fn, grid, shm in zip(self.plans, fns, grids, smem):
             if 0 in grid:
                 continue
@@ -245,7 +228,10 @@ class CudaCompiled:
             args = [ptrs[i] if kind == "buf" else bf16_bits(values[i])
                     if self.func.scalars[i].dtype is dt.bfloat16 else values[i]
                     for kind, i in plan.slots]
-            code = plan.ctypes_launcher(fn, L.cuLaunchKernel)(stream, *grid, shm, *args)
+            with self._lock:
+                plan.pack_into(plan.buffer, 0, *args)
+                code = L.cuLaunchKernel(fn, grid[0], grid[1], grid[2], plan.block[0],
+                                        plan.block[1], plan.block[2], shm, sv, plan.params, None)
             if code:
                 L.check(code, f"cuLaunchKernel({plan.name}, grid={grid}, block={plan.block})")
         del keep      # freed on the stream, after the launches that use them

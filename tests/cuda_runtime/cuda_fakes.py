@@ -95,10 +95,3 @@ def promoted(kernel, *args, out=None):
     fast = kernel._fast if out is None else kernel._fast_out
     assert fast is not None and fast[3] and fast[2] is not None, "no packed device launcher"
     return fast
-
-
-def launch_route(fast) -> str:
-    """How a promoted fast launcher launches its first kernel: "helper" (the compiled helper's
-    C ``Launcher``) or "ctypes" (``KernelPlan.ctypes_launcher``: cuLaunchKernel through ctypes)."""
-    launcher = fast[2].__globals__["_L0"]
-    return "ctypes" if getattr(launcher, "__name__", "") == "ctypes_launch" else "helper"
