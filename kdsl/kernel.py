@@ -151,10 +151,10 @@ class Kernel(functools.partial):
                     return self._inline(args, backend, out, stream)
             if out is None or not _overlaps(out, args):
                 return self._call_bound(args, backend, out, stream)
+            return self._into(args, backend, out, stream)
         except KdslUserError as e:
             __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
             raise for_user(e) from None
-        return self._into(args, backend, out, stream)
 
     def _call_bound(self, args, backend, out, stream):
         """The call past the fast launcher: the launcher of this call's key (a miss compiles)."""
@@ -212,6 +212,8 @@ class Kernel(functools.partial):
         as usual), then copied."""
         several = isinstance(out, tuple)
         outs = out if several else (out,)
+        if not all(o.flags.writeable for o in outs if type(o) is np.ndarray):
+            return self._call_bound(args, backend, out, stream)    # its miss reports it
         tmp = None
         if all(type(o) is np.ndarray for o in outs):
             tmp = tuple(np.empty(o.shape, o.dtype) for o in outs)

@@ -233,6 +233,8 @@ def test_read_only_out_is_an_argument_error(backend):
             axpy(x, x, out=bad, backend=backend)
         assert "writeable" in str(ei.value)
         assert not bad.any()
+    with pytest.raises(kd.ArgumentError, match="out= array is read-only"):
+        axpy(ro, x, out=ro, backend=backend)            # sharing memory with an input too
 
 
 def test_kernel_of_a_callable_object():
