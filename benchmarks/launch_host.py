@@ -276,9 +276,8 @@ def main(argv=None) -> int:
     if args.source:
         print(fo[2].__kdsl_source__)
         print(fa[2].__kdsl_source__)
-    # (args, out) entries where the launchers have them (older checkouts: positional ones)
-    pack_o = (fo[4] if len(fo) > 4 else None) or (lambda t, o: fo[2](*t, o))
-    pack_a = (fa[4] if len(fa) > 4 else None) or (lambda t, o: fa[2](*t))
+    # the (args, out) entries: (name, gen, packed, device), or (name, gen, fn, device, packed)
+    pack_o, pack_a = fo[-1] if len(fo) > 4 else fo[2], fa[-1] if len(fa) > 4 else fa[2]
     ab = (a, b)
     rows = [("add(a, b, out=c)", lambda: add(a, b, out=c)),
             ("  fast launcher alone (out=)", lambda: pack_o(ab, c)),

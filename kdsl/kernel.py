@@ -1,36 +1,24 @@
 """``kd.kernel``: the decorator and the Kernel object users call.
 
-A call first offers its arguments to the fast launcher of the specialisation
-run last, where the backend builds one (kdsl.runtime.fastpath: it checks them
-natively and declines anything else).  Otherwise it builds a cheap key from
-its arguments (dtypes, ranks, size-1 dims, layout classes, scalar kinds),
-looks up the launcher compiled for (backend, key) and runs it.  A miss
-validates the arguments, traces, schedules and compiles once per key under a
-lock of its own; calls themselves take no lock.  Kernels pickle by reference
-(module + qualified name).
-
-Arguments bind like a Python call (keywords, defaults; ``backend=``, ``out=``
-and ``stream=`` are the call's own keywords); the positional call with every
-argument stays the fast one.  A kernel called while another kernel is traced
-is traced inline into it (its own hints do not apply).  On host backends, torch,
-JAX and DLPack arrays and other array-likes are read as numpy once per call and
-the results given back as the first array argument's library
-(kdsl.runtime.foreign); ``None`` arguments are compile-time constants.
+A call first offers its arguments to the fast launcher of the specialisation run last
+(kdsl.runtime.fastpath), else looks the launcher of its key (``callplan.key_function``) up
+and runs it; a miss validates, traces, schedules and compiles once per key under a lock of
+its own.  Arguments bind like a Python call; a kernel called while another is traced is
+traced inline; on host backends foreign arrays are read as numpy (kdsl.runtime.foreign).
 """
 from __future__ import annotations
 
 import functools
 import inspect
 import os
-import struct
 import threading
 
 import numpy as np
 
 from .backends import registry as _reg
 from .errors import (ArgumentError, InternalCompilerError, KdslError, KdslUserError, KernelError,
-                     ScheduleError, StaleGlobalWarning, for_user,
-                     user_location, warn_user, warnings_issued)
+                     ScheduleError, StaleGlobalWarning, for_user, user_location, warn_user,
+                     warnings_issued)
 from .frontend import context as _ctx
 from . import compile_log, config
 from .runtime import callplan, dispatch, fastpath, foreign, fori_program, globals_watch
@@ -48,9 +36,11 @@ _cur_backend = _reg.current_backend_var().get
 _env_get, _ENV_KEY = _reg.env_backend_reader()
 
 
-def _hint(target, fn, loc):
-    from .schedule.hints import Hint
-    return Hint(target=target, hints={}, fn=fn, loc=loc)
+def _host_array(a, backend) -> bool:
+    """Is ``a`` an array-like to convert with np.asarray for this (host) backend (the key's
+    probe)?  The backend first: asking a torch tensor for __cuda_array_interface__ costs us."""
+    return (not isinstance(a, (np.generic, np.ndarray)) and _reg.runs_on_host(backend)
+            and foreign.host_readable(a))
 
 
 def _no_entry(*args, **kw):
@@ -61,14 +51,10 @@ def _no_entry(*args, **kw):
 class Kernel(functools.partial):
     """A traced-and-compiled-on-demand kernel; call it like the function it wraps.
 
-    A call enters through functools.partial's C entry, which forwards it to ``self._call``
-    as it came (``kernel(a, b, out=c)``: no argument tuple and keyword dict built on the
-    way): since CPython 3.12 a subclass that defines no ``__call__`` keeps the vectorcall
-    entry of its base, where a class of its own with ``__call__`` pays CPython's generic
-    slot (~0.2-0.3 us a call with ``out=``).  The partial's ``func``/``args``/``keywords``
-    are that plumbing (``self._call``, ``()``, ``{}``: a reference cycle, so a dropped kernel
-    is freed by the cycle collector); nothing else of functools.partial is used (pickling,
-    repr and binding as a method are Kernel's own)."""
+    A call enters through functools.partial's C entry, which forwards it to ``self._call`` as
+    it came: since CPython 3.12 a subclass without ``__call__`` keeps its base's vectorcall
+    entry (a ``__call__`` of its own costs ~0.2-0.3 us a call with ``out=``).  Nothing else of
+    functools.partial is used."""
 
     def __new__(cls, *args, **kw):
         return super().__new__(cls, _no_entry)
@@ -123,8 +109,6 @@ class Kernel(functools.partial):
         self._const = tuple(a in constants for a in self.arg_names)
         # the cache key of a call of every argument (callplan.key_function)
         self._keyfn = callplan.key_function(self._nargs, self._const, self.specialize)
-        # graph.params are the non-constant arguments, in call order
-        self._param_pos = tuple(i for i, c in enumerate(self._const) if not c)
         self._hints = list(getattr(fn, "__kdsl_schedules__", ()))
         self._cache = {}       # (backend, gen, arg keys..., out key) -> launcher
         self._slots = {}       # launcher -> its fastpath.FastSlot (specialisations that have one)
@@ -132,28 +116,23 @@ class Kernel(functools.partial):
         self._locks = {}
         self._lock = threading.Lock()
         self._version = 0
-        self._fast = None      # (backend name, registry generation, fast launcher, takes device
-        #                       arrays: also tried when the device rule chooses, the same
-        #                       launcher taking (args, out) or None) or None
+        self._fast = None      # (backend name, registry generation, packed(args, out), takes
+        #                        device arrays) of the last fast launcher, or None
         self._fast_out = None  # the same for calls with out=
         self._frozen = ()      # the globals the traced code read (kdsl.runtime.globals_watch)
         self._native = None    # the bound _call a native entry replaced as the partial's function
 
     # ------------------------------------------------------------- calling
     def _call(self, *args, backend=None, out=None, stream=None, **kw):
-        """``kernel(*args, backend=, out=, stream=, **kw)``: the call (entered through
-        functools.partial's C entry, see the class).  User errors of every later step are
-        re-raised here, so that only this frame of kdsl stays in the user's traceback."""
-        # 1. the fast launcher of the specialisation run last (kdsl.runtime.fastpath): it
-        # checks the arguments against that specialisation itself and answers NotImplemented
-        # when they do not match, so only the backend choice is checked here.  The default
-        # rule is inlined: use_backend's, else (KDSL_BACKEND set: the normal path decides)
-        # the arguments' device: a launcher made for device arrays serves those calls, a host
-        # launcher takes plain numpy arguments: the automatic default's.  A launcher's
-        # packed form (args, out) checks out= overlaps itself; otherwise the host rule below
+        """``kernel(*args, backend=, out=, stream=, **kw)``: the call.  User errors of every
+        later step are re-raised here: only this frame of kdsl stays in the traceback."""
+        # 1. the fast launcher of the specialisation run last checks the arguments itself
+        # (NotImplemented: not its own, traced values included), so only the backend choice is
+        # checked here, the default rule inlined: use_backend's, else (KDSL_BACKEND unset) a
+        # device launcher serves device arrays, a host one the automatic default's calls
         fast = self._fast if out is None else self._fast_out
         if fast is not None and stream is None and not kw:
-            name, gen, fn, dev, packed = fast
+            name, gen, packed, dev = fast
             if gen == _reg.generation:
                 b = backend
                 if b is None:
@@ -161,48 +140,26 @@ class Kernel(functools.partial):
                     if b is None and _env_get(_ENV_KEY) is None:
                         b = name if dev else _reg.auto_default
                 if b is name or (type(b) is str and b == name):
-                    # a fast launcher takes only numpy arrays and Python scalars, never the
-                    # traced values of a kernel calling this one (those go to _general, below)
-                    if packed is not None:       # it takes the tuple as it is: (args, out)
-                        r = packed(args, out)
-                        if r is not NotImplemented:
-                            return r
-                    elif out is None:
-                        r = fn(*args)
-                        if r is not NotImplemented:
-                            return r
-                    elif dev or not _overlaps(out, args):
-                        r = fn(*args, out)
-                        if r is not NotImplemented:
-                            return r
-        if out is not None and not kw and _overlaps(out, args):
-            return self._into(args, backend, out, stream)
+                    r = packed(args, out)
+                    if r is not NotImplemented:
+                        return r
         try:
-            if kw or _TRACING[0]:   # keywords, or a trace in progress (maybe a nested call)
-                return self._general(args, kw, backend, out, stream)
-            return self._call_bound(args, backend, out, stream, False)
+            # keywords, omitted defaults, or a trace in progress (maybe a nested call): bound
+            if kw or _TRACING[0] or len(args) != self._nfast:
+                args = self._bind(args, kw)
+                if _ctx.active() is not None:   # called inside another kernel: traced inline
+                    return self._inline(args, backend, out, stream)
+            if out is None or not _overlaps(out, args):
+                return self._call_bound(args, backend, out, stream)
+            return self._into(args, backend, out, stream)
         except KdslUserError as e:
             __tracebackhide__ = True  # noqa: F841  (pytest/IPython hide this frame)
             raise for_user(e) from None
 
-    def _general(self, args, kw, backend, out, stream):
-        """A call with keywords or during a trace: bind (like a Python call), trace inline or
-        run."""
-        args = self._bind(args, kw)
-        if _ctx.active() is not None:   # called inside another kernel: trace inline
-            return self._inline(args, backend, out, stream)
-        return self._call_bound(args, backend, out, stream, True)
-
-    def _call_bound(self, args, backend, out, stream, bound):
-        """The call past the fast launcher: the launcher of this call's key (a miss compiles).
-        ``bound``: the arguments were bound by ``_general`` (which skipped __call__'s checks)."""
+    def _call_bound(self, args, backend, out, stream):
+        """The call past the fast launcher: the launcher of this call's key (a miss compiles)."""
         if self._frozen:
             self._check_globals()
-        if bound and out is not None and _overlaps(out, args):
-            return self._into(args, backend, out, stream)
-        # 2. the launcher of this call's key (omitted defaults: the fast launcher declined)
-        if not bound and len(args) != self._nfast:
-            args = self._bind(args, {})
         version, gen = self._version, _reg.generation
         asked = backend         # a dask call picks per chunk (CuPy chunks: cuda), not here
         if backend is None:
@@ -210,7 +167,7 @@ class Kernel(functools.partial):
         if out is not None and type(out) is not np.ndarray and foreign.needs_host_call(out) \
                 and _reg.runs_on_host(backend):      # out= a torch tensor: written in place
             return foreign.host_call(self, args, backend, out, stream)
-        # 3. the launcher of this call's key (callplan.key_function; None: the miss says why)
+        # 2. the launcher of this call's key (callplan.key_function; None: the miss says why)
         launch = None
         if len(args) == self._nargs:
             key = self._keyfn(args, backend, gen, out, backend in _reg.size_classed,
@@ -221,22 +178,15 @@ class Kernel(functools.partial):
             if key is FOREIGN:   # read as numpy once per call (results: the caller's library)
                 return foreign.host_call(self, args, backend, out, stream)
             launch = self._cache.get(key)
-        try:
-            if launch is None:
-                launch = self._miss(args, backend, out)
-            result = launch(args, out, stream)
-        except (OverflowError, struct.error):
-            err = self._scalar_out_of_range(args)
-            if err is None:
-                raise
-            raise err from None
+        if launch is None:
+            launch = self._miss(args, backend, out)
+        result = launch(args, out, stream)
         slot = self._slots.get(launch)
         if slot is not None and stream is None and type(backend) is str and self._nfast >= 0:
-            fast = slot.get()       # a kdsl.backends.spec.FastLauncher
+            fast = slot.get()       # a FastLauncher with its packed(args, out)
             if fast is not None:
-                # packed: the same launcher taking (args, out); it checks out= overlaps
-                self._promote(out is None, (backend, gen, fast.call, fast.device_arrays,
-                                            fast.packed), version, fast.entry)
+                self._promote(out is None, (backend, gen, fast.packed, fast.device_arrays),
+                              version, fast.entry)
         return result
 
     def _bind(self, args, kw) -> tuple:
@@ -244,24 +194,26 @@ class Kernel(functools.partial):
         try:
             ba = self._signature.bind(*args, **kw)
         except TypeError as e:
-            raise ArgumentError(f"{self.__name__}(): {e}", hint=self._call_hint()) from None
+            raise ArgumentError(f"{self.__name__}(): {e}", hint=f"call it as {self.__name__}"
+                                f"{self._signature}; backend, out and stream are the keywords "
+                                "of the call itself") from None
         ba.apply_defaults()
         return tuple(ba.arguments[a] for a in self.arg_names)
 
     def _recall(self, args, backend, out, stream):
         """Call again with bound ``args`` (keyword-only parameters passed by name)."""
-        npos = self._npos
-        kw = dict(zip(self.arg_names[npos:], args[npos:]))
-        return self(*args[:npos], backend=backend, out=out, stream=stream, **kw)
+        n = self._npos
+        return self(*args[:n], backend=backend, out=out, stream=stream,
+                    **dict(zip(self.arg_names[n:], args[n:])))
 
     def _into(self, args, backend, out, stream):
-        """An ``out=`` that shares memory with the arguments: numpy's rule is that the inputs
-        are read before out is written, and backends may assume outputs and inputs never
-        overlap (the cpu backend gives LLVM that promise): computed into fresh arrays, copied.
-        Fresh numpy arrays like ``out`` go through the usual out= checks (a wrong shape is the
-        same ArgumentError as without the overlap)."""
+        """An ``out=`` that shares memory with the arguments (backends may assume it never
+        does; numpy reads the inputs first): computed into fresh arrays like ``out`` (checked
+        as usual), then copied."""
         several = isinstance(out, tuple)
         outs = out if several else (out,)
+        if not all(o.flags.writeable for o in outs if type(o) is np.ndarray):
+            return self._call_bound(args, backend, out, stream)    # its miss reports it
         tmp = None
         if all(type(o) is np.ndarray for o in outs):
             tmp = tuple(np.empty(o.shape, o.dtype) for o in outs)
@@ -270,10 +222,6 @@ class Kernel(functools.partial):
         for o, r in zip(outs, fresh if several else (fresh,)):
             np.copyto(o, r)
         return out
-
-    def _call_hint(self) -> str:
-        return (f"call it as {self.__name__}{self._signature}; {', '.join(_RESERVED[:-1])} and "
-                f"{_RESERVED[-1]} are the keywords of the call itself")
 
     def _inline(self, args, backend, out, stream):
         """Trace this kernel's function into the kernel being traced (a nested call)."""
@@ -287,19 +235,6 @@ class Kernel(functools.partial):
         with tracing_kernel(self):
             return self.fn(*args[:npos], **dict(zip(self.arg_names[npos:], args[npos:])))
 
-    @staticmethod
-    def _host_array(a, backend) -> bool:
-        """Is ``a`` an array-like to convert with np.asarray for this (host) backend?"""
-        if isinstance(a, (np.generic, np.ndarray)):
-            return False
-        # the backend first: a device backend converts nothing, and asking a torch tensor for
-        # __cuda_array_interface__ builds the whole dict (microseconds, per argument and call)
-        return _reg.runs_on_host(backend) and foreign.host_readable(a)
-
-    def _as_ndarrays(self, args, backend) -> tuple:
-        """``args`` with host array-likes and foreign arrays read as numpy (runtime.foreign)."""
-        return foreign.host_arrays(self, args)[0]
-
     def _check_globals(self):
         """Warn (once per change) about globals read by the traced code that were rebound since."""
         names = globals_watch.changed(self._frozen)
@@ -312,72 +247,48 @@ class Kernel(functools.partial):
                       "new one)", StaleGlobalWarning)
 
     def _promote(self, plain, entry, version, make=None):
-        """Make ``entry`` (backend name, registry generation, fast launcher) the one tried first.
-        A packed launcher may bring a native call entry (``make(kernel)``: its
-        ``FastLauncher.entry``, the cuda backend's C helper): it does this step of ``_call`` in
-        C and calls ``_call`` otherwise, and becomes the partial's function (the C entry of
-        every later call)."""
+        """Make ``entry`` (``_fast``'s form) the one tried first.  ``make(kernel)`` (a
+        ``FastLauncher.entry``: the cuda helper's) may give a native call entry doing step 1 of
+        ``_call`` in C: it becomes the partial's function."""
         with self._lock:
             if version == self._version:  # no schedule was added since its launcher was looked up
                 if plain:
                     self._fast = entry
                 else:
                     self._fast_out = entry
-                if make is not None and entry[4] is not None and not self._native:
+                if make is not None and not self._native:
                     native = make(self)
                     if native is not None:
                         self._native = self.func        # (the bound _call, kept alive)
                         functools.partial.__setstate__(self, (native, (), None, self.__dict__))
 
-    def _scalar_out_of_range(self, args):
-        """An ArgumentError for the first Python int that no 64-bit integer holds, else None."""
-        for a, name in zip(args, self.arg_names):
-            if type(a) is int and not -2 ** 63 <= a < 2 ** 63:
-                return ArgumentError(f"{self.__name__}: Python integer {a} (argument {name!r}) is out "
-                                     "of bounds for int64",
-                                     hint="pass a value within [-2**63, 2**63), or a float "
-                                     f"(float({name})) if the kernel computes in floating point")
-        return None
-
     def _miss(self, args, backend, out):
         """Validate the arguments, then compile (once per key) and return the launcher."""
         key = self._key(args, backend, out)
-        launch = self._cache.get(key)
-        if launch is None:
-            with compile_log.compiling(self, key, backend):   # logs stage times and the reason
-                launch = self._build(key, args, backend, out)
-        return launch
+        with compile_log.compiling(self, key, backend):   # logs stage times and the reason
+            return self._build(key, args, backend, out)
 
     def _key(self, args, backend, out):
-        """The key of a call (``callplan.key_function``), or the ArgumentError saying why it
-        has none."""
+        """The key of a call with ``backend`` loaded, or the ArgumentError saying why it has
+        none."""
         if len(args) != self._nargs:
             raise ArgumentError(
                 f"{self.__name__}() takes {self._nargs} argument(s) "
                 f"({', '.join(self.arg_names)}) but {len(args)} were given",
                 hint="pass one array or scalar per parameter, positionally")
         be = _reg.get_backend(backend)   # loaded first: it may register array readers
-        classed = be.spec.size_classes    # (the registry lists the name: _call_bound agrees)
-        key = self._keyfn(args, backend, _reg.generation, out, classed, None)
+        key = self._keyfn(args, backend, _reg.generation, out, be.spec.size_classes, None)
         if key is None:     # an argument with no key: the signature says which, and why
             signature_from_args(args, self.arg_names, self.constants, self.specialize, out,
                                 user_location())
             raise InternalCompilerError(f"{self.__name__}: no key for these arguments")
         return key
 
-    def _lock_for(self, key):
-        with self._lock:
-            lk = self._locks.get(key)
-            if lk is None:
-                lk = self._locks[key] = threading.Lock()
-            return lk
-
     def _graph(self, sig):
         gkey = (sig.params, sig.specialize)
         g = self._graphs.get(gkey)
         if g is None:
-            g = self._trace(sig)
-            self._graphs[gkey] = g
+            g = self._graphs[gkey] = self._trace(sig)
         return g
 
     def _trace(self, sig):
@@ -412,36 +323,35 @@ class Kernel(functools.partial):
     def _build(self, key, args, backend, out):
         be = _reg.get_backend(backend)
         version = self._version
-        with self._lock_for(key):
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
             launch = self._cache.get(key)
             if launch is not None:
                 return launch
-            loc = user_location()
             sig = signature_from_args(args, self.arg_names, self.constants, self.specialize,
-                                      out, loc, be.spec.size_classes)
-            graph = self._graph(sig)
+                                      out, user_location(), be.spec.size_classes)
+            graph, slot = self._graph(sig), None
             if out is not None and any(check_out(self.__name__, graph, out)):
                 # numpy's same_kind cast into an out= of another dtype: computed, then copied
-                plain = self._miss(args, backend, None)
-                launch = casting_launcher(self.__name__, plain, isinstance(out, tuple))
-                if version == self._version:
-                    self._cache[key] = launch
-                return launch
-            if _tune_store.autotune_on():   # KDSL_AUTOTUNE=1: tune first (once per key)
-                from .tune.search import autotune
-                autotune(self, args, backend, be, sig, graph)
-            _req, compiled = dispatch.compile_for(self, be, sig, graph)
-            from .backends.spec import check_compiled   # (loaded with the backend)
-            compiled = check_compiled(be, compiled)     # callable, with its `fast` capability
-            mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
-            like = next((p.kind for p in sig.params if hasattr(p, "kind")), None)
-            plan = callplan.make(self.__name__, graph, sig, mode, args, out, compiled, key)
-            launch = dispatch.build_launcher(plan, be, compiled, self.arg_names, like)
-            slot = fastpath.slot_for(compiled, plan)
-            if slot is not None and version == self._version:
-                self._slots[launch] = slot
-            if version == self._version:
+                launch = casting_launcher(self.__name__, self._miss(args, backend, None),
+                                          isinstance(out, tuple))
+            else:
+                if _tune_store.autotune_on():   # KDSL_AUTOTUNE=1: tune first (once per key)
+                    from .tune.search import autotune
+                    autotune(self, args, backend, be, sig, graph)
+                _req, compiled = dispatch.compile_for(self, be, sig, graph)
+                from .backends.spec import check_compiled   # (loaded with the backend)
+                compiled = check_compiled(be, compiled)     # callable, with its `fast` capability
+                mode = None if out is None else "tuple" if isinstance(out, tuple) else "one"
+                like = next((p.kind for p in sig.params if hasattr(p, "kind")), None)
+                plan = callplan.make(self.__name__, graph, sig, mode, args, out, compiled, key)
+                launch = dispatch.build_launcher(plan, be, compiled, self.arg_names, like)
+                slot = fastpath.slot_for(compiled, plan)
+            if version == self._version:    # no schedule was added meanwhile
                 self._cache[key] = launch
+                if slot is not None:
+                    self._slots[launch] = slot
             return launch
 
     # ------------------------------------------------------------- looking inside
@@ -492,7 +402,7 @@ class Kernel(functools.partial):
         """Decorator: ``kernel.schedule("cpu")(fn, ...)`` adds explicit schedule functions
         ``fn(s)`` for one target (``None``: every target).  An unknown target is an error that
         lists the known ones."""
-        from .schedule.hints import check_target
+        from .schedule.hints import Hint, check_target
         try:
             check_target(target, user_location(), f"{self.__name__}.schedule:")
         except KdslUserError as e:
@@ -506,7 +416,7 @@ class Kernel(functools.partial):
                         f"{self.__name__}.schedule({target!r}) decorates a function of the "
                         f"schedule, got {type(f).__name__}",
                         hint="def my_schedule(s): s['B'].split(s['B'].axes[0], 8)", loc=where))
-                self._add_schedule(_hint(target, f, where))
+                self._add_schedule(Hint(target=target, hints={}, fn=f, loc=where))
             return fns[0] if len(fns) == 1 else fns
         return add
 
@@ -564,7 +474,6 @@ def kernel(fn=None, *, specialize=False, constants=()):
     return Kernel(fn, specialize=specialize, constants=constants)
 
 
-_host_array = Kernel._host_array     # the key's probe of foreign arrays, bound once
 fori_program.make_kernel = kernel     # kd.fori_loop's copies (the runtime cannot import this module)
 dispatch.tuned_hints = _tune_store.tuned_hints   # kernel.tune's persisted winners (kdsl/tune)
 if "dask.tokenize" in __import__("sys").modules:   # Dask first: its tokenizer learns kernels now

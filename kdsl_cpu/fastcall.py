@@ -1,38 +1,28 @@
 """Native fast launchers: one machine-code function per specialisation, called as a builtin.
 
-``build(compiled, plan)`` turns a ``kdsl.runtime.callplan.CallPlan`` into an
-LLVM function ``PyObject *f(PyObject *self, PyObject *const *args, Py_ssize_t n)``
-(METH_FASTCALL) and wraps it with ``PyCFunction_NewEx``, so that calling it
-costs what calling any builtin costs.  It reads arrays through the CPython and
-numpy C layouts directly:
-
-- arguments are checked exactly: ``Py_TYPE(o) == &PyArray_Type``, the dtype
-  object identical to the one the specialisation was built with, rank,
-  C-contiguity, which dims are 1; ``int``/``float``/``bool`` exactly;
-- shapes are bound, the graph's checks and constraints (index checks of
-  kdsl.frontend.access included: the same expressions the Python launcher
-  evaluates) and the output shapes computed with overflow-checked 64-bit arithmetic;
-- outputs are allocated with ``PyArray_NewFromDescr`` from numpy's C-API table
-  (what ``np.empty`` does), the kernel runs with the GIL released
-  (``PyEval_SaveThread``/``PyEval_RestoreThread``).
-
-Anything unexpected -- a mismatch, a failed check, an int that overflows, a
-failed allocation, a kernel status -- releases what was allocated and returns
-``NotImplemented``, and the kernel takes its normal path, which reports
-errors.  The layouts are verified at first use against live objects
-(``abi()``); where anything differs, no fast launcher is built at all.
+``build(compiled, plan)`` turns a ``kdsl.runtime.callplan.CallPlan`` into an LLVM function
+``PyObject *f(PyObject *self, PyObject *const *args, Py_ssize_t n)`` (METH_FASTCALL, wrapped by
+``PyCFunction_NewEx``: it costs what any builtin call costs; kdsl_cpu.fastcall_gen).  It reads
+the CPython and numpy C layouts directly: arguments checked exactly (``PyArray_Type``, the
+dtype object, rank, C-contiguity, size-1 dims; ``int``/``float``/``bool``), shapes bound, the
+plan's checks and constraints and the outputs' shapes computed in overflow-checked 64-bit
+arithmetic, outputs made by ``PyArray_NewFromDescr``, the kernel run without the GIL.
+Anything unexpected releases what was allocated and returns ``NotImplemented`` (the normal
+path reports errors).  The layouts are verified at first use on live objects (``abi()``);
+where anything differs, no fast launcher is built.
 """
 from __future__ import annotations
 
 import ctypes
 import struct
 
+from kdsl.runtime.outputs import overlaps
+
 from . import fastcall_store, jit
 from .fastcall_abi import METH_FASTCALL, Unsupported, _api_fn, _PyMethodDef, abi
 from .fastcall_abi import _check_array  # noqa: F401  (the tests check layouts through it)
 
 
-# ----------------------------------------------------------------- object code
 def _code(plan, compiled):
     """``(loaded code, table symbols)`` of the plan's launcher: from the disk cache
     (kdsl_cpu.fastcall_store: a fresh process neither generates nor compiles it, no LLVM),
@@ -54,21 +44,12 @@ def _code(plan, compiled):
     return code, gen.table
 
 
-# ----------------------------------------------------------------- wrapping as a builtin
-class _Holder:
-    """What a fast launcher needs alive: its code, the kernel, the dtypes it compares against."""
-
-    __slots__ = ("code", "compiled", "plan", "method", "name", "__weakref__")
-
-
 def build(compiled, plan):
-    """The fast launcher ``f(*args[, out])`` of ``plan`` (see the module docstring), or None
-    when this interpreter's layouts are not the ones verified or the plan needs what it lacks.
-    Returns a kdsl.backends.spec.FastLauncher: its ``call`` is ``f``; the machine code is the
-    builtin ``packed(args, out)`` (the argument tuple as
-    the kernel got it), which also declines an out= that meets an input; it is offered to the
-    kernel where that is the whole overlap rule (every out= array C-contiguous: none can
-    overlap itself), else the kernel checks overlaps first and calls ``f``."""
+    """The fast launcher of ``plan`` (see the module docstring): a kdsl.backends.spec.FastLauncher
+    whose ``packed(args, out)`` is the machine code, called as a builtin with the kernel's
+    argument tuple; it declines an out= that meets an input, and where an out= array is not
+    C-contiguous (it may overlap itself) numpy's overlap test runs first.  None when this
+    interpreter's layouts are not the ones verified or the plan needs what it lacks."""
     a = abi()
     if not isinstance(a, dict):
         return None
@@ -80,24 +61,19 @@ def build(compiled, plan):
         addresses = [fastcall_store.address(sym, a, plan, compiled) for sym in syms]
     except (fastcall_store.Missing, IndexError, KeyError):
         return None
-    h = _Holder()
-    h.code, h.compiled, h.plan = code, compiled, plan   # plan holds the dtype objects compared
-    h.name = f"kdsl fast launcher of {compiled.func.name}".encode()
-    h.method = _PyMethodDef(h.name, code.address, METH_FASTCALL, None)
+    name = f"kdsl fast launcher of {compiled.func.name}".encode()
+    method = _PyMethodDef(name, code.address, METH_FASTCALL, None)
     new = _api_fn("PyCFunction_NewEx", ctypes.py_object, ctypes.c_void_p, ctypes.py_object,
                   ctypes.c_void_p)
-    # m_self = (address table, h): the code reads the table; the builtin keeps its method
-    # table, code and kernel alive
+    # m_self: the address table (the code reads it), then what the builtin keeps alive: its
+    # method table, code, kernel and plan (the dtype objects compared)
     table = struct.pack(f"<{len(addresses)}Q", *addresses)
-    packed = new(ctypes.addressof(h.method), (table, h), None)
-    n, with_out = plan.nargs, plan.out_mode is not None
+    packed = new(ctypes.addressof(method), (table, method, name, code, compiled, plan), None)
+    if not all(a.contiguous for a in plan.out_args):
+        native = packed
 
-    def fast(*args):
-        if len(args) != n + with_out:
-            return NotImplemented
-        return packed(args[:n], args[n] if with_out else None)
+        def packed(args, out):
+            return NotImplemented if overlaps(out, args) else native(args, out)
     from kdsl.backends.spec import FastLauncher
-    return FastLauncher(fast, packed=packed if all(a.contiguous for a in plan.out_args) else None)
+    return FastLauncher(None, packed=packed)
 
-
-__all__ = ["abi", "build", "Unsupported"]

@@ -163,7 +163,7 @@ class _Gen:
         self.guard(b.icmp_unsigned("==", self.field(o, OFF_TYPE, PTR),
                                    self.ptr(("obj", "ndarray"))))
         self.guard(b.icmp_unsigned("==", self.field(o, OFF_DESCR, PTR), self.ptr(("dtype", fastcall_store.dtype_index(self.plan, spec.dtype)))))
-        self.guard(b.icmp_signed("==", self.field(o, OFF_ND, I32), ir.Constant(I32, spec.ndim)))
+        self.guard(b.icmp_signed("==", self.field(o, OFF_ND, I32), ir.Constant(I32, len(spec.dims))))
         flags = self.field(o, OFF_FLAGS, I32)
         c = b.icmp_signed("!=", b.and_(flags, ir.Constant(I32, NPY_C_CONTIGUOUS)), ir.Constant(I32, 0))
         self.guard(c if spec.contiguous else b.not_(c))
@@ -277,13 +277,7 @@ class _Gen:
             o = b.call(self.c["new_array"], [self.ptr(("obj", "ndarray")), descr,
                                              ir.Constant(I32, len(shape)), sizes, null, null,
                                              ir.Constant(I32, 0), null])
-            ok = b.icmp_unsigned("!=", o, null)
-            good, bad = self.fn.append_basic_block(), self.fn.append_basic_block()
-            b.cbranch(ok, good, bad)
-            b.position_at_end(bad)
-            b.call(self.c["clear"], [])                # np.empty in the normal path says why
-            b.branch(self.decline_bb)
-            b.position_at_end(good)
+            self.guard(b.icmp_unsigned("!=", o, null))   # (np.empty in the normal path says why)
             b.store(o, b.gep(outs, [_c64(j)], source_etype=PTR))
             made.append(o)
         return made
@@ -296,7 +290,7 @@ class _Gen:
         dims, isz = self.field(o, OFF_DIMS, PTR), spec.dtype.itemsize
         strides = None if spec.contiguous else self.field(o, OFF_STRIDES, PTR)
         hi, count, empty = b.add(lo, _c64(isz)), _c64(isz), ir.Constant(I1, 0)
-        for d in range(spec.ndim):
+        for d in range(len(spec.dims)):
             size = self.item(dims, d, I64)
             empty = b.or_(empty, b.icmp_signed("==", size, _c64(0)))
             if strides is None:

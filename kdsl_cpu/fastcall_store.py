@@ -1,13 +1,10 @@
 """The native fast launchers' object code, kept in the disk cache (kdsl_cpu.fastcall).
 
-A launcher's code holds no address: it reads every pointer it calls or compares against (the
-CPython and numpy functions, type and dtype objects, the kernel, its runtime table) from a
-table its builtin's ``self`` carries.  Each table entry is a symbol -- ``("fn", name)``,
-``("obj", name)``, ``("kernel",)``, ``("runtime",)``, ``("dtype", i)`` (the plan's i-th dtype
-object) -- resolved in the process that loads the code (``address``).  So the object code is
-the same in every process: it is kept under a key of what it is a function of (the plan
-without its call key and name, the kernel's buffer counts, the host, the sources of kdsl and
-kdsl_cpu), and a fresh process loads it without LLVM.
+The code holds no address: it reads every pointer it calls or compares against from a table
+its builtin's ``self`` carries, each entry a symbol -- ``("fn", name)``, ``("obj", name)``,
+``("kernel",)``, ``("runtime",)``, ``("dtype", i)`` (the plan's i-th dtype object) -- resolved
+in the loading process (``address``).  So it is kept under a key of what it is a function of
+(``key``), and a fresh process loads it without LLVM.
 """
 from __future__ import annotations
 
@@ -45,10 +42,8 @@ def dtype_index(plan, dtype) -> int:
 def address(sym: tuple, abi_: dict, plan, compiled) -> int:
     """The address a table symbol names in this process (``abi_``: kdsl_cpu.fastcall.abi())."""
     kind = sym[0]
-    if kind == "fn":
-        return abi_["fn"][sym[1]]
-    if kind == "obj":
-        return abi_["obj"][sym[1]]
+    if kind in ("fn", "obj"):
+        return abi_[kind][sym[1]]
     if kind == "kernel":
         return compiled._code.address
     if kind == "runtime":

@@ -1,18 +1,10 @@
-"""The per-kernel call path: numpy arrays and scalars -> packed arguments -> native call.
+"""The cpu kernel's call (the path of first calls and of calls ``fastcall``'s launchers decline).
 
-``build_launcher`` generates (once per compiled kernel) a small Python
-function that reads each array's data pointer, computes the scalar slots
-from the function's slots (``kdsl.ir.bindings.scalar_slots``: shapes, strides in
-elements = byte strides // itemsize, the graph's scalar arguments), packs them with precompiled
-``struct`` formats and calls the entry through a ctypes ``CFUNCTYPE`` --
-which releases the GIL for the whole kernel.  Dispatch has already checked
-dtypes, ranks and shapes; the launcher checks only what it alone knows
-(native byte order, writable outputs, strides that are whole elements).
-
-This is the path of first calls and of calls the native fast launcher
-(``fastcall``) declines; ``a.ctypes.data`` costs ~0.8 us, so where
-numpy's object layout is as expected (checked on live arrays) the data pointer
-of an exact ``ndarray`` is read from the object itself.
+``build_launcher`` generates one small Python function per compiled kernel: it reads each
+array's data pointer, computes the scalar slots (``kdsl.ir.bindings.scalar_slots``), packs
+them with precompiled ``struct`` formats and calls the entry through a ctypes ``CFUNCTYPE``
+(the GIL released).  Dispatch has checked dtypes, ranks, shapes and writable outputs; the
+launcher checks native byte order and strides of whole elements.
 """
 from __future__ import annotations
 
@@ -31,10 +23,6 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 ENTRY_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
 
 
-def _readonly(name: str):
-    raise ArgumentError(f"output {name!r} is read-only", hint="pass a writable out= array")
-
-
 def _status(code: int, kernel: str):
     if code == 1:
         raise MemoryError(f"kernel {kernel!r} could not allocate a temporary buffer")
@@ -51,9 +39,9 @@ def _byteorder(name: str, dtype):
 def _pointer_reader():
     """Source of an expression giving array ``x``'s data pointer, and its namespace.
 
-    numpy keeps the data pointer right after the object header (PyArrayObject_fields.data,
-    offset 16 on 64-bit CPython): read from the object where the native launchers' layout
-    check (``fastcall_abi._check_array``) passes on live arrays (views, offsets, 0-d)."""
+    ``a.ctypes.data`` costs ~0.8 us: the pointer is read from the object (PyArrayObject's
+    ``data``) where the native launchers' layout check (``fastcall_abi._check_array``) passes
+    on live arrays (views, offsets, 0-d)."""
     import numpy as np
     from .fastcall_abi import OFF_DATA, _check_array
     base = np.arange(24, dtype=np.float64).reshape(4, 6)
@@ -73,19 +61,15 @@ def build_launcher(func, address: int, runtime, keepalive=()):
     """
     nin = len(func.inputs)
     ns = {"_call": ENTRY_FN(address), "_rt": ctypes.addressof(runtime), "_rt_obj": runtime,
-          "_keep": keepalive, "_stride": element_stride, "_readonly": _readonly, "_status": _status,
+          "_keep": keepalive, "_stride": element_stride, "_status": _status,
           "_bf16": bf16_bits, "_kname": func.name, "_byteorder": _byteorder}
     pointer, extra = _pointer_reader()
     ns.update(extra)
-    lines = []
-    names = []
+    lines, names = [], []
     for k, buf in enumerate(func.buffers):
-        src = f"inputs[{k}]" if k < nin else f"outputs[{k - nin}]"
-        lines.append(f"b{k} = {src}")
+        lines.append(f"b{k} = {f'inputs[{k}]' if k < nin else f'outputs[{k - nin}]'}")
         names.append(pointer.format(x=f"b{k}"))
         lines.append(f"if not b{k}.dtype.isnative: _byteorder({buf.name!r}, b{k}.dtype)")
-        if k >= nin:
-            lines.append(f"if not b{k}.flags.writeable: _readonly({buf.name!r})")
     ns["_pack_b"] = struct.Struct("@" + "P" * len(names)).pack
     slots = scalar_slots(func)           # resolved once (kdsl.ir.bindings)
     vals = [f"_bf16({x})" if sl.kind == SCALAR and sl.dtype is dt.bfloat16 else x

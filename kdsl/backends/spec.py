@@ -131,13 +131,12 @@ class FastLauncher(NamedTuple):
     raises.  ``device_arrays``: it takes device arrays (and checks that ``out=`` does not
     overlap its inputs itself; it is also tried when the device rule picks the backend).
     ``packed``: the same launcher taking ``(args, out)`` -- the argument tuple as the kernel
-    received it, whatever its length -- called instead of ``call`` (no re-packing of the
-    tuple); it also declines an ``out=`` that shares memory with an argument or another
-    output; None: ``call`` is used (after the kernel's own overlap check, for host arrays).
-    ``entry``: with ``packed``, ``entry(kernel)`` may give a native call entry doing the
-    kernel's fast-launcher step in C (the cuda backend's helper), or None; None: no entry."""
+    received it, whatever its length -- which also declines an ``out=`` that shares memory
+    with an argument or another output; given, it is called instead of ``call`` (which may
+    be None).  ``entry``: ``entry(kernel)`` may give a native call entry doing the kernel's
+    fast-launcher step in C (the cuda backend's helper), or None."""
 
-    call: Callable[..., Any]
+    call: Callable[..., Any] | None
     device_arrays: bool = False
     packed: Callable[[tuple, Any], Any] | None = None
     entry: Callable[[Any], Any] | None = None

@@ -1,17 +1,11 @@
 """One specialisation's call contract, derived once: the ``CallPlan``.
 
-A call of a compiled kernel binds each symbolic size of the graph's parameters from the first
-argument dim (or scalar argument) that carries it, checks every other dim against what it
-must be, checks the graph's constraints, computes (or checks ``out=``) the outputs' shapes
-and fills the compiled function's scalar slots (shapes, strides in elements, scalar
-arguments).  ``make`` derives all of it once per signature from the signature, the graph and
-the compiled function; every launcher is an emitter of the plan and derives nothing again:
-
-- ``dispatch.build_launcher``: the reference emitter (generated Python, every backend);
-- ``kdsl_cpu.launcher`` (the ``slots``: struct formats) and ``kdsl_cpu.fastcall`` (native code);
-- ``kdsl_cuda.runtime.launch`` (``geometry``) and ``fastlaunch`` (generated Python + the C helper).
-
-The key a call is cached under is built by ``key_function`` (one builder, hot path and miss).
+A call binds each symbolic size from the first argument dim (or scalar) carrying it, checks
+the other dims and the graph's constraints, computes (or checks ``out=``) the outputs' shapes
+and fills the compiled function's scalar slots.  ``make`` derives all of it once per
+signature; every launcher emits the plan (``dispatch.build_launcher``, the reference;
+``kdsl_cpu.fastcall``; ``kdsl_cuda.runtime.fastlaunch``).  ``key_function`` builds the key a
+call is cached under (hot path and miss).
 """
 from __future__ import annotations
 
@@ -92,34 +86,19 @@ def _part(a, const, specialize, host_array, backend):
 FOREIGN = object()
 
 
-def _out_key(out):
-    """``out_key`` past its one-numpy-array case."""
-    if out is None:
-        return None
+def out_key(out):
+    """The ``out=`` part of the key: per array its key part (``_ND``) and writeability (a
+    read-only out= array misses the cache: the miss reports it), whether out= is a tuple."""
+    if type(out) is np.ndarray:
+        sh = out.shape
+        return ((out.dtype, tuple([s == 1 for s in sh]) if 1 in sh else len(sh),
+                 out.flags.c_contiguous), out.flags.writeable, False)
     outs = out if isinstance(out, tuple) else (out,)
-    parts = (_key1 if len(outs) == 1 else key_function(len(outs), (False,) * len(outs), False))(
-        outs, None, None, None, False, None)
-    return tuple([(k, _writeable(o)) for k, o in zip(parts[2:] if type(parts) is tuple
-                                                     else (None,) * len(outs), outs)]) \
+    parts = key_function(len(outs), (False,) * len(outs), False)(outs, None, None, None, False,
+                                                                 None)
+    return tuple([(k, bool(getattr(getattr(o, "flags", None), "writeable", True))) for k, o in
+                  zip(parts[2:] if type(parts) is tuple else (None,) * len(outs), outs)]) \
         + (isinstance(out, tuple),)
-
-
-def _writeable(o) -> bool:
-    flags = getattr(o, "flags", None)
-    return bool(getattr(flags, "writeable", True)) if flags is not None else True
-
-
-_ns = {"_ndarray": np.ndarray, "_out_key": _out_key}
-exec(compile(f"""def out_key(a):
-    if type(a) is _ndarray:
-        sh = a.shape
-        return ({_ND.format(i='')}, a.flags.writeable, False)
-    return _out_key(a)
-""", "<kdsl out_key>", "exec"), _ns)
-out_key = _ns["out_key"]
-out_key.__doc__ = """The ``out=`` part of the key (None when no out= was given): per array its key
-part (``_ND``) and writeability (a read-only out= array misses the cache: the miss reports it)."""
-_key1 = key_function(1, (False,), False)
 
 
 # ----------------------------------------------------------------- argument checks
@@ -133,10 +112,6 @@ class ArrayArg(namedtuple("ArrayArg", "pos dtype dims contiguous kind classes",
     backends (``Signature.size_classes``), else None."""
 
     __slots__ = ()
-
-    @property
-    def ndim(self) -> int:
-        return len(self.dims)
 
 
 class ScalarArg(namedtuple("ScalarArg", "pos pytype")):
@@ -256,6 +231,3 @@ def _arg_checks(sig, args, scalars, arrays, outputs, out_mode, out, device):
                                   bool(info[2]), type(o)) for o, info in zip(outs, infos))
     return tuple(checked), out_args
 
-
-__all__ = ["CallPlan", "make", "key_function", "out_key", "FOREIGN", "scalar_slots", "Slot",
-           "Output", "ArrayArg", "ScalarArg", "SHAPE", "STRIDE", "SCALAR"]

@@ -1,33 +1,25 @@
 """The compile flow and the per-signature launcher (a cached call costs microseconds).
 
-``compile_for`` runs trace -> Schedule -> (explicit schedule functions or
-``backend.schedule``) -> ``backend.compile`` once per (backend, signature).  A backend
-whose class says ``defers_schedule = True`` (kdsl's cpu and cuda) gets a ``DeferredRequest``
-when no explicit schedule function applies: it looks its disk cache up by what the default
-schedule is a function of, and the schedule is made only when it reads ``request.schedule``
-(a miss), so a warm process never schedules.
-``build_launcher`` then generates, with ``exec``, one small Python function per
-specialisation from its ``callplan.CallPlan`` (the reference emitter): it binds shape
-variables from the argument shapes, checks the graph's constraints, allocates (or checks
-``out=``) outputs and calls the compiled kernel: no tree walking, no dict building on the
-call path.
+``compile_for`` runs trace -> Schedule -> (explicit schedule functions or ``backend.schedule``)
+-> ``backend.compile`` once per (backend, signature).  A backend whose class says
+``defers_schedule = True`` (kdsl's cpu and cuda) gets a ``DeferredRequest`` when no explicit
+schedule function applies: it looks its disk cache up first, and the schedule is made only
+when it reads ``request.schedule`` (a miss).  ``build_launcher`` generates one Python function
+per specialisation from its ``callplan.CallPlan`` (the reference emitter).
 """
 from __future__ import annotations
-
-import numpy as np
 
 import os
 import sys
 
-from .. import config
-from .. import compile_log
+import numpy as np
+
+from .. import compile_log, config
 from ..backends.protocol import CompileRequest
 from ..errors import ArgumentError, InternalCompilerError, ShapeError, user_location
 from ..ir import nodes as n
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-
-# ----------------------------------------------------------------- hooks (lazy imports)
 
 
 def trace_graph(fn, specs, name=None, constants=()):
@@ -37,8 +29,8 @@ def trace_graph(fn, specs, name=None, constants=()):
 
 
 def has_loops(graph) -> bool:
-    """kdsl.frontend.fori.has_loops, without importing it where no trace has: a graph runs a
-    ``kd.fori_loop`` only if it holds a ``LoopStage``, a class of that module."""
+    """kdsl.frontend.fori.has_loops, without importing it where no trace has (a graph runs a
+    ``kd.fori_loop`` only if it holds a ``LoopStage``, a class of that module)."""
     fori = sys.modules.get("kdsl.frontend.fori")
     return fori is not None and fori.has_loops(graph)
 
@@ -56,8 +48,7 @@ tuned_hints = None
 
 
 def _targets(hint_target, backend) -> bool:
-    """Whether a schedule for ``hint_target`` applies on ``backend`` (its ``target`` when it runs
-    another target's schedules, e.g. ``interp-cuda``: cuda's; else its name)."""
+    """Whether a schedule for ``hint_target`` applies on ``backend`` (``spec.schedule_target``)."""
     return hint_target is None or hint_target == backend.spec.schedule_target
 
 
@@ -98,12 +89,11 @@ def schedule_for(kernel, backend, sig, graph):
     sched = make_schedule(graph)
     sched.size_hints = size_hints(graph, sig)
     hints = [h for h in kernel._hints if _targets(h.target, backend)]
-    explicit = [h.fn for h in hints if getattr(h, "fn", None) is not None]
-    if explicit:
-        for f in explicit:
-            f(sched)
-    else:
-        declarative = [h for h in hints if getattr(h, "fn", None) is None]
+    explicit = [h.fn for h in hints if h.fn is not None]
+    for f in explicit:
+        f(sched)
+    if not explicit:
+        declarative = [h for h in hints if h.fn is None]
         from ..schedule.hints import validate_hint
         for h in declarative:  # names are checked for every backend, even one that ignores hints
             validate_hint(sched, h)
@@ -120,17 +110,11 @@ def schedule_for(kernel, backend, sig, graph):
 
 
 class DeferredRequest(CompileRequest):
-    """A CompileRequest whose schedule is made when first read (``schedule_for``), for the
-    backends that declare ``defers_schedule = True`` (kdsl's cpu and cuda): such a backend
-    first looks its compiled code up by ``schedule_roots`` -- what the default schedule is a
-    function of -- and reads ``schedule`` only on a miss, so a warm process never schedules
-    (nor imports the schedules).  Made only when no explicit schedule function applies: those
-    are keyed by what they did, i.e. after scheduling.
-
-    ``schedule_roots``: (graph, the declarative hints for this target in order, the size
-    hints, signature, output layouts, options); the backend adds its own inputs of the
-    default schedule (thread count, target machine) before keying them
-    (kdsl.runtime.fingerprint.schedule_key)."""
+    """A CompileRequest whose schedule is made when first read (``schedule_for``), so that a
+    warm process never schedules.  ``schedule_roots`` -- what the default schedule is a function
+    of: (graph, the declarative hints for this target and a persisted tune winner's, the size
+    hints, signature, output layouts, options) -- is what the backend keys its compiled code by
+    (with its own inputs: kdsl.runtime.fingerprint.schedule_key)."""
 
     def __init__(self, kernel, backend, sig, graph):
         outc = tuple(sig.out_contiguous or (True,) * len(graph.outputs))
@@ -138,7 +122,6 @@ class DeferredRequest(CompileRequest):
         self._sched = None
         super().__init__(graph, None, sig, outc, dict(backend.spec.options))
         hints = tuple(h for h in kernel._hints if _targets(h.target, backend))
-        # a persisted kernel.tune winner changes the schedule: it is part of the key
         tuned = tuple(tuned_hints(kernel, backend, sig, graph, None, list(hints))
                       if tuned_hints is not None else ())
         self.schedule_roots = (graph, hints + tuned, size_hints(graph, sig), sig, outc,
@@ -161,14 +144,8 @@ class DeferredRequest(CompileRequest):
         self._sched = value
 
 
-def defers_schedule(backend) -> bool:
-    """Does ``backend`` take a ``DeferredRequest`` (its class says ``defers_schedule = True``)?"""
-    return getattr(type(backend), "defers_schedule", False) is True
-
-
 def _explicit(kernel, backend) -> bool:
-    return any(getattr(h, "fn", None) is not None for h in kernel._hints
-               if _targets(h.target, backend))
+    return any(h.fn is not None for h in kernel._hints if _targets(h.target, backend))
 
 
 class ProgramRequest:
@@ -184,26 +161,23 @@ class ProgramRequest:
 
 
 def lower_request(backend, req):
-    """The LoweredFunc of a request (a backend may add its own passes through ``lower``; else
-    the core table of its target, ``kdsl.gpu.pipeline.for_target``: GPU form for ``cuda``)."""
-    if isinstance(req, ProgramRequest):
-        return req.show()
-    return backend.lower(req)     # (BackendBase.lower: spec.pipeline(), else the target's table)
+    """The LoweredFunc of a request (``backend.lower``: its own passes, else the core table of
+    its target), or a ``ProgramRequest``'s description."""
+    return req.show() if isinstance(req, ProgramRequest) else backend.lower(req)
 
 
 def dump(kernel_name, backend, sig, req) -> None:
     """KDSL_DUMP=1: print the lowered IR and the backend source of a new specialisation."""
     bname = backend.spec.name
     print(f"=== kdsl: {kernel_name} for {bname} {sig.describe()} ===", file=sys.stderr)
-    try:
-        print(lower_request(backend, req), file=sys.stderr)
-    except Exception as e:  # dumping must never break a call
-        print(f"(lowering for the dump failed: {type(e).__name__}: {e})", file=sys.stderr)
-    print(f"--- source ({bname}) ---", file=sys.stderr)
-    try:
-        print(backend.source(req), file=sys.stderr)
-    except Exception as e:
-        print(f"(source failed: {type(e).__name__}: {e})", file=sys.stderr)
+    for what, show in (("lowering for the dump", lambda: lower_request(backend, req)),
+                       ("source", lambda: backend.source(req))):
+        try:    # dumping must never break a call
+            print(show(), file=sys.stderr)
+        except Exception as e:
+            print(f"({what} failed: {type(e).__name__}: {e})", file=sys.stderr)
+        if what != "source":
+            print(f"--- source ({bname}) ---", file=sys.stderr)
 
 
 def compile_for(kernel, backend, sig, graph):
@@ -213,7 +187,8 @@ def compile_for(kernel, backend, sig, graph):
         from .fori_program import compile_program
         req, compiled = None, compile_program(kernel, backend, sig, graph)
     else:
-        if defers_schedule(backend) and not _explicit(kernel, backend):
+        if getattr(type(backend), "defers_schedule", False) is True and not _explicit(kernel,
+                                                                                     backend):
             req = DeferredRequest(kernel, backend, sig, graph)   # scheduled on a miss only
         else:
             with compile_log.stage("schedule"):
@@ -223,7 +198,7 @@ def compile_for(kernel, backend, sig, graph):
     if graph.data_checks:   # conditions on the data (indices read from arrays): run first
         from .checks import with_checks
         compiled = with_checks(backend, sig, graph, compiled, req.options if req is not None
-                                else dict(backend.spec.options))
+                               else dict(backend.spec.options))
     if config.dump() and req is not None:
         dump(kernel.__name__, backend, sig, req)
     return req, compiled
@@ -310,20 +285,22 @@ class _Fail:
                             f"but the result has shape {tuple(want)}",
                             hint="allocate out with the result's shape", loc=user_location())
 
+    def scalar(self, pos, v, lo, hi):
+        name, d = self.names[pos], self.plan.scalar_dtypes[self.plan.scalars.index(pos)]
+        raise ArgumentError(f"{self.plan.name}: Python integer {v} (argument {name!r}) is out of "
+                            f"bounds for {d.name}", loc=user_location(), hint=f"pass a value "
+                            f"within [{lo}, {hi}], or a float (float({name})) if the kernel "
+                            "computes in floating point")
+
 
 def build_launcher(plan, backend, compiled, arg_names, like_kind=None):
-    """The reference emitter of a ``callplan.CallPlan``: one generated Python function
-    ``launch(args, out, stream)`` binding, checking, allocating (or checking ``out=``) and
-    calling ``compiled(inputs, outputs, scalars[, stream=])``.
-
-    ``arg_names``: the call's parameter names (messages).  ``like_kind``: the type of the
-    first array argument; a backend's optional ``result_wrapper(like_kind)`` may give a
-    function applied to each allocated result (the cuda backend: JAX arrays).
-    """
+    """The reference emitter of a ``callplan.CallPlan``: a generated ``launch(args, out,
+    stream)`` binding, checking, allocating (or checking ``out=``) and calling
+    ``compiled(inputs, outputs, scalars[, stream=])``.  ``arg_names``: the parameter names
+    (messages); ``like_kind``: the first array argument's type, for the backend's
+    ``result_wrapper``."""
     names, lines, ns = {}, [], {"_fdiv": _fdiv, "_fmod": _fmod, "_run": compiled,
-                                "_empty": backend.empty}
-    fail = _Fail(plan, arg_names)
-    ns.update(_dim_fail=fail.dim, _cfail=fail.constraint, _ofail=fail.out)
+                                "_empty": backend.empty, "_f": _Fail(plan, arg_names)}
     scalars = [f"s{pos}" for pos in plan.scalars]
     inputs = [f"args[{pos}]" for pos in plan.inputs]
     like = inputs[0] if inputs else None
@@ -331,31 +308,27 @@ def build_launcher(plan, backend, compiled, arg_names, like_kind=None):
         lines.append(f"s{pos} = args[{pos}]")
         if d.is_int:   # a Python int the scalar cannot hold: the same error everywhere
             lo, hi = int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)
-            lines.append(f"if not {lo} <= s{pos} <= {hi}: raise OverflowError(s{pos})")
+            lines.append(f"if not {lo} <= s{pos} <= {hi}: _f.scalar({pos}, s{pos}, {lo}, {hi})")
     for e, src in plan.sources:
         if src[0] == "scalar":
             names[e] = f"s{src[1]}"
-    read = set()
-
-    def shape_of(pos):     # each argument's shape read once, where first used
-        if pos not in read:
-            read.add(pos)
-            lines.append(f"sh{pos} = args[{pos}].shape")
-        return f"sh{pos}"
+    read = {src[1] for _, src in plan.sources if src[0] == "shape"} | {p for p, _, _ in plan.checks}
     for pos in plan.inputs:
+        if pos in read:     # each shape read once
+            lines.append(f"sh{pos} = args[{pos}].shape")
         for e, src in plan.sources:
             if src[0] == "shape" and src[1] == pos:
                 names[e] = f"v{len(names)}"
-                lines.append(f"{names[e]} = {shape_of(pos)}[{src[2]}]")
+                lines.append(f"{names[e]} = sh{pos}[{src[2]}]")
         for cpos, d, e in plan.checks:
             if cpos == pos:
-                got, want = f"{shape_of(pos)}[{d}]", py_expr(e, names)
+                got, want = f"sh{pos}[{d}]", py_expr(e, names)
                 what = repr(e.name) if type(e) is n.Var else "a size"
-                lines.append(f"if {got} != {want}: _dim_fail({pos}, {d}, {got}, {what!r}, {want})")
+                lines.append(f"if {got} != {want}: _f.dim({pos}, {d}, {got}, {what!r}, {want})")
     for j, c in enumerate(plan.constraints):
         lhs, rhs = py_expr(c.lhs, names), py_expr(c.rhs, names)
         extra = "".join(f", {py_expr(e, names)}" for _, e in c.detail)  # only on failure
-        lines.append(f"if {lhs} != {rhs}: _cfail({j}, {lhs}, {rhs}{extra})")
+        lines.append(f"if {lhs} != {rhs}: _f.constraint({j}, {lhs}, {rhs}{extra})")
     outs = []
     for j, o in enumerate(plan.outputs):
         shape = "(" + "".join(py_expr(e, names) + ", " for e in o.shape) + ")"
@@ -366,7 +339,7 @@ def build_launcher(plan, backend, compiled, arg_names, like_kind=None):
         else:
             src = "out" if plan.out_mode == "one" else f"out[{j}]"
             lines.append(f"o{j} = {src}")
-            lines.append(f"if tuple(o{j}.shape) != {shape}: _ofail({j}, o{j}.shape, {shape})")
+            lines.append(f"if tuple(o{j}.shape) != {shape}: _f.out({j}, o{j}.shape, {shape})")
     call = f"[{', '.join(inputs)}], [{', '.join(outs)}], [{', '.join(scalars)}]"
     lines.append(f"if stream is None: _run({call})")
     lines.append(f"else: _run({call}, stream=stream)")

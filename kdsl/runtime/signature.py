@@ -1,20 +1,11 @@
 """Call signatures: what a compiled specialisation of a kernel depends on.
 
-Per call, the kernel builds a cheap hashable *key* from the arguments
-(``callplan.key_function``); on a cache miss the arguments give a ``Signature`` (validated,
-with kdsl dtypes), and the signature gives the trace specs.
-
-- array: dtype, rank, which dims have size 1 (static 1 in the trace; others
-  symbolic) or, with ``specialize=True``, the whole shape; layout class
-  (C-contiguous or strided); the array's Python type (numpy, cupy, ...).
-- scalar: its kind (bool/int/float or a numpy scalar's dtype: numpy scalars are strong
-  in the trace, as in numpy 2), or its value for parameters listed in ``constants``;
-  ``None`` is always a compile-time constant (a parameter defaulting to None).
-- ``out=``: per output array its layout class and whether it is writeable.
-- size classes (only for backends with ``size_classes = True``, e.g. ``cuda``, whose default
-  schedules depend on sizes: a warp or a block per row, split reductions): per array dim the
-  bit length of its size, so one compiled kernel serves sizes within a power of two.  They
-  are part of the key and of ``Signature.size_classes``, not of the trace.
+On a cache miss the arguments give a ``Signature`` (validated, with kdsl dtypes), which gives
+the trace specs: per array its dtype, rank, size-1 dims (the whole shape with ``specialize``),
+layout class and Python type; per scalar its kind (numpy scalars are strong, as in numpy 2)
+or, for ``constants`` and None, its value; per ``out=`` array its layout class.  Backends with
+``size_classes`` (cuda) also key each dim's bit length (``size_classes``): one compiled kernel
+serves the sizes within a power of two.
 """
 from __future__ import annotations
 
@@ -32,18 +23,12 @@ _PY_SCALARS = {bool: dt.bool_, int: dt.int64, float: dt.float64}
 
 # ----------------------------------------------------------------- size classes (hot path)
 def size_classes(args) -> tuple:
-    """Per argument, the bit lengths of an array's dims (``()`` for scalars and constants):
-    the size part of the key for backends with ``size_classes = True``."""
+    """Per argument, the bit lengths of an array's dims (``()`` for scalars and constants)."""
     out = []
-    for a in args:
+    for a in args:      # (a TensorSpec's named dims have no size: None)
         sh = getattr(a, "shape", None)
-        if sh is None:
-            out.append(())
-        elif all(type(s) is int or isinstance(s, np.integer) for s in sh):   # arrays (hot path)
-            out.append(tuple([int(s).bit_length() for s in sh]))
-        else:   # a TensorSpec with named dims: those have no size
-            out.append(tuple([int(s).bit_length() if isinstance(s, (int, np.integer)) else None
-                              for s in sh]))
+        out.append(() if sh is None else tuple([int(s).bit_length() if type(s) is int or
+                                                isinstance(s, np.integer) else None for s in sh]))
     return tuple(out)
 
 
@@ -136,10 +121,6 @@ def masked_message(what: str) -> str:
             "ignore the mask")
 
 
-def _fail(message, hint, loc):
-    return ArgumentError(message, hint=hint, loc=loc)
-
-
 def signature_from_args(args, names, constants, specialize, out, loc=None,
                         classes: bool = False) -> Signature:
     """Validate the arguments of a call and build its Signature (the cache-miss path)."""
@@ -149,8 +130,9 @@ def signature_from_args(args, names, constants, specialize, out, loc=None,
             try:
                 hash(a)
             except TypeError:
-                raise _fail(f"constant argument {name!r} must be hashable, got "
-                            f"{type(a).__name__}", "pass a tuple instead of a list", loc) from None
+                raise ArgumentError(f"constant argument {name!r} must be hashable, got "
+                                    f"{type(a).__name__}", hint="pass a tuple instead of a list",
+                                    loc=loc) from None
             params.append(ConstSig(a, type(a)))
             continue
         if a is None:
@@ -160,24 +142,25 @@ def signature_from_args(args, names, constants, specialize, out, loc=None,
             try:
                 d = _PY_SCALARS.get(type(a)) or dt.as_dtype(a.dtype)
             except TypeError as e:
-                raise _fail(f"argument {name!r}: {e}",
-                            "pass a Python or numpy scalar of a supported dtype", loc) from None
+                raise ArgumentError(f"argument {name!r}: {e}", loc=loc, hint="pass a Python "
+                                    "or numpy scalar of a supported dtype") from None
             params.append(ScalarSig(d, strong=type(a) not in _PY_SCALARS))
             continue
         # numpy.ma loads lazily (~50 ms): while it is not imported no masked array exists
         if "numpy.ma" in sys.modules and isinstance(a, np.ma.MaskedArray):
-            raise _fail(masked_message(f"argument {name!r}"), MASKED_HINT, loc)
+            raise ArgumentError(masked_message(f"argument {name!r}"), hint=MASKED_HINT, loc=loc)
         info = array_info(a)
         if info is None:
-            raise _fail(f"argument {name!r} must be an array or a Python scalar, got "
-                        f"{type(a).__name__}", "pass a numpy array (np.asarray(x)) or an array "
-                        "with __cuda_array_interface__ / DLPack", loc)
+            raise ArgumentError(f"argument {name!r} must be an array or a Python scalar, got "
+                                f"{type(a).__name__}", loc=loc, hint="pass a numpy array "
+                                "(np.asarray(x)) or an array with __cuda_array_interface__ / DLPack")
         npd, shape, contiguous = info
         try:
             d = dt.as_dtype(npd)
         except TypeError as e:
-            raise _fail(f"argument {name!r} has unsupported dtype {npd}", str(e).split("; ")[-1]
-                        + f"; convert it first, e.g. {name}.astype(np.float32)", loc) from None
+            raise ArgumentError(f"argument {name!r} has unsupported dtype {npd}", loc=loc,
+                                hint=str(e).split("; ")[-1] + f"; convert it first, e.g. "
+                                f"{name}.astype(np.float32)") from None
         dims = tuple(int(s) for s in shape) if specialize else tuple(1 if s == 1 else None
                                                                     for s in shape)
         params.append(ArraySig(d, dims, bool(contiguous), type(a)))

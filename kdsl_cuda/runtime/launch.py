@@ -1,20 +1,13 @@
 """A compiled cuda specialisation: cubins loaded per device, and the call that launches them.
 
-``CudaCompiled(func, module, cubins)`` is the protocol's ``Compiled``: ``(inputs, outputs,
-scalars, stream=None)`` runs the host program of ``func`` (its workspaces and device kernels,
-in order, on one stream).  What a call computes from its arguments -- the scalar parameters
-(shapes, strides in elements, the kernel's scalar arguments: its ``callplan.scalar_slots``), each
-kernel's grid and the workspace sizes -- is one generated Python function (``geometry``), made
-once from the IR's expressions with the same printer the dispatch launcher uses.  Each kernel's
-parameters are packed into one prebuilt ctypes buffer (8-byte slots) whose slot addresses are
-the ``kernelParams`` of ``cuLaunchKernel``.  A kernel with shared buffers sized at launch gets
-their bytes (``Launch.dynamic_shared``) as ``sharedMemBytes``; above 48 KB per block the
-function's attribute is raised first (``allow_shared``), above the device's limit the call is
-refused.
-
-Arrays: device arrays of any library are read in place (``interop.view``); numpy arrays are
-copied to the device first, and numpy outputs back after the launches (then the stream is
-synchronised: the caller gets finished host arrays).  Nothing else synchronises.
+``CudaCompiled`` is the protocol's ``Compiled``: ``(inputs, outputs, scalars, stream=None)``
+runs the host program of ``func`` (its workspaces and device kernels, in order, on one
+stream).  The scalar parameters, grids, workspace sizes and dynamic shared bytes are one
+generated function (``geometry``, from the IR's expressions); each kernel's slots are packed
+into a prebuilt ctypes buffer whose slot addresses are ``cuLaunchKernel``'s ``kernelParams``.
+Above 48 KB of shared memory per block the function's attribute is raised first
+(``allow_shared``).  Device arrays of any library are read in place (``interop.view``); numpy
+arrays are copied in, numpy outputs back (then the stream is synchronised).
 """
 from __future__ import annotations
 
@@ -50,25 +43,19 @@ class KernelPlan:
     def __init__(self, ks, func):
         self.name = ks.name
         self.block = tuple(int(b) for b in ks.launch.block) + (1,) * (3 - len(ks.launch.block))
-        bufs = list(func.buffers) + list(func.workspaces)
-        scalars = list(func.scalars)
-        self.slots = []          # ("buf", k) | ("scalar", j)
-        fmt = "<"
+        bufs = {id(b): k for k, b in enumerate(list(func.buffers) + list(func.workspaces))}
+        scalars = {id(v): j for j, v in enumerate(func.scalars)}
+        self.slots, fmt = [], "<"        # ("buf", k) | ("scalar", j); their struct format
         for p in ks.params:
-            if p.buffer is not None:
-                self.slots.append(("buf", _index(bufs, p.buffer)))
+            if p.buffer is not None and id(p.buffer) in bufs:
+                self.slots.append(("buf", bufs[id(p.buffer)]))
                 fmt += "Q"
-            elif p.var is not None:
-                self.slots.append(("scalar", _index(scalars, p.var)))
-                try:
-                    fmt += SLOT[p.var.dtype]
-                except KeyError:
-                    raise InternalCompilerError(f"cuda launch: scalar {p.var.name} of dtype "
-                                                f"{p.var.dtype}") from None
+            elif p.var is not None and id(p.var) in scalars and p.var.dtype in SLOT:
+                self.slots.append(("scalar", scalars[id(p.var)]))
+                fmt += SLOT[p.var.dtype]
             else:
                 raise InternalCompilerError(f"cuda launch: parameter {p.name} of {ks.name} is "
-                                            "neither a buffer nor a scalar")
-        #: the struct format of the parameter slots
+                                            "no buffer or scalar of the function")
         self.format = fmt
         #: the parameter slots, packed into ``buffer`` (its slot addresses: ``params``)
         self.pack_into = struct.Struct(fmt).pack_into
@@ -84,13 +71,6 @@ class KernelPlan:
         self.smem_ok: dict = {}
 
 
-def _index(seq, obj) -> int:
-    for i, x in enumerate(seq):
-        if x is obj:
-            return i
-    raise InternalCompilerError(f"cuda launch: {getattr(obj, 'name', obj)} is not a parameter")
-
-
 def launch_exprs(func, plans, names) -> tuple:
     """Python expressions over ``names`` (Var -> the expression of its value): each kernel's
     grid (3, padded with "1"), its dynamic shared bytes (None: none), each workspace's byte
@@ -104,8 +84,7 @@ def launch_exprs(func, plans, names) -> tuple:
 
 def geometry_function(func, plans):
     """``geometry(shapes, strides, scalars) -> (scalar values, grids, workspace byte sizes,
-    dynamic shared bytes per kernel)``,
-    generated from the IR (see the module docstring)."""
+    dynamic shared bytes per kernel)``, generated from the IR."""
     names = {v: f"s{j}" for j, v in enumerate(func.scalars)}
     lines = [f"s{j} = {x}" for j, x in
              enumerate(slot_sources(scalar_slots(func), "shapes[{k}]", "strides[{k}]"))]
@@ -123,8 +102,8 @@ def geometry_function(func, plans):
 
 
 class CudaCompiled:
-    """A loaded specialisation (see the module docstring).  ``cubin(arch)`` gives the cubin for
-    a device's architecture (compiled on demand for a device other than the first)."""
+    """A loaded specialisation (see the module docstring).  ``cubin_for(arch, fresh=False)``
+    gives the cubin of a device's architecture (compiled on demand for another device)."""
 
     def __init__(self, func: n.LoweredFunc, module, cubin_for, source: str):
         self.func = func
@@ -148,26 +127,22 @@ class CudaCompiled:
 
     # ----------------------------------------------------------------- loading
     def functions(self, ordinal: int) -> list:
-        fns = self._functions.get(ordinal)
-        if fns is None:
-            with self._lock:
-                fns = self._functions.get(ordinal)
-                if fns is None:
-                    d = driver.device(ordinal)
-                    L = driver.lib()
-                    mod = ctypes.c_void_p()
-                    code = L.cuModuleLoadData(ctypes.byref(mod), self._cubin_for(d.arch))
-                    if code:    # a cached cubin the driver refuses: discarded, rebuilt once
-                        code = L.cuModuleLoadData(ctypes.byref(mod),
-                                                  self._cubin_for(d.arch, fresh=True))
-                    L.check(code, "cuModuleLoadData")
-                    fns = []
-                    for p in self.plans:
-                        f = ctypes.c_void_p()
-                        L.check(L.cuModuleGetFunction(ctypes.byref(f), mod, p.name.encode()),
-                                f"cuModuleGetFunction({p.name})")
-                        fns.append(f.value)
-                    self._functions[ordinal] = fns
+        """The kernels' CUfunctions on GPU ``ordinal`` (its module loaded on first use)."""
+        with self._lock:
+            fns = self._functions.get(ordinal)
+            if fns is None:
+                arch, L, mod = driver.device(ordinal).arch, driver.lib(), ctypes.c_void_p()
+                code = L.cuModuleLoadData(ctypes.byref(mod), self._cubin_for(arch))
+                if code:    # a cached cubin the driver refuses: discarded, rebuilt once
+                    code = L.cuModuleLoadData(ctypes.byref(mod), self._cubin_for(arch, fresh=True))
+                L.check(code, "cuModuleLoadData")
+                fns = []
+                for p in self.plans:
+                    f = ctypes.c_void_p()
+                    L.check(L.cuModuleGetFunction(ctypes.byref(f), mod, p.name.encode()),
+                            f"cuModuleGetFunction({p.name})")
+                    fns.append(f.value)
+                self._functions[ordinal] = fns      # (complete: a failed lookup keeps none)
         return fns
 
     def allow_shared(self, plan, fn, nbytes: int, ordinal: int) -> None:
@@ -197,16 +172,9 @@ class CudaCompiled:
     # ----------------------------------------------------------------- the call
     def __call__(self, inputs, outputs, scalars, stream=None) -> None:
         arrays = list(inputs) + list(outputs)
-        views, host, first = [], [], None
-        for k, a in enumerate(arrays):
-            if type(a) is np.ndarray:
-                views.append(None)
-                host.append(k)
-            else:
-                v = interop.view(a)
-                views.append(v)
-                if first is None:
-                    first = (k, v)
+        views = [None if type(a) is np.ndarray else interop.view(a) for a in arrays]
+        host = [k for k, v in enumerate(views) if v is None]
+        first = next(((k, v) for k, v in enumerate(views) if v is not None), None)
         ordinal = first[1].device if first else 0
         for v in views:
             if v is not None and v.device != ordinal:
@@ -226,19 +194,15 @@ class CudaCompiled:
         staged = {}
         for k in host:   # numpy arrays: inputs copied in, outputs made on the device
             a = arrays[k]
-            if k < self._nin:
-                d = to_device(a, ordinal, handle, wait=False)
-            else:
-                d = DeviceArray(a.shape, self.func.buffers[k].dtype, device=ordinal, stream=handle)
-            staged[k] = d
-            views[k] = interop.view(d)
+            staged[k] = (to_device(a, ordinal, handle, wait=False) if k < self._nin else
+                         DeviceArray(a.shape, self.func.buffers[k].dtype, device=ordinal,
+                                     stream=handle))
+            views[k] = interop.view(staged[k])
         self._launch(views, scalars, ordinal, handle)
         if host:
-            outs = [k for k in host if k >= self._nin]
-            for k in outs:
+            for k in (k for k in host if k >= self._nin):
                 _stage_out(staged[k], arrays[k], handle)
             sync_stream(handle)
-            del staged
 
     def _launch(self, views, scalars, ordinal, stream) -> None:
         shapes = [v.shape for v in views]
@@ -261,7 +225,8 @@ class CudaCompiled:
                                         f"along {ax}, more than CUDA allows ({lim})",
                                         hint="bind a larger extent to blockIdx.x, or split the "
                                              "axis over blockIdx.y")
-            args = [ptrs[i] if kind == "buf" else _scalar(values[i], self.func.scalars[i].dtype)
+            args = [ptrs[i] if kind == "buf" else bf16_bits(values[i])
+                    if self.func.scalars[i].dtype is dt.bfloat16 else values[i]
                     for kind, i in plan.slots]
             with self._lock:
                 plan.pack_into(plan.buffer, 0, *args)
@@ -270,10 +235,6 @@ class CudaCompiled:
             if code:
                 L.check(code, f"cuLaunchKernel({plan.name}, grid={grid}, block={plan.block})")
         del keep      # freed on the stream, after the launches that use them
-
-
-def _scalar(v, d):
-    return bf16_bits(v) if d is dt.bfloat16 else v
 
 
 def _stage_out(d: DeviceArray, out: np.ndarray, stream: int) -> None:

@@ -9,64 +9,49 @@ typedef int (*launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned
                         unsigned, void *, void **, void **);
 
 #define MAX_SLOTS 256
+/* a vectorcall type of this module: no keywords to the constructor (positional-only names) */
+#define VC_TYPE(T, DOC, ...) {PyVarObject_HEAD_INIT(NULL, 0) .tp_name = "_kdsl_launch." #T, \
+    .tp_basicsize = sizeof(T), .tp_vectorcall_offset = offsetof(T, vectorcall), \
+    .tp_call = PyVectorcall_Call, .tp_doc = DOC, .tp_new = T##_new, __VA_ARGS__}
+#define NO_KW(kwnames) ((kwnames) != NULL && PyTuple_GET_SIZE(kwnames))
 
+/* one slot value converted by its struct code, like struct.pack (little-endian hosts: a
+   narrower integer is the slot's low bytes); OverflowError beyond the slot's range */
 static int slot(char code, PyObject *o, uint64_t *s)
 {
     *s = 0;
-    switch (code) {
-    case 'Q': {
-        unsigned long long v = PyLong_AsUnsignedLongLong(o);
-        if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-        *s = v; return 0; }
-    case 'q': {
-        long long v = PyLong_AsLongLong(o);
-        if (v == -1 && PyErr_Occurred()) return -1;
-        memcpy(s, &v, 8); return 0; }
-    case 'i': case 'h': case 'b': {
-        long long v = PyLong_AsLongLong(o);
-        if (v == -1 && PyErr_Occurred()) return -1;
-        long long lim = code == 'i' ? 2147483647LL : code == 'h' ? 32767LL : 127LL;
-        if (v > lim || v < -lim - 1) {
-            PyErr_SetString(PyExc_OverflowError, "value out of range of its slot"); return -1; }
-        if (code == 'i') { int32_t x = (int32_t)v; memcpy(s, &x, 4); }
-        else if (code == 'h') { int16_t x = (int16_t)v; memcpy(s, &x, 2); }
-        else { int8_t x = (int8_t)v; memcpy(s, &x, 1); }
-        return 0; }
-    case 'I': case 'H': case 'B': {
-        long long v = PyLong_AsLongLong(o);
-        if (v == -1 && PyErr_Occurred()) return -1;
-        long long lim = code == 'I' ? 4294967295LL : code == 'H' ? 65535LL : 255LL;
-        if (v < 0 || v > lim) {
-            PyErr_SetString(PyExc_OverflowError, "value out of range of its slot"); return -1; }
-        if (code == 'I') { uint32_t x = (uint32_t)v; memcpy(s, &x, 4); }
-        else if (code == 'H') { uint16_t x = (uint16_t)v; memcpy(s, &x, 2); }
-        else { uint8_t x = (uint8_t)v; memcpy(s, &x, 1); }
-        return 0; }
-    case 'd': {
+    if (code == 'd' || code == 'f' || code == 'e') {
         double v = PyFloat_AsDouble(o);
         if (v == -1.0 && PyErr_Occurred()) return -1;
-        memcpy(s, &v, 8); return 0; }
-    case 'f': {
-        double v = PyFloat_AsDouble(o);
-        if (v == -1.0 && PyErr_Occurred()) return -1;
-        return PyFloat_Pack4(v, (char *)s, 1); }   /* OverflowError beyond float32, as struct */
-    case 'e': {
-        double v = PyFloat_AsDouble(o);
-        if (v == -1.0 && PyErr_Occurred()) return -1;
-        return PyFloat_Pack2(v, (char *)s, 1); }
-    case '?': {
+        if (code == 'd') { memcpy(s, &v, 8); return 0; }
+        return code == 'f' ? PyFloat_Pack4(v, (char *)s, 1) : PyFloat_Pack2(v, (char *)s, 1);
+    }
+    if (code == '?') {
         int v = PyObject_IsTrue(o);
         if (v < 0) return -1;
-        *s = (uint64_t)v; return 0; }
+        *s = (uint64_t)v; return 0;
     }
-    PyErr_Format(PyExc_TypeError, "unknown slot code %c", code);
-    return -1;
+    if (code == 'Q') {
+        unsigned long long v = PyLong_AsUnsignedLongLong(o);
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+        *s = v; return 0;
+    }
+    if (code == 0 || strchr("qihbIHB", code) == NULL) {
+        PyErr_Format(PyExc_TypeError, "unknown slot code %c", code); return -1; }
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    int bits = code == 'q' ? 64 : code == 'i' || code == 'I' ? 32 : code == 'h' || code == 'H' ? 16 : 8;
+    if (bits < 64 && (code >= 'a' ? v < -(1LL << (bits - 1)) || v >= (1LL << (bits - 1))
+                                  : v < 0 || v >= (1LL << bits))) {
+        PyErr_SetString(PyExc_OverflowError, "value out of range of its slot"); return -1; }
+    memcpy(s, &v, bits / 8);
+    return 0;
 }
 
 /* Launcher(cu, codes, fn, bx, by, bz, grid): one kernel's launch through cuLaunchKernel (its
    address: cu), its slot values converted by their codes (slot()) onto the C stack, the GIL
-   released around the driver call; what the kernel's launches share is bound once.  grid: (gx, gy, gz, shared), constants: calls are L(stream, *slots); None: calls
-   are L(stream, gx, gy, gz, shared, *slots). */
+   released around the driver call.  grid: (gx, gy, gz, shared), constants: calls are
+   L(stream, *slots); None: calls are L(stream, gx, gy, gz, shared, *slots). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -74,7 +59,7 @@ typedef struct {
     void *fn;
     PyObject *codes;
     Py_ssize_t nslots, head;
-    unsigned dims[7];
+    unsigned dims[7];       /* gx, gy, gz, bx, by, bz, shared */
 } Launcher;
 
 static int dim(PyObject *o, unsigned *d)
@@ -82,17 +67,21 @@ static int dim(PyObject *o, unsigned *d)
     unsigned long v = PyLong_AsUnsignedLong(o);
     if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
     if (v > 0xffffffffUL) {
-        PyErr_SetString(PyExc_OverflowError, "Launcher(): grid, block or shared size");
-        return -1; }
+        PyErr_SetString(PyExc_OverflowError, "Launcher(): grid, block or shared size"); return -1; }
     *d = (unsigned)v;
     return 0;
+}
+
+static int grid(PyObject *const *g, unsigned *dims)
+{
+    return dim(g[0], &dims[0]) || dim(g[1], &dims[1]) || dim(g[2], &dims[2]) || dim(g[3], &dims[6]);
 }
 
 static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames)
 {
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || n != self->head + self->nslots) {
+    if (NO_KW(kwnames) || n != self->head + self->nslots) {
         PyErr_SetString(PyExc_TypeError, "Launcher(): the stream, the grid when not bound, "
                         "one value per slot code");
         return NULL; }
@@ -100,10 +89,7 @@ static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nar
     if (stream == NULL && PyErr_Occurred()) return NULL;
     unsigned dims[7];
     memcpy(dims, self->dims, sizeof dims);
-    if (self->head > 1) {
-        if (dim(args[1], &dims[0]) || dim(args[2], &dims[1]) || dim(args[3], &dims[2]) ||
-            dim(args[4], &dims[6])) return NULL;
-    }
+    if (self->head > 1 && grid(args + 1, dims)) return NULL;
     const char *codes = PyBytes_AS_STRING(self->codes);
     uint64_t slots[MAX_SLOTS];
     void *params[MAX_SLOTS];
@@ -119,15 +105,15 @@ static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nar
     return PyLong_FromLong(rc);
 }
 
-static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    PyObject *cu, *codes, *fn, *bx, *by, *bz, *grid;
-    if (kw != NULL && PyDict_GET_SIZE(kw)) {
-        PyErr_SetString(PyExc_TypeError, "Launcher() takes no keywords"); return NULL; }
-    if (!PyArg_UnpackTuple(args, "Launcher", 7, 7, &cu, &codes, &fn, &bx, &by, &bz, &grid))
+    static char *kwl[] = {"", "", "", "", "", "", "", NULL};
+    PyObject *cu, *codes, *fn, *bx, *by, *bz, *g;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!OOOOO:Launcher", kwl, &cu, &PyBytes_Type,
+                                     &codes, &fn, &bx, &by, &bz, &g))
         return NULL;
-    if (!PyBytes_Check(codes) || PyBytes_GET_SIZE(codes) > MAX_SLOTS) {
-        PyErr_SetString(PyExc_TypeError, "Launcher(): slot codes must be bytes"); return NULL; }
+    if (PyBytes_GET_SIZE(codes) > MAX_SLOTS) {
+        PyErr_SetString(PyExc_TypeError, "Launcher(): too many slot codes"); return NULL; }
     Launcher *self = (Launcher *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->vectorcall = (vectorcallfunc)launcher_call;
@@ -139,20 +125,12 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         goto fail; }
     self->fn = PyLong_AsVoidPtr(fn);
     if (self->fn == NULL && PyErr_Occurred()) goto fail;
-    memset(self->dims, 0, sizeof self->dims);
     if (dim(bx, &self->dims[3]) || dim(by, &self->dims[4]) || dim(bz, &self->dims[5])) goto fail;
-    if (grid == Py_None) {
-        self->head = 5;
-    } else {
-        if (!PyTuple_Check(grid) || PyTuple_GET_SIZE(grid) != 4) {
-            PyErr_SetString(PyExc_TypeError, "Launcher(): grid is (gx, gy, gz, shared) or None");
-            goto fail; }
-        if (dim(PyTuple_GET_ITEM(grid, 0), &self->dims[0]) ||
-            dim(PyTuple_GET_ITEM(grid, 1), &self->dims[1]) ||
-            dim(PyTuple_GET_ITEM(grid, 2), &self->dims[2]) ||
-            dim(PyTuple_GET_ITEM(grid, 3), &self->dims[6])) goto fail;
-        self->head = 1;
-    }
+    self->head = g == Py_None ? 5 : 1;
+    if (g != Py_None && (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) != 4)) {
+        PyErr_SetString(PyExc_TypeError, "Launcher(): grid is (gx, gy, gz, shared) or None");
+        goto fail; }
+    if (g != Py_None && grid(&PyTuple_GET_ITEM(g, 0), self->dims)) goto fail;
     return (PyObject *)self;
 fail:
     Py_DECREF(self);
@@ -165,25 +143,18 @@ static void launcher_dealloc(Launcher *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyTypeObject LauncherType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_kdsl_launch.Launcher",
-    .tp_basicsize = sizeof(Launcher),
+static PyTypeObject LauncherType = VC_TYPE(Launcher,
+    "Launcher(cu, codes, fn, bx, by, bz, grid): one kernel's launch, its constants bound",
     .tp_dealloc = (destructor)launcher_dealloc,
-    .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Launcher(cu, codes, fn, bx, by, bz, grid): one kernel's launch, its constants bound",
-    .tp_new = launcher_new,
-};
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL);
 
 /* Entry(call, kdict, regdict, current, env, envkey): a kernel's call entry (its functools.partial
    function) doing in C what Kernel._call does first: find the fast launcher of the specialisation
-   run last (kdict["_fast"] / ["_fast_out"]: (backend, generation, fn, device, packed)), check the
+   run last (kdict["_fast"] / ["_fast_out"]: (backend, generation, packed, device)), check the
    registry generation and the backend choice (backend=, use_backend's context variable, else
    KDSL_BACKEND unset: the launcher's backend for device launchers, the automatic default for host
-   ones) and call packed(args, out).  Anything else -- other keywords, stream=, no packed
-   launcher, NotImplemented -- is the same call of `call` (Kernel._call). */
+   ones) and call packed(args, out).  Anything else -- other keywords, stream=, NotImplemented --
+   is the same call of `call` (Kernel._call). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -192,28 +163,19 @@ typedef struct {
 
 static PyObject *s_out, *s_backend, *s_fast, *s_fast_out, *s_gen, *s_auto;
 
-static PyObject *entry_slow(Entry *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    return PyObject_Vectorcall(self->call, args, nargsf, kwnames);
-}
-
 static PyObject *entry_call(Entry *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *out = Py_None, *backend = Py_None;
-    if (kwnames != NULL) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
-            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
-            if (k == s_out || PyUnicode_Compare(k, s_out) == 0) out = args[n + i];
-            else if (k == s_backend || PyUnicode_Compare(k, s_backend) == 0) backend = args[n + i];
-            else return entry_slow(self, args, nargsf, kwnames);
-        }
+    for (Py_ssize_t i = 0; kwnames != NULL && i < PyTuple_GET_SIZE(kwnames); i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (k == s_out || PyUnicode_Compare(k, s_out) == 0) out = args[n + i];
+        else if (k == s_backend || PyUnicode_Compare(k, s_backend) == 0) backend = args[n + i];
+        else goto slow;
     }
     PyObject *fast = PyDict_GetItemWithError(self->kdict, out == Py_None ? s_fast : s_fast_out);
-    if (fast == NULL || !PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 5 ||
-            PyTuple_GET_ITEM(fast, 4) == Py_None)
-        goto slow;
-    PyObject *name = PyTuple_GET_ITEM(fast, 0), *packed = PyTuple_GET_ITEM(fast, 4);
+    if (fast == NULL || !PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 4) goto slow;
+    PyObject *name = PyTuple_GET_ITEM(fast, 0), *packed = PyTuple_GET_ITEM(fast, 2);
     PyObject *gen = PyDict_GetItemWithError(self->regdict, s_gen);
     if (gen == NULL || PyObject_RichCompareBool(gen, PyTuple_GET_ITEM(fast, 1), Py_EQ) != 1)
         goto slow;
@@ -222,8 +184,7 @@ static PyObject *entry_call(Entry *self, PyObject *const *args, size_t nargsf, P
         if (PyContextVar_Get(self->current, NULL, &cur) < 0) goto slow;
         b = cur;
         if (b == NULL || b == Py_None) {
-            int set = PyDict_Contains(self->env, self->envkey);
-            if (set != 0) { Py_XDECREF(cur); goto slow; }
+            if (PyDict_Contains(self->env, self->envkey) != 0) { Py_XDECREF(cur); goto slow; }
             b = PyObject_IsTrue(PyTuple_GET_ITEM(fast, 3)) == 1 ? name
                 : PyDict_GetItemWithError(self->regdict, s_auto);
         }
@@ -244,19 +205,17 @@ static PyObject *entry_call(Entry *self, PyObject *const *args, size_t nargsf, P
     Py_DECREF(r);
 slow:
     if (PyErr_Occurred()) PyErr_Clear();
-    return entry_slow(self, args, nargsf, kwnames);
+    return PyObject_Vectorcall(self->call, args, nargsf, kwnames);
 }
 
-static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+static PyObject *Entry_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
+    static char *kwl[] = {"", "", "", "", "", "", NULL};
     PyObject *call, *kdict, *regdict, *current, *env, *envkey;
-    if (kw != NULL && PyDict_GET_SIZE(kw)) {
-        PyErr_SetString(PyExc_TypeError, "Entry() takes no keywords"); return NULL; }
-    if (!PyArg_UnpackTuple(args, "Entry", 6, 6, &call, &kdict, &regdict, &current, &env, &envkey))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!O!O:Entry", kwl, &call, &PyDict_Type,
+                                     &kdict, &PyDict_Type, &regdict, &PyContextVar_Type,
+                                     &current, &PyDict_Type, &env, &envkey))
         return NULL;
-    if (!PyDict_Check(kdict) || !PyDict_Check(regdict) || !PyDict_Check(env) ||
-            !PyContextVar_CheckExact(current)) {
-        PyErr_SetString(PyExc_TypeError, "Entry(): dicts and a context variable"); return NULL; }
     Entry *self = PyObject_GC_New(Entry, type);
     if (self == NULL) return NULL;
     self->vectorcall = (vectorcallfunc)entry_call;
@@ -288,19 +247,11 @@ static void entry_dealloc(Entry *self)
     PyObject_GC_Del(self);
 }
 
-static PyTypeObject EntryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_kdsl_launch.Entry",
-    .tp_basicsize = sizeof(Entry),
-    .tp_dealloc = (destructor)entry_dealloc,
-    .tp_vectorcall_offset = offsetof(Entry, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
-    .tp_traverse = (traverseproc)entry_traverse,
+static PyTypeObject EntryType = VC_TYPE(Entry,
+    "Entry(call, kdict, regdict, current, env, envkey): a kernel's call entry",
+    .tp_dealloc = (destructor)entry_dealloc, .tp_traverse = (traverseproc)entry_traverse,
     .tp_clear = (inquiry)entry_clear,
-    .tp_doc = "Entry(call, kdict, regdict, current, env, envkey): a kernel's call entry",
-    .tp_new = entry_new,
-};
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC);
 
 /* Reader(api, type, device_type, device_id, specs, stream): the arrays of one fast launcher
    read through a library's DLPack exchange API (the `__dlpack_c_exchange_api__` capsule of
@@ -330,12 +281,10 @@ typedef struct {
     vectorcallfunc vectorcall;
     const KdExchangeApi *api;
     PyObject *type, *capsule;
-    int32_t device_type, device_id;
-    int stream;
+    int device_type, device_id, stream;
     Py_ssize_t n, nout;
     KdDType dtype[MAX_ARRAYS];
-    int32_t ndim[MAX_ARRAYS];
-    char contiguous[MAX_ARRAYS];
+    int ndim[MAX_ARRAYS], contiguous[MAX_ARRAYS];
 } Reader;
 
 static int c_contiguous(const KdDLTensor *t)
@@ -353,36 +302,30 @@ static int c_contiguous(const KdDLTensor *t)
 static PyObject *reader_call(Reader *self, PyObject *const *args, size_t nargsf,
                              PyObject *kwnames)
 {
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || n != self->n) {
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf), k = 0;
+    if (NO_KW(kwnames) || n != self->n) {
         PyErr_SetString(PyExc_TypeError, "Reader(): one array per spec"); return NULL; }
-    PyObject *out = PyTuple_New(self->nout);
+    PyObject *out = PyTuple_New(self->nout), *v;
     if (out == NULL) return NULL;
-    Py_ssize_t k = 0;
     if (self->stream) {
         void *s = NULL;
         if (self->api->current_stream(self->device_type, self->device_id, &s) != 0) goto decline;
-        PyObject *v = PyLong_FromVoidPtr(s);
-        if (v == NULL) goto fail;
+        if ((v = PyLong_FromVoidPtr(s)) == NULL) goto fail;
         PyTuple_SET_ITEM(out, k++, v);
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = args[i];
-        if ((PyObject *)Py_TYPE(o) != self->type) goto decline;
         KdDLTensor t;
-        if (self->api->dltensor_from_py(o, &t) != 0) goto decline;
-        if (t.device.device_type != self->device_type || t.device.device_id != self->device_id ||
+        if ((PyObject *)Py_TYPE(args[i]) != self->type ||
+                self->api->dltensor_from_py(args[i], &t) != 0 ||
+                t.device.device_type != self->device_type || t.device.device_id != self->device_id ||
                 t.ndim != self->ndim[i] || t.dtype.code != self->dtype[i].code ||
                 t.dtype.bits != self->dtype[i].bits || t.dtype.lanes != self->dtype[i].lanes ||
                 (self->contiguous[i] && !c_contiguous(&t)))
             goto decline;
-        PyObject *v = PyLong_FromUnsignedLongLong(
-            (unsigned long long)(uintptr_t)t.data + t.byte_offset);
-        if (v == NULL) goto fail;
+        if ((v = PyLong_FromUnsignedLongLong((uintptr_t)t.data + t.byte_offset)) == NULL) goto fail;
         PyTuple_SET_ITEM(out, k++, v);
         for (int d = 0; d < t.ndim; d++) {
-            v = PyLong_FromLongLong(t.shape[d]);
-            if (v == NULL) goto fail;
+            if ((v = PyLong_FromLongLong(t.shape[d])) == NULL) goto fail;
             PyTuple_SET_ITEM(out, k++, v);
         }
     }
@@ -396,14 +339,14 @@ fail:
     return NULL;
 }
 
-static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
+    static char *kwl[] = {"", "", "", "", "", "", NULL};
     PyObject *capsule, *ttype, *specs;
     int device_type, device_id, stream;
-    if (kw != NULL && PyDict_GET_SIZE(kw)) {
-        PyErr_SetString(PyExc_TypeError, "Reader() takes no keywords"); return NULL; }
-    if (!PyArg_ParseTuple(args, "OOiiO!p", &capsule, &ttype, &device_type, &device_id,
-                          &PyTuple_Type, &specs, &stream))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!iiO!p:Reader", kwl, &capsule, &PyType_Type,
+                                     &ttype, &device_type, &device_id, &PyTuple_Type, &specs,
+                                     &stream))
         return NULL;
     /* the exchange API must have what the readers call (DLPack >= 1.2) */
     const KdExchangeApi *api = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
@@ -413,8 +356,6 @@ static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "a DLPack exchange API without the DLTensor export "
                         "or the current stream (needs DLPack >= 1.2)");
         return NULL; }
-    if (!PyType_Check(ttype)) {
-        PyErr_SetString(PyExc_TypeError, "Reader(): the array type"); return NULL; }
     Py_ssize_t n = PyTuple_GET_SIZE(specs);
     if (n > MAX_ARRAYS) {
         PyErr_SetString(PyExc_ValueError, "Reader(): too many arrays"); return NULL; }
@@ -430,21 +371,17 @@ static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     self->n = n;
     self->nout = stream ? 1 : 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int code, bits, lanes, ndim, contig;
+        int code, bits, lanes;
         PyObject *sp = PyTuple_GET_ITEM(specs, i);
-        if (!PyTuple_Check(sp) ||
-                !PyArg_ParseTuple(sp, "iiiip", &code, &bits, &lanes, &ndim, &contig)) {
+        if (!PyTuple_Check(sp) || !PyArg_ParseTuple(sp, "iiiip", &code, &bits, &lanes,
+                                                     &self->ndim[i], &self->contiguous[i])) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError, "Reader(): specs are (code, bits, lanes, ndim, "
                                 "contiguous)");
             Py_DECREF(self);
             return NULL; }
-        self->dtype[i].code = (uint8_t)code;
-        self->dtype[i].bits = (uint8_t)bits;
-        self->dtype[i].lanes = (uint16_t)lanes;
-        self->ndim[i] = ndim;
-        self->contiguous[i] = (char)contig;
-        self->nout += 1 + ndim;
+        self->dtype[i] = (KdDType){(uint8_t)code, (uint8_t)bits, (uint16_t)lanes};
+        self->nout += 1 + self->ndim[i];
     }
     return (PyObject *)self;
 }
@@ -456,17 +393,10 @@ static void reader_dealloc(Reader *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyTypeObject ReaderType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_kdsl_launch.Reader",
-    .tp_basicsize = sizeof(Reader),
+static PyTypeObject ReaderType = VC_TYPE(Reader,
+    "Reader(api, type, device_type, device_id, specs, stream): arrays read in C",
     .tp_dealloc = (destructor)reader_dealloc,
-    .tp_vectorcall_offset = offsetof(Reader, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Reader(api, type, device_type, device_id, specs, stream): arrays read in C",
-    .tp_new = reader_new,
-};
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL);
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_kdsl_launch", NULL, -1, NULL};
 

@@ -1,26 +1,21 @@
-"""An optional compiled helper for the fast launchers: one C call packs a kernel's parameters and
-calls ``cuLaunchKernel``.
+"""The optional compiled helper of the cuda fast launchers (``launch_helper.c``).
 
-Through ctypes a launch costs a ``struct`` pack into a shared buffer, a lock around it (threads
-share the buffer) and ctypes' per-argument conversion: ~1.5 us of Python per launch on the
-session-13 H100 host, above the driver's own cost.  ``Launcher(cu, codes, fn, bx, by, bz,
-grid)`` does it in C for one kernel, its constants bound once: called ``L(stream, *slots)``
-when ``grid`` is ``(gx, gy, gz, shared)``, ``L(stream, gx, gy, gz, shared, *slots)`` when it is
-None (a vectorcall object: a launch passes only what changes per call).  Each slot value is
-converted by its code (the first letter of its ``kdsl.runtime.slots.SLOT`` format: ``Q``
-pointer, ``q`` int64, ``d`` float64, ``f`` float32, ``e`` float16, ``i``/``h``/``b`` signed,
-``I``/``H``/``B`` unsigned, ``?`` bool) into 8-byte slots on the C stack (no lock), the GIL
-released around the driver call (``cu``: the address of ``cuLaunchKernel``); it returns the
-CUresult, and raises OverflowError (a value its slot cannot hold) or TypeError like ``struct``.
+``Launcher(cu, codes, fn, bx, by, bz, grid)``: one kernel's launch in one C call (the slot
+values converted by their codes -- the letters of their ``kdsl.runtime.slots.SLOT`` formats,
+``codes`` -- onto the C stack, ``cu`` the address of ``cuLaunchKernel``, the GIL released),
+``L(stream, [gx, gy, gz, shared,] *slots)`` -> CUresult, OverflowError or TypeError like
+``struct``.  ``Entry``: a kernel's call entry (``entry``).  ``Reader``: torch tensors read
+through DLPack's C exchange API (``reader``).
 
-The helper is built once per Python version with the C compiler Python was built with (``cc``
-otherwise) and Python's headers, into ``$KDSL_CACHE_DIR/native`` (a temporary folder when
-``KDSL_CACHE=0``), as Triton builds its launchers.  No compiler, no headers, a failed build or
-``KDSL_CUDA_NATIVE_LAUNCH=0``: ``module()`` is None (``error`` says why) and the fast launchers
-keep the ctypes path.
+It is built once per Python version with the C compiler Python was built with (``cc``
+otherwise) into ``$KDSL_CACHE_DIR/native`` (a temporary folder when ``KDSL_CACHE=0``), as
+Triton builds its launchers.  No compiler, no headers, a failed build or
+``KDSL_CUDA_NATIVE_LAUNCH=0``: ``module()`` is None (``error`` says why) and the fast
+launchers launch through ctypes.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -31,7 +26,6 @@ import threading
 # subprocess, shutil, sysconfig and tempfile are imported where the helper is built: a process
 # whose helper is already built (the usual case) does not pay ~5-10 ms to import them
 
-#: the helper's C source, beside this module
 _C_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_helper.c")
 _NAME = "_kdsl_launch"
 _lock = threading.Lock()
@@ -39,6 +33,8 @@ _module = None
 #: why there is no helper (None: not tried yet, or built)
 error: str | None = None
 _tried = False
+#: DLPack's device type of CUDA memory (dlpack.h ``kDLCUDA``)
+KDL_CUDA = 2
 
 
 def module():
@@ -84,8 +80,8 @@ def _load():
     if not os.path.exists(path):
         _build(path, d, text)
     loader = importlib.machinery.ExtensionFileLoader(_NAME, path)
-    spec = importlib.util.spec_from_file_location(_NAME, path, loader=loader)
-    mod = importlib.util.module_from_spec(spec)
+    mod = importlib.util.module_from_spec(importlib.util.spec_from_file_location(
+        _NAME, path, loader=loader))
     loader.exec_module(mod)
     return mod
 
@@ -110,38 +106,66 @@ def _build(path: str, d: str, text: str) -> None:
         os.replace(tmp, path)       # atomic: another process may build the same file
     finally:
         for p in (src, tmp):
-            try:
+            if os.path.exists(p):
                 os.unlink(p)
-            except OSError:
-                pass
 
 
 def _compiler() -> str:
     """The C compiler Python was built with, if this machine has it, else ``cc`` or ``gcc``."""
     import shutil
     import sysconfig
-    names = [(sysconfig.get_config_var("CC") or "").split()[:1], ["cc"], ["gcc"]]
-    for name in (n[0] for n in names if n):
-        path = shutil.which(name)
-        if path:
+    for name in (sysconfig.get_config_var("CC") or "").split()[:1] + ["cc", "gcc"]:
+        if path := shutil.which(name):
             return path
     raise FileNotFoundError("no C compiler (cc, gcc) on PATH")
 
 
-def entry(kernel):
-    """A C call entry for ``kernel`` (``Entry`` in launch_helper.c: Kernel._call's fast-launcher step in
-    C, for packed launchers), or None (no helper, or an environment it cannot read directly)."""
-    mod = module()
-    if mod is None:
-        return None
-    from kdsl.backends import registry as reg
-    get, key = reg.env_backend_reader()
-    env = getattr(get, "__self__", None)
-    if type(env) is not dict:       # os.environ's storage is not a dict here: Python decides
-        return None
-    return mod.Entry(kernel._call, kernel.__dict__, vars(reg), reg.current_backend_var(), env, key)
+def cu_launch(raw):
+    """(the helper module, the address of ``raw``: the driver's cuLaunchKernel), or None (no
+    helper here, or a launch that is not a C function: a test's fake)."""
+    mod = module() if isinstance(raw, ctypes._CFuncPtr) else None
+    return None if mod is None else (mod, ctypes.cast(raw, ctypes.c_void_p).value)
 
 
 def codes(fmt: str) -> bytes:
     """The slot codes of a ``struct`` format of 8-byte slots (``"<QQf4xq"`` -> ``b"QQfq"``)."""
     return bytes(c for c in fmt.encode() if chr(c) not in "<>=!@x0123456789")
+
+
+def entry(kernel):
+    """The helper's ``Entry`` for ``kernel`` (Kernel._call's fast-launcher step in C), or None
+    (no helper, or an environment it cannot read directly)."""
+    mod = module()
+    from kdsl.backends import registry as reg
+    get, key = reg.env_backend_reader()
+    env = getattr(get, "__self__", None)
+    if mod is None or type(env) is not dict:    # os.environ's storage not a dict: Python decides
+        return None
+    return mod.Entry(kernel._call, kernel.__dict__, vars(reg), reg.current_backend_var(), env, key)
+
+
+def reads_torch() -> bool:
+    """Can the helper's ``Reader`` read torch tensors (torch exports DLPack's C exchange API,
+    torch >= 2.10; ``KDSL_CUDA_DLPACK_READER=0`` keeps the attribute reads)?"""
+    torch = sys.modules.get("torch")
+    if torch is None or getattr(torch.Tensor, "__dlpack_c_exchange_api__", None) is None:
+        return False
+    from kdsl import config
+    return config.cuda_dlpack_reader() and getattr(module(), "Reader", None) is not None
+
+
+def dl_spec(spec) -> tuple:
+    """``(code, bits, lanes, ndim, contiguous)`` of a torch plan's array spec (dlpack.h's codes:
+    kDLBool 6, kDLBfloat 4, kDLFloat 2, kDLInt 0, kDLUInt 1; another one only declines)."""
+    d, torch = spec.dtype, sys.modules["torch"]
+    code = (6 if d is torch.bool else 4 if d is torch.bfloat16 else 2 if d.is_floating_point
+            else 0 if d.is_signed else 1)
+    return code, 8 * d.itemsize, 1, len(spec.dims), bool(spec.contiguous)
+
+
+def reader(specs, ordinal: int):
+    """The ``Reader`` of torch tensors of these array specs on GPU ``ordinal``: its call returns
+    ``(stream, pointer, sizes..., pointer, sizes...)``, or None (a check failed)."""
+    torch = sys.modules["torch"]
+    return module().Reader(torch.Tensor.__dlpack_c_exchange_api__, torch.Tensor, KDL_CUDA,
+                           ordinal, tuple(dl_spec(s) for s in specs), True)

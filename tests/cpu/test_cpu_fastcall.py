@@ -348,3 +348,21 @@ def test_abi_probe_matches_live_arrays():
         assert fastcall._check_array(arr) is None
     info = fastcall.abi()
     assert info["obj"]["ndarray"] == id(np.ndarray)
+
+
+def test_a_result_numpy_cannot_allocate_is_declined():
+    """PyArray_NewFromDescr fails (an outer product of 2**42 elements): the native launcher
+    declines with numpy's error cleared, the normal path raises np.empty's MemoryError, and
+    the next call is served again."""
+    @kd.kernel
+    def outer(a, b):
+        return kd.compute((a.shape[0], b.shape[0]), lambda i, j: a[i] * b[j])
+    a = np.arange(3, dtype=np.float32)
+    for _ in range(fastpath.PROMOTE_AFTER + 1):
+        np.testing.assert_array_equal(outer(a, a, backend="cpu"), np.outer(a, a))
+    assert outer._fast is not None
+    big = np.zeros(2 ** 21, np.float32)
+    with pytest.raises(MemoryError):
+        outer(big, big, backend="cpu")
+    assert sys.exc_info()[0] is None
+    np.testing.assert_array_equal(outer(a, a, backend="cpu"), np.outer(a, a))

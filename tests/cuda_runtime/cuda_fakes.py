@@ -93,5 +93,5 @@ def promoted(kernel, *args, out=None):
     for _ in range(4):
         kernel(*args, out=out)
     fast = kernel._fast if out is None else kernel._fast_out
-    assert fast is not None and fast[3] and fast[4] is not None, "no packed device launcher"
+    assert fast is not None and fast[3] and fast[2] is not None, "no packed device launcher"
     return fast

@@ -26,7 +26,7 @@ KDL_CPU = 1
 
 def spec(dtype, ndim, contiguous=True):
     from types import SimpleNamespace
-    from kdsl_cuda.runtime.torch_reader import dl_spec
+    from kdsl_cuda.runtime.native import dl_spec
     return dl_spec(SimpleNamespace(dtype=dtype, dims=(None,) * ndim, contiguous=contiguous))
 
 
@@ -41,7 +41,7 @@ def test_reads_pointers_and_sizes():
 
 
 def test_dtype_codes_are_what_torch_exports():
-    """Each kdsl dtype's DLPack code (torch_reader.dl_spec) reads a tensor of that dtype and
+    """Each kdsl dtype's DLPack code (native.dl_spec) reads a tensor of that dtype and
     declines every other dtype (bfloat16 is not float16, bool not uint8)."""
     dtypes = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.bool,
               torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.int16,

@@ -60,17 +60,16 @@ def test_strided_views_are_declined(cupy, fake_driver):
     base = cupy.ndarray((2 * n,), np.float32)
     view = cupy.ndarray((n,), np.float32, strides=(8,), ptr=base.data.ptr)     # every 2nd
     assert not view._c_contiguous
-    assert fast[2](view, b, c) is NotImplemented
-    assert fast[2](a, view, c) is NotImplemented
-    assert fast[2](a, b, view) is NotImplemented
-    assert fast[4]((a, view), c) is NotImplemented
+    assert fast[2]((view, b), c) is NotImplemented
+    assert fast[2]((a, view), c) is NotImplemented
+    assert fast[2]((a, b), view) is NotImplemented
     # the call itself: the normal path, which passes the view's element stride
     fake_driver.launches.clear()
     add(view, b, out=c)
     (got,) = fake_driver.launches
     assert got["params"][0] == view.data.ptr and 2 in got["params"][3:]
     fa = promoted(add, a, b)
-    assert fa[2](view, b) is NotImplemented and fa[2](a, view) is NotImplemented
+    assert fa[2]((view, b)) is NotImplemented and fa[2]((a, view)) is NotImplemented
 
 
 def test_other_dtypes_are_declined(cupy, fake_driver):
@@ -80,14 +79,14 @@ def test_other_dtypes_are_declined(cupy, fake_driver):
     (d,) = _arrays(cupy, 256, 1, np.float64)
     (i,) = _arrays(cupy, 256, 1, np.int32)          # same itemsize, another dtype
     for other in (d, i):
-        assert fast[2](other, b, c) is NotImplemented
-        assert fast[2](a, b, other) is NotImplemented
+        assert fast[2]((other, b), c) is NotImplemented
+        assert fast[2]((a, b), other) is NotImplemented
     # an equal dtype that is another object: declined (identity), launched by the normal path
     same = np.dtype(np.float32).newbyteorder("=")
     assert same == np.float32 and same is not np.dtype(np.float32)
     e = cupy.ndarray((256,), np.float32)
     e.dtype = same
-    assert fast[2](e, b, c) is NotImplemented
+    assert fast[2]((e, b), c) is NotImplemented
     n = len(fake_driver.launches)
     assert add(e, b, out=c) is c and len(fake_driver.launches) == n + 1
     assert fake_driver.launches[-1]["params"][:3] == [e.data.ptr, b.data.ptr, c.data.ptr]
@@ -101,29 +100,29 @@ def test_other_devices_are_declined(cupy, fake_driver, monkeypatch):
     fast = promoted(add, a, b, out=c)
     assert ".device_id != 0" in fast[2].__kdsl_source__
     assert "stream = _cupy_stream().ptr" in fast[2].__kdsl_source__     # the current device's
-    assert fast[2](a, b, c) is c
+    assert fast[2]((a, b), c) is c
     on1 = cupy.ndarray((512,), np.float32, device=1)
-    assert fast[2](on1, b, c) is NotImplemented
-    assert fast[2](a, on1, c) is NotImplemented
-    assert fast[2](a, b, on1) is NotImplemented
+    assert fast[2]((on1, b), c) is NotImplemented
+    assert fast[2]((a, on1), c) is NotImplemented
+    assert fast[2]((a, b), on1) is NotImplemented
     fa = promoted(add, a, b)
-    r = fa[2](a, b)
+    r = fa[2]((a, b))
     assert type(r) is cupy.ndarray and r.data.device_id == 0       # on the inputs' device
-    assert fa[2](on1, b) is NotImplemented
+    assert fa[2]((on1, b)) is NotImplemented
 
 
 def test_out_sharing_memory_with_an_input_is_declined(cupy, fake_driver):
     add = add_kernel()
     a, b, c = _arrays(cupy, 400)
     fast = promoted(add, a, b, out=c)
-    assert fast[2](a, b, a) is NotImplemented and fast[4]((a, b), b) is NotImplemented
+    assert fast[2]((a, b), a) is NotImplemented and fast[2]((a, b), b) is NotImplemented
     # a view of another array's memory overlapping b's last elements
     shifted = cupy.ndarray((400,), np.float32, ptr=b.data.ptr + 4 * 399)
-    assert fast[2](a, b, shifted) is NotImplemented
+    assert fast[2]((a, b), shifted) is NotImplemented
     before = cupy.ndarray((400,), np.float32, ptr=b.data.ptr - 4 * 399)    # ends in b's first
-    assert fast[2](a, b, before) is NotImplemented and fast[2](before, b, c) is c
+    assert fast[2]((a, b), before) is NotImplemented and fast[2]((before, b), c) is c
     after = cupy.ndarray((400,), np.float32, ptr=b.data.ptr + 4 * 400)      # just past b
-    assert a.data.ptr + 1600 <= b.data.ptr and fast[2](a, b, after) is after
+    assert a.data.ptr + 1600 <= b.data.ptr and fast[2]((a, b), after) is after
 
 
 def test_without_the_cython_field_flags_are_read(fake_driver, monkeypatch):
@@ -134,9 +133,9 @@ def test_without_the_cython_field_flags_are_read(fake_driver, monkeypatch):
     fast = promoted(add, a, b, out=c)
     src = fast[2].__kdsl_source__
     assert ".flags.c_contiguous" in src and "_c_contiguous" not in src.replace(".flags.c_", "")
-    assert fast[2](a, b, c) is c
+    assert fast[2]((a, b), c) is c
     view = cupy.ndarray((300,), np.float32, strides=(8,), ptr=a.data.ptr)
-    assert fast[2](view, b, c) is NotImplemented and fast[2](a, b, view) is NotImplemented
+    assert fast[2]((view, b), c) is NotImplemented and fast[2]((a, b), view) is NotImplemented
 
 
 def test_a_cupy_without_device_ids_for_streams(cupy, fake_driver, monkeypatch):

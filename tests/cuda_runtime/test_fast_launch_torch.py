@@ -48,7 +48,7 @@ def test_cpu_tensors_are_declined(torch, fake_driver):
     a, b, c = (torch.Tensor((64,), torch.float32) for _ in range(3))
     fast = promoted(add, a, b, out=c)
     cpu = torch.Tensor((64,), torch.float32, dev=-1)
-    assert fast[2](cpu, b, c) is NotImplemented and fast[4]((a, b), cpu) is NotImplemented
+    assert fast[2]((cpu, b), c) is NotImplemented and fast[2]((a, b), cpu) is NotImplemented
     n = len(fake_driver.launches)
     with pytest.raises(ArgumentError, match="on the CPU"):
         add(a, b, out=cpu)
@@ -59,7 +59,7 @@ def test_wrong_argument_count_is_an_argument_error(torch, fake_driver):
     add = add_kernel()
     a, b, c = (torch.Tensor((64,), torch.float32) for _ in range(3))
     fast = promoted(add, a, b, out=c)
-    assert fast[4]((a,), c) is NotImplemented and fast[4]((a, b, c), c) is NotImplemented
+    assert fast[2]((a,), c) is NotImplemented and fast[2]((a, b, c), c) is NotImplemented
     with pytest.raises(ArgumentError, match="missing a required argument"):
         add(a, out=c)
     with pytest.raises(ArgumentError, match="missing a required argument"):
@@ -90,14 +90,14 @@ def test_size_classes_and_strides_are_checked(torch, fake_driver):
     A = torch.Tensor((100, m), torch.float32)
     out = torch.Tensor((100,), torch.float32)
     fast = promoted(rowsum, A, out=out)
-    assert fast[2](A, out) is out
+    assert fast[2]((A,), out) is out
     for other in (torch.Tensor((100, 63), torch.float32),          # another class, below
                   torch.Tensor((100, 128), torch.float32),         # and above
                   torch.Tensor((100, m), torch.float64),           # another dtype
                   torch.Tensor((100, m), torch.float32, strides=(2 * m, 2))):   # strided view
-        assert fast[2](other, out) is NotImplemented
+        assert fast[2]((other,), out) is NotImplemented
     B = torch.Tensor((100, 127), torch.float32)
-    assert fast[2](B, out) is out             # the same class: served
+    assert fast[2]((B,), out) is out             # the same class: served
     assert fake_driver.launches[-1]["params"][:2] == [B.data_ptr(), out.data_ptr()]
 
 
@@ -116,8 +116,8 @@ def test_the_backend_rule_decides_before_the_fast_launcher(torch, fake_driver, m
 
     def spy(args, out):
         calls.append(args)
-        return fast[4](args, out)
-    add._fast_out = fast[:4] + (spy,)
+        return fast[2](args, out)
+    add._fast_out = (fast[0], fast[1], spy, fast[3])
     how, _, name = (choice or "").partition(":")
     if how == "env":
         monkeypatch.setenv("KDSL_BACKEND", name)
@@ -147,14 +147,14 @@ def test_every_argument_is_checked_in_every_position(torch, fake_driver):
               T((n - 1,), torch.float32), T((1024,), torch.float32), T((2047,), torch.float32),
               T((n + 1,), torch.float32), T((1023,), torch.float32), T((2048,), torch.float32)]
     for x in others:
-        assert fo[2](x, b, c) is NotImplemented and fo[2](a, x, c) is NotImplemented
-        assert fo[2](a, b, x) is NotImplemented
-        assert fa[2](x, b) is NotImplemented and fa[2](a, x) is NotImplemented
-        assert fo[4]((a, x), c) is NotImplemented and fa[4]((x, b), None) is NotImplemented
-    assert fo[2](a, b, c) is c and fo[4]((a, b), c) is c
+        assert fo[2]((x, b), c) is NotImplemented and fo[2]((a, x), c) is NotImplemented
+        assert fo[2]((a, b), x) is NotImplemented
+        assert fa[2]((x, b)) is NotImplemented and fa[2]((a, x)) is NotImplemented
+        assert fa[2]((x, b), None) is NotImplemented
+    assert fo[2]((a, b), c) is c
     m = int(rng.integers(1024, 2048))                 # the same class, all three: served
     a2, b2, c2 = (T((m,), torch.float32) for _ in range(3))
-    assert fo[2](a2, b2, c2) is c2
+    assert fo[2]((a2, b2), c2) is c2
     assert fake_driver.launches[-1]["params"][:3] == [a2.data_ptr(), b2.data_ptr(), c2.data_ptr()]
     assert m in fake_driver.launches[-1]["params"][3:]
 
@@ -169,13 +169,13 @@ def test_out_tuples_of_two_results(torch, fake_driver):
     sum_diff(a, b, out=(c, d), stream=0)             # the normal path
     slow = fake_driver.launches[n:]
     n = len(fake_driver.launches)
-    assert fast[2](a, b, (c, d)) == (c, d)
+    assert fast[2]((a, b), (c, d)) == (c, d)
     assert fake_driver.launches[n:] == slow
     params = {p for launch in slow for p in launch["params"]}
     assert {a.data_ptr(), b.data_ptr(), c.data_ptr(), d.data_ptr()} <= params
     for bad in ((c,), (c, d, d), [c, d], c, (c, torch.Tensor((299,), torch.float32)),
                 (c, torch.Tensor((300,), torch.float64)), (c, a)):
-        assert fast[2](a, b, bad) is NotImplemented, bad
+        assert fast[2]((a, b), bad) is NotImplemented, bad
 
 
 def test_tiny_arrays_get_a_constant_grid(torch, fake_driver):
@@ -212,14 +212,14 @@ def test_a_2d_kernel_with_a_scalar_gets_a_fast_launcher(torch, fake_driver):
         n = len(fake_driver.launches)
         scale(y, 3.0, stream=0)                  # the normal path
         slow = fake_driver.launches[n]
-        r = fast[2](y, 3.0)
+        r = fast[2]((y, 3.0))
         assert type(r) is torch.Tensor and r.shape == shape
         got = fake_driver.launches[-1]
         assert got["grid"] == slow["grid"] and got["block"] == slow["block"]
         assert got["params"][0] == y.data_ptr() and got["params"][1] == r.data_ptr()
         assert got["params"][2:] == slow["params"][2:]
-    assert fast[2](T((2048, 8), torch.float32), 3.0) is NotImplemented
-    assert fast[2](x, 3) is NotImplemented                  # an int, not the float it took
+    assert fast[2]((T((2048, 8), torch.float32), 3.0)) is NotImplemented
+    assert fast[2]((x, 3)) is NotImplemented                  # an int, not the float it took
 
 
 def test_devices_are_checked(torch, fake_driver, monkeypatch):
@@ -234,7 +234,7 @@ def test_devices_are_checked(torch, fake_driver, monkeypatch):
     for pos in range(3):
         args = [a, b, c]
         args[pos] = other
-        assert fast[2](*args) is NotImplemented
+        assert fast[2](tuple(args[:2]), args[2]) is NotImplemented
     from kdsl_cuda.runtime import driver
     monkeypatch.setattr(driver, "device_count", lambda: 2)
     add2 = add_kernel()
@@ -244,5 +244,38 @@ def test_devices_are_checked(torch, fake_driver, monkeypatch):
     for pos in range(3):
         args = [a, b, c]
         args[pos] = on1
-        assert fast2[2](*args) is NotImplemented
-    assert fast2[2](a, b, c) is c
+        assert fast2[2](tuple(args[:2]), args[2]) is NotImplemented
+    assert fast2[2]((a, b), c) is c
+
+
+def test_the_dlpack_reader_form_reads_every_array_in_one_call(torch, fake_driver, monkeypatch):
+    """Where the compiled helper reads torch tensors (torch >= 2.10: native.reader), the
+    launcher checks and reads all arrays -- out= included -- in that one call (here a stand-in
+    with the Reader's contract: the stream, then each pointer and sizes; None declines), and
+    launches what the attribute-reading form launches."""
+    from kdsl_cuda.runtime import native
+    calls = []
+
+    def reader(specs, ordinal):
+        def rd(*arrays):
+            calls.append(arrays)
+            if any(type(a) is not torch.Tensor or a.dtype is not s.dtype or len(a.shape)
+                   != len(s.dims) or a.get_device() != ordinal for a, s in zip(arrays, specs)):
+                return None
+            return (torch._C._cuda_getCurrentRawStream(ordinal),) + sum(((a.data_ptr(),) + tuple(a.shape)
+                                                 for a in arrays), ())
+        return rd
+    add = add_kernel()
+    a, b, c = (torch.Tensor((300,), torch.float32) for _ in range(3))
+    add(a, b, out=c)
+    slow = fake_driver.launches[-1]
+    monkeypatch.setattr(native, "reads_torch", lambda: True)
+    monkeypatch.setattr(native, "reader", reader)
+    fast = promoted(add, a, b, out=c)
+    src = fast[2].__kdsl_source__
+    assert "_rd(a0, a1, out)" in src and "data_ptr" not in src and "_raw_stream" not in src, src
+    fake_driver.launches.clear()
+    n = len(calls)
+    assert add(a, b, out=c) is c and len(calls) == n + 1 and fake_driver.launches == [slow]
+    cpu = torch.Tensor((300,), torch.float32, dev=-1)
+    assert fast[2]((a, b), cpu) is NotImplemented and fast[2]((a, b, c), c) is NotImplemented

@@ -77,13 +77,13 @@ def test_fast_launcher_is_used_and_declines_mismatches(fake_driver):
     assert fake_driver.launches[-1]["params"][:3] == [x.ptr, y.ptr, z.ptr]
     # another size class, another dtype: declined by the fast launcher, still launched right
     x2, y2, z2 = (device_array((5000,), np.float32) for _ in range(3))
-    assert fast[2](x2, y2, z2) is NotImplemented
+    assert fast[2]((x2, y2), z2) is NotImplemented
     add(x2, y2, out=z2)
     assert fake_driver.launches[-1]["grid"] == (40, 1, 1)
     xd = device_array((1000,), np.float64)
-    assert fast[2](xd, y, z) is NotImplemented
+    assert fast[2]((xd, y), z) is NotImplemented
     # out= overlapping an input: the fast launcher declines, the normal path refuses
-    assert fast[2](x, y, x) is NotImplemented
+    assert fast[2]((x, y), x) is NotImplemented
     with pytest.raises(ArgumentError, match="shares device memory"):
         add(x, y, out=x)
 

@@ -109,7 +109,7 @@ def test_fast_launcher_through_the_helper(fake_driver, monkeypatch, helper, reco
     for _ in range(4):
         axpy(2.5, x, y, out=z)
     fast = axpy._fast_out
-    assert fast is not None and fast[4] is not None
+    assert fast is not None and fast[2] is not None
     src = fast[2].__kdsl_source__
     if recorder is None:
         assert "_L0(" not in src and "_launch(" in src
@@ -234,7 +234,7 @@ def test_fast_launcher_with_a_grid_per_call(fake_driver, monkeypatch, helper, re
         add(x, y, out=z, stream=0)
         slow = fake_driver.launches[nslow]
         ctypes.c_int.in_dll(recorder, "rec_n").value = len(slow["params"])
-        assert fast[4]((x, y), z) is z
+        assert fast[2]((x, y), z) is z
         assert tuple(dims[:3]) == slow["grid"] and slow["grid"][0] > 1
         got = struct.unpack(f"<{len(slow['params'])}q", _vals(recorder, len(slow["params"])))
         assert list(got) == slow["params"]
@@ -277,8 +277,8 @@ def test_the_c_call_entry_serves_promoted_calls_and_defers_the_rest(fake_driver,
     assert len(fake_driver.launches) == nslow + 2 and count() == before + 202
     with pytest.raises(kd.errors.ArgumentError):            # errors still come from Python
         axpy(2.5, x, y, z, out=z)
-    from kdsl.kernel import _hint
-    axpy._add_schedule(_hint("cpu", lambda s: None, None))      # compiled ones dropped
+    from kdsl.schedule.hints import Hint
+    axpy._add_schedule(Hint(target="cpu", hints={}, fn=lambda s: None, loc=None))   # dropped
     n = len(fake_driver.launches)
     assert axpy(2.5, x, y, out=z) is z and len(fake_driver.launches) == n + 1   # recompiled
     ref = weakref.ref(axpy)

@@ -213,7 +213,8 @@ def test_array_likes_are_accepted_on_host_backends(backend, rng):
 
 def test_array_interface_objects_are_not_copied():
     y = np.arange(6.0).reshape(2, 3)
-    (conv,) = axpy._as_ndarrays((WithInterface(y),) + (None,) * 3, "numpy")[:1]
+    from kdsl.runtime import foreign
+    (conv,) = foreign.host_arrays(axpy, (WithInterface(y),) + (None,) * 3)[0][:1]
     assert np.shares_memory(conv, y)
 
 
@@ -232,6 +233,8 @@ def test_read_only_out_is_an_argument_error(backend):
             axpy(x, x, out=bad, backend=backend)
         assert "writeable" in str(ei.value)
         assert not bad.any()
+    with pytest.raises(kd.ArgumentError, match="out= array is read-only"):
+        axpy(ro, x, out=ro, backend=backend)            # sharing memory with an input too
 
 
 def test_kernel_of_a_callable_object():

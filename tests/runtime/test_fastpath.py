@@ -86,7 +86,7 @@ class PlanBackend(NumpyBackend):
 
 
 def _matches(a, spec):
-    return (type(a) is np.ndarray and a.dtype is spec.dtype and a.ndim == spec.ndim
+    return (type(a) is np.ndarray and a.dtype is spec.dtype and a.ndim == len(spec.dims)
             and bool(a.flags.c_contiguous) == spec.contiguous
             and all(s != 1 if w is None else s == w for s, w in zip(a.shape, spec.dims)))
 
