@@ -513,7 +513,7 @@ def simplify(expr: n.Expr, ranges=None, *, _depth: int = 0) -> n.Expr:
 
     ``ranges``: Var -> Range or inclusive (lo, hi) tuple, for the range-based rules.
     """
-    return _Simplifier(_ranges(ranges), _depth)(expr)
+    return _bounds.simplified(expr, _ranges(ranges), _depth)    # (memoised)
 
 
 def prove(cond: n.Expr, ranges=None) -> bool | None:
@@ -537,6 +537,10 @@ class _StmtSimplifier(Mutator):
         super().__init__()
         self.rm = rm
         self._expr = _Simplifier(rm, 0)
+        #: the expressions of this scope answered by ``bounds.simplified`` (a fresh simplifier,
+        #: memoised across scopes and passes) while ``_exact`` is False; see ``_e``
+        self._done: list = []
+        self._exact = False
         #: Var -> Expr: the loops of extent 1 removed around the statement being visited (their
         #: var set to their min), substituted into each expression as it is simplified: what
         #: substituting into the whole body first would give, without rebuilding its statements
@@ -544,14 +548,34 @@ class _StmtSimplifier(Mutator):
         self.env: dict = {}
 
     def _e(self, e):
+        """``e`` simplified as by ``self._expr``, the simplifier of the current scope (one run
+        of expressions under the same ranges), whose memo is shared by the scope's
+        expressions, the budget reset before each.  A fresh simplifier's answer (memoised by
+        ``bounds.simplified`` across scopes and passes) is the same whenever it did not run out
+        of budget: its answers are then those of an unlimited budget, and the scope's
+        simplifier charges no more than a fresh one (its memo only skips work), so it did not
+        run out either.  At the first expression that ran out, the scope's simplifier takes
+        over for the rest of the scope, after re-running the expressions answered so far (its
+        memo is then what it would have been)."""
         if e is None:
             return None
         if self.env:
             e = substitute(e, self.env)
         if self._expr.rm is not self.rm:
             self._expr = _Simplifier(self.rm, 0)
-        else:
-            _bounds.reset_budget()      # the budget is per expression; the memo is per scope
+            self._done, self._exact = [], False
+        if not self._exact:
+            refused = _bounds.refusals()
+            r = _bounds.simplified(e, self.rm, 0)
+            if _bounds.refusals() == refused:
+                self._done.append(e)
+                return r
+            self._exact = True
+            for x in self._done:
+                _bounds.reset_budget()
+                self._expr(x)
+            self._done = []
+        _bounds.reset_budget()      # the budget is per expression; the memo is per scope
         return self._expr(e)
 
     def visit(self, node):
