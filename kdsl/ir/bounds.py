@@ -27,11 +27,12 @@ class Unbounded(KdslError, ValueError):
 class RangeMap:
     """Normalised ranges: Var -> (lo | None, hi | None), inclusive; immutable once built."""
 
-    __slots__ = ("bounds", "_levels", "_deps", "_first")
+    __slots__ = ("bounds", "_levels", "_deps", "_first", "_keys")
 
     def __init__(self, bounds: dict):
         self.bounds = bounds
         self._levels = None
+        self._keys = None
 
     @staticmethod
     def of(ranges) -> "RangeMap":
@@ -93,9 +94,18 @@ class RangeMap:
 
     def key_of(self, e) -> tuple:
         """What of this map ``interval(e, self)`` reads: per var of ``e`` and (transitively) of
-        the ranges of those vars, its range and elimination round, and the first round.  Two
-        maps with equal keys for ``e`` give ``e`` the same interval (the memo's key, shared by
-        the many maps of nested loop scopes that differ only in vars ``e`` does not mention)."""
+        the ranges of those vars, its range and the rank of its elimination round among theirs,
+        and whether the first round eliminates none of them (it runs all the same, leaving a
+        first answer in which no var is replaced).  Two maps with equal keys for ``e`` give
+        ``e`` the same interval: the rounds of other vars never replace a var of ``e`` (those
+        after the first are skipped).  The memo's key, shared by the many maps of nested loop
+        scopes that differ only in vars ``e`` does not mention."""
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = {}
+        hit = keys.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
         levels, deps, bounds = self.levels, self._deps, self.bounds
         out, seen, todo = [], set(), list(free_vars(e))
         while todo:
@@ -107,10 +117,18 @@ class RangeMap:
             if b is not None:
                 out.append((v, b, levels[v]))
                 todo.extend(deps[v])
-        return self._first, frozenset(out)
+        if not out:
+            key = _NO_RANGES
+        else:
+            rounds = sorted({lv for _, _, lv in out})
+            rank = {lv: k for k, lv in enumerate(rounds)}
+            key = self._first < rounds[0], frozenset((v, b, rank[lv]) for v, b, lv in out)
+        keys[id(e)] = (e, key)      # (e kept: its id stays its own while the map lives)
+        return key
 
 
 _EMPTY = RangeMap({})
+_NO_RANGES = (False, frozenset())   # RangeMap.key_of of an expression none of whose vars is ranged
 
 
 def _as_bound(x, d):

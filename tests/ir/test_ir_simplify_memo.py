@@ -90,6 +90,38 @@ def test_interval_key_holds_the_rounds_of_the_vars_it_reads():
     assert plain.key_of(e) != user.key_of(e)
 
 
+def test_expressions_of_unranged_vars_share_one_key():
+    e = _b(B.FLOORDIV, _b(B.ADD, N, _c(255)), _c(256))
+    assert RangeMap.of(None).key_of(e) == _rm().key_of(e) == _rm({K: n.Range(_c(0), J)}).key_of(e)
+
+
+#: maps that share keys for some questions and not for others (rounds shifted by other vars,
+#: a first round of other vars only, no ranges at all)
+MAPS = [lambda: RangeMap.of(None), _rm, lambda: _rm({K: n.Range(_c(0), J)}),
+        lambda: _rm({K: n.Range(_c(0), _c(3))}),
+        lambda: RangeMap.of({J: n.Range(_c(0), N), K: n.Range(J, _c(5))}),
+        lambda: RangeMap.of({N: n.Range(_c(1), _c(100)), I: n.Range(_c(0), N)})]
+QUESTIONS = EXPRS + [_b(B.FLOORDIV, _b(B.ADD, N, _c(255)), _c(256)),
+                     _b(B.MOD, _b(B.ADD, J, K), _c(4)), _b(B.SUB, _b(B.MUL, J, _c(4)), N)]
+
+
+@pytest.mark.parametrize("q", range(len(QUESTIONS)))
+def test_shared_answers_are_each_maps_own(q, no_memo):
+    """Every map's answer, asked after the memo holds the other maps' answers, is what that map
+    gives without any memo."""
+    e = QUESTIONS[q]
+    want = []
+    for make in MAPS:
+        reset_budget()
+        want.append(no_memo(lambda: (interval(e, make()), simplified(e, make(), 1))))
+    for order in (MAPS, MAPS[::-1]):
+        bounds._budget.memo = {}
+        for make in order:
+            reset_budget()
+            got = interval(e, make()), simplified(e, make(), 1)
+            assert got == want[MAPS.index(make)]
+
+
 @pytest.mark.parametrize("k", range(len(EXPRS)))
 @pytest.mark.parametrize("depth", [1, 2])
 def test_simplified_memo_is_exact_for_every_budget(k, depth, no_memo):
