@@ -67,7 +67,22 @@ class Linear:
     def to_expr(self) -> n.Expr:
         """Rebuild: positive terms lead, ``t*c`` for coefficients, ``- t`` for negatives."""
         d = self.dtype
-        items = list(self.terms.items())
+        terms, const = self.terms, self.const
+        if len(terms) <= 1:     # (most forms: the same nodes as the loop below, built directly)
+            if not terms:
+                return n.Const(d, const)
+            (t, c), = terms.items()
+            if c > 0:
+                out = t if c == 1 else n.Binary(t.dtype, B.MUL, t, n.Const(t.dtype, c))
+                if const:
+                    out = n.Binary(d, B.ADD if const > 0 else B.SUB, out, n.Const(d, abs(const)))
+                return out
+            neg = t if c == -1 else n.Binary(t.dtype, B.MUL, t, n.Const(t.dtype, -c))
+            if const > 0:
+                return n.Binary(d, B.SUB, n.Const(d, const), neg)
+            out = n.Unary(d, n.UnOp.NEG, neg)
+            return n.Binary(d, B.SUB, out, n.Const(d, -const)) if const else out
+        items = list(terms.items())
         first = next((k for k, (_, c) in enumerate(items) if c > 0), None)
         if first is not None:
             items.insert(0, items.pop(first))
@@ -141,6 +156,11 @@ def _divmod_parts(t):
 
 def _merge_divmod(lin: Linear) -> Linear:
     """``(x // c)*c*k + (x % c)*k -> x*k``: what fusing then splitting an axis leaves."""
+    for t in lin.terms:
+        if type(t) is n.Binary and t.op is B.MOD:
+            break
+    else:
+        return lin          # (no remainder term: the common case, without copying the terms)
     for t, k in list(lin.terms.items()):
         if type(t) is not n.Binary or t.op is not B.MOD:
             continue
