@@ -493,19 +493,28 @@ class KernelPrinter:
         CrossThreadEmitter(self, s, k).emit(d)
 
 
+#: the nodes whose buffers and variables make a kernel's parameters
+_PARAM_NODES = frozenset({n.Load, n.Store, n.AsyncCopy, n.WmmaLoad, n.WmmaStore, n.Intrinsic, n.Var})
+
+
 def kernel_params(func: n.LoweredFunc, kernel: n.DeviceKernel, namer) -> tuple:
     """The parameters of ``kernel``: the global buffers it reads or writes (inputs as
     ``const T* __restrict__``, outputs and workspaces ``T* __restrict__``), in ``func.buffers`` then workspace order, then the scalars it
     uses (shapes, strides, scalar arguments) in ``func.scalars`` order."""
-    used = set()
-    for x in collect(kernel.body, lambda x: type(x) in (n.Load, n.Store, n.AsyncCopy)):
-        used.add(id(x.buffer))
-    for x in collect(kernel.body, lambda x: type(x) in (n.WmmaLoad, n.WmmaStore)):  # tensor-core tiles
-        used.add(id(x.src if type(x) is n.WmmaLoad else x.dst))
-    for x in collect(kernel.body, lambda x: type(x) is n.Intrinsic):     # block routines' operands
-        used.update(id(a) for a in x.args if type(a) is n.Buffer)
+    used, free = set(), set()
+    for x in collect(kernel.body, lambda x: type(x) in _PARAM_NODES):   # (one walk for all)
+        t = type(x)
+        if t is n.Var:
+            free.add(id(x))
+        elif t is n.WmmaLoad:                       # tensor-core tiles
+            used.add(id(x.src))
+        elif t is n.WmmaStore:
+            used.add(id(x.dst))
+        elif t is n.Intrinsic:                      # block routines' operands
+            used.update(id(a) for a in x.args if type(a) is n.Buffer)
+        else:
+            used.add(id(x.buffer))
     bufs = [b for b in func.buffers + func.workspaces if id(b) in used]
-    free = {id(v) for v in collect(kernel.body, lambda x: type(x) is n.Var)}
     for b in bufs:
         for e in (b.strides or ()) + tuple(b.shape):
             free.update(id(v) for v in collect(e, lambda x: type(x) is n.Var))
@@ -529,14 +538,22 @@ def _thread_invariant_divisions(body, scalars: dict) -> list:
     all block/thread indices or kernel parameters, innermost first (their texts nest), each with the ids of its
     variables.  Splitting fused axes puts such divisions (64-bit, often by a run-time size)
     into every index; computed once per thread they cost nothing in the loops."""
-    bound = {id(f.var) for f in collect(body, lambda x: type(x) is n.For and x.kind is n.ForKind.BOUND
-                                        and not x.thread.is_vthread)}
+    # one walk: the block/thread loops and the integer divisions (each kind in pre-order)
+    bound, divisions = set(), []
+    for x in collect(body, lambda x: (type(x) is n.For and x.kind is n.ForKind.BOUND
+                                      and not x.thread.is_vthread)
+                     or (type(x) is n.Binary and x.op in (n.BinOp.FLOORDIV, n.BinOp.MOD)
+                         and x.dtype.is_int)):
+        if type(x) is n.For:
+            bound.add(id(x.var))
+        else:
+            divisions.append(x)
     out, seen = [], set()
-    for e in collect(body, lambda x: type(x) is n.Binary and x.op in (n.BinOp.FLOORDIV, n.BinOp.MOD)
-                     and x.dtype.is_int):
-        if collect(e, lambda x: type(x) is n.Load):
+    for e in divisions:
+        parts = collect(e, lambda x: type(x) is n.Load or type(x) is n.Var)
+        if any(type(x) is n.Load for x in parts):
             continue        # data, not index arithmetic: it may sit behind a bounds guard
-        vars_ = {id(v) for v in collect(e, lambda x: type(x) is n.Var)}
+        vars_ = {id(v) for v in parts}
         if not vars_ or not all(v in bound or v in scalars for v in vars_):
             continue
         if type(e.b) is n.Const and type(e.a) is n.Var:
