@@ -107,7 +107,7 @@ class RangeMap:
         if hit is not None and hit[0] is e:
             return hit[1]
         levels, deps, bounds = self.levels, self._deps, self.bounds
-        out, seen, todo = [], set(), list(free_vars(e))
+        out, seen, todo = [], set(), list(_vars_of(e))
         while todo:
             v = todo.pop()
             if v in seen:
@@ -128,6 +128,38 @@ class RangeMap:
 
 
 _EMPTY = RangeMap({})
+
+#: id(e) -> (e, its free vars) for the index expressions the memo keys ask about: the
+#: simplifier builds new nodes over old children, whose vars are then known
+_vars_memo: dict = {}
+_VARS_MEMO_SIZE = 8192
+_NO_VARS = frozenset()
+
+
+def _vars_of(e, depth: int = 0) -> frozenset:
+    """``frozenset(free_vars(e))``, from its children's (memoised by node identity); past a
+    nesting of 64 by a walk (iterative: any depth)."""
+    t = type(e)
+    if t is n.Const:
+        return _NO_VARS
+    if t is n.Var:
+        return frozenset((e,))
+    hit = _vars_memo.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    if depth > 64:
+        out = frozenset(free_vars(e))
+    elif t is n.Binary:
+        a, b = _vars_of(e.a, depth + 1), _vars_of(e.b, depth + 1)
+        out = a | b if a and b else a or b
+    elif t is n.Unary or t is n.Cast:
+        out = _vars_of(e.a, depth + 1)
+    else:
+        out = frozenset(free_vars(e))
+    if len(_vars_memo) >= _VARS_MEMO_SIZE:
+        _vars_memo.clear()
+    _vars_memo[id(e)] = (e, out)
+    return out
 _NO_RANGES = (False, frozenset())   # RangeMap.key_of of an expression none of whose vars is ranged
 
 
