@@ -33,7 +33,6 @@ from .vector import try_vectorize
 from .names import Namer
 from .offsets import const_int, flat_offset
 from .cross_thread import CrossThreadEmitter
-from . import wgmma, wmma
 from .types import ctype, literal, load, store, stype
 
 _AXIS = {"x": 0, "y": 1, "z": 2}
@@ -62,6 +61,10 @@ class KernelSource:
     helpers: tuple = ()
     #: whether it needs the sm_90a target (Hopper's wgmma)
     sm90a: bool = False
+
+
+#: the warp-level statements printed by codegen/wmma.py and codegen/wgmma.py
+_WARP_STMTS = frozenset(n.WMMA_STMTS) | {n.WgmmaCommit, n.WgmmaWait}
 
 
 def _tag_axis(tag: n.ThreadTag) -> tuple[str, int]:
@@ -97,7 +100,7 @@ class KernelPrinter:
         self._invariants = _thread_invariant_divisions(kernel.body, self._scalars)
         #: Hopper tensor cores (codegen/wgmma.py): the kernel has shared-operand products; the
         #: device functions printed for them; inside a fenced run of wgmma statements
-        self.has_wgmma = wgmma.uses_wgmma(kernel.body)
+        self.has_wgmma = any_statement(kernel.body, lambda x: type(x) is n.WgmmaMma)   # (uses_wgmma)
         self.async_wgmma = self.has_wgmma and any_statement(kernel.body, lambda x: type(x) is n.WgmmaCommit)
         self.helpers: dict = {}
         self.wgmma_batch = False
@@ -144,6 +147,7 @@ class KernelPrinter:
             raise InternalCompilerError(f"cuda codegen: {b.name} indexed with {len(indices)} of "
                                         f"{len(b.shape)} indices")
         if b.swizzle:
+            from . import wgmma
             return wgmma.offset(self, b, indices)
         e = flat_offset(b, indices)
         return "0" if e is None else self.expr.index(e)
@@ -189,18 +193,20 @@ class KernelPrinter:
 
     # ------------------------------------------------------------- statements
     def stmt(self, s, d: int) -> None:
-        if type(s) is n.WgmmaMma:       # Hopper shared-operand products (codegen/wgmma.py)
-            wgmma.mma(self, s, d)
-            return
-        if type(s) is n.WgmmaCommit:
-            wgmma.commit(self, s, d)
-            return
-        if type(s) is n.WgmmaWait:
-            wgmma.wait(self, s, d)
-            return
-        if type(s) in wmma.EMIT:         # tensor-core warp statements (codegen/wmma.py)
-            wmma.emit(self, s, d)
-            return
+        if type(s) in _WARP_STMTS:      # tensor cores: their code generators, imported when used
+            from . import wgmma, wmma
+            if type(s) is n.WgmmaMma:       # Hopper shared-operand products (codegen/wgmma.py)
+                wgmma.mma(self, s, d)
+                return
+            if type(s) is n.WgmmaCommit:
+                wgmma.commit(self, s, d)
+                return
+            if type(s) is n.WgmmaWait:
+                wgmma.wait(self, s, d)
+                return
+            if type(s) in wmma.EMIT:         # tensor-core warp statements (codegen/wmma.py)
+                wmma.emit(self, s, d)
+                return
         fn = getattr(self, "_" + type(s).__name__, None)
         if fn is None:
             raise InternalCompilerError(f"cuda codegen: {type(s).__name__} inside a device kernel")
@@ -271,10 +277,12 @@ class KernelPrinter:
             return
         if s.kind is n.ForKind.VECTORIZED and try_vectorize(self, s, d):
             return        # 16-byte loads/stores where aligned, else the loop (codegen/vector.py)
-        run = wgmma.batch(s) if self.has_wgmma and not self.wgmma_batch else None
-        if run:
-            wgmma.batched_loop(self, s, run, d)      # one fenced asynchronous run
-            return
+        if self.has_wgmma and not self.wgmma_batch:
+            from . import wgmma
+            run = wgmma.batch(s)
+            if run:
+                wgmma.batched_loop(self, s, run, d)      # one fenced asynchronous run
+                return
         self.plain_loop(s, d)
 
     def plain_loop(self, s: n.For, d, rolled: bool = False):
@@ -469,6 +477,7 @@ class KernelPrinter:
             self.emit(d, "}")
         elif b.scope.is_fragment:       # per-thread registers of a warp's fragment
             self.fragments.append(b)
+            from . import wmma
             try:
                 wmma.allocate(self, s, d)
             finally:

@@ -15,6 +15,10 @@ import numpy as np
 from kdsl import dtypes as dt
 from kdsl.errors import BackendCompileError
 
+#: the line that marks a module needing the sm_90a target (Hopper's wgmma, codegen/wgmma.py;
+#: here so that the build reads it without importing the tensor-core code generators)
+SM90A_MARK = "#define KD_NEEDS_SM90A 1"
+
 #: C type of each supported dtype (the prelude typedefs the fixed-width names)
 _CTYPES = {
     dt.float32: "float", dt.float64: "double", dt.bool_: "bool",
