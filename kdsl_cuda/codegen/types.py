@@ -36,13 +36,13 @@ _HALF = {dt.float16: ("kd_f2h", "kd_h2f", "kd_rh"), dt.bfloat16: ("kd_f2bf", "kd
 
 #: id(DType) -> ``ctype`` of it, for kdsl's own (interned) dtypes: the printer asks for every
 #: node, and a DType hashes in Python
-_CTYPE_OF_ID = {id(d): ("float" if d in _HALF else t) for d, t in
+CTYPE_BY_ID = {id(d): ("float" if d in _HALF else t) for d, t in
                 list(_CTYPES.items()) + [(h, "float") for h in _HALF]}
 
 
 def ctype(d) -> str:
     """The C type of dtype ``d``'s values in registers (16-bit floats: ``float``)."""
-    t = _CTYPE_OF_ID.get(id(d))
+    t = CTYPE_BY_ID.get(id(d))
     if t is not None:
         return t
     if d in _HALF:
