@@ -11,6 +11,15 @@ GPU; the cpu backend's LLVM IR) to ``DIR/<kernel>.<backend>.txt``: ``diff -r`` t
 to prove an optimisation of lowering left the output byte-identical.  It prints the time of each
 stage (trace, schedule, lower, codegen; the fastest of ``--reps`` fresh runs, each from a fresh
 Kernel so nothing is cached) per case, and the totals.  ``--only softmax,matmul`` picks cases.
+
+``python3 benchmarks/lowering.py --cold 5`` measures a fresh process's first row softmax (issue 26
+item 4): each of 5 new ``python3`` processes, with an empty ``KDSL_CACHE_DIR``, imports numpy and
+kdsl, loads the backend, then ``softmax.source(x, backend=...)`` for ``cuda`` (no GPU needed) and
+``cpu``, and (``cpu`` only, ``call``) the first call itself (LLVM and the launcher included).  It
+prints the median of each part: the imports, the compile stages as ``kdsl.compile_log`` times them
+(trace, schedule, lower; cuda's code generation timed around ``kdsl_cuda.backend.generate``) and
+the Python time of the whole compile path (everything after numpy's import), with the number of
+modules the first compile imported.
 """
 from __future__ import annotations
 
@@ -168,7 +177,11 @@ def _t(*shape, dtype=F32):
     return TensorSpec(shape, dtype)
 
 
-# name, fn, specs, specialize
+def _a(*shape, dtype=F32):
+    return np.zeros(shape, dtype)
+
+
+# name, fn, specs (TensorSpecs, or arrays: the signature of a call with them)
 CORPUS = (
     ("softmax", c_softmax, (_t(256, 1000),)),
     ("softmax_sym", c_softmax, (_t("n", "m"),)),
@@ -200,6 +213,15 @@ CORPUS = (
     ("where_relu", c_where_relu, (_t(500, 300), _t(300))),
     ("outer", c_outer, (_t(1000), _t(700))),
     ("layernorm_f64", c_layernorm, (_t(100, 300, dtype="float64"),)),
+    # arrays, not specs: the signature and size classes a call sees (what a first call lowers)
+    ("softmax_call", c_softmax, (_a(256, 1000),)),
+    ("layernorm_call", c_layernorm, (_a(512, 768),)),
+    ("matmul_call", c_matmul, (_a(512, 512), _a(512, 512))),
+    ("rowsum_call", c_rowsum, (_a(1024, 1000),)),
+    ("add_call", c_add, (_a(1000, 1000), _a(1000, 1000))),
+    ("conv3_call", c_conv3, (_a(1024, 1024), _a(3, 3))),
+    ("cumsum_call", c_cumsum_rows, (_a(256, 1000),)),
+    ("matmul16_call", c_matmul, (_a(512, 512, dtype="float16"), _a(512, 512, dtype="float16"))),
 )
 
 
@@ -224,7 +246,14 @@ def stage_times(fn, specs, backend):
     be = _backend(backend)
     k = kd.kernel(fn)
     t0 = CLOCK()
-    sig = signature_from_specs(list(specs))
+    if isinstance(specs[0], np.ndarray):     # as Kernel.source(arrays) does (runtime.inspection)
+        import dataclasses
+        from kdsl.runtime.signature import signature_from_args, size_classes
+        sig = signature_from_args(specs, k.arg_names, k.constants, k.specialize, None)
+        if be.spec.size_classes:
+            sig = dataclasses.replace(sig, size_classes=size_classes(specs))
+    else:
+        sig = signature_from_specs(list(specs))
     graph = k._graph(sig)
     t1 = CLOCK()
     req = dispatch.prepare(k, be, sig, graph)
@@ -265,6 +294,91 @@ def corpus(out_dir, reps, only, backends):
           + f" {sum(total.values()) * 1e3:9.2f}")
 
 
+# a fresh process's first compile; run as ``python3 -c COLD_CHILD <root> <mode>``, prints JSON
+COLD_CHILD = r"""
+import json, sys, time
+clock = getattr(time, sys.argv[3])
+t_start = clock()
+sys.path.insert(0, sys.argv[1])
+mode = sys.argv[2]
+import numpy as np
+t_np = clock()
+import kdsl as kd
+from kdsl import compile_log
+t_kdsl = clock()
+before = set(sys.modules)
+backend = "cpu" if mode.startswith("cpu") else "cuda"
+from kdsl.backends import registry
+be = registry.get_backend(backend)
+t_be = clock()
+x = np.random.default_rng(0).random((256, 1000), dtype=np.float32)
+
+@kd.kernel
+def softmax(x):
+    e = kd.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+def timed(owner, attr, name):
+    plain = getattr(owner, attr)
+    def run(*a, **k):
+        with compile_log.stage(name):
+            return plain(*a, **k)
+    setattr(owner, attr, run)
+
+import types
+compile_log.time = types.SimpleNamespace(perf_counter=clock)   # (--cpu-time: stages in CPU time)
+if backend == "cuda":      # the CUDA text generation as a stage of its own
+    import kdsl_cuda.backend as cb
+    timed(cb, "generate", "codegen")
+elif mode == "cpu":        # (a call times it itself)
+    timed(type(be), "_generate", "codegen")
+import kdsl.runtime.inspection as insp     # source(): the schedule is made there
+timed(insp, "prepare", "schedule")
+rec = compile_log._local.rec = {"times": {}, "notes": [], "_stack": []}
+finish = compile_log._finish
+compile_log._finish = lambda kernel, key, b, r, total: rec["times"].update(r["times"])
+t0 = clock()
+if mode == "cpu-call":
+    softmax(x, backend="cpu")
+else:
+    softmax.source(x, backend=backend)
+t1 = clock()
+times = rec["times"]
+out = {"numpy import": t_np - t_start, "kdsl import": t_kdsl - t_np, "backend load": t_be - t_kdsl,
+       **{s: times.get(s, 0.0) for s in compile_log.STAGES if s in times},
+       "other": t1 - t0 - sum(times.values()), "first compile": t1 - t0,
+       "python total": t1 - t_np, "modules": len(set(sys.modules) - before)}
+print(json.dumps(out))
+"""
+
+
+def cold(runs, modes):
+    """Median over ``runs`` fresh processes of each part of a first softmax compile, per mode."""
+    import json
+    import statistics
+    import subprocess
+    import tempfile
+    root = os.path.dirname(HERE)
+    for mode in modes:
+        rows = []
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory() as cache:
+                env = dict(os.environ, KDSL_CACHE_DIR=cache)
+                env.pop("PYTHONDONTWRITEBYTECODE", None)
+                clock = "process_time" if CLOCK is time.process_time else "perf_counter"
+                r = subprocess.run([sys.executable, "-c", COLD_CHILD, root, mode, clock], env=env,
+                                   capture_output=True, text=True, check=True)
+                rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        keys = [k for k in rows[0] if k != "modules"]
+        print(f"{mode} (median of {runs} fresh processes, ms):")
+        for k in keys:
+            vals = [r.get(k, 0.0) * 1e3 for r in rows]
+            print(f"  {k:16} {statistics.median(vals):8.1f}   "
+                  + " ".join(f"{v:.1f}" for v in vals))
+        print(f"  {'modules':16} {statistics.median(r['modules'] for r in rows):8.0f}   "
+              "(imported by the backend load and the first compile)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", metavar="DIR", nargs="?", const="", default=None,
@@ -274,7 +388,13 @@ def main(argv=None):
     ap.add_argument("--backends", default="cuda,cpu")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with the process's CPU time (a machine shared with other work)")
+    ap.add_argument("--cold", type=int, metavar="N", default=0,
+                    help="fresh processes per mode: a first softmax's cold compile (medians)")
+    ap.add_argument("--modes", default="cuda,cpu,cpu-call", help="--cold: what each process does")
     a = ap.parse_args(argv)
+    if a.cold:
+        cold(a.cold, a.modes.split(","))
+        return
     if a.cpu_time:
         global CLOCK
         CLOCK = time.process_time

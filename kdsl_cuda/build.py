@@ -76,7 +76,7 @@ def target_arch(source: str, arch: str) -> str:
     """The architecture ``source`` is compiled for on an ``arch`` device: ``sm_90a`` for code
     that uses Hopper's ``wgmma`` (``kd.intrin.wgmma``; the codegen marks it) on an sm_90
     device, else ``arch``; BackendCompileError where such code meets another GPU."""
-    from .codegen.wgmma import SM90A_MARK
+    from .codegen.types import SM90A_MARK
     if SM90A_MARK not in source:
         return arch
     if arch in ("sm_90", "sm_90a"):

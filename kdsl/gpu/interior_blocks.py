@@ -45,6 +45,7 @@ from ..ir import nodes as n
 from ..ir.simplify import simplify
 from ..ir.visitor import Mutator, any_statement, collect, free_vars, substitute
 from ..ir.conditions import conjuncts, guard_limit
+from .gates import has_main_loop as _has_main_loop, has_tiled_blocks, is_block_loop as _is_block_loop
 
 #: a block body is versioned when at least this many guard conjuncts (places in the code) go
 MIN_SITES = 4
@@ -52,16 +53,6 @@ MIN_SITES = 4
 MAX_TERMS = 24
 
 _ORDERED = (n.CmpOp.LT, n.CmpOp.LE, n.CmpOp.GT, n.CmpOp.GE)
-
-
-def _is_block_loop(s) -> bool:
-    return type(s) is n.For and s.thread is not None and s.thread.is_block
-
-
-def _has_main_loop(body) -> bool:
-    """A serial loop with a barrier inside: the turns of a tiled kernel."""
-    return any_statement(body, lambda x: type(x) is n.For and x.kind is not n.ForKind.BOUND
-                         and any_statement(x.body, lambda y: type(y) is n.Barrier))
 
 
 def _copies(x) -> bool:
@@ -275,7 +266,7 @@ def edge_copy(s: n.Stmt) -> n.Stmt:
 
 def interior_blocks(func: n.LoweredFunc) -> n.LoweredFunc:
     """The pass: version each tiled block body so interior blocks run without guards."""
-    if not any_statement(func.body, _is_block_loop):
+    if not has_tiled_blocks(func):      # (a block body without a main loop stays as it is)
         return func
     body = _Blocks().visit(func.body)
     return func if body is func.body else dataclasses.replace(func, body=body)

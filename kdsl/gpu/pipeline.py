@@ -20,7 +20,10 @@
   shared rows against bank conflicts) and ``device_kernels`` (the host program of GPU kernels
   with their launches and workspaces)
 
-The table's verifier adds the GPU rules (``kdsl.gpu.verify``).  ``GPU_TARGETS`` are the
+The passes most kernels skip (``pipeline_legality``, ``scan_tiles``, ``tensorize``,
+``software_pipeline``, ``vthread``, ``interior_blocks``) are ``Deferred``: their modules are
+imported when a kernel first has work for them (``kdsl.gpu.gates``, the tests those passes
+start with).  The table's verifier adds the GPU rules (``kdsl.gpu.verify``).  ``GPU_TARGETS`` are the
 targets whose code runs as GPU kernels; ``for_target(name)`` gives a target's table: this
 one for them, ``kdsl.passes.pipeline.SEQUENTIAL`` for every other target (and None).
 ``sequential.py`` holds the two passes that make GPU-form IR sequential again
@@ -35,33 +38,61 @@ WMMA statements), verified with the GPU rules under ``config.verify()``.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 from ..ir import nodes as n
-from ..passes.pipeline import CORE, SEQUENTIAL, Level, Pass, Pipeline
+from ..passes import pipeline as _core
+from ..passes.pipeline import CORE, Level, Pass, Pipeline
 from ..passes.pipeline import lower as lower_with
+from . import gates
 from .async_copies import async_copies
-from .scan_tiles import scan_tiles
 from .coalesced_fallbacks import coalesced_fallbacks
 from .device_kernels import device_kernels
-from .interior_blocks import interior_blocks
-from .sequential import lower_async_copies, sequential_kernels
 from .shared_layout import shared_layout
-from .software_pipeline import check_pipelines, software_pipeline
 from .sync import sync
-from .tensorize import tensorize
 from .thread_tiles import full_thread_tiles
 from .verify import verify
-from .vthread import inject_vthreads
+
+
+class Deferred:
+    """The pass ``module.name``, whose module is imported when a function (or state) first has
+    work for it (``gates``: its own first test; False: the input is returned, as the pass
+    would).  Most kernels have no tensor cores, pipelined copies, virtual threads, tiled main
+    loops or scan tiles: a cold process's first kernel compiles without importing those
+    passes.  ``__module__``/``__name__`` name the pass function."""
+
+    def __init__(self, module: str, name: str, has_work):
+        self.__module__, self.__name__, self.has_work = module, name, has_work
+        self._fn = None
+
+    def __call__(self, x):
+        fn = self._fn
+        if fn is None:
+            if not self.has_work(x):
+                return x
+            fn = self._fn = getattr(importlib.import_module(self.__module__), self.__name__)
+        return fn(x)
+
+    def __repr__(self) -> str:
+        return f"<pass {self.__module__}.{self.__name__}>"
+
+
+def _deferred(name: str, module: str, fn: str, has_work, level=Level.IR) -> Pass:
+    return Pass(name, Deferred(f"{__package__}.{module}", fn, has_work), level)
+
 
 #: every pass from a Schedule to GPU-form loop IR, in order (the table of GPU targets)
 PIPELINE = dataclasses.replace(
-    CORE.insert_after("placement", Pass("pipeline_legality", check_pipelines, Level.SCHEDULE))
-        .insert_after("loop_nests", Pass("scan_tiles", scan_tiles, Level.SCHEDULE))
-        .insert_before("simplify", Pass("tensorize", tensorize))
-        .append(Pass("software_pipeline", software_pipeline),
-                Pass("vthread", inject_vthreads),
+    CORE.insert_after("placement", _deferred("pipeline_legality", "software_pipeline", "check_pipelines",
+                                             gates.has_pipelined_stages, Level.SCHEDULE))
+        .insert_after("loop_nests", _deferred("scan_tiles", "scan_tiles", "scan_tiles",
+                                              gates.scan_tile_handles, Level.SCHEDULE))
+        .insert_before("simplify", _deferred("tensorize", "tensorize", "tensorize", gates.wants_tensorize))
+        .append(_deferred("software_pipeline", "software_pipeline", "software_pipeline",
+                          gates.has_pipelined_allocations),
+                _deferred("vthread", "vthread", "inject_vthreads", gates.has_vthreads),
                 Pass("sync", sync),
-                Pass("interior_blocks", interior_blocks),
+                _deferred("interior_blocks", "interior_blocks", "interior_blocks", gates.has_tiled_blocks),
                 Pass("full_thread_tiles", full_thread_tiles),
                 Pass("async_copies", async_copies),
                 Pass("coalesced_fallbacks", coalesced_fallbacks),
@@ -69,16 +100,32 @@ PIPELINE = dataclasses.replace(
                 Pass("device_kernels", device_kernels)),
     verifier=verify)
 
-#: the GPU passes checked by a sequential executor (the GPU-form interpreter of the tests): the
-#: GPU table without the passes only a GPU can run (``async_copies``, ``shared_layout``,
-#: ``device_kernels``), then the core's sequential passes with the GPU form undone around them
-GPU_SEQUENTIAL = dataclasses.replace(
-    PIPELINE.remove("device_kernels").remove("async_copies").remove("shared_layout")
-            .append(Pass("sequential_kernels", sequential_kernels),
-                    *SEQUENTIAL.passes[SEQUENTIAL.index("simplify") + 1:SEQUENTIAL.index("blocked_sums")],
-                    Pass("lower_async_copies", lower_async_copies),
-                    *SEQUENTIAL.passes[SEQUENTIAL.index("blocked_sums"):]),
-    verifier=None)
+
+def _gpu_sequential() -> Pipeline:
+    """The GPU passes checked by a sequential executor (the GPU-form interpreter of the tests):
+    the GPU table without the passes only a GPU can run (``async_copies``, ``shared_layout``,
+    ``device_kernels``), then the core's sequential passes with the GPU form undone around
+    them (made on first use: no target runs it)."""
+    from .sequential import lower_async_copies, sequential_kernels
+    seq = _core.sequential()
+    return dataclasses.replace(
+        PIPELINE.remove("device_kernels").remove("async_copies").remove("shared_layout")
+                .append(Pass("sequential_kernels", sequential_kernels),
+                        *seq.passes[seq.index("simplify") + 1:seq.index("blocked_sums")],
+                        Pass("lower_async_copies", lower_async_copies),
+                        *seq.passes[seq.index("blocked_sums"):]),
+        verifier=None)
+
+
+def __getattr__(name):
+    """``GPU_SEQUENTIAL`` (made on first use) and ``SEQUENTIAL`` (the core's)."""
+    if name == "GPU_SEQUENTIAL":
+        table = globals()["GPU_SEQUENTIAL"] = _gpu_sequential()
+        return table
+    if name == "SEQUENTIAL":
+        return _core.sequential()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: targets whose code runs as GPU kernels: they get ``PIPELINE`` (GPU form)
 GPU_TARGETS = frozenset({"cuda"})
@@ -87,7 +134,7 @@ GPU_TARGETS = frozenset({"cuda"})
 def for_target(name) -> Pipeline:
     """The table a target runs: ``PIPELINE`` for GPU targets (``GPU_TARGETS``), the core's
     ``SEQUENTIAL`` for every other one (and for None)."""
-    return PIPELINE if name in GPU_TARGETS else SEQUENTIAL
+    return PIPELINE if name in GPU_TARGETS else _core.sequential()
 
 
 def lower(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline = PIPELINE) -> n.LoweredFunc:
@@ -95,8 +142,11 @@ def lower(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline = PIPELI
     return lower_with(sched, extra_passes, out_contiguous, pipeline=pipeline)
 
 
-def lower_sequential(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline = GPU_SEQUENTIAL) -> n.LoweredFunc:
+def lower_sequential(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline | None = None) -> n.LoweredFunc:
     """``sched`` lowered through ``GPU_SEQUENTIAL``: the GPU passes' IR, made sequential."""
+    if pipeline is None:
+        pipeline = __getattr__("GPU_SEQUENTIAL") if "GPU_SEQUENTIAL" not in globals() \
+            else globals()["GPU_SEQUENTIAL"]
     return lower_with(sched, extra_passes, out_contiguous, pipeline=pipeline)
 
 

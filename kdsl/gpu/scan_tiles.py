@@ -38,6 +38,7 @@ from ..ir.visitor import Mutator, substitute
 from ..passes.guards import seq
 from ..passes.loop_nests import NestBuilder
 from ..schedule.scan_tile import STAGE_BYTES, TileScan, itemsize
+from .gates import scan_tile_handles
 
 
 def _combine(comb: n.Combiner, a: n.Expr, b: n.Expr) -> n.Expr:
@@ -194,8 +195,7 @@ class _Replace(Mutator):
 def scan_tiles(state):
     """The ``scan_tiles`` pass (see the module docstring); ``state`` itself without marked
     stages."""
-    handles = [h for h in state.need("handles", by="scan_tiles")
-               if getattr(getattr(h.stage, "scan", None), "tile", None) is not None]
+    handles = scan_tile_handles(state)
     if not handles:
         return state
     nb = NestBuilder(state)

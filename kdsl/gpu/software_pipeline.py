@@ -57,6 +57,7 @@ from ..ir import warp_nodes
 from ..ir.simplify import simplify_stmt
 from ..ir.visitor import Mutator, allocate_chain, any_statement, collect, collect_stmts, free_vars, rewrap, substitute
 from ..schedule.pipelining import QUALIFIES
+from .gates import has_pipelined_allocations, has_pipelined_stages
 
 
 def _stores_to(s, bufs) -> list:
@@ -285,7 +286,7 @@ def check_pipelines(state):
     ``double_buffer``/``pipeline`` still qualifies (``kdsl.schedule.pipelining``); the
     ScheduleError names the user's pipeline call.  Returns ``state`` unchanged."""
     from ..schedule.pipelining import check_schedule
-    if any(h.buffer_stages > 1 for h in state.sched.stages):
+    if has_pipelined_stages(state):
         check_schedule(state.sched)
     return state
 
@@ -317,7 +318,7 @@ def _idle(body, piped) -> set:
 def software_pipeline(func: n.LoweredFunc) -> n.LoweredFunc:
     """The ``software_pipeline`` pass (see the module docstring); a no-op without pipelined
     allocations."""
-    if not any_statement(func.body, lambda x: type(x) is n.Allocate and x.stages > 1):
+    if not has_pipelined_allocations(func):
         return func
     piped = collect_stmts(func.body, lambda x: isinstance(x, n.Allocate) and x.stages > 1)
     empty = _idle(func.body, piped)

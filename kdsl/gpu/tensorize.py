@@ -40,6 +40,7 @@ from ..ir.simplify import simplify
 from ..ir.visitor import Mutator, collect, collect_stmts, free_vars
 from ..schedule.intrin import WGMMA, WMMA, BlockIntrinsic
 from . import wgmma_tiles as wg
+from .gates import wants_tensorize
 from .wmma_padding import covers, loop_ranges, widen
 from .tensor_nests import (FRAG_ROLE, LAYOUT, Fail, Nest, S, check_multiple, const_extent, limits,
                            mem_index, parse_nest, show, tile_index, tile_loops, unit_lead)
@@ -423,7 +424,7 @@ def _check_no_scalar_access(body, reqs, canon):
 
 def tensorize(func: n.LoweredFunc) -> n.LoweredFunc:
     """The ``tensorize`` pass (see the module docstring)."""
-    if not func.tensorize:
+    if not wants_tensorize(func):
         return func
     blocks = [r for r in func.tensorize if isinstance(r.intrin, BlockIntrinsic)]
     if blocks:

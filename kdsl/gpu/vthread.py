@@ -32,6 +32,7 @@ from ..ir import make as mk
 from ..ir import nodes as n
 from ..ir.simplify import simplify_stmt
 from ..ir.visitor import Mutator, any_statement, collect, collect_stmts, substitute, uses_var
+from .gates import has_vthreads
 
 _SINGLE = (n.Barrier, n.CommitGroup, n.WaitGroup, n.WgmmaWait, n.WgmmaCommit)
 
@@ -109,8 +110,7 @@ class _VThreads(Mutator):
 
 def inject_vthreads(func: n.LoweredFunc) -> n.LoweredFunc:
     """The ``vthread`` pass (see the module docstring)."""
-    if not any_statement(func.body, lambda x: type(x) is n.For and x.thread is not None
-                         and x.thread.is_vthread):
+    if not has_vthreads(func):
         return func
     body = simplify_stmt(_VThreads().visit(func.body))
     return dataclasses.replace(func, body=body)

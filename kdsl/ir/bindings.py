@@ -20,20 +20,17 @@ SLOT = {dt.int64: "q", dt.float64: "d", dt.float32: "f4x", dt.float16: "e6x",
         dt.bfloat16: "H6x", dt.uint16: "H6x", dt.uint32: "I4x", dt.uint64: "Q"}
 
 
-class Slot(NamedTuple):
-    """One 8-byte scalar slot of the compiled function, resolved from ``func.bindings``:
-    ``kind`` SHAPE/STRIDE (``index`` into ``func.buffers``, dim ``dim``; ``itemsize`` of
-    that buffer: strides travel in elements) or SCALAR (``index``: the graph's scalar
-    parameter number); ``dtype`` and ``code`` (its ``SLOT`` struct format); ``buffer``:
-    the buffer's name, for messages."""
-
-    kind: str
-    index: int
-    dim: object
-    dtype: object
-    code: str
-    itemsize: int
-    buffer: str
+#: One 8-byte scalar slot of the compiled function, resolved from ``func.bindings``: ``kind``
+#: SHAPE/STRIDE (``index`` into ``func.buffers``, dim ``dim``; ``itemsize`` of that buffer:
+#: strides travel in elements) or SCALAR (``index``: the graph's scalar parameter number);
+#: ``dtype`` and ``code`` (its ``SLOT`` struct format); ``buffer``: the buffer's name, for
+#: messages.  (Made by call with real types: the class syntax's annotations are strings here,
+#: which ``NamedTuple`` compiles one by one when ``import kdsl`` runs.)
+Slot = NamedTuple("Slot", [("kind", str), ("index", int), ("dim", object), ("dtype", object),
+                           ("code", str), ("itemsize", int), ("buffer", str)])
+Slot.__doc__ = ("One 8-byte scalar slot of the compiled function, resolved from "
+                "``func.bindings`` (kind, index, dim, dtype, code, itemsize, buffer).")
+Slot.__module__ = __name__
 
 
 def scalar_slots(func) -> tuple:

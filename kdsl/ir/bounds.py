@@ -27,11 +27,12 @@ class Unbounded(KdslError, ValueError):
 class RangeMap:
     """Normalised ranges: Var -> (lo | None, hi | None), inclusive; immutable once built."""
 
-    __slots__ = ("bounds", "_levels")
+    __slots__ = ("bounds", "_levels", "_deps", "_first", "_keys")
 
     def __init__(self, bounds: dict):
         self.bounds = bounds
         self._levels = None
+        self._keys = None
 
     @staticmethod
     def of(ranges) -> "RangeMap":
@@ -62,12 +63,16 @@ class RangeMap:
         """Var -> elimination round: a var's round is after those of vars whose range use it."""
         if self._levels is None:
             users: dict = {v: [] for v in self.bounds}
+            deps: dict = {}
             for u, (lo, hi) in self.bounds.items():
+                mentions = set()
                 for side in (lo, hi):
                     if side is not None:
-                        for w in free_vars(side):
-                            if w in users and w is not u:
-                                users[w].append(u)
+                        mentions |= free_vars(side)
+                for w in mentions:
+                    if w in users and w is not u:
+                        users[w].append(u)
+                deps[u] = mentions
             levels: dict = {}
 
             def level(v, stack):
@@ -83,11 +88,79 @@ class RangeMap:
 
             for v in self.bounds:
                 level(v, set())
-            self._levels = levels
+            self._levels, self._deps = levels, deps
+            self._first = min(levels.values(), default=None)
         return self._levels
+
+    def key_of(self, e) -> tuple:
+        """What of this map ``interval(e, self)`` reads: per var of ``e`` and (transitively) of
+        the ranges of those vars, its range and the rank of its elimination round among theirs,
+        and whether the first round eliminates none of them (it runs all the same, leaving a
+        first answer in which no var is replaced).  Two maps with equal keys for ``e`` give
+        ``e`` the same interval: the rounds of other vars never replace a var of ``e`` (those
+        after the first are skipped).  The memo's key, shared by the many maps of nested loop
+        scopes that differ only in vars ``e`` does not mention."""
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = {}
+        hit = keys.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        levels, deps, bounds = self.levels, self._deps, self.bounds
+        out, seen, todo = [], set(), list(_vars_of(e))
+        while todo:
+            v = todo.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            b = bounds.get(v)
+            if b is not None:
+                out.append((v, b, levels[v]))
+                todo.extend(deps[v])
+        if not out:
+            key = _NO_RANGES
+        else:
+            rounds = sorted({lv for _, _, lv in out})
+            rank = {lv: k for k, lv in enumerate(rounds)}
+            key = self._first < rounds[0], frozenset((v, b, rank[lv]) for v, b, lv in out)
+        keys[id(e)] = (e, key)      # (e kept: its id stays its own while the map lives)
+        return key
 
 
 _EMPTY = RangeMap({})
+
+#: id(e) -> (e, its free vars) for the index expressions the memo keys ask about: the
+#: simplifier builds new nodes over old children, whose vars are then known
+_vars_memo: dict = {}
+_VARS_MEMO_SIZE = 8192
+_NO_VARS = frozenset()
+
+
+def _vars_of(e, depth: int = 0) -> frozenset:
+    """``frozenset(free_vars(e))``, from its children's (memoised by node identity); past a
+    nesting of 64 by a walk (iterative: any depth)."""
+    t = type(e)
+    if t is n.Const:
+        return _NO_VARS
+    if t is n.Var:
+        return frozenset((e,))
+    hit = _vars_memo.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    if depth > 64:
+        out = frozenset(free_vars(e))
+    elif t is n.Binary:
+        a, b = _vars_of(e.a, depth + 1), _vars_of(e.b, depth + 1)
+        out = a | b if a and b else a or b
+    elif t is n.Unary or t is n.Cast:
+        out = _vars_of(e.a, depth + 1)
+    else:
+        out = frozenset(free_vars(e))
+    if len(_vars_memo) >= _VARS_MEMO_SIZE:
+        _vars_memo.clear()
+    _vars_memo[id(e)] = (e, out)
+    return out
+_NO_RANGES = (False, frozenset())   # RangeMap.key_of of an expression none of whose vars is ranged
 
 
 def _as_bound(x, d):
@@ -131,7 +204,7 @@ class _Iv:
     def s(self, e):
         if e is None:
             return None
-        return _simplify.simplify(e, self.rm, _depth=self.depth + 1)
+        return simplified(e, self.rm, self.depth + 1)
 
     def op(self, op, a, b):
         if a is None or b is None:
@@ -309,7 +382,7 @@ class _Iv:
         return _dtype_range(e.dtype)
 
     def _select(self, e):
-        cond = _simplify.simplify(e.cond, self.rm, _depth=self.depth + 1)
+        cond = simplified(e.cond, self.rm, self.depth + 1)
         if type(cond) is n.Const:
             return self(e.t if cond.value else e.f)
         (tl, th), (fl, fh) = self(e.t), self(e.f)
@@ -398,16 +471,58 @@ def interval(e: n.Expr, rm: RangeMap, depth: int = 0, facts: RangeMap | None = N
             _budget.refused = getattr(_budget, "refused", 0) + 1
         return None, None
     memo = _memo()
-    key = (e, id(rm), depth, id(facts))
-    hit = memo.get(key)
-    if hit is not None and hit[0] is rm and hit[1] is facts and hit[2] <= left:
-        _budget.left = left - hit[2]
-        return hit[3]
+    if facts is None:   # keyed by what of rm the answer reads (RangeMap.key_of)
+        key = (e, depth, rm.key_of(e))
+        hit = memo.get(key)
+        if hit is not None and hit[2] <= left:
+            _budget.left = left - hit[2]
+            return hit[3]
+    else:
+        key = (e, id(rm), depth, id(facts))
+        hit = memo.get(key)
+        if hit is not None and hit[0] is rm and hit[1] is facts and hit[2] <= left:
+            _budget.left = left - hit[2]
+            return hit[3]
     refused = getattr(_budget, "refused", 0)
     out = _interval(e, rm, depth, facts, left)
     if getattr(_budget, "refused", 0) == refused:    # no sub-question ran out of budget
         memo[key] = (rm, facts, left - _budget.left, out)
     return out
+
+
+def simplified(e, rm: RangeMap, depth: int):
+    """``simplify(e, rm)`` by a fresh simplifier at nesting ``depth`` (0: a top-level query,
+    which starts from a full budget; >= 1: the bounds' own simplification), memoised exactly
+    as ``interval`` is: a fresh simplification's answer is a function of ``e``, what of ``rm``
+    it reads (``RangeMap.key_of``), ``depth`` and the budget left; one that did not run out of
+    budget is kept with its cost, and a hit charges that cost.  Returns ``e`` itself when the
+    answer is ``e`` unchanged."""
+    if depth == 0:
+        reset_budget()
+    t = type(e)
+    if t is n.Const or t is n.Var:      # (nothing to simplify: not worth a key)
+        return e
+    left = getattr(_budget, "left", BUDGET)
+    memo = _memo()
+    key = (_SIMPLIFIED, e, depth, rm.key_of(e))
+    hit = memo.get(key)
+    if hit is not None and hit[2] <= left:
+        _budget.left = left - hit[2]
+        return e if hit[0] else hit[3]
+    refused = getattr(_budget, "refused", 0)
+    out = _simplify._Simplifier(rm, depth)(e)
+    if getattr(_budget, "refused", 0) == refused:
+        memo[key] = (out is e, None, left - getattr(_budget, "left", BUDGET), out)
+    return out
+
+
+_SIMPLIFIED = object()      # marks simplified()'s memo keys (interval's share the dict)
+
+
+def refusals() -> int:
+    """How many interval queries ran out of budget so far in this thread (a counter: a
+    computation that leaves it unchanged gave the answer an unlimited budget gives)."""
+    return getattr(_budget, "refused", 0)
 
 
 def _interval(e, rm, depth, facts, left):

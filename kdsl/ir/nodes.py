@@ -750,3 +750,9 @@ del _cls
 Expr.__getstate__ = _getstate
 Stmt.__getstate__ = _getstate
 Binding.__getstate__ = _getstate
+
+# the expression nodes lowering builds most: hand-written __init__/__eq__/__hash__ (same
+# meaning, a fraction of the cost; kdsl/ir/fast_nodes.py)
+from . import fast_nodes as _fast  # noqa: E402  (the classes above first)
+_fast.install(HASH_ATTR, Binary, Compare, Unary, Cast, Const, Select)
+del _fast

@@ -67,7 +67,22 @@ class Linear:
     def to_expr(self) -> n.Expr:
         """Rebuild: positive terms lead, ``t*c`` for coefficients, ``- t`` for negatives."""
         d = self.dtype
-        items = list(self.terms.items())
+        terms, const = self.terms, self.const
+        if len(terms) <= 1:     # (most forms: the same nodes as the loop below, built directly)
+            if not terms:
+                return n.Const(d, const)
+            (t, c), = terms.items()
+            if c > 0:
+                out = t if c == 1 else n.Binary(t.dtype, B.MUL, t, n.Const(t.dtype, c))
+                if const:
+                    out = n.Binary(d, B.ADD if const > 0 else B.SUB, out, n.Const(d, abs(const)))
+                return out
+            neg = t if c == -1 else n.Binary(t.dtype, B.MUL, t, n.Const(t.dtype, -c))
+            if const > 0:
+                return n.Binary(d, B.SUB, n.Const(d, const), neg)
+            out = n.Unary(d, n.UnOp.NEG, neg)
+            return n.Binary(d, B.SUB, out, n.Const(d, -const)) if const else out
+        items = list(terms.items())
         first = next((k for k, (_, c) in enumerate(items) if c > 0), None)
         if first is not None:
             items.insert(0, items.pop(first))
@@ -141,6 +156,11 @@ def _divmod_parts(t):
 
 def _merge_divmod(lin: Linear) -> Linear:
     """``(x // c)*c*k + (x % c)*k -> x*k``: what fusing then splitting an axis leaves."""
+    for t in lin.terms:
+        if type(t) is n.Binary and t.op is B.MOD:
+            break
+    else:
+        return lin          # (no remainder term: the common case, without copying the terms)
     for t, k in list(lin.terms.items()):
         if type(t) is not n.Binary or t.op is not B.MOD:
             continue
@@ -513,7 +533,7 @@ def simplify(expr: n.Expr, ranges=None, *, _depth: int = 0) -> n.Expr:
 
     ``ranges``: Var -> Range or inclusive (lo, hi) tuple, for the range-based rules.
     """
-    return _Simplifier(_ranges(ranges), _depth)(expr)
+    return _bounds.simplified(expr, _ranges(ranges), _depth)    # (memoised)
 
 
 def prove(cond: n.Expr, ranges=None) -> bool | None:
@@ -537,6 +557,10 @@ class _StmtSimplifier(Mutator):
         super().__init__()
         self.rm = rm
         self._expr = _Simplifier(rm, 0)
+        #: the expressions of this scope answered by ``bounds.simplified`` (a fresh simplifier,
+        #: memoised across scopes and passes) while ``_exact`` is False; see ``_e``
+        self._done: list = []
+        self._exact = False
         #: Var -> Expr: the loops of extent 1 removed around the statement being visited (their
         #: var set to their min), substituted into each expression as it is simplified: what
         #: substituting into the whole body first would give, without rebuilding its statements
@@ -544,14 +568,34 @@ class _StmtSimplifier(Mutator):
         self.env: dict = {}
 
     def _e(self, e):
+        """``e`` simplified as by ``self._expr``, the simplifier of the current scope (one run
+        of expressions under the same ranges), whose memo is shared by the scope's
+        expressions, the budget reset before each.  A fresh simplifier's answer (memoised by
+        ``bounds.simplified`` across scopes and passes) is the same whenever it did not run out
+        of budget: its answers are then those of an unlimited budget, and the scope's
+        simplifier charges no more than a fresh one (its memo only skips work), so it did not
+        run out either.  At the first expression that ran out, the scope's simplifier takes
+        over for the rest of the scope, after re-running the expressions answered so far (its
+        memo is then what it would have been)."""
         if e is None:
             return None
         if self.env:
             e = substitute(e, self.env)
         if self._expr.rm is not self.rm:
             self._expr = _Simplifier(self.rm, 0)
-        else:
-            _bounds.reset_budget()      # the budget is per expression; the memo is per scope
+            self._done, self._exact = [], False
+        if not self._exact:
+            refused = _bounds.refusals()
+            r = _bounds.simplified(e, self.rm, 0)
+            if _bounds.refusals() == refused:
+                self._done.append(e)
+                return r
+            self._exact = True
+            for x in self._done:
+                _bounds.reset_budget()
+                self._expr(x)
+            self._done = []
+        _bounds.reset_budget()      # the budget is per expression; the memo is per scope
         return self._expr(e)
 
     def visit(self, node):

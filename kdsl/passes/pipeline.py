@@ -64,11 +64,9 @@ from typing import Callable
 
 from .. import config
 from ..ir import nodes as n
-from .blocked_sums import blocked_sums
 from .bound import infer_bounds
 from .inline import inline
 from .loop_nests import build_loop_nests
-from .lower_cross_thread import lower_cross_thread
 from .padded_compute import padded_compute
 from .placement import place_stages
 from .scan_check import check_scans
@@ -173,11 +171,25 @@ CORE = Pipeline((
     Pass("simplify", simplify_pass),
 ))
 
-#: the table of sequential executors (interp, cpu): CORE, then what makes its IR sequential
-SEQUENTIAL = CORE.append(
-    Pass("lower_cross_thread", lower_cross_thread),
-    Pass("blocked_sums", blocked_sums),
-)
+def sequential() -> Pipeline:
+    """``SEQUENTIAL``, the table of sequential executors (interp, cpu): CORE, then what makes
+    its IR sequential.  Made on first use (``SEQUENTIAL`` is this module's attribute through
+    ``__getattr__``): a GPU target never imports those two passes."""
+    table = globals().get("SEQUENTIAL")
+    if table is None:
+        from .blocked_sums import blocked_sums
+        from .lower_cross_thread import lower_cross_thread
+        table = globals()["SEQUENTIAL"] = CORE.append(
+            Pass("lower_cross_thread", lower_cross_thread),
+            Pass("blocked_sums", blocked_sums),
+        )
+    return table
+
+
+def __getattr__(name):
+    if name == "SEQUENTIAL":
+        return sequential()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _run_one(p: Pass, state: LowerState) -> LowerState:
@@ -189,9 +201,12 @@ def _run_one(p: Pass, state: LowerState) -> LowerState:
     return state if func is state.func else dataclasses.replace(state, func=func)
 
 
-def run_pipeline(state: LowerState, pipeline: Pipeline = SEQUENTIAL, stop_after: str | None = None) -> LowerState:
-    """Run ``pipeline`` over ``state`` (up to and including ``stop_after``) with verification,
-    dumps and timing; returns the last state (``state.func`` once ``loop_nests`` ran)."""
+def run_pipeline(state: LowerState, pipeline: Pipeline | None = None, stop_after: str | None = None) -> LowerState:
+    """Run ``pipeline`` (default ``SEQUENTIAL``) over ``state`` (up to and including
+    ``stop_after``) with verification, dumps and timing; returns the last state
+    (``state.func`` once ``loop_nests`` ran)."""
+    if pipeline is None:
+        pipeline = sequential()
     passes = pipeline.passes
     if stop_after is not None:
         passes = passes[:pipeline.index(stop_after) + 1]
@@ -226,7 +241,7 @@ def lower(sched, extra_passes=(), out_contiguous=(), pipeline: Pipeline | None =
     """Lower a ``Schedule`` to loop IR through ``pipeline`` (default ``SEQUENTIAL``; GPU form:
     ``kdsl.gpu.pipeline.lower``), then the IR passes ``extra_passes`` appended (``Pass``es,
     (name, fn) pairs or functions)."""
-    pipe = pipeline if pipeline is not None else SEQUENTIAL
+    pipe = pipeline if pipeline is not None else sequential()
     if extra_passes:
         pipe = pipe.append(*extra_passes)
     state = run_pipeline(LowerState(sched, tuple(out_contiguous)), pipe)

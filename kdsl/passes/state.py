@@ -19,7 +19,6 @@ from typing import Any
 
 from ..errors import InternalCompilerError
 from ..ir import nodes as n
-from ..ir.printer import Namer, format_expr
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,6 +77,7 @@ def format_state(s: LowerState) -> str:
     """The analyses of ``s`` in text, one section per filled field (the IR when ``func`` is set)."""
     if s.func is not None:
         return str(s.func)
+    from ..ir.printer import Namer, format_expr     # (debugging output: imported when asked)
     namer = Namer()
     ex = lambda e: format_expr(e, namer)       # noqa: E731
     out = [f"# lowering {s.sched.graph.name}"]

@@ -23,7 +23,7 @@ from kdsl.ir.visitor import collect
 
 from kdsl import dtypes as dt
 
-from .types import SMALL_INTS, ctype, literal, rounded, value_only
+from .types import CTYPE_BY_ID, SMALL_INTS, ctype, literal, rounded, value_only
 
 #: float operators whose result of a NaN operand is the GPU's canonical NaN whatever the
 #: operand's payload (CUDA: "the result of an operation involving one or more input NaNs is
@@ -87,7 +87,8 @@ class ExprPrinter:
         fn = self._table.get(type(e))
         if fn is None:
             raise InternalCompilerError(f"cuda codegen: {type(e).__name__} expression in loop IR")
-        ctype(e.dtype)          # refuses unsupported dtypes with a clear message
+        if id(e.dtype) not in CTYPE_BY_ID:
+            ctype(e.dtype)      # refuses unsupported dtypes with a clear message
         return fn(e)
 
     def index(self, e) -> str:
@@ -114,7 +115,7 @@ class ExprPrinter:
     def _n32(self, e) -> bool:
         """Whether ``e`` prints as 32-bit index arithmetic here (in a value: only arithmetic
         of indices, no loaded data; the value's parent widens it)."""
-        if self.widths is None or e.dtype != dt.index:
+        if self.widths is None or e.dtype is not dt.index:     # (DTypes are interned)
             return False
         return self.widths.narrow(e) if self._index else self.widths.pure_narrow(e)
 

@@ -33,7 +33,6 @@ from .vector import try_vectorize
 from .names import Namer
 from .offsets import const_int, flat_offset
 from .cross_thread import CrossThreadEmitter
-from . import wgmma, wmma
 from .types import ctype, literal, load, store, stype
 
 _AXIS = {"x": 0, "y": 1, "z": 2}
@@ -62,6 +61,10 @@ class KernelSource:
     helpers: tuple = ()
     #: whether it needs the sm_90a target (Hopper's wgmma)
     sm90a: bool = False
+
+
+#: the warp-level statements printed by codegen/wmma.py and codegen/wgmma.py
+_WARP_STMTS = frozenset(n.WMMA_STMTS) | {n.WgmmaCommit, n.WgmmaWait}
 
 
 def _tag_axis(tag: n.ThreadTag) -> tuple[str, int]:
@@ -97,7 +100,7 @@ class KernelPrinter:
         self._invariants = _thread_invariant_divisions(kernel.body, self._scalars)
         #: Hopper tensor cores (codegen/wgmma.py): the kernel has shared-operand products; the
         #: device functions printed for them; inside a fenced run of wgmma statements
-        self.has_wgmma = wgmma.uses_wgmma(kernel.body)
+        self.has_wgmma = any_statement(kernel.body, lambda x: type(x) is n.WgmmaMma)   # (uses_wgmma)
         self.async_wgmma = self.has_wgmma and any_statement(kernel.body, lambda x: type(x) is n.WgmmaCommit)
         self.helpers: dict = {}
         self.wgmma_batch = False
@@ -144,6 +147,7 @@ class KernelPrinter:
             raise InternalCompilerError(f"cuda codegen: {b.name} indexed with {len(indices)} of "
                                         f"{len(b.shape)} indices")
         if b.swizzle:
+            from . import wgmma
             return wgmma.offset(self, b, indices)
         e = flat_offset(b, indices)
         return "0" if e is None else self.expr.index(e)
@@ -189,18 +193,20 @@ class KernelPrinter:
 
     # ------------------------------------------------------------- statements
     def stmt(self, s, d: int) -> None:
-        if type(s) is n.WgmmaMma:       # Hopper shared-operand products (codegen/wgmma.py)
-            wgmma.mma(self, s, d)
-            return
-        if type(s) is n.WgmmaCommit:
-            wgmma.commit(self, s, d)
-            return
-        if type(s) is n.WgmmaWait:
-            wgmma.wait(self, s, d)
-            return
-        if type(s) in wmma.EMIT:         # tensor-core warp statements (codegen/wmma.py)
-            wmma.emit(self, s, d)
-            return
+        if type(s) in _WARP_STMTS:      # tensor cores: their code generators, imported when used
+            from . import wgmma, wmma
+            if type(s) is n.WgmmaMma:       # Hopper shared-operand products (codegen/wgmma.py)
+                wgmma.mma(self, s, d)
+                return
+            if type(s) is n.WgmmaCommit:
+                wgmma.commit(self, s, d)
+                return
+            if type(s) is n.WgmmaWait:
+                wgmma.wait(self, s, d)
+                return
+            if type(s) in wmma.EMIT:         # tensor-core warp statements (codegen/wmma.py)
+                wmma.emit(self, s, d)
+                return
         fn = getattr(self, "_" + type(s).__name__, None)
         if fn is None:
             raise InternalCompilerError(f"cuda codegen: {type(s).__name__} inside a device kernel")
@@ -271,10 +277,12 @@ class KernelPrinter:
             return
         if s.kind is n.ForKind.VECTORIZED and try_vectorize(self, s, d):
             return        # 16-byte loads/stores where aligned, else the loop (codegen/vector.py)
-        run = wgmma.batch(s) if self.has_wgmma and not self.wgmma_batch else None
-        if run:
-            wgmma.batched_loop(self, s, run, d)      # one fenced asynchronous run
-            return
+        if self.has_wgmma and not self.wgmma_batch:
+            from . import wgmma
+            run = wgmma.batch(s)
+            if run:
+                wgmma.batched_loop(self, s, run, d)      # one fenced asynchronous run
+                return
         self.plain_loop(s, d)
 
     def plain_loop(self, s: n.For, d, rolled: bool = False):
@@ -469,6 +477,7 @@ class KernelPrinter:
             self.emit(d, "}")
         elif b.scope.is_fragment:       # per-thread registers of a warp's fragment
             self.fragments.append(b)
+            from . import wmma
             try:
                 wmma.allocate(self, s, d)
             finally:
@@ -493,19 +502,28 @@ class KernelPrinter:
         CrossThreadEmitter(self, s, k).emit(d)
 
 
+#: the nodes whose buffers and variables make a kernel's parameters
+_PARAM_NODES = frozenset({n.Load, n.Store, n.AsyncCopy, n.WmmaLoad, n.WmmaStore, n.Intrinsic, n.Var})
+
+
 def kernel_params(func: n.LoweredFunc, kernel: n.DeviceKernel, namer) -> tuple:
     """The parameters of ``kernel``: the global buffers it reads or writes (inputs as
     ``const T* __restrict__``, outputs and workspaces ``T* __restrict__``), in ``func.buffers`` then workspace order, then the scalars it
     uses (shapes, strides, scalar arguments) in ``func.scalars`` order."""
-    used = set()
-    for x in collect(kernel.body, lambda x: type(x) in (n.Load, n.Store, n.AsyncCopy)):
-        used.add(id(x.buffer))
-    for x in collect(kernel.body, lambda x: type(x) in (n.WmmaLoad, n.WmmaStore)):  # tensor-core tiles
-        used.add(id(x.src if type(x) is n.WmmaLoad else x.dst))
-    for x in collect(kernel.body, lambda x: type(x) is n.Intrinsic):     # block routines' operands
-        used.update(id(a) for a in x.args if type(a) is n.Buffer)
+    used, free = set(), set()
+    for x in collect(kernel.body, lambda x: type(x) in _PARAM_NODES):   # (one walk for all)
+        t = type(x)
+        if t is n.Var:
+            free.add(id(x))
+        elif t is n.WmmaLoad:                       # tensor-core tiles
+            used.add(id(x.src))
+        elif t is n.WmmaStore:
+            used.add(id(x.dst))
+        elif t is n.Intrinsic:                      # block routines' operands
+            used.update(id(a) for a in x.args if type(a) is n.Buffer)
+        else:
+            used.add(id(x.buffer))
     bufs = [b for b in func.buffers + func.workspaces if id(b) in used]
-    free = {id(v) for v in collect(kernel.body, lambda x: type(x) is n.Var)}
     for b in bufs:
         for e in (b.strides or ()) + tuple(b.shape):
             free.update(id(v) for v in collect(e, lambda x: type(x) is n.Var))
@@ -529,14 +547,22 @@ def _thread_invariant_divisions(body, scalars: dict) -> list:
     all block/thread indices or kernel parameters, innermost first (their texts nest), each with the ids of its
     variables.  Splitting fused axes puts such divisions (64-bit, often by a run-time size)
     into every index; computed once per thread they cost nothing in the loops."""
-    bound = {id(f.var) for f in collect(body, lambda x: type(x) is n.For and x.kind is n.ForKind.BOUND
-                                        and not x.thread.is_vthread)}
+    # one walk: the block/thread loops and the integer divisions (each kind in pre-order)
+    bound, divisions = set(), []
+    for x in collect(body, lambda x: (type(x) is n.For and x.kind is n.ForKind.BOUND
+                                      and not x.thread.is_vthread)
+                     or (type(x) is n.Binary and x.op in (n.BinOp.FLOORDIV, n.BinOp.MOD)
+                         and x.dtype.is_int)):
+        if type(x) is n.For:
+            bound.add(id(x.var))
+        else:
+            divisions.append(x)
     out, seen = [], set()
-    for e in collect(body, lambda x: type(x) is n.Binary and x.op in (n.BinOp.FLOORDIV, n.BinOp.MOD)
-                     and x.dtype.is_int):
-        if collect(e, lambda x: type(x) is n.Load):
+    for e in divisions:
+        parts = collect(e, lambda x: type(x) is n.Load or type(x) is n.Var)
+        if any(type(x) is n.Load for x in parts):
             continue        # data, not index arithmetic: it may sit behind a bounds guard
-        vars_ = {id(v) for v in collect(e, lambda x: type(x) is n.Var)}
+        vars_ = {id(v) for v in parts}
         if not vars_ or not all(v in bound or v in scalars for v in vars_):
             continue
         if type(e.b) is n.Const and type(e.a) is n.Var:

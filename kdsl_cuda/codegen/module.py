@@ -11,7 +11,6 @@ from kdsl.ir.visitor import allocate_chain, collect_stmts
 
 from .kernel import KernelPrinter, KernelSource, kernel_params
 from .prelude import prelude_for
-from .wgmma import SWIZZLE_HELPERS
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,10 @@ def generate(func: n.LoweredFunc) -> CudaModule:
     for ks in kernels:
         helpers.update(ks.helpers)
     sm90a = any(ks.sm90a for ks in kernels)
-    extra = (SWIZZLE_HELPERS if sm90a else "") + "".join(helpers.values())
+    extra = "".join(helpers.values())
+    if sm90a:
+        from .wgmma import SWIZZLE_HELPERS      # (tensor-core code generators: imported when used)
+        extra = SWIZZLE_HELPERS + extra
     body = extra + "\n" + "\n\n".join(ks.text for ks in kernels) + "\n"
     text = prelude_for(body) + body            # only the helpers the kernels call
     if light:       # (wgmma modules hold WMMA_STMTS: never light)

@@ -15,6 +15,10 @@ import numpy as np
 from kdsl import dtypes as dt
 from kdsl.errors import BackendCompileError
 
+#: the line that marks a module needing the sm_90a target (Hopper's wgmma, codegen/wgmma.py;
+#: here so that the build reads it without importing the tensor-core code generators)
+SM90A_MARK = "#define KD_NEEDS_SM90A 1"
+
 #: C type of each supported dtype (the prelude typedefs the fixed-width names)
 _CTYPES = {
     dt.float32: "float", dt.float64: "double", dt.bool_: "bool",
@@ -30,8 +34,17 @@ SMALL_INTS = frozenset({dt.int8, dt.int16, dt.uint8, dt.uint16})
 _HALF = {dt.float16: ("kd_f2h", "kd_h2f", "kd_rh"), dt.bfloat16: ("kd_f2bf", "kd_bf2f", "kd_rbf")}
 
 
+#: id(DType) -> ``ctype`` of it, for kdsl's own (interned) dtypes: the printer asks for every
+#: node, and a DType hashes in Python
+CTYPE_BY_ID = {id(d): ("float" if d in _HALF else t) for d, t in
+                list(_CTYPES.items()) + [(h, "float") for h in _HALF]}
+
+
 def ctype(d) -> str:
     """The C type of dtype ``d``'s values in registers (16-bit floats: ``float``)."""
+    t = CTYPE_BY_ID.get(id(d))
+    if t is not None:
+        return t
     if d in _HALF:
         return "float"
     t = _CTYPES.get(d)

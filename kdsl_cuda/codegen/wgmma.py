@@ -51,7 +51,7 @@ from kdsl.ir.visitor import any_statement
 LINE_BYTES, ATOM_BYTES = 128, 1024
 
 #: in a module's source: it needs the sm_90a target (``kdsl_cuda.build.target_arch``)
-SM90A_MARK = "#define KD_NEEDS_SM90A 1"
+from .types import SM90A_MARK
 
 SWIZZLE_HELPERS = SM90A_MARK + r"""
 // Hopper tensor cores (codegen/wgmma.py): the 128-byte swizzle, descriptors, fences
