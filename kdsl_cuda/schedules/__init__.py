@@ -46,7 +46,7 @@ from kdsl.schedule.records import AttachKind
 from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
-from . import decode, gemm, hopper, recipes, rules, stencil, tensorcore, transpose
+from . import conv, decode, gemm, hopper, recipes, rules, stencil, tensorcore, transpose
 
 
 def schedule(sched, hints) -> None:
@@ -324,6 +324,8 @@ def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
             gemm.gemm(sched, h, **rules.matmul(sched, h, plan))
         else:    # small constant extents: one output per thread (a safe generic mapping)
             recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, False))
+    elif k == "conv":
+        _conv(sched, h, plan)
     elif k == "row":
         recipes.row_reduce(sched, h, **rules.row(sched, h, plan))
     elif k == "column":
@@ -332,6 +334,17 @@ def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
         stencil.stencil_tile(sched, h, **rules.stencil(sched, h, plan))
     else:
         recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, k == "stencil"))
+
+
+def _conv(sched, h, plan) -> None:
+    """A convolution (conv.py): the tiled implicit GEMM where its tiles fit, else one
+    output per thread."""
+    m = conv.find(h.stage)
+    cfg = conv.choose(sched, h, m, plan)
+    if conv.fits(h.stage, m, cfg):
+        conv.conv_tile(sched, h, m, cfg)
+    else:
+        recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, False))
 
 
 def _chain_threads(sched, root: str, attach: dict, plans: dict) -> int:
