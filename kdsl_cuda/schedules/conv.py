@@ -149,6 +149,9 @@ class Config:
     nb: int = 1
     bk: int = 8
     stages: int = 2
+    #: the thread's registers of X: its whole window column per channel ("window"), per
+    #: window row ("row") or per tap ("tap")
+    xl: str = "window"
 
     @property
     def threads(self) -> int:
@@ -164,6 +167,11 @@ def _range_hi(sched, iv, default):
     return default if b is None else b
 
 
+def _range_lo(sched, iv, default):
+    r = A.extent_range(sched, iv)
+    return default if r is None else r[0]
+
+
 def choose(sched, h, m: Conv, plan=None) -> Config:
     """The configuration for the stage's sizes (``sched.size_hints``; unknown: 56-wide
     images, 64 channels), adjusted by the hints: ``tile`` on o / y / x (block extents, and
@@ -173,12 +181,13 @@ def choose(sched, h, m: Conv, plan=None) -> Config:
     c = Config()
     if st.dtype.itemsize > 4:            # 8-byte accumulators: half the register tile
         c = replace(c, om=4)
-    width = _range_hi(sched, m.x, 56)
+    width = _range_lo(sched, m.x, 56)
     rows = _range_hi(sched, m.y, 56) if m.y is not None else 1
     chans = _range_hi(sched, m.o, 64)
-    if width <= 12:
+    # (a size class spans a factor of 2: [14, 29] holds 14 and 28, both 87% of 16-wide tiles)
+    if width < 12:
         c = replace(c, tx=8)
-    elif width <= 24:
+    elif width < 24:
         c = replace(c, tx=16)
     if m.y is None or rows <= 4:
         c = replace(c, ty=min(4, max(1, rows)) if m.y is not None else 1,
@@ -287,7 +296,8 @@ def conv_tile(sched, O, m: Conv, c: Config) -> None:
     # the thread's window column for a whole channel at stride 1 (each row read once for
     # every tap); at larger strides the rows a tap skips would be read too: per tap row
     if XL is not None:
-        XL.compute_at(CL, rci if win and m.stride == 1 else win[0] if win else rci)
+        level = c.xl if m.stride == 1 else "tap"
+        XL.compute_at(CL, {"window": rci, "row": win[0], "tap": win[-1]}[level] if win else rci)
     WL.compute_at(CL, win[-1] if win else rci)
     for L in (XL, WL):
         for a in L.stage.axes if L is not None else ():
