@@ -169,10 +169,15 @@ def mem_index(fail, buf, indices, tvars, what: str, any_dims: bool = False):
 
 
 def limits(fail, guards, tvars) -> dict:
-    """tile var -> the valid extent its guards allow (``base + x < N`` gives ``N - base``)."""
-    out = {}
+    """tile var -> the valid extent its guards allow (``base + x < N`` gives ``N - base``); a
+    guard on none of the tile's loops keeps the whole tile or none of it (the first tile
+    var's extent is 0 where it fails)."""
+    out, whole = {}, []
     for g in guards:
         used = [v for v in tvars if v in free_vars(g)]
+        if not used and g.dtype.is_bool and not collect(g, lambda x: isinstance(x, n.Load)):
+            whole.append(g)     # the whole tile or none of it (one image row of a convolution)
+            continue
         if collect(g, lambda x: isinstance(x, n.Load)):
             fail(f"the tile is guarded by {show(g)}, which reads memory; a wmma tile can only be "
                  "cut short at the end of its rows or columns")
@@ -194,7 +199,17 @@ def limits(fail, guards, tvars) -> dict:
             lim = lim.add(type(lim)(lim.dtype, {}, 1))
         e = simplify(lim.to_expr())
         out[v] = e if v not in out else simplify(mk.min_(out[v], e))
+    if whole and tvars:      # no valid row where a condition fails (the extents clamp above)
+        v = tvars[0]
+        cond = whole[0]
+        for g in whole[1:]:
+            cond = mk.logical_and(cond, g)
+        out[v] = simplify(mk.select(cond, out.get(v, mk.as_expr(WHOLE)), mk.as_expr(0)))
     return out
+
+
+#: the valid extent of a tile axis no guard bounds (the extents clamp to the tile's size)
+WHOLE = 1 << 30
 
 
 def check_multiple(fail, rest, size: int, what: str):

@@ -353,6 +353,7 @@ def _find(s, reqs: dict, plan: _Plan, stack: list, kernels: list, conds: tuple =
                      "statements run once per warp, and threadIdx.x is the 32 lanes of a warp",
                      hint="bind the loops that pick a warp's tiles to threadIdx.y / threadIdx.z")
             nest = parse_nest(req, s)
+            nest.store = _index_simplified(nest.store, loop_ranges(stack + nest.loops))
             nest.info["scope"] = {f.var for f in stack}
             nest.info["ranges"] = loop_ranges(stack)
             nest.info["stack"], nest.info["conds"] = list(stack), list(conds)
@@ -373,6 +374,32 @@ def _find(s, reqs: dict, plan: _Plan, stack: list, kernels: list, conds: tuple =
             _find(s.otherwise, reqs, plan, stack, kernels, conds + (s.cond,))
     elif t in (n.Allocate, n.LetStmt, n.DeviceKernel):
         _find(s.body, reqs, plan, stack, kernels, conds)
+
+
+class _Indices(Mutator):
+    """Every Load's and Store's indices simplified with the loops' ranges."""
+
+    def __init__(self, ranges):
+        super().__init__()
+        self.ranges = ranges
+
+    def _ix(self, node):
+        ix = tuple(simplify(i, self.ranges) for i in node.indices)
+        return node if all(a is b for a, b in zip(ix, node.indices)) else dataclasses.replace(node, indices=ix)
+
+    def visit_Load(self, e):
+        return self._ix(e)
+
+    def visit_Store(self, s):
+        s = self.generic(s)
+        return self._ix(s)
+
+
+def _index_simplified(store: n.Store, ranges) -> n.Store:
+    """``store`` with its indices and its loads' simplified in the nest's loop ranges: a
+    channels-last pack read at ``P[k // 16, .., k % 16]`` with ``k = 16 k.outer + k.inner``
+    is ``P[k.outer, .., k.inner]`` there (an affine tile)."""
+    return _Indices(ranges).visit(store)
 
 
 class _Rewrite(Mutator):

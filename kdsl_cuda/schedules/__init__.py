@@ -46,7 +46,7 @@ from kdsl.schedule.records import AttachKind
 from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
-from . import conv, decode, gemm, hopper, recipes, rules, stencil, tensorcore, transpose
+from . import conv, conv_tc, decode, gemm, hopper, recipes, rules, stencil, tensorcore, transpose
 
 
 def schedule(sched, hints) -> None:
@@ -268,12 +268,14 @@ def realize(sched, plans: dict, attach: dict, caches: dict | None = None) -> Non
 
 
 def _epilogues(sched, plans) -> dict:
-    """Matmul name -> the stage casting its result that its tensor-core stores take over."""
+    """Matmul or convolution name -> the stage casting its result that its tile stores take
+    over (tensor-core fragment stores, or the convolution's register tile)."""
     out = {}
     for h in sched.stages:
         plan = plans.get(h.name)
-        if plan is not None and plan.recipe.name == "matmul" and \
-                matmul_recipe(sched, h, plan) in ("wgmma", "tensorcore", "decode"):
+        if plan is not None and (plan.recipe.name == "matmul" and matmul_recipe(
+                sched, h, plan) in ("wgmma", "tensorcore", "decode") or plan.recipe.name == "conv"
+                and conv_recipe(sched, h, plan) != "per_output"):
             e = tensorcore.cast_epilogue(sched, h, plans)
             if e is not None:
                 out[h.name] = e
@@ -325,7 +327,7 @@ def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
         else:    # small constant extents: one output per thread (a safe generic mapping)
             recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, False))
     elif k == "conv":
-        _conv(sched, h, plan)
+        _conv(sched, h, plan, epilogue)
     elif k == "row":
         recipes.row_reduce(sched, h, **rules.row(sched, h, plan))
     elif k == "column":
@@ -336,15 +338,31 @@ def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
         recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, k == "stencil"))
 
 
-def _conv(sched, h, plan) -> None:
-    """A convolution (conv.py): the tiled implicit GEMM where its tiles fit, else one
-    output per thread."""
+def conv_recipe(sched, h, plan) -> str:
+    """The one place a convolution's recipe is decided: ``"tensorcore"`` (16-bit operands:
+    conv_tc.py), ``"tile"`` (the CUDA-core implicit GEMM: conv.py) or ``"per_output"``
+    (constant extents its tiles do not fit)."""
     m = conv.find(h.stage)
-    cfg = conv.choose(sched, h, m, plan)
-    if conv.fits(h.stage, m, cfg):
-        conv.conv_tile(sched, h, m, cfg)
+    if conv_tc.eligible(sched, h, m):
+        return "tensorcore"
+    return "tile" if conv.fits(h.stage, m, conv.choose(sched, h, m, plan)) else "per_output"
+
+
+def _conv(sched, h, plan, epilogue=None) -> None:
+    """A convolution (conv.py, conv_tc.py), by ``conv_recipe``."""
+    how = conv_recipe(sched, h, plan)
+    m = conv.find(h.stage)
+    if how == "tensorcore":
+        conv_tc.conv_tc(sched, h, m, conv_tc.choose(sched, h, m, plan), epilogue)
+    elif how == "tile":
+        conv.conv_tile(sched, h, m, conv.choose(sched, h, m, plan), epilogue)
     else:
+        if tensorcore.tensor_cores_hint(sched, h) is True:
+            warn_user(f"tensor_cores=True on {h.name}: its operands are not both float16 or "
+                      f"bfloat16 at unit stride; it runs on CUDA cores")
         recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, False))
+        if epilogue is not None:
+            raise InternalCompilerError(f"cuda schedule: an epilogue for {h.name} without a tile")
 
 
 def _chain_threads(sched, root: str, attach: dict, plans: dict) -> int:

@@ -242,8 +242,9 @@ def _pos(stage, iv) -> int:
     return list(stage.axes).index(iv)
 
 
-def conv_tile(sched, O, m: Conv, c: Config) -> None:
-    """Realise the CUDA-core recipe (module docstring) on stage handle ``O``."""
+def conv_tile(sched, O, m: Conv, c: Config, epilogue=None) -> None:
+    """Realise the CUDA-core recipe (module docstring) on stage handle ``O``; ``epilogue``:
+    the stage casting O (tensorcore.cast_epilogue), computed from the accumulators instead."""
     st = O.stage
     ipos, opos, xpos = _pos(st, m.o), _pos(st, m.x), _pos(st, m.x)
     ypos = _pos(st, m.y) if m.y is not None else None
@@ -252,6 +253,9 @@ def conv_tile(sched, O, m: Conv, c: Config) -> None:
     main_k = [rpos[id(r)] for r in m.main]
     win_k = [rpos[id(r)] for r in m.window]
     CL = sched.cache_write(O, "local")
+    if epilogue is not None:        # O is a copy of CL now: the cast reads CL directly
+        O.compute_inline()
+        O = epilogue
     XS = sched.cache_read(m.img.tensor, "shared", [CL], pad=True)
     WS = sched.cache_read(m.wgt.tensor, "shared", [CL], pad=True)
     # (a guarded read clamps its indices: their boxes have no constant size, so the

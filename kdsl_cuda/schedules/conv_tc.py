@@ -1,0 +1,215 @@
+"""The default cuda schedule of a 16-bit convolution on tensor cores (conv.py recognises it):
+``O[.., o, y, x] = sum_{c, ry, rx} f32(X[.., c, y + ry, x + rx]) * f32(W[o, c, ry, rx])``
+with X and W both float16 or both bfloat16, stride 1 along the columns, tensorized with
+``kd.intrin.wmma(16, 16, 16)`` (mma.sync; tensorcore.py's fragments) as an implicit GEMM:
+M = output channels, N = the columns of one output row, K = the channels, 16 at a time, for
+each window tap.
+
+* a block computes ``16 * wo * to`` channels x ``wy`` rows x ``16 * tx`` columns of O: ``wo``
+  warps along the channels (threadIdx.y) times ``wy`` warps along the rows (threadIdx.z, a
+  row each), every warp a ``to x tx`` grid of 16 x 16 accumulator fragments;
+* per step of 16 channels the block copies what its outputs read into shared memory, in
+  channels-last panels (``Schedule.pack(.., lanes_last=True)``): X's box, ``wy + kh - 1``
+  rows x ``16 * tx + kw - 1`` columns x 16 channels, and W's ``16 * wo * to`` x ``kh x kw``
+  x 16, so that every fragment is 16 rows of 16 consecutive channels (one ``ldmatrix``; the
+  im2col is in the fragment's origin: the tap shifts the rows it starts at);
+* per tap and warp: ``to`` A fragments (weights), ``tx`` B fragments (X at the tap's row and
+  column offset), ``to * tx`` fragment products;
+* the accumulators are stored into O (an NCHW tile of channels x columns: ``WmmaStore.dims``),
+  or cast to 16 bits on the way (the ``epilogue``, as tensorcore.py's).
+
+Correct for any sizes (channels not a multiple of 16: the last panel's loads stop at the
+reduction's end; edges: partial fragments are clipped), window and batch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import kdsl as kd
+from kdsl import dtypes as dt
+
+from . import analysis as A
+from .conv import Conv, _pos
+from .gemm import bind_blocks, size_bound
+from .recipes import _fuse
+
+
+@dataclass(frozen=True)
+class TCConfig:
+    """``wo x wy`` warps, each ``to x tx`` fragments (channels x columns, one row)."""
+    wo: int = 2
+    to: int = 4
+    wy: int = 4
+    tx: int = 4
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.wo * self.wy
+
+
+def eligible(sched, h, m: Conv) -> bool:
+    """Whether convolution stage handle ``h`` takes the tensor-core recipe: 16-bit X and W of
+    one type accumulated in float32, unit stride along the columns, unguarded reads (a padded
+    read clamps its indices: the CUDA-core recipe serves it), no extent a constant below 16;
+    unless ``tensor_cores=False`` (or, without the hint, ``KDSL_CUDA_TENSOR_CORES=0``)."""
+    from kdsl import config
+    from .tensorcore import tensor_cores_hint
+    want = tensor_cores_hint(sched, h)
+    if not (config.cuda_tensor_cores() if want is None else want):
+        return False
+    st = h.stage
+    x_t, w_t = m.img.tensor, m.wgt.tensor
+    if (st.dtype is not dt.float32 or x_t.dtype not in (dt.float16, dt.bfloat16)
+            or w_t.dtype is not x_t.dtype or m.guarded or len(m.main) != 1):
+        return False
+    if _coeff(m.img, m.x) != 1 or (m.y is not None and _coeff(m.img, m.y) != 1):
+        return False
+    # the channel axis indexes one dimension of each operand on its own
+    if sum(i is m.main[0].var for i in m.img.indices) != 1 or \
+            sum(i is m.main[0].var for i in m.wgt.indices) != 1 or \
+            not any(i is m.o.var for i in m.wgt.indices):
+        return False
+    return not any((c := A.const_extent(iv)) is not None and c < 16 for iv in (m.o, m.x))
+
+
+def _coeff(read, axis) -> int | None:
+    from kdsl.ir.simplify import linear
+    from kdsl.ir.visitor import uses_var
+    for i in read.indices:
+        if uses_var(i, axis.var):
+            c = linear(i).terms.get(axis.var)
+            return c if isinstance(c, int) else None
+    return None
+
+
+def choose(sched, h, m: Conv, plan=None) -> TCConfig:
+    """The block for the stage's sizes (columns: 64, 32 or 16 by the row length; channels
+    and rows to keep 8 warps), adjusted by ``tile`` hints on o/y/x and ``threads``."""
+    from kdsl.schedule.plan import spatial_names
+    width = size_bound(sched, m.x) or 64
+    chans = size_bound(sched, m.o) or 128
+    c = TCConfig()
+    tx = 4 if width > 48 else 2 if width > 24 else 1
+    to, wo = c.to, c.wo
+    while wo * to * 16 >= 2 * chans and to > 1:
+        to //= 2
+    wy = max(1, 8 // wo)
+    if m.y is None:
+        wy = 1
+    c = TCConfig(wo=wo, to=to, wy=wy, tx=tx)
+    if plan is not None:
+        names = dict(zip(spatial_names(h.stage), h.stage.axes))
+        for nm, v in plan.tile.items():
+            ax = names.get(nm)
+            if ax is m.o:
+                c = TCConfig(c.wo, max(1, v // (16 * c.wo)), c.wy, c.tx)
+            elif ax is m.y and m.y is not None:
+                c = TCConfig(c.wo, c.to, max(1, v), c.tx)
+            elif ax is m.x:
+                c = TCConfig(c.wo, c.to, c.wy, max(1, v // 16))
+    return c
+
+
+def conv_tc(sched, C, m: Conv, c: TCConfig, epilogue=None) -> None:
+    """Realise the tensor-core recipe (module docstring) on convolution stage handle ``C``.
+    ``epilogue``: C's cast to 16 bits, done by the fragment stores."""
+    st = C.stage
+    x_t, w_t = m.img.tensor, m.wgt.tensor
+    opos, xpos = _pos(st, m.o), _pos(st, m.x)
+    ypos = _pos(st, m.y) if m.y is not None else None
+    bpos = [_pos(st, a) for a in m.batch]
+    rpos = {id(r): k for k, r in enumerate(st.reduce_axes)}
+    main_k = rpos[id(m.main[0])]
+    win_k = [rpos[id(r)] for r in m.window]
+    xc = [k for k, i in enumerate(m.img.indices) if i is m.main[0].var][0]
+    wc = [k for k, i in enumerate(m.wgt.indices) if i is m.main[0].var][0]
+    w = kd.intrin.wmma(16, 16, 16, dtype=x_t.dtype, layout_b="col_major")
+    CF = sched.cache_write(C, "wmma.accumulator")
+    if epilogue is not None:     # C is now a copy of the accumulator: the cast reads it directly
+        C.compute_inline()
+        C = epilogue
+    # channels-last panels of 16: a fragment's rows are 16 consecutive channels in memory
+    XP = sched.pack(x_t, [CF], axis=xc, factor=16, scope="shared", lanes_last=True)
+    WP = sched.pack(w_t, [CF], axis=wc, factor=16, scope="shared", lanes_last=True)
+    AF = sched.cache_read(WP, "wmma.matrix_a", [CF])
+    BF = sched.cache_read(XP, "wmma.matrix_b", [CF])
+    ax = C.stage.axes
+    ob, oi = C.split(ax[opos], factor=16 * c.wo * c.to)
+    ow, ot = C.split(oi, factor=16 * c.to)
+    tio, tii = C.split(ot, factor=16)
+    xb, xi = C.split(ax[xpos], factor=16 * c.tx)
+    tjo, tji = C.split(xi, factor=16)
+    batch = [ax[p] for p in bpos]
+    if ypos is not None:
+        yb, yw = C.split(ax[ypos], factor=c.wy)
+        C.reorder(*batch, ob, yb, xb, yw, ow, tio, tjo, tii, tji)
+        blocks = [*batch, ob, yb, xb]
+    else:
+        yw = None
+        C.reorder(*batch, ob, xb, ow, tio, tjo, tii, tji)
+        blocks = [*batch, ob, xb]
+    C.bind(_fuse(C, blocks), "blockIdx.x")
+    if yw is not None:
+        C.bind(yw, "threadIdx.z")
+    C.bind(ow, "threadIdx.y")
+    CF.compute_at(C, ow)
+    cax = CF.stage.axes
+    red = CF.stage.reduce_axes
+    cio, cii = CF.split(cax[opos], factor=16)
+    cjo, cji = CF.split(cax[xpos], factor=16)
+    ko, ki = CF.split(red[main_k], factor=16)
+    win = [red[k] for k in win_k]
+    CF.reorder(ko, *win, cio, cjo, cii, cji, ki)
+    last = win[-1] if win else ko
+    AF.compute_at(CF, last)
+    BF.compute_at(CF, last)
+    # each fragment load: a 16-row tile (channels of W, columns of X) by the 16 channels
+    _fragment_loads(AF, 1 + _dim(m.wgt, m.o) - (_dim(m.wgt, m.o) > wc), w)
+    _fragment_loads(BF, len(BF.stage.axes) - 2, w)
+    CF.tensorize(cii, w)
+    C.tensorize(tii, w)
+    threads = (("threadIdx.z", c.wy if yw is not None else 1), ("threadIdx.y", c.wo),
+               ("threadIdx.x", 32))
+    threads = tuple(t for t in threads if t[1] > 1 or t[0] == "threadIdx.x")
+    for P in (XP, WP):
+        P.compute_at(CF, ko)
+        _copy_rows_first(P, threads)
+
+
+def _dim(read, axis) -> int:
+    """The dimension of ``read``'s tensor indexed by ``axis`` alone."""
+    return [k for k, i in enumerate(read.indices) if i is axis.var][0]
+
+
+def _fragment_loads(F, rows: int, w) -> None:
+    """Tensorize fragment stage ``F`` (a copy of a channels-last pack): its axis ``rows`` cut
+    in 16s, each 16 x 16 tile (those rows by the 16 channels, the last axis) one load; the
+    other axes (extent 1 where ``F`` is attached) outside."""
+    axes = list(F.stage.axes)
+    ro, ri = F.split(axes[rows], factor=16)
+    lanes = axes[-1]
+    others = [a for a in F.leaf if a not in (ro, ri, lanes)]
+    F.reorder(*others, ro, ri, lanes)
+    F.tensorize(ri, w)
+
+
+def _copy_rows_first(P, threads) -> None:
+    """All the block's threads copy pack ``P``'s region (panel, .., columns, channels): the
+    channels moved before the columns so that consecutive threads read consecutive columns
+    of the source (coalesced), the rest fused and dealt out in turn."""
+    axes = list(P.stage.axes)
+    *rest, col, lanes = axes
+    P.reorder(*rest, lanes, col)
+    f = P.fuse(*rest, lanes, col)
+    total = 1
+    for _, e in threads:
+        total *= e
+    _, t = P.split(f, factor=total)
+    for tag, e in threads[:-1]:
+        total //= e
+        o, t = P.split(t, factor=total)
+        P.bind(o, tag)
+    P.bind(t, threads[-1][0])
+
+
+__all__ = ["TCConfig", "eligible", "choose", "conv_tc"]
