@@ -27,10 +27,12 @@ from dataclasses import dataclass
 
 import kdsl as kd
 from kdsl import dtypes as dt
+from kdsl.ir.visitor import uses_var
 
 from . import analysis as A
 from .conv import Conv, _pos
-from .gemm import bind_blocks, size_bound
+from . import recipes
+from .gemm import coop_copy, multi_buffer, size_bound
 from .recipes import _fuse
 
 
@@ -130,8 +132,14 @@ def conv_tc(sched, C, m: Conv, c: TCConfig, epilogue=None) -> None:
         C = epilogue
     # channels-last panels of 16: a fragment's rows are 16 consecutive channels in memory
     XP = sched.pack(x_t, [CF], axis=xc, factor=16, scope="shared", lanes_last=True)
-    WP = sched.pack(w_t, [CF], axis=wc, factor=16, scope="shared", lanes_last=True)
-    AF = sched.cache_read(WP, "wmma.matrix_a", [CF])
+    # W's panels once per call in global memory (a small kernel of its own), each step's
+    # tile then one contiguous run that cp.async copies 16 bytes at a time, double-buffered
+    # (a panel copy in the kernel took a barrier per turn: its flat index is not linear in
+    # the threads)
+    WP = sched.pack(w_t, [CF], axis=wc, factor=16, scope="global", lanes_last=True)
+    recipes.elementwise(sched, WP, threads=256, vec=1, tiles={}, unroll=None)
+    WS = sched.cache_read(WP, "shared", [CF])
+    AF = sched.cache_read(WS, "wmma.matrix_a", [CF])
     BF = sched.cache_read(XP, "wmma.matrix_b", [CF])
     ax = C.stage.axes
     ob, oi = C.split(ax[opos], factor=16 * c.wo * c.to)
@@ -171,9 +179,21 @@ def conv_tc(sched, C, m: Conv, c: TCConfig, epilogue=None) -> None:
     threads = (("threadIdx.z", c.wy if yw is not None else 1), ("threadIdx.y", c.wo),
                ("threadIdx.x", 32))
     threads = tuple(t for t in threads if t[1] > 1 or t[0] == "threadIdx.x")
-    for P in (XP, WP):
-        P.compute_at(CF, ko)
-        _copy_rows_first(P, threads)
+    # X's panel: (panel, X's dimensions without the channels, channels); those indexed by
+    # the batch alone come first (one image per block)
+    xlead = 1
+    for k, i in enumerate(m.img.indices):
+        if k == xc:
+            continue
+        if not any(uses_var(i, a.var) for a in m.batch) or \
+                any(uses_var(i, a.var) for a in st.axes if a not in m.batch):
+            break
+        xlead += 1
+    XP.compute_at(CF, ko)
+    _copy(XP, threads, xlead)
+    WS.compute_at(CF, ko)
+    coop_copy(WS, 8, *threads)
+    multi_buffer(WS, 2, red[main_k], 16)
 
 
 def _dim(read, axis) -> int:
@@ -193,17 +213,19 @@ def _fragment_loads(F, rows: int, w) -> None:
     F.tensorize(ri, w)
 
 
-def _copy_rows_first(P, threads) -> None:
-    """All the block's threads copy pack ``P``'s region (panel, .., columns, channels): the
-    channels moved before the columns so that consecutive threads read consecutive columns
-    of the source (coalesced), the rest fused and dealt out in turn."""
-    axes = list(P.stage.axes)
-    *rest, col, lanes = axes
-    P.reorder(*rest, lanes, col)
-    f = P.fuse(*rest, lanes, col)
+def _copy(P, threads, lead: int) -> None:
+    """All the block's threads copy pack ``P``'s region in its own order (channels fastest):
+    the axes after the first ``lead`` (the panel and the batch: one each per block) fused
+    and dealt out in turn, so that its flat index is linear in the threads with one serial
+    digit (the barrier pass then sees one thread per element: with the rows' axis serial
+    or fused under a panel axis, ``% rows`` or a turn not dividing the row left a barrier
+    per turn; a transposing order, columns fastest, reads coalesced but has no linear flat
+    index either).  The reads of neighbouring turns hit L1."""
     total = 1
     for _, e in threads:
         total *= e
+    tail = list(P.stage.axes)[lead:]
+    f = P.fuse(*tail) if len(tail) > 1 else tail[0]
     _, t = P.split(f, factor=total)
     for tag, e in threads[:-1]:
         total //= e
