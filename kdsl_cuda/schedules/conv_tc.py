@@ -23,7 +23,7 @@ reduction's end; edges: partial fragments are clipped), window and batch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import kdsl as kd
 from kdsl import dtypes as dt
@@ -38,15 +38,22 @@ from .recipes import _fuse
 
 @dataclass(frozen=True)
 class TCConfig:
-    """``wo x wy`` warps, each ``to x tx`` fragments (channels x columns, one row)."""
-    wo: int = 2
+    """``wo x wy`` warps, each ``to x tx`` fragments (channels x columns, one row); ``kc``
+    panels of 16 channels per shared step; ``stages`` buffers of W's tiles."""
+    wo: int = 1
     to: int = 4
-    wy: int = 4
+    wy: int = 8
     tx: int = 4
+    kc: int = 1
+    stages: int = 2
 
     @property
     def threads(self) -> int:
         return 32 * self.wo * self.wy
+
+
+#: warps per block
+WARPS = 8
 
 
 def eligible(sched, h, m: Conv) -> bool:
@@ -84,31 +91,41 @@ def _coeff(read, axis) -> int | None:
     return None
 
 
+def _lo(sched, iv, default):
+    r = A.extent_range(sched, iv)
+    return default if r is None else r[0]
+
+
 def choose(sched, h, m: Conv, plan=None) -> TCConfig:
-    """The block for the stage's sizes (columns: 64, 32 or 16 by the row length; channels
-    and rows to keep 8 warps), adjusted by ``tile`` hints on o/y/x and ``threads``."""
+    """The block for the stage's sizes (``sched.size_hints``: a class spans a factor of 2, so
+    by its lower end): 64 columns of a row per warp for rows of 30 and more, else 16 (rows of
+    14 and 28 share a class: 16-wide tiles waste 12% of either); 64 channels per warp, fewer
+    for fewer channels; 8 warps, along the rows (one each); 4 panels of 16 channels per step
+    without a window (a 1x1 convolution's step is 9x shorter).  ``tile`` hints on o / y / x
+    set the block's extents, ``stages`` W's buffers."""
     from kdsl.schedule.plan import spatial_names
-    width = size_bound(sched, m.x) or 64
-    chans = size_bound(sched, m.o) or 128
-    c = TCConfig()
-    tx = 4 if width > 48 else 2 if width > 24 else 1
-    to, wo = c.to, c.wo
-    while wo * to * 16 >= 2 * chans and to > 1:
+    width = _lo(sched, m.x, 56)
+    chans = _lo(sched, m.o, 64)
+    tx = 4 if width >= 30 else 2 if width >= 20 else 1
+    to = 4
+    while to > 1 and 16 * to > max(16, chans):
         to //= 2
-    wy = max(1, 8 // wo)
-    if m.y is None:
-        wy = 1
-    c = TCConfig(wo=wo, to=to, wy=wy, tx=tx)
+    wy = WARPS if m.y is not None else 1
+    wo = 1 if m.y is not None else WARPS
+    c = TCConfig(wo=wo, to=to, wy=wy, tx=tx, kc=1 if m.window else 2)
     if plan is not None:
         names = dict(zip(spatial_names(h.stage), h.stage.axes))
         for nm, v in plan.tile.items():
             ax = names.get(nm)
             if ax is m.o:
-                c = TCConfig(c.wo, max(1, v // (16 * c.wo)), c.wy, c.tx)
+                c = replace(c, to=max(1, v // (16 * c.wo)))
             elif ax is m.y and m.y is not None:
-                c = TCConfig(c.wo, c.to, max(1, v), c.tx)
+                c = replace(c, wy=max(1, v))
             elif ax is m.x:
-                c = TCConfig(c.wo, c.to, c.wy, max(1, v // 16))
+                c = replace(c, tx=max(1, v // 16))
+    hw = sched.backend_hints.get(h.name, {})
+    if hw.get("stages"):
+        c = replace(c, stages=hw["stages"])
     return c
 
 
@@ -123,24 +140,35 @@ def conv_tc(sched, C, m: Conv, c: TCConfig, epilogue=None) -> None:
     rpos = {id(r): k for k, r in enumerate(st.reduce_axes)}
     main_k = rpos[id(m.main[0])]
     win_k = [rpos[id(r)] for r in m.window]
-    xc = [k for k, i in enumerate(m.img.indices) if i is m.main[0].var][0]
-    wc = [k for k, i in enumerate(m.wgt.indices) if i is m.main[0].var][0]
-    w = kd.intrin.wmma(16, 16, 16, dtype=x_t.dtype, layout_b="col_major")
+    xc = _dim(m.img, m.main[0])
+    wc = _dim(m.wgt, m.main[0])
+    packed = bool(m.window)
+    # packed: fragments of channels-last panels, B's rows along its last dimension
+    w = kd.intrin.wmma(16, 16, 16, dtype=x_t.dtype, layout_b="col_major" if packed else "row_major")
     CF = sched.cache_write(C, "wmma.accumulator")
     if epilogue is not None:     # C is now a copy of the accumulator: the cast reads it directly
         C.compute_inline()
         C = epilogue
-    # channels-last panels of 16: a fragment's rows are 16 consecutive channels in memory
-    XP = sched.pack(x_t, [CF], axis=xc, factor=16, scope="shared", lanes_last=True)
-    # W's panels once per call in global memory (a small kernel of its own), each step's
-    # tile then one contiguous run that cp.async copies 16 bytes at a time, double-buffered
-    # (a panel copy in the kernel took a barrier per turn: its flat index is not linear in
-    # the threads)
-    WP = sched.pack(w_t, [CF], axis=wc, factor=16, scope="global", lanes_last=True)
-    recipes.elementwise(sched, WP, threads=256, vec=1, tiles={}, unroll=None)
-    WS = sched.cache_read(WP, "shared", [CF])
+    step = 16 * c.kc
+    if packed:
+        # a window shifts B's columns by the tap: X and W in channels-last panels of 16, so
+        # that every fragment is 16 rows of 16 consecutive channels, at any shift (one
+        # ldmatrix); X's box once per step, each element once (not once per tap)
+        XS = sched.pack(x_t, [CF], axis=xc, factor=16, scope="shared", lanes_last=True)
+        # W's panels once per call in global memory (a small kernel of its own), each
+        # step's tile then one contiguous run that cp.async copies 16 bytes at a time,
+        # double-buffered (a panel copy in the kernel took a barrier per turn: its flat
+        # index is not linear in the threads)
+        WP = sched.pack(w_t, [CF], axis=wc, factor=16, scope="global", lanes_last=True)
+        recipes.elementwise(sched, WP, threads=256, vec=1, tiles={}, unroll=None)
+        WS = sched.cache_read(WP, "shared", [CF])
+    else:
+        # a 1x1 convolution is a product of W with each image's rows: both operands as they
+        # are (padded caches, cp.async rings), B's fragments channels x columns of one row
+        XS = sched.cache_read(x_t, "shared", [CF], pad=True)
+        WS = sched.cache_read(w_t, "shared", [CF], pad=True)
     AF = sched.cache_read(WS, "wmma.matrix_a", [CF])
-    BF = sched.cache_read(XP, "wmma.matrix_b", [CF])
+    BF = sched.cache_read(XS, "wmma.matrix_b", [CF])
     ax = C.stage.axes
     ob, oi = C.split(ax[opos], factor=16 * c.wo * c.to)
     ow, ot = C.split(oi, factor=16 * c.to)
@@ -165,35 +193,45 @@ def conv_tc(sched, C, m: Conv, c: TCConfig, epilogue=None) -> None:
     red = CF.stage.reduce_axes
     cio, cii = CF.split(cax[opos], factor=16)
     cjo, cji = CF.split(cax[xpos], factor=16)
-    ko, ki = CF.split(red[main_k], factor=16)
+    # packed: one panel a step (panels of 16 and steps of more would leave the loads of
+    # panels past the channels out altogether, their fragments unset)
+    ko, kr = CF.split(red[main_k], factor=16 if packed else step)
+    kio, ki = CF.split(kr, factor=16)
     win = [red[k] for k in win_k]
-    CF.reorder(ko, *win, cio, cjo, cii, cji, ki)
-    last = win[-1] if win else ko
-    AF.compute_at(CF, last)
-    BF.compute_at(CF, last)
-    # each fragment load: a 16-row tile (channels of W, columns of X) by the 16 channels
-    _fragment_loads(AF, 1 + _dim(m.wgt, m.o) - (_dim(m.wgt, m.o) > wc), w)
-    _fragment_loads(BF, len(BF.stage.axes) - 2, w)
+    CF.reorder(ko, *win, kio, cio, cjo, cii, cji, ki)
+    AF.compute_at(CF, kio)
+    BF.compute_at(CF, kio)
+    wo_ = _dim(m.wgt, m.o)
+    if packed:      # (panel, W's dimensions without the channels, channels)
+        _fragment_loads(AF, 1 + wo_ - (wo_ > wc), len(AF.stage.axes) - 1, w)
+        _fragment_loads(BF, len(BF.stage.axes) - 2, len(BF.stage.axes) - 1, w)
+    else:           # W and X as they are: (o, c), (c, x)
+        _fragment_loads(AF, wo_, wc, w)
+        _fragment_loads(BF, xc, _dim(m.img, m.x), w)
     CF.tensorize(cii, w)
     C.tensorize(tii, w)
     threads = (("threadIdx.z", c.wy if yw is not None else 1), ("threadIdx.y", c.wo),
                ("threadIdx.x", 32))
     threads = tuple(t for t in threads if t[1] > 1 or t[0] == "threadIdx.x")
-    # X's panel: (panel, X's dimensions without the channels, channels); those indexed by
-    # the batch alone come first (one image per block)
-    xlead = 1
-    for k, i in enumerate(m.img.indices):
-        if k == xc:
-            continue
-        if not any(uses_var(i, a.var) for a in m.batch) or \
-                any(uses_var(i, a.var) for a in st.axes if a not in m.batch):
-            break
-        xlead += 1
-    XP.compute_at(CF, ko)
-    _copy(XP, threads, xlead)
+    XS.compute_at(CF, ko)
     WS.compute_at(CF, ko)
+    if packed:
+        # X's panel: (panel, X's dimensions without the channels, channels); those indexed
+        # by the batch alone come first (one image per block)
+        xlead = 1
+        for k, i in enumerate(m.img.indices):
+            if k == xc:
+                continue
+            if not any(uses_var(i, a.var) for a in m.batch) or \
+                    any(uses_var(i, a.var) for a in st.axes if a not in m.batch):
+                break
+            xlead += 1
+        _copy(XS, threads, xlead)
+    else:
+        coop_copy(XS, 8, *threads)
+        multi_buffer(XS, c.stages, red[main_k], step)
     coop_copy(WS, 8, *threads)
-    multi_buffer(WS, 2, red[main_k], 16)
+    multi_buffer(WS, c.stages, red[main_k], 16 if packed else step)
 
 
 def _dim(read, axis) -> int:
@@ -201,15 +239,16 @@ def _dim(read, axis) -> int:
     return [k for k, i in enumerate(read.indices) if i is axis.var][0]
 
 
-def _fragment_loads(F, rows: int, w) -> None:
-    """Tensorize fragment stage ``F`` (a copy of a channels-last pack): its axis ``rows`` cut
-    in 16s, each 16 x 16 tile (those rows by the 16 channels, the last axis) one load; the
-    other axes (extent 1 where ``F`` is attached) outside."""
+def _fragment_loads(F, rows: int, cols: int, w) -> None:
+    """Tensorize fragment stage ``F`` (a copy of W's or X's tile in shared memory): its axes
+    ``rows`` and ``cols`` (the fragment's, in memory: W's channels x its input channels, X's
+    input channels x columns) cut in 16s, each 16 x 16 tile one load; the other axes (extent
+    1 where ``F`` is attached) outside."""
     axes = list(F.stage.axes)
     ro, ri = F.split(axes[rows], factor=16)
-    lanes = axes[-1]
-    others = [a for a in F.leaf if a not in (ro, ri, lanes)]
-    F.reorder(*others, ro, ri, lanes)
+    co, ci = F.split(axes[cols], factor=16)
+    others = [a for a in F.leaf if a not in (ro, ri, co, ci)]
+    F.reorder(*others, ro, co, ri, ci)
     F.tensorize(ri, w)
 
 
