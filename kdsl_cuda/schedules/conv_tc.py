@@ -199,6 +199,12 @@ def conv_tc(sched, C, m: Conv, c: TCConfig, epilogue=None) -> None:
     kio, ki = CF.split(kr, factor=16)
     win = [red[k] for k in win_k]
     CF.reorder(ko, *win, kio, cio, cjo, cii, cji, ki)
+    # the tile loops unrolled: a fragment indexed by a loop variable lives in local memory
+    # (1.5 KB of stack a thread, the mma.sync GEMM's 1 KB likewise)
+    for a in (cio, cjo):
+        CF.unroll(a)
+    for a in (tio, tjo):
+        C.unroll(a)
     AF.compute_at(CF, kio)
     BF.compute_at(CF, kio)
     wo_ = _dim(m.wgt, m.o)
@@ -249,6 +255,8 @@ def _fragment_loads(F, rows: int, cols: int, w) -> None:
     co, ci = F.split(axes[cols], factor=16)
     others = [a for a in F.leaf if a not in (ro, ri, co, ci)]
     F.reorder(*others, ro, co, ri, ci)
+    F.unroll(ro)
+    F.unroll(co)
     F.tensorize(ri, w)
 
 
