@@ -352,14 +352,15 @@ def _conv(sched, h, plan, epilogue=None) -> None:
     """A convolution (conv.py, conv_tc.py), by ``conv_recipe``."""
     how = conv_recipe(sched, h, plan)
     m = conv.find(h.stage)
+    if how != "tensorcore" and tensorcore.tensor_cores_hint(sched, h) is True:
+        warn_user(f"tensor_cores=True on {h.name}: tensor cores take a convolution of float16 "
+                  f"or bfloat16 operands (both of one type, accumulated in float32) at unit "
+                  f"stride along its columns, read without a guard; it runs on CUDA cores")
     if how == "tensorcore":
         conv_tc.conv_tc(sched, h, m, conv_tc.choose(sched, h, m, plan), epilogue)
     elif how == "tile":
         conv.conv_tile(sched, h, m, conv.choose(sched, h, m, plan), epilogue)
     else:
-        if tensorcore.tensor_cores_hint(sched, h) is True:
-            warn_user(f"tensor_cores=True on {h.name}: its operands are not both float16 or "
-                      f"bfloat16 at unit stride; it runs on CUDA cores")
         recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, False))
         if epilogue is not None:
             raise InternalCompilerError(f"cuda schedule: an epilogue for {h.name} without a tile")
