@@ -12,8 +12,8 @@ cores) and float16 (float32 accumulation, float16 result: tensor cores).  The 3x
 valid convolution of the input padded beforehand (what F.conv2d(padding=1) computes; the peer
 runs F.conv2d on the same padded input).  Every result is checked against torch's float64
 convolution first; times are CUDA-event medians of batches (benchmarks/cuda_measure.py);
-ratio = cuDNN time / kdsl time (> 1: kdsl faster).  ``--variants`` also times a few hinted
-tilings of each float32 layer (``tile`` on o/y/x/rc) to calibrate the default.
+ratio = cuDNN time / kdsl time (> 1: kdsl faster).  ``--variants`` also times a few other
+configurations of each layer's recipe (``VARIANTS``) to calibrate the defaults.
 """
 from __future__ import annotations
 
@@ -93,27 +93,44 @@ LAYERS = {
 }
 QUICK = {k: (2, min(c, 32), min(s, 14), min(o, 32), w) for k, (b, c, s, o, w) in LAYERS.items()}
 
-#: name -> cuda hints of the calibration variants (``--variants``)
+#: dtype -> name -> fields of the recipe's configuration that a calibration variant changes
+#: (``--variants``: conv.Config on CUDA cores, conv_tc.TCConfig on tensor cores)
 VARIANTS = {
-    "o32": dict(tile={"o": 32}),
-    "o128": dict(tile={"o": 128}),
-    "x16": dict(tile={"x": 16}),
-    "y4": dict(tile={"y": 4}),
-    "y16": dict(tile={"y": 16}),
-    "rc4": dict(tile={"rc": 4}),
-    "rc16": dict(tile={"rc": 16}),
-    "stages3": dict(stages=3),
+    "float32": {"xl_tap": dict(xl="tap"), "xl_tap_bk16": dict(xl="tap", bk=16),
+                "ym4": dict(ym=4), "om4_bm32": dict(om=4, bm=32), "bk16": dict(bk=16),
+                "stages3": dict(stages=3)},
+    "float16": {"wo2_wy4": dict(wo=2, wy=4), "to2": dict(to=2), "tx_half": {"tx": 0},
+                "wy4": dict(wy=4), "stages3": dict(stages=3), "kc4": dict(kc=4)},
 }
 
 _kernels: dict = {}
 
 
-def kernel(win, dtype, hints=None):
-    key = (win, dtype, tuple(sorted((hints or {}).items(), key=str)) if hints else None)
+def kernel(win, dtype, over=None):
+    """The default kernel of a layer, or one whose recipe configuration has the fields
+    ``over`` changed (an explicit schedule: the default's choice, then the change)."""
+    key = (win, dtype, tuple(sorted((over or {}).items())))
     if key not in _kernels:
-        fn = KERNELS[(win, dtype)]
-        _kernels[key] = kd.kernel(kd.schedule("cuda", **hints)(fn) if hints else fn)
+        k = kd.kernel(KERNELS[(win, dtype)])
+        if over is not None:
+            k.schedule("cuda")(lambda s, over=over: _variant(s, over))
+        _kernels[key] = k
     return _kernels[key]
+
+
+def _variant(s, over):
+    from dataclasses import replace
+    from kdsl_cuda.schedules import conv as CV, conv_tc as TC
+    h = s["O"]
+    m = CV.find(h.stage)
+    epilogue = s.stages[-1] if s.stages[-1] is not h else None
+    if TC.eligible(s, h, m):
+        c = TC.choose(s, h, m)
+        if over.get("tx") == 0:              # half the default's columns
+            over = dict(over, tx=max(1, c.tx // 2))
+        TC.conv_tc(s, h, m, replace(c, **over), epilogue)
+    else:
+        CV.conv_tile(s, h, m, replace(CV.choose(s, h, m), **over), epilogue)
 
 
 def run_layer(key, dtype, gen, quick, variants):
@@ -132,10 +149,12 @@ def run_layer(key, dtype, gen, quick, variants):
     scale = want.abs().max().item() or 1.0
     tol = 1e-5 if dtype == "float32" else 2e-3
     row["cudnn_ms"] = M.gpu_ms(lambda: F.conv2d(X, W))[0]
-    runs = [("default", None)] + (list(VARIANTS.items()) if variants and dtype == "float32" else [])
-    for name, hints in runs:
+    runs = [("default", None)] + (list(VARIANTS[dtype].items()) if variants else [])
+    for name, over in runs:
+        if name == "kc4" and win > 1:
+            continue            # (a window's step is one panel)
         try:
-            k = kernel(win, dtype, hints)
+            k = kernel(win, dtype, over)
             got = k(X, Wk)
             M.sync()
             err = (got.double() - want).abs().max().item() / scale
@@ -174,7 +193,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     ap.add_argument("--only", default="", help="comma-separated: " + ",".join(LAYERS))
     ap.add_argument("--dtypes", default="float32,float16")
-    ap.add_argument("--variants", action="store_true", help="also time hinted float32 tilings")
+    ap.add_argument("--variants", action="store_true", help="also time other recipe configurations")
     ap.add_argument("--json", default=None, help="where the JSON goes (default: $OUT/ or "
                     "benchmarks/results/, cuda_conv_<gpu>.json)")
     args = ap.parse_args(argv)

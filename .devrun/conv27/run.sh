@@ -1,20 +1,42 @@
 #!/bin/bash
-# conv27's device run (H200): install kdsl editable, run the device tests of the conv recipes,
-# then benchmarks/cuda_conv.py (kdsl vs cuDNN); everything under $OUT (all.tgz + log).
-# usage: bash .devrun/conv27/run.sh [bench args...]   (default: the full benchmark)
+# conv27's device run (one H200, < 5 minutes): install kdsl editable, compile the benchmark's
+# kernels in parallel into a disk cache, run the conv device tests, then
+# benchmarks/cuda_conv.py (kdsl vs cuDNN, defaults and calibration variants) and a
+# compute-sanitizer memcheck of two small convolutions.  Results: $OUT/all.tgz (log.txt,
+# cuda_conv.json).   usage: bash .devrun/conv27/run.sh
 set -u
 OUT=${OUT:-/tmp/conv27_out}
 mkdir -p "$OUT/res"
-LOG="$OUT/log.txt"
-exec > >(tee -a "$LOG") 2>&1
+LOG="$OUT/res/log.txt"
 cd "$(dirname "$0")/../.."
+{
 echo "# $(date -u) $(git rev-parse --short HEAD 2>/dev/null) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-timeout 120 python3 -m pip install -q --no-deps --no-build-isolation -e . -e ./kdsl_cpu -e ./kdsl_cuda || echo "pip install failed (rc $?)"
+timeout 100 python3 -m pip install -q --no-deps --no-build-isolation -e . -e ./kdsl_cpu -e ./kdsl_cuda 2>&1 | tail -3
 export KDSL_CACHE_DIR="$OUT/cache"
-if [ "${CONV27_TESTS:-1}" = 1 ]; then
-  timeout 150 python3 -m pytest -q -x -m cuda tests/cuda_schedules/test_conv_device.py 2>&1 | tail -25
-  echo "# device tests rc ${PIPESTATUS[0]}"
+T0=$(date +%s)
+timeout 90 python3 .devrun/conv27/warm.py --jobs 14 --variants 2>&1 | tail -20
+echo "# warm done after $(( $(date +%s) - T0 )) s"
+XD=""; python3 -c "import xdist" 2>/dev/null && XD="-n 6"
+timeout 70 python3 -m pytest -q -m cuda $XD tests/cuda_schedules/test_conv_device.py 2>&1 | tail -15
+echo "# device tests done after $(( $(date +%s) - T0 )) s"
+timeout 110 python3 benchmarks/cuda_conv.py --variants --json "$OUT/res/cuda_conv.json" 2>&1
+echo "# benchmark rc $? after $(( $(date +%s) - T0 )) s"
+cat > /tmp/conv27_memcheck.py <<'PY'
+import numpy as np, kdsl as kd, sys
+sys.path.insert(0, "tests/cuda_schedules")
+from test_conv_default import conv3, conv3_16, conv1_16, check, ref, half
+rng = np.random.default_rng(0)
+X = rng.standard_normal((2, 19, 11, 37)).astype(np.float32); W = rng.standard_normal((21, 19, 3, 3)).astype(np.float32)
+check(kd.kernel(conv3)(X, W, backend="cuda"), ref(X, W), 1e-5)
+X, W = half(rng, (2, 19, 11, 37), "float16"), half(rng, (21, 19, 3, 3), "float16")
+check(kd.kernel(conv3_16)(X, W, backend="cuda"), ref(X, W), 1e-2)
+W1 = half(rng, (21, 19), "float16")
+check(kd.kernel(conv1_16)(X, W1, backend="cuda"), ref(X, W1), 1e-2)
+print("memcheck script ok")
+PY
+if command -v compute-sanitizer >/dev/null; then
+  timeout 60 compute-sanitizer --tool memcheck python3 /tmp/conv27_memcheck.py 2>&1 | tail -6
 fi
-timeout ${CONV27_BENCH_S:-200} python3 benchmarks/cuda_conv.py --json "$OUT/res/cuda_conv.json" "$@"
-echo "# benchmark rc $?"
-tar -C "$OUT" -czf "$OUT/all.tgz" res log.txt 2>/dev/null
+echo "# all done after $(( $(date +%s) - T0 )) s"
+} 2>&1 | tee "$LOG"
+tar -C "$OUT" -czf "$OUT/all.tgz" res 2>/dev/null
