@@ -96,12 +96,13 @@ QUICK = {k: (2, min(c, 32), min(s, 14), min(o, 32), w) for k, (b, c, s, o, w) in
 #: dtype -> name -> fields of the recipe's configuration that a calibration variant changes
 #: (``--variants``: conv.Config on CUDA cores, conv_tc.TCConfig on tensor cores)
 VARIANTS = {
-    "float32": {"xl_tap": dict(xl="tap"), "xl_tap_bk16": dict(xl="tap", bk=16),
-                "ym4": dict(ym=4), "om4_bm32": dict(om=4, bm=32), "bk16": dict(bk=16),
-                "stages3": dict(stages=3)},
+    "float32": {"xl_tap": dict(xl="tap"), "ym4": dict(ym=4), "om4_bm32": dict(om=4, bm=32),
+                "bk16": dict(bk=16)},
     "float16": {"wo2_wy4": dict(wo=2, wy=4), "to2": dict(to=2), "tx_half": {"tx": 0},
-                "wy4": dict(wy=4), "stages3": dict(stages=3), "kc4": dict(kc=4)},
+                "kc4": dict(kc=4)},
 }
+#: the layers the variants are timed on (one of each image size class and window)
+VARIANT_LAYERS = ("r3_64", "r3_256", "r3_512", "r1_256_64", "r1_1024_256")
 
 _kernels: dict = {}
 
@@ -134,6 +135,8 @@ def _variant(s, over):
 
 
 def run_layer(key, dtype, gen, quick, variants):
+    """One layer: cuDNN, then kdsl's default (``variants`` False) or the calibration
+    variants (True), each checked against torch's float64 convolution first."""
     import torch
     import torch.nn.functional as F
     b, c, s, o, win = (QUICK if quick else LAYERS)[key]
@@ -149,7 +152,7 @@ def run_layer(key, dtype, gen, quick, variants):
     scale = want.abs().max().item() or 1.0
     tol = 1e-5 if dtype == "float32" else 2e-3
     row["cudnn_ms"] = M.gpu_ms(lambda: F.conv2d(X, W))[0]
-    runs = [("default", None)] + (list(VARIANTS[dtype].items()) if variants else [])
+    runs = list(VARIANTS[dtype].items()) if variants else [("default", None)]
     for name, over in runs:
         if name == "kc4" and win > 1:
             continue            # (a window's step is one panel)
@@ -179,8 +182,10 @@ def print_row(row):
         print(f"{head} kdsl {row['kdsl_ms']:8.3f} ms {row['tflops']:7.2f} TFLOP/s  cuDNN "
               f"{row['cudnn_ms']:8.3f} ms {row['flops'] / row['cudnn_ms'] / 1e9:7.2f} TFLOP/s  "
               f"ratio {row['ratio']:.2f}", flush=True)
-    else:
+    elif "error" in row:
         print(f"{head} FAIL: {row['error']}", flush=True)
+    else:
+        print(f"{head} cuDNN {row['cudnn_ms']:8.3f} ms", flush=True)
     for name, r in row.get("variants", {}).items():
         if "kdsl_ms" in r:
             print(f"    {name:<14} {r['kdsl_ms']:8.3f} ms  ratio {r['ratio']:.2f}", flush=True)
@@ -214,11 +219,24 @@ def main(argv=None) -> int:
     print(f"# kdsl cuda conv2d vs cuDNN {torch.backends.cudnn.version()} (torch "
           f"{torch.__version__}) on {torch.cuda.get_device_name()}; TF32 off; seed {seed}"
           f"{'; --quick' if args.quick else ''}", flush=True)
-    rows = []
-    for dtype in [d for d in args.dtypes.split(",") if d]:
+    name = torch.cuda.get_device_name()
+    slug = "h200" if "H200" in name else "".join(ch if ch.isalnum() else "_" for ch in name.lower())
+    path = args.json or os.path.join(os.environ.get("OUT") or os.path.join(HERE, "results"),
+                                     f"cuda_conv_{slug}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    meta = {"gpu": name, "torch": torch.__version__, "seed": seed,
+            "cudnn": torch.backends.cudnn.version(), "quick": args.quick}
+    rows, calib = [], []
+
+    def save():         # after every row: a run cut short keeps what it measured
+        with open(path, "w") as f:
+            json.dump({"meta": meta, "results": rows, "variants": calib}, f, indent=1)
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    for dtype in dtypes:
         for key in only:
-            rows.append(run_layer(key, dtype, gen, args.quick, args.variants))
+            rows.append(run_layer(key, dtype, gen, args.quick, False))
             print_row(rows[-1])
+            save()
     ok = [r for r in rows if "ratio" in r]
     for dtype in sorted({r["dtype"] for r in ok}):
         rs = [r["ratio"] for r in ok if r["dtype"] == dtype]
@@ -226,16 +244,14 @@ def main(argv=None) -> int:
         for x in rs:
             geo *= x
         print(f"# {dtype}: geometric mean ratio {geo ** (1 / len(rs)):.2f} over {len(rs)} layers, "
-              f"lowest {min(rs):.2f} (target >= 0.7)")
-    name = torch.cuda.get_device_name()
-    slug = "h200" if "H200" in name else "".join(ch if ch.isalnum() else "_" for ch in name.lower())
-    path = args.json or os.path.join(os.environ.get("OUT") or os.path.join(HERE, "results"),
-                                     f"cuda_conv_{slug}.json")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump({"meta": {"gpu": name, "torch": torch.__version__, "seed": seed,
-                            "cudnn": torch.backends.cudnn.version(), "quick": args.quick},
-                   "results": rows}, f, indent=1)
+              f"lowest {min(rs):.2f} (target >= 0.7)", flush=True)
+    if args.variants:
+        print("# calibration variants (kdsl/cuDNN ratio of each; the default's above)", flush=True)
+        for dtype in dtypes:
+            for key in [k for k in only if k in VARIANT_LAYERS]:
+                calib.append(run_layer(key, dtype, gen, args.quick, True))
+                print_row(calib[-1])
+                save()
     print(f"# wrote {path}")
     return 1 if any("error" in r for r in rows) else 0
 

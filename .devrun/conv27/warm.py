@@ -51,7 +51,8 @@ def main():
     jobs = []
     for dtype in a.dtypes.split(","):
         for key, (*_, win) in B.LAYERS.items():
-            names = ["default"] + (list(B.VARIANTS[dtype]) if a.variants else [])
+            names = ["default"] + (list(B.VARIANTS[dtype]) if a.variants and key in B.VARIANT_LAYERS
+                                   else [])
             jobs += [(key, dtype, n, a.quick) for n in names if not (n == "kc4" and win > 1)]
     t0 = time.time()
     bad = 0

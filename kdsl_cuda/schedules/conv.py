@@ -246,7 +246,7 @@ def conv_tile(sched, O, m: Conv, c: Config, epilogue=None) -> None:
     """Realise the CUDA-core recipe (module docstring) on stage handle ``O``; ``epilogue``:
     the stage casting O (tensorcore.cast_epilogue), computed from the accumulators instead."""
     st = O.stage
-    ipos, opos, xpos = _pos(st, m.o), _pos(st, m.x), _pos(st, m.x)
+    ipos, xpos = _pos(st, m.o), _pos(st, m.x)
     ypos = _pos(st, m.y) if m.y is not None else None
     bpos = [_pos(st, a) for a in m.batch]
     rpos = {id(r): k for k, r in enumerate(st.reduce_axes)}

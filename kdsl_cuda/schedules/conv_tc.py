@@ -32,7 +32,7 @@ from kdsl.ir.visitor import uses_var
 from . import analysis as A
 from .conv import Conv, _pos
 from . import recipes
-from .gemm import coop_copy, multi_buffer, size_bound
+from .gemm import coop_copy, multi_buffer
 from .recipes import _fuse
 
 
