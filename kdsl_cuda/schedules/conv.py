@@ -183,7 +183,7 @@ def choose(sched, h, m: Conv, plan=None) -> Config:
         c = replace(c, om=4)
     width = _range_lo(sched, m.x, 56)
     rows = _range_hi(sched, m.y, 56) if m.y is not None else 1
-    chans = _range_hi(sched, m.o, 64)
+    chans = _range_lo(sched, m.o, 64)
     # (a size class spans a factor of 2: [14, 29] holds 14 and 28, both 87% of 16-wide tiles)
     if width < 12:
         c = replace(c, tx=8)
@@ -201,6 +201,15 @@ def choose(sched, h, m: Conv, plan=None) -> Config:
     pix = c.nb * (c.ty // c.ym) * c.tx
     if pix < 32 and m.batch:
         c = replace(c, nb=max(1, 32 // pix))
+    # blocks for every SM: fewer channels a block where the images are small (512 x 7^2 at
+    # batch 32 took 64 blocks of 64 channels for 132 SMs).  A size class spans 2x a dim
+    # (output rows of 14 and 28 share one), so by the image's class, then by a count at the
+    # class' low end
+    small = 1 if width >= 24 else 2 if width >= 12 else 4
+    if m.y is not None:
+        c = replace(c, bm=max(2 * c.om, c.bm // small))
+    while c.bm >= 4 * c.om and _blocks(sched, m, c) < rules_sms() // 2:
+        c = replace(c, bm=c.bm // 2)
     hw = sched.backend_hints.get(h.name, {})
     if plan is not None:
         names = dict(zip(spatial_names(st), st.axes))
@@ -222,6 +231,24 @@ def choose(sched, h, m: Conv, plan=None) -> Config:
     while c.threads < MIN_THREADS and c.om > 1 and c.bm // c.om < 16:
         c = replace(c, om=c.om // 2)
     return c
+
+
+def rules_sms() -> int:
+    from .rules import SMS
+    return SMS
+
+
+def _blocks(sched, m: Conv, c: Config) -> float:
+    """The blocks of configuration ``c`` at the low end of the size class (inf: unknown)."""
+    total = 1.0
+    for iv, t in ((m.o, c.bm), (m.x, c.tx), (m.y, c.ty)) + tuple((a, 1) for a in m.batch):
+        if iv is None:
+            continue
+        r = A.extent_range(sched, iv)
+        if r is None:
+            return float("inf")
+        total *= -(-max(1, r[0]) // t)
+    return total / c.nb
 
 
 def fits(stage, m: Conv, c: Config) -> bool:
