@@ -348,3 +348,19 @@ def test_no_warning_by_default():
         warnings.simplefilter("error")
         kd.kernel(conv3_16).lower(spec("float16"), spec("float16"), backend="cuda")
         kd.kernel(conv3).lower(spec("float32"), spec("float32"), backend="cuda")
+
+
+@pytest.mark.parametrize("fn,xs,ws,dtype", [
+    (conv3, (1, 8, 10, 34), (64, 8, 3, 3), "float32"),
+    (conv3_16, (1, 32, 10, 66), (64, 32, 3, 3), "float16"),
+    (conv1_16, (1, 32, 8, 64), (64, 32), "float16")])
+def test_interior_blocks(fn, xs, ws, dtype, rng):
+    """Sizes the large tiles divide: the block runs the copy of the main loop without bounds
+    tests (kdsl.gpu.interior_blocks), which the other tests' edge blocks do not reach."""
+    f = lowered(fn, [spec(dtype), spec(dtype, len(ws))], BIG)
+    X = rng.standard_normal(xs).astype(dtype)
+    W = (rng.standard_normal(ws) / 10).astype(dtype)
+    want = ref(X, W)
+    out = np.full(want.shape, np.nan, np.float32 if dtype == "float32" else np.float16)
+    run_simt(f, [X, W], [out], [])
+    check(out, want, 1e-5 if dtype == "float32" else tc_tol(X, W, "float16"))
