@@ -6,7 +6,9 @@ Recognised from the reads, by objects (``find``): the product of an image read `
 weight read ``W``; ``o``, the output axis only ``W`` reads (GEMM M); the output's last axis
 ``x``, read only by ``X`` (GEMM N, with the other pixel axis ``y`` and the batch); the reduce
 axes read by both (GEMM K): ``main`` (the channels, an index of their own in ``X``) and the
-``window`` (added to a pixel axis in ``X``'s index).
+``window`` (added to a pixel axis in ``X``'s index).  Not (yet) recognised: outputs whose
+last axis is the channels (NHWC) and depthwise or grouped convolutions (an axis both read):
+they keep the generic schedules.
 
 The CUDA-core recipe (``conv_tile``, for any dtype; 16-bit inputs go to tensor cores instead,
 ``conv_tc.py``) is the tiled GEMM of gemm.py with the im2col in the loads: a block computes
@@ -208,7 +210,7 @@ def choose(sched, h, m: Conv, plan=None) -> Config:
     small = 1 if width >= 24 else 2 if width >= 12 else 4
     if m.y is not None:
         c = replace(c, bm=max(2 * c.om, c.bm // small))
-    while c.bm >= 4 * c.om and _blocks(sched, m, c) < rules_sms() // 2:
+    while c.bm >= 4 * c.om and _blocks(sched, m, c) < _sms() // 2:
         c = replace(c, bm=c.bm // 2)
     hw = sched.backend_hints.get(h.name, {})
     if plan is not None:
@@ -233,8 +235,8 @@ def choose(sched, h, m: Conv, plan=None) -> Config:
     return c
 
 
-def rules_sms() -> int:
-    from .rules import SMS
+def _sms() -> int:
+    from .rules import SMS      # (rules imports this module)
     return SMS
 
 

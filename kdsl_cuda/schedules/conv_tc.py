@@ -8,18 +8,23 @@ each window tap.
 * a block computes ``16 * wo * to`` channels x ``wy`` rows x ``16 * tx`` columns of O: ``wo``
   warps along the channels (threadIdx.y) times ``wy`` warps along the rows (threadIdx.z, a
   row each), every warp a ``to x tx`` grid of 16 x 16 accumulator fragments;
-* per step of 16 channels the block copies what its outputs read into shared memory, in
-  channels-last panels (``Schedule.pack(.., lanes_last=True)``): X's box, ``wy + kh - 1``
-  rows x ``16 * tx + kw - 1`` columns x 16 channels, and W's ``16 * wo * to`` x ``kh x kw``
-  x 16, so that every fragment is 16 rows of 16 consecutive channels (one ``ldmatrix``; the
-  im2col is in the fragment's origin: the tap shifts the rows it starts at);
+* with a window (3x3): per step of 16 channels the block copies the box of X its outputs
+  read, ``wy + kh - 1`` rows x ``16 * tx + kw - 1`` columns x 16 channels, into shared memory
+  as channels-last panels (``Schedule.pack(.., lanes_last=True)``; each element once, not
+  once per tap), and W's ``16 * wo * to`` x ``kh x kw`` x 16 tile from W's panels, made once
+  per call in global memory by a small kernel and copied with ``cp.async``, double-buffered.
+  Every fragment is then 16 rows of 16 consecutive channels (one ``ldmatrix``), the im2col in
+  its origin: the tap shifts the rows it starts at;
+* a 1x1 convolution is W times each image row: X's and W's tiles as they are (padded caches,
+  ``cp.async`` rings, 32 channels a step), B's fragments channels x columns of one row;
 * per tap and warp: ``to`` A fragments (weights), ``tx`` B fragments (X at the tap's row and
   column offset), ``to * tx`` fragment products;
 * the accumulators are stored into O (an NCHW tile of channels x columns: ``WmmaStore.dims``),
   or cast to 16 bits on the way (the ``epilogue``, as tensorcore.py's).
 
 Correct for any sizes (channels not a multiple of 16: the last panel's loads stop at the
-reduction's end; edges: partial fragments are clipped), window and batch.
+reduction's end; edges: partial fragments are clipped), window and batch.  The 16-column
+fragments of one row waste what a narrow image leaves (7 of 16 columns at 7 x 7).
 """
 from __future__ import annotations
 
@@ -29,9 +34,8 @@ import kdsl as kd
 from kdsl import dtypes as dt
 from kdsl.ir.visitor import uses_var
 
-from . import analysis as A
-from .conv import Conv, _pos
-from . import recipes
+from . import analysis as A, recipes
+from .conv import Conv, _pos, _range_lo
 from .gemm import coop_copy, multi_buffer
 from .recipes import _fuse
 
@@ -91,11 +95,6 @@ def _coeff(read, axis) -> int | None:
     return None
 
 
-def _lo(sched, iv, default):
-    r = A.extent_range(sched, iv)
-    return default if r is None else r[0]
-
-
 def choose(sched, h, m: Conv, plan=None) -> TCConfig:
     """The block for the stage's sizes (``sched.size_hints``: a class spans a factor of 2, so
     by its lower end): 64 columns of a row per warp for rows of 30 and more, else 16 (rows of
@@ -104,8 +103,8 @@ def choose(sched, h, m: Conv, plan=None) -> TCConfig:
     without a window (a 1x1 convolution's step is 9x shorter).  ``tile`` hints on o / y / x
     set the block's extents, ``stages`` W's buffers."""
     from kdsl.schedule.plan import spatial_names
-    width = _lo(sched, m.x, 56)
-    chans = _lo(sched, m.o, 64)
+    width = _range_lo(sched, m.x, 56)
+    chans = _range_lo(sched, m.o, 64)
     tx = 4 if width >= 30 else 2 if width >= 20 else 1
     to = 4
     while to > 1 and 16 * to > max(16, chans):
