@@ -364,3 +364,40 @@ def test_interior_blocks(fn, xs, ws, dtype, rng):
     out = np.full(want.shape, np.nan, np.float32 if dtype == "float32" else np.float16)
     run_simt(f, [X, W], [out], [])
     check(out, want, 1e-5 if dtype == "float32" else tc_tol(X, W, "float16"))
+
+
+def _fuzz_cases(count=6, seed=26):
+    r = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        win, stride = int(r.choice([1, 3])), int(r.choice([1, 1, 2]))
+        n, c, k = int(r.integers(1, 3)), int(r.integers(1, 21)), int(r.integers(1, 21))
+        h, w = int(r.integers(win, 12)), int(r.integers(win, 20))
+        out.append((str(r.choice(["float32", "float16"])), win, stride, (n, c, h, w), k))
+    return out
+
+
+def _strided(win, stride):
+    def f(X, W):
+        n, c, h, w = X.shape
+        rc = kd.reduce_axis(c, name="rc")
+        if win == 1:
+            return kd.compute((n, W.shape[0], (h - 1) // stride + 1, (w - 1) // stride + 1),
+                              lambda b, o, y, x: kd.sum(X[b, rc, y * stride, x * stride].astype("float32")
+                                                        * W[o, rc].astype("float32"), axis=rc))
+        ry, rx = kd.reduce_axis(win, name="ry"), kd.reduce_axis(win, name="rx")
+        return kd.compute((n, W.shape[0], (h - win) // stride + 1, (w - win) // stride + 1),
+                          lambda b, o, y, x: kd.sum(
+                              X[b, rc, y * stride + ry, x * stride + rx].astype("float32")
+                              * W[o, rc, ry, rx].astype("float32"), axis=(rc, ry, rx)))
+    return f
+
+
+@pytest.mark.parametrize("dtype,win,stride,xs,k", _fuzz_cases())
+def test_fuzz_shapes(dtype, win, stride, xs, k, rng):
+    """Random sizes (seeded): 1x1 or 3x3, stride 1 or 2, channels and outputs not multiples of
+    anything, float32 (CUDA cores) or float16 (tensor cores at stride 1)."""
+    X = rng.standard_normal(xs).astype(dtype)
+    W = rng.standard_normal((k, xs[1]) + ((win, win) if win > 1 else ())).astype(dtype)
+    got = kd.kernel(_strided(win, stride))(X, W, backend="interp-cuda")
+    check(got, ref(X, W, stride=stride), 1e-5 if dtype == "float32" else tc_tol(X, W, "float32"))
