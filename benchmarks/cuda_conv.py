@@ -99,7 +99,7 @@ VARIANTS = {
     "float32": {"xl_tap": dict(xl="tap"), "ym4": dict(ym=4), "om4_bm32": dict(om=4, bm=32),
                 "bk16": dict(bk=16)},
     "float16": {"wo2_wy4": dict(wo=2, wy=4), "to2": dict(to=2), "tx_half": {"tx": 0},
-                "kc4": dict(kc=4)},
+                "xglobal": dict(xglobal=True), "kc4": dict(kc=4)},
 }
 #: the layers the variants are timed on (one of each image size class and window)
 VARIANT_LAYERS = ("r3_64", "r3_256", "r3_512", "r1_256_64", "r1_1024_256")
@@ -154,8 +154,8 @@ def run_layer(key, dtype, gen, quick, variants):
     row["cudnn_ms"] = M.gpu_ms(lambda: F.conv2d(X, W))[0]
     runs = list(VARIANTS[dtype].items()) if variants else [("default", None)]
     for name, over in runs:
-        if name == "kc4" and win > 1:
-            continue            # (a window's step is one panel)
+        if (name == "kc4" and win > 1) or (name == "xglobal" and win == 1):
+            continue            # (a window's step is one panel; 1x1 reads X as it is)
         try:
             k = kernel(win, dtype, over)
             got = k(X, Wk)

@@ -53,7 +53,8 @@ def main():
         for key, (*_, win) in B.LAYERS.items():
             names = ["default"] + (list(B.VARIANTS[dtype]) if a.variants and key in B.VARIANT_LAYERS
                                    else [])
-            jobs += [(key, dtype, n, a.quick) for n in names if not (n == "kc4" and win > 1)]
+            jobs += [(key, dtype, n, a.quick) for n in names
+                     if not (n == "kc4" and win > 1) and not (n == "xglobal" and win == 1)]
     t0 = time.time()
     bad = 0
     with get_context("spawn").Pool(a.jobs) as pool:

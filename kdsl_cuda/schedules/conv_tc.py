@@ -50,6 +50,9 @@ class TCConfig:
     tx: int = 4
     kc: int = 1
     stages: int = 2
+    #: X's panels made in global memory once per call by a kernel of their own (then copied
+    #: like W's: cp.async, double-buffered) instead of in each block's shared memory
+    xglobal: bool = False
 
     @property
     def threads(self) -> int:
@@ -153,7 +156,12 @@ def conv_tc(sched, C, m: Conv, c: TCConfig, epilogue=None) -> None:
         # a window shifts B's columns by the tap: X and W in channels-last panels of 16, so
         # that every fragment is 16 rows of 16 consecutive channels, at any shift (one
         # ldmatrix); X's box once per step, each element once (not once per tap)
-        XS = sched.pack(x_t, [CF], axis=xc, factor=16, scope="shared", lanes_last=True)
+        if c.xglobal:
+            XG = sched.pack(x_t, [CF], axis=xc, factor=16, scope="global", lanes_last=True)
+            recipes.elementwise(sched, XG, threads=256, vec=1, tiles={}, unroll=None)
+            XS = sched.cache_read(XG, "shared", [CF])
+        else:
+            XS = sched.pack(x_t, [CF], axis=xc, factor=16, scope="shared", lanes_last=True)
         # W's panels once per call in global memory (a small kernel of its own), each
         # step's tile then one contiguous run that cp.async copies 16 bytes at a time,
         # double-buffered (a panel copy in the kernel took a barrier per turn: its flat
@@ -220,7 +228,10 @@ def conv_tc(sched, C, m: Conv, c: TCConfig, epilogue=None) -> None:
     threads = tuple(t for t in threads if t[1] > 1 or t[0] == "threadIdx.x")
     XS.compute_at(CF, ko)
     WS.compute_at(CF, ko)
-    if packed:
+    if packed and c.xglobal:
+        coop_copy(XS, 8, *threads)
+        multi_buffer(XS, c.stages, red[main_k], 16)
+    elif packed:
         # X's panel: (panel, X's dimensions without the channels, channels); those indexed
         # by the batch alone come first (one image per block)
         xlead = 1

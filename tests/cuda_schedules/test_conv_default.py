@@ -332,7 +332,7 @@ def test_tensor_core_large_tiles_at_small_sizes(fn, ws, rng):
 def test_tensor_core_variants(rng):
     """Other warp grids and steps of the tensor-core recipe give the same result."""
     X, W = half(rng, (1, 35, 5, 21), "float16"), half(rng, (24, 35, 3, 3), "float16")
-    for over in (dict(wo=2, wy=2, to=1), dict(tx=2, wy=1), dict(stages=3, to=2)):
+    for over in (dict(wo=2, wy=2, to=1), dict(tx=2, wy=1), dict(stages=3, to=2), dict(xglobal=True)):
         def sched(s, over=over):
             h = s["O"]
             m = CV.find(h.stage)
