@@ -116,12 +116,26 @@ def unit_lead(buf: n.Buffer) -> int:
     return lead
 
 
+def frag_dims(buf: n.Buffer):
+    """The two dimensions of fragment ``buf`` that hold its tile grid: the dimensions of
+    extent other than 1 (a fragment computed for one matrix of a batch, or for one image row
+    of a convolution, has extent 1 in the others, wherever they lie), else the last two;
+    None when more than two dimensions are longer than 1."""
+    long = [d for d, x in enumerate(buf.shape) if not (type(x) is n.Const and x.value == 1)]
+    if len(long) > 2:
+        return None
+    if len(long) < 2:       # (a tile dimension of extent 1: keep the last ones in order)
+        rest = [d for d in range(len(buf.shape)) if d not in long]
+        long = sorted(long + rest[len(rest) - (2 - len(long)):])
+    return tuple(long)
+
+
 def tile_index(fail, buf: n.Buffer, indices, tvars, what: str):
     """For each of the last two dimensions of fragment ``buf``: (its tile var, the tile's first
     index); leading dimensions of extent 1 (one matrix of a batch) have index 0."""
-    lead = unit_lead(buf)
-    if lead > 0 and len(indices) == len(buf.shape):
-        indices = indices[lead:]
+    keep = frag_dims(buf)
+    if keep is not None and len(buf.shape) > 2 and len(indices) == len(buf.shape):
+        indices = [indices[d] for d in keep]
     out = []
     for d, e in enumerate(indices):
         coeffs, rest = affine(fail, e, tvars, what)
@@ -132,8 +146,10 @@ def tile_index(fail, buf: n.Buffer, indices, tvars, what: str):
     return out
 
 
-def mem_index(fail, buf, indices, tvars, what: str):
-    """(dimension of ``buf`` holding each tile var, origin Exprs) of a load or store's index."""
+def mem_index(fail, buf, indices, tvars, what: str, any_dims: bool = False):
+    """(dimension of ``buf`` holding each tile var, origin Exprs) of a load or store's index.
+    The tile spans ``buf``'s last two dimensions, or with ``any_dims`` any two (a wmma tile
+    of an NCHW image: channels x columns at one row)."""
     dims, origin = {}, []
     for d, e in enumerate(indices):
         coeffs, rest = affine(fail, e, tvars, what)
@@ -144,6 +160,8 @@ def mem_index(fail, buf, indices, tvars, what: str):
             dims[v] = d
         origin.append(simplify(rest.to_expr()))
     nd = len(indices)
+    if any_dims and len(set(dims.values())) == 2:
+        return dims, tuple(origin)
     if set(dims.values()) != {nd - 2, nd - 1}:
         fail(f"{buf.name} is accessed as [{', '.join(show(x) for x in indices)}]; a wmma tile "
              f"spans {buf.name}'s last two dimensions")
@@ -151,10 +169,15 @@ def mem_index(fail, buf, indices, tvars, what: str):
 
 
 def limits(fail, guards, tvars) -> dict:
-    """tile var -> the valid extent its guards allow (``base + x < N`` gives ``N - base``)."""
-    out = {}
+    """tile var -> the valid extent its guards allow (``base + x < N`` gives ``N - base``); a
+    guard on none of the tile's loops keeps the whole tile or none of it (the first tile
+    var's extent is 0 where it fails)."""
+    out, whole = {}, []
     for g in guards:
         used = [v for v in tvars if v in free_vars(g)]
+        if not used and g.dtype.is_bool and not collect(g, lambda x: isinstance(x, n.Load)):
+            whole.append(g)     # the whole tile or none of it (one image row of a convolution)
+            continue
         if collect(g, lambda x: isinstance(x, n.Load)):
             fail(f"the tile is guarded by {show(g)}, which reads memory; a wmma tile can only be "
                  "cut short at the end of its rows or columns")
@@ -176,7 +199,17 @@ def limits(fail, guards, tvars) -> dict:
             lim = lim.add(type(lim)(lim.dtype, {}, 1))
         e = simplify(lim.to_expr())
         out[v] = e if v not in out else simplify(mk.min_(out[v], e))
+    if whole and tvars:      # no valid row where a condition fails (the extents clamp above)
+        v = tvars[0]
+        cond = whole[0]
+        for g in whole[1:]:
+            cond = mk.logical_and(cond, g)
+        out[v] = simplify(mk.select(cond, out.get(v, mk.as_expr(WHOLE)), mk.as_expr(0)))
     return out
+
+
+#: the valid extent of a tile axis no guard bounds (the extents clamp to the tile's size)
+WHOLE = 1 << 30
 
 
 def check_multiple(fail, rest, size: int, what: str):
@@ -184,4 +217,4 @@ def check_multiple(fail, rest, size: int, what: str):
         fail(f"{what} starts at {show(rest.to_expr())}, not at a multiple of the tile's {size}")
 
 
-__all__ = ['FRAG_ROLE', 'Fail', 'LAYOUT', 'Nest', 'affine', 'check_multiple', 'const_extent', 'limits', 'mem_index', 'parse_nest', 'show', 'tile_index', 'unit_lead', 'S']
+__all__ = ['FRAG_ROLE', 'Fail', 'LAYOUT', 'Nest', 'affine', 'check_multiple', 'const_extent', 'frag_dims', 'limits', 'mem_index', 'parse_nest', 'show', 'tile_index', 'unit_lead', 'S']

@@ -42,8 +42,8 @@ from ..schedule.intrin import WGMMA, WMMA, BlockIntrinsic
 from . import wgmma_tiles as wg
 from .gates import wants_tensorize
 from .wmma_padding import covers, loop_ranges, widen
-from .tensor_nests import (FRAG_ROLE, LAYOUT, Fail, Nest, S, check_multiple, const_extent, limits,
-                           mem_index, parse_nest, show, tile_index, tile_loops, unit_lead)
+from .tensor_nests import (FRAG_ROLE, LAYOUT, Fail, Nest, S, check_multiple, const_extent, frag_dims,
+                           limits, mem_index, parse_nest, show, tile_index, tile_loops)
 
 def _accumulator_read(v: n.Expr):
     """The accumulator Load that a store copies out, unchanged or cast from float32 to a
@@ -159,9 +159,9 @@ class _Plan:
         if got is not None:
             return got
         shape = tuple(buf.shape)
-        lead = unit_lead(buf)
-        if lead > 0:                     # one matrix of a batch: the tile grid alone
-            shape = shape[lead:]
+        keep = frag_dims(buf)
+        if keep is not None and len(shape) > 2:   # one matrix of a batch: the tile grid alone
+            shape = tuple(shape[d] for d in keep)
         if self.is_transposed(buf):
             shape = shape[::-1]
         tile = _tile_dims(intrin, buf.scope)
@@ -229,11 +229,14 @@ def _copy_parts(plan, nest, frag, frag_indices, mem, mem_indices, what):
                  f"{frag.scope.value} tile)", hint=f"split that axis by {want} and tensorize the inner loops")
     for v, rest in ix:
         check_multiple(fail, rest, ext[v], f"the tile of {frag.name} used here")
-    dims, origin = mem_index(fail, mem, mem_indices, tv, f"{mem.name}")
-    layout = n.WmmaLayout.ROW_MAJOR if dims[rv] == len(mem_indices) - 2 else n.WmmaLayout.COL_MAJOR
+    dims, origin = mem_index(fail, mem, mem_indices, tv, f"{mem.name}", any_dims=True)
+    # the tile's rows along the earlier of its two memory dimensions: row-major
+    layout = n.WmmaLayout.ROW_MAJOR if dims[rv] < dims[cv] else n.WmmaLayout.COL_MAJOR
+    nd = len(mem_indices)
+    span = tuple(sorted(d - nd for d in (dims[rv], dims[cv])))
     lim = limits(fail, nest.guards, tv)
     extents = (lim.get(rv, mk.as_expr(rows)), lim.get(cv, mk.as_expr(cols)))
-    return _tile_origin(plan, frag, ix), origin, layout, extents
+    return _tile_origin(plan, frag, ix), origin, layout, extents, span
 
 
 def _check_layout(nest, layout, declared: str, mem, frag, field: str):
@@ -282,10 +285,12 @@ def _build(plan: _Plan, nest: Nest) -> n.Stmt:
         if frag.dtype is not intrin.dtype:
             fail(f"the fragment {frag.name} holds {frag.dtype.name}; {intrin} takes {intrin.dtype.name} inputs",
                  hint=f"give the kernel {intrin.dtype.name} inputs")
-        tile, origin, layout, extents = _copy_parts(plan, nest, frag, st.indices, src.buffer, src.indices, "load")
+        tile, origin, layout, extents, span = _copy_parts(plan, nest, frag, st.indices, src.buffer,
+                                                          src.indices, "load")
         field = "layout_a" if frag.scope is S.WMMA_MATRIX_A else "layout_b"
         _check_layout(nest, layout, getattr(intrin, field), src.buffer, frag, field)
-        load = n.WmmaLoad(plan.buffer(fail, frag, intrin), tile, shape, src.buffer, origin, layout, extents)
+        load = n.WmmaLoad(plan.buffer(fail, frag, intrin), tile, shape, src.buffer, origin, layout, extents,
+                          dims=span)
         load, clipped = widen(load, _tile_dims(intrin, frag.scope), plan.padded, nest.info["ranges"])
         nest.info.update(frag=frag, layout=layout, extents=load.extents, clipped=clipped)
         return load
@@ -295,9 +300,9 @@ def _build(plan: _Plan, nest: Nest) -> n.Stmt:
         fail(f"{dst.name} is {dst.dtype.name} and the stored value {st.value.dtype.name}; a wmma "
              "store writes the accumulator's values unchanged or cast to a 16-bit float",
              hint=f"make {dst.name} {st.value.dtype.name}")
-    tile, origin, layout, extents = _copy_parts(plan, nest, frag, read.indices, dst, st.indices, "store")
+    tile, origin, layout, extents, span = _copy_parts(plan, nest, frag, read.indices, dst, st.indices, "store")
     _check_layout(nest, layout, intrin.layout_c, dst, frag, "layout_c")
-    return n.WmmaStore(dst, origin, layout, plan.buffer(fail, frag, intrin), tile, shape, extents)
+    return n.WmmaStore(dst, origin, layout, plan.buffer(fail, frag, intrin), tile, shape, extents, span)
 
 
 def _pad_to_reduction(plan: _Plan, built: dict, scalars):
@@ -349,6 +354,7 @@ def _find(s, reqs: dict, plan: _Plan, stack: list, kernels: list, conds: tuple =
                      "statements run once per warp, and threadIdx.x is the 32 lanes of a warp",
                      hint="bind the loops that pick a warp's tiles to threadIdx.y / threadIdx.z")
             nest = parse_nest(req, s)
+            nest.store = _index_simplified(nest.store, loop_ranges(stack + nest.loops))
             nest.info["scope"] = {f.var for f in stack}
             nest.info["ranges"] = loop_ranges(stack)
             nest.info["stack"], nest.info["conds"] = list(stack), list(conds)
@@ -369,6 +375,32 @@ def _find(s, reqs: dict, plan: _Plan, stack: list, kernels: list, conds: tuple =
             _find(s.otherwise, reqs, plan, stack, kernels, conds + (s.cond,))
     elif t in (n.Allocate, n.LetStmt, n.DeviceKernel):
         _find(s.body, reqs, plan, stack, kernels, conds)
+
+
+class _Indices(Mutator):
+    """Every Load's and Store's indices simplified with the loops' ranges."""
+
+    def __init__(self, ranges):
+        super().__init__()
+        self.ranges = ranges
+
+    def _ix(self, node):
+        ix = tuple(simplify(i, self.ranges) for i in node.indices)
+        return node if all(a is b for a, b in zip(ix, node.indices)) else dataclasses.replace(node, indices=ix)
+
+    def visit_Load(self, e):
+        return self._ix(e)
+
+    def visit_Store(self, s):
+        s = self.generic(s)
+        return self._ix(s)
+
+
+def _index_simplified(store: n.Store, ranges) -> n.Store:
+    """``store`` with its indices and its loads' simplified in the nest's loop ranges: a
+    channels-last pack read at ``P[k // 16, .., k % 16]`` with ``k = 16 k.outer + k.inner``
+    is ``P[k.outer, .., k.inner]`` there (an affine tile)."""
+    return _Indices(ranges).visit(store)
 
 
 class _Rewrite(Mutator):

@@ -48,32 +48,35 @@ def _clamp(x, size: int) -> int:
     return min(max(int(x), 0), size)
 
 
-def _region(shape: tuple, origin, col_major: bool, rv: int, cv: int) -> tuple:
-    """The index tuple of the valid rv x cv part of a tile in an array of ``shape``."""
+def _region(shape: tuple, origin, col_major: bool, rv: int, cv: int, dims=(-2, -1)) -> tuple:
+    """The index tuple of the valid rv x cv part of a tile in an array of ``shape``, spanning
+    its dimensions ``dims`` (``WmmaLoad.dims``)."""
     origin = [int(o) for o in origin]
     span = [1] * len(shape)
-    span[-2], span[-1] = (cv, rv) if col_major else (rv, cv)
+    d0, d1 = (len(shape) + d for d in dims)
+    span[d0], span[d1] = (cv, rv) if col_major else (rv, cv)
     for d, (o, s, size) in enumerate(zip(origin, span, shape)):
         if o < 0 or o + s > size:
             bad = list(origin)
             bad[d] = o if o < 0 else max(o, size)
             raise TileOutOfBounds(tuple(bad))
-    return tuple(origin[:-2]) + (slice(origin[-2], origin[-2] + span[-2]),
-                                 slice(origin[-1], origin[-1] + span[-1]))
+    return tuple(slice(o, o + s) if d in (d0, d1) else o
+                 for d, (o, s) in enumerate(zip(origin, span)))
 
 
-def load(view: np.ndarray, src: np.ndarray, origin, col_major: bool, extents) -> None:
+def load(view: np.ndarray, src: np.ndarray, origin, col_major: bool, extents, dims=(-2, -1)) -> None:
     """``view`` (one fragment tile) = the tile of ``src`` at ``origin``, zero outside ``extents``."""
     rows, cols = view.shape
     rv, cv = _clamp(extents[0], rows), _clamp(extents[1], cols)
     block = np.zeros(view.shape, view.dtype)
     if rv and cv:
-        part = src[_region(src.shape, origin, col_major, rv, cv)]
+        part = src[_region(src.shape, origin, col_major, rv, cv, dims)]
         block[:rv, :cv] = part.T if col_major else part
     view[...] = block
 
 
-def store(dst: np.ndarray, origin, col_major: bool, view: np.ndarray, extents, to_bf16=False) -> None:
+def store(dst: np.ndarray, origin, col_major: bool, view: np.ndarray, extents, to_bf16=False,
+          dims=(-2, -1)) -> None:
     """The valid part of fragment tile ``view`` into ``dst`` at ``origin``; a float16 ``dst``
     rounds float32 values to nearest even (numpy's cast), ``to_bf16`` rounds them to bfloat16
     (held in float32 storage)."""
@@ -83,7 +86,7 @@ def store(dst: np.ndarray, origin, col_major: bool, view: np.ndarray, extents, t
         part = view[:rv, :cv]
         if to_bf16:
             part = round_bf16(part)
-        dst[_region(dst.shape, origin, col_major, rv, cv)] = part.T if col_major else part
+        dst[_region(dst.shape, origin, col_major, rv, cv, dims)] = part.T if col_major else part
 
 
 def mma(d: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
@@ -110,20 +113,20 @@ def _mem_oob(kernel, what, name, e, arr):
     rt.oob(kernel, what, name, e.index, arr.shape)
 
 
-def _py_load(F, tile, rows, cols, src, origin, col_major, extents, names):
+def _py_load(F, tile, rows, cols, src, origin, col_major, extents, dims, names):
     kernel, fname, sname = names
     view = _frag(F, tile, rows, cols, kernel, fname, "wmma load")
     try:
-        load(view, src, origin, col_major, extents)
+        load(view, src, origin, col_major, extents, dims)
     except TileOutOfBounds as e:
         _mem_oob(kernel, "wmma load", sname, e, src)
 
 
-def _py_store(dst, origin, col_major, F, tile, rows, cols, extents, to_bf16, names):
+def _py_store(dst, origin, col_major, F, tile, rows, cols, extents, to_bf16, dims, names):
     kernel, fname, dname = names
     view = _frag(F, tile, rows, cols, kernel, fname, "wmma store")
     try:
-        store(dst, origin, col_major, view, extents, to_bf16)
+        store(dst, origin, col_major, view, extents, to_bf16, dims)
     except TileOutOfBounds as e:
         _mem_oob(kernel, "wmma store", dname, e, dst)
 
@@ -186,11 +189,11 @@ def emit_python(gen, s) -> None:
         elif type(s) is n.WmmaLoad:
             names = (gen.func.name, s.frag.name, s.src.name)
             args = frag + [buf(s.src, "wmma load"), tup(s.origin), str(s.layout is n.WmmaLayout.COL_MAJOR),
-                           tup(s.extents)]
+                           tup(s.extents), repr(tuple(s.dims))]
         else:
             names = (gen.func.name, s.frag.name, s.dst.name)
             args = [buf(s.dst, "wmma store"), tup(s.origin), str(s.layout is n.WmmaLayout.COL_MAJOR)] + frag \
-                + [tup(s.extents), str(to_bf16(s))]
+                + [tup(s.extents), str(to_bf16(s)), repr(tuple(s.dims))]
     gen.emit(f"{fn}({', '.join(args)}, {names!r})")
 
 

@@ -41,7 +41,7 @@ def widen(load: n.WmmaLoad, full: tuple, padded, ranges: dict):
     rows, cols = full
     span = (rows, cols) if load.layout is n.WmmaLayout.ROW_MAJOR else (cols, rows)
     shape = load.src.shape
-    for d, want in zip((len(shape) - 2, len(shape) - 1), span):
+    for d, want in zip((len(shape) + load.dims[0], len(shape) + load.dims[1]), span):
         if prove(mk.compare(n.CmpOp.LE, mk.add(load.origin[d], want), shape[d]), ranges) is not True:
             return load, None
     whole = tuple(mk.as_expr(f) for f in full)

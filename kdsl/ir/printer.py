@@ -419,7 +419,7 @@ class StmtPrinter:
         what = {n.Scope.WMMA_MATRIX_A: "load_a", n.Scope.WMMA_MATRIX_B: "load_b"}.get(s.frag.scope, "load_c")
         src = f"{self.namer(s.src)}[{self.expr._indices(s.origin)}]"
         out.append(INDENT * depth + f"wmma.{what}({self._tile(s.frag, s.tile, rows, cols)}, {src}, "
-                   f"{s.layout.value}{self._valid(s.extents, rows, cols)})")
+                   f"{s.layout.value}{self._dims(s)}{self._valid(s.extents, rows, cols)})")
 
     def _wmma_mma(self, s, depth, out):
         m, nn, k = s.shape
@@ -447,7 +447,12 @@ class StmtPrinter:
         if s.is_converting:
             frag = f"{s.dst.dtype.name}({frag})"
         out.append(INDENT * depth + f"wmma.store({dst}, {frag}, "
-                   f"{s.layout.value}{self._valid(s.extents, m, nn)})")
+                   f"{s.layout.value}{self._dims(s)}{self._valid(s.extents, m, nn)})")
+
+    @staticmethod
+    def _dims(s) -> str:
+        """The memory dimensions of a tile not on the last two (``WmmaLoad.dims``)."""
+        return "" if tuple(s.dims) == (-2, -1) else f", dims={tuple(s.dims)}"
 
 
 def format_expr(e, namer: Namer | None = None) -> str:

@@ -15,7 +15,8 @@ from .nodes import Buffer, Expr, Stmt  # noqa: F401  (Expr: the annotations' nam
 class WmmaLayout(enum.Enum):
     """How a tile lies in memory: ROW_MAJOR puts the tile's rows along the buffer's next-to-last
     dimension and its columns along the last (``ldm`` = that buffer's stride of dimension -2);
-    COL_MAJOR the other way round (nvcuda::wmma's row_major / col_major)."""
+    COL_MAJOR the other way round (nvcuda::wmma's row_major / col_major).  (For a tile on
+    other dimensions, ``WmmaLoad.dims``: its first and second dimension.)"""
 
     ROW_MAJOR = "row_major"
     COL_MAJOR = "col_major"
@@ -43,7 +44,9 @@ class WmmaLoad(Stmt):
     """Load the tile ``frag[tile]`` from ``src`` (load_matrix_sync).
 
     ``origin`` indexes ``src`` (one Expr per dimension) at the tile's element (0, 0); the tile
-    spans ``src``'s last two dimensions as ``layout`` says.  ``extents`` = (rows, cols): the
+    spans ``src``'s dimensions ``dims`` (two, counted from the end, in memory order: by
+    default the last two; ``(-3, -1)`` is a channels x columns tile of one row of an NCHW
+    image) as ``layout`` says, ROW_MAJOR putting its rows along ``dims[0]``.  ``extents`` = (rows, cols): the
     tile's valid part (clamped to [0, tile size]); elements outside it are set to zero and
     ``src`` is not read there (a partial tile of a non-divisible shape).  ``whole``: the whole
     tile lies inside ``src``'s allocation and is initialised (a padded cache), so a backend may
@@ -58,6 +61,7 @@ class WmmaLoad(Stmt):
     layout: WmmaLayout
     extents: tuple
     whole: bool = False
+    dims: tuple = (-2, -1)
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,8 @@ class WmmaMma(Stmt):
 @dataclass(frozen=True)
 class WmmaStore(Stmt):
     """Store the accumulator tile ``frag[tile]`` into ``dst`` at ``origin`` (store_matrix_sync);
-    only its valid part ``extents`` = (rows, cols) is written (see ``WmmaLoad``).  A float32
+    only its valid part ``extents`` = (rows, cols) is written (see ``WmmaLoad``, also for
+    ``dims``).  A float32
     accumulator may store into a float16 or bfloat16 ``dst``: each value is rounded to the
     nearest (ties to even), as a cast would (``is_converting``)."""
 
@@ -90,6 +95,7 @@ class WmmaStore(Stmt):
     tile: tuple
     shape: tuple
     extents: tuple
+    dims: tuple = (-2, -1)
 
     @property
     def is_converting(self) -> bool:

@@ -42,7 +42,8 @@ from __future__ import annotations
 from kdsl import dtypes as dt
 from kdsl.errors import InternalCompilerError
 from kdsl.ir import nodes as n
-from kdsl.ir.simplify import linear
+from kdsl.ir import make as mk
+from kdsl.ir.simplify import linear, simplify
 
 from .offsets import flat_offset
 from .types import stype
@@ -129,9 +130,26 @@ def lane_elements(scope, rows: int, cols: int):
     return out
 
 
+def tile_strides(mem: n.Buffer, dims) -> tuple:
+    """The strides (elements, Exprs) of ``mem``'s two dimensions ``dims`` that a tile spans
+    (``WmmaLoad.dims``: by default the last two)."""
+    nd = len(mem.shape)
+    out = []
+    for d in dims:
+        d %= nd
+        if mem.strides is not None:
+            out.append(mem.strides[d])
+        else:
+            e = mk.as_expr(1)
+            for x in mem.shape[d + 1:]:
+                e = mk.mul(e, x)
+            out.append(simplify(e))
+    return tuple(out)
+
+
 class _Tile:
     """What the load and store of one memory tile share: the pointer at the tile's element
-    (0, 0), the strides of the last two dimensions, the valid extents (unclamped)."""
+    (0, 0), the strides of the two dimensions it spans, the valid extents (unclamped)."""
 
     def __init__(self, p, s, mem: n.Buffer, d: int):
         self.p, self.mem, self.d = p, mem, d
@@ -142,10 +160,7 @@ class _Tile:
         self.frag_atoms = fr
         t = stype(mem.dtype)
         const = "const " if type(s) is n.WmmaLoad else ""
-        if mem.strides is not None:
-            s2, s1 = p.expr(mem.strides[-2]), p.expr(mem.strides[-1])
-        else:
-            s2, s1 = p.expr(mem.shape[-1]), "1"
+        s2, s1 = (p.expr(e) for e in tile_strides(mem, s.dims))
         p.emit(d, _LANE)
         p.emit(d, f"{const}{t}* const kd_wp = &{p.buf(mem)}[{p.flat_index(mem, s.origin)}];")
         p.emit(d, f"const int64_t kd_ws2 = {s2}, kd_ws1 = {s1};")
@@ -193,15 +208,10 @@ def static_fast_path(s: n.WmmaLoad) -> str | None:
     full = all(type(e) is n.Const and e.value >= w for e, w in zip(s.extents, (rows, cols)))
     if not (full or s.whole):
         return None
-    strides = src.strides
-    if strides is None:
-        if not all(type(x) is n.Const for x in src.shape):
-            return None
-        ldm, last = int(src.shape[-1].value), 1
-    else:
-        if not all(type(x) is n.Const for x in strides[-2:]):
-            return None
-        ldm, last = int(strides[-2].value), int(strides[-1].value)
+    strides = tile_strides(src, s.dims)
+    if not all(type(x) is n.Const for x in strides):
+        return None
+    ldm, last = (int(x.value) for x in strides)
     per = 16 // item
     if last == 1 and ldm % per == 0 and _multiple(flat_offset(src, s.origin), per):
         return "full" if full else "whole"

@@ -46,7 +46,7 @@ from kdsl.schedule.records import AttachKind
 from kdsl.schedule.patterns import sole_root
 
 from . import analysis as A
-from . import decode, gemm, hopper, recipes, rules, stencil, tensorcore, transpose
+from . import conv, conv_tc, decode, gemm, hopper, recipes, rules, stencil, tensorcore, transpose
 
 
 def schedule(sched, hints) -> None:
@@ -268,12 +268,14 @@ def realize(sched, plans: dict, attach: dict, caches: dict | None = None) -> Non
 
 
 def _epilogues(sched, plans) -> dict:
-    """Matmul name -> the stage casting its result that its tensor-core stores take over."""
+    """Matmul or convolution name -> the stage casting its result that its tile stores take
+    over (tensor-core fragment stores, or the convolution's register tile)."""
     out = {}
     for h in sched.stages:
         plan = plans.get(h.name)
-        if plan is not None and plan.recipe.name == "matmul" and \
-                matmul_recipe(sched, h, plan) in ("wgmma", "tensorcore", "decode"):
+        if plan is not None and (plan.recipe.name == "matmul" and matmul_recipe(
+                sched, h, plan) in ("wgmma", "tensorcore", "decode") or plan.recipe.name == "conv"
+                and conv_recipe(sched, h, plan) != "per_output"):
             e = tensorcore.cast_epilogue(sched, h, plans)
             if e is not None:
                 out[h.name] = e
@@ -324,6 +326,8 @@ def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
             gemm.gemm(sched, h, **rules.matmul(sched, h, plan))
         else:    # small constant extents: one output per thread (a safe generic mapping)
             recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, False))
+    elif k == "conv":
+        _conv(sched, h, plan, epilogue)
     elif k == "row":
         recipes.row_reduce(sched, h, **rules.row(sched, h, plan))
     elif k == "column":
@@ -332,6 +336,34 @@ def _root_recipe(sched, h, plan, k, epilogue=None) -> None:
         stencil.stencil_tile(sched, h, **rules.stencil(sched, h, plan))
     else:
         recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, k == "stencil"))
+
+
+def conv_recipe(sched, h, plan) -> str:
+    """The one place a convolution's recipe is decided: ``"tensorcore"`` (16-bit operands:
+    conv_tc.py), ``"tile"`` (the CUDA-core implicit GEMM: conv.py) or ``"per_output"``
+    (constant extents its tiles do not fit)."""
+    m = conv.find(h.stage)
+    if conv_tc.eligible(sched, h, m):
+        return "tensorcore"
+    return "tile" if conv.fits(h.stage, m, conv.choose(sched, h, m, plan)) else "per_output"
+
+
+def _conv(sched, h, plan, epilogue=None) -> None:
+    """A convolution (conv.py, conv_tc.py), by ``conv_recipe``."""
+    how = conv_recipe(sched, h, plan)
+    m = conv.find(h.stage)
+    if how != "tensorcore" and tensorcore.tensor_cores_hint(sched, h) is True:
+        warn_user(f"tensor_cores=True on {h.name}: tensor cores take a convolution of float16 "
+                  f"or bfloat16 operands (both of one type, accumulated in float32) at unit "
+                  f"stride along its columns, read without a guard; it runs on CUDA cores")
+    if how == "tensorcore":
+        conv_tc.conv_tc(sched, h, m, conv_tc.choose(sched, h, m, plan), epilogue)
+    elif how == "tile":
+        conv.conv_tile(sched, h, m, conv.choose(sched, h, m, plan), epilogue)
+    else:
+        recipes.thread_per_output(sched, h, **rules.per_output(sched, h, plan, False))
+        if epilogue is not None:
+            raise InternalCompilerError(f"cuda schedule: an epilogue for {h.name} without a tile")
 
 
 def _chain_threads(sched, root: str, attach: dict, plans: dict) -> int:

@@ -14,6 +14,7 @@ from kdsl.ir.visitor import uses_var
 from kdsl.schedule.plan import spatial_names, reduce_names
 
 from . import analysis as A
+from . import conv
 from .gemm import is_matmul
 
 SMS = 132
@@ -70,6 +71,8 @@ def kind(stage) -> str:
         return "matmul"
     if A.is_small_reduction(stage) and stage.axes:
         return "stencil"
+    if conv.find(stage) is not None:
+        return "conv"
     if not stage.axes:
         return "row"
     if A.reduces_contiguously(stage) and A.trailing_reduce(stage):

@@ -148,13 +148,13 @@ def _race(ex, m, b: n.Buffer, region, w: int, store: bool):
                     ex.kernel, kind, b.name, element, th, (first, second))
 
 
-def _region(ex, b, arr, origin, col_major, rows, cols, extents, w, what):
+def _region(ex, b, arr, origin, col_major, rows, cols, extents, w, what, dims=(-2, -1)):
     rv = min(max(int(extents[0]), 0), rows)
     cv = min(max(int(extents[1]), 0), cols)
     if not (rv and cv):
         return None
     try:
-        return wd._region(arr.shape, origin, col_major, rv, cv)
+        return wd._region(arr.shape, origin, col_major, rv, cv, dims)
     except wd.TileOutOfBounds as e:
         raise SimtOutOfBounds(f"{ex._where()}: out-of-bounds {what} of {b.scope.value} buffer {b.name!r} "
                               f"(shape {arr.shape}) at {e.index} by warp {w}:\n    {ex._line(ex.cur)}",
@@ -250,13 +250,14 @@ def run(ex, s) -> None:
     for w, v in zip(warps.tolist(), vals):
         tile, origin, ext = v[:2], v[2:2 + nd], v[2 + nd:]
         view = _frag(ex, s.frag, w, tile, rows, cols)
-        region = _region(ex, b, mem.data, origin, col, rows, cols, ext, w, "wmma load" if load else "wmma store")
+        region = _region(ex, b, mem.data, origin, col, rows, cols, ext, w,
+                         "wmma load" if load else "wmma store", s.dims)
         if region is not None:
             _race(ex, mem, b, region, w, store=not load)
         if load:
-            wd.load(view, mem.data, origin, col, ext)
+            wd.load(view, mem.data, origin, col, ext, s.dims)
         else:
-            wd.store(mem.data, origin, col, view, ext, wd.to_bf16(s))
+            wd.store(mem.data, origin, col, view, ext, wd.to_bf16(s), s.dims)
 
 
 __all__ = ["WARP", "has_wmma", "kernel_dims", "alloc_fragment", "scalar_access", "run"]
