@@ -1,5 +1,5 @@
 #!/bin/bash
-# Old (main at 4f91041, placed at .devrun/b_old) against new (this tree) cuda launch costs,
+# Old (main at 1c00547, placed at .devrun/b_old) against new (this tree) cuda launch costs,
 # alternated (order flipped each round): benchmarks/launch_host.py --real-torch (host rows) and
 # benchmarks/cuda.py --only overhead (device rows).  Prints the rows; writes one log to $OUT.
 set -u
