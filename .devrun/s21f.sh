@@ -22,6 +22,12 @@ fi
 if [[ $PARTS == *ab* ]] && [ -d .devrun/b_old ]; then
   OUT=$R timeout 150 bash .devrun/ab_overhead.sh
 fi
+if [[ $PARTS == *race* ]]; then
+  [ -f /tmp/conv27_memcheck.py ] || sed -n '/^cat > \/tmp\/conv27_memcheck.py/,/^PY$/p' .devrun/conv27/run.sh | sed '1d;$d' > /tmp/conv27_memcheck.py
+  KDSL_CACHE_DIR=/tmp/kc_race timeout 60 python3 /tmp/conv27_memcheck.py 2>&1 | tail -2
+  KDSL_CACHE_DIR=/tmp/kc_race timeout 150 compute-sanitizer --tool racecheck python3 /tmp/conv27_memcheck.py > $R/conv_racecheck.txt 2>&1
+  echo "conv racecheck rc=$?"; tail -5 $R/conv_racecheck.txt
+fi
 if [[ $PARTS == *mm16* ]]; then
   OUT=$R/mm16 timeout 330 bash .devrun/dask/mm16.sh 2>&1 | tail -30
 fi
