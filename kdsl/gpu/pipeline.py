@@ -22,8 +22,8 @@
 
 The passes most kernels skip (``pipeline_legality``, ``scan_tiles``, ``tensorize``,
 ``software_pipeline``, ``vthread``, ``interior_blocks``) are ``Deferred``: their modules are
-imported when a kernel first has work for them (``kdsl.gpu.gates``, the tests those passes
-start with).  The table's verifier adds the GPU rules (``kdsl.gpu.verify``).  ``GPU_TARGETS`` are the
+imported when a kernel first has work for them (``kdsl.passes.pipeline.Deferred``;
+``kdsl.gpu.gates``: the tests those passes start with).  The table's verifier adds the GPU rules (``kdsl.gpu.verify``).  ``GPU_TARGETS`` are the
 targets whose code runs as GPU kernels; ``for_target(name)`` gives a target's table: this
 one for them, ``kdsl.passes.pipeline.SEQUENTIAL`` for every other target (and None).
 ``sequential.py`` holds the two passes that make GPU-form IR sequential again
@@ -38,11 +38,10 @@ WMMA statements), verified with the GPU rules under ``config.verify()``.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 
 from ..ir import nodes as n
 from ..passes import pipeline as _core
-from ..passes.pipeline import CORE, Level, Pass, Pipeline
+from ..passes.pipeline import CORE, Deferred, Level, Pass, Pipeline, deferred  # noqa: F401 (Deferred)
 from ..passes.pipeline import lower as lower_with
 from . import gates
 from .async_copies import async_copies
@@ -54,31 +53,8 @@ from .thread_tiles import full_thread_tiles
 from .verify import verify
 
 
-class Deferred:
-    """The pass ``module.name``, whose module is imported when a function (or state) first has
-    work for it (``gates``: its own first test; False: the input is returned, as the pass
-    would).  Most kernels have no tensor cores, pipelined copies, virtual threads, tiled main
-    loops or scan tiles: a cold process's first kernel compiles without importing those
-    passes.  ``__module__``/``__name__`` name the pass function."""
-
-    def __init__(self, module: str, name: str, has_work):
-        self.__module__, self.__name__, self.has_work = module, name, has_work
-        self._fn = None
-
-    def __call__(self, x):
-        fn = self._fn
-        if fn is None:
-            if not self.has_work(x):
-                return x
-            fn = self._fn = getattr(importlib.import_module(self.__module__), self.__name__)
-        return fn(x)
-
-    def __repr__(self) -> str:
-        return f"<pass {self.__module__}.{self.__name__}>"
-
-
 def _deferred(name: str, module: str, fn: str, has_work, level=Level.IR) -> Pass:
-    return Pass(name, Deferred(f"{__package__}.{module}", fn, has_work), level)
+    return deferred(name, f"{__package__}.{module}", fn, has_work, level)
 
 
 #: every pass from a Schedule to GPU-form loop IR, in order (the table of GPU targets)

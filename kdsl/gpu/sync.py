@@ -134,6 +134,8 @@ class _Kernel:
         self._leaf_memo: dict = {}      # (id(stmt), ctx keys) -> (stmt, its accesses)
         self._load_memo: dict = {}      # id(expr) -> (expr, its tracked Loads): loop bodies are
         #                                 summarised again each time their pending set grows
+        self._summary_memo: dict = {}   # (id(stmt), ctx keys) -> (stmt, summary): each statement
+        #                                 is summarised again at every level of the walk above it
 
     def access(self, buffer, write, indices, ctx, pinned=frozenset()) -> _Access:
         """The access of ``buffer`` at ``indices`` (None: unknown) as seen from ``ctx``; an
@@ -322,7 +324,17 @@ class _Kernel:
         return out
 
     def summary(self, s, ctx) -> list:
-        """Every tracked access of ``s`` (and of the statements inside it)."""
+        """Every tracked access of ``s`` (and of the statements inside it); a pure function of
+        the statement and the context's keys, kept (callers never change the list)."""
+        key = (id(s), ctx.skey, ctx.rkey, ctx.pinned)
+        hit = self._summary_memo.get(key)
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        out = self._summary(s, ctx)
+        self._summary_memo[key] = (s, out)
+        return out
+
+    def _summary(self, s, ctx) -> list:
         t = type(s)
         if t is n.Seq:
             return [a for x in s.stmts for a in self.summary(x, ctx)]
@@ -369,10 +381,10 @@ class _Kernel:
             pending = _union(pending, head)
             if s.thread is not None and s.thread.is_thread:     # a forall: no carried state
                 body, pending = self._item(s.body, ctx.with_thread(s), pending)
-                return dataclasses.replace(s, body=body), pending
+                return _with_body(s, body), pending
             if s.thread is not None and s.thread.is_block:      # each block: fresh shared memory
                 body, _ = self._item(s.body, ctx, [])
-                return dataclasses.replace(s, body=body), []
+                return _with_body(s, body), []
             return self._loop(s, ctx.with_loop(s), pending)
         if t is n.IfThenElse:
             head = []
@@ -380,15 +392,16 @@ class _Kernel:
             pending = _union(pending, head)
             then, p1 = self._item(s.then, ctx, pending)
             other, p2 = (None, pending) if s.otherwise is None else self._item(s.otherwise, ctx, pending)
-            return dataclasses.replace(s, then=then, otherwise=other), _union(p1, p2)
+            same = then is s.then and other is s.otherwise
+            return (s if same else dataclasses.replace(s, then=then, otherwise=other)), _union(p1, p2)
         if t is n.Allocate:
             body, pending = self._item(s.body, ctx, pending)
-            return dataclasses.replace(s, body=body), pending
+            return _with_body(s, body), pending
         if t is n.LetStmt:
             head = []
             self._loads(s.value, ctx, head)
             body, pending = self._item(s.body, ctx.with_let(s), _union(pending, head))
-            return dataclasses.replace(s, body=body), pending
+            return _with_body(s, body), pending
         return s, _union(pending, self.leaf_accesses(s, ctx))
 
     def _item(self, s, ctx, pending):
@@ -409,7 +422,7 @@ class _Kernel:
             body, end = self._item(s.body, ctx, entry)
             grown = _union(entry, end)
             if len(grown) == len(entry):
-                return dataclasses.replace(s, body=body), _union(pending, end)
+                return _with_body(s, body), _union(pending, end)
             entry = grown
 
 
@@ -423,6 +436,11 @@ def _buffers_named(st) -> list:
             if isinstance(x, n.Buffer):
                 out.append(x)
     return out
+
+
+def _with_body(s, body):
+    """``s`` with ``body`` (``s`` itself when it is its body: no barrier went in)."""
+    return s if body is s.body else dataclasses.replace(s, body=body)
 
 
 def _union(a, b):

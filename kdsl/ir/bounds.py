@@ -27,12 +27,13 @@ class Unbounded(KdslError, ValueError):
 class RangeMap:
     """Normalised ranges: Var -> (lo | None, hi | None), inclusive; immutable once built."""
 
-    __slots__ = ("bounds", "_levels", "_deps", "_first", "_keys")
+    __slots__ = ("bounds", "_levels", "_deps", "_first", "_keys", "_var_keys")
 
     def __init__(self, bounds: dict):
         self.bounds = bounds
         self._levels = None
-        self._keys = None
+        self._keys = None           # id(e) -> (e, key_of(e))
+        self._var_keys = None       # frozenset of vars -> the key of expressions of them
 
     @staticmethod
     def of(ranges) -> "RangeMap":
@@ -103,11 +104,20 @@ class RangeMap:
         keys = self._keys
         if keys is None:
             keys = self._keys = {}
+            self._var_keys = {}
         hit = keys.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
+        vs = _vars_of(e)
+        key = self._var_keys.get(vs)    # (a function of the vars alone: shared by their expressions)
+        if key is None:
+            key = self._var_keys[vs] = self._key_of_vars(vs)
+        keys[id(e)] = (e, key)      # (e kept: its id stays its own while the map lives)
+        return key
+
+    def _key_of_vars(self, vs) -> tuple:
         levels, deps, bounds = self.levels, self._deps, self.bounds
-        out, seen, todo = [], set(), list(_vars_of(e))
+        out, seen, todo = [], set(), list(vs)
         while todo:
             v = todo.pop()
             if v in seen:
@@ -123,7 +133,6 @@ class RangeMap:
             rounds = sorted({lv for _, _, lv in out})
             rank = {lv: k for k, lv in enumerate(rounds)}
             key = self._first < rounds[0], frozenset((v, b, rank[lv]) for v, b, lv in out)
-        keys[id(e)] = (e, key)      # (e kept: its id stays its own while the map lives)
         return key
 
 

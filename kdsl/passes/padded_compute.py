@@ -38,6 +38,7 @@ from ..ir import nodes as n
 from ..ir.bounds import Unbounded, bound
 from ..ir.simplify import prove, simplify
 from ..ir.visitor import collect, substitute
+from .gates import has_padded_stages
 from ..schedule.records import AttachKind
 
 
@@ -169,7 +170,6 @@ class _Padded:
 
 def padded_compute(state):
     """The pass (see the module docstring)."""
-    domains = state.need("domains", by="padded_compute")
-    if not any(h.pad for h in domains):
+    if not has_padded_stages(state):
         return state
     return dataclasses.replace(state, domains=_Padded(state).run())

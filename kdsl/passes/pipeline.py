@@ -46,6 +46,11 @@ edit a table by name: ``SEQUENTIAL.insert_after("blocked_sums", Pass(...))``,
 unknown or duplicate name raises ``PipelineError``) and hand the result to
 ``CompileRequest.lower(pipeline=...)``.
 
+Passes most kernels skip (``scan_legality``, ``padded_compute``; in the GPU table also
+``pipeline_legality``, ``scan_tiles``, ``tensorize``, ``software_pipeline``, ``vthread``,
+``interior_blocks``) are ``Deferred``: their modules are imported when a kernel first has work
+for them (``gates``: the tests those passes start with).
+
 The runner verifies the IR after every pass from ``loop_nests`` on when
 ``config.verify()`` (``KDSL_VERIFY``; on under pytest) with the table's ``verifier``
 (``kdsl.ir.verifier.verify`` unless the table names another: the GPU table adds the GPU
@@ -57,6 +62,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 import sys
 import time
 from dataclasses import dataclass
@@ -65,11 +71,10 @@ from typing import Callable
 from .. import config
 from ..ir import nodes as n
 from .bound import infer_bounds
+from . import gates
 from .inline import inline
 from .loop_nests import build_loop_nests
-from .padded_compute import padded_compute
 from .placement import place_stages
-from .scan_check import check_scans
 from .simplify import simplify_pass
 from .state import LowerState
 from .storage import plan_storage
@@ -158,14 +163,45 @@ class Pipeline:
         return iter(self.passes)
 
 
+class Deferred:
+    """The pass ``module.name``, whose module is imported when a function (or state) first has
+    work for it (``has_work``: the pass's own first test, in a gates module; False: the input
+    is returned, as the pass would).  Most kernels have no scans, padded tiles, tensor cores,
+    pipelined copies, virtual threads or tiled main loops: a cold process's first kernel
+    compiles without importing those passes.  ``__module__``/``__name__`` name the pass
+    function."""
+
+    def __init__(self, module: str, name: str, has_work):
+        self.__module__, self.__name__, self.has_work = module, name, has_work
+        self._fn = None
+
+    def __call__(self, x):
+        fn = self._fn
+        if fn is None:
+            if not self.has_work(x):
+                return x
+            fn = self._fn = getattr(importlib.import_module(self.__module__), self.__name__)
+        return fn(x)
+
+    def __repr__(self) -> str:
+        return f"<pass {self.__module__}.{self.__name__}>"
+
+
+def deferred(name: str, module: str, fn: str, has_work, level: Level = Level.IR) -> Pass:
+    """The table entry ``name`` of the pass ``module.fn`` (absolute module name), imported when
+    ``has_work`` first holds (``Deferred``)."""
+    return Pass(name, Deferred(module, fn, has_work), level)
+
+
 S = Level.SCHEDULE
 #: the target-neutral passes, from a Schedule to loop IR, in order (every target runs them)
 CORE = Pipeline((
-    Pass("scan_legality", check_scans, S),
+    deferred("scan_legality", f"{__package__}.scan_check", "check_scans", gates.scan_stages, S),
     Pass("placement", place_stages, S),
     Pass("inline", inline, S),
     Pass("bound_inference", infer_bounds, S),
-    Pass("padded_compute", padded_compute, S),
+    deferred("padded_compute", f"{__package__}.padded_compute", "padded_compute",
+             gates.has_padded_stages, S),
     Pass("storage", plan_storage, S),
     Pass("loop_nests", build_loop_nests, S),
     Pass("simplify", simplify_pass),

@@ -32,6 +32,7 @@ from ..errors import ScheduleError
 from ..ir import nodes as n
 from ..schedule.records import AttachKind
 from ..schedule.scan_axis import scan_leaf as _scan_leaf
+from .gates import scan_stages
 
 _ORDERED = (n.ForKind.SERIAL, n.ForKind.UNROLLED)
 
@@ -39,11 +40,9 @@ _ORDERED = (n.ForKind.SERIAL, n.ForKind.UNROLLED)
 def check_scans(state):
     """The ``scan_legality`` pass (see the module docstring); returns ``state``."""
     sched = state.sched
-    for h in sched.stages:
-        info = getattr(h.stage, "scan", None)
-        if info is not None and hasattr(info, "init_steps"):
-            _check(h, info)
-            _attach_steps(sched, h, info)
+    for h, info in scan_stages(state):
+        _check(h, info)
+        _attach_steps(sched, h, info)
     return state
 
 

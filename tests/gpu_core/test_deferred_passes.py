@@ -16,8 +16,10 @@ DEFERRED = {p.name: p.fn for p in G.PIPELINE if isinstance(p.fn, G.Deferred)}
 
 
 def test_the_table_defers_the_passes_most_kernels_skip():
-    assert set(DEFERRED) == {"pipeline_legality", "scan_tiles", "tensorize", "software_pipeline",
-                             "vthread", "interior_blocks"}
+    assert set(DEFERRED) == {"scan_legality", "padded_compute", "pipeline_legality", "scan_tiles",
+                             "tensorize", "software_pipeline", "vthread", "interior_blocks"}
+    core = {p.name for p in P.CORE if isinstance(p.fn, P.Deferred)}
+    assert core == {"scan_legality", "padded_compute"}
 
 
 def _softmax_func():
@@ -81,6 +83,7 @@ def test_a_cold_cuda_softmax_imports_only_the_passes_it_needs(tmp_path):
     for m in ("kdsl.gpu.tensorize", "kdsl.gpu.tensor_nests", "kdsl.gpu.wgmma_tiles",
               "kdsl.gpu.software_pipeline", "kdsl.gpu.vthread", "kdsl.gpu.interior_blocks",
               "kdsl.gpu.scan_tiles", "kdsl.gpu.sequential", "kdsl.passes.blocked_sums",
+              "kdsl.passes.scan_check", "kdsl.passes.padded_compute",
               "kdsl.passes.lower_cross_thread", "kdsl.ir.verifier", "kdsl.ir.printer"):
         assert m not in out, m
     assert "kdsl.gpu.sync" in out and "kdsl.gpu.device_kernels" in out
