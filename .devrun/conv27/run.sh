@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 {
 echo "# $(date -u) $(git rev-parse --short HEAD 2>/dev/null) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 timeout 40 python3 -m pip install -q --no-deps --no-build-isolation -e . -e ./kdsl_cpu -e ./kdsl_cuda 2>&1 | tail -3
-export KDSL_CACHE_DIR="$OUT/cache"
+export KDSL_CACHE_DIR=/tmp/conv27_cache     # (outside $OUT: only results go back)
 T0=$(date +%s)
 timeout 65 python3 .devrun/conv27/warm.py --jobs 14 --variants 2>&1 | tail -20
 echo "# warm done after $(( $(date +%s) - T0 )) s"

@@ -31,7 +31,7 @@ from kdsl.ir.simplify import linear
 from kdsl.ir.visitor import collect, uses_var
 
 from . import analysis as A
-from .gemm import coop_copy, multi_buffer, size_bound
+from .gemm import SMS, coop_copy, multi_buffer, size_bound
 
 #: the reduce extents of a window (each at most this many taps)
 MAX_TAPS = 16
@@ -210,7 +210,7 @@ def choose(sched, h, m: Conv, plan=None) -> Config:
     small = 1 if width >= 24 else 2 if width >= 12 else 4
     if m.y is not None:
         c = replace(c, bm=max(2 * c.om, c.bm // small))
-    while c.bm >= 4 * c.om and _blocks(sched, m, c) < _sms() // 2:
+    while c.bm >= 4 * c.om and _blocks(sched, m, c) < SMS // 2:
         c = replace(c, bm=c.bm // 2)
     hw = sched.backend_hints.get(h.name, {})
     if plan is not None:
@@ -233,11 +233,6 @@ def choose(sched, h, m: Conv, plan=None) -> Config:
     while c.threads < MIN_THREADS and c.om > 1 and c.bm // c.om < 16:
         c = replace(c, om=c.om // 2)
     return c
-
-
-def _sms() -> int:
-    from .rules import SMS      # (rules imports this module)
-    return SMS
 
 
 def _blocks(sched, m: Conv, c: Config) -> float:
